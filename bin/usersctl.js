@@ -1,0 +1,3 @@
+#!/usr/bin/env node
+process.stderr.write('usersctl: not yet implemented\n');
+process.exitCode = 1;

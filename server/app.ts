@@ -1,0 +1,105 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { problems } from '../shared/problems.js';
+import type { Accounts } from './accounts.js';
+import type { Config } from './config.js';
+import { HttpError } from './errors.js';
+import { sendEmpty, sendProblem } from './http.js';
+import { Router, splitTarget, type Context, type Route } from './router.js';
+import { sessionRoutes } from './routes/session.js';
+import { userRoutes } from './routes/users.js';
+import { Sessions } from './sessions.js';
+import type { Store } from './store/types.js';
+
+export interface AppDeps {
+  store: Store;
+  config: Config;
+  accounts: Accounts;
+  /** Session signing keys: the first signs, all verify. */
+  keys: readonly Buffer[];
+  /** Milliseconds since the epoch; tests inject their own clock. */
+  clock?: () => number;
+  /** Where errors that are bugs are reported, with their stacks. */
+  logError?: (message: string) => void;
+}
+
+export interface App {
+  /** The `(req, res)` listener for node:http. */
+  handle: (req: IncomingMessage, res: ServerResponse) => void;
+  readonly routes: readonly Route[];
+}
+
+/** Builds the request listener: routing, error handling and every endpoint. */
+export function createApp(deps: AppDeps): App {
+  const clock = deps.clock ?? Date.now;
+  const logError = deps.logError ?? ((message: string) => process.stderr.write(message + '\n'));
+  const sessions = new Sessions(deps);
+  const routes: Route[] = [
+    ...sessionRoutes(deps, sessions),
+    ...userRoutes(deps, sessions),
+    { method: 'GET', path: '/healthz', handler: ({ res }) => sendHealth(res) },
+  ];
+  const router = new Router(routes);
+
+  function fail(res: ServerResponse, error: unknown): void {
+    if (!(error instanceof HttpError)) {
+      logError(`users-server: unexpected error: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+      error = new HttpError(problems.internal, 'The server could not complete the request.');
+    }
+    if (res.headersSent) {
+      // Part of a response is on the wire: the only honest signal left is to cut the connection.
+      res.destroy();
+      return;
+    }
+    const httpError = error as HttpError;
+    if (hasLargeUnreadBody(res.req)) res.setHeader('Connection', 'close');
+    sendProblem(res, httpError);
+  }
+
+  function handle(req: IncomingMessage, res: ServerResponse): void {
+    const target = splitTarget(req.url ?? '');
+    if (target === undefined) {
+      fail(res, new HttpError(problems.badRequest, 'The request target must be a path or an absolute http URI.'));
+      return;
+    }
+    const match = router.match(req.method ?? '', target.path);
+    switch (match.kind) {
+      case 'route': {
+        const ctx: Context = { req, res, params: match.params, query: target.query, now: clock() };
+        try {
+          const done = match.route.handler(ctx);
+          if (done !== undefined) done.catch((error: unknown) => fail(res, error));
+        } catch (error) {
+          fail(res, error);
+        }
+        return;
+      }
+      case 'options':
+        sendEmpty(res, 204, { Allow: match.allow });
+        return;
+      case 'method-not-allowed':
+        fail(res, new HttpError(problems.methodNotAllowed, `${req.method} is not allowed here; allowed: ${match.allow}.`, { Allow: match.allow }));
+        return;
+      case 'not-found':
+        fail(res, new HttpError(problems.notFound, 'There is nothing at this path.'));
+    }
+  }
+
+  return { handle, routes };
+}
+
+// After a response, node:http reads and discards an unread request body to
+// keep the connection. For a chunked or large body, closing is cheaper.
+const DISCARD_LIMIT = 64 * 1024;
+
+function hasLargeUnreadBody(req: IncomingMessage): boolean {
+  if (req.complete) return false;
+  const length = req.headers['content-length'];
+  return length === undefined ? req.headers['transfer-encoding'] !== undefined : Number(length) > DISCARD_LIMIT;
+}
+
+const HEALTH_BODY = JSON.stringify({ status: 'ok' });
+
+function sendHealth(res: ServerResponse): void {
+  res.writeHead(200, { 'Content-Type': 'application/json', 'Content-Length': HEALTH_BODY.length, 'Cache-Control': 'no-store' });
+  res.end(HEALTH_BODY);
+}

@@ -1,0 +1,135 @@
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+
+export type RequireSession = 'none' | 'writes' | 'all';
+
+export interface Config {
+  host: string;
+  port: number;
+  data: string;
+  /** Seconds a reservation stays live. */
+  reservationTtl: number;
+  /** Seconds a session stays valid. */
+  sessionTtl: number;
+  allowIdChange: boolean;
+  requireSession: RequireSession;
+  requireIfMatch: boolean;
+  maxBody: number;
+  maxReservations: number;
+  cookieSecure: boolean;
+  /** Signing secrets, first signs, all verify; empty means "generate one in the data directory". */
+  secrets: string[];
+}
+
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError';
+}
+
+interface FlagSpec {
+  type: 'string' | 'boolean';
+  default: string | boolean;
+  description: string;
+  parse: (value: string | boolean, flag: string) => unknown;
+  key: keyof Config;
+}
+
+const MIN_SECRET_BYTES = 32;
+
+function integer(min: number, max: number) {
+  return (value: string | boolean, flag: string): number => {
+    const text = String(value);
+    const n = /^\d+$/.test(text) ? Number(text) : NaN;
+    if (!Number.isSafeInteger(n) || n < min || n > max) {
+      throw new ConfigError(`--${flag} must be an integer from ${min} to ${max}, not "${text}"`);
+    }
+    return n;
+  };
+}
+
+function text(value: string | boolean, flag: string): string {
+  const s = String(value);
+  if (s === '') throw new ConfigError(`--${flag} must not be empty`);
+  return s;
+}
+
+/** Every server flag, its default and its environment variable (USERS_ + name). */
+export const FLAGS: Record<string, FlagSpec> = {
+  host: { type: 'string', default: '127.0.0.1', description: 'address to listen on', key: 'host', parse: text },
+  port: { type: 'string', default: '8080', description: 'port to listen on (0: any free port)', key: 'port', parse: integer(0, 65535) },
+  data: { type: 'string', default: './data', description: 'data directory', key: 'data', parse: text },
+  'reservation-ttl': { type: 'string', default: '300', description: 'seconds a reserved id stays reserved', key: 'reservationTtl', parse: integer(1, 31_536_000) },
+  'session-ttl': { type: 'string', default: '43200', description: 'seconds a session stays valid', key: 'sessionTtl', parse: integer(1, 31_536_000) },
+  'allow-id-change': { type: 'boolean', default: false, description: 'let a PUT body move a user to a new id', key: 'allowIdChange', parse: (v) => v },
+  'require-session': {
+    type: 'string', default: 'none', description: 'none, writes or all: which /users requests need a session', key: 'requireSession',
+    parse: (v, flag) => {
+      if (v === 'none' || v === 'writes' || v === 'all') return v;
+      throw new ConfigError(`--${flag} must be none, writes or all, not "${String(v)}"`);
+    },
+  },
+  'require-if-match': { type: 'boolean', default: false, description: 'refuse PUT and DELETE of an existing user without If-Match (428)', key: 'requireIfMatch', parse: (v) => v },
+  'max-body': { type: 'string', default: '16384', description: 'largest request body in bytes', key: 'maxBody', parse: integer(2, 1 << 30) },
+  'max-reservations': { type: 'string', default: '100000', description: 'most live reservations at once', key: 'maxReservations', parse: integer(1, 100_000_000) },
+  'cookie-secure': { type: 'boolean', default: false, description: 'mark the session cookie Secure (behind TLS)', key: 'cookieSecure', parse: (v) => v },
+  secret: {
+    type: 'string', default: '', description: 'comma-separated signing secrets, 32+ bytes each; the first signs', key: 'secrets',
+    parse: (v, flag) => {
+      if (v === '') return [];
+      const secrets = String(v).split(',');
+      for (const s of secrets) {
+        if (Buffer.byteLength(s) < MIN_SECRET_BYTES) throw new ConfigError(`--${flag}: each secret needs at least ${MIN_SECRET_BYTES} bytes`);
+      }
+      return secrets;
+    },
+  },
+};
+
+export function envName(flag: string): string {
+  return 'USERS_' + flag.toUpperCase().replaceAll('-', '_');
+}
+
+function parseBooleanEnv(value: string, name: string): boolean {
+  const v = value.toLowerCase();
+  if (v === '1' || v === 'true' || v === 'yes' || v === 'on') return true;
+  if (v === '0' || v === 'false' || v === 'no' || v === 'off' || v === '') return false;
+  throw new ConfigError(`${name} must be true or false, not "${value}"`);
+}
+
+export interface ParsedCommandLine {
+  config: Config;
+  help: boolean;
+  version: boolean;
+}
+
+/**
+ * Parses the server's flags. Precedence: flag, then USERS_* environment
+ * variable, then the embedded default. Throws ConfigError on any bad flag or value.
+ */
+export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): ParsedCommandLine {
+  const options: ParseArgsConfig['options'] = { help: { type: 'boolean', short: 'h' }, version: { type: 'boolean' } };
+  for (const [flag, spec] of Object.entries(FLAGS)) options[flag] = { type: spec.type };
+  let values: Record<string, string | boolean | undefined>;
+  try {
+    ({ values } = parseArgs({ args: [...argv], options, strict: true, allowPositionals: false }) as { values: Record<string, string | boolean | undefined> });
+  } catch (error) {
+    throw new ConfigError((error as Error).message.split('\n')[0]!);
+  }
+  const config: Record<string, unknown> = {};
+  for (const [flag, spec] of Object.entries(FLAGS)) {
+    let raw: string | boolean = spec.default;
+    const fromEnv = env[envName(flag)];
+    if (values[flag] !== undefined) raw = values[flag]!;
+    else if (fromEnv !== undefined) raw = spec.type === 'boolean' ? parseBooleanEnv(fromEnv, envName(flag)) : fromEnv;
+    config[spec.key] = spec.parse(raw, flag);
+  }
+  return { config: config as unknown as Config, help: values.help === true, version: values.version === true };
+}
+
+export function usage(): string {
+  const lines = ['usage: users-server [flags]', '       users-server --help | --version', '', 'flags (each also from its environment variable):'];
+  for (const [flag, spec] of Object.entries(FLAGS)) {
+    const name = spec.type === 'boolean' ? `--${flag}` : `--${flag} ${spec.default === '' ? 'S' : spec.default}`;
+    lines.push(`  ${name.padEnd(26)} ${envName(flag).padEnd(24)} ${spec.description}`);
+  }
+  lines.push('', 'USERS_ADMIN_PASSWORD sets the admin password; without it one is generated into <data>/admin-password.');
+  return lines.join('\n');
+}

@@ -1,0 +1,115 @@
+import { randomBytes } from 'node:crypto';
+import { closeSync, mkdirSync, openSync, readFileSync, renameSync, unlinkSync, writeFileSync, writeSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+
+/**
+ * The data directory's files that are not the store: the lock, the
+ * generated signing secret and the generated admin password. Start-up code
+ * only; nothing here runs per request.
+ */
+
+export class StartupError extends Error {
+  override readonly name = 'StartupError';
+}
+
+export function ensureDataDir(dir: string): string {
+  const path = resolve(dir);
+  try {
+    mkdirSync(path, { recursive: true, mode: 0o700 });
+  } catch (error) {
+    throw new StartupError(`cannot create the data directory ${path}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
+  }
+  return path;
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    // EPERM: the process exists but belongs to someone else.
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/**
+ * Takes the single-writer lock: a `lock` file holding the owner's pid,
+ * created exclusively. A lock whose pid is no longer running was left by a
+ * killed server and is taken over. Returns the release function.
+ */
+export function acquireLock(dir: string): () => void {
+  const path = join(dir, 'lock');
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      const fd = openSync(path, 'wx', 0o600);
+      writeSync(fd, `${process.pid}\n`);
+      closeSync(fd);
+      return () => {
+        try {
+          unlinkSync(path);
+        } catch {
+          // Already gone: nothing to release.
+        }
+      };
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') {
+        throw new StartupError(`cannot lock the data directory ${dir}: ${(error as NodeJS.ErrnoException).code}`);
+      }
+    }
+    let owner = NaN;
+    try {
+      owner = Number.parseInt(readFileSync(path, 'utf8'), 10);
+    } catch {
+      // Unreadable or vanished: treat as stale.
+    }
+    if (Number.isSafeInteger(owner) && owner !== process.pid && isAlive(owner)) {
+      throw new StartupError(`another users-server (pid ${owner}) is using the data directory ${dir}`);
+    }
+    try {
+      unlinkSync(path);
+    } catch {
+      // Someone else removed it first; the next attempt decides.
+    }
+  }
+  throw new StartupError(`cannot lock the data directory ${dir}: another server is starting on it`);
+}
+
+/** Writes a new file with mode 0600 atomically: temp file, then rename. */
+function writePrivateFile(path: string, content: string): void {
+  const temp = `${path}.${process.pid}.tmp`;
+  writeFileSync(temp, content, { mode: 0o600, flag: 'w' });
+  renameSync(temp, path);
+}
+
+function readTrimmed(path: string): string | undefined {
+  try {
+    return readFileSync(path, 'utf8').trim();
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw new StartupError(`cannot read ${path}: ${(error as NodeJS.ErrnoException).code}`);
+  }
+}
+
+/** The secret kept in `<data>/secret`, made on first start so sessions survive a restart. */
+export function loadOrCreateSecret(dir: string): string {
+  const path = join(dir, 'secret');
+  const existing = readTrimmed(path);
+  if (existing !== undefined && existing !== '') return existing;
+  const secret = randomBytes(32).toString('base64url');
+  writePrivateFile(path, secret + '\n');
+  return secret;
+}
+
+/**
+ * The admin password: from the environment, else `<data>/admin-password`,
+ * made on first start. `created` tells the caller to print where it is.
+ */
+export function loadOrCreateAdminPassword(dir: string, fromEnv: string | undefined): { password: string; path?: string; created: boolean } {
+  if (fromEnv !== undefined && fromEnv !== '') return { password: fromEnv, created: false };
+  const path = join(dir, 'admin-password');
+  const existing = readTrimmed(path);
+  if (existing !== undefined && existing !== '') return { password: existing, path, created: false };
+  const password = randomBytes(18).toString('base64url');
+  writePrivateFile(path, password + '\n');
+  return { password, path, created: true };
+}

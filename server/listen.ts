@@ -1,0 +1,115 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import { problems } from '../shared/problems.js';
+import { Accounts, hashPassword } from './accounts.js';
+import { createApp, type App } from './app.js';
+import type { Config } from './config.js';
+import { acquireLock, ensureDataDir, loadOrCreateAdminPassword, loadOrCreateSecret } from './data-dir.js';
+import { declaresTooLarge, rawProblemResponse } from './http.js';
+import { MemoryStore } from './store/memory.js';
+import type { Store } from './store/types.js';
+
+/** API.md "Access control and limits": headers 10 s, whole request 30 s, idle keep-alive 5 s. */
+export const TIMEOUTS = { headers: 10_000, request: 30_000, keepAlive: 5_000, connectionsCheck: 2_000 };
+const SWEEP_INTERVAL_MS = 60_000;
+const STOP_GRACE_MS = 10_000;
+
+export interface RunningServer {
+  readonly url: string;
+  readonly server: Server;
+  readonly app: App;
+  readonly store: Store;
+  /** Where a generated admin password was written, when it was generated on this start. */
+  readonly adminPasswordFile: string | undefined;
+  /** Graceful stop: refuse new connections, let in-flight requests finish, flush the store. */
+  stop(): Promise<void>;
+}
+
+export interface StartOptions {
+  env?: NodeJS.ProcessEnv;
+  logError?: (message: string) => void;
+  clock?: () => number;
+}
+
+/** Prepares the data directory, opens the store and listens. */
+export async function startServer(config: Config, options: StartOptions = {}): Promise<RunningServer> {
+  const env = options.env ?? process.env;
+  const dataDir = ensureDataDir(config.data);
+  const releaseLock = acquireLock(dataDir);
+  try {
+    const secrets = config.secrets.length > 0 ? config.secrets : [loadOrCreateSecret(dataDir)];
+    const keys = secrets.map((s) => Buffer.from(s, 'utf8'));
+    const admin = loadOrCreateAdminPassword(dataDir, env.USERS_ADMIN_PASSWORD);
+    const accounts = new Accounts();
+    accounts.add('admin', 'admin', await hashPassword(admin.password));
+    const store = new MemoryStore();
+    const app = createApp({ store, config, accounts, keys, ...(options.clock && { clock: options.clock }), ...(options.logError && { logError: options.logError }) });
+    const server = createServer({
+      headersTimeout: TIMEOUTS.headers,
+      requestTimeout: TIMEOUTS.request,
+      keepAliveTimeout: TIMEOUTS.keepAlive,
+      connectionsCheckingInterval: TIMEOUTS.connectionsCheck,
+    });
+    let stopping = false;
+    const handle = (req: IncomingMessage, res: ServerResponse) => {
+      // While stopping, finish this request but do not keep its connection.
+      if (stopping) res.setHeader('Connection', 'close');
+      app.handle(req, res);
+    };
+    server.on('request', handle);
+    // Expect: 100-continue (RFC 9110 section 10.1.1): refuse an oversized body
+    // before the client sends it.
+    server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
+      if (!declaresTooLarge(req, config.maxBody)) res.writeContinue();
+      handle(req, res);
+    });
+    server.on('clientError', (error: NodeJS.ErrnoException, socket: Socket) => answerClientError(error, socket));
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(config.port, config.host, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+    const address = server.address();
+    const port = typeof address === 'object' && address !== null ? address.port : config.port;
+    const host = config.host.includes(':') ? `[${config.host}]` : config.host;
+    const sweeper = setInterval(() => store.state.sweep(Date.now()), SWEEP_INTERVAL_MS);
+    sweeper.unref();
+
+    let stopped: Promise<void> | undefined;
+    const stop = () =>
+      (stopped ??= (async () => {
+        stopping = true;
+        clearInterval(sweeper);
+        const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+        server.closeIdleConnections();
+        const grace = setTimeout(() => server.closeAllConnections(), STOP_GRACE_MS);
+        await closed;
+        clearTimeout(grace);
+        await store.close();
+        releaseLock();
+      })());
+    return { url: `http://${host}:${port}`, server, app, store, adminPasswordFile: admin.created ? admin.path : undefined, stop };
+  } catch (error) {
+    releaseLock();
+    throw error;
+  }
+}
+
+/**
+ * Errors node:http's parser raises before a request exists (malformed
+ * request line or headers, oversized headers, timeouts) answered as
+ * problem documents instead of node's bare responses.
+ */
+function answerClientError(error: NodeJS.ErrnoException, socket: Socket): void {
+  if (!socket.writable || error.code === 'ECONNRESET') {
+    socket.destroy();
+    return;
+  }
+  let response: string;
+  if (error.code === 'HPE_HEADER_OVERFLOW') response = rawProblemResponse(problems.requestHeaderFieldsTooLarge, 'The request headers are too large.');
+  else if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT') response = rawProblemResponse(problems.requestTimeout, 'The request took too long to arrive.');
+  else response = rawProblemResponse(problems.badRequest, 'The request is not valid HTTP/1.1.');
+  socket.end(response);
+}

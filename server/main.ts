@@ -1,0 +1,68 @@
+import { readFileSync } from 'node:fs';
+import { ConfigError, parseConfig, usage } from './config.js';
+import { StartupError } from './data-dir.js';
+import { startServer } from './listen.js';
+
+export interface Io {
+  stdout: NodeJS.WritableStream;
+  stderr: NodeJS.WritableStream;
+  env: NodeJS.ProcessEnv;
+}
+
+function version(): string {
+  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+  return pkg.version;
+}
+
+/**
+ * The users-server command. Exit codes: 0 after a graceful stop, 1 when it
+ * cannot start (data directory, lock, port), 2 for a bad flag or value.
+ */
+export async function main(argv: readonly string[], io: Io = { stdout: process.stdout, stderr: process.stderr, env: process.env }): Promise<number> {
+  let parsed;
+  try {
+    parsed = parseConfig(argv, io.env);
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    io.stderr.write(`users-server: ${error.message}\nTry 'users-server --help'.\n`);
+    return 2;
+  }
+  if (parsed.help) {
+    io.stdout.write(usage() + '\n');
+    return 0;
+  }
+  if (parsed.version) {
+    io.stdout.write(version() + '\n');
+    return 0;
+  }
+  let running;
+  try {
+    running = await startServer(parsed.config, { env: io.env });
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    const message =
+      error instanceof StartupError ? error.message
+      : code === 'EADDRINUSE' ? `the address ${parsed.config.host}:${parsed.config.port} is already in use`
+      : code === 'EACCES' ? `no permission to listen on ${parsed.config.host}:${parsed.config.port}`
+      : code === 'EADDRNOTAVAIL' || code === 'ENOTFOUND' ? `cannot listen on ${parsed.config.host}: no such local address`
+      : undefined;
+    if (message === undefined) throw error;
+    io.stderr.write(`users-server: ${message}\n`);
+    return 1;
+  }
+  if (running.adminPasswordFile !== undefined) {
+    io.stderr.write(`users-server: generated a password for the account "admin" in ${running.adminPasswordFile}\n`);
+  }
+  io.stdout.write(`listening on ${running.url}\n`);
+  await new Promise<void>((resolve) => {
+    const onSignal = () => {
+      process.off('SIGINT', onSignal);
+      process.off('SIGTERM', onSignal);
+      resolve();
+    };
+    process.on('SIGINT', onSignal);
+    process.on('SIGTERM', onSignal);
+  });
+  await running.stop();
+  return 0;
+}

@@ -1,0 +1,117 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+
+export interface Context {
+  readonly req: IncomingMessage;
+  readonly res: ServerResponse;
+  /** Path parameters by name, still percent-encoded. */
+  readonly params: Record<string, string>;
+  /** The query string without its leading "?", or "". */
+  readonly query: string;
+  /** Milliseconds since the epoch, read once per request. */
+  readonly now: number;
+}
+
+export type Handler = (ctx: Context) => void | Promise<void>;
+
+export interface Route {
+  readonly method: string;
+  /** Segments; a segment starting with ":" is a parameter, which matches one non-empty segment. */
+  readonly path: string;
+  readonly handler: Handler;
+}
+
+interface PathGroup {
+  readonly segments: readonly string[];
+  readonly byMethod: Map<string, Route>;
+  /** The Allow field for this path (RFC 9110 section 10.2.1). */
+  readonly allow: string;
+}
+
+export type Match =
+  | { kind: 'route'; route: Route; params: Record<string, string> }
+  | { kind: 'method-not-allowed'; allow: string }
+  | { kind: 'options'; allow: string }
+  | { kind: 'not-found' };
+
+/**
+ * Matches requests against a table of routes. Paths with only literal
+ * segments are tried before paths with parameters, so `/users/new` wins over
+ * `/users/:ref`. HEAD is served by the GET route; the handler's response
+ * loses its body in node:http. A known path with another method gives the
+ * `Allow` field built from the same table.
+ */
+export class Router {
+  private readonly groups: PathGroup[];
+
+  constructor(readonly routes: readonly Route[]) {
+    const byPath = new Map<string, Route[]>();
+    for (const route of routes) byPath.set(route.path, [...(byPath.get(route.path) ?? []), route]);
+    const groups = [...byPath].map(([path, group]) => {
+      const methods = group.map((r) => r.method);
+      if (methods.includes('GET')) methods.push('HEAD');
+      methods.push('OPTIONS');
+      return {
+        segments: path.split('/').slice(1),
+        byMethod: new Map(group.map((r) => [r.method, r])),
+        allow: methods.join(', '),
+      };
+    });
+    const literal = (g: PathGroup) => g.segments.every((s) => !s.startsWith(':'));
+    this.groups = [...groups.filter(literal), ...groups.filter((g) => !literal(g))];
+  }
+
+  match(method: string, path: string): Match {
+    const segments = path.split('/').slice(1);
+    for (const group of this.groups) {
+      const params = matchSegments(group.segments, segments);
+      if (params === undefined) continue;
+      const route = group.byMethod.get(method === 'HEAD' ? 'GET' : method);
+      if (route !== undefined) return { kind: 'route', route, params };
+      if (method === 'OPTIONS') return { kind: 'options', allow: group.allow };
+      return { kind: 'method-not-allowed', allow: group.allow };
+    }
+    return { kind: 'not-found' };
+  }
+}
+
+function matchSegments(pattern: readonly string[], segments: readonly string[]): Record<string, string> | undefined {
+  if (pattern.length !== segments.length) return undefined;
+  let params: Record<string, string> | undefined;
+  for (let i = 0; i < pattern.length; i++) {
+    const expected = pattern[i]!;
+    const actual = segments[i]!;
+    if (expected.startsWith(':')) {
+      if (actual === '') return undefined;
+      (params ??= {})[expected.slice(1)] = actual;
+    } else if (expected !== actual) {
+      return undefined;
+    }
+  }
+  return params ?? {};
+}
+
+const UNRESERVED_ESCAPE = /%(?:2[DEde]|3\d|4[1-9A-Fa-f]|5[0-9Aa]|5[Ff]|6[1-9A-Fa-f]|7[0-9Aa]|7[Ee])/g;
+
+/**
+ * Splits a request target into path and query. Accepts origin-form and, as
+ * RFC 9112 section 3.2.2 requires of servers, absolute-form (the path of the
+ * URI is used). Percent-encoded unreserved characters are decoded (RFC 3986
+ * section 6.2.2.2), so `/users/%61lice` routes like `/users/alice`. Returns
+ * undefined for a target that is neither (asterisk-form, authority-form, junk).
+ */
+export function splitTarget(url: string): { path: string; query: string } | undefined {
+  let target = url;
+  if (target.charCodeAt(0) !== 0x2f) {
+    const absolute = /^https?:\/\/[^/?#]*/i.exec(target);
+    if (absolute === null) return undefined;
+    target = target.slice(absolute[0].length);
+    if (target === '' || target[0] === '?') target = '/' + target;
+  }
+  const hash = target.indexOf('#');
+  if (hash !== -1) target = target.slice(0, hash);
+  const question = target.indexOf('?');
+  let path = question === -1 ? target : target.slice(0, question);
+  const query = question === -1 ? '' : target.slice(question + 1);
+  if (path.includes('%')) path = path.replace(UNRESERVED_ESCAPE, (escape) => String.fromCharCode(parseInt(escape.slice(1), 16)));
+  return { path, query };
+}

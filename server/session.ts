@@ -1,0 +1,83 @@
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { SESSION_COOKIE } from '../shared/paths.js';
+
+/**
+ * Signed session tokens: the value of the USER_TOKEN cookie.
+ *
+ *   token     = payload "." signature
+ *   payload   = base64url(JSON {a: account, s: session id, i: issued-at, e: expiry})
+ *   signature = base64url(HMAC-SHA256(key, "USER_TOKEN=" payload))
+ *
+ * The cookie name is part of the signed text, so a token cannot be replayed
+ * under another cookie. The expiry is inside the signed payload, so a client
+ * cannot stretch a session by editing the cookie's Max-Age.
+ */
+export interface SessionPayload {
+  account: string;
+  sessionId: string;
+  /** Seconds since the epoch. */
+  issuedAt: number;
+  /** Seconds since the epoch. */
+  expiresAt: number;
+}
+
+export interface VerifiedSession {
+  payload: SessionPayload;
+  /** Index of the key that verified it; above 0 means "re-issue with the first key". */
+  keyIndex: number;
+}
+
+const SIGNATURE_LENGTH = 43; // base64url of 32 bytes, unpadded
+/** Browsers keep cookies up to 4096 bytes, name and value together. */
+export const MAX_TOKEN_LENGTH = 4096 - SESSION_COOKIE.length - 1;
+
+function sign(payload: string, key: Buffer): string {
+  return createHmac('sha256', key).update(`${SESSION_COOKIE}=${payload}`).digest('base64url');
+}
+
+export function newSessionId(): string {
+  return randomBytes(16).toString('base64url');
+}
+
+export function signSession(session: SessionPayload, key: Buffer): string {
+  const payload = Buffer.from(
+    JSON.stringify({ a: session.account, s: session.sessionId, i: session.issuedAt, e: session.expiresAt }),
+  ).toString('base64url');
+  return `${payload}.${sign(payload, key)}`;
+}
+
+const BASE64URL = /^[A-Za-z0-9_-]+$/;
+
+/**
+ * Verifies a token against every key and checks its expiry. Returns undefined
+ * for anything that does not verify. The signature is compared as its
+ * canonical base64url text, so two encodings of the same bytes cannot both
+ * pass, and in constant time (timingSafeEqual), so the time taken tells an
+ * attacker nothing about how many leading characters were right.
+ */
+export function verifySession(token: string, keys: readonly Buffer[], nowSeconds: number): VerifiedSession | undefined {
+  if (token.length > MAX_TOKEN_LENGTH) return undefined;
+  const dot = token.lastIndexOf('.');
+  if (dot <= 0 || token.length - dot - 1 !== SIGNATURE_LENGTH) return undefined;
+  const payload = token.slice(0, dot);
+  const given = Buffer.from(token.slice(dot + 1), 'latin1');
+  let keyIndex = -1;
+  for (let i = 0; i < keys.length; i++) {
+    if (timingSafeEqual(given, Buffer.from(sign(payload, keys[i]!), 'latin1'))) {
+      keyIndex = i;
+      break;
+    }
+  }
+  if (keyIndex === -1 || !BASE64URL.test(payload)) return undefined;
+  let fields: unknown;
+  try {
+    fields = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8'));
+  } catch {
+    return undefined;
+  }
+  if (typeof fields !== 'object' || fields === null) return undefined;
+  const { a, s, i, e } = fields as Record<string, unknown>;
+  if (typeof a !== 'string' || typeof s !== 'string' || typeof i !== 'number' || typeof e !== 'number') return undefined;
+  if (e <= nowSeconds) return undefined;
+  return { payload: { account: a, sessionId: s, issuedAt: i, expiresAt: e }, keyIndex };
+}

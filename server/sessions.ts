@@ -1,0 +1,88 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { LOGIN_PATH, SESSION_COOKIE } from '../shared/paths.js';
+import { problems } from '../shared/problems.js';
+import type { Account, Accounts } from './accounts.js';
+import type { Config } from './config.js';
+import { cookieValues, serializeCookie } from './cookies.js';
+import { HttpError } from './errors.js';
+import { newSessionId, signSession, verifySession, type SessionPayload } from './session.js';
+import type { Store } from './store/types.js';
+
+/** The challenge of a 401 for a missing session (RFC 9110 section 11.6.1). */
+export const COOKIE_CHALLENGE = `Cookie realm="users", cookie-name="${SESSION_COOKIE}", form-action="${LOGIN_PATH}"`;
+
+export interface ActiveSession {
+  readonly account: Account;
+  readonly payload: SessionPayload;
+  /** True when an older key signed it: the response re-issues it signed with the first key. */
+  readonly stale: boolean;
+}
+
+export type Access = 'read' | 'write';
+
+interface SessionDeps {
+  store: Store;
+  config: Config;
+  accounts: Accounts;
+  keys: readonly Buffer[];
+}
+
+/** Reads, issues, re-issues and checks sessions for the HTTP layer. */
+export class Sessions {
+  constructor(private readonly deps: SessionDeps) {}
+
+  /**
+   * Every session the request carries that verifies, is unexpired, is not
+   * revoked and names an existing account, in Cookie header order.
+   */
+  *valid(req: IncomingMessage, now: number): Generator<ActiveSession> {
+    const nowSeconds = Math.floor(now / 1000);
+    for (const token of cookieValues(req.headers.cookie, SESSION_COOKIE)) {
+      const verified = verifySession(token, this.deps.keys, nowSeconds);
+      if (verified === undefined || this.deps.store.state.isRevoked(verified.payload.sessionId)) continue;
+      const account = this.deps.accounts.get(verified.payload.account);
+      if (account === undefined) continue;
+      yield { account, payload: verified.payload, stale: verified.keyIndex > 0 };
+    }
+  }
+
+  /** The first valid session, re-issued on `res` when an older key signed it. */
+  current(req: IncomingMessage, res: ServerResponse, now: number): ActiveSession | undefined {
+    for (const session of this.valid(req, now)) {
+      if (session.stale) res.appendHeader('Set-Cookie', this.cookie(session.payload, now));
+      return session;
+    }
+    return undefined;
+  }
+
+  /** A new session for `account`, as a Set-Cookie value. */
+  open(account: Account, now: number): string {
+    const issuedAt = Math.floor(now / 1000);
+    return this.cookie({ account: account.name, sessionId: newSessionId(), issuedAt, expiresAt: issuedAt + this.deps.config.sessionTtl }, now);
+  }
+
+  cookie(payload: SessionPayload, now: number): string {
+    const maxAge = Math.max(0, payload.expiresAt - Math.floor(now / 1000));
+    return serializeCookie(SESSION_COOKIE, signSession(payload, this.deps.keys[0]!), { maxAge, secure: this.deps.config.cookieSecure });
+  }
+
+  clearingCookie(): string {
+    return serializeCookie(SESSION_COOKIE, '', { maxAge: 0, secure: this.deps.config.cookieSecure });
+  }
+
+  /**
+   * Enforces `--require-session` for a request under /users: 401 with the
+   * Cookie challenge without a valid session, 403 for a reader's write.
+   */
+  authorize(req: IncomingMessage, res: ServerResponse, now: number, access: Access): void {
+    const mode = this.deps.config.requireSession;
+    if (mode === 'none' || (access === 'read' && mode === 'writes')) return;
+    const session = this.current(req, res, now);
+    if (session === undefined) {
+      throw new HttpError(problems.unauthorized, `Log in first: POST ${LOGIN_PATH} with Basic credentials.`, { 'WWW-Authenticate': COOKIE_CHALLENGE });
+    }
+    if (access === 'write' && session.account.role !== 'admin') {
+      throw new HttpError(problems.forbidden, `The account "${session.account.name}" has role ${session.account.role}, which may only read.`);
+    }
+  }
+}

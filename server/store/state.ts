@@ -1,0 +1,141 @@
+import type { IdempotencyRecord, Mutation, UserRecord } from './types.js';
+
+/**
+ * The live state every store keeps in memory, and the one function that
+ * changes it (`apply`). A journal replays its records through the same
+ * `apply`, so a restarted server reaches exactly the state it had.
+ *
+ * Time-bounded entries (reservations, idempotency records, revocations)
+ * carry their expiry; they are treated as absent once expired and dropped by
+ * `sweep`, which needs no record of its own because replay drops them too.
+ */
+export class StoreState {
+  readonly users = new Map<number, UserRecord>();
+  readonly aliases = new Map<string, number>();
+  /** Ids of users in ascending order, for listing. */
+  readonly sortedIds: number[] = [];
+  /** Id-change variant: old id -> current id, chains collapsed. */
+  readonly moved = new Map<number, number>();
+  /** Current id -> the old ids that point at it, to collapse chains on the next move. */
+  private readonly movedInto = new Map<number, number[]>();
+  readonly reservations = new Map<number, number>();
+  readonly idempotency = new Map<string, IdempotencyRecord>();
+  readonly revokedSessions = new Map<string, number>();
+  /** The id high-water mark: every id from 1 to lastId has been issued. */
+  lastId = 0;
+
+  apply(m: Mutation): void {
+    switch (m.op) {
+      case 'put': {
+        const existing = this.users.get(m.id);
+        const alias = existing ? existing.alias : m.alias;
+        this.users.set(m.id, { id: m.id, alias, json: m.json, etag: undefined });
+        if (!existing) {
+          insertSorted(this.sortedIds, m.id);
+          if (alias !== undefined) this.aliases.set(alias, m.id);
+        }
+        this.reservations.delete(m.id);
+        this.raiseLastId(m.id);
+        break;
+      }
+      case 'delete': {
+        const existing = this.users.get(m.id);
+        if (!existing) break;
+        this.users.delete(m.id);
+        removeSorted(this.sortedIds, m.id);
+        if (existing.alias !== undefined) this.aliases.delete(existing.alias);
+        break;
+      }
+      case 'move': {
+        const existing = this.users.get(m.from);
+        if (!existing) break;
+        this.users.delete(m.from);
+        removeSorted(this.sortedIds, m.from);
+        this.users.set(m.to, { id: m.to, alias: existing.alias, json: m.json, etag: undefined });
+        insertSorted(this.sortedIds, m.to);
+        if (existing.alias !== undefined) this.aliases.set(existing.alias, m.to);
+        const olds = this.movedInto.get(m.from) ?? [];
+        this.movedInto.delete(m.from);
+        olds.push(m.from);
+        for (const old of olds) this.moved.set(old, m.to);
+        this.movedInto.set(m.to, olds);
+        this.raiseLastId(m.to);
+        break;
+      }
+      case 'reserve':
+        this.reservations.set(m.id, m.expiresAt);
+        this.raiseLastId(m.id);
+        break;
+      case 'idempotency':
+        this.idempotency.set(m.key, m.record);
+        break;
+      case 'revoke':
+        this.revokedSessions.set(m.sessionId, m.expiresAt);
+        break;
+    }
+  }
+
+  /** True when `id` was ever issued: assigned, reserved, or moved to. */
+  isIssued(id: number): boolean {
+    return id <= this.lastId;
+  }
+
+  isReservationLive(id: number, now: number): boolean {
+    const expiresAt = this.reservations.get(id);
+    return expiresAt !== undefined && expiresAt > now;
+  }
+
+  idempotencyRecord(key: string, now: number): IdempotencyRecord | undefined {
+    const record = this.idempotency.get(key);
+    return record !== undefined && record.expiresAt > now ? record : undefined;
+  }
+
+  isRevoked(sessionId: string): boolean {
+    return this.revokedSessions.has(sessionId);
+  }
+
+  /** Drops expired reservations, idempotency records and revocations. */
+  sweep(now: number): void {
+    for (const [id, expiresAt] of this.reservations) if (expiresAt <= now) this.reservations.delete(id);
+    for (const [key, record] of this.idempotency) if (record.expiresAt <= now) this.idempotency.delete(key);
+    for (const [sid, expiresAt] of this.revokedSessions) if (expiresAt <= now) this.revokedSessions.delete(sid);
+  }
+
+  private raiseLastId(id: number): void {
+    if (id > this.lastId) this.lastId = id;
+  }
+}
+
+/** Index of the first element >= id. */
+function lowerBound(sorted: readonly number[], id: number): number {
+  let low = 0;
+  let high = sorted.length;
+  while (low < high) {
+    const mid = (low + high) >>> 1;
+    if (sorted[mid]! < id) low = mid + 1;
+    else high = mid;
+  }
+  return low;
+}
+
+// Ids are issued in ascending order, so an insert is almost always an append;
+// only a user created late under an old reservation lands in the middle.
+function insertSorted(sorted: number[], id: number): void {
+  const last = sorted.length === 0 ? 0 : sorted[sorted.length - 1]!;
+  if (id > last) {
+    sorted.push(id);
+    return;
+  }
+  const at = lowerBound(sorted, id);
+  if (sorted[at] !== id) sorted.splice(at, 0, id);
+}
+
+function removeSorted(sorted: number[], id: number): void {
+  const at = lowerBound(sorted, id);
+  if (sorted[at] === id) sorted.splice(at, 1);
+}
+
+/** Index in `sorted` of the first id greater than `after`. */
+export function firstIdAfter(sorted: readonly number[], after: number): number {
+  return lowerBound(sorted, after + 1);
+}

@@ -1,0 +1,51 @@
+/**
+ * The storage interface. A store keeps the whole live state in memory
+ * (`StoreState`), so reads are synchronous map lookups on the hot path, and
+ * writes go through `commit`: the mutations are applied to the state at once,
+ * in order, and the promise resolves when they are durable. Because handlers
+ * decide and commit in one synchronous step, two requests never interleave
+ * between a check and its write.
+ *
+ * The memory store resolves at once; the journal store resolves after its
+ * record is written and fdatasynced. The HTTP layer cannot tell them apart.
+ */
+import type { StoreState } from './state.js';
+
+/** One change to the state; the unit a journal writes. */
+export type Mutation =
+  /** Create or replace a user; creating under a reserved id uses the reservation up. */
+  | { op: 'put'; id: number; alias?: string | undefined; json: string }
+  /** Delete a user: its id is retired, its alias released. */
+  | { op: 'delete'; id: number }
+  /** The id-change variant: the user at `from` moves to `to` with a new representation. */
+  | { op: 'move'; from: number; to: number; json: string }
+  | { op: 'reserve'; id: number; expiresAt: number }
+  | { op: 'idempotency'; key: string; record: IdempotencyRecord }
+  | { op: 'revoke'; sessionId: string; expiresAt: number };
+
+export interface UserRecord {
+  readonly id: number;
+  /** The alias the user was created through, if any. */
+  readonly alias: string | undefined;
+  /** The representation, serialized once per stored version. */
+  readonly json: string;
+  /** Strong entity tag of `json`, computed on first use. */
+  etag: string | undefined;
+}
+
+export interface IdempotencyRecord {
+  /** SHA-256 of the request body, to tell a replay from a reuse. */
+  fingerprint: string;
+  status: number;
+  body: string;
+  location: string | undefined;
+  expiresAt: number;
+}
+
+export interface Store {
+  readonly state: StoreState;
+  /** Applies the mutations now; resolves once they are durable. */
+  commit(mutations: readonly Mutation[]): Promise<void>;
+  /** Flushes and releases the store. */
+  close(): Promise<void>;
+}

@@ -1,0 +1,58 @@
+/**
+ * The catalog of every problem the API can answer (RFC 9457).
+ * Each entry has a stable `type` URI, a status and a title. The server throws
+ * these; usersctl maps their statuses to exit codes. `type` URIs are tag URIs
+ * (RFC 4151): stable names that are not meant to be fetched.
+ */
+export const PROBLEM_TYPE_PREFIX = 'tag:users-server,2026:problem/';
+
+export const problems = {
+  badRequest: { code: 'bad-request', status: 400, title: 'Bad request' },
+  invalidJson: { code: 'invalid-json', status: 400, title: 'Request body is not valid JSON' },
+  invalidRef: { code: 'invalid-ref', status: 400, title: 'Malformed user reference' },
+  invalidQuery: { code: 'invalid-query', status: 400, title: 'Malformed query parameter' },
+  invalidHeader: { code: 'invalid-header', status: 400, title: 'Malformed request header' },
+  unauthorized: { code: 'unauthorized', status: 401, title: 'A valid session is required' },
+  loginFailed: { code: 'login-failed', status: 401, title: 'Wrong or missing credentials' },
+  forbidden: { code: 'forbidden', status: 403, title: 'The session may not do this' },
+  notFound: { code: 'not-found', status: 404, title: 'No such resource' },
+  methodNotAllowed: { code: 'method-not-allowed', status: 405, title: 'Method not allowed' },
+  idConflict: { code: 'id-conflict', status: 409, title: 'The id in the body does not fit the target' },
+  idempotencyInProgress: { code: 'idempotency-in-progress', status: 409, title: 'A request with this Idempotency-Key is in progress' },
+  gone: { code: 'gone', status: 410, title: 'The id was issued but its user is gone' },
+  preconditionFailed: { code: 'precondition-failed', status: 412, title: 'Precondition failed' },
+  requestTimeout: { code: 'request-timeout', status: 408, title: 'Request timeout' },
+  payloadTooLarge: { code: 'payload-too-large', status: 413, title: 'Request body too large' },
+  unsupportedMediaType: { code: 'unsupported-media-type', status: 415, title: 'Request body must be application/json' },
+  invalidUser: { code: 'invalid-user', status: 422, title: 'The user breaks a validation rule' },
+  idempotencyKeyReused: { code: 'idempotency-key-reused', status: 422, title: 'Idempotency-Key reused with a different request' },
+  preconditionRequired: { code: 'precondition-required', status: 428, title: 'If-Match is required' },
+  requestHeaderFieldsTooLarge: { code: 'headers-too-large', status: 431, title: 'Request header fields too large' },
+  internal: { code: 'internal', status: 500, title: 'Internal server error' },
+  idSpaceExhausted: { code: 'id-space-exhausted', status: 503, title: 'No more ids can be issued' },
+  tooManyReservations: { code: 'too-many-reservations', status: 503, title: 'Too many live reservations' },
+  unavailable: { code: 'unavailable', status: 503, title: 'The server is shutting down' },
+} as const satisfies Record<string, ProblemKind>;
+
+export interface ProblemKind {
+  readonly code: string;
+  readonly status: number;
+  readonly title: string;
+}
+
+export type ProblemName = keyof typeof problems;
+
+/** The body of an `application/problem+json` response. */
+export interface ProblemDocument {
+  type: string;
+  title: string;
+  status: number;
+  detail: string;
+  [extension: string]: unknown;
+}
+
+export const PROBLEM_CONTENT_TYPE = 'application/problem+json';
+
+export function problemType(kind: ProblemKind): string {
+  return PROBLEM_TYPE_PREFIX + kind.code;
+}

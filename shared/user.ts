@@ -1,0 +1,152 @@
+/**
+ * The user resource: its type, the rules a PUT body must follow, and the
+ * grammar of `/users/{ref}` references. Shared so that usersctl can check
+ * input before it sends it.
+ */
+
+export interface User {
+  id: number;
+  name: string;
+  [field: string]: unknown;
+}
+
+export const NAME_MAX_LENGTH = 200;
+export const ALIAS_MAX_LENGTH = 200;
+export const MAX_DEPTH = 16;
+export const RESERVED_ALIAS = 'new';
+/** Keys that are refused at any depth: they are the prototype-pollution vectors. */
+export const FORBIDDEN_KEYS: ReadonlySet<string> = new Set(['__proto__', 'constructor', 'prototype']);
+
+export class UserValidationError extends Error {
+  override readonly name = 'UserValidationError';
+  constructor(
+    readonly field: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+// C0 controls, DEL and C1 controls (Unicode general category Cc).
+const CONTROL_CHARACTER = /\p{Cc}/u;
+
+/** Checks a user name; returns an error message, or undefined when it is fine. */
+export function checkName(name: unknown): string | undefined {
+  if (typeof name !== 'string') return 'name must be a string';
+  if (!name.isWellFormed()) return 'name must be well-formed Unicode';
+  let length = 0;
+  for (const _ of name) length++;
+  if (length < 1 || length > NAME_MAX_LENGTH) return `name must have 1 to ${NAME_MAX_LENGTH} characters`;
+  if (CONTROL_CHARACTER.test(name)) return 'name must not contain control characters';
+  return undefined;
+}
+
+/**
+ * Checks a parsed PUT or POST body and returns it as a user without its id.
+ * Walks the value with an explicit stack, so a deeply nested body cannot
+ * overflow the call stack. Throws UserValidationError naming the field.
+ */
+export function validateUserBody(value: unknown): Record<string, unknown> {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new UserValidationError('', 'the body must be a JSON object');
+  }
+  const stack: Array<{ value: unknown; path: string; depth: number }> = [{ value, path: '', depth: 1 }];
+  while (stack.length > 0) {
+    const item = stack.pop()!;
+    if (typeof item.value !== 'object' || item.value === null) continue;
+    if (item.depth > MAX_DEPTH) {
+      throw new UserValidationError(item.path, `nesting deeper than ${MAX_DEPTH} levels`);
+    }
+    if (Array.isArray(item.value)) {
+      item.value.forEach((element, index) => stack.push({ value: element, path: `${item.path}[${index}]`, depth: item.depth + 1 }));
+      continue;
+    }
+    for (const key of Object.keys(item.value)) {
+      const path = item.path === '' ? key : `${item.path}.${key}`;
+      if (FORBIDDEN_KEYS.has(key)) throw new UserValidationError(path, `the key "${key}" is not allowed`);
+      stack.push({ value: (item.value as Record<string, unknown>)[key], path, depth: item.depth + 1 });
+    }
+  }
+  const user = value as Record<string, unknown>;
+  if (!Object.hasOwn(user, 'name')) throw new UserValidationError('name', 'name is required');
+  const nameError = checkName(user.name);
+  if (nameError !== undefined) throw new UserValidationError('name', nameError);
+  if (Object.hasOwn(user, 'id') && !isId(user.id)) {
+    throw new UserValidationError('id', 'id must be a positive safe integer');
+  }
+  return user;
+}
+
+export function isId(value: unknown): value is number {
+  return typeof value === 'number' && Number.isSafeInteger(value) && value > 0;
+}
+
+/** A parsed `/users/{ref}` segment. */
+export type Ref =
+  | { kind: 'id'; id: number }
+  | { kind: 'alias'; alias: string }
+  /** A digit string that is not a canonical safe integer: answered 404. */
+  | { kind: 'no-such-id' }
+  /** Anything else that is malformed: answered 400. */
+  | { kind: 'invalid'; reason: string };
+
+// RFC 3986 section 2.3: unreserved = ALPHA / DIGIT / "-" / "." / "_" / "~"
+function isUnreserved(code: number): boolean {
+  return (
+    (code >= 0x61 && code <= 0x7a) || // a-z
+    (code >= 0x41 && code <= 0x5a) || // A-Z
+    (code >= 0x30 && code <= 0x39) || // 0-9
+    code === 0x2d || code === 0x2e || code === 0x5f || code === 0x7e
+  );
+}
+
+function hexValue(code: number): number {
+  if (code >= 0x30 && code <= 0x39) return code - 0x30;
+  if (code >= 0x41 && code <= 0x46) return code - 0x37;
+  if (code >= 0x61 && code <= 0x66) return code - 0x57;
+  return -1;
+}
+
+const MAX_SAFE_DIGITS = String(Number.MAX_SAFE_INTEGER).length;
+
+/**
+ * Parses one path segment after `/users/`. Percent-encoded unreserved
+ * characters equal their plain form (RFC 3986 section 6.2.2.2); any other
+ * percent-encoding or character makes the reference malformed.
+ */
+export function parseRef(segment: string): Ref {
+  let decoded = segment;
+  if (segment.includes('%')) {
+    decoded = '';
+    for (let i = 0; i < segment.length; i++) {
+      const code = segment.charCodeAt(i);
+      if (code !== 0x25) {
+        decoded += segment[i];
+        continue;
+      }
+      const high = hexValue(segment.charCodeAt(i + 1));
+      const low = hexValue(segment.charCodeAt(i + 2));
+      if (high < 0 || low < 0) return { kind: 'invalid', reason: 'malformed percent-encoding' };
+      const value = high * 16 + low;
+      if (!isUnreserved(value)) return { kind: 'invalid', reason: 'only unreserved characters are allowed in a reference' };
+      decoded += String.fromCharCode(value);
+      i += 2;
+    }
+  }
+  if (decoded.length === 0) return { kind: 'invalid', reason: 'the reference is empty' };
+  let allDigits = true;
+  for (let i = 0; i < decoded.length; i++) {
+    const code = decoded.charCodeAt(i);
+    if (!isUnreserved(code)) return { kind: 'invalid', reason: 'only unreserved characters are allowed in a reference' };
+    if (code < 0x30 || code > 0x39) allDigits = false;
+  }
+  if (allDigits) {
+    if (decoded[0] === '0' || decoded.length > MAX_SAFE_DIGITS) return { kind: 'no-such-id' };
+    const id = Number(decoded);
+    return Number.isSafeInteger(id) ? { kind: 'id', id } : { kind: 'no-such-id' };
+  }
+  if (decoded.length > ALIAS_MAX_LENGTH) return { kind: 'invalid', reason: `an alias has at most ${ALIAS_MAX_LENGTH} characters` };
+  if (decoded === '.' || decoded === '..') return { kind: 'invalid', reason: 'dot-segments are not references' };
+  if (decoded === RESERVED_ALIAS) return { kind: 'invalid', reason: `"${RESERVED_ALIAS}" is reserved` };
+  return { kind: 'alias', alias: decoded };
+}
