@@ -51,9 +51,12 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       connectionsCheckingInterval: TIMEOUTS.connectionsCheck,
     });
     let stopping = false;
+    const inFlight = new Set<ServerResponse>();
     const handle = (req: IncomingMessage, res: ServerResponse) => {
       // While stopping, finish this request but do not keep its connection.
       if (stopping) res.setHeader('Connection', 'close');
+      inFlight.add(res);
+      res.on('close', () => inFlight.delete(res));
       app.handle(req, res);
     };
     server.on('request', handle);
@@ -82,6 +85,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       (stopped ??= (async () => {
         stopping = true;
         clearInterval(sweeper);
+        for (const res of inFlight) if (!res.headersSent) res.setHeader('Connection', 'close');
         const closed = new Promise<void>((resolve) => server.close(() => resolve()));
         server.closeIdleConnections();
         const grace = setTimeout(() => server.closeAllConnections(), STOP_GRACE_MS);

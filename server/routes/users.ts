@@ -194,7 +194,7 @@ export function userRoutes(deps: AppDeps, sessions: Sessions): Route[] {
     let items = '';
     for (let i = start; i < end; i++) items += (i === start ? '' : ',') + state.users.get(ids[i]!)!.json;
     const next = end < ids.length ? JSON.stringify(`${USERS_PATH}?after=${ids[end - 1]}&limit=${limit}`) : 'null';
-    sendJson(ctx.res, 200, `{"items":[${items}],"next":${next}}`, { 'Cache-Control': 'no-cache' });
+    sendJson(ctx.res, 200, `{"items":[${items}],"next":${next}}`);
   }
 
   /**
@@ -257,7 +257,8 @@ export function userRoutes(deps: AppDeps, sessions: Sessions): Route[] {
       const now = ctx.now;
       if (state.reservations.size >= config.maxReservations) state.sweep(now);
       if (state.reservations.size >= config.maxReservations) {
-        const earliest = Math.min(...state.reservations.values());
+        let earliest = Infinity;
+        for (const expiresAt of state.reservations.values()) if (expiresAt < earliest) earliest = expiresAt;
         const retryAfter = Math.max(1, Math.ceil((earliest - now) / 1000));
         throw new HttpError(problems.tooManyReservations, `There are ${config.maxReservations} live reservations; retry when one expires.`, { 'Retry-After': String(retryAfter) });
       }

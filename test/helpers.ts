@@ -1,0 +1,136 @@
+import { request as httpRequest } from 'node:http';
+import { connect } from 'node:net';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { TestContext } from 'node:test';
+import { parseConfig, type Config } from '../server/config.js';
+import { startServer, type RunningServer, type StartOptions } from '../server/listen.js';
+
+export const ADMIN_PASSWORD = 'test-admin-password';
+
+export interface TestServer {
+  url: string;
+  dataDir: string;
+  running: RunningServer;
+  /** Logs in as admin and returns the Cookie header value to send. */
+  login(user?: string, password?: string): Promise<string>;
+}
+
+/** A fresh mkdtemp directory, removed after the test. */
+export function tempDir(t: TestContext | undefined, prefix = 'users-server-test-'): string {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  t?.after(() => rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+/**
+ * Starts the real server on 127.0.0.1, port 0, with a fresh data directory,
+ * and stops it after the test. `overrides` replace the embedded defaults.
+ */
+export async function startTestServer(t: TestContext, overrides: Partial<Config> = {}, options: StartOptions = {}): Promise<TestServer> {
+  const dataDir = tempDir(t);
+  const { config } = parseConfig([], {});
+  const running = await startServer(
+    { ...config, host: '127.0.0.1', port: 0, data: dataDir, ...overrides },
+    { env: { USERS_ADMIN_PASSWORD: ADMIN_PASSWORD }, logError: () => {}, ...options },
+  );
+  t.after(() => running.stop());
+  const url = running.url;
+  return {
+    url,
+    dataDir,
+    running,
+    async login(user = 'admin', password = ADMIN_PASSWORD) {
+      const res = await send(url, 'POST', '/login', { headers: { authorization: basic(user, password) } });
+      if (res.status !== 200) throw new Error(`login failed: ${res.status} ${res.text}`);
+      return cookiePair(res.headers['set-cookie']);
+    },
+  };
+}
+
+export function basic(user: string, password: string): string {
+  return 'Basic ' + Buffer.from(`${user}:${password}`).toString('base64');
+}
+
+/** "USER_TOKEN=value" from a Set-Cookie field. */
+export function cookiePair(setCookie: string | string[] | undefined): string {
+  const first = Array.isArray(setCookie) ? setCookie[0] : setCookie;
+  if (first === undefined) throw new Error('no Set-Cookie');
+  return first.split(';')[0]!;
+}
+
+export interface Reply {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  text: string;
+  /** The body parsed as JSON. */
+  json(): any;
+}
+
+export interface SendOptions {
+  headers?: Record<string, string | string[]>;
+  body?: string | Buffer;
+  /** Shorthand: JSON-serialize and send as application/json. */
+  json?: unknown;
+}
+
+/** One HTTP request over a real socket (no keep-alive); the whole body is read. */
+export function send(base: string, method: string, path: string, options: SendOptions = {}): Promise<Reply> {
+  const headers: Record<string, string | string[]> = { ...options.headers };
+  let body = options.body;
+  if (options.json !== undefined) {
+    body = JSON.stringify(options.json);
+    headers['content-type'] ??= 'application/json';
+  }
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(base + path, { method, headers, agent: false }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => {
+        const text = Buffer.concat(chunks).toString('utf8');
+        resolve({ status: res.statusCode!, headers: res.headers, text, json: () => JSON.parse(text) });
+      });
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+/** Shorthand for a PUT of a JSON body. */
+export function put(base: string, path: string, json: unknown, headers: Record<string, string> = {}): Promise<Reply> {
+  return send(base, 'PUT', path, { json, headers });
+}
+
+/**
+ * Writes raw bytes to the server and returns everything it answers until it
+ * closes the connection or `idleMs` pass without data.
+ */
+export function rawExchange(base: string, bytes: string | Buffer, idleMs = 500): Promise<string> {
+  const { hostname, port } = new URL(base);
+  return new Promise((resolve, reject) => {
+    const socket = connect(Number(port), hostname);
+    const chunks: Buffer[] = [];
+    let timer: NodeJS.Timeout | undefined;
+    const finish = () => {
+      clearTimeout(timer);
+      socket.destroy();
+      resolve(Buffer.concat(chunks).toString('latin1'));
+    };
+    const arm = () => {
+      clearTimeout(timer);
+      timer = setTimeout(finish, idleMs);
+    };
+    socket.on('connect', () => {
+      socket.write(bytes);
+      arm();
+    });
+    socket.on('data', (c: Buffer) => {
+      chunks.push(c);
+      arm();
+    });
+    socket.on('end', finish);
+    socket.on('error', (error: NodeJS.ErrnoException) => (error.code === 'ECONNRESET' ? finish() : reject(error)));
+  });
+}
