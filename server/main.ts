@@ -24,7 +24,7 @@ export async function main(argv: readonly string[], io: Io = { stdout: process.s
     parsed = parseConfig(argv, io.env);
   } catch (error) {
     if (!(error instanceof ConfigError)) throw error;
-    io.stderr.write(`users-server: ${error.message}\nTry 'users-server --help'.\n`);
+    io.stderr.write(`users-server: ${error.message} (see --help)\n`);
     return 2;
   }
   if (parsed.help) {
@@ -35,6 +35,14 @@ export async function main(argv: readonly string[], io: Io = { stdout: process.s
     io.stdout.write(version() + '\n');
     return 0;
   }
+  // Signals are watched before anything is announced, so a stop asked for as
+  // soon as "listening on" appears is still a graceful one.
+  let onSignal = () => {};
+  const signalled = new Promise<void>((resolve) => {
+    onSignal = () => resolve();
+  });
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
   let running;
   try {
     running = await startServer(parsed.config, { env: io.env });
@@ -46,6 +54,8 @@ export async function main(argv: readonly string[], io: Io = { stdout: process.s
       : code === 'EACCES' ? `no permission to listen on ${parsed.config.host}:${parsed.config.port}`
       : code === 'EADDRNOTAVAIL' || code === 'ENOTFOUND' ? `cannot listen on ${parsed.config.host}: no such local address`
       : undefined;
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
     if (message === undefined) throw error;
     io.stderr.write(`users-server: ${message}\n`);
     return 1;
@@ -54,15 +64,9 @@ export async function main(argv: readonly string[], io: Io = { stdout: process.s
     io.stderr.write(`users-server: generated a password for the account "admin" in ${running.adminPasswordFile}\n`);
   }
   io.stdout.write(`listening on ${running.url}\n`);
-  await new Promise<void>((resolve) => {
-    const onSignal = () => {
-      process.off('SIGINT', onSignal);
-      process.off('SIGTERM', onSignal);
-      resolve();
-    };
-    process.on('SIGINT', onSignal);
-    process.on('SIGTERM', onSignal);
-  });
+  await signalled;
+  process.off('SIGINT', onSignal);
+  process.off('SIGTERM', onSignal);
   await running.stop();
   return 0;
 }

@@ -42,20 +42,21 @@ export function userRoutes(deps: AppDeps, sessions: Sessions): Route[] {
     const ref = parseRef(ctx.params.ref!);
     if (ref.kind === 'invalid') throw new HttpError(problems.invalidRef, `Malformed user reference: ${ref.reason}.`);
     if (ref.kind === 'no-such-id') throw notFound('No user has this id: ids are canonical decimal safe integers.');
+    // Any request to an old id of a moved user answers 301, before anything else.
+    const movedTo = ref.kind === 'id' ? state.moved.get(ref.id) : undefined;
+    if (movedTo !== undefined) throw new Redirect(userPath(movedTo));
     return ref;
   }
 
   type Target = { id: number | undefined; user: UserRecord | undefined; byAlias: string | undefined };
 
-  /**
-   * Finds the user a reference names. An old id of a moved user is answered
-   * 301 here, before anything else happens.
-   */
-  function resolve(ctx: Context, ref: ReturnType<typeof refOf>): Target {
+  /** Finds the user a reference names. */
+  function resolve(ref: ReturnType<typeof refOf>): Target {
     if (ref.kind === 'alias') {
       const id = state.aliases.get(ref.alias);
       return { id, user: id === undefined ? undefined : state.users.get(id), byAlias: ref.alias };
     }
+    // A move during an await (reading the body) is seen here too.
     const movedTo = state.moved.get(ref.id);
     if (movedTo !== undefined) throw new Redirect(userPath(movedTo));
     return { id: ref.id, user: state.users.get(ref.id), byAlias: undefined };
@@ -86,8 +87,9 @@ export function userRoutes(deps: AppDeps, sessions: Sessions): Route[] {
 
   /** The next id to issue; 503 once the safe integers are used up. */
   function nextId(): number {
-    if (state.lastId >= Number.MAX_SAFE_INTEGER) throw new HttpError(problems.idSpaceExhausted, 'Every safe integer id has been issued.');
-    return state.lastId + 1;
+    const id = state.nextId();
+    if (id === undefined) throw new HttpError(problems.idSpaceExhausted, 'Every safe integer id has been issued.');
+    return id;
   }
 
   /** The representation: the body as given, plus the id (kept in place when the body carries it). */
@@ -113,7 +115,7 @@ export function userRoutes(deps: AppDeps, sessions: Sessions): Route[] {
   async function getUser(ctx: Context): Promise<void> {
     const ref = refOf(ctx);
     sessions.authorize(ctx.req, ctx.res, ctx.now, 'read');
-    const { user, byAlias } = resolve(ctx, ref);
+    const { user, byAlias } = resolve(ref);
     if (user === undefined) throw notFound('No such user.');
     const etag = etagOf(user);
     const headers: Record<string, string> = { ETag: etag };
@@ -131,7 +133,7 @@ export function userRoutes(deps: AppDeps, sessions: Sessions): Route[] {
     sessions.authorize(ctx.req, ctx.res, ctx.now, 'write');
     const { raw, body } = await readUser(ctx.req);
     // From here to the commit nothing awaits: the checks and the write see one state.
-    const target = resolve(ctx, ref);
+    const target = resolve(ref);
     const bodyId = body.id as number | undefined;
     if (target.user !== undefined) {
       const user = target.user;
@@ -149,7 +151,6 @@ export function userRoutes(deps: AppDeps, sessions: Sessions): Route[] {
       sendWritten(ctx, 200, user.id, json, raw, {});
       return;
     }
-    checkPreconditions(ctx.req, undefined);
     let id: number;
     if (target.byAlias !== undefined) {
       // Rule 3: an alias that names nobody creates a user with a fresh id.
@@ -166,7 +167,12 @@ export function userRoutes(deps: AppDeps, sessions: Sessions): Route[] {
         if (state.isIssued(id)) throw new HttpError(problems.gone, `The id ${id} was issued, but its reservation expired or its user was deleted; reserve a new id.`);
         throw notFound(`The id ${id} was never issued: reserve one with POST ${RESERVATIONS_PATH}, or PUT under an alias.`);
       }
-      if (bodyId !== undefined && bodyId !== id) throw new HttpError(problems.idConflict, `The body says id ${bodyId} but the reserved id is ${id}.`);
+    }
+    // RFC 9110 section 13.2.1: preconditions are evaluated only where the
+    // answer without them would be a success, so after 404 and 410.
+    checkPreconditions(ctx.req, undefined);
+    if (bodyId !== undefined && bodyId !== id && target.byAlias === undefined) {
+      throw new HttpError(problems.idConflict, `The body says id ${bodyId} but the reserved id is ${id}.`);
     }
     const json = represent(body, id);
     await store.commit([{ op: 'put', id, alias: target.byAlias, json }]);
@@ -176,7 +182,7 @@ export function userRoutes(deps: AppDeps, sessions: Sessions): Route[] {
   async function deleteUser(ctx: Context): Promise<void> {
     const ref = refOf(ctx);
     sessions.authorize(ctx.req, ctx.res, ctx.now, 'write');
-    const { user } = resolve(ctx, ref);
+    const { user } = resolve(ref);
     if (user === undefined) throw notFound('No such user.');
     checkPreconditions(ctx.req, user);
     await store.commit([{ op: 'delete', id: user.id }]);

@@ -23,6 +23,8 @@ export class StoreState {
   readonly revokedSessions = new Map<string, number>();
   /** The id high-water mark: every id from 1 to lastId has been issued. */
   lastId = 0;
+  /** Ids above lastId issued out of turn, as targets of a move. */
+  private readonly claimed = new Set<number>();
 
   apply(m: Mutation): void {
     switch (m.op) {
@@ -35,7 +37,7 @@ export class StoreState {
           if (alias !== undefined) this.aliases.set(alias, m.id);
         }
         this.reservations.delete(m.id);
-        this.raiseLastId(m.id);
+        this.markIssued(m.id);
         break;
       }
       case 'delete': {
@@ -59,12 +61,12 @@ export class StoreState {
         olds.push(m.from);
         for (const old of olds) this.moved.set(old, m.to);
         this.movedInto.set(m.to, olds);
-        this.raiseLastId(m.to);
+        this.markIssued(m.to);
         break;
       }
       case 'reserve':
         this.reservations.set(m.id, m.expiresAt);
-        this.raiseLastId(m.id);
+        this.markIssued(m.id);
         break;
       case 'idempotency':
         this.idempotency.set(m.key, m.record);
@@ -77,7 +79,14 @@ export class StoreState {
 
   /** True when `id` was ever issued: assigned, reserved, or moved to. */
   isIssued(id: number): boolean {
-    return id <= this.lastId;
+    return id <= this.lastId || this.claimed.has(id);
+  }
+
+  /** The next id to issue in turn, or undefined once the safe integers are used up. */
+  nextId(): number | undefined {
+    let id = this.lastId + 1;
+    while (this.claimed.has(id)) id++;
+    return Number.isSafeInteger(id) ? id : undefined;
   }
 
   isReservationLive(id: number, now: number): boolean {
@@ -101,8 +110,19 @@ export class StoreState {
     for (const [sid, expiresAt] of this.revokedSessions) if (expiresAt <= now) this.revokedSessions.delete(sid);
   }
 
-  private raiseLastId(id: number): void {
-    if (id > this.lastId) this.lastId = id;
+  /**
+   * Records `id` as issued. The next id in turn raises the high-water mark;
+   * an id further up (a client-chosen id of the id-change variant) is kept
+   * apart, so the ids it skips stay never-issued.
+   */
+  private markIssued(id: number): void {
+    if (this.isIssued(id)) return;
+    if (id !== this.nextId()) {
+      this.claimed.add(id);
+      return;
+    }
+    this.lastId = id;
+    if (this.claimed.size > 0) for (const claimed of this.claimed) if (claimed <= id) this.claimed.delete(claimed);
   }
 }
 
