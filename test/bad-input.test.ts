@@ -6,12 +6,12 @@
  * not polluted (the server runs in this process, so its prototypes are ours).
  */
 import assert from 'node:assert/strict';
-import { request as httpRequest, type IncomingMessage, type ServerResponse } from 'node:http';
+import { type IncomingMessage, type ServerResponse } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { test, type TestContext } from 'node:test';
 import type { Config } from '../server/config.js';
 import { signSession } from '../server/session.js';
-import { put, send, startTestServer, type Reply, type TestServer } from './helpers.js';
+import { put, send, startTestServer, type Reply, type TestServer, assertProblem } from './helpers.js';
 
 const PROBLEM_CONTENT_TYPE = 'application/problem+json';
 const PROBLEM_PREFIX = 'tag:users-server,2026:problem/';
@@ -26,47 +26,16 @@ interface Answer {
   text: string;
 }
 
-function fromReply(reply: Reply): Answer {
-  const headers: Record<string, string | undefined> = {};
-  for (const [name, value] of Object.entries(reply.headers)) headers[name] = Array.isArray(value) ? value.join(', ') : value;
-  return { status: reply.status, headers, text: reply.text };
-}
-
-function assertProblem(answer: Answer | Reply, status: number, code: string, where = ''): Record<string, unknown> {
-  const a = 'json' in answer ? fromReply(answer) : answer;
-  const label = where === '' ? '' : `${where}: `;
-  assert.equal(a.status, status, `${label}expected ${status} ${code}, got ${a.status}: ${a.text}`);
-  assert.equal(a.headers['content-type'], PROBLEM_CONTENT_TYPE, `${label}Content-Type`);
-  const doc = JSON.parse(a.text) as Record<string, unknown>;
-  assert.equal(doc.type, PROBLEM_PREFIX + code, `${label}type`);
-  assert.equal(doc.status, status, `${label}status member`);
-  assert.equal(typeof doc.title, 'string');
-  assert.equal(typeof doc.detail, 'string');
-  return doc;
-}
-
 /**
  * One request whose path is sent exactly as given. The helpers' `send` parses
  * base + path as a WHATWG URL, which resolves `%2e%2e` as a dot-segment
  * before anything is sent.
  */
-function sendPath(server: TestServer, method: string, path: string, body?: string): Promise<Answer> {
-  const { hostname, port } = new URL(server.url);
-  const headers: Record<string, string> = body === undefined ? {} : { 'content-type': 'application/json' };
-  return new Promise((resolve, reject) => {
-    const req = httpRequest({ hostname, port, path, method, headers, agent: false }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => {
-        const answerHeaders: Record<string, string | undefined> = {};
-        for (const [name, value] of Object.entries(res.headers)) answerHeaders[name] = Array.isArray(value) ? value.join(', ') : value;
-        resolve({ status: res.statusCode!, headers: answerHeaders, text: Buffer.concat(chunks).toString('utf8') });
-      });
-      res.on('error', reject);
-    });
-    req.on('error', reject);
-    req.end(body);
-  });
+async function sendPath(server: TestServer, method: string, path: string, body?: string): Promise<Answer> {
+  const reply = await send(server.url, method, path, body === undefined ? {} : { body, headers: { 'content-type': 'application/json' } });
+  const headers: Record<string, string | undefined> = {};
+  for (const [name, value] of Object.entries(reply.headers)) headers[name] = Array.isArray(value) ? value.join(', ') : value;
+  return { status: reply.status, headers, text: reply.text };
 }
 
 /** Splits raw HTTP/1.1 responses (Content-Length framed; 1xx/204/304 without body). */

@@ -6,25 +6,12 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { put, send, startTestServer, type Reply, type TestServer } from './helpers.js';
+import { put, send, startTestServer, type Reply, type TestServer, assertProblem, listText } from './helpers.js';
 
-const PROBLEM_CONTENT_TYPE = 'application/problem+json';
-const PROBLEM_PREFIX = 'tag:users-server,2026:problem/';
 // RFC 3339 section 5.6 date-time, in UTC ("Z"), fractional seconds optional.
 const RFC3339_UTC = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/;
 // A fixed instant on a whole second, for the injectable clock.
 const T0 = Date.UTC(2031, 4, 6, 7, 8, 9);
-
-function assertProblem(reply: Reply, status: number, code: string): Record<string, unknown> {
-  assert.equal(reply.status, status, `expected ${status} ${code}, got ${reply.status}: ${reply.text}`);
-  assert.equal(reply.headers['content-type'], PROBLEM_CONTENT_TYPE);
-  const doc = reply.json() as Record<string, unknown>;
-  assert.equal(doc.type, PROBLEM_PREFIX + code);
-  assert.equal(doc.status, status);
-  assert.equal(typeof doc.title, 'string');
-  assert.equal(typeof doc.detail, 'string');
-  return doc;
-}
 
 function postNew(server: TestServer, body: string, headers: Record<string, string> = {}): Promise<Reply> {
   return send(server.url, 'POST', '/users/new', { body, headers: { 'content-type': 'application/json', ...headers } });
@@ -32,12 +19,6 @@ function postNew(server: TestServer, body: string, headers: Record<string, strin
 
 function reserve(server: TestServer, headers: Record<string, string> = {}): Promise<Reply> {
   return send(server.url, 'POST', '/reservations', { headers });
-}
-
-async function listText(server: TestServer): Promise<string> {
-  const list = await send(server.url, 'GET', '/users?limit=1000');
-  assert.equal(list.status, 200);
-  return list.text;
 }
 
 function idOf(reply: Reply): number {

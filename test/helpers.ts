@@ -3,7 +3,9 @@ import { connect } from 'node:net';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import assert from 'node:assert/strict';
 import type { TestContext } from 'node:test';
+import { problemType, PROBLEM_CONTENT_TYPE } from '../shared/problems.js';
 import { parseConfig, type Config } from '../server/config.js';
 import { startServer, type RunningServer, type StartOptions } from '../server/listen.js';
 
@@ -84,7 +86,9 @@ export function send(base: string, method: string, path: string, options: SendOp
     headers['content-type'] ??= 'application/json';
   }
   return new Promise((resolve, reject) => {
-    const req = httpRequest(base + path, { method, headers, agent: false }, (res) => {
+    // The path goes out verbatim: a WHATWG URL would resolve `%2e%2e` and friends before sending.
+    const { hostname, port } = new URL(base);
+    const req = httpRequest({ host: hostname, port, path, method, headers, agent: false }, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
       res.on('end', () => {
@@ -133,4 +137,32 @@ export function rawExchange(base: string, bytes: string | Buffer, idleMs = 500):
     socket.on('end', finish);
     socket.on('error', (error: NodeJS.ErrnoException) => (error.code === 'ECONNRESET' ? finish() : reject(error)));
   });
+}
+
+/**
+ * Asserts an application/problem+json answer of `status` whose type is the
+ * catalog entry `code`, and returns the parsed document.
+ */
+export function assertProblem(
+  reply: { status: number; headers: Record<string, string | string[] | undefined>; text: string },
+  status: number,
+  code: string,
+  where = '',
+): Record<string, unknown> {
+  const label = where === '' ? '' : `${where}: `;
+  assert.equal(reply.status, status, `${label}expected ${status} ${code}, got ${reply.status}: ${reply.text}`);
+  assert.equal(reply.headers['content-type'], PROBLEM_CONTENT_TYPE, `${label}Content-Type`);
+  const doc = JSON.parse(reply.text) as Record<string, unknown>;
+  assert.equal(doc.type, problemType({ code, status, title: '' }), `${label}type`);
+  assert.equal(doc.status, status, `${label}status member`);
+  assert.equal(typeof doc.title, 'string', `${label}title member`);
+  assert.equal(typeof doc.detail, 'string', `${label}detail member`);
+  return doc;
+}
+
+/** The body of GET /users?limit=1000, a compact picture of the whole state. */
+export async function listText(server: { url: string }): Promise<string> {
+  const list = await send(server.url, 'GET', '/users?limit=1000');
+  assert.equal(list.status, 200);
+  return list.text;
 }

@@ -9,29 +9,10 @@
  */
 import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
-import { put, rawExchange, send, startTestServer, type Reply, type TestServer } from './helpers.js';
-
-const PROBLEM_CONTENT_TYPE = 'application/problem+json';
-const PROBLEM_PREFIX = 'tag:users-server,2026:problem/';
-
-function assertProblem(reply: Reply, status: number, code: string, where = ''): Record<string, unknown> {
-  const label = where === '' ? '' : `${where}: `;
-  assert.equal(reply.status, status, `${label}expected ${status} ${code}, got ${reply.status}: ${reply.text}`);
-  assert.equal(reply.headers['content-type'], PROBLEM_CONTENT_TYPE, `${label}Content-Type`);
-  const doc = reply.json() as Record<string, unknown>;
-  assert.equal(doc.type, PROBLEM_PREFIX + code, `${label}type`);
-  assert.equal(doc.status, status, `${label}status member`);
-  return doc;
-}
+import { put, rawExchange, send, startTestServer, type Reply, type TestServer, assertProblem, listText } from './helpers.js';
 
 function get(server: TestServer, path: string): Promise<Reply> {
   return send(server.url, 'GET', path);
-}
-
-async function listText(server: TestServer): Promise<string> {
-  const list = await get(server, '/users?limit=1000');
-  assert.equal(list.status, 200);
-  return list.text;
 }
 
 function assertMoved(reply: Reply, location: string, where: string): void {

@@ -8,21 +8,11 @@ import { once } from 'node:events';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { test } from 'node:test';
-import { send, startTestServer, type Reply, type TestServer } from './helpers.js';
+import { send, startTestServer, type Reply, type TestServer, assertProblem } from './helpers.js';
 
 const PROBLEM_CONTENT_TYPE = 'application/problem+json';
 const PROBLEM_PREFIX = 'tag:users-server,2026:problem/';
 const T0 = Date.UTC(2031, 4, 6, 7, 8, 9);
-
-function assertProblem(reply: Reply, status: number, code: string): void {
-  assert.equal(reply.status, status, `expected ${status} ${code}, got ${reply.status}: ${reply.text}`);
-  assert.equal(reply.headers['content-type'], PROBLEM_CONTENT_TYPE);
-  const doc = reply.json() as Record<string, unknown>;
-  assert.equal(doc.type, PROBLEM_PREFIX + code);
-  assert.equal(doc.status, status);
-  assert.equal(typeof doc.title, 'string');
-  assert.equal(typeof doc.detail, 'string');
-}
 
 interface Endpoint {
   path: '/users/new' | '/reservations';

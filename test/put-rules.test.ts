@@ -7,24 +7,10 @@
 import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
 import type { Config } from '../server/config.js';
-import { put, send, startTestServer, type Reply, type TestServer } from './helpers.js';
+import { put, send, startTestServer, type Reply, type TestServer, assertProblem, listText } from './helpers.js';
 
-const PROBLEM_CONTENT_TYPE = 'application/problem+json';
-const PROBLEM_PREFIX = 'tag:users-server,2026:problem/';
 // A fixed instant on a whole second, for the injectable clock.
 const T0 = Date.UTC(2031, 4, 6, 7, 8, 9);
-
-function assertProblem(reply: Reply, status: number, code: string, where = ''): Record<string, unknown> {
-  const label = where === '' ? '' : `${where}: `;
-  assert.equal(reply.status, status, `${label}expected ${status} ${code}, got ${reply.status}: ${reply.text}`);
-  assert.equal(reply.headers['content-type'], PROBLEM_CONTENT_TYPE, `${label}Content-Type`);
-  const doc = reply.json() as Record<string, unknown>;
-  assert.equal(doc.type, PROBLEM_PREFIX + code, `${label}type`);
-  assert.equal(doc.status, status, `${label}status member`);
-  assert.equal(typeof doc.title, 'string');
-  assert.equal(typeof doc.detail, 'string');
-  return doc;
-}
 
 /** A PUT of a raw body: `contentType` null sends no Content-Type at all. */
 function putRaw(server: TestServer, path: string, body: string | Buffer, contentType: string | null = 'application/json', headers: Record<string, string> = {}): Promise<Reply> {
@@ -41,12 +27,6 @@ async function etagOf(server: TestServer, path: string): Promise<string> {
   const etag = read.headers.etag;
   assert.equal(typeof etag, 'string', `GET ${path} has an ETag`);
   return etag as string;
-}
-
-async function listText(server: TestServer): Promise<string> {
-  const list = await send(server.url, 'GET', '/users?limit=1000');
-  assert.equal(list.status, 200);
-  return list.text;
 }
 
 /**

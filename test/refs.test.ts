@@ -7,12 +7,9 @@
  * 400 invalid-ref.
  */
 import assert from 'node:assert/strict';
-import { request as httpRequest } from 'node:http';
 import { test, type TestContext } from 'node:test';
-import { send, startTestServer, type TestServer } from './helpers.js';
+import { send, startTestServer, type TestServer, assertProblem, listText } from './helpers.js';
 
-const PROBLEM_CONTENT_TYPE = 'application/problem+json';
-const PROBLEM_PREFIX = 'tag:users-server,2026:problem/';
 const JSON_HEADERS = { 'content-type': 'application/json' };
 
 interface Answer {
@@ -27,40 +24,14 @@ interface Answer {
  * `%2e%2e` as dot-segments before anything is sent.
  */
 function sendPath(server: TestServer, method: string, path: string, options: { body?: string; headers?: Record<string, string> } = {}): Promise<Answer> {
-  const { hostname, port } = new URL(server.url);
-  return new Promise((resolve, reject) => {
-    const req = httpRequest({ hostname, port, path, method, headers: options.headers ?? {}, agent: false }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, text: Buffer.concat(chunks).toString('utf8') }));
-      res.on('error', reject);
-    });
-    req.on('error', reject);
-    req.end(options.body);
-  });
+  return send(server.url, method, path, options);
 }
 
 function putPath(server: TestServer, path: string, json: unknown): Promise<Answer> {
   return sendPath(server, 'PUT', path, { body: JSON.stringify(json), headers: JSON_HEADERS });
 }
 
-function assertProblem(answer: Answer, status: number, code: string, where: string): Record<string, unknown> {
-  assert.equal(answer.status, status, `${where}: expected ${status} ${code}, got ${answer.status}: ${answer.text}`);
-  assert.equal(answer.headers['content-type'], PROBLEM_CONTENT_TYPE, `${where}: Content-Type`);
-  const doc = JSON.parse(answer.text) as Record<string, unknown>;
-  assert.equal(doc.type, PROBLEM_PREFIX + code, `${where}: type`);
-  assert.equal(doc.status, status, `${where}: status member`);
-  assert.equal(typeof doc.title, 'string');
-  assert.equal(typeof doc.detail, 'string');
-  return doc;
-}
-
 /** The whole state as the API shows it: the listing of every user. */
-async function listText(server: TestServer): Promise<string> {
-  const list = await send(server.url, 'GET', '/users?limit=1000');
-  assert.equal(list.status, 200);
-  return list.text;
-}
 
 /** A server with user 1 created through the alias "alice". */
 async function seeded(t: TestContext): Promise<TestServer> {

@@ -5,20 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { put, rawExchange, send, startTestServer, type Reply, type TestServer } from './helpers.js';
-
-const PROBLEM_CONTENT_TYPE = 'application/problem+json';
-const PROBLEM_PREFIX = 'tag:users-server,2026:problem/';
-
-function assertProblem(reply: Reply, status: number, code: string): void {
-  assert.equal(reply.status, status, `expected ${status} ${code}, got ${reply.status}: ${reply.text}`);
-  assert.equal(reply.headers['content-type'], PROBLEM_CONTENT_TYPE);
-  const doc = reply.json() as Record<string, unknown>;
-  assert.equal(doc.type, PROBLEM_PREFIX + code);
-  assert.equal(doc.status, status);
-  assert.equal(typeof doc.title, 'string');
-  assert.equal(typeof doc.detail, 'string');
-}
+import { put, rawExchange, send, startTestServer, type Reply, type TestServer, assertProblem } from './helpers.js';
 
 /** The methods an Allow field lists, as a sorted list (RFC 9110 section 10.2.1: order carries no meaning). */
 function allowOf(reply: Reply): string[] {

@@ -4,24 +4,10 @@
  */
 import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
-import { put, rawExchange, send, startTestServer, type Reply, type TestServer } from './helpers.js';
+import { put, rawExchange, send, startTestServer, type Reply, type TestServer, assertProblem, listText } from './helpers.js';
 
-const PROBLEM_CONTENT_TYPE = 'application/problem+json';
-const PROBLEM_PREFIX = 'tag:users-server,2026:problem/';
 // RFC 9110 section 8.8.3: a strong entity-tag is a quoted opaque-tag without W/.
 const STRONG_ETAG = /^"[\x21\x23-\x7e\x80-\xff]*"$/;
-
-function assertProblem(reply: Reply, status: number, code: string, where = ''): Record<string, unknown> {
-  const label = where === '' ? '' : `${where}: `;
-  assert.equal(reply.status, status, `${label}expected ${status} ${code}, got ${reply.status}: ${reply.text}`);
-  assert.equal(reply.headers['content-type'], PROBLEM_CONTENT_TYPE, `${label}Content-Type`);
-  const doc = reply.json() as Record<string, unknown>;
-  assert.equal(doc.type, PROBLEM_PREFIX + code, `${label}type`);
-  assert.equal(doc.status, status, `${label}status member`);
-  assert.equal(typeof doc.title, 'string');
-  assert.equal(typeof doc.detail, 'string');
-  return doc;
-}
 
 function get(server: TestServer, path: string, headers: Record<string, string> = {}): Promise<Reply> {
   return send(server.url, 'GET', path, { headers });
@@ -39,12 +25,6 @@ async function page(server: TestServer, path: string): Promise<Page> {
   const body = reply.json() as Page;
   assert.deepEqual(Object.keys(body), ['items', 'next'], `GET ${path}: exactly items and next`);
   return body;
-}
-
-async function listText(server: TestServer): Promise<string> {
-  const list = await get(server, '/users?limit=1000');
-  assert.equal(list.status, 200);
-  return list.text;
 }
 
 /** Creates `count` users through POST /users/new, a few at a time; they get ids 1..count on a fresh server. */
