@@ -213,3 +213,20 @@ test('maxReservations: a client that waits the Retry-After seconds can reserve a
   await sleep(seconds * 1000 + 50);
   assert.equal(idOf(await reserve(server)), 2);
 });
+
+test('64 concurrent creations through POST /users/new, POST /reservations and alias PUTs never share an id', async (t) => {
+  const server = await startTestServer(t);
+  const replies = await Promise.all(
+    Array.from({ length: 64 }, (_, i) => {
+      if (i % 3 === 0) return send(server.url, 'POST', '/users/new', { json: { name: `new-${i}` } });
+      if (i % 3 === 1) return send(server.url, 'POST', '/reservations');
+      return put(server.url, `/users/alias-${i}`, { name: `alias-${i}` });
+    }),
+  );
+  const ids = replies.map((reply) => {
+    assert.equal(reply.status, 201, reply.text);
+    return reply.json().id as number;
+  });
+  assert.equal(new Set(ids).size, 64);
+  assert.deepEqual([...ids].sort((a, b) => a - b), Array.from({ length: 64 }, (_, i) => i + 1));
+});

@@ -78,9 +78,7 @@ export function userRoutes(deps: AppDeps, sessions: Sessions): Route[] {
   }
 
   async function readUser(req: IncomingMessage): Promise<{ raw: Buffer; body: Record<string, unknown> }> {
-    if (!isJsonContentType(req.headers['content-type'])) {
-      throw new HttpError(problems.unsupportedMediaType, 'Send the user as Content-Type: application/json (UTF-8).');
-    }
+    requireJson(req);
     const raw = await readBody(req, config.maxBody);
     return { raw, body: checkUser(parseJson(raw)) };
   }
@@ -207,12 +205,14 @@ export function userRoutes(deps: AppDeps, sessions: Sessions): Route[] {
    * Runs a POST create under its Idempotency-Key, if any: the first response
    * is kept for 24 hours and replayed for the same key and body; the same key
    * with another body is 422, and while the first is in flight, 409.
+   * `run` is synchronous and its mutations are committed in the same tick,
+   * so no other request can take the id it picked.
    */
-  async function createOnce(ctx: Context, scope: string, run: (raw: Buffer) => Promise<Created> | Created): Promise<void> {
+  async function createOnce(ctx: Context, scope: string, run: (raw: Buffer) => Created): Promise<void> {
     const { req, res, now } = ctx;
     const key = header(req, 'idempotency-key');
     if (key === undefined) {
-      const created = await run(await readBodyFor(req));
+      const created = run(await readBody(req, config.maxBody));
       await store.commit(created.mutations);
       sendCreated(res, created, false);
       return;
@@ -222,7 +222,7 @@ export function userRoutes(deps: AppDeps, sessions: Sessions): Route[] {
     if (inProgress.has(scopedKey)) throw new HttpError(problems.idempotencyInProgress, 'A request with this Idempotency-Key is still in progress; retry later.', { 'Retry-After': '1' });
     inProgress.add(scopedKey);
     try {
-      const raw = await readBodyFor(req);
+      const raw = await readBody(req, config.maxBody);
       const fingerprint = createHash('sha256').update(raw).digest('base64url');
       const kept = state.idempotencyRecord(scopedKey, now);
       if (kept !== undefined) {
@@ -230,7 +230,7 @@ export function userRoutes(deps: AppDeps, sessions: Sessions): Route[] {
         sendCreated(res, { status: kept.status, body: kept.body, location: kept.location ?? '' }, true);
         return;
       }
-      const created = await run(raw);
+      const created = run(raw);
       const record = { fingerprint, status: created.status, body: created.body, location: created.location, expiresAt: now + IDEMPOTENCY_TTL_MS };
       await store.commit([...created.mutations, { op: 'idempotency', key: scopedKey, record }]);
       sendCreated(res, created, false);
@@ -239,15 +239,9 @@ export function userRoutes(deps: AppDeps, sessions: Sessions): Route[] {
     }
   }
 
-  function readBodyFor(req: IncomingMessage): Promise<Buffer> {
-    return readBody(req, config.maxBody);
-  }
-
   async function createUser(ctx: Context): Promise<void> {
     sessions.authorize(ctx.req, ctx.res, ctx.now, 'write');
-    if (!isJsonContentType(ctx.req.headers['content-type'])) {
-      throw new HttpError(problems.unsupportedMediaType, 'Send the user as Content-Type: application/json (UTF-8).');
-    }
+    requireJson(ctx.req);
     await createOnce(ctx, NEW_USER_PATH, (raw) => {
       const body = checkUser(parseJson(raw));
       if (body.id !== undefined) throw new HttpError(problems.idConflict, 'POST /users/new assigns the id; leave id out of the body.');
@@ -300,6 +294,13 @@ export function userRoutes(deps: AppDeps, sessions: Sessions): Route[] {
 class Redirect extends Error {
   constructor(readonly location: string) {
     super(location);
+  }
+}
+
+/** PUT rule 1: the body must be application/json or a +json type, else 415. */
+function requireJson(req: IncomingMessage): void {
+  if (!isJsonContentType(req.headers['content-type'])) {
+    throw new HttpError(problems.unsupportedMediaType, 'Send the user as Content-Type: application/json (UTF-8).');
   }
 }
 
