@@ -22,7 +22,7 @@ export function ensureDataDir(dir: string): string {
   return path;
 }
 
-function isAlive(pid: number): boolean {
+export function isAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;

@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { before, test, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { ADMIN_PASSWORD, basic, cookiePair, send, tempDir, type Reply } from './helpers.js';
+import { isAlive } from '../server/data-dir.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const BIN = join(ROOT, 'bin', 'users-server.js');
@@ -148,15 +149,6 @@ function assertOneLineFailure(result: { code: number | null; signal: NodeJS.Sign
 
 function fileMode(path: string): number {
   return statSync(path).mode & 0o777;
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
 }
 
 async function assertHealthy(url: string): Promise<void> {
