@@ -51,12 +51,18 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       connectionsCheckingInterval: TIMEOUTS.connectionsCheck,
     });
     let stopping = false;
+    // Responses under way, so a stop can mark them Connection: close: node
+    // keeps a connection whose response ends after server.close() open until
+    // its keep-alive timeout.
     const inFlight = new Set<ServerResponse>();
+    function forget(this: ServerResponse) {
+      inFlight.delete(this);
+    }
     const handle = (req: IncomingMessage, res: ServerResponse) => {
       // While stopping, finish this request but do not keep its connection.
       if (stopping) res.setHeader('Connection', 'close');
       inFlight.add(res);
-      res.on('close', () => inFlight.delete(res));
+      res.once('close', forget);
       app.handle(req, res);
     };
     server.on('request', handle);
