@@ -8,7 +8,7 @@ import { Router, splitTarget, type Context, type Route } from './router.js';
 import { sessionRoutes } from './routes/session.js';
 import { userRoutes } from './routes/users.js';
 import { Sessions } from './sessions.js';
-import type { Store } from './store/types.js';
+import { StoreFailedError, type Store } from './store/types.js';
 
 export interface AppDeps {
   store: Store;
@@ -41,7 +41,18 @@ export function createApp(deps: AppDeps): App {
   const router = new Router(routes);
 
   function fail(res: ServerResponse, error: unknown): void {
-    if (!(error instanceof HttpError)) {
+    // A refusal can reflect writes not yet durable (an id taken, a user
+    // gone): answer it once they are, like any read.
+    const pending = deps.store.durable();
+    if (pending === undefined) answerFailure(res, error);
+    else pending.then(() => answerFailure(res, error), (failure: unknown) => answerFailure(res, failure));
+  }
+
+  function answerFailure(res: ServerResponse, error: unknown): void {
+    if (error instanceof StoreFailedError) {
+      // Reported once by the store; the request just fails.
+      error = new HttpError(problems.internal, 'The write could not be made durable; the server is stopping.');
+    } else if (!(error instanceof HttpError)) {
       logError(`users-server: unexpected error: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
       error = new HttpError(problems.internal, 'The server could not complete the request.');
     }

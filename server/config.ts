@@ -16,6 +16,10 @@ export interface Config {
   maxBody: number;
   maxReservations: number;
   cookieSecure: boolean;
+  /** `journal` (durable, the default) or `memory` (gone on exit). */
+  store: 'journal' | 'memory';
+  /** Journal bytes below which no compaction starts. */
+  compactionFloor: number;
   /** Signing secrets, first signs, all verify; empty means "generate one in the data directory". */
   secrets: string[];
 }
@@ -67,8 +71,16 @@ export const FLAGS: Record<string, FlagSpec> = {
     },
   },
   'require-if-match': { type: 'boolean', default: false, description: 'refuse PUT and DELETE of an existing user without If-Match (428)', key: 'requireIfMatch', parse: (v) => v },
-  'max-body': { type: 'string', default: '16384', description: 'largest request body in bytes', key: 'maxBody', parse: integer(2, 1 << 30) },
+  'max-body': { type: 'string', default: '16384', description: 'largest request body in bytes', key: 'maxBody', parse: integer(2, 64 * 1024 * 1024) },
   'max-reservations': { type: 'string', default: '100000', description: 'most live reservations at once', key: 'maxReservations', parse: integer(1, 100_000_000) },
+  store: {
+    type: 'string', default: 'journal', description: 'journal (durable, in --data) or memory (lost on exit)', key: 'store',
+    parse: (v, flag) => {
+      if (v === 'journal' || v === 'memory') return v;
+      throw new ConfigError(`--${flag} must be journal or memory, not "${String(v)}"`);
+    },
+  },
+  'compaction-floor': { type: 'string', default: String(8 * 1024 * 1024), description: 'journal bytes before compaction is considered', key: 'compactionFloor', parse: integer(4096, 2 ** 40) },
   'cookie-secure': { type: 'boolean', default: false, description: 'mark the session cookie Secure (behind TLS)', key: 'cookieSecure', parse: (v) => v },
   secret: {
     type: 'string', default: '', description: 'comma-separated signing secrets, 32+ bytes each; the first signs', key: 'secrets',
@@ -125,7 +137,7 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Pa
 }
 
 export function usage(): string {
-  const lines = ['usage: users-server [flags]', '       users-server --help | --version', '', 'flags (each also from its environment variable):'];
+  const lines = ['usage: users-server [flags]', '       users-server repair [--data DIR]   recover a damaged data directory', '       users-server --help | --version', '', 'flags (each also from its environment variable):'];
   for (const [flag, spec] of Object.entries(FLAGS)) {
     const name = spec.type === 'boolean' ? `--${flag}` : `--${flag} ${spec.default === '' ? 'S' : spec.default}`;
     lines.push(`  ${name.padEnd(26)} ${envName(flag).padEnd(24)} ${spec.description}`);

@@ -4,9 +4,11 @@ import { problems } from '../shared/problems.js';
 import { Accounts, hashPassword } from './accounts.js';
 import { createApp, type App } from './app.js';
 import type { Config } from './config.js';
-import { acquireLock, ensureDataDir, loadOrCreateAdminPassword, loadOrCreateSecret } from './data-dir.js';
+import { acquireLock, ensureDataDir, loadOrCreateAdminPassword, loadOrCreateSecret, StartupError } from './data-dir.js';
 import { declaresTooLarge, rawProblemResponse } from './http.js';
+import { JournalStore, type JournalIo } from './store/journal.js';
 import { MemoryStore } from './store/memory.js';
+import { CorruptionError } from './store/recovery.js';
 import type { Store } from './store/types.js';
 
 /** API.md "Access control and limits": headers 10 s, whole request 30 s, idle keep-alive 5 s. */
@@ -29,6 +31,13 @@ export interface StartOptions {
   env?: NodeJS.ProcessEnv;
   logError?: (message: string) => void;
   clock?: () => number;
+  /**
+   * Called once if the journal cannot write or sync: the affected requests
+   * have failed and the server must stop. Without it the server stops itself.
+   */
+  onFatal?: (error: Error) => void;
+  /** Tests inject failing file system calls into the journal's write path. */
+  journalIo?: JournalIo;
 }
 
 /** Prepares the data directory, opens the store and listens. */
@@ -36,14 +45,23 @@ export async function startServer(config: Config, options: StartOptions = {}): P
   const env = options.env ?? process.env;
   const dataDir = ensureDataDir(config.data);
   const releaseLock = acquireLock(dataDir);
+  let store: Store | undefined;
   try {
     const secrets = config.secrets.length > 0 ? config.secrets : [loadOrCreateSecret(dataDir)];
     const keys = secrets.map((s) => Buffer.from(s, 'utf8'));
     const admin = loadOrCreateAdminPassword(dataDir, env.USERS_ADMIN_PASSWORD);
     const accounts = new Accounts();
     accounts.add('admin', 'admin', await hashPassword(admin.password));
-    const store = new MemoryStore();
-    const app = createApp({ store, config, accounts, keys, ...(options.clock && { clock: options.clock }), ...(options.logError && { logError: options.logError }) });
+    const logError = options.logError ?? ((message: string) => process.stderr.write(message + '\n'));
+    let stop: () => Promise<void> = async () => {};
+    const onFatal = (error: Error) => {
+      logError(`users-server: ${error.message}; stopping: a failed sync cannot be retried safely`);
+      if (options.onFatal) options.onFatal(error);
+      else void stop();
+    };
+    const opened = openStore(config, dataDir, { log: logError, onFatal, ...(options.clock && { now: options.clock }), ...(options.journalIo && { io: options.journalIo }) });
+    store = opened;
+    const app = createApp({ store: opened, config, accounts, keys, ...(options.clock && { clock: options.clock }), ...(options.logError && { logError: options.logError }) });
     const server = createServer({
       headersTimeout: TIMEOUTS.headers,
       requestTimeout: TIMEOUTS.request,
@@ -83,11 +101,11 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     const address = server.address();
     const port = typeof address === 'object' && address !== null ? address.port : config.port;
     const host = config.host.includes(':') ? `[${config.host}]` : config.host;
-    const sweeper = setInterval(() => store.state.sweep(Date.now()), SWEEP_INTERVAL_MS);
+    const sweeper = setInterval(() => opened.state.sweep(Date.now()), SWEEP_INTERVAL_MS);
     sweeper.unref();
 
     let stopped: Promise<void> | undefined;
-    const stop = () =>
+    stop = () =>
       (stopped ??= (async () => {
         stopping = true;
         clearInterval(sweeper);
@@ -97,12 +115,25 @@ export async function startServer(config: Config, options: StartOptions = {}): P
         const grace = setTimeout(() => server.closeAllConnections(), STOP_GRACE_MS);
         await closed;
         clearTimeout(grace);
-        await store.close();
+        await opened.close();
         releaseLock();
       })());
-    return { url: `http://${host}:${port}`, server, app, store, adminPasswordFile: admin.created ? admin.path : undefined, stop };
+    return { url: `http://${host}:${port}`, server, app, store: opened, adminPasswordFile: admin.created ? admin.path : undefined, stop };
   } catch (error) {
+    await store?.close();
     releaseLock();
+    throw error;
+  }
+}
+
+function openStore(config: Config, dataDir: string, options: { log: (message: string) => void; onFatal: (error: Error) => void; now?: () => number; io?: JournalIo }): Store {
+  if (config.store === 'memory') return new MemoryStore();
+  try {
+    return JournalStore.open(dataDir, { compactionFloor: config.compactionFloor, ...options });
+  } catch (error) {
+    if (error instanceof CorruptionError) throw new StartupError(error.message);
+    const e = error as NodeJS.ErrnoException;
+    if (e.code !== undefined && e.syscall !== undefined) throw new StartupError(`cannot open the store in ${dataDir}: ${e.code} (${e.syscall} ${e.path ?? ''})`);
     throw error;
   }
 }

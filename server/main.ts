@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { ConfigError, parseConfig, usage } from './config.js';
 import { StartupError } from './data-dir.js';
 import { startServer } from './listen.js';
+import { repair } from './repair.js';
 
 export interface Io {
   stdout: NodeJS.WritableStream;
@@ -16,9 +17,12 @@ function version(): string {
 
 /**
  * The users-server command. Exit codes: 0 after a graceful stop, 1 when it
- * cannot start (data directory, lock, port), 2 for a bad flag or value.
+ * cannot start (data directory, lock, port, a damaged journal) or when the
+ * journal failed to write, 2 for a bad flag or value. `repair` is its own
+ * subcommand (repair.ts).
  */
 export async function main(argv: readonly string[], io: Io = { stdout: process.stdout, stderr: process.stderr, env: process.env }): Promise<number> {
+  if (argv[0] === 'repair') return repair(argv.slice(1), io);
   let parsed;
   try {
     parsed = parseConfig(argv, io.env);
@@ -38,14 +42,20 @@ export async function main(argv: readonly string[], io: Io = { stdout: process.s
   // Signals are watched before anything is announced, so a stop asked for as
   // soon as "listening on" appears is still a graceful one.
   let onSignal = () => {};
+  let fatal = false;
   const signalled = new Promise<void>((resolve) => {
     onSignal = () => resolve();
   });
+  // A journal that cannot sync stops the server like a signal, but exits 1.
+  const onFatal = () => {
+    fatal = true;
+    onSignal();
+  };
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
   let running;
   try {
-    running = await startServer(parsed.config, { env: io.env });
+    running = await startServer(parsed.config, { env: io.env, onFatal, logError: (message) => io.stderr.write(message + '\n') });
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     const message =
@@ -68,5 +78,5 @@ export async function main(argv: readonly string[], io: Io = { stdout: process.s
   process.off('SIGINT', onSignal);
   process.off('SIGTERM', onSignal);
   await running.stop();
-  return 0;
+  return fatal ? 1 : 0;
 }

@@ -23,6 +23,8 @@ const DEFAULTS: Config = {
   maxBody: 16384,
   maxReservations: 100000,
   cookieSecure: false,
+  store: 'journal',
+  compactionFloor: 8 * 1024 * 1024,
   secrets: [],
 };
 

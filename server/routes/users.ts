@@ -110,7 +110,30 @@ export function userRoutes(deps: AppDeps, sessions: Sessions): Route[] {
     sendJson(ctx.res, status, json, headers);
   }
 
+  /**
+   * GET and HEAD of one user. The answer is decided at once; when writes
+   * are still being synced it is sent after them, so a client is never
+   * shown a write that a crash could take back.
+   */
   async function getUser(ctx: Context): Promise<void> {
+    const pending = store.durable();
+    if (pending === undefined) return answerGet(ctx);
+    let answer: Answer;
+    try {
+      answer = lookUp(ctx);
+    } catch (error) {
+      await pending;
+      throw error;
+    }
+    await pending;
+    answer.send(ctx.res);
+  }
+
+  function answerGet(ctx: Context): void {
+    lookUp(ctx).send(ctx.res);
+  }
+
+  function lookUp(ctx: Context): Answer {
     const ref = refOf(ctx);
     sessions.authorize(ctx.req, ctx.res, ctx.now, 'read');
     const { user, byAlias } = resolve(ref);
@@ -119,11 +142,8 @@ export function userRoutes(deps: AppDeps, sessions: Sessions): Route[] {
     const headers: Record<string, string> = { ETag: etag };
     if (byAlias !== undefined) headers['Content-Location'] = userPath(user.id);
     const ifNoneMatch = ctx.req.headers['if-none-match'];
-    if (ifNoneMatch !== undefined && etagMatches(ifNoneMatch, etag, true)) {
-      sendEmpty(ctx.res, 304, headers);
-      return;
-    }
-    sendJson(ctx.res, 200, user.json, headers);
+    if (ifNoneMatch !== undefined && etagMatches(ifNoneMatch, etag, true)) return new Answer(304, undefined, headers);
+    return new Answer(200, user.json, headers);
   }
 
   async function putUser(ctx: Context): Promise<void> {
@@ -187,7 +207,7 @@ export function userRoutes(deps: AppDeps, sessions: Sessions): Route[] {
     sendEmpty(ctx.res, 204);
   }
 
-  function listUsers(ctx: Context): void {
+  async function listUsers(ctx: Context): Promise<void> {
     sessions.authorize(ctx.req, ctx.res, ctx.now, 'read');
     const params = new URLSearchParams(ctx.query);
     const limit = integerParam(params, 'limit', DEFAULT_PAGE, 1, MAX_PAGE);
@@ -198,6 +218,8 @@ export function userRoutes(deps: AppDeps, sessions: Sessions): Route[] {
     let items = '';
     for (let i = start; i < end; i++) items += (i === start ? '' : ',') + state.users.get(ids[i]!)!.json;
     const next = end < ids.length ? JSON.stringify(`${USERS_PATH}?after=${ids[end - 1]}&limit=${limit}`) : 'null';
+    const pending = store.durable();
+    if (pending !== undefined) await pending;
     sendJson(ctx.res, 200, `{"items":[${items}],"next":${next}}`);
   }
 
@@ -227,6 +249,9 @@ export function userRoutes(deps: AppDeps, sessions: Sessions): Route[] {
       const kept = state.idempotencyRecord(scopedKey, now);
       if (kept !== undefined) {
         if (kept.fingerprint !== fingerprint) throw new HttpError(problems.idempotencyKeyReused, 'This Idempotency-Key was used with a different request body.');
+        // The kept response may belong to a commit still being synced.
+        const pending = store.durable();
+        if (pending !== undefined) await pending;
         sendCreated(res, { status: kept.status, body: kept.body, location: kept.location ?? '' }, true);
         return;
       }
@@ -288,6 +313,20 @@ export function userRoutes(deps: AppDeps, sessions: Sessions): Route[] {
     { method: 'DELETE', path: `${USERS_PATH}/:ref`, handler: handleRedirects(deleteUser) },
     { method: 'POST', path: RESERVATIONS_PATH, handler: reserve },
   ];
+}
+
+/** A GET answer decided before it is sent. */
+class Answer {
+  constructor(
+    readonly status: 200 | 304,
+    readonly json: string | undefined,
+    readonly headers: Record<string, string>,
+  ) {}
+
+  send(res: ServerResponse): void {
+    if (this.json === undefined) sendEmpty(res, this.status, this.headers);
+    else sendJson(res, this.status, this.json, this.headers);
+  }
 }
 
 /** Thrown by `resolve` for an old id of a moved user: answered 301, not a problem. */

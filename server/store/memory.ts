@@ -10,6 +10,10 @@ export class MemoryStore implements Store {
     return Promise.resolve();
   }
 
+  durable(): undefined {
+    return undefined;
+  }
+
   close(): Promise<void> {
     return Promise.resolve();
   }

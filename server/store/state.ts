@@ -25,12 +25,15 @@ export class StoreState {
   lastId = 0;
   /** Ids above lastId issued out of turn, as targets of a move. */
   private readonly claimed = new Set<number>();
+  /** About how many bytes the users take in a snapshot: what compaction weighs the journal against. */
+  userBytes = 0;
 
   apply(m: Mutation): void {
     switch (m.op) {
       case 'put': {
         const existing = this.users.get(m.id);
         const alias = existing ? existing.alias : m.alias;
+        this.userBytes += existing ? m.json.length - existing.json.length : m.json.length + USER_OVERHEAD + (alias?.length ?? 0);
         this.users.set(m.id, { id: m.id, alias, json: m.json, etag: undefined });
         if (!existing) {
           insertSorted(this.sortedIds, m.id);
@@ -44,6 +47,7 @@ export class StoreState {
         const existing = this.users.get(m.id);
         if (!existing) break;
         this.users.delete(m.id);
+        this.userBytes -= existing.json.length + USER_OVERHEAD + (existing.alias?.length ?? 0);
         removeSorted(this.sortedIds, m.id);
         if (existing.alias !== undefined) this.aliases.delete(existing.alias);
         break;
@@ -52,6 +56,7 @@ export class StoreState {
         const existing = this.users.get(m.from);
         if (!existing) break;
         this.users.delete(m.from);
+        this.userBytes += m.json.length - existing.json.length;
         removeSorted(this.sortedIds, m.from);
         this.users.set(m.to, { id: m.to, alias: existing.alias, json: m.json, etag: undefined });
         insertSorted(this.sortedIds, m.to);
@@ -75,6 +80,26 @@ export class StoreState {
         this.revokedSessions.set(m.sessionId, m.expiresAt);
         break;
     }
+  }
+
+  /** Snapshot loading: the id high-water mark and the ids issued out of turn. */
+  restoreIssued(lastId: number, claimed: readonly number[]): void {
+    this.lastId = lastId;
+    this.claimed.clear();
+    for (const id of claimed) this.claimed.add(id);
+  }
+
+  /** Snapshot loading: an old id that redirects to a user's current id. */
+  restoreRedirect(from: number, to: number): void {
+    this.moved.set(from, to);
+    const olds = this.movedInto.get(to);
+    if (olds === undefined) this.movedInto.set(to, [from]);
+    else olds.push(from);
+  }
+
+  /** The ids issued out of turn, for a snapshot. */
+  claimedIds(): Iterable<number> {
+    return this.claimed;
   }
 
   /** True when `id` was ever issued: assigned, reserved, or moved to. */
@@ -125,6 +150,9 @@ export class StoreState {
     if (this.claimed.size > 0) for (const claimed of this.claimed) if (claimed <= id) this.claimed.delete(claimed);
   }
 }
+
+/** Per-user bytes in a snapshot besides the representation and alias: tag, id, tabs. */
+const USER_OVERHEAD = 16;
 
 /** Index of the first element >= id. */
 function lowerBound(sorted: readonly number[], id: number): number {

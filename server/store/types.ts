@@ -46,6 +46,17 @@ export interface Store {
   readonly state: StoreState;
   /** Applies the mutations now; resolves once they are durable. */
   commit(mutations: readonly Mutation[]): Promise<void>;
+  /**
+   * Resolves when every mutation applied so far is durable; undefined when
+   * that is already so. A read answers only after it, so no client is shown
+   * a write that a crash could still take back.
+   */
+  durable(): Promise<void> | undefined;
   /** Flushes and releases the store. */
   close(): Promise<void>;
+}
+
+/** A store that can no longer make writes durable: the request fails with 500 and the server stops. */
+export class StoreFailedError extends Error {
+  override readonly name: string = 'StoreFailedError';
 }

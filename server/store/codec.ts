@@ -1,0 +1,216 @@
+import { crc32 } from 'node:zlib';
+import type { StoreState } from './state.js';
+import type { IdempotencyRecord, Mutation } from './types.js';
+
+/**
+ * The on-disk format shared by journals and snapshots (docs/storage.md).
+ *
+ * A file is a 16-byte header followed by framed records:
+ *
+ *     header:  magic "\x89USR\r\n\x1a\n" | u16 version | u16 kind | u32 generation
+ *     record:  u32 length | u32 CRC-32 of (length bytes + payload) | payload
+ *
+ * All integers are little-endian. The checksum covers the length field too,
+ * so a zero-filled tail (length 0, checksum 0) or garbage never parses as a
+ * record: CRC-32 of four zero bytes is not zero, and an empty payload is
+ * never written. The magic's CR LF and ^Z catch a file mangled by a text-mode
+ * copy, as PNG's do.
+ *
+ * A payload is UTF-8 text, one entry per line, fields separated by tabs. No
+ * field can hold a tab or a newline: representations are JSON.stringify
+ * output (control characters escaped), aliases and Idempotency-Keys are
+ * restricted to visible ASCII, session ids are base64url. A journal record is
+ * one commit (all its lines apply, or none); a snapshot record is a chunk of
+ * the state.
+ */
+
+export const MAGIC = Buffer.from([0x89, 0x55, 0x53, 0x52, 0x0d, 0x0a, 0x1a, 0x0a]);
+export const FORMAT_VERSION = 1;
+export const HEADER_BYTES = 16;
+export const FRAME_BYTES = 8;
+/** Larger lengths are damage: a commit is a few KiB, a snapshot chunk about 1 MiB. */
+export const MAX_RECORD_BYTES = 64 * 1024 * 1024;
+
+export const FileKind = { Journal: 1, Snapshot: 2 } as const;
+export type FileKind = (typeof FileKind)[keyof typeof FileKind];
+
+export function encodeHeader(kind: FileKind, generation: number): Buffer {
+  const header = Buffer.alloc(HEADER_BYTES);
+  MAGIC.copy(header, 0);
+  header.writeUInt16LE(FORMAT_VERSION, 8);
+  header.writeUInt16LE(kind, 10);
+  header.writeUInt32LE(generation, 12);
+  return header;
+}
+
+/** Why a header is unusable, or undefined when it is a header of `kind` and `generation`. */
+export function checkHeader(header: Buffer, kind: FileKind, generation: number): string | undefined {
+  if (header.length < HEADER_BYTES || !header.subarray(0, MAGIC.length).equals(MAGIC)) return 'not a users-server data file (bad magic)';
+  const version = header.readUInt16LE(8);
+  if (version !== FORMAT_VERSION) return `format version ${version}; this server reads version ${FORMAT_VERSION}`;
+  if (header.readUInt16LE(10) !== kind) return `not a ${kind === FileKind.Journal ? 'journal' : 'snapshot'} file`;
+  if (header.readUInt32LE(12) !== generation) return `its header says generation ${header.readUInt32LE(12)}, its name ${generation}`;
+  return undefined;
+}
+
+/** Frames a payload: length, checksum, bytes. */
+export function encodeRecord(payload: string): Buffer {
+  const length = Buffer.byteLength(payload);
+  const record = Buffer.allocUnsafe(FRAME_BYTES + length);
+  record.writeUInt32LE(length, 0);
+  record.write(payload, FRAME_BYTES, 'utf8');
+  record.writeUInt32LE(crc32(record.subarray(FRAME_BYTES), crc32(record.subarray(0, 4))), 4);
+  return record;
+}
+
+/**
+ * The length of the valid record at `offset` in `buf`, frame included, or 0
+ * when the bytes there are not a whole, intact record.
+ */
+export function recordAt(buf: Buffer, offset: number): number {
+  if (buf.length - offset < FRAME_BYTES) return 0;
+  const length = buf.readUInt32LE(offset);
+  if (length === 0 || length > MAX_RECORD_BYTES || buf.length - offset - FRAME_BYTES < length) return 0;
+  const sum = crc32(buf.subarray(offset + FRAME_BYTES, offset + FRAME_BYTES + length), crc32(buf.subarray(offset, offset + 4)));
+  return sum === buf.readUInt32LE(offset + 4) ? FRAME_BYTES + length : 0;
+}
+
+// One letter per entry kind. The last three appear in snapshots only.
+const PUT = 'p';
+const DELETE = 'd';
+const MOVE = 'm';
+const RESERVE = 'r';
+const IDEMPOTENCY = 'i';
+const REVOKE = 's';
+const ISSUED = 'n';
+const REDIRECT = 'o';
+const END = 'e';
+
+/** The payload of one journal record: a commit's mutations, a line each. */
+export function encodeMutations(mutations: readonly Mutation[]): string {
+  let text = '';
+  for (let i = 0; i < mutations.length; i++) {
+    if (i > 0) text += '\n';
+    text += encodeMutation(mutations[i]!);
+  }
+  return text;
+}
+
+export function encodeMutation(m: Mutation): string {
+  switch (m.op) {
+    case 'put':
+      return `${PUT}\t${m.id}\t${m.alias ?? ''}\t${m.json}`;
+    case 'delete':
+      return `${DELETE}\t${m.id}`;
+    case 'move':
+      return `${MOVE}\t${m.from}\t${m.to}\t${m.json}`;
+    case 'reserve':
+      return `${RESERVE}\t${m.id}\t${m.expiresAt}`;
+    case 'idempotency':
+      return `${IDEMPOTENCY}\t${m.key}\t${JSON.stringify(m.record)}`;
+    case 'revoke':
+      return `${REVOKE}\t${m.sessionId}\t${m.expiresAt}`;
+  }
+}
+
+/** Snapshot entries that are not mutations: the id high-water mark, an old id's redirect, the end mark. */
+export function encodeIssued(lastId: number, claimed: Iterable<number>): string {
+  return `${ISSUED}\t${lastId}\t${[...claimed].join(',')}`;
+}
+
+export function encodeRedirect(from: number, to: number): string {
+  return `${REDIRECT}\t${from}\t${to}`;
+}
+
+export function encodeEnd(users: number): string {
+  return `${END}\t${users}`;
+}
+
+export class PayloadError extends Error {
+  override readonly name = 'PayloadError';
+}
+
+/**
+ * Applies one record's payload to `state`. Returns the user count of an end
+ * mark, or undefined. A payload that passed its checksum but does not parse
+ * was written by something else: PayloadError.
+ */
+export function applyPayload(state: StoreState, payload: string, kind: FileKind): number | undefined {
+  let end: number | undefined;
+  let start = 0;
+  while (start <= payload.length) {
+    let stop = payload.indexOf('\n', start);
+    if (stop === -1) stop = payload.length;
+    end = applyLine(state, payload.slice(start, stop), kind);
+    start = stop + 1;
+  }
+  return end;
+}
+
+function applyLine(state: StoreState, line: string, kind: FileKind): number | undefined {
+  const fields = line.split('\t');
+  const tag = fields[0];
+  switch (tag) {
+    case PUT:
+      if (fields.length !== 4) break;
+      state.apply({ op: 'put', id: idField(fields[1]), alias: fields[2] === '' ? undefined : fields[2], json: fields[3]! });
+      return undefined;
+    case DELETE:
+      if (fields.length !== 2) break;
+      state.apply({ op: 'delete', id: idField(fields[1]) });
+      return undefined;
+    case MOVE:
+      if (fields.length !== 4) break;
+      state.apply({ op: 'move', from: idField(fields[1]), to: idField(fields[2]), json: fields[3]! });
+      return undefined;
+    case RESERVE:
+      if (fields.length !== 3) break;
+      state.apply({ op: 'reserve', id: idField(fields[1]), expiresAt: timeField(fields[2]) });
+      return undefined;
+    case IDEMPOTENCY:
+      if (fields.length !== 3) break;
+      state.apply({ op: 'idempotency', key: fields[1]!, record: idempotencyField(fields[2]!) });
+      return undefined;
+    case REVOKE:
+      if (fields.length !== 3) break;
+      state.apply({ op: 'revoke', sessionId: fields[1]!, expiresAt: timeField(fields[2]) });
+      return undefined;
+    case ISSUED:
+      if (kind !== FileKind.Snapshot || fields.length !== 3) break;
+      state.restoreIssued(idField(fields[1], 0), fields[2] === '' ? [] : fields[2]!.split(',').map((f) => idField(f)));
+      return undefined;
+    case REDIRECT:
+      if (kind !== FileKind.Snapshot || fields.length !== 3) break;
+      state.restoreRedirect(idField(fields[1]), idField(fields[2]));
+      return undefined;
+    case END:
+      if (kind !== FileKind.Snapshot || fields.length !== 2) break;
+      return idField(fields[1], 0);
+  }
+  throw new PayloadError(`unreadable entry "${line.slice(0, 40)}"`);
+}
+
+function idField(text: string | undefined, min = 1): number {
+  const n = Number(text);
+  if (text === '' || !Number.isSafeInteger(n) || n < min) throw new PayloadError(`bad number "${text}"`);
+  return n;
+}
+
+function timeField(text: string | undefined): number {
+  const n = Number(text);
+  if (text === '' || !Number.isFinite(n)) throw new PayloadError(`bad time "${text}"`);
+  return n;
+}
+
+function idempotencyField(text: string): IdempotencyRecord {
+  let r: IdempotencyRecord;
+  try {
+    r = JSON.parse(text) as IdempotencyRecord;
+  } catch {
+    throw new PayloadError('bad idempotency record');
+  }
+  if (typeof r !== 'object' || r === null || typeof r.fingerprint !== 'string' || typeof r.status !== 'number' || typeof r.body !== 'string' || typeof r.expiresAt !== 'number') {
+    throw new PayloadError('bad idempotency record');
+  }
+  return { fingerprint: r.fingerprint, status: r.status, body: r.body, location: r.location ?? undefined, expiresAt: r.expiresAt };
+}

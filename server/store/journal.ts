@@ -1,0 +1,338 @@
+import { close, closeSync, fdatasync, fsync, fsyncSync, open, openSync, unlink, write, writeSync, writev } from 'node:fs';
+import { join } from 'node:path';
+import { encodeHeader, encodeMutations, encodeRecord, FileKind, HEADER_BYTES } from './codec.js';
+import { journalName, listDataFiles, recover, snapshotName } from './recovery.js';
+import { call, captureImage, writeSnapshot, type Image } from './snapshot.js';
+import type { StoreState } from './state.js';
+import { StoreFailedError, type Mutation, type Store } from './types.js';
+
+/**
+ * The durable store: the state in memory, every commit appended to a journal
+ * in the data directory (format in codec.ts, layout in recovery.ts).
+ *
+ * Group commit: a commit is applied to the state at once and its record
+ * joins the batch being filled. One batch at a time is written with a single
+ * `writev` and made durable with a single `fdatasync`, both on the libuv
+ * thread pool; every commit in the batch resolves together after the sync.
+ * Commits that arrive meanwhile fill the next batch, so under load one sync
+ * acknowledges many writes and the event loop never waits on the disk.
+ *
+ * A failed write or sync fails every commit not yet acknowledged and stops
+ * the store for good: after a failed fsync the kernel may have dropped the
+ * dirty pages, so retrying could report success for data that is gone.
+ */
+
+export interface JournalIo {
+  writev: typeof writev;
+  fdatasync: typeof fdatasync;
+}
+
+export interface JournalOptions {
+  /** Compaction starts once the journal holds at least this many bytes (and twice the live data). */
+  compactionFloor: number;
+  /** Start-up notes and compaction reports. */
+  log: (message: string) => void;
+  /** Called once when a write or sync fails: the server must stop. */
+  onFatal: (error: Error) => void;
+  now?: () => number;
+  /** Tests replace the file system calls of the write path to inject failures. */
+  io?: JournalIo;
+}
+
+export const DEFAULT_COMPACTION_FLOOR = 8 * 1024 * 1024;
+
+interface Batch {
+  buffers: Buffer[];
+  bytes: number;
+  promise: Promise<void>;
+  resolve: () => void;
+  reject: (error: Error) => void;
+  /** No more records join it: it is being written, or it ends its journal. */
+  sealed: boolean;
+  /** Set on the last batch of a journal: after it, compaction starts the next generation with this image. */
+  image: Image | undefined;
+}
+
+
+export class JournalStore implements Store {
+  readonly state: StoreState;
+  private fd: number;
+  private generation: number;
+  /** Bytes in the current journal, header included, once written. */
+  private size: number;
+  private readonly batches: Batch[] = [];
+  private flushing = false;
+  private failure: Error | undefined;
+  /** A compaction under way (its snapshot being written). */
+  private compacting: Promise<void> | undefined;
+  /** After a failed compaction, the journal size at which to try again. */
+  private retryCompactionAt = 0;
+  private closed = false;
+  private readonly io: JournalIo;
+  private readonly now: () => number;
+  private idle: (() => void) | undefined;
+
+  private constructor(
+    private readonly dir: string,
+    state: StoreState,
+    fd: number,
+    generation: number,
+    size: number,
+    private readonly options: JournalOptions,
+  ) {
+    this.state = state;
+    this.fd = fd;
+    this.generation = generation;
+    this.size = size;
+    this.io = options.io ?? { writev, fdatasync };
+    this.now = options.now ?? Date.now;
+    this.flushNext = this.flushNext.bind(this);
+  }
+
+  /**
+   * Recovers the state from `dir` (throws CorruptionError when it cannot do
+   * so safely) and opens the journal for appending. Synchronous: it runs
+   * before the server listens.
+   */
+  static open(dir: string, options: JournalOptions): JournalStore {
+    const recovered = recover(dir);
+    for (const note of recovered.notes) options.log(`users-server: ${note}`);
+    recovered.state.sweep((options.now ?? Date.now)());
+    let generation: number;
+    let fd: number;
+    let size: number;
+    if (recovered.journal === undefined || recovered.journal.end < HEADER_BYTES) {
+      // A fresh directory, or a journal whose creation was cut short.
+      generation = recovered.journal?.generation ?? 1;
+      fd = createJournalSync(dir, generation);
+      size = HEADER_BYTES;
+    } else {
+      generation = recovered.journal.generation;
+      fd = openSync(join(dir, journalName(generation)), 'a');
+      size = recovered.journal.end;
+      // A truncated tail must stay truncated before anything is appended.
+      fsyncSync(fd);
+    }
+    return new JournalStore(dir, recovered.state, fd, generation, size, options);
+  }
+
+  commit(mutations: readonly Mutation[]): Promise<void> {
+    // Once failed, refuse before changing the state: nothing more can be made durable.
+    if (this.failure !== undefined) return Promise.reject(this.failure);
+    for (const m of mutations) this.state.apply(m);
+    const record = encodeRecord(encodeMutations(mutations));
+    let batch = this.batches.at(-1);
+    if (batch === undefined || batch.sealed) {
+      batch = newBatch();
+      this.batches.push(batch);
+    }
+    batch.buffers.push(record);
+    batch.bytes += record.length;
+    // Wait for the rest of this turn of the event loop, so requests read in
+    // the same poll share the batch.
+    if (!this.flushing) {
+      this.flushing = true;
+      setImmediate(this.flushNext);
+    }
+    return batch.promise;
+  }
+
+  /** Resolves when everything applied so far is durable; undefined when it already is. */
+  durable(): Promise<void> | undefined {
+    return this.batches.at(-1)?.promise;
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    if (this.flushing) await new Promise<void>((resolve) => (this.idle = resolve));
+    if (this.compacting) await this.compacting;
+    closeSync(this.fd);
+  }
+
+  /** Bytes in the current journal (for metrics and tests). */
+  get journalBytes(): number {
+    return this.size;
+  }
+
+  /** Writes and syncs the oldest batch, then the next, until none is left. */
+  private flushNext(): void {
+    const batch = this.batches[0];
+    if (batch === undefined || this.failure !== undefined) {
+      this.flushing = false;
+      this.idle?.();
+      return;
+    }
+    batch.sealed = true;
+    if (batch.bytes === 0) {
+      this.finishBatch(batch);
+      return;
+    }
+    this.writeBatch(batch, batch.buffers, 0);
+  }
+
+  private writeBatch(batch: Batch, buffers: Buffer[], skip: number): void {
+    this.io.writev(this.fd, buffers, (error, written) => {
+      if (error) return this.fail(error);
+      const total = skip + written;
+      if (total < batch.bytes) return this.writeBatch(batch, remainder(batch.buffers, total), total);
+      this.io.fdatasync(this.fd, (error) => {
+        if (error) return this.fail(error);
+        this.size += batch.bytes;
+        this.finishBatch(batch);
+      });
+    });
+  }
+
+  private finishBatch(batch: Batch): void {
+    this.batches.shift();
+    batch.resolve();
+    let image = batch.image;
+    if (image === undefined && !this.closed && this.compacting === undefined && this.compactionDue()) {
+      // Everything applied so far belongs to this journal: it ends after
+      // the batch being filled, and the image is the state at that end.
+      image = captureImage(this.state, this.now());
+      const filling = this.batches[0];
+      if (filling !== undefined) {
+        filling.image = image;
+        filling.sealed = true;
+        image = undefined;
+      }
+    }
+    if (image === undefined) this.flushNext();
+    else this.switchGeneration(image).then(this.flushNext, this.flushNext);
+  }
+
+  private compactionDue(): boolean {
+    const live = this.state.userBytes + 64;
+    return this.size >= this.options.compactionFloor && this.size > 2 * live && this.size >= this.retryCompactionAt;
+  }
+
+  /**
+   * Compaction: start journal G+1 (durably, before anything is written to
+   * it), then write snapshot G+1 from the image taken at the end of journal
+   * G, and only then remove generation G. A crash at any point leaves
+   * snapshot G + journal G + journal G+1, or snapshot G+1 + journal G+1:
+   * both are the whole state.
+   */
+  private async switchGeneration(image: Image): Promise<void> {
+    const next = this.generation + 1;
+    let fd: number;
+    try {
+      fd = await createJournal(this.dir, next);
+    } catch (error) {
+      this.compactionFailed(error as Error);
+      return;
+    }
+    closeSync(this.fd);
+    this.fd = fd;
+    this.generation = next;
+    const before = this.size;
+    this.size = HEADER_BYTES;
+    const temp = join(this.dir, `${snapshotName(next)}.tmp`);
+    const started = performance.now();
+    this.compacting = writeSnapshot(image, next, temp, join(this.dir, snapshotName(next)))
+      .then(async (snapshotBytes) => {
+        await fsyncDir(this.dir);
+        await removeOlderThan(this.dir, next);
+        const ms = Math.round(performance.now() - started);
+        this.options.log(`users-server: compacted a ${before}-byte journal into a ${snapshotBytes}-byte snapshot of ${image.users.length} users in ${ms} ms`);
+      })
+      .catch((error: unknown) => this.compactionFailed(error as Error))
+      .finally(() => (this.compacting = undefined));
+  }
+
+  private compactionFailed(error: Error): void {
+    // The journals still hold everything: serving goes on, compaction waits
+    // for the journal to grow by another floor.
+    this.retryCompactionAt = this.size + this.options.compactionFloor;
+    this.options.log(`users-server: compaction failed, will retry later: ${error.message}`);
+  }
+
+  private fail(error: Error): void {
+    const failure = new StoreFailedError(`journal write failed: ${error.message}`, { cause: error });
+    this.failure = failure;
+    for (const batch of this.batches.splice(0)) batch.reject(failure);
+    this.flushing = false;
+    this.idle?.();
+    this.options.onFatal(failure);
+  }
+}
+
+function newBatch(): Batch {
+  let resolve!: () => void;
+  let reject!: (error: Error) => void;
+  const promise = new Promise<void>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  // A failed batch may have no waiter left (its requests were abandoned).
+  promise.catch(() => {});
+  return { buffers: [], bytes: 0, promise, resolve, reject, sealed: false, image: undefined };
+}
+
+/** The buffers still to write after the first `written` bytes. */
+function remainder(buffers: Buffer[], written: number): Buffer[] {
+  const rest: Buffer[] = [];
+  for (const buf of buffers) {
+    if (written >= buf.length) written -= buf.length;
+    else {
+      rest.push(written > 0 ? buf.subarray(written) : buf);
+      written = 0;
+    }
+  }
+  return rest;
+}
+
+/**
+ * Creates journal `generation` with its header, durably: the file is synced,
+ * then its directory, so the new name survives a crash before any record
+ * in it is acknowledged.
+ */
+async function createJournal(dir: string, generation: number): Promise<number> {
+  const fd = await call<number>((cb) => open(join(dir, journalName(generation)), 'w', 0o600, cb));
+  try {
+    const header = encodeHeader(FileKind.Journal, generation);
+    await call<number>((cb) => write(fd, header, 0, header.length, null, cb));
+    await call<void>((cb) => fsync(fd, cb));
+    await fsyncDir(dir);
+  } catch (error) {
+    await call<void>((cb) => close(fd, cb));
+    throw error;
+  }
+  return fd;
+}
+
+/** The same, at start-up, before anything is served. */
+export function createJournalSync(dir: string, generation: number): number {
+  const fd = openSync(join(dir, journalName(generation)), 'w', 0o600);
+  writeSync(fd, encodeHeader(FileKind.Journal, generation));
+  fsyncSync(fd);
+  fsyncDirSync(dir);
+  return fd;
+}
+
+/** Makes new and renamed names in `dir` durable: a file's fsync does not cover its directory entry. */
+export async function fsyncDir(dir: string): Promise<void> {
+  const fd = await call<number>((cb) => open(dir, 'r', cb));
+  try {
+    await call<void>((cb) => fsync(fd, cb));
+  } finally {
+    await call<void>((cb) => close(fd, cb));
+  }
+}
+
+export function fsyncDirSync(dir: string): void {
+  const fd = openSync(dir, 'r');
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+async function removeOlderThan(dir: string, generation: number): Promise<void> {
+  const files = listDataFiles(dir);
+  const names = [...files.journals.filter((g) => g < generation).map(journalName), ...files.snapshots.filter((g) => g < generation).map(snapshotName)];
+  for (const name of names) await call<void>((cb) => unlink(join(dir, name), cb));
+}

@@ -1,0 +1,252 @@
+import { closeSync, fstatSync, ftruncateSync, openSync, readdirSync, readSync, unlinkSync } from 'node:fs';
+import { join } from 'node:path';
+import { applyPayload, checkHeader, FileKind, HEADER_BYTES, PayloadError, recordAt } from './codec.js';
+import { StoreState } from './state.js';
+
+/**
+ * Reading the data directory back into a StoreState at start-up.
+ *
+ * The directory holds generations: `snapshot-G` is the whole state at the
+ * moment `journal-G` was started, and `journal-G` holds every commit after
+ * it. Compaction starts `journal-(G+1)` first and writes `snapshot-(G+1)`
+ * afterwards, so the state is always the newest snapshot plus every journal
+ * from its generation on (docs/storage.md). Start-up is synchronous: nothing
+ * is served before the state is whole.
+ */
+
+const NAME = /^(journal|snapshot)-(\d{8})$/;
+const READ_CHUNK = 8 * 1024 * 1024;
+
+export function journalName(generation: number): string {
+  return `journal-${String(generation).padStart(8, '0')}`;
+}
+
+export function snapshotName(generation: number): string {
+  return `snapshot-${String(generation).padStart(8, '0')}`;
+}
+
+export interface DataFiles {
+  journals: number[];
+  snapshots: number[];
+  /** Leftovers of an interrupted snapshot write. */
+  temps: string[];
+}
+
+export function listDataFiles(dir: string): DataFiles {
+  const files: DataFiles = { journals: [], snapshots: [], temps: [] };
+  for (const name of readdirSync(dir)) {
+    const match = NAME.exec(name);
+    if (match) (match[1] === 'journal' ? files.journals : files.snapshots).push(Number(match[2]));
+    else if (/^snapshot-\d{8}\.tmp$/.test(name)) files.temps.push(name);
+  }
+  files.journals.sort((a, b) => a - b);
+  files.snapshots.sort((a, b) => a - b);
+  return files;
+}
+
+/** Damage found in a file: where the valid records stop, and whether valid records follow. */
+export interface Damage {
+  file: string;
+  offset: number;
+  reason: string;
+  /** Bytes from `offset` to the end of the file. */
+  bytes: number;
+  /** Offset of the first valid record after the damage, if there is one. */
+  validAfter: number | undefined;
+}
+
+/** Real corruption: the server refuses to start and names the repair command. */
+export class CorruptionError extends Error {
+  override readonly name = 'CorruptionError';
+  constructor(
+    readonly damage: Damage,
+    dir: string,
+  ) {
+    super(
+      `${damage.file} is damaged at byte offset ${damage.offset} (${damage.reason})` +
+        (damage.validAfter !== undefined ? `, and valid records follow at offset ${damage.validAfter}` : '') +
+        `; nothing was changed. Run: users-server repair --data ${dir}`,
+    );
+  }
+}
+
+interface FileScan {
+  /** End of the last valid record: where appending resumes. */
+  end: number;
+  size: number;
+  damage: Damage | undefined;
+  /** The user count of a snapshot's end mark, if it was reached. */
+  endMark: number | undefined;
+}
+
+/**
+ * Replays one file's records into `state`, reading it in chunks. Stops at the
+ * first record that does not verify and reports it, with the offset of the
+ * next valid record, if any (which tells a torn tail from corruption).
+ */
+export function replayFile(path: string, name: string, kind: FileKind, generation: number, state: StoreState): FileScan {
+  const fd = openSync(path, 'r');
+  try {
+    const size = fstatSync(fd).size;
+    const header = Buffer.alloc(HEADER_BYTES);
+    const headerBytes = readSync(fd, header, 0, HEADER_BYTES, 0);
+    if (headerBytes < HEADER_BYTES) {
+      const damage = { file: name, offset: 0, reason: 'the file header is incomplete', bytes: size, validAfter: undefined };
+      return { end: 0, size, damage, endMark: undefined };
+    }
+    const problem = checkHeader(header, kind, generation);
+    if (problem !== undefined) {
+      // A header that is not ours is never a torn write: refuse.
+      return { end: 0, size, damage: { file: name, offset: 0, reason: problem, bytes: size, validAfter: 0 }, endMark: undefined };
+    }
+    let base = HEADER_BYTES; // file offset of buf[0]
+    let buf = Buffer.alloc(0);
+    let at = 0;
+    let endMark: number | undefined;
+    for (;;) {
+      const length = recordAt(buf, at);
+      if (length > 0) {
+        const payload = buf.toString('utf8', at + 8, at + length);
+        try {
+          const mark = applyPayload(state, payload, kind);
+          if (mark !== undefined) endMark = mark;
+        } catch (error) {
+          if (!(error instanceof PayloadError)) throw error;
+          const damage = { file: name, offset: base + at, reason: `a record that verifies but does not parse: ${error.message}`, bytes: size - base - at, validAfter: base + at };
+          return { end: base + at, size, damage, endMark };
+        }
+        at += length;
+        continue;
+      }
+      // Not a whole record at `at`: read more, unless the file is exhausted.
+      if (base + buf.length >= size) break;
+      const rest = buf.subarray(at);
+      const want = Math.max(READ_CHUNK, wantedLength(rest));
+      const next = Buffer.allocUnsafe(rest.length + Math.min(want, size - base - buf.length));
+      rest.copy(next, 0);
+      const read = readFully(fd, next, rest.length, base + buf.length);
+      base += at;
+      buf = next.subarray(0, rest.length + read);
+      at = 0;
+    }
+    const end = base + at;
+    if (end === size) return { end, size, damage: undefined, endMark };
+    const damaged = buf.subarray(at);
+    const reason = damaged.every((b) => b === 0) ? 'zero bytes' : 'a record that is incomplete or fails its checksum';
+    const next = findRecord(damaged);
+    return { end, size, damage: { file: name, offset: end, reason, bytes: size - end, validAfter: next === undefined ? undefined : end + next }, endMark };
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** How many bytes the record at the start of `buf` claims to need, so a large record is read whole. */
+function wantedLength(buf: Buffer): number {
+  return buf.length >= 4 ? buf.readUInt32LE(0) + 8 : 0;
+}
+
+function readFully(fd: number, buf: Buffer, offset: number, position: number): number {
+  let total = 0;
+  while (offset + total < buf.length) {
+    const n = readSync(fd, buf, offset + total, buf.length - offset - total, position + total);
+    if (n === 0) break;
+    total += n;
+  }
+  return total;
+}
+
+/** Offset of the first valid record in `buf` after its first byte. */
+function findRecord(buf: Buffer): number | undefined {
+  for (let i = 1; i + 8 <= buf.length; i++) if (recordAt(buf, i) > 0) return i;
+  return undefined;
+}
+
+export interface Recovered {
+  state: StoreState;
+  /** The journal to append to, and where its valid records end; undefined on a fresh directory. */
+  journal: { generation: number; end: number } | undefined;
+  /** Lines for the log: what was dropped or cleaned up. */
+  notes: string[];
+  /** Salvage mode only: the damage where recovery stopped. */
+  damage: Damage | undefined;
+}
+
+/**
+ * Loads the newest snapshot and replays the journals after it. A damaged
+ * tail of the last journal (a write that never finished, so was never
+ * acknowledged) is truncated; damage anywhere else throws CorruptionError.
+ * In `salvage` mode (repair) recovery stops at the first damage instead and
+ * returns the state up to it, changing no file.
+ */
+export function recover(dir: string, options: { salvage?: boolean } = {}): Recovered {
+  const files = listDataFiles(dir);
+  const state = new StoreState();
+  const notes: string[] = [];
+  const salvage = options.salvage === true;
+  const base = files.snapshots.at(-1) ?? 0;
+  const journals = files.journals.filter((g) => g >= base);
+  const fail = (damage: Damage): Recovered => {
+    if (!salvage) throw new CorruptionError(damage, dir);
+    return { state, journal: undefined, notes, damage };
+  };
+
+  if (base > 0) {
+    const name = snapshotName(base);
+    const scan = replayFile(join(dir, name), name, FileKind.Snapshot, base, state);
+    if (scan.damage) return fail(scan.damage);
+    if (scan.endMark === undefined) return fail({ file: name, offset: scan.end, reason: 'the snapshot has no end mark', bytes: 0, validAfter: undefined });
+    if (scan.endMark !== state.users.size) return fail({ file: name, offset: scan.end, reason: `the end mark counts ${scan.endMark} users, the snapshot holds ${state.users.size}`, bytes: 0, validAfter: undefined });
+  }
+  // The journals must continue the snapshot without a gap: journal-1 on a
+  // directory without snapshots, journal-G after snapshot-G.
+  const expectedFirst = base > 0 ? base : 1;
+  for (let i = 0; i < journals.length; i++) {
+    if (journals[i] !== expectedFirst + i) {
+      const missing = journalName(expectedFirst + i);
+      return fail({ file: missing, offset: 0, reason: 'this file is missing: the journals do not continue the snapshot', bytes: 0, validAfter: undefined });
+    }
+  }
+  if (journals.length === 0 && base > 0) {
+    return fail({ file: journalName(base), offset: 0, reason: 'this file is missing: every snapshot has a journal', bytes: 0, validAfter: undefined });
+  }
+
+  let journal: Recovered['journal'];
+  for (let i = 0; i < journals.length; i++) {
+    const generation = journals[i]!;
+    const name = journalName(generation);
+    const path = join(dir, name);
+    const scan = replayFile(path, name, FileKind.Journal, generation, state);
+    const last = i === journals.length - 1;
+    if (scan.damage !== undefined) {
+      // Only the end of the last journal can hold a write that never
+      // finished; anything else is corruption.
+      if (!last || scan.damage.validAfter !== undefined) return fail(scan.damage);
+      if (salvage) return { state, journal: undefined, notes, damage: scan.damage };
+      truncate(path, scan.end);
+      notes.push(`${name}: dropped ${scan.damage.bytes} bytes at offset ${scan.damage.offset} (${scan.damage.reason}): the end of a write that was never acknowledged`);
+    }
+    if (last) journal = { generation, end: scan.end };
+  }
+  if (!salvage) {
+    // Files older than the newest snapshot are left over from a compaction
+    // that was interrupted after its snapshot was in place.
+    for (const g of files.journals) if (g < base) removeLeftover(dir, journalName(g), notes);
+    for (const g of files.snapshots) if (g < base) removeLeftover(dir, snapshotName(g), notes);
+    for (const temp of files.temps) removeLeftover(dir, temp, notes);
+  }
+  return { state, journal, notes, damage: undefined };
+}
+
+function truncate(path: string, length: number): void {
+  const fd = openSync(path, 'r+');
+  try {
+    ftruncateSync(fd, length);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+function removeLeftover(dir: string, name: string, notes: string[]): void {
+  unlinkSync(join(dir, name));
+  notes.push(`removed ${name}, left over from an interrupted compaction`);
+}

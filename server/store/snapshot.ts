@@ -1,0 +1,94 @@
+import { close, fsync, open, rename, write } from 'node:fs';
+import { encodeEnd, encodeHeader, encodeIssued, encodeMutation, encodeRecord, encodeRedirect, FileKind } from './codec.js';
+import type { StoreState } from './state.js';
+import type { IdempotencyRecord, UserRecord } from './types.js';
+
+/**
+ * A snapshot: the whole state at one instant, written while the server keeps
+ * serving. `captureImage` copies references (user records are replaced on
+ * every write, never changed in place), so it costs a pointer copy per user;
+ * the writing happens afterwards in ~1 MiB records, one asynchronous write
+ * each, so the event loop is never held for long.
+ */
+
+export interface Image {
+  lastId: number;
+  claimed: number[];
+  users: UserRecord[];
+  redirects: [number, number][];
+  reservations: [number, number][];
+  idempotency: [string, IdempotencyRecord][];
+  revoked: [string, number][];
+}
+
+const CHUNK_CHARS = 1024 * 1024;
+
+/** The live state now, in id order, without expired entries. */
+export function captureImage(state: StoreState, now: number): Image {
+  const users = new Array<UserRecord>(state.sortedIds.length);
+  for (let i = 0; i < users.length; i++) users[i] = state.users.get(state.sortedIds[i]!)!;
+  return {
+    lastId: state.lastId,
+    claimed: [...state.claimedIds()],
+    users,
+    redirects: [...state.moved],
+    reservations: [...state.reservations].filter(([, expiresAt]) => expiresAt > now),
+    idempotency: [...state.idempotency].filter(([, record]) => record.expiresAt > now),
+    revoked: [...state.revokedSessions].filter(([, expiresAt]) => expiresAt > now),
+  };
+}
+
+/** The image as payload chunks: issued ids first, so replaying users never moves the high-water mark. */
+export function* imageChunks(image: Image): Generator<string> {
+  let chunk = encodeIssued(image.lastId, image.claimed);
+  const add = function* (line: string) {
+    if (chunk.length + line.length >= CHUNK_CHARS) {
+      yield chunk;
+      chunk = line;
+    } else chunk += '\n' + line;
+  };
+  for (const user of image.users) yield* add(encodeMutation({ op: 'put', id: user.id, alias: user.alias, json: user.json }));
+  for (const [from, to] of image.redirects) yield* add(encodeRedirect(from, to));
+  for (const [id, expiresAt] of image.reservations) yield* add(encodeMutation({ op: 'reserve', id, expiresAt }));
+  for (const [key, record] of image.idempotency) yield* add(encodeMutation({ op: 'idempotency', key, record }));
+  for (const [sessionId, expiresAt] of image.revoked) yield* add(encodeMutation({ op: 'revoke', sessionId, expiresAt }));
+  yield* add(encodeEnd(image.users.length));
+  yield chunk;
+}
+
+/**
+ * Writes the image to `temp`, fsyncs it and renames it to `path`. The caller
+ * fsyncs the directory. On failure the temp file is left for start-up to
+ * remove.
+ */
+export async function writeSnapshot(image: Image, generation: number, temp: string, path: string): Promise<number> {
+  const fd = await call<number>((cb) => open(temp, 'w', 0o600, cb));
+  let size = 0;
+  try {
+    const header = encodeHeader(FileKind.Snapshot, generation);
+    await writeAll(fd, header);
+    size += header.length;
+    for (const chunk of imageChunks(image)) {
+      const record = encodeRecord(chunk);
+      await writeAll(fd, record);
+      size += record.length;
+    }
+    await call<void>((cb) => fsync(fd, cb));
+  } finally {
+    await call<void>((cb) => close(fd, cb));
+  }
+  await call<void>((cb) => rename(temp, path, cb));
+  return size;
+}
+
+async function writeAll(fd: number, buf: Buffer): Promise<void> {
+  let done = 0;
+  while (done < buf.length) {
+    done += await call<number>((cb) => write(fd, buf, done, buf.length - done, null, cb));
+  }
+}
+
+/** A node-style callback call as a promise. */
+export function call<T>(start: (cb: (error: NodeJS.ErrnoException | null, value?: T) => void) => void): Promise<T> {
+  return new Promise<T>((resolve, reject) => start((error, value) => (error ? reject(error) : resolve(value as T))));
+}
