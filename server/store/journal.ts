@@ -60,6 +60,8 @@ export class JournalStore implements Store {
   private generation: number;
   /** Bytes in the current journal, header included, once written. */
   private size: number;
+  /** Bytes in older journals that no snapshot covers yet: an unfinished compaction's. */
+  private earlierBytes: number;
   private readonly batches: Batch[] = [];
   private flushing = false;
   private failure: Error | undefined;
@@ -78,12 +80,14 @@ export class JournalStore implements Store {
     fd: number,
     generation: number,
     size: number,
+    earlierBytes: number,
     private readonly options: JournalOptions,
   ) {
     this.state = state;
     this.fd = fd;
     this.generation = generation;
     this.size = size;
+    this.earlierBytes = earlierBytes;
     this.io = options.io ?? { writev, fdatasync };
     this.now = options.now ?? Date.now;
     this.flushNext = this.flushNext.bind(this);
@@ -113,7 +117,7 @@ export class JournalStore implements Store {
       // A truncated tail must stay truncated before anything is appended.
       fsyncSync(fd);
     }
-    return new JournalStore(dir, recovered.state, fd, generation, size, options);
+    return new JournalStore(dir, recovered.state, fd, generation, size, recovered.journal?.earlierBytes ?? 0, options);
   }
 
   commit(mutations: readonly Mutation[]): Promise<void> {
@@ -204,8 +208,11 @@ export class JournalStore implements Store {
   }
 
   private compactionDue(): boolean {
+    // Every journal since the last snapshot counts: after a crash in the
+    // middle of a compaction, the next one covers the older journal too.
+    const journals = this.earlierBytes + this.size;
     const live = this.state.userBytes + 64;
-    return this.size >= this.options.compactionFloor && this.size > 2 * live && this.size >= this.retryCompactionAt;
+    return journals >= this.options.compactionFloor && journals > 2 * live && journals >= this.retryCompactionAt;
   }
 
   /**
@@ -227,16 +234,19 @@ export class JournalStore implements Store {
     closeSync(this.fd);
     this.fd = fd;
     this.generation = next;
-    const before = this.size;
+    const before = this.earlierBytes + this.size;
+    // Until the snapshot is in place, the old journals are still needed.
+    this.earlierBytes = before;
     this.size = HEADER_BYTES;
     const temp = join(this.dir, `${snapshotName(next)}.tmp`);
     const started = performance.now();
     this.compacting = writeSnapshot(image, next, temp, join(this.dir, snapshotName(next)))
       .then(async (snapshotBytes) => {
         await fsyncDir(this.dir);
+        this.earlierBytes = 0;
         await removeOlderThan(this.dir, next);
         const ms = Math.round(performance.now() - started);
-        this.options.log(`users-server: compacted a ${before}-byte journal into a ${snapshotBytes}-byte snapshot of ${image.users.length} users in ${ms} ms`);
+        this.options.log(`users-server: compacted ${before} journal bytes into a ${snapshotBytes}-byte snapshot of ${image.users.length} users in ${ms} ms`);
       })
       .catch((error: unknown) => this.compactionFailed(error as Error))
       .finally(() => (this.compacting = undefined));
@@ -245,7 +255,7 @@ export class JournalStore implements Store {
   private compactionFailed(error: Error): void {
     // The journals still hold everything: serving goes on, compaction waits
     // for the journal to grow by another floor.
-    this.retryCompactionAt = this.size + this.options.compactionFloor;
+    this.retryCompactionAt = this.earlierBytes + this.size + this.options.compactionFloor;
     this.options.log(`users-server: compaction failed, will retry later: ${error.message}`);
   }
 

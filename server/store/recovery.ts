@@ -163,8 +163,12 @@ function findRecord(buf: Buffer): number | undefined {
 
 export interface Recovered {
   state: StoreState;
-  /** The journal to append to, and where its valid records end; undefined on a fresh directory. */
-  journal: { generation: number; end: number } | undefined;
+  /**
+   * The journal to append to, where its valid records end, and the bytes of
+   * the journals before it that no snapshot covers yet (an interrupted
+   * compaction); undefined on a fresh directory.
+   */
+  journal: { generation: number; end: number; earlierBytes: number } | undefined;
   /** Lines for the log: what was dropped or cleaned up. */
   notes: string[];
   /** Salvage mode only: the damage where recovery stopped. */
@@ -211,6 +215,7 @@ export function recover(dir: string, options: { salvage?: boolean } = {}): Recov
   }
 
   let journal: Recovered['journal'];
+  let earlierBytes = 0;
   for (let i = 0; i < journals.length; i++) {
     const generation = journals[i]!;
     const name = journalName(generation);
@@ -223,9 +228,11 @@ export function recover(dir: string, options: { salvage?: boolean } = {}): Recov
       if (!last || scan.damage.validAfter !== undefined) return fail(scan.damage);
       if (salvage) return { state, journal: undefined, notes, damage: scan.damage };
       truncate(path, scan.end);
-      notes.push(`${name}: dropped ${scan.damage.bytes} bytes at offset ${scan.damage.offset} (${scan.damage.reason}): the end of a write that was never acknowledged`);
+      // A file cut short before its header was written has nothing to report.
+      if (scan.damage.bytes > 0) notes.push(`${name}: dropped ${scan.damage.bytes} bytes at offset ${scan.damage.offset} (${scan.damage.reason}): the end of a write that was never acknowledged`);
     }
-    if (last) journal = { generation, end: scan.end };
+    if (last) journal = { generation, end: scan.end, earlierBytes };
+    else earlierBytes += scan.end;
   }
   if (!salvage) {
     // Files older than the newest snapshot are left over from a compaction
