@@ -39,6 +39,9 @@ export function isAlive(pid: number): boolean {
   }
 }
 
+/** Lock files this process holds. */
+const heldLocks = new Set<string>();
+
 /**
  * Takes the single-writer lock: a `lock` file holding the owner's pid,
  * created exclusively. A lock whose pid is no longer running was left by a
@@ -46,12 +49,16 @@ export function isAlive(pid: number): boolean {
  */
 export function acquireLock(dir: string): () => void {
   const path = join(dir, 'lock');
+  // The pid in the file cannot tell two servers of this process apart.
+  if (heldLocks.has(path)) throw new StartupError(`another users-server in this process is using the data directory ${dir}`);
   for (let attempt = 0; attempt < 2; attempt++) {
     try {
       const fd = openSync(path, 'wx', 0o600);
       writeSync(fd, `${process.pid}\n`);
       closeSync(fd);
+      heldLocks.add(path);
       return () => {
+        heldLocks.delete(path);
         try {
           unlinkSync(path);
         } catch {

@@ -65,6 +65,8 @@ export class JournalStore implements Store {
   private readonly batches: Batch[] = [];
   private flushing = false;
   private failure: Error | undefined;
+  /** Once failed: what every read awaits, so nothing applied but never synced is shown. */
+  private failed: Promise<void> | undefined;
   /** A compaction under way (its snapshot being written). */
   private compacting: Promise<void> | undefined;
   /** After a failed compaction, the journal size at which to try again. */
@@ -143,7 +145,7 @@ export class JournalStore implements Store {
 
   /** Resolves when everything applied so far is durable; undefined when it already is. */
   durable(): Promise<void> | undefined {
-    return this.batches.at(-1)?.promise;
+    return this.failed ?? this.batches.at(-1)?.promise;
   }
 
   async close(): Promise<void> {
@@ -262,6 +264,8 @@ export class JournalStore implements Store {
   private fail(error: Error): void {
     const failure = new StoreFailedError(`journal write failed: ${error.message}`, { cause: error });
     this.failure = failure;
+    this.failed = Promise.reject(failure);
+    this.failed.catch(() => {});
     for (const batch of this.batches.splice(0)) batch.reject(failure);
     this.flushing = false;
     this.idle?.();

@@ -53,6 +53,8 @@ export interface Damage {
   bytes: number;
   /** Offset of the first valid record after the damage, if there is one. */
   validAfter: number | undefined;
+  /** Damage no crash can cause (a foreign header, a record that verifies but does not parse): never truncated. */
+  foreign?: true;
 }
 
 /** Real corruption: the server refuses to start and names the repair command. */
@@ -97,7 +99,7 @@ export function replayFile(path: string, name: string, kind: FileKind, generatio
     const problem = checkHeader(header, kind, generation);
     if (problem !== undefined) {
       // A header that is not ours is never a torn write: refuse.
-      return { end: 0, size, damage: { file: name, offset: 0, reason: problem, bytes: size, validAfter: 0 }, endMark: undefined };
+      return { end: 0, size, damage: { file: name, offset: 0, reason: problem, bytes: size, validAfter: undefined, foreign: true }, endMark: undefined };
     }
     let base = HEADER_BYTES; // file offset of buf[0]
     let buf = Buffer.alloc(0);
@@ -112,7 +114,7 @@ export function replayFile(path: string, name: string, kind: FileKind, generatio
           if (mark !== undefined) endMark = mark;
         } catch (error) {
           if (!(error instanceof PayloadError)) throw error;
-          const damage = { file: name, offset: base + at, reason: `a record that verifies but does not parse: ${error.message}`, bytes: size - base - at, validAfter: base + at };
+          const damage = { file: name, offset: base + at, reason: `a record that verifies but does not parse: ${error.message}`, bytes: size - base - at, validAfter: undefined, foreign: true } as const;
           return { end: base + at, size, damage, endMark };
         }
         at += length;
@@ -225,7 +227,7 @@ export function recover(dir: string, options: { salvage?: boolean } = {}): Recov
     if (scan.damage !== undefined) {
       // Only the end of the last journal can hold a write that never
       // finished; anything else is corruption.
-      if (!last || scan.damage.validAfter !== undefined) return fail(scan.damage);
+      if (!last || scan.damage.validAfter !== undefined || scan.damage.foreign) return fail(scan.damage);
       if (salvage) return { state, journal: undefined, notes, damage: scan.damage };
       truncate(path, scan.end);
       // A file cut short before its header was written has nothing to report.

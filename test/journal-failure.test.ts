@@ -1,0 +1,382 @@
+/**
+ * The durable journal store, issue 3 "Write path": a write is acknowledged
+ * only after its record is written and fdatasynced; if a write or fdatasync
+ * fails, the affected requests fail (500, problem body), nothing is
+ * acknowledged, and the server stops. Single writer: a second server on the
+ * same directory refuses to start; a lock left by a killed server does not
+ * block the next start.
+ *
+ * Injected failures go through `startServer(config, { journalIo, onFatal })`
+ * (server/listen.ts): the test's writev/fdatasync hold the call it wants to
+ * fail until more requests have queued behind it, then fail it.
+ *
+ * A real failure in a real process: the child runs under `ulimit -f` (a
+ * per-process file-size limit any user may lower; node ignores SIGXFSZ), so
+ * the journal's writev really fails with EFBIG once the file reaches the
+ * limit. A read-only data directory cannot fail as root (permissions do not
+ * bind root) and a full disk needs a mount, so neither is used.
+ */
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, fdatasync as realFdatasync, readFileSync, statSync, writev as realWritev } from 'node:fs';
+import { join } from 'node:path';
+import { before, test, type TestContext } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import type { Config } from '../server/config.js';
+import type { JournalIo } from '../server/store/journal.js';
+import { ADMIN_PASSWORD, assertProblem, listText, put, send, startTestServer, tempDir, type Reply, type TestServer } from './helpers.js';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const BIN = join(ROOT, 'bin', 'users-server.js');
+const JOURNAL = 'journal-00000001';
+const CHILD_TEST = { timeout: 60_000 };
+
+before(() => {
+  assert.ok(existsSync(join(ROOT, 'dist', 'server', 'main.js')), 'dist/ is missing: run `npm run build` before these tests');
+});
+
+// ---------------------------------------------------------------- injected failures
+
+type Call = 'writev' | 'fdatasync';
+type WritevCallback = (error: NodeJS.ErrnoException | null, written: number, buffers: NodeJS.ArrayBufferView[]) => void;
+type SyncCallback = (error: NodeJS.ErrnoException | null) => void;
+
+interface Held {
+  fd: number;
+  buffers: NodeJS.ArrayBufferView[];
+  /** Completes the held call: with an error, or (writev) with the real write of the first `bytes` bytes. */
+  fail(error: NodeJS.ErrnoException): void;
+  writePart(bytes: number): void;
+}
+
+function ioError(code: string, syscall: Call): NodeJS.ErrnoException {
+  return Object.assign(new Error(`${code}: injected failure, ${syscall}`), { code, syscall, errno: code === 'EIO' ? -5 : -28 });
+}
+
+/**
+ * The real writev and fdatasync, except that `hold(call)` stops the next
+ * call of that kind until the test completes it, and after `failWrites()`
+ * every writev fails with ENOSPC. Counts the calls.
+ */
+class FaultyIo {
+  readonly calls = { writev: 0, fdatasync: 0 };
+  private armed: { call: Call; resolve: (held: Held) => void } | undefined;
+  private writesFail = false;
+
+  readonly io: JournalIo = {
+    writev: ((fd: number, buffers: NodeJS.ArrayBufferView[], cb: WritevCallback) => {
+      this.calls.writev++;
+      if (this.writesFail) return process.nextTick(cb, ioError('ENOSPC', 'writev'), 0, buffers);
+      if (this.armed?.call === 'writev') {
+        const { resolve } = this.armed;
+        this.armed = undefined;
+        return resolve({
+          fd,
+          buffers,
+          fail: (error) => cb(error, 0, buffers),
+          writePart: (bytes) => {
+            const part = Buffer.concat(buffers.map((b) => Buffer.from(b.buffer, b.byteOffset, b.byteLength))).subarray(0, bytes);
+            realWritev(fd, [part], (error, written) => cb(error, written, buffers));
+          },
+        });
+      }
+      realWritev(fd, buffers, cb);
+    }) as JournalIo['writev'],
+    fdatasync: ((fd: number, cb: SyncCallback) => {
+      this.calls.fdatasync++;
+      if (this.armed?.call === 'fdatasync') {
+        const { resolve } = this.armed;
+        this.armed = undefined;
+        return resolve({ fd, buffers: [], fail: (error) => cb(error), writePart: () => assert.fail('fdatasync writes nothing') });
+      }
+      realFdatasync(fd, cb);
+    }) as JournalIo['fdatasync'],
+  };
+
+  /** Resolves when the next `call` arrives; it waits until the test completes it. */
+  hold(call: Call): Promise<Held> {
+    return new Promise((resolve) => (this.armed = { call, resolve }));
+  }
+
+  failWrites(): void {
+    this.writesFail = true;
+  }
+}
+
+interface Failing extends TestServer {
+  dir: string;
+  faults: FaultyIo;
+  fatal: Error[];
+  logs: string[];
+}
+
+async function startFailing(t: TestContext, dir: string, overrides: Partial<Config> = {}, withOnFatal = true): Promise<Failing> {
+  const faults = new FaultyIo();
+  const fatal: Error[] = [];
+  const logs: string[] = [];
+  const server = await startTestServer(
+    t,
+    { data: dir, ...overrides },
+    { journalIo: faults.io, logError: (line) => logs.push(line), ...(withOnFatal && { onFatal: (error: Error) => void fatal.push(error) }) },
+  );
+  return { ...server, dir, faults, fatal, logs };
+}
+
+/** Waits (a turn of the event loop at a time, at most ~2 s) until `condition` holds. */
+async function until(condition: () => boolean, what: string): Promise<void> {
+  for (let i = 0; i < 400 && !condition(); i++) await new Promise((resolve) => setTimeout(resolve, 5));
+  assert.ok(condition(), `timed out waiting until ${what}`);
+}
+
+function journalSize(dir: string): number {
+  return statSync(join(dir, JOURNAL)).size;
+}
+
+interface FailureCase {
+  name: string;
+  /** The call held while more requests queue up. */
+  call: Call;
+  /** How the held call ends. */
+  finish(held: Held, faults: FaultyIo): void;
+  error: RegExp;
+  /** Whether the records of the batch that failed may be in the file afterwards (a write that succeeded before its sync failed). */
+  writtenBeforeFailure: boolean;
+  /** The log line of the next start, if the failure left a torn record. */
+  tornTail: boolean;
+}
+
+const failureCases: FailureCase[] = [
+  {
+    name: 'fdatasync fails with EIO',
+    call: 'fdatasync',
+    finish: (held) => held.fail(ioError('EIO', 'fdatasync')),
+    error: /^journal write failed: EIO: /,
+    writtenBeforeFailure: true,
+    tornTail: false,
+  },
+  {
+    name: 'writev fails with ENOSPC',
+    call: 'writev',
+    finish: (held) => held.fail(ioError('ENOSPC', 'writev')),
+    error: /^journal write failed: ENOSPC: /,
+    writtenBeforeFailure: false,
+    tornTail: false,
+  },
+  {
+    name: 'writev writes part of the batch, then fails with ENOSPC',
+    call: 'writev',
+    finish: (held, faults) => {
+      faults.failWrites();
+      held.writePart(11);
+    },
+    error: /^journal write failed: ENOSPC: /,
+    writtenBeforeFailure: false,
+    tornTail: true,
+  },
+];
+
+for (const c of failureCases) {
+  test(`journal failure (${c.name}): every request in flight answers 500 with a problem body, none is acknowledged, later writes fail too, onFatal is called once, and a restart has every acknowledged write`, async (t) => {
+    const dir = tempDir(t);
+    const server = await startFailing(t, dir);
+    const url = server.url;
+    for (let i = 0; i < 5; i++) assert.equal((await put(url, `/users/acked${i}`, { name: `Acked ${i}` })).status, 201);
+    const acked = await listText(server);
+    const state = server.running.store.state;
+
+    // A's batch reaches the held call; B, C and a read of A queue behind it.
+    const arrived: string[] = [];
+    server.running.server.on('request', (req: { method?: string; url?: string }) => arrived.push(`${req.method} ${req.url}`));
+    const held = server.faults.hold(c.call);
+    const a = put(url, '/users/inflight-a', { name: 'A' });
+    const call = await held;
+    const b = put(url, '/users/inflight-b', { name: 'B' });
+    const cc = send(url, 'POST', '/users/new', { json: { name: 'C' } });
+    const read = send(url, 'GET', '/users/inflight-a');
+    await until(() => state.aliases.has('inflight-b') && state.users.size === 8, 'B and C are committed and waiting');
+    await until(() => arrived.includes('GET /users/inflight-a'), 'the read of A is waiting');
+    const sizeAtFailure = journalSize(dir);
+    c.finish(call, server.faults);
+
+    const inFlight: [string, Reply][] = [['PUT A', await a], ['PUT B', await b], ['POST C', await cc], ['GET A', await read]];
+    for (const [what, reply] of inFlight) assertProblem(reply, 500, 'internal', `${what} in flight`);
+    assert.equal(server.fatal.length, 1, 'onFatal calls');
+    assert.match(server.fatal[0]!.message, c.error);
+    assert.ok(
+      server.logs.some((l) => /^users-server: journal write failed: .*; stopping: /.test(l)),
+      `no "journal write failed ...; stopping" log line: ${server.logs.join('\n')}`,
+    );
+
+    const sizeAfterFailure = journalSize(dir);
+    if (c.tornTail) assert.equal(sizeAfterFailure, sizeAtFailure + 11, 'the part written before the failure');
+    else if (!c.writtenBeforeFailure) assert.equal(sizeAfterFailure, sizeAtFailure, 'nothing of the failed batch is in the file');
+    const writesBefore = server.faults.calls.writev;
+    const later: [string, Reply][] = [
+      ['PUT a new user', await put(url, '/users/later', { name: 'Later' })],
+      ['PUT an acknowledged user', await put(url, '/users/acked0', { name: 'Changed' })],
+      ['DELETE', await send(url, 'DELETE', '/users/acked1')],
+      ['POST /users/new', await send(url, 'POST', '/users/new', { json: { name: 'Later 2' } })],
+      ['POST /reservations', await send(url, 'POST', '/reservations')],
+    ];
+    for (const [what, reply] of later) assertProblem(reply, 500, 'internal', `${what} after the failure`);
+    assert.equal(server.faults.calls.writev, writesBefore, 'the store wrote again after the failure');
+    assert.equal(journalSize(dir), sizeAfterFailure, 'the journal grew after the failure');
+    assert.equal(server.fatal.length, 1, 'onFatal is called once, not per failed request');
+    await server.running.stop();
+
+    const logs: string[] = [];
+    const restarted = await startTestServer(t, { data: dir }, { logError: (l) => logs.push(l) });
+    const after = await listText(restarted);
+    const withA = acked.replace(/\],"next"/, ',{"name":"A","id":6}],"next"');
+    if (c.writtenBeforeFailure) assert.ok(after === acked || after === withA, `after the restart: ${after}`);
+    else assert.equal(after, acked, 'after the restart: exactly the acknowledged writes');
+    if (c.tornTail) assert.deepEqual(logs, [`users-server: ${JOURNAL}: dropped 11 bytes at offset ${sizeAtFailure} (a record that is incomplete or fails its checksum): the end of a write that was never acknowledged`]);
+    else assert.deepEqual(logs, []);
+    const next = await send(restarted.url, 'POST', '/users/new', { json: { name: 'Next' } });
+    assert.equal(next.status, 201, next.text);
+    assert.ok(Number(/\d+$/.exec(String(next.headers.location))![0]) > 5, `an acknowledged id was issued again: ${next.headers.location}`);
+  });
+}
+
+test('journal failure: after a failed fdatasync a read never shows a write that failed (it was never acknowledged)', async (t) => {
+  const dir = tempDir(t);
+  const server = await startFailing(t, dir);
+  assert.equal((await put(server.url, '/users/acked', { name: 'Acked' })).status, 201);
+  const acked = await listText(server);
+  const held = server.faults.hold('fdatasync');
+  const a = put(server.url, '/users/failed', { name: 'Failed' });
+  (await held).fail(ioError('EIO', 'fdatasync'));
+  assertProblem(await a, 500, 'internal', 'the failed PUT');
+  const read = await send(server.url, 'GET', '/users/failed');
+  assert.notEqual(read.status, 200, `GET shows the write that failed: ${read.text}`);
+  const list = await send(server.url, 'GET', '/users?limit=1000');
+  assert.ok(list.status !== 200 || list.text === acked, `the listing shows the write that failed: ${list.text}`);
+});
+
+test('journal failure without onFatal: the server stops itself (it no longer accepts connections), and a restart has every acknowledged write', async (t) => {
+  const dir = tempDir(t);
+  const server = await startFailing(t, dir, {}, false);
+  assert.equal((await put(server.url, '/users/acked', { name: 'Acked' })).status, 201);
+  const acked = await listText(server);
+  const held = server.faults.hold('fdatasync');
+  const a = put(server.url, '/users/failed', { name: 'Failed' });
+  (await held).fail(ioError('EIO', 'fdatasync'));
+  assertProblem(await a, 500, 'internal', 'the failed PUT');
+  await until(() => !server.running.server.listening, 'the server stopped listening');
+  await assert.rejects(send(server.url, 'GET', '/healthz'), /ECONNREFUSED/);
+  await server.running.stop();
+  const restarted = await startTestServer(t, { data: dir });
+  const after = await listText(restarted);
+  assert.ok(after === acked || after === acked.replace(/\],"next"/, ',{"name":"Failed","id":2}],"next"'), after);
+});
+
+// ---------------------------------------------------------------- child processes
+
+interface Child {
+  process: ChildProcess;
+  out(): string;
+  err(): string;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+/** `node bin/users-server.js ARGS`, optionally under `ulimit -f BLOCKS` (bash: 1024-byte blocks); killed after the test. */
+function spawnServer(t: TestContext, args: string[], fileSizeLimitKiB?: number): Child {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('USERS_') && k !== 'NODE_TEST_CONTEXT') env[k] = v;
+  env.USERS_ADMIN_PASSWORD = ADMIN_PASSWORD;
+  const child =
+    fileSizeLimitKiB === undefined
+      ? spawn(process.execPath, [BIN, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] })
+      : spawn('bash', ['-c', `trap '' XFSZ; ulimit -f ${fileSizeLimitKiB} && exec "$0" "$@"`, process.execPath, BIN, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  child.stdout!.setEncoding('utf8').on('data', (s: string) => (out += s));
+  child.stderr!.setEncoding('utf8').on('data', (s: string) => (err += s));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('close', (code, signal) => resolve({ code, signal })));
+  t.after(async () => {
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGKILL');
+      await exited;
+    }
+  });
+  return { process: child, out: () => out, err: () => err, exited };
+}
+
+async function listening(child: Child): Promise<string> {
+  for (let i = 0; i < 400; i++) {
+    const m = /^listening on (http:\/\/\S+)$/m.exec(child.out());
+    if (m) return m[1]!;
+    if (child.process.exitCode !== null) break;
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+  throw new Error(`no "listening on" line; stdout=${JSON.stringify(child.out())} stderr=${JSON.stringify(child.err())}`);
+}
+
+async function exitOf(child: Child): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`no exit; stderr=${child.err()}`)), 15_000)));
+  try {
+    return await Promise.race([child.exited, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+test('node bin/users-server.js: when the journal really cannot be written (file-size limit, EFBIG) the failing request gets 500, the process logs "journal write failed ...; stopping" and exits 1, and a restart has every acknowledged write', CHILD_TEST, async (t) => {
+  const dir = tempDir(t);
+  const child = spawnServer(t, ['--port', '0', '--data', dir], 48);
+  const url = await listening(child);
+  const acked: string[] = [];
+  let failed: Reply | undefined;
+  for (let i = 0; i < 100 && failed === undefined; i++) {
+    const reply = await put(url, `/users/u${i}`, { name: `User ${i}`, pad: 'p'.repeat(2000) });
+    if (reply.status === 201) acked.push(reply.text);
+    else failed = reply;
+  }
+  assert.ok(failed !== undefined, 'every write succeeded: the file-size limit did not apply');
+  assertProblem(failed, 500, 'internal', 'the write that hit the limit');
+  assert.ok(acked.length > 5, `only ${acked.length} writes before the limit`);
+  const result = await exitOf(child);
+  assert.equal(result.signal, null, `killed by ${result.signal}: SIGXFSZ was not ignored`);
+  assert.equal(result.code, 1, `exit code; stderr=${child.err()}`);
+  assert.match(child.err(), /^users-server: journal write failed: EFBIG: [^\n]*; stopping: [^\n]+\n$/, 'exactly one stderr line');
+
+  const restarted = await startTestServer(t, { data: dir }, { logError: () => {} });
+  const list = (await send(restarted.url, 'GET', '/users?limit=1000')).json() as { items: unknown[] };
+  assert.deepEqual(list.items.slice(0, acked.length).map((u) => JSON.stringify(u)), acked, 'every acknowledged write, in order');
+  assert.ok(list.items.length <= acked.length + 1, `more users than writes: ${list.items.length}`);
+});
+
+test('node bin/users-server.js: a second server on the same data directory exits 1 with one stderr line, and the first keeps serving', CHILD_TEST, async (t) => {
+  const dir = tempDir(t);
+  const first = spawnServer(t, ['--port', '0', '--data', dir]);
+  const url = await listening(first);
+  assert.equal((await put(url, '/users/ann', { name: 'Ann' })).status, 201);
+  const second = spawnServer(t, ['--port', '0', '--data', dir]);
+  const result = await exitOf(second);
+  assert.equal(result.code, 1, `exit code; stderr=${second.err()}`);
+  assert.equal(second.out(), '');
+  assert.match(second.err(), new RegExp(`^users-server: another users-server \\(pid ${first.process.pid}\\) is using the data directory [^\\n]+\\n$`));
+  assert.equal((await send(url, 'GET', '/users/ann')).status, 200, 'the first server still serves');
+  assert.equal(readFileSync(join(dir, 'lock'), 'utf8').trim(), String(first.process.pid));
+  first.process.kill('SIGTERM');
+  assert.equal((await exitOf(first)).code, 0);
+});
+
+test('node bin/users-server.js: the lock left by a server killed with SIGKILL does not block the next start, which has every acknowledged write', CHILD_TEST, async (t) => {
+  const dir = tempDir(t);
+  const first = spawnServer(t, ['--port', '0', '--data', dir]);
+  const url = await listening(first);
+  for (let i = 0; i < 5; i++) assert.equal((await put(url, `/users/u${i}`, { name: `U${i}` })).status, 201);
+  const acked = await listText({ url });
+  first.process.kill('SIGKILL');
+  assert.equal((await exitOf(first)).signal, 'SIGKILL');
+  assert.equal(readFileSync(join(dir, 'lock'), 'utf8').trim(), String(first.process.pid), 'the killed server left its lock');
+
+  const next = spawnServer(t, ['--port', '0', '--data', dir]);
+  const nextUrl = await listening(next);
+  assert.equal(await listText({ url: nextUrl }), acked);
+  assert.equal(readFileSync(join(dir, 'lock'), 'utf8').trim(), String(next.process.pid), 'the lock was taken over');
+  next.process.kill('SIGTERM');
+  assert.equal((await exitOf(next)).code, 0, next.err());
+});
