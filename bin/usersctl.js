@@ -1,3 +1,4 @@
 #!/usr/bin/env node
-process.stderr.write('usersctl: not yet implemented\n');
-process.exitCode = 1;
+import { run } from '../dist/cli/main.js';
+
+process.exitCode = await run(process.argv.slice(2));

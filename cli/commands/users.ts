@@ -1,0 +1,219 @@
+/** get, put, delete, list, export, reserve, create, new and mv. */
+import { randomUUID } from 'node:crypto';
+import { NEW_USER_PATH, RESERVATIONS_PATH, USERS_PATH, userPath } from '../../shared/paths.js';
+import { isId, parseRef } from '../../shared/user.js';
+import type { Context } from '../context.js';
+import { CliError, EXIT, NetworkError, UsageError } from '../errors.js';
+import { single, type Response } from '../http.js';
+import { readLines } from '../streams.js';
+
+const JSON_TYPE = 'application/json';
+const ACCEPT = { accept: JSON_TYPE };
+export const DEFAULT_PAGE_SIZE = 100;
+export const MAX_PAGE_SIZE = 1000;
+
+/** `/users/{ref}` for a reference the server could accept; anything else is a usage error. */
+export function refPath(ref: string): string {
+  const parsed = parseRef(ref);
+  if (parsed.kind === 'invalid') throw new UsageError(`${JSON.stringify(ref)} is not a user id or alias: ${parsed.reason}`);
+  return `${USERS_PATH}/${ref}`;
+}
+
+/** The refs of the command line, with `-` replaced by the lines of stdin. */
+async function* expandRefs(ctx: Context, refs: readonly string[]): AsyncGenerator<string> {
+  let stdinUsed = false;
+  for (const ref of refs) {
+    if (ref !== '-') {
+      yield ref;
+      continue;
+    }
+    if (stdinUsed) continue;
+    stdinUsed = true;
+    for await (const line of readLines(ctx.io.stdin as AsyncIterable<Buffer | string>)) {
+      const text = line.bytes.toString('utf8').trim();
+      if (text !== '') yield text;
+    }
+  }
+}
+
+export interface GetOptions {
+  etag?: boolean;
+}
+
+/**
+ * Prints each user as the server sent it, one per line. With several refs a
+ * failure is reported and the rest still run; the exit code is the first
+ * failure's. A network failure stops at once: the next ref would fail too.
+ */
+export async function get(ctx: Context, refs: readonly string[], options: GetOptions): Promise<number> {
+  const several = refs.length > 1 || refs.includes('-');
+  let exitCode = 0;
+  for await (const ref of expandRefs(ctx, refs)) {
+    try {
+      const response = await ctx.client.expect({ method: 'GET', path: refPath(ref), headers: ACCEPT }, [200]);
+      await ctx.out.write((options.etag === true ? (single(response.headers.etag) ?? '') : response.text) + '\n');
+      if (ctx.out.closed) break;
+    } catch (error) {
+      if (!several || !(error instanceof CliError) || error instanceof NetworkError) throw error;
+      ctx.fail(`${ref}: ${error.message}`);
+      if (exitCode === 0) exitCode = error.exitCode;
+    }
+  }
+  return exitCode;
+}
+
+export interface BodyOptions {
+  name?: string;
+  file?: string;
+}
+
+/** The JSON body of put/create: `-f FILE|-` as given, `--name` alone, or the file with its name replaced. */
+async function userBody(ctx: Context, options: BodyOptions): Promise<string> {
+  if (options.file === undefined) {
+    if (options.name === undefined) throw new UsageError('give the user with --name NAME or -f FILE (- for stdin)');
+    return JSON.stringify({ name: options.name });
+  }
+  const text = await ctx.readInput(options.file);
+  if (options.name === undefined) return text;
+  let user: unknown;
+  try {
+    user = JSON.parse(text);
+  } catch (error) {
+    throw new UsageError(`${options.file === '-' ? 'stdin' : options.file} is not JSON: ${(error as Error).message}`);
+  }
+  if (typeof user !== 'object' || user === null || Array.isArray(user)) throw new UsageError('the user must be a JSON object');
+  return JSON.stringify({ ...(user as Record<string, unknown>), name: options.name });
+}
+
+export interface PutOptions extends BodyOptions {
+  ifMatch?: string;
+  createOnly?: boolean;
+}
+
+/** PUT /users/{ref}: replace, or create through an alias or a reserved id. */
+export async function put(ctx: Context, ref: string, options: PutOptions): Promise<void> {
+  if (options.ifMatch !== undefined && options.createOnly === true) throw new UsageError('--if-match and --create-only contradict each other');
+  const path = refPath(ref);
+  const body = await userBody(ctx, options);
+  const headers: Record<string, string> = { ...ACCEPT, 'content-type': JSON_TYPE };
+  if (options.ifMatch !== undefined) headers['if-match'] = options.ifMatch;
+  if (options.createOnly === true) headers['if-none-match'] = '*';
+  const response = await ctx.client.expect({ method: 'PUT', path, headers, body }, [200, 201]);
+  await writeUser(ctx, response);
+}
+
+export interface DeleteOptions {
+  ifMatch?: string;
+}
+
+export async function remove(ctx: Context, ref: string, options: DeleteOptions): Promise<void> {
+  const headers: Record<string, string> = {};
+  if (options.ifMatch !== undefined) headers['if-match'] = options.ifMatch;
+  await ctx.client.expect({ method: 'DELETE', path: refPath(ref), headers }, [200, 204]);
+}
+
+/** Every user, following `next` to the end, as NDJSON (each item as the server stored it). */
+export async function list(ctx: Context, pageSize: number): Promise<void> {
+  let path: string | null = `${USERS_PATH}?limit=${pageSize}`;
+  while (path !== null && !ctx.out.closed) {
+    const response = await ctx.client.expect({ method: 'GET', path, headers: ACCEPT }, [200]);
+    const page = parsePage(response.text);
+    // The server writes each user with JSON.stringify, so re-serializing a
+    // parsed item gives back its exact bytes.
+    let lines = '';
+    for (const item of page.items) lines += JSON.stringify(item) + '\n';
+    await ctx.out.write(lines);
+    if (page.next !== null && !page.next.startsWith('/')) throw unexpected(`a "next" link that is not a path: ${page.next}`);
+    path = page.next;
+  }
+}
+
+function parsePage(text: string): { items: unknown[]; next: string | null } {
+  let page: unknown;
+  try {
+    page = JSON.parse(text);
+  } catch {
+    throw unexpected('a page of users that is not JSON');
+  }
+  const p = page as { items?: unknown; next?: unknown };
+  if (typeof page !== 'object' || page === null || !Array.isArray(p.items) || (p.next !== null && typeof p.next !== 'string')) {
+    throw unexpected('a page of users without "items" and "next"');
+  }
+  return { items: p.items, next: p.next };
+}
+
+function unexpected(what: string): CliError {
+  return new CliError(`unexpected answer from the server: ${what}`, EXIT.unexpected);
+}
+
+/** POST /reservations, safe to retry: the same Idempotency-Key on every attempt. */
+async function reserveId(ctx: Context): Promise<{ response: Response; id: number; expiresAt: string }> {
+  const response = await ctx.client.expect({ method: 'POST', path: RESERVATIONS_PATH, headers: { ...ACCEPT, 'idempotency-key': randomUUID() } }, [201]);
+  let body: { id?: unknown; expiresAt?: unknown };
+  try {
+    body = JSON.parse(response.text) as typeof body;
+  } catch {
+    throw unexpected('a reservation that is not JSON');
+  }
+  if (!isId(body.id) || typeof body.expiresAt !== 'string') throw unexpected('a reservation without "id" and "expiresAt"');
+  return { response, id: body.id, expiresAt: body.expiresAt };
+}
+
+/** Prints `<id>\t<expiresAt>`, or with --json the server's JSON. */
+export async function reserve(ctx: Context): Promise<void> {
+  const { response, id, expiresAt } = await reserveId(ctx);
+  await ctx.out.write(ctx.options.json ? `${response.text}\n` : `${id}\t${expiresAt}\n`);
+}
+
+export interface CreateOptions extends BodyOptions {
+  mode: 'uuid' | 'reserve';
+}
+
+/**
+ * A new user, safe to retry either way: `uuid` PUTs under a fresh UUID alias
+ * (a repeated PUT replaces with the same body); `reserve` reserves an id
+ * (Idempotency-Key) and PUTs under it.
+ */
+export async function create(ctx: Context, options: CreateOptions): Promise<void> {
+  const body = await userBody(ctx, options);
+  const path = options.mode === 'reserve' ? userPath((await reserveId(ctx)).id) : `${USERS_PATH}/${randomUUID()}`;
+  const headers = { ...ACCEPT, 'content-type': JSON_TYPE };
+  const response = await ctx.client.expect({ method: 'PUT', path, headers, body }, [200, 201]);
+  await writeUser(ctx, response);
+}
+
+/** POST /users/new with an Idempotency-Key, the same on every retry. */
+export async function createNew(ctx: Context, options: BodyOptions): Promise<void> {
+  const body = await userBody(ctx, options);
+  const headers = { ...ACCEPT, 'content-type': JSON_TYPE, 'idempotency-key': randomUUID() };
+  const response = await ctx.client.expect({ method: 'POST', path: NEW_USER_PATH, headers, body }, [201]);
+  await writeUser(ctx, response);
+}
+
+/**
+ * Moves a user to a new id: GET for the representation and its ETag, then
+ * PUT it back with the new `id` under If-Match, so a change in between is
+ * not overwritten (412). Needs a server started with --allow-id-change.
+ */
+export async function move(ctx: Context, ref: string, newId: string): Promise<void> {
+  if (!/^[1-9]\d*$/.test(newId) || !isId(Number(newId))) throw new UsageError(`the new id must be a positive integer, not ${JSON.stringify(newId)}`);
+  const current = await ctx.client.expect({ method: 'GET', path: refPath(ref), headers: ACCEPT }, [200]);
+  let user: Record<string, unknown>;
+  try {
+    user = JSON.parse(current.text) as Record<string, unknown>;
+  } catch {
+    throw unexpected('a user that is not JSON');
+  }
+  if (!isId(user.id)) throw unexpected('a user without an id');
+  const headers: Record<string, string> = { ...ACCEPT, 'content-type': JSON_TYPE };
+  const etag = single(current.headers.etag);
+  if (etag !== undefined) headers['if-match'] = etag;
+  const body = JSON.stringify({ ...user, id: Number(newId) });
+  const response = await ctx.client.expect({ method: 'PUT', path: userPath(user.id), headers, body }, [200]);
+  await writeUser(ctx, response);
+}
+
+/** A written user as the server answered it; a 204 (no body) prints nothing. */
+async function writeUser(ctx: Context, response: Response): Promise<void> {
+  if (response.text !== '') await ctx.out.write(response.text + '\n');
+}

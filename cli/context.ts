@@ -1,0 +1,127 @@
+/**
+ * What every command receives: its I/O, the resolved global options and the
+ * HTTP client. Tests run commands in-process with their own Io.
+ */
+import { readFile } from 'node:fs/promises';
+import { UsageError } from './errors.js';
+import { HttpClient } from './http.js';
+import { defaultJarPath } from './jar.js';
+import { Output, readAll } from './streams.js';
+
+export interface Io {
+  stdout: { write(chunk: string): unknown; isTTY?: boolean };
+  stderr: { write(chunk: string): unknown; isTTY?: boolean };
+  stdin: NodeJS.ReadableStream & { isTTY?: boolean };
+  env: NodeJS.ProcessEnv;
+}
+
+export const DEFAULT_URL = 'http://127.0.0.1:8080';
+export const DEFAULT_TIMEOUT_SECONDS = 30;
+export const DEFAULT_RETRIES = 3;
+
+/** The global flags as commander parsed them (undefined: not given). */
+export interface GlobalFlags {
+  url?: string;
+  cookieJar?: string;
+  json?: boolean;
+  timeout?: number;
+  retries?: number;
+  quiet?: boolean;
+  verbose?: boolean;
+}
+
+export interface GlobalOptions {
+  url: URL;
+  jarPath: string;
+  json: boolean;
+  timeoutMs: number;
+  retries: number;
+  quiet: boolean;
+  verbose: boolean;
+}
+
+/** Precedence: flag, then environment, then default. */
+export function resolveGlobals(flags: GlobalFlags, env: NodeJS.ProcessEnv): GlobalOptions {
+  const urlText = flags.url ?? nonEmpty(env.USERSCTL_URL) ?? DEFAULT_URL;
+  let url: URL;
+  try {
+    url = new URL(urlText);
+  } catch {
+    throw new UsageError(`--url: not a URL: ${urlText}`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new UsageError(`--url: only http and https URLs are supported, not ${url.protocol}`);
+  if (url.search !== '' || url.hash !== '') throw new UsageError('--url: give the base URL without a query or fragment');
+  return {
+    url,
+    jarPath: flags.cookieJar ?? nonEmpty(env.USERSCTL_COOKIE_JAR) ?? defaultJarPath(env),
+    json: flags.json === true,
+    timeoutMs: Math.round((flags.timeout ?? DEFAULT_TIMEOUT_SECONDS) * 1000),
+    retries: flags.retries ?? DEFAULT_RETRIES,
+    quiet: flags.quiet === true,
+    verbose: flags.verbose === true,
+  };
+}
+
+function nonEmpty(value: string | undefined): string | undefined {
+  return value === undefined || value === '' ? undefined : value;
+}
+
+export class Context {
+  readonly out: Output;
+  readonly client: HttpClient;
+  /** Colour on stderr: only on a terminal, and never with NO_COLOR (no-color.org). */
+  readonly color: boolean;
+
+  constructor(
+    readonly io: Io,
+    readonly options: GlobalOptions,
+  ) {
+    this.out = new Output(io.stdout);
+    this.color = io.stderr.isTTY === true && (io.env.NO_COLOR === undefined || io.env.NO_COLOR === '');
+    this.client = new HttpClient({
+      baseUrl: options.url,
+      timeoutMs: options.timeoutMs,
+      retries: options.retries,
+      jarPath: options.jarPath,
+      trace: options.verbose ? (line) => io.stderr.write(line + '\n') : undefined,
+      warn: (message) => this.warn(message),
+    });
+  }
+
+  /** A message for the person at the terminal; -q silences it. */
+  info(message: string): void {
+    if (!this.options.quiet) this.io.stderr.write(`usersctl: ${message}\n`);
+  }
+
+  warn(message: string): void {
+    if (!this.options.quiet) this.io.stderr.write(`${this.paint('usersctl: warning:', '33')} ${message}\n`);
+  }
+
+  /** A failure line that does not end the command (one of several refs). */
+  fail(message: string): void {
+    this.io.stderr.write(`${errorPrefix(this.color)} ${message}\n`);
+  }
+
+  paint(text: string, sgr: string): string {
+    return this.color ? `\x1b[${sgr}m${text}\x1b[0m` : text;
+  }
+
+  /** `-f FILE` or `-f -` (stdin) as text; an unreadable file is a usage error. */
+  async readInput(file: string): Promise<string> {
+    if (file === '-') return readAll(this.io.stdin as AsyncIterable<Buffer | string>);
+    try {
+      return await readFile(file, 'utf8');
+    } catch (error) {
+      throw new UsageError(`cannot read ${file}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
+    }
+  }
+
+  async close(): Promise<void> {
+    this.out.dispose();
+    await this.client.close();
+  }
+}
+
+export function errorPrefix(color: boolean): string {
+  return color ? '\x1b[1;31musersctl:\x1b[0m' : 'usersctl:';
+}

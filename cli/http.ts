@@ -1,0 +1,357 @@
+/**
+ * usersctl's HTTP client: one keep-alive undici Agent per process, the
+ * cookie jar on every request, retries where they are safe, `-v` tracing
+ * with secrets masked, and the problem `detail` of a failed answer.
+ */
+import { Agent } from 'undici';
+import type { CookieJar } from 'tough-cookie';
+import { PROBLEM_CONTENT_TYPE, PROBLEM_TYPE_PREFIX, problems } from '../shared/problems.js';
+import { NetworkError, StatusError } from './errors.js';
+import { loadJar, saveJar } from './jar.js';
+
+export type Method = 'GET' | 'HEAD' | 'PUT' | 'DELETE' | 'POST';
+
+export interface Request {
+  method: Method;
+  /** Path and query, starting with `/`; appended to the base URL's path. */
+  path: string;
+  headers?: Record<string, string>;
+  body?: string | Buffer;
+}
+
+export interface Response {
+  status: number;
+  statusText: string;
+  /** Lower-case names, as undici gives them. */
+  headers: Record<string, string | string[] | undefined>;
+  /** The whole body, always read so the connection can be reused. */
+  text: string;
+}
+
+export interface ClientOptions {
+  baseUrl: URL;
+  /** Connect, response-headers and between-body-chunks timeout. */
+  timeoutMs: number;
+  /** Extra attempts after the first, where retrying is safe. */
+  retries: number;
+  jarPath: string;
+  /** Called with one line per traced header or event (`-v`); undefined: no tracing. */
+  trace?: ((line: string) => void) | undefined;
+  /** Non-fatal messages (cookie-jar warnings). */
+  warn: (message: string) => void;
+}
+
+// Retry policy (docs/cli.md "Retries").
+const BACKOFF_BASE_MS = 100;
+const BACKOFF_CAP_MS = 5_000;
+const RETRY_AFTER_CAP_MS = 30_000;
+const MAX_REDIRECTS = 10;
+/** Statuses that say "try again" without saying the request was wrong. */
+const RETRYABLE_STATUS: ReadonlySet<number> = new Set([408, 429, 502, 503, 504]);
+/** Methods whose repetition is harmless (RFC 9110 section 9.2.2). */
+const IDEMPOTENT: ReadonlySet<Method> = new Set(['GET', 'HEAD', 'PUT', 'DELETE']);
+/** Failures before a connection exists: the request never left, so even a bare POST may be resent. */
+const NOT_SENT_CODES: ReadonlySet<string> = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'UND_ERR_CONNECT_TIMEOUT']);
+/** undici errors that are bugs in the caller, not the network. */
+const PROGRAMMING_CODES: ReadonlySet<string> = new Set(['UND_ERR_INVALID_ARG', 'UND_ERR_INVALID_RETURN_VALUE', 'UND_ERR_NOT_SUPPORTED']);
+const IN_PROGRESS_TYPE = PROBLEM_TYPE_PREFIX + problems.idempotencyInProgress.code;
+/** How long a computed Cookie header is reused before the jar is asked again (expiry is in seconds). */
+const COOKIE_CACHE_MS = 1_000;
+
+export class HttpClient {
+  readonly origin: string;
+  private readonly prefix: string;
+  private readonly agent: Agent;
+  private jarLoad: Promise<CookieJar> | undefined;
+  private jarChanged = false;
+  private cookieCache: { key: string; value: string; at: number } | undefined;
+  private pathSpecific: boolean | undefined;
+
+  constructor(private readonly options: ClientOptions) {
+    this.origin = options.baseUrl.origin;
+    this.prefix = options.baseUrl.pathname.replace(/\/+$/, '');
+    this.agent = new Agent({ connect: { timeout: options.timeoutMs } });
+  }
+
+  /**
+   * Sends a request, retrying where safe, following same-origin redirects
+   * for everything but POST. Resolves with any HTTP answer; rejects with
+   * NetworkError when no answer came after the retries.
+   */
+  async send(request: Request): Promise<Response> {
+    const retryable = IDEMPOTENT.has(request.method) || request.headers?.['idempotency-key'] !== undefined;
+    let path = this.prefix + request.path;
+    let redirects = 0;
+    for (let attempt = 0; ; attempt++) {
+      const left = this.options.retries - attempt;
+      let response: Response;
+      try {
+        response = await this.once(request, path);
+      } catch (error) {
+        if (!(error instanceof NetworkError)) throw error;
+        const failure = error;
+        if (left > 0 && (retryable || (failure.code !== undefined && NOT_SENT_CODES.has(failure.code)))) {
+          await this.pause(attempt, undefined, failure.message);
+          continue;
+        }
+        throw failure;
+      }
+      if (left > 0 && retryable && this.shouldRetry(request.method, response)) {
+        const retryAfter = retryAfterMs(response.headers['retry-after']);
+        // Waiting less than the server asked is pointless, and longer than
+        // the cap is not what someone at a shell expects: report it now.
+        if (retryAfter === undefined || retryAfter <= RETRY_AFTER_CAP_MS) {
+          await this.pause(attempt, retryAfter, `${response.status} ${response.statusText}`.trim());
+          continue;
+        }
+        this.options.trace?.(`* not retrying: Retry-After asks for more than ${RETRY_AFTER_CAP_MS / 1000} s`);
+      }
+      const location = single(response.headers.location);
+      if (isRedirect(response.status) && location !== undefined && request.method !== 'POST' && redirects < MAX_REDIRECTS) {
+        const target = new URL(location, this.origin + path);
+        if (target.origin === this.origin) {
+          redirects++;
+          path = target.pathname + target.search;
+          this.options.trace?.(`* following ${response.status} to ${path}`);
+          attempt = -1;
+          continue;
+        }
+      }
+      return response;
+    }
+  }
+
+  /** Sends and requires one of `ok`; any other status becomes a StatusError carrying the server's detail. */
+  async expect(request: Request, ok: readonly number[]): Promise<Response> {
+    const response = await this.send(request);
+    if (!ok.includes(response.status)) throw statusError(response);
+    return response;
+  }
+
+  /** Writes the jar back when a response set or cleared a cookie, then closes the connections. */
+  async close(): Promise<void> {
+    try {
+      if (this.jarChanged && this.jarLoad !== undefined) {
+        const jar = await this.jarLoad;
+        await saveJar(jar, this.options.jarPath);
+        this.jarChanged = false;
+      }
+    } finally {
+      await this.agent.close();
+    }
+  }
+
+  /** The jar, loaded on first use; a missing file is an empty jar. */
+  jar(): Promise<CookieJar> {
+    this.jarLoad ??= loadJar(this.options.jarPath).then(({ jar, warnings }) => {
+      for (const warning of warnings) this.options.warn(`cookie jar ${this.options.jarPath}: ${warning}`);
+      return jar;
+    });
+    return this.jarLoad;
+  }
+
+  private async once(request: Request, path: string): Promise<Response> {
+    const url = this.origin + path;
+    const headers: Record<string, string> = { ...request.headers };
+    const cookie = await this.cookieHeader(url);
+    if (cookie !== '') headers.cookie = cookie;
+    const trace = this.options.trace;
+    if (trace !== undefined) {
+      trace(`> ${request.method} ${path} HTTP/1.1`);
+      trace(`> host: ${new URL(this.origin).host}`);
+      for (const [name, value] of Object.entries(headers)) trace(`> ${name}: ${maskRequestHeader(name, value)}`);
+      if (request.body !== undefined) trace(`> content-length: ${Buffer.byteLength(request.body)}`);
+      trace('>');
+    }
+    const timeout = this.options.timeoutMs;
+    let res: Awaited<ReturnType<Agent['request']>>;
+    let text: string;
+    try {
+      res = await this.agent.request({
+        origin: this.origin,
+        path,
+        method: request.method,
+        headers,
+        body: request.body ?? null,
+        headersTimeout: timeout,
+        bodyTimeout: timeout,
+      });
+      text = await res.body.text();
+    } catch (error) {
+      throw this.networkError(error);
+    }
+    const response: Response = { status: res.statusCode, statusText: res.statusText ?? '', headers: res.headers, text };
+    if (trace !== undefined) {
+      trace(`< HTTP/1.1 ${response.status} ${response.statusText}`.trimEnd());
+      for (const [name, value] of Object.entries(res.headers)) {
+        for (const v of Array.isArray(value) ? value : [value ?? '']) trace(`< ${name}: ${name === 'set-cookie' ? maskSetCookie(v) : v}`);
+      }
+      trace('<');
+    }
+    await this.storeCookies(url, res.headers['set-cookie']);
+    return response;
+  }
+
+  private async cookieHeader(url: string): Promise<string> {
+    const jar = await this.jar();
+    // The Cookie header depends on the path only through cookies' Path
+    // attributes; import sends 100,000 distinct paths, so while every cookie
+    // has Path=/ one header serves the whole origin.
+    this.pathSpecific ??= (await jar.serialize()).cookies.some((c) => typeof c.path === 'string' && c.path !== '/');
+    const key = this.pathSpecific ? url : '';
+    const now = Date.now();
+    if (this.cookieCache !== undefined && this.cookieCache.key === key && now - this.cookieCache.at < COOKIE_CACHE_MS) return this.cookieCache.value;
+    const value = await jar.getCookieString(url);
+    this.cookieCache = { key, value, at: now };
+    return value;
+  }
+
+  private async storeCookies(url: string, setCookie: string | string[] | undefined): Promise<void> {
+    if (setCookie === undefined) return;
+    const jar = await this.jar();
+    for (const line of Array.isArray(setCookie) ? setCookie : [setCookie]) {
+      // A cookie tough-cookie refuses (wrong domain, bad syntax) is skipped, as a browser would.
+      const stored = await jar.setCookie(line, url, { ignoreError: true });
+      if (stored !== undefined) this.jarChanged = true;
+    }
+    this.cookieCache = undefined;
+    this.pathSpecific = undefined;
+  }
+
+  private shouldRetry(method: Method, response: Response): boolean {
+    if (RETRYABLE_STATUS.has(response.status)) return true;
+    // 500 may be a passing fault; repeating is harmless only for idempotent methods.
+    if (response.status === 500) return IDEMPOTENT.has(method);
+    // Our own earlier attempt (timed out on our side) is still running on the server.
+    if (response.status === 409) return problemOf(response)?.type === IN_PROGRESS_TYPE;
+    return false;
+  }
+
+  private async pause(attempt: number, retryAfter: number | undefined, why: string): Promise<void> {
+    let delay: number;
+    if (retryAfter !== undefined) {
+      delay = retryAfter;
+    } else {
+      // Exponential backoff with jitter: half fixed, half random, so that
+      // clients that failed together do not retry together.
+      const ceiling = Math.min(BACKOFF_CAP_MS, BACKOFF_BASE_MS * 2 ** attempt);
+      delay = Math.round(ceiling / 2 + (Math.random() * ceiling) / 2);
+    }
+    this.options.trace?.(`* ${why}; retry ${attempt + 1} of ${this.options.retries} in ${delay} ms`);
+    await new Promise((resolve) => setTimeout(resolve, delay));
+  }
+
+  private networkError(error: unknown): NetworkError {
+    if (error instanceof NetworkError) return error;
+    const code = errorCode(error);
+    if (code === undefined || PROGRAMMING_CODES.has(code)) throw error;
+    const host = new URL(this.origin).host;
+    const seconds = this.options.timeoutMs / 1000;
+    switch (code) {
+      case 'ECONNREFUSED':
+        return new NetworkError(`cannot connect to ${this.origin}: connection refused`, code);
+      case 'ENOTFOUND':
+      case 'EAI_AGAIN':
+        return new NetworkError(`cannot resolve the host name in ${this.origin}`, code);
+      case 'UND_ERR_CONNECT_TIMEOUT':
+        return new NetworkError(`cannot connect to ${this.origin}: no connection within ${seconds} s`, code);
+      case 'UND_ERR_HEADERS_TIMEOUT':
+      case 'UND_ERR_BODY_TIMEOUT':
+      case 'ETIMEDOUT':
+        return new NetworkError(`${host} did not answer within ${seconds} s`, code);
+      case 'ECONNRESET':
+      case 'EPIPE':
+      case 'UND_ERR_SOCKET':
+        return new NetworkError(`the connection to ${host} was closed before the answer was complete`, code);
+      default:
+        return new NetworkError(`network error talking to ${host}: ${(error as Error).message} (${code})`, code);
+    }
+  }
+}
+
+/** A StatusError for a failed answer, with the problem's detail as its message. */
+export function statusError(response: Response): StatusError {
+  return new StatusError(response.status, detailOf(response));
+}
+
+/** The parsed problem document of an `application/problem+json` answer, if it is one. */
+export function problemOf(response: Response): Record<string, unknown> | undefined {
+  const type = single(response.headers['content-type'])?.split(';')[0]?.trim().toLowerCase();
+  if (type !== PROBLEM_CONTENT_TYPE) return undefined;
+  try {
+    const doc: unknown = JSON.parse(response.text);
+    return typeof doc === 'object' && doc !== null && !Array.isArray(doc) ? (doc as Record<string, unknown>) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The one line to show for a failed answer: the problem's `detail` (else
+ * its `title`), a JSON string body such as GET /'s "not authorized", or the
+ * status line.
+ */
+export function detailOf(response: Response): string {
+  const problem = problemOf(response);
+  for (const field of ['detail', 'title'] as const) {
+    const value = problem?.[field];
+    if (typeof value === 'string' && value.trim() !== '') return oneLine(value);
+  }
+  try {
+    const value: unknown = JSON.parse(response.text);
+    if (typeof value === 'string' && value.trim() !== '') return oneLine(value);
+  } catch {
+    // not JSON: fall through to the status line
+  }
+  return `the server answered ${response.status} ${response.statusText}`.trimEnd();
+}
+
+function oneLine(text: string): string {
+  return text.replace(/[\r\n]+/g, ' ').trim();
+}
+
+export function single(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value[0] : value;
+}
+
+function isRedirect(status: number): boolean {
+  return status === 301 || status === 302 || status === 307 || status === 308;
+}
+
+/** Retry-After (RFC 9110 section 10.2.3): delay-seconds or an HTTP-date; milliseconds from now. */
+export function retryAfterMs(value: string | string[] | undefined, now = Date.now()): number | undefined {
+  const text = single(value)?.trim();
+  if (text === undefined || text === '') return undefined;
+  if (/^\d+$/.test(text)) return Number(text) * 1000;
+  // An HTTP-date names its day and month in letters; Date.parse alone takes "-5" as a year.
+  if (!/^[A-Za-z]{3},? /.test(text)) return undefined;
+  const date = Date.parse(text);
+  if (Number.isNaN(date)) return undefined;
+  return Math.max(0, date - now);
+}
+
+/** The error code of a network failure; AggregateError (happy eyeballs) carries it on its members. */
+function errorCode(error: unknown): string | undefined {
+  if (typeof error !== 'object' || error === null) return undefined;
+  const e = error as { code?: unknown; errors?: unknown; cause?: unknown; name?: unknown };
+  if (typeof e.code === 'string') return e.code;
+  if (Array.isArray(e.errors)) for (const inner of e.errors) {
+    const code = errorCode(inner);
+    if (code !== undefined) return code;
+  }
+  if (e.cause !== undefined) return errorCode(e.cause);
+  if (e.name === 'TimeoutError') return 'ETIMEDOUT';
+  return undefined;
+}
+
+function maskRequestHeader(name: string, value: string): string {
+  const lower = name.toLowerCase();
+  if (lower === 'authorization') return /\s/.test(value) ? value.replace(/\s.*$/s, ' ***') : '***';
+  if (lower === 'cookie') return value.split(/;\s*/).map((pair) => pair.replace(/=.*$/, '=***')).join('; ');
+  return value;
+}
+
+/** `USER_TOKEN=abc; Path=/` → `USER_TOKEN=***; Path=/`: the attributes stay visible. */
+export function maskSetCookie(value: string): string {
+  return value.replace(/^([^=;]*)=[^;]*/, '$1=***');
+}

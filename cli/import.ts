@@ -1,0 +1,247 @@
+/**
+ * `usersctl import`: NDJSON in, one PUT per line with bounded concurrency,
+ * one NDJSON result per line out, in input order. Every line goes to a
+ * stable URI, so a re-run replaces instead of duplicating.
+ */
+import { open } from 'node:fs/promises';
+import { USERS_PATH, userPath } from '../shared/paths.js';
+import { isId, parseRef } from '../shared/user.js';
+import type { Context } from './context.js';
+import { CliError, EXIT, NetworkError, UsageError } from './errors.js';
+import { detailOf } from './http.js';
+import { readLines, type Line } from './streams.js';
+import { isUuid, uuidV5Generator } from './uuid.js';
+
+/**
+ * UUIDv5(NAMESPACE_URL, "tag:users-server,2026:usersctl/import"): the
+ * namespace of the default line-derived aliases. Fixed forever: changing it
+ * would make every re-run of an old file create duplicates.
+ */
+export const DEFAULT_IMPORT_NAMESPACE = '8e6f3a6f-2192-55ef-a51e-795616485cf6';
+export const DEFAULT_CONCURRENCY = 8;
+export const MAX_CONCURRENCY = 256;
+
+export interface ImportOptions {
+  file?: string;
+  concurrency: number;
+  aliasField?: string;
+  uuidNamespace?: string;
+}
+
+type Job = { kind: 'put'; path: string; body: Buffer } | { kind: 'result'; text: string };
+
+const PROGRESS_INTERVAL_MS = 100;
+const BAR_WIDTH = 24;
+/** Pause reading while this much output waits for a slow stdout. */
+const OUTPUT_HIGH_WATER = 1 << 20;
+
+export async function importUsers(ctx: Context, options: ImportOptions): Promise<number> {
+  if (options.aliasField !== undefined && options.uuidNamespace !== undefined) throw new UsageError('--alias-field and --uuid-namespace are alternatives: give one');
+  if (options.uuidNamespace !== undefined && !isUuid(options.uuidNamespace)) throw new UsageError(`--uuid-namespace must be a UUID, not ${JSON.stringify(options.uuidNamespace)}`);
+  const aliasOf = uuidV5Generator(options.uuidNamespace ?? DEFAULT_IMPORT_NAMESPACE);
+  // A jar that cannot be read fails the command once, not each line.
+  await ctx.client.jar();
+  const { input, size, close } = await openInput(ctx, options.file);
+  const headers = { accept: 'application/json', 'content-type': 'application/json' };
+
+  const stats = { lines: 0, ok: 0, created: 0, failed: 0, bytes: 0 };
+  const started = Date.now();
+  const progress = ctx.io.stderr.isTTY === true && !ctx.options.quiet && !ctx.options.verbose ? startProgress(ctx, stats, size, started) : undefined;
+
+  // Results wait here until every earlier line's result is out: stdout is in input order.
+  const done = new Map<number, string>();
+  let nextToPrint = 0;
+  let sequence = 0;
+  let inFlight = 0;
+  let stop: NetworkError | undefined;
+  let lastLine = 0;
+  const window = Math.max(256, options.concurrency * 32);
+  let wake: (() => void) | undefined;
+  let pending = '';
+  let flushing: Promise<void> | undefined;
+  let flushScheduled = false;
+
+  const drain = async () => {
+    try {
+      while (pending !== '') {
+        const text = pending;
+        pending = '';
+        await ctx.out.write(text);
+      }
+    } finally {
+      flushing = undefined;
+    }
+  };
+  // drain awaits before its finally runs, so `flushing` is set before it is cleared.
+  const flush = (): Promise<void> => {
+    if (flushing === undefined && pending !== '') flushing = drain();
+    return flushing ?? Promise.resolve();
+  };
+
+  const complete = (seq: number, text: string) => {
+    done.set(seq, text);
+    for (let line = done.get(nextToPrint); line !== undefined; line = done.get(nextToPrint)) {
+      done.delete(nextToPrint++);
+      pending += line + '\n';
+    }
+    // One write per turn of the event loop, not one per result.
+    if (!flushScheduled && pending !== '') {
+      flushScheduled = true;
+      setImmediate(() => {
+        flushScheduled = false;
+        void flush();
+      });
+    }
+    wake?.();
+  };
+
+  const put = async (seq: number, line: Line, path: string, body: Buffer) => {
+    let text: string;
+    try {
+      const response = await ctx.client.send({ method: 'PUT', path, headers, body });
+      if (response.status === 200 || response.status === 201) {
+        stats.ok++;
+        if (response.status === 201) stats.created++;
+        text = `{"line":${line.number},"ok":true,"user":${response.text === '' ? 'null' : response.text}}`;
+      } else {
+        stats.failed++;
+        text = failure(line.number, response.status, detailOf(response));
+      }
+    } catch (error) {
+      stats.failed++;
+      if (error instanceof NetworkError) stop ??= error;
+      text = failure(line.number, 0, error instanceof Error ? error.message : String(error));
+    } finally {
+      inFlight--;
+    }
+    complete(seq, text);
+  };
+
+  try {
+    for await (const line of readLines(input)) {
+      stats.bytes += line.bytes.length + 1;
+      if (stop !== undefined || ctx.out.closed) break;
+      lastLine = line.number;
+      const job = prepare(line, options.aliasField, aliasOf);
+      if (job === undefined) continue;
+      stats.lines++;
+      const seq = sequence++;
+      if (job.kind === 'result') {
+        stats.failed++;
+        complete(seq, job.text);
+        continue;
+      }
+      while (inFlight >= options.concurrency || seq - nextToPrint >= window) {
+        await new Promise<void>((resolve) => (wake = resolve));
+        wake = undefined;
+      }
+      if (pending.length > OUTPUT_HIGH_WATER) await flush();
+      inFlight++;
+      void put(seq, line, job.path, job.body);
+    }
+    while (inFlight > 0) {
+      await new Promise<void>((resolve) => (wake = resolve));
+      wake = undefined;
+    }
+    await flush();
+  } finally {
+    progress?.stop();
+    await close();
+  }
+
+  const seconds = ((Date.now() - started) / 1000).toFixed(1);
+  if (progress !== undefined) {
+    const failed = stats.failed === 0 ? '0 failed' : ctx.paint(`${stats.failed} failed`, '31');
+    ctx.io.stderr.write(
+      `usersctl: ${stats.lines} lines in ${seconds} s: ${stats.ok} ok (${stats.created} created, ${stats.ok - stats.created} replaced), ${failed}\n`,
+    );
+  }
+  if (stop !== undefined) throw new CliError(`${stop.message}; import stopped after line ${lastLine}`, EXIT.network);
+  if (stats.failed > 0) {
+    if (progress === undefined) ctx.fail(`${stats.failed} of ${stats.lines} lines failed; their results on stdout say why`);
+    return EXIT.partialImport;
+  }
+  return EXIT.ok;
+}
+
+/** What to do with one input line: a PUT, an immediate failure, or nothing (blank). */
+function prepare(line: Line, aliasField: string | undefined, aliasOf: (name: Uint8Array) => string): Job | undefined {
+  const text = line.bytes.toString('utf8');
+  if (text.trim() === '') return undefined;
+  let user: unknown;
+  try {
+    user = JSON.parse(text);
+  } catch (error) {
+    return { kind: 'result', text: failure(line.number, 0, `invalid JSON: ${(error as Error).message}`) };
+  }
+  if (typeof user !== 'object' || user === null || Array.isArray(user)) {
+    return { kind: 'result', text: failure(line.number, 0, 'a line must be a JSON object') };
+  }
+  const record = user as Record<string, unknown>;
+  let path: string;
+  if (isId(record.id)) {
+    // The user already has an id: PUT replaces it (or creates it under a live reservation).
+    path = userPath(record.id);
+  } else if (aliasField !== undefined) {
+    const alias = record[aliasField];
+    if (typeof alias !== 'string' || parseRef(alias).kind !== 'alias') {
+      return { kind: 'result', text: failure(line.number, 0, `field "${aliasField}" must be an alias: 1 to 200 of A-Z a-z 0-9 . _ ~ - with a non-digit`) };
+    }
+    path = `${USERS_PATH}/${alias}`;
+  } else {
+    // The line's own bytes name it: the same line always PUTs to the same alias.
+    path = `${USERS_PATH}/${aliasOf(line.bytes)}`;
+  }
+  return { kind: 'put', path, body: line.bytes };
+}
+
+function failure(line: number, status: number, error: string): string {
+  return JSON.stringify({ line, ok: false, status, error });
+}
+
+async function openInput(ctx: Context, file: string | undefined): Promise<{ input: AsyncIterable<Buffer | string>; size: number | undefined; close: () => Promise<void> }> {
+  if (file === undefined || file === '-') {
+    if (ctx.io.stdin.isTTY === true) ctx.info('reading NDJSON from the terminal; end with Ctrl-D (or give -f FILE)');
+    return { input: ctx.io.stdin as AsyncIterable<Buffer | string>, size: undefined, close: async () => {} };
+  }
+  let handle;
+  try {
+    handle = await open(file, 'r');
+  } catch (error) {
+    throw new UsageError(`cannot read ${file}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
+  }
+  const stat = await handle.stat();
+  const stream = handle.createReadStream({ highWaterMark: 256 * 1024, autoClose: false });
+  return {
+    input: stream,
+    size: stat.isFile() ? stat.size : undefined,
+    close: async () => {
+      stream.destroy();
+      await handle.close();
+    },
+  };
+}
+
+/** A one-line progress bar on the terminal, redrawn every 100 ms. */
+function startProgress(ctx: Context, stats: { lines: number; failed: number; bytes: number }, size: number | undefined, started: number) {
+  const draw = () => {
+    const seconds = (Date.now() - started) / 1000;
+    const rate = seconds > 0 ? Math.round(stats.lines / seconds) : 0;
+    let bar = '';
+    if (size !== undefined && size > 0) {
+      const fraction = Math.min(1, stats.bytes / size);
+      const filled = Math.round(fraction * BAR_WIDTH);
+      bar = `[${'#'.repeat(filled)}${'-'.repeat(BAR_WIDTH - filled)}] ${String(Math.floor(fraction * 100)).padStart(3)}% `;
+    }
+    const failed = stats.failed === 0 ? '' : `, ${ctx.paint(`${stats.failed} failed`, '31')}`;
+    ctx.io.stderr.write(`\r\x1b[2K${bar}${stats.lines} lines${failed}, ${rate}/s`);
+  };
+  const timer = setInterval(draw, PROGRESS_INTERVAL_MS);
+  timer.unref();
+  return {
+    stop() {
+      clearInterval(timer);
+      ctx.io.stderr.write('\r\x1b[2K');
+    },
+  };
+}

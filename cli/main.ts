@@ -1,0 +1,307 @@
+/**
+ * usersctl: the command-line client of users-server. `run` parses the
+ * command line with commander, runs one command, and is the one place that
+ * turns an error into an exit code and one line on stderr.
+ */
+import { readFileSync } from 'node:fs';
+import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
+import * as session from './commands/session.js';
+import * as users from './commands/users.js';
+import { Context, DEFAULT_RETRIES, DEFAULT_TIMEOUT_SECONDS, DEFAULT_URL, errorPrefix, resolveGlobals, type GlobalFlags, type Io } from './context.js';
+import { CliError, EXIT } from './errors.js';
+import { DEFAULT_CONCURRENCY, DEFAULT_IMPORT_NAMESPACE, MAX_CONCURRENCY, importUsers } from './import.js';
+
+export type { Io } from './context.js';
+export { EXIT } from './errors.js';
+
+const HELP_AFTER = `
+Environment:
+  USERSCTL_URL         server base URL (--url wins)
+  USERSCTL_COOKIE_JAR  cookie jar file (--cookie-jar wins); default
+                       $XDG_STATE_HOME/usersctl/cookies.txt, XDG_STATE_HOME
+                       defaulting to ~/.local/state
+  NO_COLOR             no colour on stderr (colour only on a terminal anyway)
+
+Exit codes:
+  0  ok
+  1  unexpected error
+  2  usage: bad flags, arguments or input
+  3  not found (404)
+  4  not authorized or forbidden (401, 403)
+  5  conflict or other client error (409, 410, 412, 422, ...)
+  6  server error (5xx) after retries
+  7  network: cannot connect, DNS, timeout
+  8  import: some lines failed
+
+Examples:
+  printf '%s\\n' "$PASSWORD" | usersctl login --password-stdin
+  usersctl put alice --name 'Alice Liddell'
+  usersctl get alice | jq -r .id
+  usersctl list | jq -r 'select(.name | test("^A")) | .id' | usersctl get -
+  usersctl put alice --name Alice --if-match "$(usersctl get --etag alice)"
+  usersctl export > users.ndjson && usersctl import -f users.ndjson > results.ndjson
+  usersctl import --alias-field email < people.ndjson | jq -c 'select(.ok | not)'
+`;
+
+/** argv without node and the script (process.argv.slice(2)); resolves to the exit code; never throws. */
+export async function run(argv: readonly string[], io: Partial<Io> = {}): Promise<number> {
+  const fullIo: Io = {
+    stdout: io.stdout ?? process.stdout,
+    stderr: io.stderr ?? process.stderr,
+    stdin: io.stdin ?? process.stdin,
+    env: io.env ?? process.env,
+  };
+  ignoreClosedPipe(fullIo.stdout);
+  ignoreClosedPipe(fullIo.stderr);
+  const color = fullIo.stderr.isTTY === true && (fullIo.env.NO_COLOR === undefined || fullIo.env.NO_COLOR === '');
+  let exitCode: number = EXIT.ok;
+  try {
+    if (!hasCommand(argv)) throw new CliError('missing command; see usersctl --help', EXIT.usage);
+    const program = buildProgram(fullIo, (code) => (exitCode = code));
+    await program.parseAsync([...argv], { from: 'user' });
+    return exitCode;
+  } catch (error) {
+    try {
+      const { message, code } = describe(error);
+      if (message !== undefined) fullIo.stderr.write(`${errorPrefix(color)} ${message}\n`);
+      return code;
+    } catch {
+      return EXIT.unexpected;
+    }
+  }
+}
+
+const guarded = new WeakSet<object>();
+
+/**
+ * `usersctl --help | head` closes the pipe early: that is the reader's
+ * choice, not an error to report, and without a listener node would throw
+ * it as an uncaught 'error' event.
+ */
+function ignoreClosedPipe(stream: object): void {
+  const emitter = stream as Partial<NodeJS.EventEmitter>;
+  if (typeof emitter.on !== 'function' || guarded.has(stream)) return;
+  guarded.add(stream);
+  emitter.on('error', (error: NodeJS.ErrnoException) => {
+    if (error.code !== 'EPIPE') throw error;
+  });
+}
+
+/** The message line and exit code for anything a command threw. */
+function describe(error: unknown): { message: string | undefined; code: number } {
+  if (error instanceof CommanderError) {
+    // --help, `help <command>` and --version printed what they print: success.
+    if (error.code === 'commander.helpDisplayed' || error.code === 'commander.version') return { message: undefined, code: EXIT.ok };
+    // Help shown by commander itself; on stderr (exit code 1 in commander's terms) it answered a usage error.
+    if (error.code === 'commander.help') return { message: undefined, code: error.exitCode === 0 ? EXIT.ok : EXIT.usage };
+    return { message: error.message.replace(/^error: /, ''), code: EXIT.usage };
+  }
+  if (error instanceof CliError) return { message: error.message, code: error.exitCode };
+  // A bug or an environment failure (disk full writing the jar, ...): the message, never the stack.
+  const message = error instanceof Error ? error.message : String(error);
+  const code = (error as NodeJS.ErrnoException | undefined)?.code;
+  return { message: `unexpected error: ${message}${code !== undefined && !message.includes(code) ? ` (${code})` : ''}`, code: EXIT.unexpected };
+}
+
+/** Global options that take a value, and those that do not: hasCommand steps over them. */
+const VALUE_OPTIONS = new Set(['--url', '--cookie-jar', '--timeout', '--retries']);
+const FLAG_OPTIONS = new Set(['--json', '-q', '--quiet', '-v', '--verbose']);
+
+/**
+ * False when argv holds only global options and no command word: a usage
+ * error in one line instead of commander's whole help on stderr. Anything
+ * else (an unknown option too) is left to commander.
+ */
+function hasCommand(argv: readonly string[]): boolean {
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (VALUE_OPTIONS.has(arg)) i++;
+    else if (!FLAG_OPTIONS.has(arg) && !VALUE_OPTIONS.has(arg.split('=')[0]!)) return true;
+  }
+  return false;
+}
+
+function version(): string {
+  // cli/main.ts runs from the source tree (tests) and from dist/cli/main.js.
+  for (const relative of ['../package.json', '../../package.json']) {
+    try {
+      const pkg = JSON.parse(readFileSync(new URL(relative, import.meta.url), 'utf8')) as { name?: string; version?: string };
+      if (pkg.name === 'users-server' && typeof pkg.version === 'string') return pkg.version;
+    } catch {
+      // try the next candidate
+    }
+  }
+  return 'unknown';
+}
+
+function integer(name: string, min: number, max: number) {
+  return (value: string): number => {
+    const n = /^\d+$/.test(value) ? Number(value) : NaN;
+    if (!Number.isSafeInteger(n) || n < min || n > max) throw new InvalidArgumentError(`${name} must be an integer from ${min} to ${max}.`);
+    return n;
+  };
+}
+
+function seconds(value: string): number {
+  const n = /^\d+(\.\d+)?$/.test(value) ? Number(value) : NaN;
+  if (!(n > 0) || n > 86_400) throw new InvalidArgumentError('the timeout must be a number of seconds above 0 (at most 86400).');
+  return n;
+}
+
+function buildProgram(io: Io, setExitCode: (code: number) => void): Command {
+  const program = new Command('usersctl');
+  program
+    .description('Script users-server from a shell: sessions, users, bulk import and export.')
+    .exitOverride()
+    .configureOutput({
+      writeOut: (text) => io.stdout.write(text),
+      writeErr: (text) => io.stderr.write(text),
+      // run() prints the one error line itself.
+      outputError: () => {},
+      getOutHelpWidth: () => 100,
+      getErrHelpWidth: () => 100,
+      getOutHasColors: () => false,
+      getErrHasColors: () => false,
+    })
+    .option('--url <url>', `server base URL (env USERSCTL_URL, default ${DEFAULT_URL})`)
+    .option('--cookie-jar <file>', 'Netscape cookie file holding the session (env USERSCTL_COOKIE_JAR)')
+    .option('--json', 'machine output: the server JSON unchanged, several results as NDJSON')
+    .option('--timeout <seconds>', `connect and response timeout (default ${DEFAULT_TIMEOUT_SECONDS})`, seconds)
+    .option('--retries <n>', `retries where safe, with backoff (default ${DEFAULT_RETRIES})`, integer('--retries', 0, 100))
+    .option('-q, --quiet', 'no messages on stderr except errors')
+    .option('-v, --verbose', 'print the HTTP exchange on stderr, secrets masked')
+    .version(version(), '--version', 'print the version')
+    .helpOption('-h, --help', 'show help')
+    .helpCommand('help [command]', 'show help for a command')
+    .addHelpText('after', HELP_AFTER)
+    .showSuggestionAfterError(true);
+
+  /** Wraps a command: globals resolved, a Context made and closed (the jar saved) whatever happens. */
+  const action =
+    <A extends unknown[]>(body: (ctx: Context, ...args: A) => Promise<number | void>) =>
+    async (...args: A) => {
+      const command = args[args.length - 1] as Command;
+      const ctx = new Context(io, resolveGlobals(command.optsWithGlobals<GlobalFlags>(), io.env));
+      let failed = true;
+      try {
+        setExitCode((await body(ctx, ...args)) ?? EXIT.ok);
+        failed = false;
+      } finally {
+        // A failed close must not hide the command's own error.
+        if (failed) await ctx.close().catch(() => {});
+        else await ctx.close();
+      }
+    };
+
+  program
+    .command('login')
+    .description('log in (POST /login) and keep the session cookie in the jar')
+    .option('--user <name>', 'account name', 'admin')
+    .option('--password-stdin', 'read the password from the first line of stdin')
+    .addHelpText('after', '\nWithout --password-stdin the password is asked on the terminal, without echo.\nExample:\n  usersctl login --user admin --password-stdin < ~/.users-password\n')
+    .action(action((ctx, options: session.LoginOptions) => session.login(ctx, options)));
+
+  program
+    .command('logout')
+    .description('end the session on the server and drop it from the jar')
+    .action(action((ctx) => session.logout(ctx)));
+
+  program
+    .command('status')
+    .description('print OK when the session is valid (exit 0), else "not authorized" (exit 4)')
+    .addHelpText('after', '\nExample:\n  usersctl status -q || usersctl login --password-stdin < ~/.users-password\n')
+    .action(action((ctx) => session.status(ctx)));
+
+  program
+    .command('get')
+    .description('print users (ids or aliases; - reads refs from stdin, one a line), one JSON per line')
+    .argument('<ref...>', 'user ids or aliases, or - for stdin')
+    .option('--etag', 'print the ETag instead of the user (for put/delete --if-match)')
+    .addHelpText('after', '\nExample:\n  usersctl list | jq -r .id | usersctl get -\n')
+    .action(action((ctx, refs: string[], options: users.GetOptions) => users.get(ctx, refs, options)));
+
+  program
+    .command('put')
+    .description('create or replace a user (PUT /users/<ref>)')
+    .argument('<ref>', 'user id or alias')
+    .option('--name <name>', 'the name (with -f: replaces the name in the file)')
+    .option('-f, --file <file>', 'the user as a JSON object, - for stdin')
+    .option('--if-match <etag>', 'only if the user still has this ETag (else exit 5)')
+    .option('--create-only', 'only if the user does not exist yet (If-None-Match: *)')
+    .addHelpText('after', '\nExample:\n  jq -n \'{name: "Alice", email: "alice@example.com"}\' | usersctl put alice -f -\n')
+    .action(action((ctx, ref: string, options: users.PutOptions) => users.put(ctx, ref, options)));
+
+  program
+    .command('delete')
+    .description('delete a user')
+    .argument('<ref>', 'user id or alias')
+    .option('--if-match <etag>', 'only if the user still has this ETag')
+    .action(action((ctx, ref: string, options: users.DeleteOptions) => users.remove(ctx, ref, options)));
+
+  program
+    .command('list')
+    .description('every user, as NDJSON, following the pages to the end')
+    .option('--limit <n>', `users per page (default ${users.DEFAULT_PAGE_SIZE})`, integer('--limit', 1, users.MAX_PAGE_SIZE), users.DEFAULT_PAGE_SIZE)
+    .addHelpText('after', '\nExample:\n  usersctl list | jq -r .name | sort | uniq -c\n')
+    .action(action((ctx, options: { limit: number }) => users.list(ctx, options.limit)));
+
+  program
+    .command('export')
+    .description('all users as NDJSON (the input format of import)')
+    .addHelpText('after', '\nExample:\n  usersctl export | gzip > users-$(date +%F).ndjson.gz\n')
+    .action(action((ctx) => users.list(ctx, users.MAX_PAGE_SIZE)));
+
+  program
+    .command('reserve')
+    .description('reserve an id; prints "<id><TAB><expiresAt>" (--json: the server JSON)')
+    .addHelpText('after', '\nExample:\n  id=$(usersctl reserve | cut -f1) && usersctl put "$id" --name Bob\n')
+    .action(action((ctx) => users.reserve(ctx)));
+
+  program
+    .command('create')
+    .description('create a user, safe to retry: under a fresh UUID alias, or under a reserved id')
+    .option('--name <name>', 'the name')
+    .option('-f, --file <file>', 'the user as a JSON object, - for stdin')
+    .addOption(new Option('--mode <mode>', 'uuid: PUT /users/<new UUID>; reserve: POST /reservations, then PUT /users/<id>').choices(['uuid', 'reserve']).default('uuid'))
+    .addHelpText('after', '\nExample:\n  usersctl create --name Carol --mode reserve | jq .id\n')
+    .action(action((ctx, options: users.CreateOptions) => users.create(ctx, options)));
+
+  program
+    .command('new')
+    .description('create a user with POST /users/new and an automatic Idempotency-Key')
+    .option('--name <name>', 'the name')
+    .option('-f, --file <file>', 'the user as a JSON object, - for stdin')
+    .addHelpText('after', '\nExample:\n  usersctl new --name Dave | jq .id\n')
+    .action(action((ctx, options: users.BodyOptions) => users.createNew(ctx, options)));
+
+  program
+    .command('mv')
+    .description('move a user to a new id (the server needs --allow-id-change)')
+    .argument('<ref>', 'user id or alias')
+    .argument('<new-id>', 'an id never issued before')
+    .addHelpText('after', '\nExample:\n  usersctl mv alice 5000\n')
+    .action(action((ctx, ref: string, newId: string) => users.move(ctx, ref, newId)));
+
+  program
+    .command('import')
+    .description('create or replace users from NDJSON; one NDJSON result per input line, in input order')
+    .option('-f, --file <file>', 'NDJSON input, - for stdin (default: stdin)')
+    .option('--concurrency <n>', `requests in flight (default ${DEFAULT_CONCURRENCY})`, integer('--concurrency', 1, MAX_CONCURRENCY), DEFAULT_CONCURRENCY)
+    .option('--alias-field <field>', 'PUT each line to /users/<value of this field>')
+    .option('--uuid-namespace <uuid>', 'PUT each line to /users/<UUIDv5(namespace, line)>')
+    .addHelpText(
+      'after',
+      `
+A line with a numeric "id" is PUT to /users/<id>. Otherwise the alias comes from
+--alias-field, else from UUIDv5 of the line's bytes (namespace --uuid-namespace,
+default ${DEFAULT_IMPORT_NAMESPACE}), so a re-run creates no duplicates.
+Exit 8 when some lines failed.
+
+Example:
+  usersctl import -f users.ndjson | jq -c 'select(.ok | not)'
+`,
+    )
+    .action(action((ctx, options: { file?: string; concurrency: number; aliasField?: string; uuidNamespace?: string }) => importUsers(ctx, options)));
+
+  return program;
+}

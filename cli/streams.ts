@@ -1,0 +1,153 @@
+/**
+ * Reading input and writing output for usersctl: stdout with backpressure
+ * and a quiet stop when its reader goes away (`usersctl list | head`), line
+ * readers that keep each line's exact bytes, and the no-echo password prompt.
+ */
+import { StringDecoder } from 'node:string_decoder';
+import { CliError, EXIT } from './errors.js';
+
+export interface Writable {
+  write(chunk: string): unknown;
+  isTTY?: boolean;
+}
+
+interface EventfulWritable extends Writable {
+  once(event: string, listener: (...args: unknown[]) => void): unknown;
+  on(event: string, listener: (...args: unknown[]) => void): unknown;
+  off(event: string, listener: (...args: unknown[]) => void): unknown;
+}
+
+function isEventful(stream: Writable): stream is EventfulWritable {
+  const s = stream as Partial<EventfulWritable>;
+  return typeof s.once === 'function' && typeof s.on === 'function' && typeof s.off === 'function';
+}
+
+/** stdout for data: waits for 'drain', and stops quietly once the reader has closed the pipe. */
+export class Output {
+  /** True once the reader is gone (EPIPE): commands stop producing. */
+  closed = false;
+  private readonly onError = (error: unknown) => {
+    if ((error as NodeJS.ErrnoException).code === 'EPIPE') this.closed = true;
+  };
+
+  constructor(private readonly stream: Writable) {
+    if (isEventful(stream)) stream.on('error', this.onError);
+  }
+
+  async write(text: string): Promise<void> {
+    if (this.closed || text === '') return;
+    const flushed = this.stream.write(text);
+    if (flushed !== false || !isEventful(this.stream)) return;
+    const stream = this.stream;
+    await new Promise<void>((resolve) => {
+      const done = () => {
+        stream.off('drain', done);
+        stream.off('close', done);
+        stream.off('error', done);
+        resolve();
+      };
+      stream.on('drain', done);
+      stream.on('close', done);
+      stream.on('error', done);
+    });
+  }
+
+  dispose(): void {
+    // After EPIPE, writes still queued may fail too: keep the listener so
+    // they do not become an uncaught 'error' event.
+    if (isEventful(this.stream) && !this.closed) this.stream.off('error', this.onError);
+  }
+}
+
+export interface Line {
+  /** 1-based physical line number. */
+  number: number;
+  /** The line's bytes without its line ending (LF or CRLF). */
+  bytes: Buffer;
+}
+
+/**
+ * The lines of a byte stream, as they arrive: one chunk is held at a time,
+ * so a file of any size streams in bounded memory. A last line without a
+ * line ending still counts.
+ */
+export async function* readLines(input: AsyncIterable<Buffer | string>): AsyncGenerator<Line> {
+  let rest: Buffer = Buffer.alloc(0);
+  let number = 0;
+  for await (const chunk of input) {
+    const data = typeof chunk === 'string' ? Buffer.from(chunk, 'utf8') : chunk;
+    const buffer = rest.length === 0 ? data : Buffer.concat([rest, data]);
+    let start = 0;
+    for (let end = buffer.indexOf(0x0a, start); end !== -1; end = buffer.indexOf(0x0a, start)) {
+      number++;
+      yield { number, bytes: stripCr(buffer.subarray(start, end)) };
+      start = end + 1;
+    }
+    // Copy the tail: a subarray would keep the whole chunk alive.
+    rest = Buffer.from(buffer.subarray(start));
+  }
+  if (rest.length > 0) yield { number: number + 1, bytes: stripCr(rest) };
+}
+
+function stripCr(line: Buffer): Buffer {
+  return line.length > 0 && line[line.length - 1] === 0x0d ? line.subarray(0, line.length - 1) : line;
+}
+
+/** The whole stream as UTF-8 text. */
+export async function readAll(input: AsyncIterable<Buffer | string>): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of input) chunks.push(typeof chunk === 'string' ? Buffer.from(chunk, 'utf8') : chunk);
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+/** The first line of the stream (without its ending), or undefined when it is empty. */
+export async function readFirstLine(input: AsyncIterable<Buffer | string>): Promise<string | undefined> {
+  for await (const line of readLines(input)) return line.bytes.toString('utf8');
+  return undefined;
+}
+
+export interface TtyInput {
+  isTTY?: boolean;
+  setRawMode?(mode: boolean): unknown;
+  isRaw?: boolean;
+  on(event: 'data', listener: (chunk: Buffer | string) => void): unknown;
+  off(event: 'data', listener: (chunk: Buffer | string) => void): unknown;
+  resume(): unknown;
+  pause(): unknown;
+}
+
+/**
+ * Asks for a secret on a terminal without echoing it: raw mode, so the
+ * terminal prints nothing, and the line is edited here (backspace, Ctrl-U).
+ * Ctrl-C and Ctrl-D cancel.
+ */
+export function promptHidden(input: TtyInput, output: Writable, prompt: string): Promise<string> {
+  if (typeof input.setRawMode !== 'function') return Promise.reject(new CliError('stdin is a terminal but cannot be put in raw mode', EXIT.unexpected));
+  const wasRaw = input.isRaw === true;
+  input.setRawMode(true);
+  output.write(prompt);
+  const decoder = new StringDecoder('utf8');
+  return new Promise((resolve, reject) => {
+    let chars: string[] = [];
+    const finish = (error?: Error) => {
+      input.off('data', onData);
+      input.setRawMode?.(wasRaw);
+      input.pause();
+      output.write('\n');
+      if (error) reject(error);
+      else resolve(chars.join(''));
+    };
+    const onData = (chunk: Buffer | string) => {
+      const text = typeof chunk === 'string' ? chunk : decoder.write(chunk);
+      for (const ch of text) {
+        if (ch === '\r' || ch === '\n') return finish();
+        if (ch === '\u0003' || (ch === '\u0004' && chars.length === 0)) return finish(new CliError('login cancelled', EXIT.unexpected));
+        if (ch === '\u007f' || ch === '\b') chars.pop();
+        else if (ch === '\u0015') chars = [];
+        else if (ch >= ' ') chars.push(ch);
+      }
+    };
+    input.on('data', onData);
+    input.resume();
+  });
+}

@@ -1,0 +1,196 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { EXIT } from '../cli/main.js';
+import { maskSetCookie, retryAfterMs } from '../cli/http.js';
+import { tempDir } from './helpers.js';
+import { closedPortUrl, lines, sendJsonText, sendProblem, startStub, usersctl, type RunOptions } from './cli-helpers.js';
+
+// The HTTP client against stub servers: retries only where safe, Retry-After,
+// exit codes 6 and 7, timeouts, keep-alive.
+
+function runAt(t: import('node:test').TestContext, url: string) {
+  const home = tempDir(t, 'usersctl-home-');
+  return (args: readonly string[], options: RunOptions = {}) => usersctl(['--url', url, ...args], { ...options, env: { HOME: home, XDG_STATE_HOME: home, ...options.env } });
+}
+
+const USER = '{"name":"Alice","id":1}';
+
+test('a GET answered 503 is retried and succeeds on the next attempt', async (t) => {
+  const stub = await startStub(t, (_req, res, n) => (n === 0 ? sendProblem(res, 503, 'busy', { 'retry-after': '0' }) : sendJsonText(res, 200, USER)));
+  const result = await runAt(t, stub.url)(['get', 'alice']);
+  assert.deepEqual(result, { code: EXIT.ok, stdout: USER + '\n', stderr: '' });
+  assert.equal(stub.requests.length, 2);
+});
+
+test('a server error that outlasts the retries exits 6 with the server\'s detail, after 1 + --retries attempts', async (t) => {
+  const stub = await startStub(t, (_req, res) => sendProblem(res, 503, 'The store is down for maintenance.', { 'retry-after': '0' }));
+  const result = await runAt(t, stub.url)(['--retries', '2', 'get', 'alice']);
+  assert.equal(result.code, EXIT.server);
+  assert.deepEqual(lines(result.stderr), ['usersctl: The store is down for maintenance.']);
+  assert.equal(stub.requests.length, 3);
+});
+
+test('--retries 0 makes exactly one attempt', async (t) => {
+  const stub = await startStub(t, (_req, res) => sendProblem(res, 502, 'bad gateway'));
+  const result = await runAt(t, stub.url)(['--retries', '0', 'get', 'alice']);
+  assert.equal(result.code, EXIT.server);
+  assert.equal(stub.requests.length, 1);
+});
+
+const retryCases: Array<{ name: string; status: number; args: string[]; method: string; retried: boolean }> = [
+  { name: 'GET on 500', status: 500, args: ['get', 'a'], method: 'GET', retried: true },
+  { name: 'PUT on 500', status: 500, args: ['put', 'a', '--name', 'A'], method: 'PUT', retried: true },
+  { name: 'DELETE on 504', status: 504, args: ['delete', 'a'], method: 'DELETE', retried: true },
+  { name: 'GET on 408', status: 408, args: ['get', 'a'], method: 'GET', retried: true },
+  { name: 'GET on 429', status: 429, args: ['get', 'a'], method: 'GET', retried: true },
+  { name: 'POST with an Idempotency-Key on 503', status: 503, args: ['new', '--name', 'A'], method: 'POST', retried: true },
+  { name: 'POST with an Idempotency-Key on 500', status: 500, args: ['new', '--name', 'A'], method: 'POST', retried: false },
+  { name: 'a bare POST (login) on 503', status: 503, args: ['login', '--password-stdin'], method: 'POST', retried: false },
+  { name: 'a bare POST (logout) on 502', status: 502, args: ['logout'], method: 'POST', retried: false },
+  { name: 'GET on 501', status: 501, args: ['get', 'a'], method: 'GET', retried: false },
+  { name: 'PUT on 409', status: 409, args: ['put', 'a', '--name', 'A'], method: 'PUT', retried: false },
+];
+
+for (const c of retryCases) {
+  test(`retry policy: ${c.name} is ${c.retried ? '' : 'not '}retried`, async (t) => {
+    const stub = await startStub(t, (_req, res) => sendProblem(res, c.status, `status ${c.status}`, { 'retry-after': '0' }));
+    const result = await runAt(t, stub.url)(['--retries', '2', ...c.args], { stdin: 'pw\n' });
+    assert.equal(stub.requests.length, c.retried ? 3 : 1, result.stderr);
+    assert.ok(stub.requests.every((r) => r.method === c.method));
+    assert.equal(result.code, c.status >= 500 ? EXIT.server : EXIT.conflict);
+  });
+}
+
+test('every retry of new sends the same Idempotency-Key, and a later new sends another', async (t) => {
+  const stub = await startStub(t, (_req, res, n) => (n < 2 ? sendProblem(res, 503, 'busy', { 'retry-after': '0' }) : sendJsonText(res, 201, USER)));
+  const run = runAt(t, stub.url);
+  assert.equal((await run(['new', '--name', 'Alice'])).code, EXIT.ok);
+  assert.equal((await run(['new', '--name', 'Alice'])).code, EXIT.ok);
+  const keys = stub.requests.map((r) => r.headers['idempotency-key']);
+  assert.equal(keys.length, 4);
+  assert.ok(typeof keys[0] === 'string' && keys[0] !== '');
+  assert.equal(keys[1], keys[0]);
+  assert.equal(keys[2], keys[0]);
+  assert.notEqual(keys[3], keys[0]);
+});
+
+test('a 409 "idempotency request in progress" is retried: the earlier attempt is still running', async (t) => {
+  const stub = await startStub(t, (_req, res, n) => {
+    if (n > 0) return sendJsonText(res, 201, USER);
+    const body = JSON.stringify({ type: 'tag:users-server,2026:problem/idempotency-in-progress', title: 't', status: 409, detail: 'in progress' });
+    res.writeHead(409, { 'content-type': 'application/problem+json', 'retry-after': '0' });
+    res.end(body);
+  });
+  const result = await runAt(t, stub.url)(['new', '--name', 'Alice']);
+  assert.equal(result.code, EXIT.ok, result.stderr);
+  assert.equal(stub.requests.length, 2);
+});
+
+test('Retry-After is honoured: -v shows the wait it asked for instead of the backoff', async (t) => {
+  const stub = await startStub(t, (_req, res, n) => (n === 0 ? sendProblem(res, 429, 'slow down', { 'retry-after': '1' }) : sendJsonText(res, 200, USER)));
+  const result = await runAt(t, stub.url)(['-v', 'get', 'alice']);
+  assert.equal(result.code, EXIT.ok);
+  assert.match(result.stderr, /^\* 429 Too Many Requests; retry 1 of 3 in 1000 ms$/m);
+});
+
+test('a Retry-After beyond 30 s is not waited for: the failure is reported at once', async (t) => {
+  const stub = await startStub(t, (_req, res) => sendProblem(res, 503, 'Too many live reservations.', { 'retry-after': '3600' }));
+  const result = await runAt(t, stub.url)(['reserve']);
+  assert.equal(result.code, EXIT.server);
+  assert.deepEqual(lines(result.stderr), ['usersctl: Too many live reservations.']);
+  assert.equal(stub.requests.length, 1);
+});
+
+test('Retry-After: delay-seconds and HTTP-date both give milliseconds; garbage gives none', () => {
+  const now = Date.parse('2026-01-01T00:00:00Z');
+  assert.equal(retryAfterMs('7', now), 7000);
+  assert.equal(retryAfterMs('0', now), 0);
+  assert.equal(retryAfterMs('Thu, 01 Jan 2026 00:00:03 GMT', now), 3000);
+  assert.equal(retryAfterMs('Wed, 31 Dec 2025 23:00:00 GMT', now), 0);
+  assert.equal(retryAfterMs('soon', now), undefined);
+  assert.equal(retryAfterMs('-5', now), undefined);
+  assert.equal(retryAfterMs(undefined, now), undefined);
+});
+
+test('Set-Cookie masking keeps the name and attributes and hides only the value', () => {
+  assert.equal(maskSetCookie('USER_TOKEN=abc.def; Path=/; HttpOnly'), 'USER_TOKEN=***; Path=/; HttpOnly');
+  assert.equal(maskSetCookie('USER_TOKEN=; Max-Age=0'), 'USER_TOKEN=***; Max-Age=0');
+});
+
+test('connection refused exits 7 with one line naming the URL', async (t) => {
+  const url = await closedPortUrl();
+  const result = await runAt(t, url)(['--retries', '0', 'get', 'alice']);
+  assert.equal(result.code, EXIT.network);
+  assert.deepEqual(lines(result.stderr), [`usersctl: cannot connect to ${url}: connection refused`]);
+});
+
+test('a bare POST is retried when the connection was refused: the request never left', async (t) => {
+  const url = await closedPortUrl();
+  const result = await runAt(t, url)(['-v', '--retries', '2', 'login', '--password-stdin'], { stdin: 'pw' });
+  assert.equal(result.code, EXIT.network);
+  assert.equal(result.stderr.match(/^\* cannot connect .*; retry \d of 2 in \d+ ms$/gm)?.length, 2, result.stderr);
+});
+
+test('a server that does not answer within --timeout exits 7', async (t) => {
+  const stub = await startStub(t, () => {}); // never answers
+  const result = await runAt(t, stub.url)(['--timeout', '0.2', '--retries', '0', 'get', 'alice']);
+  assert.equal(result.code, EXIT.network);
+  assert.deepEqual(lines(result.stderr), [`usersctl: ${new URL(stub.url).host} did not answer within 0.2 s`]);
+});
+
+test('a bare POST that timed out is not retried: it may have reached the server', async (t) => {
+  const stub = await startStub(t, () => {});
+  const result = await runAt(t, stub.url)(['--timeout', '0.2', '--retries', '3', 'login', '--password-stdin'], { stdin: 'pw' });
+  assert.equal(result.code, EXIT.network);
+  assert.equal(stub.requests.length, 1);
+});
+
+test('a PUT that timed out is retried: repeating it is harmless', async (t) => {
+  const stub = await startStub(t, (_req, res, n) => (n === 0 ? undefined : sendJsonText(res, 200, USER)));
+  const result = await runAt(t, stub.url)(['--timeout', '0.2', 'put', 'alice', '--name', 'Alice']);
+  assert.equal(result.code, EXIT.ok, result.stderr);
+  assert.equal(stub.requests.length, 2);
+});
+
+test('keep-alive connections are reused across a run: every response body is consumed', async (t) => {
+  // Ten pages: a body left unread would pin its connection, forcing a new one per page.
+  const page = (n: number) => JSON.stringify({ items: [{ name: `U${n}`, id: n + 1 }], next: n < 9 ? `/users?after=${n + 1}&limit=1` : null });
+  const stub = await startStub(t, (_req, res, n) => sendJsonText(res, 200, page(n)));
+  const result = await runAt(t, stub.url)(['list', '--limit', '1']);
+  assert.equal(result.code, EXIT.ok);
+  assert.equal(lines(result.stdout).length, 10);
+  assert.equal(stub.requests.length, 10);
+  // undici may open a second connection while the first is being released.
+  assert.ok(stub.connections <= 2, `${stub.connections} connections for 10 requests`);
+});
+
+test('a failed answer without a problem document is reported by its status line', async (t) => {
+  const stub = await startStub(t, (_req, res) => {
+    res.writeHead(418, { 'content-type': 'text/plain' });
+    res.end('short and stout');
+  });
+  const result = await runAt(t, stub.url)(['get', 'alice']);
+  assert.equal(result.code, EXIT.conflict);
+  assert.deepEqual(lines(result.stderr), ["usersctl: the server answered 418 I'm a Teapot"]);
+});
+
+test('--url with a path prefix puts every request under it', async (t) => {
+  const stub = await startStub(t, (_req, res) => sendJsonText(res, 200, USER));
+  const result = await runAt(t, stub.url + '/api/')(['get', 'alice']);
+  assert.equal(result.code, EXIT.ok);
+  assert.equal(stub.requests[0]!.url, '/api/users/alice');
+});
+
+const statusCases: Array<[number, number]> = [
+  [400, EXIT.conflict], [401, EXIT.unauthorized], [403, EXIT.unauthorized], [404, EXIT.notFound], [405, EXIT.conflict],
+  [409, EXIT.conflict], [410, EXIT.conflict], [412, EXIT.conflict], [413, EXIT.conflict], [415, EXIT.conflict],
+  [422, EXIT.conflict], [428, EXIT.conflict], [500, EXIT.server], [501, EXIT.server], [503, EXIT.server], [300, EXIT.unexpected],
+];
+
+for (const [status, code] of statusCases) {
+  test(`an answer ${status} exits ${code} with the problem's detail as the one stderr line`, async (t) => {
+    const stub = await startStub(t, (_req, res) => sendProblem(res, status, `detail of ${status}`));
+    const result = await runAt(t, stub.url)(['--retries', '0', 'get', 'alice']);
+    assert.deepEqual(result, { code, stdout: '', stderr: `usersctl: detail of ${status}\n` });
+  });
+}

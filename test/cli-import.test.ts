@@ -1,0 +1,170 @@
+import assert from 'node:assert/strict';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { DEFAULT_IMPORT_NAMESPACE } from '../cli/import.js';
+import { EXIT } from '../cli/main.js';
+import { NAMESPACE_URL, uuidV5 } from '../cli/uuid.js';
+import { listText, put, send, tempDir } from './helpers.js';
+import { lines, sendJsonText, startCliServer, startStub, usersctl } from './cli-helpers.js';
+
+// usersctl import: NDJSON in, one result per line out, in input order.
+
+type Result = { line: number; ok: boolean; status?: number; error?: string; user?: Record<string, unknown> };
+
+function results(stdout: string): Result[] {
+  return lines(stdout).map((l) => JSON.parse(l) as Result);
+}
+
+function userCount(list: string): number {
+  return (JSON.parse(list) as { items: unknown[] }).items.length;
+}
+
+test('UUIDv5 matches the RFC 9562 test vector and Python\'s uuid.uuid5', () => {
+  // RFC 9562 appendix A.4: DNS namespace, "www.example.com".
+  assert.equal(uuidV5('6ba7b810-9dad-11d1-80b4-00c04fd430c8', 'www.example.com'), '2ed6657d-e927-568b-95e1-2665a8aea6a2');
+  // The documented default namespace is UUIDv5(URL, "tag:users-server,2026:usersctl/import").
+  assert.equal(uuidV5(NAMESPACE_URL, 'tag:users-server,2026:usersctl/import'), DEFAULT_IMPORT_NAMESPACE);
+});
+
+test('import prints one result per non-blank line, in input order, and exits 0 when all succeed', async (t) => {
+  const cli = await startCliServer(t);
+  const input = '{"name":"A"}\n\n{"name":"B","email":"b@example.com"}\n   \n{"name":"C"}';
+  const result = await cli.run(['import'], { stdin: input });
+  assert.equal(result.code, EXIT.ok, result.stderr);
+  assert.equal(result.stderr, '');
+  const out = results(result.stdout);
+  assert.deepEqual(out.map((r) => [r.line, r.ok, r.user?.name]), [[1, true, 'A'], [3, true, 'B'], [5, true, 'C']]);
+  assert.deepEqual(out[1]!.user, { name: 'B', email: 'b@example.com', id: 2 });
+  assert.equal(userCount(await listText(cli.server)), 3);
+});
+
+test('a failed line gets {"line","ok":false,"status","error"}; the others still import, and the exit code is 8', async (t) => {
+  const cli = await startCliServer(t);
+  const input = ['{"name":"A"}', '{"name":', '{"name":""}', '[1,2]', '{"name":"E"}'].join('\n') + '\n';
+  const result = await cli.run(['import'], { stdin: input });
+  assert.equal(result.code, EXIT.partialImport);
+  const out = results(result.stdout);
+  assert.deepEqual(out.map((r) => [r.line, r.ok, r.status]), [[1, true, undefined], [2, false, 0], [3, false, 422], [4, false, 0], [5, true, undefined]]);
+  assert.match(out[1]!.error!, /^invalid JSON/);
+  assert.equal(out[2]!.error, 'name must have 1 to 200 characters (field "name").');
+  assert.equal(out[3]!.error, 'a line must be a JSON object');
+  // Not a terminal: no summary, just the one failure line.
+  assert.deepEqual(lines(result.stderr), ['usersctl: 3 of 5 lines failed; their results on stdout say why']);
+});
+
+test('a re-run of the same file creates no duplicates: each line has a UUIDv5 alias of its bytes', async (t) => {
+  const cli = await startCliServer(t);
+  const file = join(tempDir(t, 'usersctl-files-'), 'users.ndjson');
+  writeFileSync(file, '{"name":"A"}\r\n{"name":"B"}\r\n');
+  const first = await cli.run(['import', '-f', file]);
+  assert.equal(first.code, EXIT.ok, first.stderr);
+  const before = await listText(cli.server);
+  const second = await cli.run(['import', '-f', file]);
+  assert.equal(second.code, EXIT.ok);
+  assert.equal(await listText(cli.server), before);
+  assert.deepEqual(results(second.stdout).map((r) => r.user), results(first.stdout).map((r) => r.user));
+  // The alias is UUIDv5(default namespace, line bytes without CRLF).
+  const alias = uuidV5(DEFAULT_IMPORT_NAMESPACE, '{"name":"A"}');
+  assert.equal(JSON.parse((await send(cli.server.url, 'GET', `/users/${alias}`)).text).name, 'A');
+});
+
+test('--uuid-namespace derives the aliases under that namespace', async (t) => {
+  const cli = await startCliServer(t);
+  const ns = '0f1e2d3c-4b5a-4978-8877-665544332211';
+  assert.equal((await cli.run(['import', '--uuid-namespace', ns], { stdin: '{"name":"A"}\n' })).code, EXIT.ok);
+  assert.equal((await send(cli.server.url, 'GET', `/users/${uuidV5(ns, '{"name":"A"}')}`)).status, 200);
+  assert.equal((await send(cli.server.url, 'GET', `/users/${uuidV5(DEFAULT_IMPORT_NAMESPACE, '{"name":"A"}')}`)).status, 404);
+});
+
+test('--alias-field PUTs each line under its field\'s value: a changed line replaces instead of duplicating', async (t) => {
+  const cli = await startCliServer(t);
+  assert.equal((await cli.run(['import', '--alias-field', 'login'], { stdin: '{"login":"ann","name":"Ann"}\n{"login":"bo","name":"Bo"}\n' })).code, EXIT.ok);
+  const again = await cli.run(['import', '--alias-field', 'login'], { stdin: '{"login":"ann","name":"Ann Smith"}\n' });
+  assert.equal(again.code, EXIT.ok);
+  assert.deepEqual(results(again.stdout)[0]!.user, { login: 'ann', name: 'Ann Smith', id: 1 });
+  assert.equal(userCount(await listText(cli.server)), 2);
+  const missing = await cli.run(['import', '--alias-field', 'login'], { stdin: '{"name":"No login"}\n{"login":"a b","name":"Bad"}\n' });
+  assert.equal(missing.code, EXIT.partialImport);
+  assert.deepEqual(results(missing.stdout).map((r) => [r.status, r.error?.startsWith('field "login" must be an alias')]), [[0, true], [0, true]]);
+});
+
+test('a line with a numeric id is PUT to /users/<id>', async (t) => {
+  const cli = await startCliServer(t);
+  await put(cli.server.url, '/users/alice', { name: 'Alice' });
+  const result = await cli.run(['import'], { stdin: '{"id":1,"name":"Alice Replaced"}\n{"id":77,"name":"Never issued"}\n' });
+  assert.equal(result.code, EXIT.partialImport);
+  const out = results(result.stdout);
+  assert.deepEqual(out[0]!.user, { id: 1, name: 'Alice Replaced' });
+  assert.equal(out[1]!.status, 404);
+  assert.equal(userCount(await listText(cli.server)), 1);
+});
+
+test('export then import into another server reproduces the users', async (t) => {
+  const from = await startCliServer(t);
+  for (const name of ['A', 'B', 'C']) await put(from.server.url, `/users/${name.toLowerCase()}`, { name, extra: { n: name } });
+  const exported = await from.run(['export']);
+  // The ids do not exist on the new server: lines without ids are the portable form.
+  const portable = lines(exported.stdout).map((l) => {
+    const { id: _id, ...rest } = JSON.parse(l) as Record<string, unknown>;
+    return JSON.stringify(rest);
+  });
+  const to = await startCliServer(t);
+  const result = await to.run(['import'], { stdin: portable.join('\n') + '\n' });
+  assert.equal(result.code, EXIT.ok, result.stderr);
+  assert.equal((await to.run(['export'])).stdout, exported.stdout);
+});
+
+test('results stay in input order when answers arrive out of order, and at most --concurrency requests are in flight', async (t) => {
+  let inFlight = 0;
+  let most = 0;
+  const stub = await startStub(t, (_req, res, _n, body) => {
+    inFlight++;
+    most = Math.max(most, inFlight);
+    const n = (JSON.parse(body) as { n: number }).n;
+    // Later lines answer sooner.
+    setTimeout(() => {
+      inFlight--;
+      sendJsonText(res, 201, JSON.stringify({ ...(JSON.parse(body) as object), id: n + 1 }));
+    }, (40 - n) * 2);
+  });
+  const home = tempDir(t, 'usersctl-home-');
+  const input = Array.from({ length: 40 }, (_, n) => JSON.stringify({ name: `U${n}`, n })).join('\n');
+  const result = await usersctl(['--url', stub.url, 'import', '--concurrency', '4'], { stdin: input, env: { HOME: home, XDG_STATE_HOME: home } });
+  assert.equal(result.code, EXIT.ok, result.stderr);
+  assert.deepEqual(results(result.stdout).map((r) => r.line), Array.from({ length: 40 }, (_, n) => n + 1));
+  assert.deepEqual(results(result.stdout).map((r) => r.user?.n), Array.from({ length: 40 }, (_, n) => n));
+  assert.ok(most <= 4 && most >= 2, `${most} requests in flight`);
+});
+
+test('on a terminal, import shows progress and a summary on stderr; stdout is unchanged', async (t) => {
+  const cli = await startCliServer(t);
+  const result = await cli.run(['import'], { stdin: '{"name":"A"}\n{"name":""}\n', stderrTTY: true });
+  assert.equal(result.code, EXIT.partialImport);
+  assert.equal(lines(result.stdout).length, 2);
+  assert.match(result.stderr, /usersctl: 2 lines in \d+\.\d s: 1 ok \(1 created, 0 replaced\), .*1 failed/);
+  const quiet = await cli.run(['-q', 'import'], { stdin: '{"name":"A"}\n', stderrTTY: true });
+  assert.equal(quiet.stderr, '');
+});
+
+test('import stops with exit 7 when the server cannot be reached', async (t) => {
+  const stub = await startStub(t, (req) => req.socket.destroy());
+  const home = tempDir(t, 'usersctl-home-');
+  const input = Array.from({ length: 50 }, (_, n) => JSON.stringify({ name: `U${n}` })).join('\n');
+  const result = await usersctl(['--url', stub.url, '--retries', '0', 'import', '--concurrency', '2'], { stdin: input, env: { HOME: home, XDG_STATE_HOME: home } });
+  assert.equal(result.code, EXIT.network);
+  assert.match(result.stderr, /^usersctl: the connection to .* was closed before the answer was complete; import stopped after line \d+\n$/);
+  const out = results(result.stdout);
+  assert.ok(out.length >= 1 && out.length < 50);
+  assert.ok(out.every((r) => !r.ok && r.status === 0));
+});
+
+test('import usage errors exit 2: a missing file, a bad namespace, two alias sources', async (t) => {
+  const cli = await startCliServer(t);
+  const missing = await cli.run(['import', '-f', join(tempDir(t), 'nope.ndjson')]);
+  assert.equal(missing.code, EXIT.usage);
+  assert.match(missing.stderr, /ENOENT/);
+  assert.equal((await cli.run(['import', '--uuid-namespace', 'not-a-uuid'])).code, EXIT.usage);
+  assert.equal((await cli.run(['import', '--alias-field', 'a', '--uuid-namespace', DEFAULT_IMPORT_NAMESPACE])).code, EXIT.usage);
+  assert.equal((await cli.run(['import', '--concurrency', '0'])).code, EXIT.usage);
+});
