@@ -71,8 +71,47 @@ export function recordAt(buf: Buffer, offset: number): number {
   if (buf.length - offset < FRAME_BYTES) return 0;
   const length = buf.readUInt32LE(offset);
   if (length === 0 || length > MAX_RECORD_BYTES || buf.length - offset - FRAME_BYTES < length) return 0;
-  const sum = crc32(buf.subarray(offset + FRAME_BYTES, offset + FRAME_BYTES + length), crc32(buf.subarray(offset, offset + 4)));
+  const start = offset + FRAME_BYTES;
+  const sum =
+    length < SMALL_RECORD ? crc32Bytes(buf, start, start + length, crc32Bytes(buf, offset, offset + 4, 0))
+    : crc32(buf.subarray(start, start + length), crc32(buf.subarray(offset, offset + 4)));
   return sum === buf.readUInt32LE(offset + 4) ? FRAME_BYTES + length : 0;
+}
+
+// A native call costs more than computing a small record's CRC in place: a
+// journal of a million one-user records verifies about 1 s faster this way.
+const SMALL_RECORD = 4096;
+const CRC_TABLE = makeCrcTable();
+
+/** Slice-by-4 tables of the CRC-32 of zlib (reflected polynomial 0xEDB88320). */
+function makeCrcTable(): Int32Array {
+  const table = new Int32Array(1024);
+  for (let n = 0; n < 256; n++) {
+    let c = n;
+    for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
+    table[n] = c;
+  }
+  for (let n = 0; n < 256; n++) {
+    let c = table[n]!;
+    for (let k = 1; k < 4; k++) {
+      c = table[c & 0xff]! ^ (c >>> 8);
+      table[k * 256 + n] = c;
+    }
+  }
+  return table;
+}
+
+/** zlib.crc32 of buf[start..end), continuing from `previous`, without a native call. */
+export function crc32Bytes(buf: Buffer, start: number, end: number, previous: number): number {
+  const t = CRC_TABLE;
+  let c = ~previous;
+  let i = start;
+  for (; i + 4 <= end; i += 4) {
+    c ^= buf[i]! | (buf[i + 1]! << 8) | (buf[i + 2]! << 16) | (buf[i + 3]! << 24);
+    c = t[768 + (c & 0xff)]! ^ t[512 + ((c >>> 8) & 0xff)]! ^ t[256 + ((c >>> 16) & 0xff)]! ^ t[c >>> 24]!;
+  }
+  for (; i < end; i++) c = t[(c ^ buf[i]!) & 0xff]! ^ (c >>> 8);
+  return ~c >>> 0;
 }
 
 // One letter per entry kind. The last three appear in snapshots only.
@@ -131,20 +170,58 @@ export class PayloadError extends Error {
 }
 
 /**
- * Applies one record's payload to `state`. Returns the user count of an end
- * mark, or undefined. A payload that passed its checksum but does not parse
- * was written by something else: PayloadError.
+ * Applies the payload in buf[start..end) to `state`. Returns the user count
+ * of an end mark, or undefined. A payload that passed its checksum but does
+ * not parse was written by something else: PayloadError.
+ *
+ * Puts, nearly every line of a large journal or snapshot, are read straight
+ * from the bytes: no line string, no field array, one string per user.
  */
-export function applyPayload(state: StoreState, payload: string, kind: FileKind): number | undefined {
-  let end: number | undefined;
-  let start = 0;
-  while (start <= payload.length) {
-    let stop = payload.indexOf('\n', start);
-    if (stop === -1) stop = payload.length;
-    end = applyLine(state, payload.slice(start, stop), kind);
-    start = stop + 1;
+export function applyPayload(state: StoreState, buf: Buffer, start: number, end: number, kind: FileKind): number | undefined {
+  let mark: number | undefined;
+  let line = start;
+  while (line <= end) {
+    const stop = applyPut(state, buf, line, end);
+    if (stop !== -1) {
+      line = stop + 1;
+      continue;
+    }
+    let lineEnd = buf.indexOf(NEWLINE, line);
+    if (lineEnd === -1 || lineEnd > end) lineEnd = end;
+    const m = applyLine(state, buf.toString('utf8', line, lineEnd), kind);
+    if (m !== undefined) mark = m;
+    line = lineEnd + 1;
   }
-  return end;
+  return mark;
+}
+
+const NEWLINE = 0x0a;
+const TAB = 0x09;
+const P = 0x70;
+const ZERO = 0x30;
+const NINE = 0x39;
+
+/**
+ * Applies the line at `line` if it is a well-formed put (`p`, canonical id,
+ * alias, representation) and returns where it ends; else -1, and the line
+ * takes the general path, which also reports what is wrong with it.
+ */
+function applyPut(state: StoreState, buf: Buffer, line: number, end: number): number {
+  if (buf[line] !== P || buf[line + 1] !== TAB || buf[line + 2] === ZERO) return -1;
+  let at = line + 2;
+  let id = 0;
+  for (; at < end && buf[at]! >= ZERO && buf[at]! <= NINE; at++) id = id * 10 + buf[at]! - ZERO;
+  if (at === line + 2 || at - line - 2 > 16 || !Number.isSafeInteger(id) || at >= end || buf[at] !== TAB) return -1;
+  const aliasStart = at + 1;
+  let aliasEnd = aliasStart;
+  while (aliasEnd < end && buf[aliasEnd] !== TAB && buf[aliasEnd] !== NEWLINE) aliasEnd++;
+  if (aliasEnd >= end || buf[aliasEnd] !== TAB) return -1;
+  let stop = aliasEnd + 1;
+  while (stop < end && buf[stop] !== TAB && buf[stop] !== NEWLINE) stop++;
+  if (stop < end && buf[stop] !== NEWLINE) return -1;
+  const alias = aliasEnd === aliasStart ? undefined : buf.toString('utf8', aliasStart, aliasEnd);
+  state.apply({ op: 'put', id, alias, json: buf.toString('utf8', aliasEnd + 1, stop) });
+  return stop;
 }
 
 function applyLine(state: StoreState, line: string, kind: FileKind): number | undefined {

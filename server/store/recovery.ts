@@ -108,9 +108,8 @@ export function replayFile(path: string, name: string, kind: FileKind, generatio
     for (;;) {
       const length = recordAt(buf, at);
       if (length > 0) {
-        const payload = buf.toString('utf8', at + 8, at + length);
         try {
-          const mark = applyPayload(state, payload, kind);
+          const mark = applyPayload(state, buf, at + 8, at + length, kind);
           if (mark !== undefined) endMark = mark;
         } catch (error) {
           if (!(error instanceof PayloadError)) throw error;
