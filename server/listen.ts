@@ -51,7 +51,9 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     const keys = secrets.map((s) => Buffer.from(s, 'utf8'));
     const admin = loadOrCreateAdminPassword(dataDir, env.USERS_ADMIN_PASSWORD);
     const accounts = new Accounts();
-    accounts.add('admin', 'admin', await hashPassword(admin.password));
+    // scrypt runs on the thread pool while the journal replays on this thread.
+    const adminHash = hashPassword(admin.password);
+    adminHash.catch(() => {});
     const logError = options.logError ?? ((message: string) => process.stderr.write(message + '\n'));
     let stop: () => Promise<void> = async () => {};
     const onFatal = (error: Error) => {
@@ -61,6 +63,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     };
     const opened = openStore(config, dataDir, { log: logError, onFatal, ...(options.clock && { now: options.clock }), ...(options.journalIo && { io: options.journalIo }) });
     store = opened;
+    accounts.add('admin', 'admin', await adminHash);
     const app = createApp({ store: opened, config, accounts, keys, ...(options.clock && { clock: options.clock }), ...(options.logError && { logError: options.logError }) });
     const server = createServer({
       headersTimeout: TIMEOUTS.headers,

@@ -3,8 +3,8 @@ import { randomBytes } from 'node:crypto';
 import { test } from 'node:test';
 import { crc32 } from 'node:zlib';
 import { applyPayload, crc32Bytes, encodeMutations, encodeRecord, FileKind, PayloadError, recordAt } from '../server/store/codec.js';
-import { StoreState } from '../server/store/state.js';
-import type { Mutation } from '../server/store/types.js';
+import { StoreState, UserTable } from '../server/store/state.js';
+import type { Mutation, UserRecord } from '../server/store/types.js';
 
 // The record codec below the journal: the in-place CRC must equal zlib's, and
 // the byte-level put parser must read exactly what the encoder wrote.
@@ -55,4 +55,25 @@ test('codec: a put line with a missing field or an unknown entry is a PayloadErr
     const record = encodeRecord(line);
     assert.throws(() => applyPayload(new StoreState(), record, 8, record.length, FileKind.Journal), PayloadError, line);
   }
+});
+
+test('state: the user table answers like a Map under random sets and deletes of dense, far and in-between ids', () => {
+  const table = new UserTable();
+  const model = new Map<number, UserRecord>();
+  let seed = 42;
+  const random = (n: number) => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) % n);
+  const pick = () => [random(5000) + 1, random(3) === 0 ? 9_007_199_254_740_991 - random(10) : random(40_000) + 1, 20_000 + random(100)][random(3)]!;
+  for (let step = 0; step < 50_000; step++) {
+    const id = pick();
+    if (random(4) === 0) assert.equal(table.delete(id), model.delete(id));
+    else {
+      const user = { id, alias: undefined, json: `{"id":${id},"step":${step}}`, etag: undefined };
+      table.set(id, user);
+      model.set(id, user);
+    }
+    const probe = pick();
+    assert.equal(table.get(probe), model.get(probe));
+    assert.equal(table.size, model.size);
+  }
+  assert.deepEqual(new Map(table), model);
 });
