@@ -1,4 +1,4 @@
-import { request as httpRequest } from 'node:http';
+import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { connect } from 'node:net';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -88,18 +88,21 @@ export function send(base: string, method: string, path: string, options: SendOp
   return new Promise((resolve, reject) => {
     // The path goes out verbatim: a WHATWG URL would resolve `%2e%2e` and friends before sending.
     const { hostname, port } = new URL(base);
-    const req = httpRequest({ host: hostname, port, path, method, headers, agent: false }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => {
-        const text = Buffer.concat(chunks).toString('utf8');
-        resolve({ status: res.statusCode!, headers: res.headers, text, json: () => JSON.parse(text) });
-      });
-      res.on('error', reject);
-    });
+    const req = httpRequest({ host: hostname, port, path, method, headers, agent: false }, (res) => readReply(res, resolve, reject));
     req.on('error', reject);
     req.end(body);
   });
+}
+
+/** Reads a whole response into a Reply. */
+export function readReply(res: IncomingMessage, resolve: (reply: Reply) => void, reject: (error: Error) => void): void {
+  const chunks: Buffer[] = [];
+  res.on('data', (c: Buffer) => chunks.push(c));
+  res.on('end', () => {
+    const text = Buffer.concat(chunks).toString('utf8');
+    resolve({ status: res.statusCode!, headers: res.headers, text, json: () => JSON.parse(text) });
+  });
+  res.on('error', reject);
 }
 
 /** Shorthand for a PUT of a JSON body. */

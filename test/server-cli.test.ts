@@ -12,7 +12,7 @@ import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { before, test, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { ADMIN_PASSWORD, basic, cookiePair, send, tempDir, type Reply } from './helpers.js';
+import { ADMIN_PASSWORD, basic, cookiePair, readReply, send, tempDir, type Reply } from './helpers.js';
 import { isAlive } from '../server/data-dir.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -265,15 +265,7 @@ function slowPut(url: string, path: string, body: string, between: () => void): 
       method: 'PUT',
       agent: false,
       headers: { 'content-type': 'application/json', 'content-length': String(bytes.length) },
-    }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => {
-        const text = Buffer.concat(chunks).toString('utf8');
-        resolve({ status: res.statusCode!, headers: res.headers, text, json: () => JSON.parse(text) });
-      });
-      res.on('error', reject);
-    });
+    }, (res) => readReply(res, resolve, reject));
     req.on('error', reject);
     req.write(bytes.subarray(0, half));
     setTimeout(() => {

@@ -117,7 +117,7 @@ export function userRoutes(deps: AppDeps, sessions: Sessions): Route[] {
    */
   async function getUser(ctx: Context): Promise<void> {
     const pending = store.durable();
-    if (pending === undefined) return answerGet(ctx);
+    if (pending === undefined) return lookUp(ctx).send(ctx.res);
     let answer: Answer;
     try {
       answer = lookUp(ctx);
@@ -127,10 +127,6 @@ export function userRoutes(deps: AppDeps, sessions: Sessions): Route[] {
     }
     await pending;
     answer.send(ctx.res);
-  }
-
-  function answerGet(ctx: Context): void {
-    lookUp(ctx).send(ctx.res);
   }
 
   function lookUp(ctx: Context): Answer {

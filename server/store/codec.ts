@@ -28,8 +28,13 @@ export const MAGIC = Buffer.from([0x89, 0x55, 0x53, 0x52, 0x0d, 0x0a, 0x1a, 0x0a
 export const FORMAT_VERSION = 1;
 export const HEADER_BYTES = 16;
 export const FRAME_BYTES = 8;
-/** Larger lengths are damage: a commit is a few KiB, a snapshot chunk about 1 MiB. */
-export const MAX_RECORD_BYTES = 64 * 1024 * 1024;
+/**
+ * Larger lengths are damage. A snapshot chunk is about 1 MiB; the largest
+ * commit is a create under an Idempotency-Key with a --max-body (at most
+ * 64 MiB) body: the representation plus its escaped copy in the kept
+ * response, well under this.
+ */
+export const MAX_RECORD_BYTES = 256 * 1024 * 1024;
 
 export const FileKind = { Journal: 1, Snapshot: 2 } as const;
 export type FileKind = (typeof FileKind)[keyof typeof FileKind];
@@ -56,6 +61,8 @@ export function checkHeader(header: Buffer, kind: FileKind, generation: number):
 /** Frames a payload: length, checksum, bytes. */
 export function encodeRecord(payload: string): Buffer {
   const length = Buffer.byteLength(payload);
+  // A record recovery would refuse must never be acknowledged.
+  if (length > MAX_RECORD_BYTES) throw new RangeError(`a ${length}-byte record exceeds the journal's ${MAX_RECORD_BYTES}-byte limit`);
   const record = Buffer.allocUnsafe(FRAME_BYTES + length);
   record.writeUInt32LE(length, 0);
   record.write(payload, FRAME_BYTES, 'utf8');

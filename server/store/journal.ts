@@ -125,8 +125,9 @@ export class JournalStore implements Store {
   commit(mutations: readonly Mutation[]): Promise<void> {
     // Once failed, refuse before changing the state: nothing more can be made durable.
     if (this.failure !== undefined) return Promise.reject(this.failure);
-    for (const m of mutations) this.state.apply(m);
+    // Encoded first: a commit that cannot be written changes nothing.
     const record = encodeRecord(encodeMutations(mutations));
+    for (const m of mutations) this.state.apply(m);
     let batch = this.batches.at(-1);
     if (batch === undefined || batch.sealed) {
       batch = newBatch();
@@ -154,11 +155,6 @@ export class JournalStore implements Store {
     if (this.flushing) await new Promise<void>((resolve) => (this.idle = resolve));
     if (this.compacting) await this.compacting;
     closeSync(this.fd);
-  }
-
-  /** Bytes in the current journal (for metrics and tests). */
-  get journalBytes(): number {
-    return this.size;
   }
 
   /** Writes and syncs the oldest batch, then the next, until none is left. */
@@ -327,7 +323,7 @@ export function createJournalSync(dir: string, generation: number): number {
 }
 
 /** Makes new and renamed names in `dir` durable: a file's fsync does not cover its directory entry. */
-export async function fsyncDir(dir: string): Promise<void> {
+async function fsyncDir(dir: string): Promise<void> {
   const fd = await call<number>((cb) => open(dir, 'r', cb));
   try {
     await call<void>((cb) => fsync(fd, cb));

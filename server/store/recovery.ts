@@ -1,6 +1,6 @@
 import { closeSync, fstatSync, ftruncateSync, openSync, readdirSync, readSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
-import { applyPayload, checkHeader, FileKind, HEADER_BYTES, PayloadError, recordAt } from './codec.js';
+import { applyPayload, checkHeader, FileKind, FRAME_BYTES, HEADER_BYTES, PayloadError, recordAt } from './codec.js';
 import { StoreState } from './state.js';
 
 /**
@@ -109,7 +109,7 @@ export function replayFile(path: string, name: string, kind: FileKind, generatio
       const length = recordAt(buf, at);
       if (length > 0) {
         try {
-          const mark = applyPayload(state, buf, at + 8, at + length, kind);
+          const mark = applyPayload(state, buf, at + FRAME_BYTES, at + length, kind);
           if (mark !== undefined) endMark = mark;
         } catch (error) {
           if (!(error instanceof PayloadError)) throw error;
@@ -143,7 +143,7 @@ export function replayFile(path: string, name: string, kind: FileKind, generatio
 
 /** How many bytes the record at the start of `buf` claims to need, so a large record is read whole. */
 function wantedLength(buf: Buffer): number {
-  return buf.length >= 4 ? buf.readUInt32LE(0) + 8 : 0;
+  return buf.length >= 4 ? buf.readUInt32LE(0) + FRAME_BYTES : 0;
 }
 
 function readFully(fd: number, buf: Buffer, offset: number, position: number): number {
@@ -158,7 +158,7 @@ function readFully(fd: number, buf: Buffer, offset: number, position: number): n
 
 /** Offset of the first valid record in `buf` after its first byte. */
 function findRecord(buf: Buffer): number | undefined {
-  for (let i = 1; i + 8 <= buf.length; i++) if (recordAt(buf, i) > 0) return i;
+  for (let i = 1; i + FRAME_BYTES <= buf.length; i++) if (recordAt(buf, i) > 0) return i;
   return undefined;
 }
 
