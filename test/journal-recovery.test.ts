@@ -77,13 +77,13 @@ function journalFixture(): Promise<Fixture> {
     const fakeT = { after: (fn: () => unknown) => cleanups.push(fn) } as unknown as TestContext;
     const server = await startTestServer(fakeT, { data: dir });
     const journal = join(dir, JOURNAL);
-    const f: Fixture = { dir, bytes: Buffer.alloc(0), ends: [statSync(journal).size], listings: [await listText(server)], lastIds: [0] };
+    const f: Fixture = { dir, bytes: Buffer.alloc(0), ends: [recordsEnd(journal)], listings: [await listText(server)], lastIds: [0] };
     let lastId = 0;
     const commit = async (what: string, request: () => Promise<{ status: number; text: string }>, issues = false) => {
       const reply = await request();
       assert.ok(reply.status >= 200 && reply.status < 300, `${what}: ${reply.status} ${reply.text}`);
       if (issues) lastId = Math.max(lastId, (JSON.parse(reply.text) as { id: number }).id);
-      f.ends.push(statSync(journal).size);
+      f.ends.push(recordsEnd(journal));
       f.listings.push(await listText(server));
       f.lastIds.push(lastId);
     };
@@ -124,6 +124,14 @@ function journalFixture(): Promise<Fixture> {
     return f;
   })();
   return fixture;
+}
+
+/** Where a running server's journal records end: before its preallocated zeros. */
+function recordsEnd(path: string): number {
+  const bytes = readFileSync(path);
+  let end = bytes.length;
+  while (end > HEADER_BYTES && bytes[end - 1] === 0) end--;
+  return end;
 }
 
 /** The offsets of every record in a journal, read with the codec. */
@@ -285,7 +293,6 @@ test('recovery: the real server started on a journal cut inside one of its last 
 // ---------------------------------------------------------------- damaged tails
 
 const tails: { name: string; tail: () => Buffer; reason: string }[] = [
-  { name: '4096 zero bytes', tail: () => Buffer.alloc(4096), reason: 'zero bytes' },
   { name: '4096 random bytes', tail: () => pseudoRandomBytes(4096), reason: TORN },
   { name: 'one random byte', tail: () => pseudoRandomBytes(1, 7), reason: TORN },
   { name: 'half a valid record followed by 4096 zero bytes', tail: () => Buffer.concat([encodeRecord('p\t99\t\t{"name":"Ghost","id":99}').subarray(0, 20), Buffer.alloc(4096)]), reason: TORN },
@@ -303,6 +310,31 @@ for (const c of tails) {
     assert.equal(await listText(server), f.listings.at(-1));
   });
 }
+
+test('recovery: zeros after the last record are the journal\'s preallocated space: they are cut off without a log line (nothing written there was acknowledged), and the server serves every acknowledged commit and appends after them', async (t) => {
+  const f = await journalFixture();
+  const dir = copyWith(t, f, Buffer.concat([f.bytes, Buffer.alloc(4096)]));
+  let server = await startOn(t, dir);
+  assert.deepEqual(server.logs, []);
+  assert.equal(statSync(join(dir, JOURNAL)).size, f.bytes.length, 'file length after start');
+  assert.equal(await listText(server), f.listings.at(-1));
+  assert.equal((await put(server.url, '/users/after-zeros', { name: 'After' })).status, 201);
+  const expected = await listText(server);
+  await server.running.stop();
+  server = await startOn(t, dir);
+  assert.equal(await listText(server), expected);
+  assert.deepEqual(server.logs, []);
+});
+
+test('repair: zeros after the last record are not damage: repair finds nothing to repair', async (t) => {
+  const f = await journalFixture();
+  const dir = copyWith(t, f, Buffer.concat([f.bytes, Buffer.alloc(4096)]));
+  let out = '';
+  const code = await repair(['--data', dir], { stdout: { write: (s: string) => (out += s) }, stderr: { write: (s: string) => (out += s) }, env: {} });
+  assert.equal(code, 0, out);
+  assert.match(out, /no damage found/);
+  assert.deepEqual(readdirSync(dir).filter((name) => name.includes('.damaged-')), []);
+});
 
 // ---------------------------------------------------------------- corruption refuses
 

@@ -133,12 +133,20 @@ export function replayFile(path: string, name: string, kind: FileKind, generatio
     const end = base + at;
     if (end === size) return { end, size, damage: undefined, endMark };
     const damaged = buf.subarray(at);
-    const reason = damaged.every((b) => b === 0) ? 'zero bytes' : 'a record that is incomplete or fails its checksum';
+    if (isZero(damaged)) return { end, size, damage: { file: name, offset: end, reason: ZERO_TAIL, bytes: size - end, validAfter: undefined }, endMark };
     const next = findRecord(damaged);
-    return { end, size, damage: { file: name, offset: end, reason, bytes: size - end, validAfter: next === undefined ? undefined : end + next }, endMark };
+    return { end, size, damage: { file: name, offset: end, reason: 'a record that is incomplete or fails its checksum', bytes: size - end, validAfter: next === undefined ? undefined : end + next }, endMark };
   } finally {
     closeSync(fd);
   }
+}
+
+/** The reason given for zeros after the last record: a journal's preallocated space, or a write that never got past it. */
+export const ZERO_TAIL = 'zero bytes';
+
+function isZero(buf: Buffer): boolean {
+  for (let i = 0; i < buf.length; i++) if (buf[i] !== 0) return false;
+  return true;
 }
 
 /** How many bytes the record at the start of `buf` claims to need, so a large record is read whole. */
@@ -224,13 +232,18 @@ export function recover(dir: string, options: { salvage?: boolean } = {}): Recov
     const scan = replayFile(path, name, FileKind.Journal, generation, state);
     const last = i === journals.length - 1;
     if (scan.damage !== undefined) {
-      // Only the end of the last journal can hold a write that never
-      // finished; anything else is corruption.
-      if (!last || scan.damage.validAfter !== undefined || scan.damage.foreign) return fail(scan.damage);
-      if (salvage) return { state, journal: undefined, notes, damage: scan.damage };
-      truncate(path, scan.end);
+      // Zeros after the last record of the last journal are its
+      // preallocated space (journal.ts): nothing written there was lost.
+      const freeSpace = last && scan.damage.reason === ZERO_TAIL;
+      if (!freeSpace) {
+        // Only the end of the last journal can hold a write that never
+        // finished; anything else is corruption.
+        if (!last || scan.damage.validAfter !== undefined || scan.damage.foreign) return fail(scan.damage);
+        if (salvage) return { state, journal: undefined, notes, damage: scan.damage };
+      }
+      if (!salvage) truncate(path, scan.end);
       // A file cut short before its header was written has nothing to report.
-      if (scan.damage.bytes > 0) notes.push(`${name}: dropped ${scan.damage.bytes} bytes at offset ${scan.damage.offset} (${scan.damage.reason}): the end of a write that was never acknowledged`);
+      if (!freeSpace && scan.damage.bytes > 0) notes.push(`${name}: dropped ${scan.damage.bytes} bytes at offset ${scan.damage.offset} (${scan.damage.reason}): the end of a write that was never acknowledged`);
     }
     if (last) journal = { generation, end: scan.end, earlierBytes };
     else earlierBytes += scan.end;
