@@ -129,7 +129,7 @@ function rateLimitGate(deps: AppDeps, refuse: (res: ServerResponse, error: unkno
     }
     // Retry-After and the effective window agree, as the draft asks (section 6).
     const headers = { 'Retry-After': String(decision.seconds), 'RateLimit-Policy': limiter.policy, RateLimit: field };
-    refuse(res, new HttpError(problems.tooManyRequests, `More than ${config.rateLimit} requests per second from this address; retry after ${decision.seconds} s.`, headers));
+    refuse(res, new HttpError(problems.tooManyRequests, `This client address is over its rate limit (${limiter.rate}/s, burst ${limiter.burst}); retry after ${decision.seconds} s.`, headers));
     return false;
   };
 }
