@@ -1,9 +1,11 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { problems } from '../shared/problems.js';
 import type { Accounts } from './accounts.js';
+import { clientAddress } from './client-address.js';
 import type { Config } from './config.js';
 import { HttpError } from './errors.js';
 import { sendEmpty, sendProblem } from './http.js';
+import { limitKey, RateLimiter } from './rate-limit.js';
 import { Router, splitTarget, type Context, type Route } from './router.js';
 import { sessionRoutes } from './routes/session.js';
 import { userRoutes } from './routes/users.js';
@@ -16,7 +18,10 @@ export interface AppDeps {
   accounts: Accounts;
   /** Session signing keys: the first signs, all verify. */
   keys: readonly Buffer[];
-  /** Milliseconds since the epoch; tests inject their own clock. */
+  /**
+   * Milliseconds since the epoch; tests inject their own clock. When given,
+   * it also drives the rate limiter's refill (otherwise a monotonic clock).
+   */
   clock?: () => number;
   /** Where errors that are bugs are reported, with their stacks. */
   logError?: (message: string) => void;
@@ -39,6 +44,7 @@ export function createApp(deps: AppDeps): App {
     { method: 'GET', path: '/healthz', handler: ({ res }) => sendHealth(res) },
   ];
   const router = new Router(routes);
+  const admit = deps.config.rateLimit > 0 ? rateLimitGate(deps, answerFailure) : undefined;
 
   function fail(res: ServerResponse, error: unknown): void {
     // A refusal can reflect writes not yet durable (an id taken, a user
@@ -68,6 +74,8 @@ export function createApp(deps: AppDeps): App {
 
   function handle(req: IncomingMessage, res: ServerResponse): void {
     const target = splitTarget(req.url ?? '');
+    // With --rate-limit 0 this one comparison is all rate limiting costs.
+    if (admit !== undefined && !admit(req, res, target?.path)) return;
     if (target === undefined) {
       fail(res, new HttpError(problems.badRequest, 'The request target must be a path or an absolute http URI.'));
       return;
@@ -96,6 +104,34 @@ export function createApp(deps: AppDeps): App {
   }
 
   return { handle, routes };
+}
+
+type Gate = (req: IncomingMessage, res: ServerResponse, path: string | undefined) => boolean;
+
+/**
+ * The rate-limit check run before routing: true lets the request through
+ * (with its RateLimit-Policy and RateLimit fields set), false means a 429
+ * was answered. Every path is limited, a bad target included, except
+ * /healthz: a load balancer's probe refused with 429 would take a healthy
+ * server out of rotation.
+ */
+function rateLimitGate(deps: AppDeps, refuse: (res: ServerResponse, error: unknown) => void): Gate {
+  const { config } = deps;
+  const limiter = new RateLimiter({ rate: config.rateLimit, burst: config.rateBurst || config.rateLimit, ...(deps.clock && { now: deps.clock }) });
+  return (req, res, path) => {
+    if (path === '/healthz') return true;
+    const decision = limiter.take(limitKey(clientAddress(req, config)));
+    const field = limiter.field(decision);
+    if (decision.admitted) {
+      res.setHeader('RateLimit-Policy', limiter.policy);
+      res.setHeader('RateLimit', field);
+      return true;
+    }
+    // Retry-After and the effective window agree, as the draft asks (section 6).
+    const headers = { 'Retry-After': String(decision.seconds), 'RateLimit-Policy': limiter.policy, RateLimit: field };
+    refuse(res, new HttpError(problems.tooManyRequests, `This client address is over its rate limit (${limiter.rate}/s, burst ${limiter.burst}); retry after ${decision.seconds} s.`, headers));
+    return false;
+  };
 }
 
 // After a response, node:http reads and discards an unread request body to

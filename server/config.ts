@@ -22,6 +22,12 @@ export interface Config {
   compactionFloor: number;
   /** Signing secrets, first signs, all verify; empty means "generate one in the data directory". */
   secrets: string[];
+  /** Requests per second per client address (token bucket refill); 0 turns rate limiting off. */
+  rateLimit: number;
+  /** Bucket size: requests a client may make at once; 0 means "equal to rateLimit". */
+  rateBurst: number;
+  /** Take the client address from the last X-Forwarded-For entry (set by the proxy in front). */
+  trustProxy: boolean;
 }
 
 export class ConfigError extends Error {
@@ -37,6 +43,7 @@ interface FlagSpec {
 }
 
 const MIN_SECRET_BYTES = 32;
+const MAX_RATE = 1_000_000;
 
 function integer(min: number, max: number) {
   return (value: string | boolean, flag: string): number => {
@@ -81,6 +88,9 @@ export const FLAGS: Record<string, FlagSpec> = {
     },
   },
   'compaction-floor': { type: 'string', default: String(8 * 1024 * 1024), description: 'journal bytes before compaction is considered', key: 'compactionFloor', parse: integer(4096, 2 ** 40) },
+  'rate-limit': { type: 'string', default: '0', description: 'requests per second per client address (0: no limit)', key: 'rateLimit', parse: integer(0, MAX_RATE) },
+  'rate-burst': { type: 'string', default: '0', description: 'requests a client may make at once (0: same as --rate-limit)', key: 'rateBurst', parse: integer(0, MAX_RATE) },
+  'trust-proxy': { type: 'boolean', default: false, description: 'client address from the last X-Forwarded-For entry (behind a proxy)', key: 'trustProxy', parse: (v) => v },
   'cookie-secure': { type: 'boolean', default: false, description: 'mark the session cookie Secure (behind TLS)', key: 'cookieSecure', parse: (v) => v },
   secret: {
     type: 'string', default: '', description: 'comma-separated signing secrets, 32+ bytes each; the first signs', key: 'secrets',
@@ -133,6 +143,8 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Pa
     else if (fromEnv !== undefined) raw = spec.type === 'boolean' ? parseBooleanEnv(fromEnv, envName(flag)) : fromEnv;
     config[spec.key] = spec.parse(raw, flag);
   }
+  // A burst without a rate is a setup mistake, not a silent no-op.
+  if (config.rateBurst !== 0 && config.rateLimit === 0) throw new ConfigError('--rate-burst needs --rate-limit');
   return { config: config as unknown as Config, help: values.help === true, version: values.version === true };
 }
 

@@ -38,6 +38,8 @@ export interface StartOptions {
   onFatal?: (error: Error) => void;
   /** Tests inject failing file system calls into the journal's write path. */
   journalIo?: JournalIo;
+  /** Tests only: shorter timeouts than API.md's, so a timeout test takes a second, not half a minute. */
+  timeouts?: Partial<typeof TIMEOUTS>;
 }
 
 /** Prepares the data directory, opens the store and listens. */
@@ -65,11 +67,12 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     store = opened;
     accounts.add('admin', 'admin', await adminHash);
     const app = createApp({ store: opened, config, accounts, keys, ...(options.clock && { clock: options.clock }), ...(options.logError && { logError: options.logError }) });
+    const timeouts = { ...TIMEOUTS, ...options.timeouts };
     const server = createServer({
-      headersTimeout: TIMEOUTS.headers,
-      requestTimeout: TIMEOUTS.request,
-      keepAliveTimeout: TIMEOUTS.keepAlive,
-      connectionsCheckingInterval: TIMEOUTS.connectionsCheck,
+      headersTimeout: timeouts.headers,
+      requestTimeout: timeouts.request,
+      keepAliveTimeout: timeouts.keepAlive,
+      connectionsCheckingInterval: timeouts.connectionsCheck,
     });
     let stopping = false;
     // Responses under way, so a stop can mark them Connection: close: node

@@ -26,6 +26,9 @@ const DEFAULTS: Config = {
   store: 'journal',
   compactionFloor: 8 * 1024 * 1024,
   secrets: [],
+  rateLimit: 0,
+  rateBurst: 0,
+  trustProxy: false,
 };
 
 function config(argv: string[], env: NodeJS.ProcessEnv = {}): Config {
