@@ -186,8 +186,9 @@ const BACKSPACE = new Set(['\u007f', '\b']);
 /** Reads one line from a terminal in raw mode, echoing nothing. Ctrl-C or Ctrl-D abort. */
 function promptHidden(question: string, io: AccountsIo): Promise<string> {
   const input = io.stdin;
-  io.stderr.write(question);
+  // Echo goes off before the prompt shows, so nothing typed after it is echoed.
   input.setRawMode!(true);
+  io.stderr.write(question);
   input.setEncoding('utf8');
   input.resume();
   return new Promise((resolvePassword, reject) => {
