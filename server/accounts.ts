@@ -1,4 +1,4 @@
-import { randomBytes, scrypt, timingSafeEqual, type ScryptOptions } from 'node:crypto';
+import { randomBytes, scrypt, timingSafeEqual } from 'node:crypto';
 
 /**
  * Accounts that may log in. A role decides what a session may do: `admin`
@@ -8,54 +8,99 @@ import { randomBytes, scrypt, timingSafeEqual, type ScryptOptions } from 'node:c
  */
 export type Role = 'admin' | 'reader';
 
+export const ROLES: readonly Role[] = ['admin', 'reader'];
+
 export interface Account {
   readonly name: string;
   readonly role: Role;
+  /**
+   * Random per account ('' for the built-in admin). Sessions carry it, so a
+   * session of a removed account does not come back when the name is added
+   * again.
+   */
+  readonly id: string;
+}
+
+/** scrypt's cost parameters (RFC 7914), kept with each hash so they can change later. */
+export interface ScryptParams {
+  readonly N: number;
+  readonly r: number;
+  readonly p: number;
 }
 
 export interface PasswordHash {
   salt: Buffer;
   hash: Buffer;
+  params: ScryptParams;
 }
 
-interface StoredAccount extends Account {
+export interface StoredAccount extends Account {
   readonly password: PasswordHash;
 }
 
+/** Derives `length` bytes from a password; tests inject a counting one. */
+export type ScryptFunction = (password: string, salt: Buffer, params: ScryptParams, length: number) => Promise<Buffer>;
+
 const KEY_LENGTH = 32;
-// N=2^15, r=8, p=1: about 32 MiB and tens of milliseconds per check.
-const SCRYPT_OPTIONS: ScryptOptions = { N: 1 << 15, r: 8, p: 1, maxmem: 64 * 1024 * 1024 };
+const SALT_LENGTH = 16;
+// N=2^15, r=8, p=1: 32 MiB and tens of milliseconds per check.
+export const DEFAULT_SCRYPT_PARAMS: ScryptParams = Object.freeze({ N: 1 << 15, r: 8, p: 1 });
 
-function scryptAsync(password: string, salt: Buffer): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    scrypt(password, salt, KEY_LENGTH, SCRYPT_OPTIONS, (error, key) => (error ? reject(error) : resolve(key)));
+/** node:crypto's scrypt on the thread pool, with room for the memory the parameters need (128 * N * r bytes). */
+export const scryptHash: ScryptFunction = (password, salt, params, length) =>
+  new Promise((resolve, reject) => {
+    const maxmem = Math.max(32 * 1024 * 1024, 2 * 128 * params.N * params.r);
+    scrypt(password, salt, length, { N: params.N, r: params.r, p: params.p, maxmem }, (error, key) => (error ? reject(error) : resolve(key)));
   });
-}
 
-export async function hashPassword(password: string): Promise<PasswordHash> {
-  const salt = randomBytes(16);
-  return { salt, hash: await scryptAsync(password, salt) };
+/** A new salted scrypt hash of `password`. */
+export async function hashPassword(password: string, options: { params?: ScryptParams; scrypt?: ScryptFunction } = {}): Promise<PasswordHash> {
+  const params = options.params ?? DEFAULT_SCRYPT_PARAMS;
+  const salt = randomBytes(SALT_LENGTH);
+  return { salt, hash: await (options.scrypt ?? scryptHash)(password, salt, params, KEY_LENGTH), params };
 }
 
 export class Accounts {
-  private readonly accounts = new Map<string, StoredAccount>();
+  /** Built-in accounts (admin) followed by those of the accounts file; one Map, so a session check is one lookup. */
+  private accounts = new Map<string, StoredAccount>();
+  private readonly builtIn = new Map<string, StoredAccount>();
+  private readonly scrypt: ScryptFunction;
   // Checked against when the account does not exist, so that a login for an
-  // unknown name costs the same scrypt work as one for a real name.
-  private readonly decoy: PasswordHash = { salt: randomBytes(16), hash: randomBytes(KEY_LENGTH) };
+  // unknown name costs the same scrypt work as one for a real name: same
+  // parameters and key length as a new account's hash.
+  private readonly decoy: PasswordHash = { salt: randomBytes(SALT_LENGTH), hash: randomBytes(KEY_LENGTH), params: DEFAULT_SCRYPT_PARAMS };
 
-  add(name: string, role: Role, password: PasswordHash): void {
-    this.accounts.set(name, { name, role, password });
+  constructor(options: { scrypt?: ScryptFunction } = {}) {
+    this.scrypt = options.scrypt ?? scryptHash;
+  }
+
+  /** Adds a built-in account: it survives every `replaceStored`. */
+  add(name: string, role: Role, password: PasswordHash, id = ''): void {
+    const account = { name, role, password, id };
+    this.builtIn.set(name, account);
+    this.accounts.set(name, account);
+  }
+
+  /** Replaces the accounts that are not built in (the accounts file's); a built-in name wins. */
+  replaceStored(stored: Iterable<StoredAccount>): void {
+    const next = new Map<string, StoredAccount>();
+    for (const account of stored) next.set(account.name, account);
+    for (const [name, account] of this.builtIn) next.set(name, account);
+    this.accounts = next;
   }
 
   get(name: string): Account | undefined {
     return this.accounts.get(name);
   }
 
-  /** The account when the password is right; undefined otherwise, in the same time either way. */
+  /**
+   * The account when the password is right; undefined otherwise. scrypt runs
+   * exactly once either way, against the decoy for an unknown name.
+   */
   async verify(name: string, password: string): Promise<Account | undefined> {
     const account = this.accounts.get(name);
     const stored = account?.password ?? this.decoy;
-    const candidate = await scryptAsync(password, stored.salt);
+    const candidate = await this.scrypt(password, stored.salt, stored.params, stored.hash.length);
     const equal = timingSafeEqual(candidate, stored.hash);
     return equal && account !== undefined ? account : undefined;
   }

@@ -16,6 +16,8 @@ export interface AppDeps {
   store: Store;
   config: Config;
   accounts: Accounts;
+  /** Looked at before each login, so an account just added can log in at once. */
+  accountsFile?: { refresh(): void };
   /** Session signing keys: the first signs, all verify. */
   keys: readonly Buffer[];
   /**

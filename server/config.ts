@@ -149,7 +149,16 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Pa
 }
 
 export function usage(): string {
-  const lines = ['usage: users-server [flags]', '       users-server repair [--data DIR]   recover a damaged data directory', '       users-server --help | --version', '', 'flags (each also from its environment variable):'];
+  const lines = [
+    'usage: users-server [flags]',
+    '       users-server repair [--data DIR]   recover a damaged data directory',
+    '       users-server accounts add NAME [--role admin|reader] [--password-stdin] [--data DIR]',
+    '       users-server accounts remove NAME [--data DIR]',
+    '       users-server accounts list [--json] [--data DIR]',
+    '       users-server --help | --version',
+    '',
+    'flags (each also from its environment variable):',
+  ];
   for (const [flag, spec] of Object.entries(FLAGS)) {
     const name = spec.type === 'boolean' ? `--${flag}` : `--${flag} ${spec.default === '' ? 'S' : spec.default}`;
     lines.push(`  ${name.padEnd(26)} ${envName(flag).padEnd(24)} ${spec.description}`);

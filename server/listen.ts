@@ -1,6 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { problems } from '../shared/problems.js';
+import { AccountsFileError, AccountsFileWatcher } from './accounts-file.js';
 import { Accounts, hashPassword } from './accounts.js';
 import { createApp, type App } from './app.js';
 import type { Config } from './config.js';
@@ -48,6 +49,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
   const dataDir = ensureDataDir(config.data);
   const releaseLock = acquireLock(dataDir);
   let store: Store | undefined;
+  let accountsFile: AccountsFileWatcher | undefined;
   try {
     const secrets = config.secrets.length > 0 ? config.secrets : [loadOrCreateSecret(dataDir)];
     const keys = secrets.map((s) => Buffer.from(s, 'utf8'));
@@ -57,6 +59,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     const adminHash = hashPassword(admin.password);
     adminHash.catch(() => {});
     const logError = options.logError ?? ((message: string) => process.stderr.write(message + '\n'));
+    accountsFile = openAccountsFile(dataDir, accounts, logError);
     let stop: () => Promise<void> = async () => {};
     const onFatal = (error: Error) => {
       logError(`users-server: ${error.message}; stopping: a failed sync cannot be retried safely`);
@@ -66,7 +69,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     const opened = openStore(config, dataDir, { log: logError, onFatal, ...(options.clock && { now: options.clock }), ...(options.journalIo && { io: options.journalIo }) });
     store = opened;
     accounts.add('admin', 'admin', await adminHash);
-    const app = createApp({ store: opened, config, accounts, keys, ...(options.clock && { clock: options.clock }), ...(options.logError && { logError: options.logError }) });
+    const app = createApp({ store: opened, config, accounts, accountsFile, keys, ...(options.clock && { clock: options.clock }), ...(options.logError && { logError: options.logError }) });
     const timeouts = { ...TIMEOUTS, ...options.timeouts };
     const server = createServer({
       headersTimeout: timeouts.headers,
@@ -115,6 +118,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       (stopped ??= (async () => {
         stopping = true;
         clearInterval(sweeper);
+        accountsFile?.close();
         for (const res of inFlight) if (!res.headersSent) res.setHeader('Connection', 'close');
         const closed = new Promise<void>((resolve) => server.close(() => resolve()));
         server.closeIdleConnections();
@@ -126,8 +130,18 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       })());
     return { url: `http://${host}:${port}`, server, app, store: opened, adminPasswordFile: admin.created ? admin.path : undefined, stop };
   } catch (error) {
+    accountsFile?.close();
     await store?.close();
     releaseLock();
+    throw error;
+  }
+}
+
+function openAccountsFile(dataDir: string, accounts: Accounts, log: (message: string) => void): AccountsFileWatcher {
+  try {
+    return new AccountsFileWatcher(dataDir, accounts, log);
+  } catch (error) {
+    if (error instanceof AccountsFileError) throw new StartupError(error.message);
     throw error;
   }
 }

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { accountsCommand, type PasswordInput } from './accounts-command.js';
 import { ConfigError, parseConfig, usage } from './config.js';
 import { StartupError } from './data-dir.js';
 import { startServer } from './listen.js';
@@ -8,6 +9,8 @@ export interface Io {
   stdout: NodeJS.WritableStream;
   stderr: NodeJS.WritableStream;
   env: NodeJS.ProcessEnv;
+  /** Where `accounts add` reads a password; process.stdin when absent. */
+  stdin?: PasswordInput;
 }
 
 function version(): string {
@@ -18,11 +21,12 @@ function version(): string {
 /**
  * The users-server command. Exit codes: 0 after a graceful stop, 1 when it
  * cannot start (data directory, lock, port, a damaged journal) or when the
- * journal failed to write, 2 for a bad flag or value. `repair` is its own
- * subcommand (repair.ts).
+ * journal failed to write, 2 for a bad flag or value. `repair` and
+ * `accounts` are their own subcommands (repair.ts, accounts-command.ts).
  */
 export async function main(argv: readonly string[], io: Io = { stdout: process.stdout, stderr: process.stderr, env: process.env }): Promise<number> {
   if (argv[0] === 'repair') return repair(argv.slice(1), io);
+  if (argv[0] === 'accounts') return accountsCommand(argv.slice(1), { ...io, stdin: io.stdin ?? process.stdin });
   let parsed;
   try {
     parsed = parseConfig(argv, io.env);

@@ -5,7 +5,7 @@ import { SESSION_COOKIE } from '../shared/paths.js';
  * Signed session tokens: the value of the USER_TOKEN cookie.
  *
  *   token     = payload "." signature
- *   payload   = base64url(JSON {a: account, s: session id, i: issued-at, e: expiry})
+ *   payload   = base64url(JSON {a: account, s: session id, i: issued-at, e: expiry[, u: account id]})
  *   signature = base64url(HMAC-SHA256(key, "USER_TOKEN=" payload))
  *
  * The cookie name is part of the signed text, so a token cannot be replayed
@@ -14,6 +14,12 @@ import { SESSION_COOKIE } from '../shared/paths.js';
  */
 export interface SessionPayload {
   account: string;
+  /**
+   * The account's random id, so that removing an account and adding the name
+   * again does not revive its sessions. Absent for the built-in admin, whose
+   * tokens keep the shape they had before accounts existed.
+   */
+  accountId?: string;
   sessionId: string;
   /** Seconds since the epoch. */
   issuedAt: number;
@@ -40,9 +46,8 @@ export function newSessionId(): string {
 }
 
 export function signSession(session: SessionPayload, key: Buffer): string {
-  const payload = Buffer.from(
-    JSON.stringify({ a: session.account, s: session.sessionId, i: session.issuedAt, e: session.expiresAt }),
-  ).toString('base64url');
+  const fields = { a: session.account, s: session.sessionId, i: session.issuedAt, e: session.expiresAt, ...(session.accountId ? { u: session.accountId } : {}) };
+  const payload = Buffer.from(JSON.stringify(fields)).toString('base64url');
   return `${payload}.${sign(payload, key)}`;
 }
 
@@ -76,8 +81,11 @@ export function verifySession(token: string, keys: readonly Buffer[], nowSeconds
     return undefined;
   }
   if (typeof fields !== 'object' || fields === null) return undefined;
-  const { a, s, i, e } = fields as Record<string, unknown>;
+  const { a, s, i, e, u } = fields as Record<string, unknown>;
   if (typeof a !== 'string' || typeof s !== 'string' || typeof i !== 'number' || typeof e !== 'number') return undefined;
+  if (u !== undefined && typeof u !== 'string') return undefined;
   if (e <= nowSeconds) return undefined;
-  return { payload: { account: a, sessionId: s, issuedAt: i, expiresAt: e }, keyIndex };
+  const session: SessionPayload = { account: a, sessionId: s, issuedAt: i, expiresAt: e };
+  if (u !== undefined && u !== '') session.accountId = u;
+  return { payload: session, keyIndex };
 }

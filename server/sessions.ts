@@ -33,7 +33,9 @@ export class Sessions {
 
   /**
    * Every session the request carries that verifies, is unexpired, is not
-   * revoked and names an existing account, in Cookie header order.
+   * revoked and names an existing account (the same one: its id matches, so
+   * a removed and re-added name does not revive old sessions), in Cookie
+   * header order.
    */
   *valid(req: IncomingMessage, now: number): Generator<ActiveSession> {
     const nowSeconds = Math.floor(now / 1000);
@@ -41,7 +43,7 @@ export class Sessions {
       const verified = verifySession(token, this.deps.keys, nowSeconds);
       if (verified === undefined || this.deps.store.state.isRevoked(verified.payload.sessionId)) continue;
       const account = this.deps.accounts.get(verified.payload.account);
-      if (account === undefined) continue;
+      if (account === undefined || account.id !== (verified.payload.accountId ?? '')) continue;
       yield { account, payload: verified.payload, stale: verified.keyIndex > 0 };
     }
   }
@@ -58,7 +60,9 @@ export class Sessions {
   /** A new session for `account`, as a Set-Cookie value. */
   open(account: Account, now: number): string {
     const issuedAt = Math.floor(now / 1000);
-    return this.cookie({ account: account.name, sessionId: newSessionId(), issuedAt, expiresAt: issuedAt + this.deps.config.sessionTtl }, now);
+    const payload: SessionPayload = { account: account.name, sessionId: newSessionId(), issuedAt, expiresAt: issuedAt + this.deps.config.sessionTtl };
+    if (account.id !== '') payload.accountId = account.id;
+    return this.cookie(payload, now);
   }
 
   cookie(payload: SessionPayload, now: number): string {

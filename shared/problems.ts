@@ -27,7 +27,7 @@ export const problems = {
   invalidUser: { code: 'invalid-user', status: 422, title: 'The user breaks a validation rule' },
   idempotencyKeyReused: { code: 'idempotency-key-reused', status: 422, title: 'Idempotency-Key reused with a different request' },
   preconditionRequired: { code: 'precondition-required', status: 428, title: 'If-Match is required' },
-  tooManyRequests: { code: 'too-many-requests', status: 429, title: 'Too Many Requests' },
+  tooManyRequests: { code: 'too-many-requests', status: 429, title: 'Too many requests' },
   requestHeaderFieldsTooLarge: { code: 'headers-too-large', status: 431, title: 'Request header fields too large' },
   internal: { code: 'internal', status: 500, title: 'Internal server error' },
   idSpaceExhausted: { code: 'id-space-exhausted', status: 503, title: 'No more ids can be issued' },

@@ -3,8 +3,10 @@ import { LOGIN_PATH, LOGOUT_PATH } from '../../shared/paths.js';
 import { problems } from '../../shared/problems.js';
 import { parseBasicAuth } from '../accounts.js';
 import type { AppDeps } from '../app.js';
+import { clientAddress } from '../client-address.js';
 import { HttpError } from '../errors.js';
 import { readBody, sendEmpty } from '../http.js';
+import { LoginLimiter, loginLimitKey } from '../login-limit.js';
 import type { Route } from '../router.js';
 import { COOKIE_CHALLENGE, type Sessions } from '../sessions.js';
 
@@ -26,6 +28,8 @@ function sendRoot(res: ServerResponse, status: 200 | 401, body: string): void {
 /** GET /, POST /login and POST /logout. */
 export function sessionRoutes(deps: AppDeps, sessions: Sessions): Route[] {
   const { config, store, accounts } = deps;
+  const limiter = new LoginLimiter();
+  const loginFailed = (detail: string) => new HttpError(problems.loginFailed, detail, { 'WWW-Authenticate': BASIC_CHALLENGE });
   return [
     {
       method: 'GET',
@@ -41,12 +45,18 @@ export function sessionRoutes(deps: AppDeps, sessions: Sessions): Route[] {
       handler: async ({ req, res, now }) => {
         await readBody(req, config.maxBody);
         const credentials = parseBasicAuth(req.headers.authorization);
-        const account = credentials && (await accounts.verify(credentials.user, credentials.password));
-        if (!account) {
-          throw new HttpError(problems.loginFailed, credentials ? 'The user name or password is wrong.' : 'Send Basic credentials: Authorization: Basic base64(user:password).', {
-            'WWW-Authenticate': BASIC_CHALLENGE,
-          });
+        if (!credentials) throw loginFailed('Send Basic credentials: Authorization: Basic base64(user:password).');
+        // Checked before scrypt runs: a limited guess costs the server nothing,
+        // and the right password is refused too, so the limit cannot be probed.
+        const key = loginLimitKey(clientAddress(req, config), credentials.user);
+        const wait = limiter.attempt(key, now);
+        if (wait !== undefined) {
+          throw new HttpError(problems.tooManyRequests, `Too many failed logins for this account from this address; try again in ${wait} s.`, { 'Retry-After': String(wait) });
         }
+        deps.accountsFile?.refresh();
+        const account = await accounts.verify(credentials.user, credentials.password);
+        if (!account) throw loginFailed('The user name or password is wrong.');
+        limiter.succeeded(key);
         res.setHeader('Set-Cookie', sessions.open(account, now));
         sendRoot(res, 200, OK_BODY);
       },

@@ -1,0 +1,214 @@
+import { resolve } from 'node:path';
+import { StringDecoder } from 'node:string_decoder';
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { ACCOUNT_NAME, AccountsFileError, BUILT_IN_ACCOUNT, newAccountId, readAccountsFile, writeAccountsFile, type AccountRecord } from './accounts-file.js';
+import { hashPassword, ROLES, type Role } from './accounts.js';
+import { envName } from './config.js';
+import { ensureDataDir, StartupError } from './data-dir.js';
+
+/** What the command reads a password from: process.stdin, or a stream in tests. */
+export interface PasswordInput extends NodeJS.ReadableStream {
+  isTTY?: boolean;
+  setRawMode?: (mode: boolean) => unknown;
+}
+
+export interface AccountsIo {
+  stdout: { write(chunk: string): unknown };
+  stderr: { write(chunk: string): unknown };
+  env: NodeJS.ProcessEnv;
+  stdin: PasswordInput;
+}
+
+/** Longest password accepted, in characters: far above any real one, and a bound on what is read. */
+export const MAX_PASSWORD_LENGTH = 1024;
+
+const USAGE = `usage: users-server accounts add NAME [--role admin|reader] [--password-stdin] [--data DIR]
+       users-server accounts remove NAME [--data DIR]
+       users-server accounts list [--json] [--data DIR]
+
+Manages the accounts that may log in, in <data>/accounts (mode 0600). NAME is
+1..64 of A-Z a-z 0-9 . _ -; "admin" is built in (its password comes from
+$USERS_ADMIN_PASSWORD or <data>/admin-password). --role defaults to reader:
+reads only. The password is asked twice without echo on a terminal; else, or
+with --password-stdin, it is the first line of stdin. A running server sees
+changes within a second: a removed account's sessions end, a re-added name
+starts with none. --data defaults to $${envName('data')}, else ./data.
+Exit codes: 0 done, 1 failed (name taken, no such account, unreadable file),
+2 usage error.`;
+
+/** A refusal of the command line: exit 2. */
+class UsageError extends Error {}
+/** The command could not be done: exit 1. */
+class CommandError extends Error {}
+
+/** `users-server accounts add|remove|list`: exit 0 done, 1 failed, 2 usage error; one line on stderr when not 0. */
+export async function accountsCommand(argv: readonly string[], io: AccountsIo): Promise<number> {
+  try {
+    return await run(argv, io);
+  } catch (error) {
+    if (error instanceof UsageError) {
+      io.stderr.write(`users-server: ${error.message} (see users-server accounts --help)\n`);
+      return 2;
+    }
+    if (error instanceof CommandError || error instanceof AccountsFileError || error instanceof StartupError) {
+      io.stderr.write(`users-server: ${error.message}\n`);
+      return 1;
+    }
+    const e = error as NodeJS.ErrnoException;
+    if (e.code !== undefined && e.syscall !== undefined) {
+      io.stderr.write(`users-server: cannot write the accounts file: ${e.code} (${e.syscall} ${e.path ?? ''})\n`);
+      return 1;
+    }
+    throw error;
+  }
+}
+
+async function run(argv: readonly string[], io: AccountsIo): Promise<number> {
+  const [command, ...rest] = argv;
+  if (command === '--help' || command === '-h' || command === 'help') {
+    io.stdout.write(USAGE + '\n');
+    return 0;
+  }
+  if (command !== 'add' && command !== 'remove' && command !== 'list') {
+    throw new UsageError(command === undefined ? 'accounts needs a command: add, remove or list' : `unknown accounts command "${command}"`);
+  }
+  const { values, positionals } = parse(command, rest);
+  if (values.help === true) {
+    io.stdout.write(USAGE + '\n');
+    return 0;
+  }
+  const dir = resolve(typeof values.data === 'string' ? values.data : (io.env[envName('data')] ?? './data'));
+  if (command === 'list') {
+    if (positionals.length > 0) throw new UsageError(`accounts list takes no NAME, got "${positionals[0]}"`);
+    return list(dir, values.json === true, io);
+  }
+  if (positionals.length !== 1) throw new UsageError(`accounts ${command} takes exactly one NAME`);
+  const name = positionals[0]!;
+  if (!ACCOUNT_NAME.test(name)) throw new UsageError(`the account name must be 1..64 of A-Z a-z 0-9 . _ -, not ${JSON.stringify(name)}`);
+  if (command === 'remove') return remove(dir, name, io);
+  const role = values.role ?? 'reader';
+  if (typeof role !== 'string' || !ROLES.includes(role as Role)) throw new UsageError(`--role must be admin or reader, not "${String(role)}"`);
+  return add(dir, name, role as Role, values['password-stdin'] === true, io);
+}
+
+const OPTIONS: Record<'add' | 'remove' | 'list', ParseArgsConfig['options']> = {
+  add: { data: { type: 'string' }, help: { type: 'boolean', short: 'h' }, role: { type: 'string' }, 'password-stdin': { type: 'boolean' } },
+  remove: { data: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+  list: { data: { type: 'string' }, help: { type: 'boolean', short: 'h' }, json: { type: 'boolean' } },
+};
+
+function parse(command: 'add' | 'remove' | 'list', args: string[]): { values: Record<string, string | boolean | undefined>; positionals: string[] } {
+  try {
+    const { values, positionals } = parseArgs({ args, options: OPTIONS[command], strict: true, allowPositionals: true });
+    return { values: values as Record<string, string | boolean | undefined>, positionals };
+  } catch (error) {
+    throw new UsageError((error as Error).message.split('\n')[0]!);
+  }
+}
+
+async function add(dir: string, name: string, role: Role, fromStdin: boolean, io: AccountsIo): Promise<number> {
+  if (name === BUILT_IN_ACCOUNT) {
+    throw new CommandError(`the account "${BUILT_IN_ACCOUNT}" is built in: set its password with USERS_ADMIN_PASSWORD or in <data>/admin-password`);
+  }
+  // Refuse a taken name before asking for a password.
+  if (readAccountsFile(dir).some((a) => a.name === name)) throw new CommandError(`the account "${name}" already exists`);
+  const password = await readPassword(name, fromStdin, io);
+  const hashed = await hashPassword(password);
+  ensureDataDir(dir);
+  // Read again: the file may have changed while scrypt ran.
+  const records = readAccountsFile(dir);
+  if (records.some((a) => a.name === name)) throw new CommandError(`the account "${name}" already exists`);
+  const record: AccountRecord = { name, role, id: newAccountId(), created: new Date().toISOString(), password: hashed };
+  writeAccountsFile(dir, [...records, record]);
+  io.stdout.write(`added the account "${name}" with role ${role}\n`);
+  return 0;
+}
+
+function remove(dir: string, name: string, io: AccountsIo): number {
+  if (name === BUILT_IN_ACCOUNT) throw new CommandError(`the account "${BUILT_IN_ACCOUNT}" is built in and cannot be removed`);
+  const records = readAccountsFile(dir);
+  const kept = records.filter((a) => a.name !== name);
+  if (kept.length === records.length) throw new CommandError(`no account "${name}" in ${dir}`);
+  writeAccountsFile(dir, kept);
+  io.stdout.write(`removed the account "${name}"; its sessions end\n`);
+  return 0;
+}
+
+function list(dir: string, json: boolean, io: AccountsIo): number {
+  const records = readAccountsFile(dir);
+  const rows = [{ name: BUILT_IN_ACCOUNT, role: 'admin', created: 'built-in' }, ...records.map((a) => ({ name: a.name, role: a.role, created: a.created }))];
+  if (json) {
+    const items = rows.map((r, i) => (i === 0 ? { name: r.name, role: r.role, builtIn: true } : { name: r.name, role: r.role, created: r.created }));
+    io.stdout.write(JSON.stringify(items) + '\n');
+    return 0;
+  }
+  const width = Math.max(4, ...rows.map((r) => r.name.length));
+  io.stdout.write(`${'NAME'.padEnd(width)}  ROLE    CREATED\n`);
+  for (const r of rows) io.stdout.write(`${r.name.padEnd(width)}  ${r.role.padEnd(6)}  ${r.created}\n`);
+  return 0;
+}
+
+async function readPassword(name: string, fromStdin: boolean, io: AccountsIo): Promise<string> {
+  let password: string;
+  if (!fromStdin && io.stdin.isTTY === true && io.stdin.setRawMode !== undefined) {
+    password = await promptHidden(`Password for "${name}": `, io);
+    const again = await promptHidden('Again: ', io);
+    if (again !== password) throw new CommandError('the two passwords differ; nothing was changed');
+  } else {
+    password = await readFirstLine(io.stdin);
+  }
+  if (password === '') throw new UsageError('the password is empty');
+  if (password.length > MAX_PASSWORD_LENGTH) throw new UsageError(`the password is longer than ${MAX_PASSWORD_LENGTH} characters`);
+  return password;
+}
+
+/**
+ * The first line of a piped stdin, without its line ending (LF or CRLF);
+ * the rest is not read. Spaces are kept: they may be part of the password.
+ */
+export async function readFirstLine(input: NodeJS.ReadableStream): Promise<string> {
+  const decoder = new StringDecoder('utf8');
+  let text = '';
+  for await (const chunk of input) {
+    text += typeof chunk === 'string' ? chunk : decoder.write(chunk as Buffer);
+    // One character past the limit is enough to refuse it.
+    if (text.includes('\n') || text.length > MAX_PASSWORD_LENGTH + 2) break;
+  }
+  text += decoder.end();
+  const newline = text.indexOf('\n');
+  const line = newline === -1 ? text : text.slice(0, newline);
+  return line.endsWith('\r') ? line.slice(0, -1) : line;
+}
+
+const ENTER = new Set(['\r', '\n']);
+const BACKSPACE = new Set(['\u007f', '\b']);
+
+/** Reads one line from a terminal in raw mode, echoing nothing. Ctrl-C or Ctrl-D abort. */
+function promptHidden(question: string, io: AccountsIo): Promise<string> {
+  const input = io.stdin;
+  // Echo goes off before the prompt shows, so nothing typed after it is echoed.
+  input.setRawMode!(true);
+  io.stderr.write(question);
+  input.setEncoding('utf8');
+  input.resume();
+  return new Promise((resolvePassword, reject) => {
+    let typed = '';
+    const finish = (error?: Error) => {
+      input.off('data', onData);
+      input.setRawMode!(false);
+      input.pause();
+      io.stderr.write('\n');
+      if (error) reject(error);
+      else resolvePassword(typed);
+    };
+    const onData = (chunk: string | Buffer) => {
+      for (const char of String(chunk)) {
+        if (ENTER.has(char)) return finish();
+        if (char === '\u0003' || (char === '\u0004' && typed === '')) return finish(new CommandError('cancelled; nothing was changed'));
+        if (BACKSPACE.has(char)) typed = [...typed].slice(0, -1).join('');
+        else if (char >= ' ') typed += char;
+      }
+    };
+    input.on('data', onData);
+  });
+}

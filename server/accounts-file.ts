@@ -1,0 +1,229 @@
+import { randomBytes } from 'node:crypto';
+import { closeSync, fsyncSync, openSync, readFileSync, renameSync, statSync, unlinkSync, unwatchFile, watchFile, writeSync, type Stats } from 'node:fs';
+import { join } from 'node:path';
+import { ROLES, type Accounts, type Role, type ScryptParams, type StoredAccount } from './accounts.js';
+import { fsyncDirSync } from './store/journal.js';
+
+/**
+ * `<data>/accounts`: the accounts other than the built-in admin, written by
+ * `users-server accounts` and read by the server. JSON, one account a line:
+ *
+ *   {"format":1,"accounts":[
+ *   {"name":"bob","role":"reader","id":"...","created":"2026-...Z","scrypt":{"N":32768,"r":8,"p":1,"salt":"<base64>","hash":"<base64>"}}
+ *   ]}
+ *
+ * Mode 0600, replaced atomically (temp file, fsync, rename, directory fsync),
+ * so a running server never reads half a file and the commands need not take
+ * the server's lock.
+ */
+
+export const ACCOUNTS_FILE = 'accounts';
+/** The account whose password comes from USERS_ADMIN_PASSWORD or <data>/admin-password; never in the file. */
+export const BUILT_IN_ACCOUNT = 'admin';
+/** 1..64 of A-Z a-z 0-9 . _ -: no colon (RFC 7617 user-ids cannot hold one), nothing a terminal or a log line would mangle. */
+export const ACCOUNT_NAME = /^[A-Za-z0-9._-]{1,64}$/;
+const FORMAT = 1;
+const ACCOUNT_ID = /^[A-Za-z0-9_-]{8,64}$/;
+/** How often a running server looks at the file (a stat on the thread pool, off the request path). */
+export const ACCOUNTS_POLL_MS = 250;
+
+export class AccountsFileError extends Error {
+  override readonly name = 'AccountsFileError';
+}
+
+export interface AccountRecord extends StoredAccount {
+  /** RFC 3339 time the account was added. */
+  readonly created: string;
+}
+
+/** A fresh random account id: 12 base64url characters (72 bits). */
+export function newAccountId(): string {
+  return randomBytes(9).toString('base64url');
+}
+
+export function accountsPath(dir: string): string {
+  return join(dir, ACCOUNTS_FILE);
+}
+
+/** The file's text: one account a line, so a diff of two versions reads well. */
+export function serializeAccounts(records: readonly AccountRecord[]): string {
+  const lines = records.map((r) =>
+    JSON.stringify({
+      name: r.name,
+      role: r.role,
+      id: r.id,
+      created: r.created,
+      scrypt: { N: r.password.params.N, r: r.password.params.r, p: r.password.params.p, salt: r.password.salt.toString('base64'), hash: r.password.hash.toString('base64') },
+    }),
+  );
+  return `{"format":${FORMAT},"accounts":[\n${lines.join(',\n')}${lines.length > 0 ? '\n' : ''}]}\n`;
+}
+
+/** Parses the file's text; throws AccountsFileError naming what is wrong. */
+export function parseAccounts(text: string): AccountRecord[] {
+  let doc: unknown;
+  try {
+    doc = JSON.parse(text);
+  } catch {
+    throw new AccountsFileError('not valid JSON');
+  }
+  if (!isObject(doc) || doc.format !== FORMAT || !Array.isArray(doc.accounts)) throw new AccountsFileError(`not an accounts file of format ${FORMAT}`);
+  const records: AccountRecord[] = [];
+  const names = new Set<string>();
+  doc.accounts.forEach((entry: unknown, index: number) => {
+    const record = parseRecord(entry, `account ${index + 1}`);
+    if (names.has(record.name)) throw new AccountsFileError(`account ${index + 1}: the name "${record.name}" appears twice`);
+    names.add(record.name);
+    records.push(record);
+  });
+  return records;
+}
+
+function parseRecord(entry: unknown, where: string): AccountRecord {
+  if (!isObject(entry)) throw new AccountsFileError(`${where}: not an object`);
+  const { name, role, id, created, scrypt } = entry;
+  if (typeof name !== 'string' || !ACCOUNT_NAME.test(name)) throw new AccountsFileError(`${where}: bad name`);
+  if (name === BUILT_IN_ACCOUNT) throw new AccountsFileError(`${where}: "${BUILT_IN_ACCOUNT}" is built in and cannot be in the file`);
+  if (typeof role !== 'string' || !ROLES.includes(role as Role)) throw new AccountsFileError(`${where} (${name}): bad role`);
+  if (typeof id !== 'string' || !ACCOUNT_ID.test(id)) throw new AccountsFileError(`${where} (${name}): bad id`);
+  if (typeof created !== 'string') throw new AccountsFileError(`${where} (${name}): bad created time`);
+  if (!isObject(scrypt)) throw new AccountsFileError(`${where} (${name}): no scrypt hash`);
+  const params = { N: scrypt.N, r: scrypt.r, p: scrypt.p };
+  if (!validParams(params)) throw new AccountsFileError(`${where} (${name}): bad scrypt parameters`);
+  const salt = decodeBase64(scrypt.salt);
+  const hash = decodeBase64(scrypt.hash);
+  if (salt === undefined || salt.length < 8 || salt.length > 64) throw new AccountsFileError(`${where} (${name}): bad salt`);
+  if (hash === undefined || hash.length < 16 || hash.length > 64) throw new AccountsFileError(`${where} (${name}): bad hash`);
+  return { name, role: role as Role, id, created, password: { salt, hash, params } };
+}
+
+/**
+ * Bounds that keep one check under 1 GiB and a few seconds: the file is
+ * trusted (mode 0600), but a typo must not make every login exhaust memory.
+ */
+function validParams(params: Record<string, unknown>): params is Record<keyof ScryptParams, number> {
+  const { N, r, p } = params;
+  if (!Number.isSafeInteger(N) || !Number.isSafeInteger(r) || !Number.isSafeInteger(p)) return false;
+  const n = N as number;
+  return n >= 2 && n <= 2 ** 20 && (n & (n - 1)) === 0 && (r as number) >= 1 && (r as number) <= 32 && (p as number) >= 1 && (p as number) <= 16 && 128 * n * (r as number) <= 2 ** 30;
+}
+
+function decodeBase64(value: unknown): Buffer | undefined {
+  if (typeof value !== 'string' || !/^[A-Za-z0-9+/]*={0,2}$/.test(value) || value.length % 4 !== 0) return undefined;
+  return Buffer.from(value, 'base64');
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** The accounts in `<dir>/accounts`; none when the file does not exist. Throws AccountsFileError. */
+export function readAccountsFile(dir: string): AccountRecord[] {
+  const path = accountsPath(dir);
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT') return [];
+    throw new AccountsFileError(`cannot read ${path}: ${code ?? (error as Error).message}`);
+  }
+  try {
+    return parseAccounts(text);
+  } catch (error) {
+    throw new AccountsFileError(`${path}: ${(error as Error).message}`);
+  }
+}
+
+/**
+ * Replaces `<dir>/accounts` atomically: a reader sees the old file or the new
+ * one, never a mix, and after a crash the directory holds one of the two.
+ * The temp name carries the pid and random bytes, so two commands at once
+ * never write into the same temp file (the last rename wins).
+ */
+export function writeAccountsFile(dir: string, records: readonly AccountRecord[]): void {
+  const path = accountsPath(dir);
+  const temp = `${path}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
+  // 0600 at creation: the hashes are never readable by others, not even briefly.
+  const fd = openSync(temp, 'wx', 0o600);
+  try {
+    try {
+      writeSync(fd, serializeAccounts(records));
+      // The data must be on disk before the rename makes it the file.
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    renameSync(temp, path);
+  } catch (error) {
+    try {
+      unlinkSync(temp);
+    } catch {
+      // Already renamed or never made.
+    }
+    throw error;
+  }
+  // The rename itself is durable only once the directory is synced.
+  fsyncDirSync(dir);
+}
+
+function signature(stats: Stats | undefined): string {
+  // A rename puts a new inode in place, so ino changes on every write even
+  // when size and mtime happen to match.
+  return stats === undefined ? 'absent' : `${stats.ino}:${stats.size}:${stats.mtimeMs}:${stats.ctimeMs}`;
+}
+
+/**
+ * Keeps `accounts` in step with `<dir>/accounts` while the server runs. The
+ * file is polled (fs.watchFile: an async stat every ACCOUNTS_POLL_MS), and a
+ * login looks before checking a password, so an account just added can log
+ * in at once. Session checks never touch the file: they stay one Map lookup.
+ */
+export class AccountsFileWatcher {
+  private seen = '';
+  private readonly path: string;
+  private readonly listener = () => this.refresh();
+
+  /** Loads the file once (throwing AccountsFileError when it is bad) and starts polling. */
+  constructor(
+    private readonly dir: string,
+    private readonly accounts: Accounts,
+    private readonly log: (message: string) => void,
+  ) {
+    this.path = accountsPath(dir);
+    const before = this.stat();
+    this.accounts.replaceStored(readAccountsFile(dir));
+    this.seen = signature(before);
+    watchFile(this.path, { interval: ACCOUNTS_POLL_MS, persistent: false }, this.listener);
+  }
+
+  /**
+   * Re-reads the file when it changed since the last look. A bad file drops
+   * every account it held (the built-in admin stays): failing closed, so a
+   * removal cannot be undone by a broken edit; the next good write restores them.
+   */
+  refresh(): void {
+    const current = signature(this.stat());
+    if (current === this.seen) return;
+    // Recorded before reading: a change landing during the read is seen next time.
+    this.seen = current;
+    try {
+      this.accounts.replaceStored(readAccountsFile(this.dir));
+    } catch (error) {
+      this.accounts.replaceStored([]);
+      this.log(`users-server: ${(error as Error).message}; only the built-in admin can log in until it is fixed`);
+    }
+  }
+
+  close(): void {
+    unwatchFile(this.path, this.listener);
+  }
+
+  private stat(): Stats | undefined {
+    try {
+      return statSync(this.path);
+    } catch {
+      return undefined;
+    }
+  }
+}
