@@ -1,6 +1,7 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 
 export type RequireSession = 'none' | 'writes' | 'all';
+export type LogFormat = 'text' | 'json' | 'off';
 
 export interface Config {
   host: string;
@@ -22,6 +23,8 @@ export interface Config {
   compactionFloor: number;
   /** Signing secrets, first signs, all verify; empty means "generate one in the data directory". */
   secrets: string[];
+  /** The access log on stdout: one line per request as text or JSON, or none. */
+  logFormat: LogFormat;
 }
 
 export class ConfigError extends Error {
@@ -81,6 +84,13 @@ export const FLAGS: Record<string, FlagSpec> = {
     },
   },
   'compaction-floor': { type: 'string', default: String(8 * 1024 * 1024), description: 'journal bytes before compaction is considered', key: 'compactionFloor', parse: integer(4096, 2 ** 40) },
+  'log-format': {
+    type: 'string', default: 'off', description: 'access log on stdout, one line per request: text, json or off', key: 'logFormat',
+    parse: (v, flag) => {
+      if (v === 'text' || v === 'json' || v === 'off') return v;
+      throw new ConfigError(`--${flag} must be text, json or off, not "${String(v)}"`);
+    },
+  },
   'cookie-secure': { type: 'boolean', default: false, description: 'mark the session cookie Secure (behind TLS)', key: 'cookieSecure', parse: (v) => v },
   secret: {
     type: 'string', default: '', description: 'comma-separated signing secrets, 32+ bytes each; the first signs', key: 'secrets',

@@ -26,6 +26,7 @@ const DEFAULTS: Config = {
   store: 'journal',
   compactionFloor: 8 * 1024 * 1024,
   secrets: [],
+  logFormat: 'off',
 };
 
 function config(argv: string[], env: NodeJS.ProcessEnv = {}): Config {
