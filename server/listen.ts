@@ -85,10 +85,13 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     // keeps a connection whose response ends after server.close() open until
     // its keep-alive timeout.
     const inFlight = new Set<ServerResponse>();
+    /** Set by stop: called once the last response in flight has ended. */
+    let drained: (() => void) | undefined;
     // One listener shared by every response ('close' comes once per response).
     function ended(this: ObservedResponse) {
       inFlight.delete(this);
       observer.end(this);
+      if (drained !== undefined && inFlight.size === 0) drained();
     }
     const handle = (req: IncomingMessage, res: ObservedResponse) => {
       // While stopping, finish this request but do not keep its connection.
@@ -130,6 +133,9 @@ export async function startServer(config: Config, options: StartOptions = {}): P
         const grace = setTimeout(() => server.closeAllConnections(), STOP_GRACE_MS);
         await closed;
         clearTimeout(grace);
+        // The server closes when its sockets are destroyed; their responses'
+        // 'close' events, which write the last log lines, may come just after.
+        if (inFlight.size > 0) await new Promise<void>((resolve) => (drained = resolve));
         accessLog?.flush();
         await opened.close();
         releaseLock();
