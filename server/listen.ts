@@ -17,6 +17,7 @@ import type { Store } from './store/types.js';
 export const TIMEOUTS = { headers: 10_000, request: 30_000, keepAlive: 5_000, connectionsCheck: 2_000 };
 const SWEEP_INTERVAL_MS = 60_000;
 const STOP_GRACE_MS = 10_000;
+const DRAIN_MS = 1_000;
 
 export interface RunningServer {
   readonly url: string;
@@ -135,7 +136,15 @@ export async function startServer(config: Config, options: StartOptions = {}): P
         clearTimeout(grace);
         // The server closes when its sockets are destroyed; their responses'
         // 'close' events, which write the last log lines, may come just after.
-        if (inFlight.size > 0) await new Promise<void>((resolve) => (drained = resolve));
+        // (Bounded, so a response that never reports cannot hold the stop.)
+        if (inFlight.size > 0) {
+          let bound: NodeJS.Timeout | undefined;
+          await new Promise<void>((resolve) => {
+            drained = resolve;
+            bound = setTimeout(resolve, DRAIN_MS);
+          });
+          clearTimeout(bound);
+        }
         accessLog?.flush();
         await opened.close();
         releaseLock();
