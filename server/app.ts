@@ -6,7 +6,12 @@ import type { Config } from './config.js';
 import { HttpError } from './errors.js';
 import { sendEmpty, sendProblem } from './http.js';
 import { limitKey, RateLimiter } from './rate-limit.js';
+import { Metrics } from './metrics.js';
+import { ObservedResponse, REQUEST_ID_HEADER } from './observe.js';
+import { buildOpenApi } from './openapi.js';
 import { Router, splitTarget, type Context, type Route } from './router.js';
+import { metricsRoute } from './routes/metrics.js';
+import { openApiRoute } from './routes/openapi.js';
 import { sessionRoutes } from './routes/session.js';
 import { userRoutes } from './routes/users.js';
 import { Sessions } from './sessions.js';
@@ -33,6 +38,10 @@ export interface App {
   /** The `(req, res)` listener for node:http. */
   handle: (req: IncomingMessage, res: ServerResponse) => void;
   readonly routes: readonly Route[];
+  /** Request counters by route; the server's observer feeds them, GET /metrics shows them. */
+  readonly metrics: Metrics;
+  /** The OpenAPI document served at /openapi.json. */
+  readonly openapi: Record<string, unknown>;
 }
 
 /** Builds the request listener: routing, error handling and every endpoint. */
@@ -44,9 +53,14 @@ export function createApp(deps: AppDeps): App {
     ...sessionRoutes(deps, sessions),
     ...userRoutes(deps, sessions),
     { method: 'GET', path: '/healthz', handler: ({ res }) => sendHealth(res) },
+    metricsRoute(deps, sessions, () => metrics),
+    openApiRoute(() => openapi),
   ];
   const router = new Router(routes);
   const admit = deps.config.rateLimit > 0 ? rateLimitGate(deps, answerFailure) : undefined;
+  const metrics = new Metrics(router.paths);
+  // Built now, so a route without a description stops the server at start.
+  const openapi = buildOpenApi(routes);
 
   function fail(res: ServerResponse, error: unknown): void {
     // A refusal can reflect writes not yet durable (an id taken, a user
@@ -61,7 +75,8 @@ export function createApp(deps: AppDeps): App {
       // Reported once by the store; the request just fails.
       error = new HttpError(problems.internal, 'The write could not be made durable; the server is stopping.');
     } else if (!(error instanceof HttpError)) {
-      logError(`users-server: unexpected error: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+      const id = res.getHeader(REQUEST_ID_HEADER);
+      logError(`users-server: unexpected error${id === undefined ? '' : ` (request ${String(id)})`}: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
       error = new HttpError(problems.internal, 'The server could not complete the request.');
     }
     if (res.headersSent) {
@@ -83,6 +98,7 @@ export function createApp(deps: AppDeps): App {
       return;
     }
     const match = router.match(req.method ?? '', target.path);
+    if (res instanceof ObservedResponse) res.routeSlot = match.slot;
     switch (match.kind) {
       case 'route': {
         const ctx: Context = { req, res, params: match.params, query: target.query, now: clock() };
@@ -105,7 +121,7 @@ export function createApp(deps: AppDeps): App {
     }
   }
 
-  return { handle, routes };
+  return { handle, routes, metrics, openapi };
 }
 
 type Gate = (req: IncomingMessage, res: ServerResponse, path: string | undefined) => boolean;

@@ -1,6 +1,7 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 
 export type RequireSession = 'none' | 'writes' | 'all';
+export type LogFormat = 'text' | 'json' | 'off';
 
 export interface Config {
   host: string;
@@ -28,6 +29,8 @@ export interface Config {
   rateBurst: number;
   /** Take the client address from the last X-Forwarded-For entry (set by the proxy in front). */
   trustProxy: boolean;
+  /** The access log on stdout: one line per request as text or JSON, or none. */
+  logFormat: LogFormat;
 }
 
 export class ConfigError extends Error {
@@ -91,6 +94,13 @@ export const FLAGS: Record<string, FlagSpec> = {
   'rate-limit': { type: 'string', default: '0', description: 'requests per second per client address (0: no limit)', key: 'rateLimit', parse: integer(0, MAX_RATE) },
   'rate-burst': { type: 'string', default: '0', description: 'requests a client may make at once (0: same as --rate-limit)', key: 'rateBurst', parse: integer(0, MAX_RATE) },
   'trust-proxy': { type: 'boolean', default: false, description: 'client address from the last X-Forwarded-For entry (behind a proxy)', key: 'trustProxy', parse: (v) => v },
+  'log-format': {
+    type: 'string', default: 'off', description: 'access log on stdout, one line per request: text, json or off', key: 'logFormat',
+    parse: (v, flag) => {
+      if (v === 'text' || v === 'json' || v === 'off') return v;
+      throw new ConfigError(`--${flag} must be text, json or off, not "${String(v)}"`);
+    },
+  },
   'cookie-secure': { type: 'boolean', default: false, description: 'mark the session cookie Secure (behind TLS)', key: 'cookieSecure', parse: (v) => v },
   secret: {
     type: 'string', default: '', description: 'comma-separated signing secrets, 32+ bytes each; the first signs', key: 'secrets',

@@ -35,13 +35,16 @@ export function sendProblem(res: ServerResponse, error: HttpError): void {
   res.end(body);
 }
 
-/** A raw HTTP/1.1 response for errors the parser raises before there is a request object. */
-export function rawProblemResponse(kind: ProblemKind, detail: string): string {
+/**
+ * A raw HTTP/1.1 response for errors the parser raises before there is a
+ * request object; `requestId`, when given, is sent as X-Request-Id.
+ */
+export function rawProblemResponse(kind: ProblemKind, detail: string, requestId?: string): string {
   const body = problemBody(kind, detail);
   return (
     `HTTP/1.1 ${kind.status} ${kind.title}\r\n` +
     `Content-Type: ${PROBLEM_CONTENT_TYPE}\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
-    `Cache-Control: no-store\r\nConnection: close\r\n\r\n${body}`
+    `Cache-Control: no-store\r\n${requestId === undefined ? '' : `X-Request-Id: ${requestId}\r\n`}Connection: close\r\n\r\n${body}`
   );
 }
 

@@ -1,12 +1,14 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import { problems } from '../shared/problems.js';
+import { problems, type ProblemKind } from '../shared/problems.js';
+import { AccessLog, type LogSink } from './access-log.js';
 import { AccountsFileError, AccountsFileWatcher } from './accounts-file.js';
 import { Accounts, hashPassword } from './accounts.js';
 import { createApp, type App } from './app.js';
 import type { Config } from './config.js';
 import { acquireLock, ensureDataDir, loadOrCreateAdminPassword, loadOrCreateSecret, StartupError } from './data-dir.js';
-import { declaresTooLarge, rawProblemResponse } from './http.js';
+import { declaresTooLarge, problemBody, rawProblemResponse } from './http.js';
+import { ObservedResponse, Observer } from './observe.js';
 import { JournalStore, type JournalIo } from './store/journal.js';
 import { MemoryStore } from './store/memory.js';
 import { CorruptionError } from './store/recovery.js';
@@ -16,10 +18,11 @@ import type { Store } from './store/types.js';
 export const TIMEOUTS = { headers: 10_000, request: 30_000, keepAlive: 5_000, connectionsCheck: 2_000 };
 const SWEEP_INTERVAL_MS = 60_000;
 const STOP_GRACE_MS = 10_000;
+const DRAIN_MS = 1_000;
 
 export interface RunningServer {
   readonly url: string;
-  readonly server: Server;
+  readonly server: Server<typeof IncomingMessage, typeof ObservedResponse>;
   readonly app: App;
   readonly store: Store;
   /** Where a generated admin password was written, when it was generated on this start. */
@@ -41,6 +44,8 @@ export interface StartOptions {
   journalIo?: JournalIo;
   /** Tests only: shorter timeouts than API.md's, so a timeout test takes a second, not half a minute. */
   timeouts?: Partial<typeof TIMEOUTS>;
+  /** Where access log lines go (`--log-format`); stdout when not given. */
+  accessLog?: LogSink;
 }
 
 /** Prepares the data directory, opens the store and listens. */
@@ -70,36 +75,47 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     store = opened;
     accounts.add('admin', 'admin', await adminHash);
     const app = createApp({ store: opened, config, accounts, accountsFile, keys, ...(options.clock && { clock: options.clock }), ...(options.logError && { logError: options.logError }) });
+    const accessLog = config.logFormat === 'off' ? undefined : new AccessLog(config.logFormat, options.accessLog ?? ((chunk) => process.stdout.write(chunk)), options.clock);
+    const observer = new Observer(app.metrics, accessLog);
     const timeouts = { ...TIMEOUTS, ...options.timeouts };
-    const server = createServer({
+    // Responses are ObservedResponses: the observer keeps its per-request
+    // figures in their fields instead of in closures.
+    const server = createServer<typeof IncomingMessage, typeof ObservedResponse>({
       headersTimeout: timeouts.headers,
       requestTimeout: timeouts.request,
       keepAliveTimeout: timeouts.keepAlive,
       connectionsCheckingInterval: timeouts.connectionsCheck,
+      ServerResponse: ObservedResponse,
     });
     let stopping = false;
     // Responses under way, so a stop can mark them Connection: close: node
     // keeps a connection whose response ends after server.close() open until
     // its keep-alive timeout.
     const inFlight = new Set<ServerResponse>();
-    function forget(this: ServerResponse) {
+    /** Set by stop: called once the last response in flight has ended. */
+    let drained: (() => void) | undefined;
+    // One listener shared by every response ('close' comes once per response).
+    function ended(this: ObservedResponse) {
       inFlight.delete(this);
+      observer.end(this);
+      if (drained !== undefined && inFlight.size === 0) drained();
     }
-    const handle = (req: IncomingMessage, res: ServerResponse) => {
+    const handle = (req: IncomingMessage, res: ObservedResponse) => {
       // While stopping, finish this request but do not keep its connection.
       if (stopping) res.setHeader('Connection', 'close');
+      observer.begin(req, res);
       inFlight.add(res);
-      res.once('close', forget);
+      res.on('close', ended);
       app.handle(req, res);
     };
     server.on('request', handle);
     // Expect: 100-continue (RFC 9110 section 10.1.1): refuse an oversized body
     // before the client sends it.
-    server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
+    server.on('checkContinue', (req: IncomingMessage, res: ObservedResponse) => {
       if (!declaresTooLarge(req, config.maxBody)) res.writeContinue();
       handle(req, res);
     });
-    server.on('clientError', (error: NodeJS.ErrnoException, socket: Socket) => answerClientError(error, socket));
+    server.on('clientError', (error: NodeJS.ErrnoException, socket: Socket) => answerClientError(error, socket, observer));
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
       server.listen(config.port, config.host, () => {
@@ -125,6 +141,18 @@ export async function startServer(config: Config, options: StartOptions = {}): P
         const grace = setTimeout(() => server.closeAllConnections(), STOP_GRACE_MS);
         await closed;
         clearTimeout(grace);
+        // The server closes when its sockets are destroyed; their responses'
+        // 'close' events, which write the last log lines, may come just after.
+        // (Bounded, so a response that never reports cannot hold the stop.)
+        if (inFlight.size > 0) {
+          let bound: NodeJS.Timeout | undefined;
+          await new Promise<void>((resolve) => {
+            drained = resolve;
+            bound = setTimeout(resolve, DRAIN_MS);
+          });
+          clearTimeout(bound);
+        }
+        accessLog?.flush();
         await opened.close();
         releaseLock();
       })());
@@ -161,16 +189,19 @@ function openStore(config: Config, dataDir: string, options: { log: (message: st
 /**
  * Errors node:http's parser raises before a request exists (malformed
  * request line or headers, oversized headers, timeouts) answered as
- * problem documents instead of node's bare responses.
+ * problem documents instead of node's bare responses, with a request id,
+ * and logged and counted like requests.
  */
-function answerClientError(error: NodeJS.ErrnoException, socket: Socket): void {
+function answerClientError(error: NodeJS.ErrnoException, socket: Socket, observer: Observer): void {
   if (!socket.writable || error.code === 'ECONNRESET') {
     socket.destroy();
     return;
   }
-  let response: string;
-  if (error.code === 'HPE_HEADER_OVERFLOW') response = rawProblemResponse(problems.requestHeaderFieldsTooLarge, 'The request headers are too large.');
-  else if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT') response = rawProblemResponse(problems.requestTimeout, 'The request took too long to arrive.');
-  else response = rawProblemResponse(problems.badRequest, 'The request is not valid HTTP/1.1.');
-  socket.end(response);
+  let kind: ProblemKind;
+  let detail: string;
+  if (error.code === 'HPE_HEADER_OVERFLOW') [kind, detail] = [problems.requestHeaderFieldsTooLarge, 'The request headers are too large.'];
+  else if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT') [kind, detail] = [problems.requestTimeout, 'The request took too long to arrive.'];
+  else [kind, detail] = [problems.badRequest, 'The request is not valid HTTP/1.1.'];
+  const id = observer.raw(kind.status, Buffer.byteLength(problemBody(kind, detail)));
+  socket.end(rawProblemResponse(kind, detail, id));
 }

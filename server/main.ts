@@ -13,6 +13,23 @@ export interface Io {
   stdin?: PasswordInput;
 }
 
+/**
+ * The access log's sink: stdout, until writing to it fails (a reader that
+ * went away: EPIPE). Then one note on stderr and no more lines, instead of
+ * an unhandled 'error' that would stop the server.
+ */
+function stdoutSink(io: Io): (chunk: string) => void {
+  let failed = false;
+  io.stdout.on('error', (error: Error) => {
+    if (failed) return;
+    failed = true;
+    io.stderr.write(`users-server: cannot write to stdout (${error.message}); the access log is off\n`);
+  });
+  return (chunk) => {
+    if (!failed) io.stdout.write(chunk);
+  };
+}
+
 function version(): string {
   const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
   return pkg.version;
@@ -59,7 +76,7 @@ export async function main(argv: readonly string[], io: Io = { stdout: process.s
   process.on('SIGTERM', onSignal);
   let running;
   try {
-    running = await startServer(parsed.config, { env: io.env, onFatal, logError: (message) => io.stderr.write(message + '\n') });
+    running = await startServer(parsed.config, { env: io.env, onFatal, logError: (message) => io.stderr.write(message + '\n'), accessLog: stdoutSink(io) });
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     const message =

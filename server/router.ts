@@ -21,17 +21,22 @@ export interface Route {
 }
 
 interface PathGroup {
+  /** The path's index in `Router.paths`: its slot in the request metrics. */
+  readonly slot: number;
   readonly segments: readonly string[];
   readonly byMethod: Map<string, Route>;
   /** The Allow field for this path (RFC 9110 section 10.2.1). */
   readonly allow: string;
 }
 
+/** `slot` is the index of the matched path in `Router.paths`; -1 when no path matched. */
 export type Match =
-  | { kind: 'route'; route: Route; params: Record<string, string> }
-  | { kind: 'method-not-allowed'; allow: string }
-  | { kind: 'options'; allow: string }
-  | { kind: 'not-found' };
+  | { kind: 'route'; route: Route; params: Record<string, string>; slot: number }
+  | { kind: 'method-not-allowed'; allow: string; slot: number }
+  | { kind: 'options'; allow: string; slot: number }
+  | { kind: 'not-found'; slot: -1 };
+
+const NOT_FOUND: Match = { kind: 'not-found', slot: -1 };
 
 /**
  * Matches requests against a table of routes. Paths with only literal
@@ -42,15 +47,19 @@ export type Match =
  */
 export class Router {
   private readonly groups: PathGroup[];
+  /** The distinct path patterns of the table, in table order. */
+  readonly paths: readonly string[];
 
   constructor(readonly routes: readonly Route[]) {
     const byPath = new Map<string, Route[]>();
     for (const route of routes) byPath.set(route.path, [...(byPath.get(route.path) ?? []), route]);
-    const groups = [...byPath].map(([path, group]) => {
+    this.paths = [...byPath.keys()];
+    const groups = [...byPath].map(([path, group], slot) => {
       const methods = group.map((r) => r.method);
       if (methods.includes('GET')) methods.push('HEAD');
       methods.push('OPTIONS');
       return {
+        slot,
         segments: path.split('/').slice(1),
         byMethod: new Map(group.map((r) => [r.method, r])),
         allow: methods.join(', '),
@@ -66,11 +75,11 @@ export class Router {
       const params = matchSegments(group.segments, segments);
       if (params === undefined) continue;
       const route = group.byMethod.get(method === 'HEAD' ? 'GET' : method);
-      if (route !== undefined) return { kind: 'route', route, params };
-      if (method === 'OPTIONS') return { kind: 'options', allow: group.allow };
-      return { kind: 'method-not-allowed', allow: group.allow };
+      if (route !== undefined) return { kind: 'route', route, params, slot: group.slot };
+      if (method === 'OPTIONS') return { kind: 'options', allow: group.allow, slot: group.slot };
+      return { kind: 'method-not-allowed', allow: group.allow, slot: group.slot };
     }
-    return { kind: 'not-found' };
+    return NOT_FOUND;
   }
 }
 

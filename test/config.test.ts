@@ -29,6 +29,7 @@ const DEFAULTS: Config = {
   rateLimit: 0,
   rateBurst: 0,
   trustProxy: false,
+  logFormat: 'off',
 };
 
 function config(argv: string[], env: NodeJS.ProcessEnv = {}): Config {

@@ -1,10 +1,11 @@
 import { close, closeSync, fdatasync, fsync, fsyncSync, ftruncate, ftruncateSync, open, openSync, unlink, write, writeSync, writev } from 'node:fs';
 import { join } from 'node:path';
+import { FSYNC_BUCKETS, Histogram } from '../histogram.js';
 import { encodeHeader, encodeMutations, encodeRecord, FileKind, HEADER_BYTES } from './codec.js';
 import { journalName, listDataFiles, recover, snapshotName } from './recovery.js';
 import { call, captureImage, writeSnapshot, type Image } from './snapshot.js';
 import type { StoreState } from './state.js';
-import { StoreFailedError, type Mutation, type Store } from './types.js';
+import { StoreFailedError, type Mutation, type Store, type StoreStats } from './types.js';
 
 /**
  * The durable store: the state in memory, every commit appended to a journal
@@ -89,6 +90,8 @@ export class JournalStore implements Store {
   private readonly io: JournalIo;
   private readonly now: () => number;
   private idle: (() => void) | undefined;
+  /** Each batch's fdatasync, for GET /metrics: the disk's share of a write's latency. */
+  private readonly fsyncSeconds = new Histogram(FSYNC_BUCKETS);
 
   private constructor(
     private readonly dir: string,
@@ -178,6 +181,10 @@ export class JournalStore implements Store {
     closeSync(this.fd);
   }
 
+  stats(): StoreStats {
+    return { journalBytes: this.earlierBytes + this.size, fsyncSeconds: this.fsyncSeconds };
+  }
+
   /** Writes and syncs the oldest batch, then the next, until none is left. */
   private flushNext(): void {
     const batch = this.batches[0];
@@ -207,8 +214,10 @@ export class JournalStore implements Store {
     this.io.writev(this.fd, buffers, position, (error, written) => {
       if (error) return this.fail(error);
       if (position + written < end) return this.writeBatch(batch, remainder(buffers, written), position + written, end);
+      const syncStarted = performance.now();
       this.io.fdatasync(this.fd, (error) => {
         if (error) return this.fail(error);
+        this.fsyncSeconds.observe((performance.now() - syncStarted) / 1000);
         this.size += batch.bytes;
         if (end > this.allocated) this.allocated = end;
         this.finishBatch(batch);

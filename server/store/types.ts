@@ -9,6 +9,7 @@
  * The memory store resolves at once; the journal store resolves after its
  * record is written and fdatasynced. The HTTP layer cannot tell them apart.
  */
+import type { Histogram } from '../histogram.js';
 import type { StoreState } from './state.js';
 
 /** One change to the state; the unit a journal writes. */
@@ -54,6 +55,15 @@ export interface Store {
   durable(): Promise<void> | undefined;
   /** Flushes and releases the store. */
   close(): Promise<void>;
+  /** Figures for GET /metrics. */
+  stats(): StoreStats;
+}
+
+export interface StoreStats {
+  /** Bytes in the journals that no snapshot covers yet; 0 for the memory store. */
+  readonly journalBytes: number;
+  /** How long each batch's fdatasync took; never observed by the memory store. */
+  readonly fsyncSeconds: Histogram;
 }
 
 /** A store that can no longer make writes durable: the request fails with 500 and the server stops. */

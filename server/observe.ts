@@ -1,0 +1,97 @@
+import { randomBytes } from 'node:crypto';
+import { ServerResponse, type IncomingMessage } from 'node:http';
+import type { AccessLog } from './access-log.js';
+import type { Metrics } from './metrics.js';
+
+/**
+ * Per-request observation: the request id, the timing, and the access log
+ * line and metrics written when the response ends. The server's responses
+ * are ObservedResponses, whose fields hold what would otherwise need a
+ * closure or a side table per request.
+ */
+export class ObservedResponse extends ServerResponse {
+  /** performance.now() when the request's headers had been read. */
+  startedAt = 0;
+  /** The matched path's index in the route table (`Router.paths`); -1 for none. */
+  routeSlot = -1;
+  /** The X-Request-Id of this exchange. */
+  requestId = '';
+}
+
+export const REQUEST_ID_HEADER = 'X-Request-Id';
+/** Longest X-Request-Id taken from a request. */
+export const REQUEST_ID_MAX = 128;
+/**
+ * The status logged and counted for a response that did not complete: the
+ * connection closed first (nginx's "client closed request").
+ */
+export const CLOSED_EARLY = 499;
+
+// A-Z a-z 0-9 . _ : -  -- safe in a header, a log line and a JSON string as they are.
+const ID_CHARACTER = new Uint8Array(128);
+for (const c of 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:-') ID_CHARACTER[c.charCodeAt(0)] = 1;
+
+/** True when a client's X-Request-Id can be echoed: 1..128 of `A-Z a-z 0-9 . _ : -`. */
+export function isSaneRequestId(value: string): boolean {
+  if (value.length === 0 || value.length > REQUEST_ID_MAX) return false;
+  for (let i = 0; i < value.length; i++) {
+    const c = value.charCodeAt(i);
+    if (c >= 128 || ID_CHARACTER[c] === 0) return false;
+  }
+  return true;
+}
+
+export class Observer {
+  /** Random per process, so ids from two runs of the server do not collide; the counter makes them unique within one. */
+  private readonly idPrefix = randomBytes(6).toString('hex') + '-';
+  private idCounter = 0;
+
+  constructor(
+    readonly metrics: Metrics,
+    /** Undefined with --log-format off. */
+    readonly log: AccessLog | undefined,
+  ) {}
+
+  /** A new request id: cheaper than a UUID, and unique enough to find one exchange in the logs. */
+  newId(): string {
+    return this.idPrefix + (++this.idCounter).toString(36);
+  }
+
+  /** Starts the clock and sets X-Request-Id: the client's own when it is sane, else a new one. */
+  begin(req: IncomingMessage, res: ObservedResponse): void {
+    res.startedAt = performance.now();
+    const given = req.headers['x-request-id'];
+    const id = typeof given === 'string' && isSaneRequestId(given) ? given : this.newId();
+    res.requestId = id;
+    res.setHeader(REQUEST_ID_HEADER, id);
+  }
+
+  /** Records a response that has ended (its 'close' event): metrics, then the log line. */
+  end(res: ObservedResponse): void {
+    const ms = performance.now() - res.startedAt;
+    const method = res.req.method ?? '-';
+    const done = res.writableFinished;
+    const status = done ? res.statusCode : CLOSED_EARLY;
+    this.metrics.count(res.routeSlot, method, status, ms / 1000);
+    if (this.log === undefined) return;
+    this.log.record({ method, target: res.req.url ?? '', status, ms, bytes: done ? bodyBytes(res, method) : 0, id: res.requestId });
+  }
+
+  /**
+   * Records an error answered by the HTTP parser before a request existed
+   * (400, 408, 431) and returns the request id its raw response carries.
+   */
+  raw(status: number, bytes: number): string {
+    const id = this.newId();
+    this.metrics.count(-1, undefined, status, undefined);
+    this.log?.record({ method: '-', target: '-', status, ms: 0, bytes, id });
+    return id;
+  }
+}
+
+/** Body bytes sent: the declared Content-Length (every users-server response declares one), none for HEAD. */
+function bodyBytes(res: ServerResponse, method: string): number {
+  if (method === 'HEAD') return 0;
+  const length = res.getHeader('content-length');
+  return typeof length === 'number' ? length : length === undefined ? 0 : Number(length) || 0;
+}
