@@ -80,6 +80,17 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       inFlight.delete(this);
     }
     const handle = (req: IncomingMessage, res: ServerResponse) => {
+      // RFC 9112 section 9.3.2: pipelined requests are served in order. node
+      // emits each as soon as it is parsed, and gives a response its socket
+      // only once the one before it has finished: wait for that, so a GET
+      // after a PUT sees the PUT.
+      if (res.socket === null) {
+        res.once('socket', () => handle(req, res));
+        return;
+      }
+      // Parsed behind an answer that closes the connection (a 413, say): it
+      // could never be answered, so it is not served either.
+      if (!res.socket.writable) return;
       // While stopping, finish this request but do not keep its connection.
       if (stopping) res.setHeader('Connection', 'close');
       inFlight.add(res);
