@@ -67,6 +67,11 @@ export function createApp(deps: AppDeps): App {
   }
 
   function handle(req: IncomingMessage, res: ServerResponse): void {
+    const hostError = checkHost(req);
+    if (hostError !== undefined) {
+      fail(res, new HttpError(problems.badRequest, hostError, { Connection: 'close' }));
+      return;
+    }
     const target = splitTarget(req.url ?? '');
     if (target === undefined) {
       fail(res, new HttpError(problems.badRequest, 'The request target must be a path or an absolute http URI.'));
@@ -96,6 +101,20 @@ export function createApp(deps: AppDeps): App {
   }
 
   return { handle, routes };
+}
+
+/**
+ * RFC 9112 section 3.2: a server MUST answer 400 to an HTTP/1.1 request
+ * without Host and to any request with more than one Host line. (node's own
+ * check is off: it answers a bare 400 that is not a problem document.)
+ */
+function checkHost(req: IncomingMessage): string | undefined {
+  let hosts = 0;
+  const raw = req.rawHeaders;
+  for (let i = 0; i < raw.length; i += 2) if (raw[i]!.length === 4 && raw[i]!.toLowerCase() === 'host') hosts++;
+  if (hosts > 1) return 'The request has more than one Host field.';
+  if (hosts === 0 && req.httpVersion !== '1.0') return 'An HTTP/1.1 request needs a Host field.';
+  return undefined;
 }
 
 // After a response, node:http reads and discards an unread request body to

@@ -70,6 +70,8 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       requestTimeout: TIMEOUTS.request,
       keepAliveTimeout: TIMEOUTS.keepAlive,
       connectionsCheckingInterval: TIMEOUTS.connectionsCheck,
+      // The app checks Host itself, to answer with a problem document.
+      requireHostHeader: false,
     });
     let stopping = false;
     // Responses under way, so a stop can mark them Connection: close: node
