@@ -107,6 +107,14 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       handle(req, res);
     });
     server.on('clientError', (error: NodeJS.ErrnoException, socket: Socket) => answerClientError(error, socket));
+    // node hands a CONNECT's socket to this event and, with no listener,
+    // destroys it unanswered. Its authority-form target is not one this
+    // server routes (docs/api.md "Routing and request targets"): 400.
+    server.on('connect', (_req: IncomingMessage, socket: Socket) => {
+      // node has removed its own error handler from this socket.
+      socket.on('error', () => socket.destroy());
+      socket.end(rawProblemResponse(problems.badRequest, 'CONNECT is not served: the request target must be a path or an absolute http URI.'));
+    });
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
       server.listen(config.port, config.host, () => {
