@@ -13,132 +13,9 @@
  * does not repeat them.
  */
 import assert from 'node:assert/strict';
-import { connect, type Socket } from 'node:net';
 import { test, type TestContext } from 'node:test';
 import { assertProblem, put, send, startTestServer, type TestServer } from './helpers.js';
-
-// ---------------------------------------------------------------- raw HTTP
-
-interface Answer {
-  status: number;
-  headers: Record<string, string | undefined>;
-  text: string;
-}
-
-/**
- * Splits raw HTTP/1.1 responses: Content-Length or chunked framing; 1xx,
- * 204 and 304 have no body. Throws on anything else, so junk fails the test.
- */
-function parseResponses(raw: string): Answer[] {
-  const answers: Answer[] = [];
-  let rest = raw;
-  while (rest.length > 0) {
-    const end = rest.indexOf('\r\n\r\n');
-    if (end === -1) throw new Error(`an incomplete response head: ${JSON.stringify(rest.slice(0, 200))}`);
-    const [statusLine, ...lines] = rest.slice(0, end).split('\r\n');
-    const match = /^HTTP\/1\.1 (\d{3})(?: |$)/.exec(statusLine!);
-    if (match === null) throw new Error(`not a status line: ${JSON.stringify(statusLine)}`);
-    const status = Number(match[1]);
-    const headers: Record<string, string | undefined> = {};
-    for (const line of lines) {
-      const colon = line.indexOf(':');
-      headers[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim();
-    }
-    rest = rest.slice(end + 4);
-    let text = '';
-    if (status >= 200 && status !== 204 && status !== 304) {
-      if (headers['transfer-encoding'] === 'chunked') {
-        for (;;) {
-          const lineEnd = rest.indexOf('\r\n');
-          const size = parseInt(rest.slice(0, lineEnd), 16);
-          rest = rest.slice(lineEnd + 2);
-          if (size === 0) {
-            rest = rest.slice(rest.indexOf('\r\n') + 2);
-            break;
-          }
-          text += rest.slice(0, size);
-          rest = rest.slice(size + 2);
-        }
-      } else {
-        const length = Number(headers['content-length'] ?? 0);
-        text = rest.slice(0, length);
-        rest = rest.slice(length);
-      }
-    }
-    answers.push({ status, headers, text });
-  }
-  return answers;
-}
-
-/** A raw TCP connection that records what the server answers and when it closes. */
-class RawConnection {
-  private readonly chunks: Buffer[] = [];
-  private waiters: Array<() => void> = [];
-  closed = false;
-
-  private constructor(readonly socket: Socket) {
-    socket.on('data', (chunk: Buffer) => {
-      this.chunks.push(chunk);
-      this.wake();
-    });
-    socket.on('close', () => {
-      this.closed = true;
-      this.wake();
-    });
-    // A reset after the server answered and closed is expected; what arrived is kept.
-    socket.on('error', () => {});
-  }
-
-  static open(t: TestContext, base: string): Promise<RawConnection> {
-    const { hostname, port } = new URL(base);
-    return new Promise((resolve, reject) => {
-      const socket = connect(Number(port), hostname, () => {
-        socket.off('error', reject);
-        resolve(new RawConnection(socket));
-      });
-      socket.once('error', reject);
-      t.after(() => socket.destroy());
-    });
-  }
-
-  get text(): string {
-    return Buffer.concat(this.chunks).toString('latin1');
-  }
-
-  write(data: string | Buffer): void {
-    this.socket.write(data);
-  }
-
-  /** Resolves once `done()` holds; fails after `limitMs`, so a server that hangs fails the test. */
-  until(done: () => boolean, what: string, limitMs = 5000): Promise<void> {
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.waiters = this.waiters.filter((w) => w !== check);
-        reject(new Error(`${what}: not seen within ${limitMs} ms; received ${JSON.stringify(this.text.slice(0, 400))}, closed=${this.closed}`));
-      }, limitMs);
-      const check = () => {
-        if (!done()) return;
-        clearTimeout(timer);
-        this.waiters = this.waiters.filter((w) => w !== check);
-        resolve();
-      };
-      this.waiters.push(check);
-      check();
-    });
-  }
-
-  private wake(): void {
-    for (const waiter of [...this.waiters]) waiter();
-  }
-}
-
-/** Writes `bytes`, waits until the server closes the connection, and parses every answer. */
-async function exchangeUntilClosed(t: TestContext, server: TestServer, bytes: string): Promise<Answer[]> {
-  const connection = await RawConnection.open(t, server.url);
-  connection.write(bytes);
-  await connection.until(() => connection.closed, 'the server closes the connection');
-  return parseResponses(connection.text);
-}
+import { exchangeUntilClosed } from './raw-http.js';
 
 // ---------------------------------------------------------------- state checks
 
@@ -282,7 +159,7 @@ const malformed: MalformedCase[] = [
 for (const c of malformed) {
   test(`malformed HTTP: ${c.name} answers ${c.status} ${c.code} as a problem document, once, and closes; the server keeps serving, unchanged`, async (t) => {
     const watched = await seeded(t);
-    const answers = await exchangeUntilClosed(t, watched.server, c.bytes);
+    const answers = await exchangeUntilClosed(t, watched.server.url, c.bytes);
     assert.equal(answers.length, 1, `exactly one answer: ${answers.map((a) => a.status).join(', ')}`);
     assertProblem(answers[0]!, c.status, c.code);
     assert.equal(answers[0]!.headers.connection, 'close', 'the answer announces the close');
@@ -296,7 +173,7 @@ for (const c of malformed) {
 test('malformed HTTP: all the malformed messages in a row, on one server, each answered alone, and the server keeps serving', async (t) => {
   const watched = await seeded(t);
   for (const c of malformed) {
-    const answers = await exchangeUntilClosed(t, watched.server, c.bytes);
+    const answers = await exchangeUntilClosed(t, watched.server.url, c.bytes);
     assert.deepEqual(answers.map((a) => a.status), [c.status], c.name);
   }
   await assertStillServing(watched);
@@ -363,6 +240,15 @@ const accepted: AcceptedCase[] = [
     body: '{"name":"Mallory","id":1}',
     list: '{"items":[{"name":"Mallory","id":1}],"next":null}',
   },
+  // RFC 9110 section 10.1.1: an expectation other than 100-continue MAY be refused with 417; it is ignored here.
+  { name: 'a GET with Expect: 200-ok (an unknown expectation)', bytes: 'GET /users/1 HTTP/1.1\r\nHost: 127.0.0.1\r\nExpect: 200-ok\r\nConnection: close\r\n\r\n', status: 200, body: ALICE },
+  {
+    name: 'a PUT with an empty Expect',
+    bytes: withBody('PUT /users/1 HTTP/1.1\r\nHost: 127.0.0.1\r\nExpect:\r\nConnection: close\r\n', BODY),
+    status: 200,
+    body: '{"name":"Mallory","id":1}',
+    list: '{"items":[{"name":"Mallory","id":1}],"next":null}',
+  },
   // No upgrade is offered: the request is answered as plain HTTP/1.1 (RFC 9110 section 7.8: Upgrade MAY be ignored).
   {
     name: 'a GET asking to upgrade to websocket',
@@ -375,7 +261,7 @@ const accepted: AcceptedCase[] = [
 for (const c of accepted) {
   test(`well-formed edge case: ${c.name} answers ${c.status}`, async (t) => {
     const watched = await seeded(t);
-    const answers = await exchangeUntilClosed(t, watched.server, c.bytes);
+    const answers = await exchangeUntilClosed(t, watched.server.url, c.bytes);
     assert.deepEqual(answers.map((a) => a.status), [c.status], 'exactly one answer');
     assert.equal(answers[0]!.text, c.body);
     await assertStillServing(watched, c.list ?? ALICE_LIST);
@@ -388,7 +274,7 @@ test('pipelining: two GETs sent in one write are exactly two requests, answered 
   const watched = await seeded(t);
   const answers = await exchangeUntilClosed(
     t,
-    watched.server,
+    watched.server.url,
     'GET /users/1 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nGET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n',
   );
   assert.deepEqual(answers.map((a) => a.status), [200, 200]);
@@ -402,7 +288,7 @@ test('pipelining: two POST /users/new in one write create exactly two users, ans
   const watched = await seeded(t);
   const answers = await exchangeUntilClosed(
     t,
-    watched.server,
+    watched.server.url,
     withBody('POST /users/new HTTP/1.1\r\nHost: 127.0.0.1\r\n', '{"name":"First"}') +
       withBody('POST /users/new HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n', '{"name":"Second"}'),
   );
@@ -416,7 +302,7 @@ test('pipelining (RFC 9112 section 9.3.2): a GET pipelined after a PUT reads the
   const watched = await seeded(t);
   const answers = await exchangeUntilClosed(
     t,
-    watched.server,
+    watched.server.url,
     withBody('PUT /users/1 HTTP/1.1\r\nHost: 127.0.0.1\r\n', '{"name":"Changed"}') + 'GET /users/1 HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n',
   );
   assert.deepEqual(answers.map((a) => a.status), [200, 200]);
@@ -429,7 +315,7 @@ test('pipelining (RFC 9112 section 9.3.2): a PUT pipelined after a DELETE of the
   const watched = await seeded(t);
   const answers = await exchangeUntilClosed(
     t,
-    watched.server,
+    watched.server.url,
     'DELETE /users/alice HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n' +
       withBody('PUT /users/alice HTTP/1.1\r\nHost: 127.0.0.1\r\n', '{"name":"Again"}') +
       'GET /users/alice HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n',
@@ -444,7 +330,7 @@ test('pipelining: a body that contains a request is one request, not two', async
   const watched = await seeded(t);
   const inner = 'GET /users/1 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n';
   const body = JSON.stringify({ name: 'Carrier', note: inner });
-  const answers = await exchangeUntilClosed(t, watched.server, withBody('POST /users/new HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n', body));
+  const answers = await exchangeUntilClosed(t, watched.server.url, withBody('POST /users/new HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n', body));
   assert.deepEqual(answers.map((a) => a.status), [201], 'one answer');
   assert.equal(answers[0]!.text, JSON.stringify({ name: 'Carrier', note: inner, id: 2 }));
   await assertStillServing(watched, `{"items":[${ALICE},${answers[0]!.text}],"next":null}`);
@@ -454,7 +340,7 @@ test('pipelining: a malformed request after a good one gets the good answer, the
   const watched = await seeded(t);
   const answers = await exchangeUntilClosed(
     t,
-    watched.server,
+    watched.server.url,
     'GET /users/1 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n' + `${PUT_HEAD}Content-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n`,
   );
   assert.deepEqual(answers.map((a) => a.status), [200, 400]);
@@ -467,7 +353,7 @@ test('pipelining: requests after a 413 that closes the connection are not served
   const watched = await seeded(t);
   const answers = await exchangeUntilClosed(
     t,
-    watched.server,
+    watched.server.url,
     withBody('PUT /users/1 HTTP/1.1\r\nHost: 127.0.0.1\r\n', `{"name":"x","pad":"${'p'.repeat(17_000)}"}`) +
       withBody('PUT /users/late HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n', '{"name":"Late"}'),
   );
@@ -481,7 +367,7 @@ test('pipelining: 50 GETs in one write are answered 50 times, in order', async (
   const watched = await seeded(t);
   let bytes = '';
   for (let i = 0; i < 50; i++) bytes += `GET /users/${i % 2 === 0 ? '1' : 'nobody'}?n=${i} HTTP/1.1\r\nHost: 127.0.0.1\r\n${i === 49 ? 'Connection: close\r\n' : ''}\r\n`;
-  const answers = await exchangeUntilClosed(t, watched.server, bytes);
+  const answers = await exchangeUntilClosed(t, watched.server.url, bytes);
   assert.deepEqual(
     answers.map((a) => a.status),
     Array.from({ length: 50 }, (_, i) => (i % 2 === 0 ? 200 : 404)),
