@@ -106,6 +106,9 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       if (!declaresTooLarge(req, config.maxBody)) res.writeContinue();
       handle(req, res);
     });
+    // Any other expectation: RFC 9110 section 10.1.1 lets a server ignore
+    // it, so it is served like any request (node would answer a bare 417).
+    server.on('checkExpectation', handle);
     server.on('clientError', (error: NodeJS.ErrnoException, socket: Socket) => answerClientError(error, socket));
     // node hands a CONNECT's socket to this event and, with no listener,
     // destroys it unanswered. Its authority-form target is not one this
