@@ -90,6 +90,11 @@ export function createApp(deps: AppDeps): App {
   }
 
   function handle(req: IncomingMessage, res: ServerResponse): void {
+    const hostError = checkHost(req);
+    if (hostError !== undefined) {
+      fail(res, new HttpError(problems.badRequest, hostError, { Connection: 'close' }));
+      return;
+    }
     const target = splitTarget(req.url ?? '');
     // With --rate-limit 0 this one comparison is all rate limiting costs.
     if (admit !== undefined && !admit(req, res, target?.path)) return;
@@ -150,6 +155,20 @@ function rateLimitGate(deps: AppDeps, refuse: (res: ServerResponse, error: unkno
     refuse(res, new HttpError(problems.tooManyRequests, `This client address is over its rate limit (${limiter.rate}/s, burst ${limiter.burst}); retry after ${decision.seconds} s.`, headers));
     return false;
   };
+}
+
+/**
+ * RFC 9112 section 3.2: a server MUST answer 400 to an HTTP/1.1 request
+ * without Host and to any request with more than one Host line. (node's own
+ * check is off: it answers a bare 400 that is not a problem document.)
+ */
+function checkHost(req: IncomingMessage): string | undefined {
+  let hosts = 0;
+  const raw = req.rawHeaders;
+  for (let i = 0; i < raw.length; i += 2) if (raw[i]!.length === 4 && raw[i]!.toLowerCase() === 'host') hosts++;
+  if (hosts > 1) return 'The request has more than one Host field.';
+  if (hosts === 0 && req.httpVersion !== '1.0') return 'An HTTP/1.1 request needs a Host field.';
+  return undefined;
 }
 
 // After a response, node:http reads and discards an unread request body to

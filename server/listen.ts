@@ -86,6 +86,8 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       keepAliveTimeout: timeouts.keepAlive,
       connectionsCheckingInterval: timeouts.connectionsCheck,
       ServerResponse: ObservedResponse,
+      // The app checks Host itself, to answer with a problem document.
+      requireHostHeader: false,
     });
     let stopping = false;
     // Responses under way, so a stop can mark them Connection: close: node
@@ -101,6 +103,17 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       if (drained !== undefined && inFlight.size === 0) drained();
     }
     const handle = (req: IncomingMessage, res: ObservedResponse) => {
+      // RFC 9112 section 9.3.2: pipelined requests are served in order. node
+      // emits each as soon as it is parsed, and gives a response its socket
+      // only once the one before it has finished: wait for that, so a GET
+      // after a PUT sees the PUT.
+      if (res.socket === null) {
+        res.once('socket', () => handle(req, res));
+        return;
+      }
+      // Parsed behind an answer that closes the connection (a 413, say): it
+      // could never be answered, so it is not served either.
+      if (!res.socket.writable) return;
       // While stopping, finish this request but do not keep its connection.
       if (stopping) res.setHeader('Connection', 'close');
       observer.begin(req, res);
@@ -115,7 +128,19 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       if (!declaresTooLarge(req, config.maxBody)) res.writeContinue();
       handle(req, res);
     });
+    // Any other expectation: RFC 9110 section 10.1.1 lets a server ignore
+    // it, so it is served like any request (node would answer a bare 417).
+    server.on('checkExpectation', handle);
     server.on('clientError', (error: NodeJS.ErrnoException, socket: Socket) => answerClientError(error, socket, observer));
+    // node hands a CONNECT's socket to this event and, with no listener,
+    // destroys it unanswered. Its authority-form target is not one this
+    // server routes (docs/api.md "Routing and request targets"): 400.
+    server.on('connect', (_req: IncomingMessage, socket: Socket) => {
+      // node has removed its own error handler from this socket.
+      socket.on('error', () => socket.destroy());
+      const detail = 'CONNECT is not served: the request target must be a path or an absolute http URI.';
+      socket.end(rawProblemResponse(problems.badRequest, detail, observer.raw(400, Buffer.byteLength(problemBody(problems.badRequest, detail)))));
+    });
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
       server.listen(config.port, config.host, () => {
