@@ -223,6 +223,8 @@ export interface LoadResult {
   p99: number;
   errors: number;
   non2xx: number;
+  /** How many responses had each status code. */
+  statuses: Record<number, number>;
   /** Share of a core the server and this process used during the run (0..1). */
   serverCpu: number;
   loadCpu: number;
@@ -243,6 +245,7 @@ export interface LoadOptions {
 /** Runs autocannon against `url` and summarises the run. */
 export async function runLoad(options: LoadOptions): Promise<LoadResult> {
   const latencies: number[] = [];
+  const statuses: Record<number, number> = {};
   const cpuBefore = process.cpuUsage();
   const serverBefore = options.pid === undefined ? 0 : cpuSeconds(options.pid);
   const machineBefore = machineBusySeconds();
@@ -255,7 +258,10 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
     timeout: 30,
     requests: options.requests,
   });
-  instance.on('response', (_client, _status, _bytes, responseTime) => latencies.push(responseTime));
+  instance.on('response', (_client, status, _bytes, responseTime) => {
+    latencies.push(responseTime);
+    statuses[status] = (statuses[status] ?? 0) + 1;
+  });
   const result = await instance;
   const wall = (performance.now() - started) / 1000;
   const cpu = process.cpuUsage(cpuBefore);
@@ -270,6 +276,7 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
     p99: percentile(latencies, 0.99),
     errors: result.errors + result.timeouts,
     non2xx: result.non2xx,
+    statuses,
     serverCpu,
     loadCpu,
     otherCpu: options.pid === undefined ? NaN : Math.max(0, machineCpu - serverCpu - loadCpu),
