@@ -155,12 +155,12 @@ const OPERATIONS: Record<string, OperationSpec> = {
   'POST /reservations': {
     operationId: 'reserveId',
     summary: 'Reserve the next id for --reservation-ttl seconds',
-    description: `The request body is ignored, but counts against \`--max-body\` and in the \`Idempotency-Key\` fingerprint. ${NEEDS_SESSION}`,
+    description: `The request body is ignored, but counts against \`--max-body\` and in the \`Idempotency-Key\` fingerprint; form content (\`application/x-www-form-urlencoded\`, \`multipart/form-data\`, \`text/plain\`) is refused with 415, so a cross-site form cannot reserve ids. ${NEEDS_SESSION}`,
     tags: ['users'],
     security: SESSION_OPTIONAL,
     parameters: [parameter('Idempotency-Key')],
     responses: { '201': json('Reserved; `Location` names the id to PUT to.', schema('Reservation'), 'Location', 'Idempotent-Replayed') },
-    problems: [401, 403, 409, 413, 422, 503],
+    problems: [401, 403, 409, 413, 415, 422, 503],
   },
   'GET /healthz': {
     operationId: 'getHealth',

@@ -274,6 +274,7 @@ export function userRoutes(deps: AppDeps, sessions: Sessions): Route[] {
 
   async function reserve(ctx: Context): Promise<void> {
     sessions.authorize(ctx.req, ctx.res, ctx.now, 'write');
+    refuseFormBody(ctx.req);
     await createOnce(ctx, RESERVATIONS_PATH, () => {
       const now = ctx.now;
       if (state.reservations.size >= config.maxReservations) state.sweep(now);
@@ -336,6 +337,24 @@ class Redirect extends Error {
 function requireJson(req: IncomingMessage): void {
   if (!isJsonContentType(req.headers['content-type'])) {
     throw new HttpError(problems.unsupportedMediaType, 'Send the user as Content-Type: application/json (UTF-8).');
+  }
+}
+
+// The Content-Types an HTML form (or a CORS "simple" request) can send
+// cross-site without a preflight (Fetch standard, CORS-safelisted request-header).
+const FORM_TYPES = new Set(['application/x-www-form-urlencoded', 'multipart/form-data', 'text/plain']);
+
+/**
+ * POST /reservations ignores its body, so on its own a cross-site form
+ * posting to it with the user's cookie would reserve an id. A body labelled
+ * as form content is refused (415), as it is on every other write.
+ */
+function refuseFormBody(req: IncomingMessage): void {
+  const type = req.headers['content-type'];
+  if (type === undefined) return;
+  const semicolon = type.indexOf(';');
+  if (FORM_TYPES.has((semicolon === -1 ? type : type.slice(0, semicolon)).trim().toLowerCase())) {
+    throw new HttpError(problems.unsupportedMediaType, 'POST /reservations takes no form content: send no body, or application/json.');
   }
 }
 
