@@ -95,7 +95,7 @@ export const FLAGS: Record<string, FlagSpec> = {
   'rate-burst': { type: 'string', default: '0', description: 'requests a client may make at once (0: same as --rate-limit)', key: 'rateBurst', parse: integer(0, MAX_RATE) },
   'trust-proxy': { type: 'boolean', default: false, description: 'client address from the last X-Forwarded-For entry (behind a proxy)', key: 'trustProxy', parse: (v) => v },
   'log-format': {
-    type: 'string', default: 'off', description: 'access log on stdout, one line per request: text, json or off', key: 'logFormat',
+    type: 'string', default: 'text', description: 'access log on stdout, one line per request: text, json or off', key: 'logFormat',
     parse: (v, flag) => {
       if (v === 'text' || v === 'json' || v === 'off') return v;
       throw new ConfigError(`--${flag} must be text, json or off, not "${String(v)}"`);

@@ -90,8 +90,8 @@ test('--log-format json writes one JSON object per line with exactly the keys ti
   assert.equal(typeof entries[0]!.ms, 'number');
 });
 
-test('--log-format off (the default) writes nothing, and the requests are still answered', async (t) => {
-  assert.equal(parseConfig([], {}).config.logFormat, 'off');
+test('--log-format off writes nothing, and the requests are still answered; text is the default', async (t) => {
+  assert.equal(parseConfig([], {}).config.logFormat, 'text');
   const log = await logged(t, 'off');
   assert.equal((await put(log.server.url, '/users/alice', { name: 'Alice' })).status, 201);
   assert.equal((await send(log.server.url, 'GET', '/users/1')).status, 200);

@@ -29,7 +29,7 @@ const DEFAULTS: Config = {
   rateLimit: 0,
   rateBurst: 0,
   trustProxy: false,
-  logFormat: 'off',
+  logFormat: 'text',
 };
 
 function config(argv: string[], env: NodeJS.ProcessEnv = {}): Config {

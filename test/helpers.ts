@@ -34,7 +34,8 @@ export async function startTestServer(t: TestContext, overrides: Partial<Config>
   const dataDir = tempDir(t);
   const { config } = parseConfig([], {});
   const running = await startServer(
-    { ...config, host: '127.0.0.1', port: 0, data: dataDir, ...overrides },
+    // The access log would write into the test runner's stdout: off unless a test asks for it.
+    { ...config, host: '127.0.0.1', port: 0, data: dataDir, logFormat: 'off', ...overrides },
     { env: { USERS_ADMIN_PASSWORD: ADMIN_PASSWORD }, logError: () => {}, ...options },
   );
   t.after(() => running.stop());

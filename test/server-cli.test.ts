@@ -161,7 +161,7 @@ async function login(url: string, password: string): Promise<Reply> {
 
 // ---------------------------------------------------------------- start
 
-test('Server command line: --port 0 --data DIR prints exactly one stdout line "listening on http://127.0.0.1:<real port>" and /healthz answers there', TEST_OPTIONS, async (t) => {
+test('Server command line: --port 0 --data DIR prints "listening on http://127.0.0.1:<real port>" as its first stdout line, /healthz answers there, and the access log line of that request follows', TEST_OPTIONS, async (t) => {
   const data = tempDir(t);
   const child = spawnServer(t, ['--port', '0', '--data', data]);
   const { url, port } = await waitListening(child);
@@ -169,7 +169,11 @@ test('Server command line: --port 0 --data DIR prints exactly one stdout line "l
   await assertHealthy(url);
   assert.equal(readFileSync(join(data, 'lock'), 'utf8').trim(), String(child.pid), 'the lock in --data holds the server pid');
   await stopGracefully(child);
-  assert.equal(child.stdout(), `listening on http://127.0.0.1:${port}\n`);
+  const [first, ...rest] = child.stdout().split('\n');
+  assert.equal(first, `listening on http://127.0.0.1:${port}`);
+  assert.equal(rest.length, 2, `one access log line, then the end: ${JSON.stringify(rest)}`);
+  assert.match(rest[0]!, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z GET \/healthz 200 [\d.]+ms \d+B req=\S+$/);
+  assert.equal(rest[1], '');
 });
 
 test('Server command line: USERS_PORT=0 and USERS_DATA configure the server like --port and --data', TEST_OPTIONS, async (t) => {
@@ -284,7 +288,10 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     const result = await waitExit(child);
     assert.equal(result.signal, null, `killed by ${result.signal}`);
     assert.equal(result.code, 0, `exit code ${result.code}; stderr=${child.stderr()}`);
-    assert.equal(lines(child.stdout()).length, 1, `stdout: ${child.stdout()}`);
+    // "listening on", then the access log line of the PUT, written before the exit.
+    const out = lines(child.stdout());
+    assert.equal(out.length, 2, `stdout: ${child.stdout()}`);
+    assert.match(out[1]!, / PUT \/users\/alice 201 /);
     assert.equal(child.stderr(), '', 'nothing on stderr after a graceful stop');
   });
 
