@@ -8,7 +8,7 @@ import { createApp, type App } from './app.js';
 import type { Config } from './config.js';
 import { acquireLock, ensureDataDir, loadOrCreateAdminPassword, loadOrCreateSecret, StartupError } from './data-dir.js';
 import { declaresTooLarge, problemBody, rawProblemResponse } from './http.js';
-import { ObservedResponse, Observer } from './observe.js';
+import { InFlight, ObservedResponse, Observer } from './observe.js';
 import { JournalStore, type JournalIo } from './store/journal.js';
 import { MemoryStore } from './store/memory.js';
 import { CorruptionError } from './store/recovery.js';
@@ -93,7 +93,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     // Responses under way, so a stop can mark them Connection: close: node
     // keeps a connection whose response ends after server.close() open until
     // its keep-alive timeout.
-    const inFlight = new Set<ServerResponse>();
+    const inFlight = new InFlight();
     /** Set by stop: called once the last response in flight has ended. */
     let drained: (() => void) | undefined;
     // One listener shared by every response ('close' comes once per response).
@@ -160,7 +160,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
         stopping = true;
         clearInterval(sweeper);
         accountsFile?.close();
-        for (const res of inFlight) if (!res.headersSent) res.setHeader('Connection', 'close');
+        for (const res of inFlight.all()) if (!res.headersSent) res.setHeader('Connection', 'close');
         const closed = new Promise<void>((resolve) => server.close(() => resolve()));
         server.closeIdleConnections();
         const grace = setTimeout(() => server.closeAllConnections(), STOP_GRACE_MS);
