@@ -8,17 +8,15 @@
  * sources.
  */
 import assert from 'node:assert/strict';
-import { execFileSync, spawn } from 'node:child_process';
-import { existsSync, readdirSync, statSync } from 'node:fs';
+import { spawn } from 'node:child_process';
 import { Agent, request } from 'node:http';
 import { join } from 'node:path';
 import { before, test, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { ADMIN_PASSWORD, send, startTestServer, tempDir } from './helpers.js';
+import { ADMIN_PASSWORD, buildIfStale, send, startTestServer, tempDir } from './helpers.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const BIN = join(ROOT, 'bin', 'users-server.js');
-const MAIN = join(ROOT, 'dist', 'server', 'main.js');
 const CLIENTS = 64;
 
 // ---------------------------------------------------------------- lost updates
@@ -72,26 +70,8 @@ test('PUT rule 6: 64 clients doing GET then DELETE with If-Match on one user: ex
 
 let skipReason: string | undefined;
 
-/** Newest modification time of the .ts files under `dir`. */
-function newestSource(dir: string): number {
-  let newest = 0;
-  for (const entry of readdirSync(dir, { withFileTypes: true })) {
-    const path = join(dir, entry.name);
-    if (entry.isDirectory()) newest = Math.max(newest, newestSource(path));
-    else if (entry.name.endsWith('.ts')) newest = Math.max(newest, statSync(path).mtimeMs);
-  }
-  return newest;
-}
-
 before(() => {
-  const stale = !existsSync(MAIN) || statSync(MAIN).mtimeMs < Math.max(newestSource(join(ROOT, 'server')), newestSource(join(ROOT, 'shared')));
-  if (!stale) return;
-  try {
-    execFileSync('npm', ['run', 'build'], { cwd: ROOT, stdio: 'pipe' });
-  } catch (error) {
-    const e = error as { stdout?: Buffer; stderr?: Buffer; message: string };
-    skipReason = `dist/ is older than the sources and \`npm run build\` failed: ${(e.stdout?.toString() ?? '') + (e.stderr?.toString() ?? '') || e.message}`.trim();
-  }
+  skipReason = buildIfStale();
 });
 
 interface Child {

@@ -1,8 +1,10 @@
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { connect } from 'node:net';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import assert from 'node:assert/strict';
 import type { TestContext } from 'node:test';
 import { problemType, PROBLEM_CONTENT_TYPE } from '../shared/problems.js';
@@ -169,4 +171,35 @@ export async function listText(server: { url: string }): Promise<string> {
   const list = await send(server.url, 'GET', '/users?limit=1000');
   assert.equal(list.status, 200);
   return list.text;
+}
+
+const REPO = fileURLToPath(new URL('..', import.meta.url));
+
+/** Newest modification time of the .ts files under `dir`. */
+function newestSource(dir: string): number {
+  let newest = 0;
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) newest = Math.max(newest, newestSource(path));
+    else if (entry.name.endsWith('.ts')) newest = Math.max(newest, statSync(path).mtimeMs);
+  }
+  return newest;
+}
+
+/**
+ * For tests that run the real `bin/users-server.js`, which runs dist/:
+ * rebuilds dist/ when it is older than server/ or shared/. Returns why the
+ * test must skip when the build fails, else undefined.
+ */
+export function buildIfStale(): string | undefined {
+  const main = join(REPO, 'dist', 'server', 'main.js');
+  const stale = !existsSync(main) || statSync(main).mtimeMs < Math.max(newestSource(join(REPO, 'server')), newestSource(join(REPO, 'shared')));
+  if (!stale) return undefined;
+  try {
+    execFileSync('npm', ['run', 'build'], { cwd: REPO, stdio: 'pipe' });
+    return undefined;
+  } catch (error) {
+    const e = error as { stdout?: Buffer; stderr?: Buffer; message: string };
+    return `dist/ is older than the sources and \`npm run build\` failed: ${(e.stdout?.toString() ?? '') + (e.stderr?.toString() ?? '') || e.message}`.trim();
+  }
 }

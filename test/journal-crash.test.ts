@@ -6,36 +6,15 @@
  * is rebuilt first when older than the sources.
  */
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import { existsSync, readdirSync, statSync } from 'node:fs';
-import { join } from 'node:path';
 import { before, test, type TestContext } from 'node:test';
-import { ROOT, runCrashCycles, type CrashSummary } from '../bench/crash-harness.js';
+import { runCrashCycles, type CrashSummary } from '../bench/crash-harness.js';
+import { buildIfStale } from './helpers.js';
 
-const MAIN = join(ROOT, 'dist', 'server', 'main.js');
 let skipReason: string | undefined;
 
-/** Newest modification time of the .ts files under `dir`. */
-function newestSource(dir: string): number {
-  let newest = 0;
-  for (const entry of readdirSync(dir, { withFileTypes: true })) {
-    const path = join(dir, entry.name);
-    if (entry.isDirectory()) newest = Math.max(newest, newestSource(path));
-    else if (entry.name.endsWith('.ts')) newest = Math.max(newest, statSync(path).mtimeMs);
-  }
-  return newest;
-}
-
 before(() => {
-  const stale = !existsSync(MAIN) || statSync(MAIN).mtimeMs < Math.max(newestSource(join(ROOT, 'server')), newestSource(join(ROOT, 'shared')));
-  if (!stale) return;
-  try {
-    execFileSync('npm', ['run', 'build'], { cwd: ROOT, stdio: 'pipe' });
-  } catch (error) {
-    const e = error as { stdout?: Buffer; stderr?: Buffer; message: string };
-    skipReason = `dist/ is older than the sources and \`npm run build\` failed: ${(e.stdout?.toString() ?? '') + (e.stderr?.toString() ?? '') || e.message}`.trim();
-    process.stdout.write(`# journal-crash: ${skipReason}\n`);
-  }
+  skipReason = buildIfStale();
+  if (skipReason !== undefined) process.stdout.write(`# journal-crash: ${skipReason}\n`);
 });
 
 function report(t: TestContext, s: CrashSummary): void {
