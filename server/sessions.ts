@@ -5,7 +5,7 @@ import type { Account, Accounts } from './accounts.js';
 import type { Config } from './config.js';
 import { cookieValues, serializeCookie } from './cookies.js';
 import { HttpError } from './errors.js';
-import { newSessionId, signSession, verifySession, type SessionPayload } from './session.js';
+import { newSessionId, signSession, verifySession, type SessionPayload, type VerifiedSession } from './session.js';
 import type { Store } from './store/types.js';
 
 /** The challenge of a 401 for a missing session (RFC 9110 section 11.6.1). */
@@ -27,9 +27,36 @@ interface SessionDeps {
   keys: readonly Buffer[];
 }
 
+/** Tokens whose signature was verified, kept so a session is not re-verified on every request. */
+const VERIFIED_CACHE_MAX = 10_000;
+
 /** Reads, issues, re-issues and checks sessions for the HTTP layer. */
 export class Sessions {
+  /**
+   * Verified tokens by their exact text, oldest first. A token is immutable
+   * and the keys are fixed for the life of the process, so a signature once
+   * verified stays verified; expiry, revocation and the account are still
+   * checked on every request. Only tokens that verify get in, so forged
+   * tokens cannot fill it; at the cap the oldest entry goes.
+   */
+  private readonly verified = new Map<string, VerifiedSession>();
+
   constructor(private readonly deps: SessionDeps) {}
+
+  private verify(token: string, nowSeconds: number): VerifiedSession | undefined {
+    const cached = this.verified.get(token);
+    if (cached !== undefined) {
+      if (cached.payload.expiresAt > nowSeconds) return cached;
+      this.verified.delete(token);
+      return undefined;
+    }
+    const verified = verifySession(token, this.deps.keys, nowSeconds);
+    if (verified !== undefined) {
+      if (this.verified.size >= VERIFIED_CACHE_MAX) this.verified.delete(this.verified.keys().next().value!);
+      this.verified.set(token, verified);
+    }
+    return verified;
+  }
 
   /**
    * Every session the request carries that verifies, is unexpired, is not
@@ -40,7 +67,7 @@ export class Sessions {
   *valid(req: IncomingMessage, now: number): Generator<ActiveSession> {
     const nowSeconds = Math.floor(now / 1000);
     for (const token of cookieValues(req.headers.cookie, SESSION_COOKIE)) {
-      const verified = verifySession(token, this.deps.keys, nowSeconds);
+      const verified = this.verify(token, nowSeconds);
       if (verified === undefined || this.deps.store.state.isRevoked(verified.payload.sessionId)) continue;
       const account = this.deps.accounts.get(verified.payload.account);
       if (account === undefined || account.id !== (verified.payload.accountId ?? '')) continue;
