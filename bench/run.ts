@@ -297,6 +297,15 @@ async function benchScenarios(options: Options): Promise<{ figures: ScenarioFigu
       const usersFixture = await prepareUsersServer(users, options.connections);
       const referenceFixture = await prepareReference(reference, options.connections);
       options.log(`round ${round}: users-server ${users.url} (data ${dir}), reference ${reference.url}`);
+      // Settle both servers first (JIT, the heap after the set-up): every
+      // selected scenario once, unmeasured. Without it the first scenario of
+      // a round measured about 10% low, whichever it was.
+      if (options.warmup > 0) {
+        for (const { scenario } of figures) {
+          await runLoad({ url: users.url, connections: options.connections, seconds: options.warmup, requests: scenario.requests(usersFixture) });
+          await runLoad({ url: reference.url, connections: options.connections, seconds: options.warmup, requests: REFERENCES[scenario.reference].requests(referenceFixture) });
+        }
+      }
       for (const entry of figures) {
         const { scenario } = entry;
         const ref = REFERENCES[scenario.reference];
