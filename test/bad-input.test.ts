@@ -7,11 +7,11 @@
  */
 import assert from 'node:assert/strict';
 import { type IncomingMessage, type ServerResponse } from 'node:http';
-import { connect, type Socket } from 'node:net';
 import { test, type TestContext } from 'node:test';
 import type { Config } from '../server/config.js';
 import { signSession } from '../server/session.js';
 import { put, send, startTestServer, type Reply, type TestServer, assertProblem } from './helpers.js';
+import { parseResponses, RawConnection, type Answer } from './raw-http.js';
 
 const PROBLEM_CONTENT_TYPE = 'application/problem+json';
 const PROBLEM_PREFIX = 'tag:users-server,2026:problem/';
@@ -19,12 +19,6 @@ const TEN_MB = 10 * 1024 * 1024;
 const COOKIE_CHALLENGE = 'Cookie realm="users", cookie-name="USER_TOKEN", form-action="/login"';
 
 // ---------------------------------------------------------------- helpers
-
-interface Answer {
-  status: number;
-  headers: Record<string, string | undefined>;
-  text: string;
-}
 
 /**
  * One request whose path is sent exactly as given. The helpers' `send` parses
@@ -36,92 +30,6 @@ async function sendPath(server: TestServer, method: string, path: string, body?:
   const headers: Record<string, string | undefined> = {};
   for (const [name, value] of Object.entries(reply.headers)) headers[name] = Array.isArray(value) ? value.join(', ') : value;
   return { status: reply.status, headers, text: reply.text };
-}
-
-/** Splits raw HTTP/1.1 responses (Content-Length framed; 1xx/204/304 without body). */
-function parseResponses(text: string): Answer[] {
-  const answers: Answer[] = [];
-  let rest = text;
-  while (rest.length > 0) {
-    const end = rest.indexOf('\r\n\r\n');
-    if (end === -1) throw new Error(`an incomplete response head: ${JSON.stringify(rest.slice(0, 200))}`);
-    const [statusLine, ...lines] = rest.slice(0, end).split('\r\n');
-    const match = /^HTTP\/1\.1 (\d{3})(?: |$)/.exec(statusLine!);
-    if (match === null) throw new Error(`not a status line: ${JSON.stringify(statusLine)}`);
-    const status = Number(match[1]);
-    const headers: Record<string, string | undefined> = {};
-    for (const line of lines) {
-      const colon = line.indexOf(':');
-      headers[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim();
-    }
-    const length = status < 200 || status === 204 || status === 304 ? 0 : Number(headers['content-length'] ?? 0);
-    answers.push({ status, headers, text: rest.slice(end + 4, end + 4 + length) });
-    rest = rest.slice(end + 4 + length);
-  }
-  return answers;
-}
-
-/** A raw TCP connection to the server that records what it answers and whether it closed. */
-class RawConnection {
-  private readonly chunks: Buffer[] = [];
-  private waiters: Array<() => void> = [];
-  closed = false;
-
-  private constructor(readonly socket: Socket) {
-    socket.on('data', (chunk: Buffer) => {
-      this.chunks.push(chunk);
-      this.wake();
-    });
-    socket.on('drain', () => this.wake());
-    socket.on('close', () => {
-      this.closed = true;
-      this.wake();
-    });
-    // A reset after the server answered and closed is expected here; what arrived is kept.
-    socket.on('error', () => {});
-  }
-
-  static open(t: TestContext, base: string): Promise<RawConnection> {
-    const { hostname, port } = new URL(base);
-    return new Promise((resolve, reject) => {
-      const socket = connect(Number(port), hostname, () => {
-        socket.off('error', reject);
-        resolve(new RawConnection(socket));
-      });
-      socket.once('error', reject);
-      t.after(() => socket.destroy());
-    });
-  }
-
-  get text(): string {
-    return Buffer.concat(this.chunks).toString('latin1');
-  }
-
-  write(data: string | Buffer): boolean {
-    return !this.socket.destroyed && this.socket.writable && this.socket.write(data);
-  }
-
-  /** Resolves once `done()` holds (checked on every arrival); fails after `limitMs` so a hung server fails the test. */
-  until(done: () => boolean, limitMs = 5000): Promise<void> {
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.waiters = this.waiters.filter((w) => w !== check);
-        reject(new Error(`the server did not answer as expected; received ${JSON.stringify(this.text.slice(0, 300))}, closed=${this.closed}`));
-      }, limitMs);
-      const check = () => {
-        if (!done()) return;
-        clearTimeout(timer);
-        this.waiters = this.waiters.filter((w) => w !== check);
-        resolve();
-      };
-      this.waiters.push(check);
-      check();
-    });
-  }
-
-  private wake(): void {
-    for (const waiter of [...this.waiters]) waiter();
-  }
 }
 
 /** Sends raw bytes, waits until the server closes the connection, and parses what it answered. */

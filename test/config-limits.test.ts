@@ -6,26 +6,12 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { ConfigError, parseConfig, usage, type Config } from '../server/config.js';
+import { parseConfig, usage, type Config } from '../server/config.js';
+import { assertConfigError, configOf } from './helpers.js';
 
-function config(argv: string[], env: NodeJS.ProcessEnv = {}): Config {
-  return parseConfig(argv, env).config;
-}
-
-function assertConfigError(argv: string[], env: NodeJS.ProcessEnv, mentions: RegExp): void {
-  assert.throws(
-    () => parseConfig(argv, env),
-    (error: unknown) => {
-      assert.ok(error instanceof ConfigError, `expected a ConfigError, got ${String(error)}`);
-      assert.ok(!/[\r\n]/.test(error.message), `the message is more than one line: ${JSON.stringify(error.message)}`);
-      assert.match(error.message, mentions);
-      return true;
-    },
-  );
-}
 
 test('Server command line: rate limiting is off by default (--rate-limit 0), the burst follows the rate, and no proxy is trusted', () => {
-  const c = config([]);
+  const c = configOf([]);
   assert.equal(c.rateLimit, 0);
   assert.equal(c.rateBurst, 0, '0: equal to --rate-limit');
   assert.equal(c.trustProxy, false);
@@ -48,7 +34,7 @@ const cases: { name: string; argv: string[]; env?: NodeJS.ProcessEnv; expected: 
 ];
 for (const c of cases) {
   test(`Server command line: ${c.name}`, () => {
-    const parsed = config(c.argv, c.env ?? {});
+    const parsed = configOf(c.argv, c.env ?? {});
     for (const [key, value] of Object.entries(c.expected)) assert.equal(parsed[key as keyof Config], value, key);
   });
 }

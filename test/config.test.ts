@@ -5,7 +5,8 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { ConfigError, parseConfig, type Config } from '../server/config.js';
+import { parseConfig, type Config } from '../server/config.js';
+import { assertConfigError, configOf } from './helpers.js';
 
 const SECRET_A = 'a'.repeat(32);
 const SECRET_B = 'b'.repeat(40);
@@ -32,23 +33,6 @@ const DEFAULTS: Config = {
   logFormat: 'text',
 };
 
-function config(argv: string[], env: NodeJS.ProcessEnv = {}): Config {
-  return parseConfig(argv, env).config;
-}
-
-/** Asserts that parsing throws a ConfigError whose message is one non-empty line matching `mentions`. */
-function assertConfigError(argv: string[], env: NodeJS.ProcessEnv, mentions: RegExp): void {
-  assert.throws(
-    () => parseConfig(argv, env),
-    (error: unknown) => {
-      assert.ok(error instanceof ConfigError, `expected a ConfigError, got ${String(error)}`);
-      assert.notEqual(error.message.trim(), '', 'the message is empty');
-      assert.ok(!/[\r\n]/.test(error.message), `the message is more than one line: ${JSON.stringify(error.message)}`);
-      assert.match(error.message, mentions);
-      return true;
-    },
-  );
-}
 
 test('Server command line: with no flags and no environment every setting has its API.md default', () => {
   const parsed = parseConfig([], {});
@@ -58,7 +42,7 @@ test('Server command line: with no flags and no environment every setting has it
 });
 
 test('Server command line: USERS_* variables of unrelated names are ignored', () => {
-  assert.deepEqual(config([], { USERS_NOPE: '1', PORT: '1234', DATA: '/elsewhere' }), DEFAULTS);
+  assert.deepEqual(configOf([], { USERS_NOPE: '1', PORT: '1234', DATA: '/elsewhere' }), DEFAULTS);
 });
 
 // ------------------------------------------------------------ flags and environment
@@ -97,21 +81,21 @@ function flagArgs(c: SettingCase): string[] {
 
 for (const c of settings) {
   test(`Server command line: --${c.flag} sets ${c.key} and leaves every other setting at its default`, () => {
-    assert.deepEqual(config(flagArgs(c)), { ...DEFAULTS, [c.key]: c.fromFlag });
+    assert.deepEqual(configOf(flagArgs(c)), { ...DEFAULTS, [c.key]: c.fromFlag });
   });
 
   if (c.flagValue !== undefined) {
     test(`Server command line: --${c.flag}=VALUE is the same as --${c.flag} VALUE`, () => {
-      assert.deepEqual(config([`--${c.flag}=${c.flagValue}`]), { ...DEFAULTS, [c.key]: c.fromFlag });
+      assert.deepEqual(configOf([`--${c.flag}=${c.flagValue}`]), { ...DEFAULTS, [c.key]: c.fromFlag });
     });
   }
 
   test(`Server command line: ${c.env} sets ${c.key} when --${c.flag} is not given`, () => {
-    assert.deepEqual(config([], { [c.env]: c.envValue }), { ...DEFAULTS, [c.key]: c.fromEnv });
+    assert.deepEqual(configOf([], { [c.env]: c.envValue }), { ...DEFAULTS, [c.key]: c.fromEnv });
   });
 
   test(`Server command line: --${c.flag} beats ${c.env}`, () => {
-    assert.deepEqual(config(flagArgs(c), { [c.env]: c.envValue }), { ...DEFAULTS, [c.key]: c.fromFlag });
+    assert.deepEqual(configOf(flagArgs(c), { [c.env]: c.envValue }), { ...DEFAULTS, [c.key]: c.fromFlag });
   });
 }
 
@@ -131,7 +115,7 @@ const booleanSpellings: { value: string; expected: boolean }[] = [
 for (const b of booleanEnvs) {
   for (const s of booleanSpellings) {
     test(`Server command line: ${b.env}=${s.value} sets ${b.key} to ${s.expected}`, () => {
-      assert.deepEqual(config([], { [b.env]: s.value }), { ...DEFAULTS, [b.key]: s.expected });
+      assert.deepEqual(configOf([], { [b.env]: s.value }), { ...DEFAULTS, [b.key]: s.expected });
     });
   }
 }
@@ -143,7 +127,7 @@ test('Server command line: all environment variables at once configure every set
     env[c.env] = c.flagValue ?? '1';
     expected[c.key] = c.fromFlag;
   }
-  assert.deepEqual(config([], env), expected);
+  assert.deepEqual(configOf([], env), expected);
 });
 
 const accepted: { name: string; argv: string[]; key: keyof Config; value: unknown }[] = [
@@ -157,7 +141,7 @@ const accepted: { name: string; argv: string[]; key: keyof Config; value: unknow
 ];
 for (const c of accepted) {
   test(`Server command line: ${c.name}`, () => {
-    assert.deepEqual(config(c.argv), { ...DEFAULTS, [c.key]: c.value });
+    assert.deepEqual(configOf(c.argv), { ...DEFAULTS, [c.key]: c.value });
   });
 }
 
@@ -223,5 +207,5 @@ test('Server command line: a bad environment value is refused even when a flag o
 test('Server command line: a good flag hides a bad environment value of the same setting', () => {
   // The flag wins, so the environment's value is never used; refusing it
   // would make USERS_PORT impossible to override on the command line.
-  assert.equal(config(['--port', '0'], { USERS_PORT: 'x' }).port, 0);
+  assert.equal(configOf(['--port', '0'], { USERS_PORT: 'x' }).port, 0);
 });

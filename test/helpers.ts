@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import assert from 'node:assert/strict';
 import type { TestContext } from 'node:test';
 import { problemType, PROBLEM_CONTENT_TYPE } from '../shared/problems.js';
-import { parseConfig, type Config } from '../server/config.js';
+import { ConfigError, parseConfig, type Config } from '../server/config.js';
 import { startServer, type RunningServer, type StartOptions } from '../server/listen.js';
 
 export const ADMIN_PASSWORD = 'test-admin-password';
@@ -202,4 +202,23 @@ export function buildIfStale(): string | undefined {
     const e = error as { stdout?: Buffer; stderr?: Buffer; message: string };
     return `dist/ is older than the sources and \`npm run build\` failed: ${(e.stdout?.toString() ?? '') + (e.stderr?.toString() ?? '') || e.message}`.trim();
   }
+}
+
+/** The configuration parsed from `argv` and `env`. */
+export function configOf(argv: string[], env: NodeJS.ProcessEnv = {}): Config {
+  return parseConfig(argv, env).config;
+}
+
+/** Asserts that parsing throws a ConfigError whose message is one non-empty line matching `mentions`. */
+export function assertConfigError(argv: string[], env: NodeJS.ProcessEnv, mentions: RegExp): void {
+  assert.throws(
+    () => parseConfig(argv, env),
+    (error: unknown) => {
+      assert.ok(error instanceof ConfigError, `expected a ConfigError, got ${String(error)}`);
+      assert.notEqual(error.message.trim(), '', 'the message is empty');
+      assert.ok(!/[\r\n]/.test(error.message), `the message is more than one line: ${JSON.stringify(error.message)}`);
+      assert.match(error.message, mentions);
+      return true;
+    },
+  );
 }

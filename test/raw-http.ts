@@ -73,6 +73,7 @@ export class RawConnection {
       this.chunks.push(chunk);
       this.wake();
     });
+    socket.on('drain', () => this.wake());
     socket.on('close', () => {
       this.closed = true;
       this.wake();
@@ -98,12 +99,13 @@ export class RawConnection {
     return Buffer.concat(this.chunks).toString('latin1');
   }
 
-  write(data: string | Buffer): void {
-    this.socket.write(data);
+  /** False when the socket is gone or its buffer is full (then `until` wakes on 'drain' too). */
+  write(data: string | Buffer): boolean {
+    return !this.socket.destroyed && this.socket.writable && this.socket.write(data);
   }
 
   /** Resolves once `done()` holds; fails after `limitMs`, so a server that hangs fails the test. */
-  until(done: () => boolean, what: string, limitMs = 5000): Promise<void> {
+  until(done: () => boolean, what = 'the expected answer', limitMs = 5000): Promise<void> {
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         this.waiters = this.waiters.filter((w) => w !== check);
