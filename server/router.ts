@@ -24,6 +24,8 @@ interface PathGroup {
   /** The path's index in `Router.paths`: its slot in the request metrics. */
   readonly slot: number;
   readonly segments: readonly string[];
+  /** For each segment: the parameter's name, or undefined for a literal segment. */
+  readonly names: readonly (string | undefined)[];
   readonly byMethod: Map<string, Route>;
   /** The Allow field for this path (RFC 9110 section 10.2.1). */
   readonly allow: string;
@@ -46,7 +48,8 @@ const NOT_FOUND: Match = { kind: 'not-found', slot: -1 };
  * `Allow` field built from the same table.
  */
 export class Router {
-  private readonly groups: PathGroup[];
+  /** Groups by segment count, literal paths first within each. */
+  private readonly bySegments: PathGroup[][] = [];
   /** The distinct path patterns of the table, in table order. */
   readonly paths: readonly string[];
 
@@ -58,21 +61,28 @@ export class Router {
       const methods = group.map((r) => r.method);
       if (methods.includes('GET')) methods.push('HEAD');
       methods.push('OPTIONS');
+      const segments = path.split('/').slice(1);
       return {
         slot,
-        segments: path.split('/').slice(1),
+        segments,
+        names: segments.map((s) => (s.startsWith(':') ? s.slice(1) : undefined)),
         byMethod: new Map(group.map((r) => [r.method, r])),
         allow: methods.join(', '),
       };
     });
-    const literal = (g: PathGroup) => g.segments.every((s) => !s.startsWith(':'));
-    this.groups = [...groups.filter(literal), ...groups.filter((g) => !literal(g))];
+    const literal = (g: PathGroup) => g.names.every((name) => name === undefined);
+    for (const group of [...groups.filter(literal), ...groups.filter((g) => !literal(g))]) {
+      (this.bySegments[group.segments.length] ??= []).push(group);
+    }
   }
 
   match(method: string, path: string): Match {
-    const segments = path.split('/').slice(1);
-    for (const group of this.groups) {
-      const params = matchSegments(group.segments, segments);
+    const segments = path.split('/');
+    // segments[0] is the empty string before the leading "/".
+    const groups = this.bySegments[segments.length - 1];
+    if (groups === undefined) return NOT_FOUND;
+    for (const group of groups) {
+      const params = matchSegments(group, segments);
       if (params === undefined) continue;
       const route = group.byMethod.get(method === 'HEAD' ? 'GET' : method);
       if (route !== undefined) return { kind: 'route', route, params, slot: group.slot };
@@ -83,16 +93,16 @@ export class Router {
   }
 }
 
-function matchSegments(pattern: readonly string[], segments: readonly string[]): Record<string, string> | undefined {
-  if (pattern.length !== segments.length) return undefined;
+/** `segments` still has the empty string before the leading "/" at 0. */
+function matchSegments(group: PathGroup, segments: readonly string[]): Record<string, string> | undefined {
   let params: Record<string, string> | undefined;
-  for (let i = 0; i < pattern.length; i++) {
-    const expected = pattern[i]!;
-    const actual = segments[i]!;
-    if (expected.startsWith(':')) {
+  for (let i = 0; i < group.segments.length; i++) {
+    const actual = segments[i + 1]!;
+    const name = group.names[i];
+    if (name !== undefined) {
       if (actual === '') return undefined;
-      (params ??= {})[expected.slice(1)] = actual;
-    } else if (expected !== actual) {
+      (params ??= {})[name] = actual;
+    } else if (group.segments[i] !== actual) {
       return undefined;
     }
   }

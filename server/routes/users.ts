@@ -113,26 +113,29 @@ export function userRoutes(deps: AppDeps, sessions: Sessions): Route[] {
   /**
    * GET and HEAD of one user. The answer is decided at once; when writes
    * are still being synced it is sent after them, so a client is never
-   * shown a write that a crash could take back.
+   * shown a write that a crash could take back. With nothing pending (the
+   * common case) it is sent in the same call: no promise is made. A refusal
+   * is thrown, and the app waits for pending writes before answering it.
    */
-  async function getUser(ctx: Context): Promise<void> {
+  function getUser(ctx: Context): void | Promise<void> {
+    const answer = lookUp(ctx);
     const pending = store.durable();
-    if (pending === undefined) return lookUp(ctx).send(ctx.res);
-    let answer: Answer;
-    try {
-      answer = lookUp(ctx);
-    } catch (error) {
-      await pending;
-      throw error;
-    }
-    await pending;
-    answer.send(ctx.res);
+    if (pending === undefined) answer.send(ctx.res);
+    else return pending.then(() => answer.send(ctx.res));
   }
 
   function lookUp(ctx: Context): Answer {
-    const ref = refOf(ctx);
-    sessions.authorize(ctx.req, ctx.res, ctx.now, 'read');
-    const { user, byAlias } = resolve(ref);
+    let ref: ReturnType<typeof refOf>;
+    let found: Target;
+    try {
+      ref = refOf(ctx);
+      sessions.authorize(ctx.req, ctx.res, ctx.now, 'read');
+      found = resolve(ref);
+    } catch (error) {
+      if (error instanceof Redirect) return new Answer(301, undefined, { Location: error.location });
+      throw error;
+    }
+    const { user, byAlias } = found;
     if (user === undefined) throw notFound('No such user.');
     const etag = etagOf(user);
     const headers: Record<string, string> = { ETag: etag };
@@ -305,7 +308,7 @@ export function userRoutes(deps: AppDeps, sessions: Sessions): Route[] {
   return [
     { method: 'GET', path: USERS_PATH, handler: listUsers },
     { method: 'POST', path: NEW_USER_PATH, handler: createUser },
-    { method: 'GET', path: `${USERS_PATH}/:ref`, handler: handleRedirects(getUser) },
+    { method: 'GET', path: `${USERS_PATH}/:ref`, handler: getUser },
     { method: 'PUT', path: `${USERS_PATH}/:ref`, handler: handleRedirects(putUser) },
     { method: 'DELETE', path: `${USERS_PATH}/:ref`, handler: handleRedirects(deleteUser) },
     { method: 'POST', path: RESERVATIONS_PATH, handler: reserve },
@@ -315,7 +318,7 @@ export function userRoutes(deps: AppDeps, sessions: Sessions): Route[] {
 /** A GET answer decided before it is sent. */
 class Answer {
   constructor(
-    readonly status: 200 | 304,
+    readonly status: 200 | 301 | 304,
     readonly json: string | undefined,
     readonly headers: Record<string, string>,
   ) {}
