@@ -37,6 +37,7 @@ import {
   pinSelf,
   preloadUsers,
   putReplacing,
+  requestPool,
   ROOT,
   runLoad,
   spawnServer,
@@ -86,7 +87,7 @@ type ReferenceKind = 'get' | 'put-replace' | 'put-create';
 
 /** The reference server's closest request to each users-server scenario. */
 const REFERENCES: Record<ReferenceKind, { label: string; expect: number[]; requests: (f: ReferenceFixture) => LoadRequest[] }> = {
-  get: { label: 'GET /users/{id}', expect: [200], requests: (f) => [{ method: 'GET', setupRequest: (req) => ({ ...req, path: `/users/${randomId(f.users)}` }) }] },
+  get: { label: 'GET /users/{id}', expect: [200], requests: (f) => requestPool(() => ({ method: 'GET', path: `/users/${randomId(f.users)}` })) },
   'put-replace': { label: 'PUT /users/{id} replace', expect: [200], requests: (f) => putReplacing(f.users) },
   'put-create': {
     label: 'PUT /users/{new id} create',
@@ -114,7 +115,7 @@ const SCENARIOS: Scenario[] = [
     reference: 'get',
     target: 0.95,
     expect: [200],
-    requests: (f) => [{ method: 'GET', setupRequest: (req) => ({ ...req, path: `/users/${randomId(f.users)}` }) }],
+    requests: (f) => requestPool(() => ({ method: 'GET', path: `/users/${randomId(f.users)}` })),
   },
   {
     name: 'get-alias',
@@ -122,7 +123,7 @@ const SCENARIOS: Scenario[] = [
     reference: 'get',
     target: 0.9,
     expect: [200],
-    requests: (f) => [{ method: 'GET', setupRequest: (req) => ({ ...req, path: `/users/bench-r-${randomId(f.aliases)}` }) }],
+    requests: (f) => requestPool(() => ({ method: 'GET', path: `/users/bench-r-${randomId(f.aliases)}` })),
   },
   {
     name: 'get-304',
@@ -130,15 +131,11 @@ const SCENARIOS: Scenario[] = [
     reference: 'get',
     target: undefined,
     expect: [304],
-    requests: (f) => [
-      {
-        method: 'GET',
-        setupRequest: (req) => {
-          const i = Math.floor(Math.random() * f.etags.length);
-          return { ...req, path: `/users/${etagId(i, f.users)}`, headers: { 'if-none-match': f.etags[i]! } };
-        },
-      },
-    ],
+    requests: (f) =>
+      requestPool(() => {
+        const i = Math.floor(Math.random() * f.etags.length);
+        return { method: 'GET', path: `/users/${etagId(i, f.users)}`, headers: { 'if-none-match': f.etags[i]! } };
+      }),
   },
   { name: 'root-session', title: 'GET / with session', reference: 'get', target: 0.9, expect: [200], requests: (f) => [{ method: 'GET', path: '/', headers: { cookie: f.cookie } }] },
   { name: 'root-none', title: 'GET / without session (401)', reference: 'get', target: undefined, expect: [401], requests: () => [{ method: 'GET', path: '/' }] },
@@ -419,10 +416,20 @@ interface Summary {
   referenceP99: number;
   ratio: number;
   p99Ratio: number;
+  /** Server CPU per request, microseconds (median over the rounds). */
+  cpuUs: number;
+  referenceCpuUs: number;
+  /** referenceCpuUs / cpuUs: like `ratio`, but blind to what limits the load generator. */
+  cpuRatio: number;
   target: number | null;
   p99Target: number;
   errors: number;
   verdict: string;
+}
+
+/** The server's CPU time per answered request, in microseconds. */
+function cpuPerRequest(r: LoadResult): number {
+  return (r.serverCpu / r.rps) * 1e6;
 }
 
 function summarize(f: ScenarioFigures): Summary {
@@ -431,6 +438,8 @@ function summarize(f: ScenarioFigures): Summary {
   const p99 = med(f.users, (r) => r.p99);
   const referenceP99 = med(f.reference, (r) => r.p99);
   const ratio = rps / referenceRps;
+  const cpuUs = med(f.users, cpuPerRequest);
+  const referenceCpuUs = med(f.reference, cpuPerRequest);
   const p99Ratio = p99 / referenceP99;
   const errors = f.users.errors + f.reference.errors;
   const missed = [
@@ -450,6 +459,9 @@ function summarize(f: ScenarioFigures): Summary {
     referenceP99,
     ratio,
     p99Ratio,
+    cpuUs,
+    referenceCpuUs,
+    cpuRatio: referenceCpuUs / cpuUs,
     target: f.scenario.target ?? null,
     p99Target: P99_TARGET,
     errors,
@@ -469,11 +481,13 @@ function scenarioTable(summaries: Summary[]): string {
     fmt(s.referenceP99, 2),
     fmt(s.ratio, 2),
     fmt(s.p99Ratio, 2),
+    `${fmt(s.cpuUs, 0)} / ${fmt(s.referenceCpuUs, 0)}`,
+    fmt(s.cpuRatio, 2),
     s.target === null ? '-' : `>= ${fmt(s.target, 2)}`,
     s.verdict,
     String(s.errors),
   ]);
-  return table(['scenario', 'users req/s', 'p50 ms', 'p99 ms', 'reference', 'ref req/s', 'p50 ms', 'p99 ms', 'ratio req/s', 'ratio p99', 'target req/s', 'met?', 'errors'], rows);
+  return table(['scenario', 'users req/s', 'p50 ms', 'p99 ms', 'reference', 'ref req/s', 'p50 ms', 'p99 ms', 'ratio req/s', 'ratio p99', 'cpu us/req', 'ratio cpu', 'target req/s', 'met?', 'errors'], rows);
 }
 
 const USAGE = `usage: npm run bench -- [flags]   (or: node --import tsx bench/run.ts [flags], after npm run build)
