@@ -43,7 +43,10 @@ const PAGE_HEADERS: Record<string, string> = {
   'Content-Security-Policy': LOGIN_PAGE_CSP,
   // For browsers that do not know frame-ancestors.
   'X-Frame-Options': 'DENY',
-  'Referrer-Policy': 'no-referrer',
+  // Not no-referrer: under it a browser sends `Origin: null` with the form's
+  // POST (Fetch, "serialize a request origin"), which the Origin check must
+  // refuse. same-origin still gives other origins no Referer at all.
+  'Referrer-Policy': 'same-origin',
   'X-Content-Type-Options': 'nosniff',
 };
 

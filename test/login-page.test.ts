@@ -103,7 +103,7 @@ function assertPage(reply: Reply, status: number, where = ''): void {
   assert.equal(reply.headers['content-type'], 'text/html; charset=utf-8', where);
   assert.equal(reply.headers['cache-control'], 'no-store', where);
   assert.equal(reply.headers['x-frame-options'], 'DENY', where);
-  assert.equal(reply.headers['referrer-policy'], 'no-referrer', where);
+  assert.equal(reply.headers['referrer-policy'], 'same-origin', where);
   assert.equal(reply.headers['x-content-type-options'], 'nosniff', where);
   assert.match(String(reply.headers['content-security-policy']), /default-src 'none'/, where);
 }
@@ -258,7 +258,7 @@ test('--help lists --login-page with USERS_LOGIN_PAGE', () => {
 
 // ---------------------------------------------------------------- GET /login: the page
 
-test('Browser sign-in page: GET /login answers 200 text/html; charset=utf-8 with no-store, a strict CSP, X-Frame-Options DENY, Referrer-Policy no-referrer and nosniff', async (t) => {
+test('Browser sign-in page: GET /login answers 200 text/html; charset=utf-8 with no-store, a strict CSP, X-Frame-Options DENY, Referrer-Policy same-origin and nosniff', async (t) => {
   const server = await pageServer(t);
   const { reply } = await getForm(server.url);
   assertPage(reply, 200, 'GET /login');
