@@ -9,6 +9,7 @@
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import { test, type TestContext } from 'node:test';
+import { Validator } from '@seriousme/openapi-schema-validator';
 import { prefersHtml } from '../server/accept.js';
 import { usage, type Config } from '../server/config.js';
 import { signFormToken } from '../server/login-form.js';
@@ -237,7 +238,7 @@ test('Without --login-page a form POST /login is the API login: 401 login-failed
   assert.deepEqual(setCookies(reply), []);
 });
 
-test('Without --login-page /openapi.json has no GET /login; with it, GET /login is documented and routed', async (t) => {
+test('Without --login-page /openapi.json has no GET /login; with it, GET /login is documented, routed, and the document still validates', async (t) => {
   const off = await startTestServer(t);
   const offDoc = (await send(off.url, 'GET', '/openapi.json')).json();
   assert.deepEqual(Object.keys(offDoc.paths['/login']), ['post']);
@@ -245,6 +246,8 @@ test('Without --login-page /openapi.json has no GET /login; with it, GET /login 
   const onDoc = (await send(on.url, 'GET', '/openapi.json')).json();
   assert.deepEqual(Object.keys(onDoc.paths['/login']).sort(), ['get', 'post']);
   assert.ok(onDoc.paths['/login'].get.responses['200'].content['text/html'], 'GET /login is described as HTML');
+  const validation = await new Validator().validate(onDoc);
+  assert.equal(validation.valid, true, JSON.stringify(validation.errors, null, 2));
   const routed = on.running.app.routes.map((r) => `${r.method} ${r.path}`);
   assert.ok(routed.includes('GET /login'));
   const options = await send(on.url, 'OPTIONS', '/login');
@@ -472,6 +475,34 @@ for (const c of csrfCases) {
     const reply = await postForm(server.url, '/login', fields, headers);
     assertSignInRefused(reply, c.name);
     assert.ok(!reply.text.includes('value="admin"'), 'nothing of a refused form is shown back');
+  });
+}
+
+interface SchemeCase {
+  name: string;
+  overrides: Partial<Config>;
+  headers: Record<string, string>;
+  /** The scheme of the Origin sent. */
+  scheme: 'http' | 'https';
+  accepted: boolean;
+}
+
+const schemeCases: SchemeCase[] = [
+  { name: 'with --cookie-secure an https Origin is the server\'s own', overrides: { cookieSecure: true }, headers: {}, scheme: 'https', accepted: true },
+  { name: 'with --cookie-secure an http Origin is not', overrides: { cookieSecure: true }, headers: {}, scheme: 'http', accepted: false },
+  { name: 'with --trust-proxy the last X-Forwarded-Proto (https) gives the scheme', overrides: { trustProxy: true }, headers: { 'x-forwarded-proto': 'http, https' }, scheme: 'https', accepted: true },
+  { name: 'with --trust-proxy and X-Forwarded-Proto https an http Origin is not the server\'s', overrides: { trustProxy: true }, headers: { 'x-forwarded-proto': 'https' }, scheme: 'http', accepted: false },
+  { name: 'without --trust-proxy X-Forwarded-Proto is not read', overrides: {}, headers: { 'x-forwarded-proto': 'https' }, scheme: 'https', accepted: false },
+];
+
+for (const c of schemeCases) {
+  test(`Login CSRF: the Origin check's scheme: ${c.name}`, async (t) => {
+    const server = await pageServer(t, c.overrides);
+    const form = await getForm(server.url);
+    const origin = server.url.replace(/^http:/, `${c.scheme}:`);
+    const reply = await postForm(server.url, '/login', { csrf: form.token, ...right }, { cookie: form.formCookie, origin, ...c.headers });
+    if (c.accepted) assert.equal(reply.status, 303, reply.text);
+    else assertSignInRefused(reply, c.name);
   });
 }
 
