@@ -31,6 +31,8 @@ export interface Config {
   trustProxy: boolean;
   /** The access log on stdout: one line per request as text or JSON, or none. */
   logFormat: LogFormat;
+  /** Serve the browser sign-in page at GET /login and send browsers without a session there from GET /. */
+  loginPage: boolean;
 }
 
 export class ConfigError extends Error {
@@ -101,6 +103,7 @@ export const FLAGS: Record<string, FlagSpec> = {
       throw new ConfigError(`--${flag} must be text, json or off, not "${String(v)}"`);
     },
   },
+  'login-page': { type: 'boolean', default: false, description: 'browser sign-in page at /login; GET / sends browsers there', key: 'loginPage', parse: (v) => v },
   'cookie-secure': { type: 'boolean', default: false, description: 'mark the session cookie Secure (behind TLS)', key: 'cookieSecure', parse: (v) => v },
   secret: {
     type: 'string', default: '', description: 'comma-separated signing secrets, 32+ bytes each; the first signs', key: 'secrets',

@@ -31,6 +31,8 @@ interface OperationSpec {
   responses: Record<string, Json>;
   /** Problem statuses besides COMMON_PROBLEMS. */
   problems: number[];
+  /** The flag the route exists under; without it the route is absent, and so is this description. */
+  onlyWith?: string;
 }
 
 const ref = (kind: string, name: string): Json => ({ $ref: `#/components/${kind}/${name}` });
@@ -48,6 +50,10 @@ function json(description: string, body: Json, ...headerNames: string[]): Json {
   return { description, headers: headers(...headerNames), content: { 'application/json': { schema: body } } };
 }
 
+function html(description: string, ...headerNames: string[]): Json {
+  return { description, headers: headers(...headerNames), content: { 'text/html': { schema: { type: 'string' } } } };
+}
+
 function empty(description: string, ...headerNames: string[]): Json {
   return { description, headers: headers(...headerNames) };
 }
@@ -61,32 +67,60 @@ const OPERATIONS: Record<string, OperationSpec> = {
   'GET /': {
     operationId: 'getSessionStatus',
     summary: 'Whether the request carries a valid session',
-    description: 'Both answers are JSON strings, not problem documents, with `Cache-Control: no-store` and `Vary: Cookie`. A session signed by an older key is re-issued (`Set-Cookie`).',
+    description:
+      'Both answers are JSON strings, not problem documents, with `Cache-Control: no-store` and `Vary: Cookie`. A session signed by an older key is re-issued (`Set-Cookie`). ' +
+      'With `--login-page`, a request without a session whose `Accept` weighs `text/html` above `application/json` is redirected (302) to `/login`, and every answer carries `Vary: Accept, Cookie`.',
     tags: ['sessions'],
     security: SESSION_OPTIONAL,
     responses: {
       '200': json('A valid session.', { const: 'OK' }, 'Set-Cookie'),
+      '302': empty('`--login-page` only: a browser without a session; `Location: /login`.', 'Location'),
       '401': json('No valid session.', { const: 'not authorized' }, 'WWW-Authenticate'),
     },
     problems: [],
   },
+  'GET /login': {
+    operationId: 'getLoginPage',
+    summary: 'The browser sign-in page (`--login-page`)',
+    description:
+      'An HTML form that posts `username`, `password` and a signed `csrf` token to `POST /login` (`application/x-www-form-urlencoded`); ' +
+      'the token\'s nonce is also set in the `LOGIN_FORM` cookie. With a valid session: "Signed in as NAME" and a sign-out form to `POST /logout`. ' +
+      'Strict `Content-Security-Policy`, `X-Frame-Options: DENY`, `Cache-Control: no-store`. Exists only with `--login-page`.',
+    tags: ['sessions'],
+    security: SESSION_OPTIONAL,
+    responses: { '200': html('The sign-in page, or the sign-out page for a valid session.', 'Set-Cookie') },
+    problems: [],
+    onlyWith: '--login-page',
+  },
   'POST /login': {
     operationId: 'login',
     summary: 'Open a session with HTTP Basic credentials',
-    description: 'Any request body is read and ignored. Failed logins are rate limited per address and account.',
+    description:
+      'Any request body is read and ignored. Failed logins are rate limited per address and account. ' +
+      'With `--login-page`, a form body (`application/x-www-form-urlencoded`) without `Authorization` is the sign-in page\'s: ' +
+      '303 to `/` with the session cookie, or the page again (HTML) with 401 (wrong password), 403 (bad or expired `csrf` token, another `Origin`) or 429.',
     tags: ['sessions'],
     security: [{ basic: [] }],
-    responses: { '200': json('Logged in: the session cookie is set.', { const: 'OK' }, 'Set-Cookie') },
-    problems: [401, 413],
+    responses: {
+      '200': json('Logged in: the session cookie is set.', { const: 'OK' }, 'Set-Cookie'),
+      '303': empty('`--login-page` form: signed in; `Location: /`, the session cookie is set.', 'Location', 'Set-Cookie'),
+    },
+    problems: [401, 403, 413],
   },
   'POST /logout': {
     operationId: 'logout',
     summary: 'Revoke every valid session the request carries and clear the cookie',
-    description: 'Answers 204 whether or not a session was sent. Any request body is read and ignored.',
+    description:
+      'Answers 204 whether or not a session was sent. Any request body is read and ignored. ' +
+      'With `--login-page`: a request whose `Origin` is another origin is refused (403), and a form body is the sign-out form\'s: ' +
+      'it needs the page\'s `csrf` token, then answers 303 to `/login` (else 403 and the page again).',
     tags: ['sessions'],
     security: SESSION_OPTIONAL,
-    responses: { '204': empty('Logged out: the cookie is cleared.', 'Set-Cookie') },
-    problems: [413],
+    responses: {
+      '204': empty('Logged out: the cookie is cleared.', 'Set-Cookie'),
+      '303': empty('`--login-page` form: signed out; `Location: /login`, the cookie is cleared.', 'Location', 'Set-Cookie'),
+    },
+    problems: [403, 413],
   },
   'GET /users': {
     operationId: 'listUsers',
@@ -243,7 +277,7 @@ export function buildOpenApi(routes: readonly Route[]): Json {
     described.add(key);
     (paths[openApiPath(route.path)] ??= {})[route.method.toLowerCase()] = operation(spec);
   }
-  const stale = Object.keys(OPERATIONS).filter((key) => !described.has(key));
+  const stale = Object.keys(OPERATIONS).filter((key) => !described.has(key) && OPERATIONS[key]!.onlyWith === undefined);
   if (stale.length > 0) throw new Error(`openapi.ts describes routes that do not exist: ${stale.join(', ')}`);
   const problemStatuses = new Set<number>(COMMON_PROBLEMS);
   for (const spec of Object.values(OPERATIONS)) for (const status of spec.problems) problemStatuses.add(status);

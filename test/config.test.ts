@@ -31,6 +31,7 @@ const DEFAULTS: Config = {
   rateBurst: 0,
   trustProxy: false,
   logFormat: 'text',
+  loginPage: false,
 };
 
 
@@ -73,6 +74,7 @@ const settings: SettingCase[] = [
   { flag: 'allow-id-change', env: 'USERS_ALLOW_ID_CHANGE', flagValue: undefined, envValue: '0', key: 'allowIdChange', fromFlag: true, fromEnv: false },
   { flag: 'require-if-match', env: 'USERS_REQUIRE_IF_MATCH', flagValue: undefined, envValue: 'false', key: 'requireIfMatch', fromFlag: true, fromEnv: false },
   { flag: 'cookie-secure', env: 'USERS_COOKIE_SECURE', flagValue: undefined, envValue: '0', key: 'cookieSecure', fromFlag: true, fromEnv: false },
+  { flag: 'login-page', env: 'USERS_LOGIN_PAGE', flagValue: undefined, envValue: 'off', key: 'loginPage', fromFlag: true, fromEnv: false },
 ];
 
 function flagArgs(c: SettingCase): string[] {
@@ -103,6 +105,7 @@ const booleanEnvs: { env: string; key: keyof Config }[] = [
   { env: 'USERS_ALLOW_ID_CHANGE', key: 'allowIdChange' },
   { env: 'USERS_REQUIRE_IF_MATCH', key: 'requireIfMatch' },
   { env: 'USERS_COOKIE_SECURE', key: 'cookieSecure' },
+  { env: 'USERS_LOGIN_PAGE', key: 'loginPage' },
 ];
 const booleanSpellings: { value: string; expected: boolean }[] = [
   { value: '1', expected: true },

@@ -1,76 +1,111 @@
-import type { ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { LOGIN_PATH, LOGOUT_PATH } from '../../shared/paths.js';
 import { problems } from '../../shared/problems.js';
+import { prefersHtml } from '../accept.js';
 import { parseBasicAuth } from '../accounts.js';
 import type { AppDeps } from '../app.js';
 import { clientAddress } from '../client-address.js';
 import { HttpError } from '../errors.js';
-import { readBody, sendEmpty } from '../http.js';
+import { header, readBody, sendEmpty } from '../http.js';
+import { isUrlEncodedForm } from '../login-form.js';
 import { LoginLimiter, loginLimitKey } from '../login-limit.js';
 import type { Route } from '../router.js';
 import { COOKIE_CHALLENGE, type Sessions } from '../sessions.js';
+import { browserSignIn, type LoginAttempt, type SessionActions } from './login-page.js';
 
 // SPEC.md row 6 fixes these bodies: the JSON strings "OK" and "not authorized".
 const OK_BODY = JSON.stringify('OK');
 const NOT_AUTHORIZED_BODY = JSON.stringify('not authorized');
 const BASIC_CHALLENGE = 'Basic realm="users"';
 
-function sendRoot(res: ServerResponse, status: 200 | 401, body: string): void {
+function sendRoot(res: ServerResponse, status: 200 | 401, body: string, vary = 'Cookie'): void {
   res.statusCode = status;
   res.setHeader('Content-Type', 'application/json');
   res.setHeader('Content-Length', body.length);
   res.setHeader('Cache-Control', 'no-store');
-  res.setHeader('Vary', 'Cookie');
+  res.setHeader('Vary', vary);
   if (status === 401) res.setHeader('WWW-Authenticate', COOKIE_CHALLENGE);
   res.end(body);
 }
 
-/** GET /, POST /login and POST /logout. */
+/** GET /, POST /login and POST /logout; with --login-page also GET /login, the browser sign-in page. */
 export function sessionRoutes(deps: AppDeps, sessions: Sessions): Route[] {
   const { config, store, accounts } = deps;
   const limiter = new LoginLimiter();
   const loginFailed = (detail: string) => new HttpError(problems.loginFailed, detail, { 'WWW-Authenticate': BASIC_CHALLENGE });
-  return [
+
+  const actions: SessionActions = {
+    async checkPassword(req: IncomingMessage, user: string, password: string, now: number): Promise<LoginAttempt> {
+      // Checked before scrypt runs: a limited guess costs the server nothing,
+      // and the right password is refused too, so the limit cannot be probed.
+      const key = loginLimitKey(clientAddress(req, config), user);
+      const wait = limiter.attempt(key, now);
+      if (wait !== undefined) return { wait };
+      deps.accountsFile?.refresh();
+      const account = await accounts.verify(user, password);
+      if (!account) return { wrong: true };
+      limiter.succeeded(key);
+      return { account };
+    },
+    async revoke(req: IncomingMessage, now: number): Promise<void> {
+      // Revoke on the server too: a saved copy of the cookie must stop working.
+      const revoked = [...sessions.valid(req, now)].map((s) => ({ op: 'revoke' as const, sessionId: s.payload.sessionId, expiresAt: s.payload.expiresAt * 1000 }));
+      if (revoked.length > 0) await store.commit(revoked);
+    },
+  };
+  const browser = config.loginPage ? browserSignIn(deps, sessions, actions) : undefined;
+
+  const routes: Route[] = [
     {
       method: 'GET',
       path: '/',
       handler: ({ req, res, now }) => {
         const session = sessions.current(req, res, now);
-        sendRoot(res, session === undefined ? 401 : 200, session === undefined ? NOT_AUTHORIZED_BODY : OK_BODY);
+        if (browser === undefined) {
+          sendRoot(res, session === undefined ? 401 : 200, session === undefined ? NOT_AUTHORIZED_BODY : OK_BODY);
+          return;
+        }
+        // The answer now depends on Accept too (RFC 9110 section 12.5.5).
+        const vary = 'Accept, Cookie';
+        if (session !== undefined) sendRoot(res, 200, OK_BODY, vary);
+        // SPEC.md "Authentication" 7: a browser without a session goes to the login page.
+        else if (prefersHtml(header(req, 'accept'))) sendEmpty(res, 302, { Location: LOGIN_PATH, 'Cache-Control': 'no-store', Vary: vary });
+        else sendRoot(res, 401, NOT_AUTHORIZED_BODY, vary);
       },
     },
     {
       method: 'POST',
       path: LOGIN_PATH,
-      handler: async ({ req, res, now }) => {
+      handler: async (ctx) => {
+        const { req, res, now } = ctx;
+        // A form without Authorization is the page's; anything with
+        // Authorization (curl -u -d sends a form type too) is the API's.
+        if (browser !== undefined && req.headers.authorization === undefined && isUrlEncodedForm(req.headers['content-type'])) return browser.login(ctx);
         await readBody(req, config.maxBody);
         const credentials = parseBasicAuth(req.headers.authorization);
         if (!credentials) throw loginFailed('Send Basic credentials: Authorization: Basic base64(user:password).');
-        // Checked before scrypt runs: a limited guess costs the server nothing,
-        // and the right password is refused too, so the limit cannot be probed.
-        const key = loginLimitKey(clientAddress(req, config), credentials.user);
-        const wait = limiter.attempt(key, now);
-        if (wait !== undefined) {
-          throw new HttpError(problems.tooManyRequests, `Too many failed logins for this account from this address; try again in ${wait} s.`, { 'Retry-After': String(wait) });
+        const attempt = await actions.checkPassword(req, credentials.user, credentials.password, now);
+        if ('wait' in attempt) {
+          throw new HttpError(problems.tooManyRequests, `Too many failed logins for this account from this address; try again in ${attempt.wait} s.`, { 'Retry-After': String(attempt.wait) });
         }
-        deps.accountsFile?.refresh();
-        const account = await accounts.verify(credentials.user, credentials.password);
-        if (!account) throw loginFailed('The user name or password is wrong.');
-        limiter.succeeded(key);
-        res.setHeader('Set-Cookie', sessions.open(account, now));
+        if ('wrong' in attempt) throw loginFailed('The user name or password is wrong.');
+        res.setHeader('Set-Cookie', sessions.open(attempt.account, now));
         sendRoot(res, 200, OK_BODY);
       },
     },
     {
       method: 'POST',
       path: LOGOUT_PATH,
-      handler: async ({ req, res, now }) => {
+      handler: async (ctx) => {
+        if (browser !== undefined) return browser.logout(ctx);
+        const { req, res, now } = ctx;
         await readBody(req, config.maxBody);
-        // Revoke on the server too: a saved copy of the cookie must stop working.
-        const revoked = [...sessions.valid(req, now)].map((s) => ({ op: 'revoke' as const, sessionId: s.payload.sessionId, expiresAt: s.payload.expiresAt * 1000 }));
-        if (revoked.length > 0) await store.commit(revoked);
+        await actions.revoke(req, now);
         sendEmpty(res, 204, { 'Set-Cookie': sessions.clearingCookie(), 'Cache-Control': 'no-store' });
       },
     },
   ];
+  // Only with the flag: without it GET /login stays a 405 (Allow: POST, OPTIONS).
+  if (browser !== undefined) routes.splice(1, 0, { method: 'GET', path: LOGIN_PATH, handler: browser.show });
+  return routes;
 }

@@ -1,0 +1,158 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { LOGIN_PATH } from '../../shared/paths.js';
+import { problems } from '../../shared/problems.js';
+import type { Account } from '../accounts.js';
+import type { AppDeps } from '../app.js';
+import { cookieValues } from '../cookies.js';
+import { HttpError } from '../errors.js';
+import { readBody, sendEmpty } from '../http.js';
+import {
+  checkOrigin,
+  FORM_TOKEN_FIELD,
+  FORM_TOKEN_TTL,
+  formNonceCookie,
+  isFormEncoding,
+  isFormNonce,
+  isUrlEncodedForm,
+  LOGIN_FORM_COOKIE,
+  newFormNonce,
+  parseForm,
+  sameNonce,
+  signFormToken,
+  verifyFormToken,
+} from '../login-form.js';
+import { sendLoginPage } from '../login-page.js';
+import type { Handler } from '../router.js';
+import { COOKIE_CHALLENGE, type ActiveSession, type Sessions } from '../sessions.js';
+
+/** What a password check came to: an account, a wait (the failed-login limit), or a wrong password. */
+export type LoginAttempt = { account: Account } | { wait: number } | { wrong: true };
+
+/** What the page shares with the API's login and logout. */
+export interface SessionActions {
+  /** The failed-login limit and the password check. */
+  checkPassword(req: IncomingMessage, user: string, password: string, now: number): Promise<LoginAttempt>;
+  /** Revokes every valid session the request carries. */
+  revoke(req: IncomingMessage, now: number): Promise<void>;
+}
+
+export interface BrowserSignIn {
+  /** GET /login: the sign-in form, or the sign-out form for a browser with a session. */
+  show: Handler;
+  /** POST /login with a form body and no Authorization field. */
+  login: Handler;
+  /** POST /logout under --login-page. */
+  logout: Handler;
+}
+
+const EXPIRED = 'The form expired; try again.';
+const WRONG = 'The user name or password is wrong.';
+const MISSING = 'Enter your user name and password.';
+const NO_STORE = { 'Cache-Control': 'no-store' };
+
+/**
+ * The browser sign-in page of `--login-page` (docs/api.md "Browser
+ * sign-in"). Every form carries a signed token (server/login-form.ts);
+ * every refusal re-renders the page with a fresh one, so the form stays
+ * usable.
+ */
+export function browserSignIn(deps: AppDeps, sessions: Sessions, { checkPassword, revoke }: SessionActions): BrowserSignIn {
+  const { config, keys } = deps;
+  const seconds = (now: number) => Math.floor(now / 1000);
+
+  function formNonces(req: IncomingMessage): string[] {
+    return cookieValues(req.headers.cookie, LOGIN_FORM_COOKIE).filter(isFormNonce);
+  }
+
+  /** The sign-in form; its nonce cookie is kept if the browser has one, so two open tabs both work. */
+  function sendSignIn(req: IncomingMessage, res: ServerResponse, now: number, status: number, extra: { username?: string; error?: string; headers?: Record<string, string> } = {}): void {
+    const nonce = formNonces(req)[0] ?? newFormNonce();
+    res.appendHeader('Set-Cookie', formNonceCookie(nonce, FORM_TOKEN_TTL, config.cookieSecure));
+    const token = signFormToken('login-form', '', nonce, seconds(now), keys[0]!);
+    sendLoginPage(res, status, { kind: 'sign-in', token, ...(extra.username !== undefined && { username: extra.username }), ...(extra.error !== undefined && { error: extra.error }) }, extra.headers);
+  }
+
+  function sendSignedIn(res: ServerResponse, now: number, status: number, session: ActiveSession, error?: string): void {
+    const token = signFormToken('logout-form', session.payload.sessionId, newFormNonce(), seconds(now), keys[0]!);
+    sendLoginPage(res, status, { kind: 'signed-in', token, account: session.account.name, ...(error !== undefined && { error }) });
+  }
+
+  /** The double-submit check of the sign-in form: a fresh token whose nonce is in a LOGIN_FORM cookie. */
+  function signInTokenValid(req: IncomingMessage, form: URLSearchParams, now: number): boolean {
+    const nonce = verifyFormToken(form.get(FORM_TOKEN_FIELD) ?? '', 'login-form', '', keys, seconds(now));
+    return nonce !== undefined && formNonces(req).some((cookie) => sameNonce(cookie, nonce));
+  }
+
+  return {
+    show: ({ req, res, now }) => {
+      const session = sessions.current(req, res, now);
+      if (session !== undefined) sendSignedIn(res, now, 200, session);
+      else sendSignIn(req, res, now, 200);
+    },
+
+    login: async ({ req, res, now }) => {
+      const form = parseForm(await readBody(req, config.maxBody));
+      // A forged form gets a clean page: nothing it sent is shown back.
+      if (checkOrigin(req, config) === 'cross' || !signInTokenValid(req, form, now)) {
+        sendSignIn(req, res, now, 403, { error: EXPIRED });
+        return;
+      }
+      const username = form.get('username') ?? '';
+      const password = form.get('password') ?? '';
+      // RFC 9110 section 15.5.2: a 401 carries a challenge. The Cookie scheme
+      // names this form; browsers know no such scheme, so they show the page.
+      const challenge = { 'WWW-Authenticate': COOKIE_CHALLENGE };
+      if (username === '' || password === '') {
+        sendSignIn(req, res, now, 401, { username, error: MISSING, headers: challenge });
+        return;
+      }
+      const attempt = await checkPassword(req, username, password, now);
+      if ('wait' in attempt) {
+        sendSignIn(req, res, now, 429, { username, error: `Too many failed sign-ins; try again in ${attempt.wait} seconds.`, headers: { 'Retry-After': String(attempt.wait) } });
+      } else if ('wrong' in attempt) {
+        sendSignIn(req, res, now, 401, { username, error: WRONG, headers: challenge });
+      } else {
+        // RFC 9110 section 15.4.4: 303 makes the browser GET / after the POST.
+        res.setHeader('Set-Cookie', [sessions.open(attempt.account, now), formNonceCookie('', 0, config.cookieSecure)]);
+        sendEmpty(res, 303, { Location: '/', ...NO_STORE });
+      }
+    },
+
+    logout: async ({ req, res, now }) => {
+      const raw = await readBody(req, config.maxBody);
+      const crossOrigin = checkOrigin(req, config) === 'cross';
+      if (!isFormEncoding(req.headers['content-type'])) {
+        // The API's logout (no body, JSON) as without --login-page, unless a
+        // page of another origin sent it (a browser adds Origin to any POST).
+        if (crossOrigin) throw new HttpError(problems.forbidden, 'A logout sent from a page of another origin is refused.');
+        await revoke(req, now);
+        sendEmpty(res, 204, { 'Set-Cookie': sessions.clearingCookie(), ...NO_STORE });
+        return;
+      }
+      if (crossOrigin) {
+        refuseSignOut(req, res, now);
+        return;
+      }
+      let first: ActiveSession | undefined;
+      for (first of sessions.valid(req, now)) break;
+      if (first !== undefined) {
+        // The token is bound to the session the page showed: the first valid one.
+        const form = isUrlEncodedForm(req.headers['content-type']) ? parseForm(raw) : new URLSearchParams();
+        if (verifyFormToken(form.get(FORM_TOKEN_FIELD) ?? '', 'logout-form', first.payload.sessionId, keys, seconds(now)) === undefined) {
+          refuseSignOut(req, res, now);
+          return;
+        }
+        await revoke(req, now);
+      }
+      // Without a session there is nothing to protect: the cookie is cleared all the same.
+      sendEmpty(res, 303, { Location: LOGIN_PATH, 'Set-Cookie': sessions.clearingCookie(), ...NO_STORE });
+    },
+  };
+
+  /** 403 and the page again, with a fresh token: the sign-out form if the session is still there. */
+  function refuseSignOut(req: IncomingMessage, res: ServerResponse, now: number): void {
+    const session = sessions.current(req, res, now);
+    if (session !== undefined) sendSignedIn(res, now, 403, session, EXPIRED);
+    else sendSignIn(req, res, now, 403, { error: EXPIRED });
+  }
+}

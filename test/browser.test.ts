@@ -1,0 +1,170 @@
+/**
+ * The browser sign-in page (`--login-page`) end to end, in a real headless
+ * Chromium driven by playwright-core, against the real
+ * `bin/users-server.js`: redirected from / to /login, sign in, stay signed
+ * in across a reload, an HttpOnly cookie that scripts cannot read, sign out,
+ * and a wrong password shown in the page. The sign-in page is saved as a
+ * screenshot in test-artifacts/ for a human to look at.
+ *
+ * Needs Debian's chromium at /usr/bin/chromium (.ci/run installs it when it
+ * can); without it the tests skip and say why.
+ */
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { after, before, test } from 'node:test';
+import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { ADMIN_PASSWORD, buildIfStale, tempDir } from './helpers.js';
+
+const REPO = fileURLToPath(new URL('..', import.meta.url));
+const BIN = join(REPO, 'bin', 'users-server.js');
+const CHROMIUM = '/usr/bin/chromium';
+/** Where the screenshots go; in .gitignore. */
+const ARTIFACTS = join(REPO, 'test-artifacts');
+const TEST_OPTIONS = { timeout: 30_000 };
+
+let skipReason: string | undefined;
+let server: ChildProcess | undefined;
+let base = '';
+let browser: Browser | undefined;
+
+/** Starts the real server with --login-page on port 0 and resolves with its base URL. */
+function startServer(dataDir: string): Promise<string> {
+  const child = spawn(process.execPath, [BIN, '--login-page', '--port', '0', '--data', dataDir, '--log-format', 'off'], {
+    env: { PATH: process.env.PATH, USERS_ADMIN_PASSWORD: ADMIN_PASSWORD },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  server = child;
+  return new Promise((resolve, reject) => {
+    let stdout = '';
+    let stderr = '';
+    child.stdout!.on('data', (chunk: Buffer) => {
+      stdout += chunk.toString();
+      const match = /^listening on (http:\/\/\S+)$/m.exec(stdout);
+      if (match !== null) resolve(match[1]!);
+    });
+    child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    child.on('exit', (code) => reject(new Error(`users-server exited with ${code} before listening: ${stderr}`)));
+  });
+}
+
+before(async () => {
+  if (!existsSync(CHROMIUM)) {
+    skipReason = `${CHROMIUM} is missing (Debian: apt-get install chromium)`;
+    console.log(`# browser tests skipped: ${skipReason}`);
+    return;
+  }
+  skipReason = buildIfStale();
+  if (skipReason !== undefined) {
+    console.log(`# browser tests skipped: ${skipReason}`);
+    return;
+  }
+  base = await startServer(tempDir(undefined, 'users-server-browser-'));
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+  });
+});
+
+after(async () => {
+  await browser?.close();
+  if (server !== undefined && server.exitCode === null) {
+    const exited = new Promise((resolve) => server!.once('exit', resolve));
+    server.kill('SIGTERM');
+    await exited;
+  }
+});
+
+/** A fresh browser profile (its own cookie jar) and page, closed after the test; undefined when skipping. */
+async function newPage(t: { skip(message: string): void; after(fn: () => Promise<void>): void }): Promise<{ context: BrowserContext; page: Page } | undefined> {
+  if (skipReason !== undefined || browser === undefined) {
+    t.skip(skipReason ?? 'no browser');
+    return undefined;
+  }
+  const context = await browser.newContext();
+  t.after(() => context.close());
+  const page = await context.newPage();
+  return { context, page };
+}
+
+/** Collects what the page's Content-Security-Policy refused, as Chromium reports it on the console. */
+function cspViolations(page: Page): string[] {
+  const violations: string[] = [];
+  page.on('console', (message) => {
+    if (/Content Security Policy/i.test(message.text())) violations.push(message.text());
+  });
+  return violations;
+}
+
+/** The text of the document, trimmed: for a JSON response, the JSON itself. */
+function bodyText(page: Page): Promise<string> {
+  // Chromium shows a JSON response in a <pre>. (A string: the tests are not typed with the DOM library.)
+  return page.evaluate<string>("(document.querySelector('pre') ?? document.body).textContent.trim()");
+}
+
+test('Browser sign-in in Chromium: / redirects to /login; signing in lands on / with "OK", which survives a reload; the cookie is HttpOnly; signing out sends / back to /login', TEST_OPTIONS, async (t) => {
+  const opened = await newPage(t);
+  if (opened === undefined) return;
+  const { context, page } = opened;
+  const violations = cspViolations(page);
+
+  const first = await page.goto(`${base}/`);
+  assert.equal(new URL(page.url()).pathname, '/login', 'the 302 was followed to the sign-in page');
+  assert.equal(first?.status(), 200);
+  assert.equal(await page.getByRole('heading', { level: 1 }).textContent(), 'Sign in');
+  // The inline style sheet applied: the CSP hash is the sheet's own.
+  assert.equal(await page.evaluate<string>("getComputedStyle(document.querySelector('main')).borderTopStyle"), 'solid');
+  mkdirSync(ARTIFACTS, { recursive: true });
+  await page.screenshot({ path: join(ARTIFACTS, 'sign-in.png'), fullPage: true });
+
+  await page.getByLabel('User name').fill('admin');
+  await page.getByLabel('Password').fill(ADMIN_PASSWORD);
+  await Promise.all([page.waitForURL(`${base}/`), page.getByRole('button', { name: 'Sign in' }).click()]);
+  assert.equal(await bodyText(page), '"OK"');
+
+  const reloaded = await page.reload();
+  assert.equal(reloaded?.status(), 200);
+  assert.equal(await bodyText(page), '"OK"', 'still signed in after a reload');
+
+  const session = (await context.cookies()).find((c) => c.name === 'USER_TOKEN');
+  assert.ok(session !== undefined, 'the browser holds USER_TOKEN');
+  assert.equal(session.httpOnly, true);
+  assert.equal(session.sameSite, 'Lax');
+  assert.equal(session.path, '/');
+  const scriptCookies = await page.evaluate<string>('document.cookie');
+  assert.ok(!scriptCookies.includes('USER_TOKEN'), `document.cookie does not show USER_TOKEN: ${scriptCookies}`);
+
+  await page.goto(`${base}/login`);
+  assert.match((await page.locator('main').textContent()) ?? '', /Signed in as admin/);
+  await Promise.all([page.waitForURL(`${base}/login`), page.getByRole('button', { name: 'Sign out' }).click()]);
+  assert.equal(await page.getByRole('heading', { level: 1 }).textContent(), 'Sign in', 'signed out, back on the sign-in form');
+  assert.equal((await context.cookies()).find((c) => c.name === 'USER_TOKEN'), undefined, 'the cookie is gone');
+
+  await page.goto(`${base}/`);
+  assert.equal(new URL(page.url()).pathname, '/login', 'without a session / sends the browser to /login again');
+  assert.deepEqual(violations, [], 'the Content-Security-Policy refused nothing');
+});
+
+test('Browser sign-in in Chromium: a wrong password shows the error in the page (role=alert) and keeps the form usable', TEST_OPTIONS, async (t) => {
+  const opened = await newPage(t);
+  if (opened === undefined) return;
+  const { context, page } = opened;
+  await page.goto(`${base}/login`);
+  await page.getByLabel('User name').fill('admin');
+  await page.getByLabel('Password').fill('not-the-password');
+  const [response] = await Promise.all([page.waitForResponse((r) => r.url() === `${base}/login` && r.request().method() === 'POST'), page.getByRole('button', { name: 'Sign in' }).click()]);
+  assert.equal(response.status(), 401);
+  await page.waitForLoadState();
+  assert.equal(await page.getByRole('alert').textContent(), 'The user name or password is wrong.');
+  assert.equal(await page.getByLabel('User name').inputValue(), 'admin', 'the user name is kept');
+  assert.equal(await page.getByLabel('Password').inputValue(), '', 'the password is not');
+  mkdirSync(ARTIFACTS, { recursive: true });
+  await page.screenshot({ path: join(ARTIFACTS, 'sign-in-error.png'), fullPage: true });
+  assert.equal((await context.cookies()).find((c) => c.name === 'USER_TOKEN'), undefined, 'no session');
+
+  await page.getByLabel('Password').fill(ADMIN_PASSWORD);
+  await Promise.all([page.waitForURL(`${base}/`), page.getByRole('button', { name: 'Sign in' }).click()]);
+  assert.equal(await bodyText(page), '"OK"', 'the re-rendered form signs in');
+});
