@@ -287,9 +287,10 @@ async function benchScenarios(options: Options): Promise<{ figures: ScenarioFigu
     const servers: ServerProcess[] = [];
     try {
       // The cap on live reservations is raised so POST /reservations never answers 503 here.
-      const users = await spawnServer(['--port', '0', '--data', dir, '--max-reservations', '100000000'], { core: 0 });
+      // Every server's stdout goes to a file: the access log is not read by this process, which runs the load generator.
+      const users = await spawnServer(['--port', '0', '--data', join(dir, 'data'), '--max-reservations', '100000000'], { core: 0, stdoutFile: join(dir, 'users.out') });
       servers.push(users);
-      const reference = await spawnServer(['--port', '0'], { core: 0, script: REFERENCE_SCRIPT });
+      const reference = await spawnServer(['--port', '0'], { core: 0, script: REFERENCE_SCRIPT, stdoutFile: join(dir, 'reference.out') });
       servers.push(reference);
       const usersFixture = await prepareUsersServer(users, options.connections);
       const referenceFixture = await prepareReference(reference, options.connections);
@@ -311,7 +312,7 @@ async function benchScenarios(options: Options): Promise<{ figures: ScenarioFigu
         const b = await measure(reference, () => ref.requests(referenceFixture), ref.expect, entry.reference, options);
         options.log(roundLine(round, 'reference', ref.label, b));
       }
-      const floorServer = await spawnServer(['--port', '0', '--floor'], { core: 0, script: REFERENCE_SCRIPT });
+      const floorServer = await spawnServer(['--port', '0', '--floor'], { core: 0, script: REFERENCE_SCRIPT, stdoutFile: join(dir, 'floor.out') });
       servers.push(floorServer);
       const f = await measure(floorServer, () => REFERENCES.get.requests(referenceFixture), [200], floor, options);
       options.log(roundLine(round, 'floor', 'GET /users/{id} (constant body)', f));
@@ -362,7 +363,7 @@ async function benchImport(users: number, concurrency: number, quietWait: number
   out.end();
   await finished(out);
   const data = join(dir, 'data');
-  const server = await spawnServer(['--port', '0', '--data', data], { core: 0 });
+  const server = await spawnServer(['--port', '0', '--data', data], { core: 0, stdoutFile: join(dir, 'server.out') });
   try {
     await waitForQuiet(quietWait);
     log(`import: ${fmt(users, 0)} lines (${fmt(statSync(file).size / 1024 / 1024, 1)} MiB) into ${server.url}, --concurrency ${concurrency}`);
