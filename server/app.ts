@@ -7,7 +7,7 @@ import { HttpError } from './errors.js';
 import { sendEmpty, sendProblem } from './http.js';
 import { limitKey, RateLimiter } from './rate-limit.js';
 import { Metrics } from './metrics.js';
-import { ObservedResponse, REQUEST_ID_HEADER } from './observe.js';
+import { ObservedResponse } from './observe.js';
 import { buildOpenApi } from './openapi.js';
 import { Router, splitTarget, type Context, type Route } from './router.js';
 import { metricsRoute } from './routes/metrics.js';
@@ -75,8 +75,8 @@ export function createApp(deps: AppDeps): App {
       // Reported once by the store; the request just fails.
       error = new HttpError(problems.internal, 'The write could not be made durable; the server is stopping.');
     } else if (!(error instanceof HttpError)) {
-      const id = res.getHeader(REQUEST_ID_HEADER);
-      logError(`users-server: unexpected error${id === undefined ? '' : ` (request ${String(id)})`}: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+      const id = res instanceof ObservedResponse ? res.requestId : '';
+      logError(`users-server: unexpected error${id === '' ? '' : ` (request ${id})`}: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
       error = new HttpError(problems.internal, 'The server could not complete the request.');
     }
     if (res.headersSent) {

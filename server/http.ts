@@ -4,12 +4,17 @@ import { HttpError } from './errors.js';
 
 export const JSON_TYPE = 'application/json';
 
-/** Sends a JSON body whose serialization is already done. HEAD gets the headers only. */
+/**
+ * Sends a JSON body whose serialization is already done. HEAD gets the
+ * headers only. The headers go to node in one list: each is validated and
+ * written once, with none of setHeader's per-header bookkeeping (the
+ * hottest path of the server: every GET of a user ends here).
+ */
 export function sendJson(res: ServerResponse, status: number, json: string, headers?: Record<string, string>): void {
-  res.statusCode = status;
-  if (headers !== undefined) for (const name in headers) res.setHeader(name, headers[name]!);
-  res.setHeader('Content-Type', JSON_TYPE);
-  res.setHeader('Content-Length', Buffer.byteLength(json));
+  const fields: string[] = [];
+  if (headers !== undefined) for (const name in headers) fields.push(name, headers[name]!);
+  fields.push('Content-Type', JSON_TYPE, 'Content-Length', String(Buffer.byteLength(json)));
+  res.writeHead(status, fields);
   res.end(json);
 }
 

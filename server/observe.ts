@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { ServerResponse, type IncomingMessage } from 'node:http';
+import { ServerResponse, type IncomingMessage, type OutgoingHttpHeader, type OutgoingHttpHeaders } from 'node:http';
 import type { AccessLog } from './access-log.js';
 import type { Metrics } from './metrics.js';
 
@@ -18,6 +18,27 @@ export class ObservedResponse extends ServerResponse {
   requestId = '';
   /** Its place in the server's list of responses under way (InFlight); -1 when not in it. */
   inFlightIndex = -1;
+  /** The Content-Length given to writeHead in a header list (getHeader does not see those); -1 for none. */
+  listedLength = -1;
+
+  /**
+   * Every response passes here, node's implicit headers included: this is
+   * where X-Request-Id is added. Handlers that give their whole header list
+   * at once (`sendJson`) leave node nothing to store per header, which is
+   * the cheapest way node:http sends headers; a list is copied, never changed.
+   */
+  override writeHead(statusCode: number, reason?: string | OutgoingHttpHeaders | OutgoingHttpHeader[], headers?: OutgoingHttpHeaders | OutgoingHttpHeader[]): this {
+    if (typeof reason !== 'string') [headers, reason] = [reason, undefined];
+    if (this.requestId !== '') {
+      if (Array.isArray(headers)) {
+        for (let i = 0; i < headers.length; i += 2) if (headers[i] === 'Content-Length') this.listedLength = Number(headers[i + 1]);
+        headers = [...headers, REQUEST_ID_HEADER, this.requestId];
+      } else {
+        this.setHeader(REQUEST_ID_HEADER, this.requestId);
+      }
+    }
+    return reason === undefined ? super.writeHead(statusCode, headers) : super.writeHead(statusCode, reason, headers);
+  }
 }
 
 /**
@@ -96,13 +117,14 @@ export class Observer {
     return this.idPrefix + (++this.idCounter).toString(36);
   }
 
-  /** Starts the clock and sets X-Request-Id: the client's own when it is sane, else a new one. */
+  /**
+   * Starts the clock and picks the X-Request-Id: the client's own when it is
+   * sane, else a new one. `ObservedResponse.writeHead` sends it.
+   */
   begin(req: IncomingMessage, res: ObservedResponse): void {
     res.startedAt = performance.now();
     const given = req.headers['x-request-id'];
-    const id = typeof given === 'string' && isSaneRequestId(given) ? given : this.newId();
-    res.requestId = id;
-    res.setHeader(REQUEST_ID_HEADER, id);
+    res.requestId = typeof given === 'string' && isSaneRequestId(given) ? given : this.newId();
   }
 
   /** Records a response that has ended (its 'close' event): metrics, then the log line. */
@@ -129,8 +151,9 @@ export class Observer {
 }
 
 /** Body bytes sent: the declared Content-Length (every users-server response declares one), none for HEAD. */
-function bodyBytes(res: ServerResponse, method: string): number {
+function bodyBytes(res: ObservedResponse, method: string): number {
   if (method === 'HEAD') return 0;
+  if (res.listedLength >= 0) return res.listedLength;
   const length = res.getHeader('content-length');
   return typeof length === 'number' ? length : length === undefined ? 0 : Number(length) || 0;
 }

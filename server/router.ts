@@ -76,13 +76,14 @@ export class Router {
     }
   }
 
+  /** `path` starts with "/" (as `splitTarget` returns it). */
   match(method: string, path: string): Match {
-    const segments = path.split('/');
-    // segments[0] is the empty string before the leading "/".
-    const groups = this.bySegments[segments.length - 1];
+    let slashes = 0;
+    for (let i = 0; i < path.length; i++) if (path.charCodeAt(i) === 0x2f) slashes++;
+    const groups = this.bySegments[slashes];
     if (groups === undefined) return NOT_FOUND;
     for (const group of groups) {
-      const params = matchSegments(group, segments);
+      const params = matchSegments(group, path);
       if (params === undefined) continue;
       const route = group.byMethod.get(method === 'HEAD' ? 'GET' : method);
       if (route !== undefined) return { kind: 'route', route, params, slot: group.slot };
@@ -93,18 +94,25 @@ export class Router {
   }
 }
 
-/** `segments` still has the empty string before the leading "/" at 0. */
-function matchSegments(group: PathGroup, segments: readonly string[]): Record<string, string> | undefined {
+/**
+ * Matches a path with as many segments as the group's, segment by segment
+ * in place: no array of segments is made per request.
+ */
+function matchSegments(group: PathGroup, path: string): Record<string, string> | undefined {
   let params: Record<string, string> | undefined;
+  let start = 1;
   for (let i = 0; i < group.segments.length; i++) {
-    const actual = segments[i + 1]!;
+    let end = path.indexOf('/', start);
+    if (end === -1) end = path.length;
     const name = group.names[i];
     if (name !== undefined) {
-      if (actual === '') return undefined;
-      (params ??= {})[name] = actual;
-    } else if (group.segments[i] !== actual) {
-      return undefined;
+      if (end === start) return undefined;
+      (params ??= {})[name] = path.slice(start, end);
+    } else {
+      const literal = group.segments[i]!;
+      if (end - start !== literal.length || !path.startsWith(literal, start)) return undefined;
     }
+    start = end + 1;
   }
   return params ?? {};
 }
