@@ -183,13 +183,7 @@ async function prepareUsersServer(server: ServerProcess, connections: number): P
     requests: [{ method: 'PUT', headers: JSON_HEADERS, setupRequest: (req) => ({ ...req, path: `/users/bench-r-${++n}`, body: JSON.stringify({ name: typicalName(n) }) }) }],
   });
   assertOnly(aliased, [201], 'creating the aliased users');
-  const etags: string[] = [];
-  for (let i = 0; i < ETAG_SAMPLE; i++) {
-    const reply = await call(`${server.url}/users/${etagId(i, PRELOAD)}`);
-    const etag = reply.headers.get('etag');
-    if (reply.status !== 200 || etag === null) throw new Error(`set-up: GET /users/${etagId(i, PRELOAD)} answered ${reply.status} without an ETag`);
-    etags.push(etag);
-  }
+  const etags = await readEtags(server);
   const login = await call(`${server.url}/login`, { method: 'POST', headers: { authorization: 'Basic ' + Buffer.from(`admin:${ADMIN_PASSWORD}`).toString('base64') } });
   const setCookie = login.headers.get('set-cookie');
   if (login.status !== 200 || setCookie === null) throw new Error(`set-up: POST /login answered ${login.status}`);
@@ -201,6 +195,18 @@ async function prepareUsersServer(server: ServerProcess, connections: number): P
   ] as const;
   for (const [reply, status, what] of checks) if (reply.status !== status) throw new Error(`set-up: ${what} answered ${reply.status}, not ${status}`);
   return { users: PRELOAD, aliases: ALIASES, etags, cookie, nextAlias: 1 };
+}
+
+/** The current ETags of the sampled users, for the If-None-Match scenario. */
+async function readEtags(server: ServerProcess): Promise<string[]> {
+  const etags: string[] = [];
+  for (let i = 0; i < ETAG_SAMPLE; i++) {
+    const reply = await call(`${server.url}/users/${etagId(i, PRELOAD)}`);
+    const etag = reply.headers.get('etag');
+    if (reply.status !== 200 || etag === null) throw new Error(`set-up: GET /users/${etagId(i, PRELOAD)} answered ${reply.status} without an ETag`);
+    etags.push(etag);
+  }
+  return etags;
 }
 
 /** Fresh reference server: ids 1..10,000 through PUT. */
@@ -303,6 +309,8 @@ async function benchScenarios(options: Options): Promise<{ figures: ScenarioFigu
           await runLoad({ url: users.url, connections: options.connections, seconds: options.warmup, requests: scenario.requests(usersFixture) });
           await runLoad({ url: reference.url, connections: options.connections, seconds: options.warmup, requests: REFERENCES[scenario.reference].requests(referenceFixture) });
         }
+        // The writes have replaced users: read their ETags again.
+        usersFixture.etags = await readEtags(users);
       }
       for (const entry of figures) {
         const { scenario } = entry;

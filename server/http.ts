@@ -18,10 +18,12 @@ export function sendJson(res: ServerResponse, status: number, json: string, head
   res.end(json);
 }
 
+/** Sends a response without a body (a 304 among them), its headers in one list like `sendJson`. */
 export function sendEmpty(res: ServerResponse, status: number, headers?: Record<string, string>): void {
-  res.statusCode = status;
-  if (headers !== undefined) for (const name in headers) res.setHeader(name, headers[name]!);
-  if (status !== 204 && status !== 304) res.setHeader('Content-Length', 0);
+  const fields: string[] = [];
+  if (headers !== undefined) for (const name in headers) fields.push(name, headers[name]!);
+  if (status !== 204 && status !== 304) fields.push('Content-Length', '0');
+  res.writeHead(status, fields);
   res.end();
 }
 

@@ -67,21 +67,34 @@ export class Sessions {
   *valid(req: IncomingMessage, now: number): Generator<ActiveSession> {
     const nowSeconds = Math.floor(now / 1000);
     for (const token of cookieValues(req.headers.cookie, SESSION_COOKIE)) {
-      const verified = this.verify(token, nowSeconds);
-      if (verified === undefined || this.deps.store.state.isRevoked(verified.payload.sessionId)) continue;
-      const account = this.deps.accounts.get(verified.payload.account);
-      if (account === undefined || account.id !== (verified.payload.accountId ?? '')) continue;
-      yield { account, payload: verified.payload, stale: verified.keyIndex > 0 };
+      const session = this.check(token, nowSeconds);
+      if (session !== undefined) yield session;
     }
   }
 
-  /** The first valid session, re-issued on `res` when an older key signed it. */
+  /**
+   * The first valid session, re-issued on `res` when an older key signed it.
+   * (A plain loop, not `valid`: this runs on every GET /, and a generator
+   * costs an object and a resumption per request.)
+   */
   current(req: IncomingMessage, res: ServerResponse, now: number): ActiveSession | undefined {
-    for (const session of this.valid(req, now)) {
+    const nowSeconds = Math.floor(now / 1000);
+    for (const token of cookieValues(req.headers.cookie, SESSION_COOKIE)) {
+      const session = this.check(token, nowSeconds);
+      if (session === undefined) continue;
       if (session.stale) res.appendHeader('Set-Cookie', this.cookie(session.payload, now));
       return session;
     }
     return undefined;
+  }
+
+  /** The session of one token when it verifies, is unexpired, is not revoked and names its account. */
+  private check(token: string, nowSeconds: number): ActiveSession | undefined {
+    const verified = this.verify(token, nowSeconds);
+    if (verified === undefined || this.deps.store.state.isRevoked(verified.payload.sessionId)) return undefined;
+    const account = this.deps.accounts.get(verified.payload.account);
+    if (account === undefined || account.id !== (verified.payload.accountId ?? '')) return undefined;
+    return { account, payload: verified.payload, stale: verified.keyIndex > 0 };
   }
 
   /** A new session for `account`, as a Set-Cookie value. */
