@@ -28,7 +28,10 @@ export class ObservedResponse extends ServerResponse {
    * the cheapest way node:http sends headers; a list is copied, never changed.
    */
   override writeHead(statusCode: number, reason?: string | OutgoingHttpHeaders | OutgoingHttpHeader[], headers?: OutgoingHttpHeaders | OutgoingHttpHeader[]): this {
-    if (typeof reason !== 'string') [headers, reason] = [reason, undefined];
+    if (typeof reason !== 'string') {
+      headers = reason;
+      reason = undefined;
+    }
     if (this.requestId !== '') {
       if (Array.isArray(headers)) {
         for (let i = 0; i < headers.length; i += 2) if (headers[i] === 'Content-Length') this.listedLength = Number(headers[i + 1]);
