@@ -14,23 +14,31 @@ import type { Config } from './config.js';
  */
 export function clientAddress(req: IncomingMessage, config: Pick<Config, 'trustProxy'>): string {
   if (config.trustProxy) {
-    const forwarded = req.headers['x-forwarded-for'];
-    if (forwarded !== undefined) {
-      const address = lastForwardedAddress(Array.isArray(forwarded) ? forwarded.join(', ') : forwarded);
-      if (address !== undefined) return unmapIpv4(address);
-    }
+    const address = lastForwardedAddress(req.headers['x-forwarded-for']);
+    if (address !== undefined) return unmapIpv4(address);
   }
   return unmapIpv4(req.socket.remoteAddress ?? 'unknown');
 }
 
 /**
- * The last element of an X-Forwarded-For list as a bare IP address, or
- * undefined. node:http joins repeated X-Forwarded-For lines with ", ", so
- * the last entry of the last line is the last element. Some proxies add a
- * port (`192.0.2.1:4711`, `[2001:db8::1]:4711`); it is dropped.
+ * The last element of a comma-separated list field, trimmed; "" when the
+ * field is absent. node:http joins repeated lines of these fields with
+ * ", ", so the last entry of the last line is the last element: the one
+ * the proxy in front appended.
  */
-export function lastForwardedAddress(field: string): string | undefined {
-  const entry = field.slice(field.lastIndexOf(',') + 1).trim();
+export function lastListEntry(field: string | string[] | undefined): string {
+  if (field === undefined) return '';
+  const joined = Array.isArray(field) ? field.join(',') : field;
+  return joined.slice(joined.lastIndexOf(',') + 1).trim();
+}
+
+/**
+ * The last element of an X-Forwarded-For field (see `lastListEntry`) as a
+ * bare IP address, or undefined. Some proxies add a port (`192.0.2.1:4711`,
+ * `[2001:db8::1]:4711`); it is dropped.
+ */
+export function lastForwardedAddress(field: string | string[] | undefined): string | undefined {
+  const entry = lastListEntry(field);
   if (isIP(entry) !== 0) return entry;
   const bracketed = /^\[([^\]]+)\](?::\d{1,5})?$/.exec(entry);
   if (bracketed !== null && isIP(bracketed[1]!) === 6) return bracketed[1]!;

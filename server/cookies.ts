@@ -29,11 +29,15 @@ export function cookieValues(header: string | undefined, name: string): string[]
 export interface CookieAttributes {
   maxAge: number;
   secure: boolean;
+  /** `/` unless given. */
+  path?: string;
+  /** `Lax` unless given. */
+  sameSite?: 'Lax' | 'Strict';
 }
 
-/** A Set-Cookie value for the session cookie (RFC 6265 section 4.1). */
+/** A Set-Cookie value for an HttpOnly cookie, the session's by default (RFC 6265 section 4.1); `maxAge` 0 clears it. */
 export function serializeCookie(name: string, value: string, attributes: CookieAttributes): string {
-  let cookie = `${name}=${value}; Path=/; HttpOnly; SameSite=Lax; Max-Age=${attributes.maxAge}`;
+  let cookie = `${name}=${value}; Path=${attributes.path ?? '/'}; HttpOnly; SameSite=${attributes.sameSite ?? 'Lax'}; Max-Age=${attributes.maxAge}`;
   if (attributes.maxAge === 0) cookie += '; Expires=Thu, 01 Jan 1970 00:00:00 GMT';
   if (attributes.secure) cookie += '; Secure';
   return cookie;

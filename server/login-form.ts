@@ -1,6 +1,9 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
+import { LOGIN_PATH } from '../shared/paths.js';
+import { lastListEntry } from './client-address.js';
 import type { Config } from './config.js';
+import { serializeCookie } from './cookies.js';
 
 /**
  * Cross-site request forgery defences of the browser sign-in page
@@ -95,10 +98,7 @@ export function sameNonce(a: string, b: string): boolean {
  * form's freshness. `maxAge` 0 clears it.
  */
 export function formNonceCookie(nonce: string, maxAge: number, secure: boolean): string {
-  let cookie = `${LOGIN_FORM_COOKIE}=${nonce}; Path=/login; HttpOnly; SameSite=Strict; Max-Age=${maxAge}`;
-  if (maxAge === 0) cookie += '; Expires=Thu, 01 Jan 1970 00:00:00 GMT';
-  if (secure) cookie += '; Secure';
-  return cookie;
+  return serializeCookie(LOGIN_FORM_COOKIE, nonce, { maxAge, secure, path: LOGIN_PATH, sameSite: 'Strict' });
 }
 
 /**
@@ -110,9 +110,7 @@ export function formNonceCookie(nonce: string, maxAge: number, secure: boolean):
 function scheme(req: IncomingMessage, config: Pick<Config, 'cookieSecure' | 'trustProxy'>): string {
   if (config.cookieSecure) return 'https';
   if (config.trustProxy) {
-    const field = req.headers['x-forwarded-proto'];
-    const joined = Array.isArray(field) ? field.join(',') : (field ?? '');
-    const last = joined.slice(joined.lastIndexOf(',') + 1).trim().toLowerCase();
+    const last = lastListEntry(req.headers['x-forwarded-proto']).toLowerCase();
     if (last === 'https' || last === 'http') return last;
   }
   return 'http';
