@@ -24,8 +24,8 @@ import { join, resolve } from 'node:path';
 import { finished } from 'node:stream/promises';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
-import { HEADER_BYTES } from '../server/store/codec.js';
-import { journalName, snapshotName } from '../server/store/recovery.js';
+import { HEADER_BYTES } from '../server/store/journal/codec.js';
+import { journalName, snapshotName } from '../server/store/journal/recovery.js';
 import {
   ADMIN_PASSWORD,
   benchStartup,

@@ -24,10 +24,10 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
-import { encodeHeader, encodeMutations, encodeRecord, FileKind, HEADER_BYTES } from '../server/store/codec.js';
-import { createJournalSync } from '../server/store/journal.js';
-import { journalName, recover, snapshotName } from '../server/store/recovery.js';
-import { captureImage, writeSnapshot } from '../server/store/snapshot.js';
+import { encodeHeader, encodeMutations, encodeRecord, FileKind, HEADER_BYTES } from '../server/store/journal/codec.js';
+import { createJournalSync } from '../server/store/journal/journal.js';
+import { journalName, recover, snapshotName } from '../server/store/journal/recovery.js';
+import { captureImage, writeSnapshot } from '../server/store/journal/snapshot.js';
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const SERVER_BIN = join(ROOT, 'bin', 'users-server.js');

@@ -4,7 +4,7 @@
  * stable URI, so a re-run replaces instead of duplicating.
  */
 import { open } from 'node:fs/promises';
-import { USERS_PATH, userPath } from '../shared/paths.js';
+import { USERS_PATH, userPath } from '../shared/endpoints.js';
 import { isId, parseRef } from '../shared/user.js';
 import type { Context } from './context.js';
 import { CliError, EXIT, NetworkError, UsageError } from './errors.js';

@@ -1,9 +1,9 @@
 import { readFileSync } from 'node:fs';
-import { accountsCommand, type PasswordInput } from './accounts-command.js';
-import { ConfigError, parseConfig, usage } from './config.js';
-import { StartupError } from './data-dir.js';
-import { startServer } from './listen.js';
-import { repair } from './repair.js';
+import { accountsCommand, type PasswordInput } from './commands/accounts.js';
+import { ConfigError, parseConfig, usage } from './ops/config.js';
+import { StartupError } from './ops/data-dir.js';
+import { startServer } from './http/server.js';
+import { repair } from './commands/repair.js';
 
 export interface Io {
   stdout: NodeJS.WritableStream;

@@ -11,8 +11,8 @@ import { connect } from 'node:net';
 import { join } from 'node:path';
 import { before, test, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { AccessLog, escapeTarget, FLUSH_BYTES, MAX_TARGET } from '../server/access-log.js';
-import { ConfigError, parseConfig, type Config } from '../server/config.js';
+import { AccessLog, escapeTarget, FLUSH_BYTES, MAX_TARGET } from '../server/ops/access-log.js';
+import { ConfigError, parseConfig, type Config } from '../server/ops/config.js';
 import { ADMIN_PASSWORD, put, rawExchange, send, startTestServer, tempDir, type TestServer } from './helpers.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));

@@ -2,10 +2,10 @@ import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { test, type TestContext } from 'node:test';
-import { Accounts, hashPassword } from '../server/accounts.js';
-import { createApp } from '../server/app.js';
-import { parseConfig, type RequireSession } from '../server/config.js';
-import { MemoryStore } from '../server/store/memory.js';
+import { Accounts, hashPassword } from '../server/security/accounts.js';
+import { createApp } from '../server/http/app.js';
+import { parseConfig, type RequireSession } from '../server/ops/config.js';
+import { MemoryStore } from '../server/store/memory/memory-store.js';
 import { ADMIN_PASSWORD, basic, cookiePair, send, startTestServer, type Reply } from './helpers.js';
 
 // API.md "Access control and limits" (first bullet), "Sessions" (reader role)

@@ -12,11 +12,11 @@ import { existsSync, readdirSync, readFileSync, renameSync, statSync, writeFileS
 import { join } from 'node:path';
 import { before, test, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { ACCOUNT_NAME, parseAccounts, readAccountsFile, serializeAccounts, writeAccountsFile, type AccountRecord } from '../server/accounts-file.js';
-import { Accounts, DEFAULT_SCRYPT_PARAMS, hashPassword, type ScryptFunction, type ScryptParams } from '../server/accounts.js';
-import { parseConfig, usage, type RequireSession } from '../server/config.js';
-import { startServer } from '../server/listen.js';
-import { signSession } from '../server/session.js';
+import { ACCOUNT_NAME, parseAccounts, readAccountsFile, serializeAccounts, writeAccountsFile, type AccountRecord } from '../server/security/accounts-file.js';
+import { Accounts, DEFAULT_SCRYPT_PARAMS, hashPassword, type ScryptFunction, type ScryptParams } from '../server/security/accounts.js';
+import { parseConfig, usage, type RequireSession } from '../server/ops/config.js';
+import { startServer } from '../server/http/server.js';
+import { signSession } from '../server/security/session-token.js';
 import { ADMIN_PASSWORD, assertProblem, basic, cookiePair, send, startTestServer, tempDir, type Reply } from './helpers.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));

@@ -8,8 +8,8 @@
 import assert from 'node:assert/strict';
 import { type IncomingMessage, type ServerResponse } from 'node:http';
 import { test, type TestContext } from 'node:test';
-import type { Config } from '../server/config.js';
-import { signSession } from '../server/session.js';
+import type { Config } from '../server/ops/config.js';
+import { signSession } from '../server/security/session-token.js';
 import { put, send, startTestServer, type Reply, type TestServer, assertProblem } from './helpers.js';
 import { parseResponses, RawConnection, type Answer } from './raw-http.js';
 

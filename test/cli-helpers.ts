@@ -10,7 +10,7 @@ import { PassThrough, Readable } from 'node:stream';
 import type { TestContext } from 'node:test';
 import { run } from '../cli/main.js';
 import { ADMIN_PASSWORD, startTestServer, tempDir, type TestServer } from './helpers.js';
-import type { Config } from '../server/config.js';
+import type { Config } from '../server/ops/config.js';
 
 export interface RunResult {
   code: number;

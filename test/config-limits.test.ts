@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { parseConfig, usage, type Config } from '../server/config.js';
+import { parseConfig, usage, type Config } from '../server/ops/config.js';
 import { assertConfigError, configOf } from './helpers.js';
 
 

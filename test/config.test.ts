@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { parseConfig, type Config } from '../server/config.js';
+import { parseConfig, type Config } from '../server/ops/config.js';
 import { assertConfigError, configOf } from './helpers.js';
 
 const SECRET_A = 'a'.repeat(32);

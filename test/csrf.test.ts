@@ -13,7 +13,7 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { signSession } from '../server/session.js';
+import { signSession } from '../server/security/session-token.js';
 import { ADMIN_PASSWORD, assertProblem, basic, cookiePair, listText, send, startTestServer, type Reply } from './helpers.js';
 
 const EVIL = 'https://evil.example';

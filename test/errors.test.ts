@@ -2,12 +2,12 @@ import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { test, type TestContext } from 'node:test';
-import { Accounts, hashPassword } from '../server/accounts.js';
-import { createApp } from '../server/app.js';
-import { parseConfig } from '../server/config.js';
-import { newSessionId, signSession } from '../server/session.js';
-import { MemoryStore } from '../server/store/memory.js';
-import type { Mutation } from '../server/store/types.js';
+import { Accounts, hashPassword } from '../server/security/accounts.js';
+import { createApp } from '../server/http/app.js';
+import { parseConfig } from '../server/ops/config.js';
+import { newSessionId, signSession } from '../server/security/session-token.js';
+import { MemoryStore } from '../server/store/memory/memory-store.js';
+import type { Mutation } from '../server/store/store.js';
 import { assertProblem, listText, put, send } from './helpers.js';
 
 const KEY = Buffer.from('errors-test-secret'.padEnd(40, 'e'));

@@ -8,8 +8,8 @@ import { fileURLToPath } from 'node:url';
 import assert from 'node:assert/strict';
 import type { TestContext } from 'node:test';
 import { problemType, PROBLEM_CONTENT_TYPE } from '../shared/problems.js';
-import { ConfigError, parseConfig, type Config } from '../server/config.js';
-import { startServer, type RunningServer, type StartOptions } from '../server/listen.js';
+import { ConfigError, parseConfig, type Config } from '../server/ops/config.js';
+import { startServer, type RunningServer, type StartOptions } from '../server/http/server.js';
 
 export const ADMIN_PASSWORD = 'test-admin-password';
 

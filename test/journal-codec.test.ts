@@ -2,9 +2,9 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { test } from 'node:test';
 import { crc32 } from 'node:zlib';
-import { applyPayload, crc32Bytes, encodeMutations, encodeRecord, FileKind, PayloadError, recordAt } from '../server/store/codec.js';
-import { StoreState, UserTable } from '../server/store/state.js';
-import type { Mutation, UserRecord } from '../server/store/types.js';
+import { applyPayload, crc32Bytes, encodeMutations, encodeRecord, FileKind, PayloadError, recordAt } from '../server/store/journal/codec.js';
+import { StoreState, UserTable } from '../server/store/memory/state.js';
+import type { Mutation, UserRecord } from '../server/store/store.js';
 
 // The record codec below the journal: the in-place CRC must equal zlib's, and
 // the byte-level put parser must read exactly what the encoder wrote.

@@ -22,9 +22,9 @@ import { existsSync, fdatasync as realFdatasync, readFileSync, statSync, writev 
 import { join } from 'node:path';
 import { before, test, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import type { Config } from '../server/config.js';
-import { HEADER_BYTES } from '../server/store/codec.js';
-import type { JournalIo } from '../server/store/journal.js';
+import type { Config } from '../server/ops/config.js';
+import { HEADER_BYTES } from '../server/store/journal/codec.js';
+import type { JournalIo } from '../server/store/journal/journal.js';
 import { ADMIN_PASSWORD, assertProblem, listText, put, send, startTestServer, tempDir, type Reply, type TestServer } from './helpers.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));

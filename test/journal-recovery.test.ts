@@ -23,11 +23,11 @@ import { cpSync, existsSync, readdirSync, readFileSync, rmSync, statSync, trunca
 import { join } from 'node:path';
 import { after, before, test, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import type { Config } from '../server/config.js';
-import { repair } from '../server/repair.js';
-import { encodeHeader, encodeRecord, FileKind, HEADER_BYTES, recordAt } from '../server/store/codec.js';
-import { recover } from '../server/store/recovery.js';
-import type { StoreState } from '../server/store/state.js';
+import type { Config } from '../server/ops/config.js';
+import { repair } from '../server/commands/repair.js';
+import { encodeHeader, encodeRecord, FileKind, HEADER_BYTES, recordAt } from '../server/store/journal/codec.js';
+import { recover } from '../server/store/journal/recovery.js';
+import type { StoreState } from '../server/store/memory/state.js';
 import { ADMIN_PASSWORD, listText, put, send, startTestServer, tempDir, type TestServer } from './helpers.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));

@@ -8,11 +8,11 @@ import { createHash } from 'node:crypto';
 import { createServer, request as httpRequest } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
 import { test, type TestContext } from 'node:test';
-import { Accounts, hashPassword, type ScryptFunction } from '../server/accounts.js';
-import { createApp } from '../server/app.js';
-import { parseConfig } from '../server/config.js';
-import { LoginLimiter, loginLimitKey } from '../server/login-limit.js';
-import { MemoryStore } from '../server/store/memory.js';
+import { Accounts, hashPassword, type ScryptFunction } from '../server/security/accounts.js';
+import { createApp } from '../server/http/app.js';
+import { parseConfig } from '../server/ops/config.js';
+import { LoginLimiter, loginLimitKey } from '../server/security/login-limit.js';
+import { MemoryStore } from '../server/store/memory/memory-store.js';
 import { ADMIN_PASSWORD, assertProblem, basic, readReply, send, startTestServer, type Reply } from './helpers.js';
 
 const MINUTE = 60_000;

@@ -10,10 +10,10 @@ import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import { test, type TestContext } from 'node:test';
 import { Validator } from '@seriousme/openapi-schema-validator';
-import { prefersHtml } from '../server/accept.js';
-import { usage, type Config } from '../server/config.js';
-import { signFormToken } from '../server/login-form.js';
-import type { StartOptions } from '../server/listen.js';
+import { prefersHtml } from '../server/http/negotiation.js';
+import { usage, type Config } from '../server/ops/config.js';
+import { signFormToken } from '../server/security/form-token.js';
+import type { StartOptions } from '../server/http/server.js';
 import { ADMIN_PASSWORD, assertProblem, basic, cookiePair, send, startTestServer, type Reply, type TestServer } from './helpers.js';
 
 const COOKIE_CHALLENGE = 'Cookie realm="users", cookie-name="USER_TOKEN", form-action="/login"';

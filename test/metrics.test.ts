@@ -6,8 +6,8 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { Histogram } from '../server/histogram.js';
-import { Metrics } from '../server/metrics.js';
+import { Histogram } from '../server/ops/histogram.js';
+import { Metrics } from '../server/ops/metrics.js';
 import { assertProblem, put, rawExchange, send, startTestServer, type TestServer } from './helpers.js';
 
 const CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';

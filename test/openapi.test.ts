@@ -8,8 +8,8 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { problems, problemType } from '../shared/problems.js';
-import { buildOpenApi, openApiPath } from '../server/openapi.js';
-import type { Route } from '../server/router.js';
+import { buildOpenApi, openApiPath } from '../server/http/openapi.js';
+import type { Route } from '../server/http/router.js';
 import { send, startTestServer } from './helpers.js';
 
 type Json = Record<string, any>;

@@ -15,7 +15,7 @@ import { createHmac, randomBytes } from 'node:crypto';
 import { test, type TestContext } from 'node:test';
 import fc from 'fast-check';
 import { PROBLEM_CONTENT_TYPE, PROBLEM_TYPE_PREFIX } from '../shared/problems.js';
-import type { Config } from '../server/config.js';
+import type { Config } from '../server/ops/config.js';
 import { send, startTestServer, type TestServer } from './helpers.js';
 import { parseResponses, RawConnection, type Answer } from './raw-http.js';
 

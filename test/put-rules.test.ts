@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
-import type { Config } from '../server/config.js';
+import type { Config } from '../server/ops/config.js';
 import { put, send, startTestServer, type Reply, type TestServer, assertProblem, listText } from './helpers.js';
 
 // A fixed instant on a whole second, for the injectable clock.

@@ -9,9 +9,9 @@
 import assert from 'node:assert/strict';
 import type { IncomingMessage } from 'node:http';
 import { test, type TestContext } from 'node:test';
-import { clientAddress, lastForwardedAddress } from '../server/client-address.js';
-import type { Config } from '../server/config.js';
-import { limitKey, RateLimiter } from '../server/rate-limit.js';
+import { clientAddress, lastForwardedAddress } from '../server/http/client-address.js';
+import type { Config } from '../server/ops/config.js';
+import { limitKey, RateLimiter } from '../server/security/rate-limit.js';
 import { assertProblem, listText, send, startTestServer, type Reply } from './helpers.js';
 
 /** A clock the test moves by hand, in milliseconds. */

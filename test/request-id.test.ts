@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { isSaneRequestId } from '../server/observe.js';
+import { isSaneRequestId } from '../server/http/observe.js';
 import { assertProblem, put, rawExchange, send, startTestServer, type Reply, type TestServer } from './helpers.js';
 
 /** A generated id: 12 hex digits of the process, "-", a counter in base 36. */

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
 import { test, type TestContext } from 'node:test';
-import { verifySession } from '../server/session.js';
+import { verifySession } from '../server/security/session-token.js';
 import { cookiePair, send, startTestServer, type Reply } from './helpers.js';
 
 // API.md endpoint row `GET, HEAD /` and "Sessions"; SPEC.md row 6.

@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { before, test, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { ADMIN_PASSWORD, basic, cookiePair, readReply, send, tempDir, type Reply } from './helpers.js';
-import { isAlive } from '../server/data-dir.js';
+import { isAlive } from '../server/ops/data-dir.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const BIN = join(ROOT, 'bin', 'users-server.js');

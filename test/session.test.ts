@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
 import { test } from 'node:test';
-import { parseBasicAuth } from '../server/accounts.js';
-import { ConfigError, parseConfig } from '../server/config.js';
-import { cookieValues, serializeCookie } from '../server/cookies.js';
-import { MAX_TOKEN_LENGTH, signSession, verifySession, type SessionPayload } from '../server/session.js';
+import { parseBasicAuth } from '../server/security/accounts.js';
+import { ConfigError, parseConfig } from '../server/ops/config.js';
+import { cookieValues, serializeCookie } from '../server/http/cookies.js';
+import { MAX_TOKEN_LENGTH, signSession, verifySession, type SessionPayload } from '../server/security/session-token.js';
 
 // Unit tests of the signed session token (API.md "Sessions"), the Cookie
 // header parser, Set-Cookie serialization and Basic credentials parsing.

@@ -10,7 +10,7 @@
 import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { test } from 'node:test';
-import { TIMEOUTS } from '../server/listen.js';
+import { TIMEOUTS } from '../server/http/server.js';
 import { put, send, startTestServer } from './helpers.js';
 
 const DRIPPERS = 200;

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { test } from 'node:test';
 import { problemType, PROBLEM_CONTENT_TYPE } from '../shared/problems.js';
-import { TIMEOUTS } from '../server/listen.js';
+import { TIMEOUTS } from '../server/http/server.js';
 import { listText, startTestServer } from './helpers.js';
 
 /** Small timeouts: the connections check runs often so a cut follows its timeout closely. */

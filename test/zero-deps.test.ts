@@ -137,9 +137,9 @@ for (const c of mustPass) {
 
 test('layer checker: a shared/ file importing from server/ or cli/ is flagged, one importing shared/ is not', () => {
   const file = join(ROOT, 'shared', 'sample.ts');
-  assert.equal(sharedLayerViolations(`import { x } from '../server/config.js';`, file).length, 1);
+  assert.equal(sharedLayerViolations(`import { x } from '../server/ops/config.js';`, file).length, 1);
   assert.equal(sharedLayerViolations(`export * from '../cli/main.js';`, file).length, 1);
-  assert.equal(sharedLayerViolations(`const m = await import('./../server/app.js');`, file).length, 1);
+  assert.equal(sharedLayerViolations(`const m = await import('../server/http/app.js');`, file).length, 1);
   assert.equal(sharedLayerViolations(`import { y } from './paths.js'; import { z } from '../shared/problems.js';`, file).length, 0);
   // A sibling whose name merely starts with "server" is not server/.
   assert.equal(sharedLayerViolations(`import { w } from '../server-notes/x.js';`, file).length, 0);
@@ -151,7 +151,7 @@ test('zero dependencies: every module specifier under server/ and shared/ is nod
   const files = [...sourceFiles(join(ROOT, 'server')), ...sourceFiles(join(ROOT, 'shared'))];
   const names = files.map((f) => relative(ROOT, f).split(sep).join('/'));
   // Guard against a walk that finds nothing and so passes vacuously.
-  assert.ok(names.includes('server/main.ts') && names.includes('server/listen.ts') && names.includes('shared/problems.ts'), `walk found: ${names.join(', ')}`);
+  assert.ok(names.includes('server/main.ts') && names.includes('server/http/server.ts') && names.includes('shared/problems.ts'), `walk found: ${names.join(', ')}`);
   let specifiers = 0;
   const violations: string[] = [];
   for (const file of files) {

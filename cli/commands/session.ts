@@ -1,5 +1,5 @@
 /** login, logout and status: the session cookie in the jar. */
-import { LOGIN_PATH, LOGOUT_PATH } from '../../shared/paths.js';
+import { LOGIN_PATH, LOGOUT_PATH } from '../../shared/endpoints.js';
 import type { Context } from '../context.js';
 import { UsageError } from '../errors.js';
 import { statusError } from '../http.js';

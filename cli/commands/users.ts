@@ -1,6 +1,6 @@
 /** get, put, delete, list, export, reserve, create, new and mv. */
 import { randomUUID } from 'node:crypto';
-import { NEW_USER_PATH, RESERVATIONS_PATH, USERS_PATH, userPath } from '../../shared/paths.js';
+import { NEW_USER_PATH, RESERVATIONS_PATH, USERS_PATH, userPath } from '../../shared/endpoints.js';
 import { isId, parseRef } from '../../shared/user.js';
 import type { Context } from '../context.js';
 import { CliError, EXIT, NetworkError, UsageError } from '../errors.js';

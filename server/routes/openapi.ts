@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
-import { etagMatches } from '../http.js';
-import type { Route } from '../router.js';
+import { etagMatches } from '../http/response.js';
+import type { Route } from '../http/router.js';
 
 export const OPENAPI_PATH = '/openapi.json';
 

@@ -1,4 +1,4 @@
-import { problems, type ProblemKind } from '../shared/problems.js';
+import { problems, type ProblemKind } from '../../shared/problems.js';
 
 /**
  * An error the API answers on purpose. Handlers throw these; the app turns

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
-import { LOGIN_PATH, LOGOUT_PATH } from '../shared/paths.js';
-import { FORM_TOKEN_FIELD } from './login-form.js';
+import { LOGIN_PATH, LOGOUT_PATH } from '../../shared/endpoints.js';
+import { FORM_TOKEN_FIELD } from '../security/form-token.js';
 
 /**
  * The HTML of the browser sign-in page (`--login-page`): one small

@@ -1,21 +1,21 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { problems } from '../shared/problems.js';
-import type { Accounts } from './accounts.js';
+import { problems } from '../../shared/problems.js';
+import type { Accounts } from '../security/accounts.js';
 import { clientAddress } from './client-address.js';
-import type { Config } from './config.js';
-import { HttpError } from './errors.js';
-import { sendEmpty, sendProblem } from './http.js';
-import { limitKey, RateLimiter } from './rate-limit.js';
-import { Metrics } from './metrics.js';
+import type { Config } from '../ops/config.js';
+import { HttpError } from './http-error.js';
+import { sendEmpty, sendProblem } from './response.js';
+import { limitKey, RateLimiter } from '../security/rate-limit.js';
+import { Metrics } from '../ops/metrics.js';
 import { ObservedResponse } from './observe.js';
 import { buildOpenApi } from './openapi.js';
 import { Router, splitTarget, type Context, type Route } from './router.js';
-import { metricsRoute } from './routes/metrics.js';
-import { openApiRoute } from './routes/openapi.js';
-import { sessionRoutes } from './routes/session.js';
+import { metricsRoute } from './routes/operations.js';
+import { openApiRoute } from '../routes/openapi.js';
+import { sessionRoutes } from './routes/login.js';
 import { userRoutes } from './routes/users.js';
-import { Sessions } from './sessions.js';
-import { StoreFailedError, type Store } from './store/types.js';
+import { Sessions } from './session-cookies.js';
+import { StoreFailedError, type Store } from '../store/store.js';
 
 export interface AppDeps {
   store: Store;

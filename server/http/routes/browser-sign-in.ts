@@ -1,11 +1,11 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { LOGIN_PATH } from '../../shared/paths.js';
-import { problems } from '../../shared/problems.js';
-import type { Account } from '../accounts.js';
+import { LOGIN_PATH } from '../../../shared/endpoints.js';
+import { problems } from '../../../shared/problems.js';
+import type { Account } from '../../security/accounts.js';
 import type { AppDeps } from '../app.js';
 import { cookieValues } from '../cookies.js';
-import { HttpError } from '../errors.js';
-import { readBody, sendEmpty } from '../http.js';
+import { HttpError } from '../http-error.js';
+import { readBody, sendEmpty } from '../response.js';
 import {
   checkOrigin,
   FORM_TOKEN_FIELD,
@@ -20,10 +20,10 @@ import {
   sameNonce,
   signFormToken,
   verifyFormToken,
-} from '../login-form.js';
-import { sendLoginPage } from '../login-page.js';
+} from '../../security/form-token.js';
+import { sendLoginPage } from '../sign-in-html.js';
 import type { Handler } from '../router.js';
-import { COOKIE_CHALLENGE, type ActiveSession, type Sessions } from '../sessions.js';
+import { COOKIE_CHALLENGE, type ActiveSession, type Sessions } from '../session-cookies.js';
 
 /** What a password check came to: an account, a wait (the failed-login limit), or a wrong password. */
 export type LoginAttempt = { account: Account } | { wait: number } | { wrong: true };

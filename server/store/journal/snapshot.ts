@@ -1,7 +1,7 @@
 import { close, fsync, open, rename, write } from 'node:fs';
 import { encodeEnd, encodeHeader, encodeIssued, encodeMutation, encodeRecord, encodeRedirect, FileKind } from './codec.js';
-import type { StoreState } from './state.js';
-import type { IdempotencyRecord, UserRecord } from './types.js';
+import type { StoreState } from '../memory/state.js';
+import type { IdempotencyRecord, UserRecord } from '../store.js';
 
 /**
  * A snapshot: the whole state at one instant, written while the server keeps

@@ -1,4 +1,4 @@
-import type { IdempotencyRecord, Mutation, UserRecord } from './types.js';
+import type { IdempotencyRecord, Mutation, UserRecord } from '../store.js';
 
 /**
  * The live state every store keeps in memory, and the one function that

@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { problems, problemType, PROBLEM_CONTENT_TYPE, type ProblemKind } from '../shared/problems.js';
-import { HttpError } from './errors.js';
+import { problems, problemType, PROBLEM_CONTENT_TYPE, type ProblemKind } from '../../shared/problems.js';
+import { HttpError } from './http-error.js';
 
 export const JSON_TYPE = 'application/json';
 

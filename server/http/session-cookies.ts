@@ -1,12 +1,12 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { LOGIN_PATH, SESSION_COOKIE } from '../shared/paths.js';
-import { problems } from '../shared/problems.js';
-import type { Account, Accounts } from './accounts.js';
-import type { Config } from './config.js';
+import { LOGIN_PATH, SESSION_COOKIE } from '../../shared/endpoints.js';
+import { problems } from '../../shared/problems.js';
+import type { Account, Accounts } from '../security/accounts.js';
+import type { Config } from '../ops/config.js';
 import { cookieValues, serializeCookie } from './cookies.js';
-import { HttpError } from './errors.js';
-import { newSessionId, signSession, verifySession, type SessionPayload, type VerifiedSession } from './session.js';
-import type { Store } from './store/types.js';
+import { HttpError } from './http-error.js';
+import { newSessionId, signSession, verifySession, type SessionPayload, type VerifiedSession } from '../security/session-token.js';
+import type { Store } from '../store/store.js';
 
 /** The challenge of a 401 for a missing session (RFC 9110 section 11.6.1). */
 export const COOKIE_CHALLENGE = `Cookie realm="users", cookie-name="${SESSION_COOKIE}", form-action="${LOGIN_PATH}"`;

@@ -1,7 +1,7 @@
 import type { AppDeps } from '../app.js';
-import { METRICS_CONTENT_TYPE, type Metrics } from '../metrics.js';
+import { METRICS_CONTENT_TYPE, type Metrics } from '../../ops/metrics.js';
 import type { Route } from '../router.js';
-import type { Sessions } from '../sessions.js';
+import type { Sessions } from '../session-cookies.js';
 
 export const METRICS_PATH = '/metrics';
 

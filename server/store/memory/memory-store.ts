@@ -1,6 +1,6 @@
-import { FSYNC_BUCKETS, Histogram } from '../histogram.js';
+import { FSYNC_BUCKETS, Histogram } from '../../ops/histogram.js';
 import { StoreState } from './state.js';
-import type { Mutation, Store, StoreStats } from './types.js';
+import type { Mutation, Store, StoreStats } from '../store.js';
 
 /** A store that keeps its state in memory only: fast, and gone on exit. */
 export class MemoryStore implements Store {

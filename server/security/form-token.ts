@@ -1,9 +1,9 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
-import { LOGIN_PATH } from '../shared/paths.js';
-import { lastListEntry } from './client-address.js';
-import type { Config } from './config.js';
-import { serializeCookie } from './cookies.js';
+import { LOGIN_PATH } from '../../shared/endpoints.js';
+import { lastListEntry } from '../http/client-address.js';
+import type { Config } from '../ops/config.js';
+import { serializeCookie } from '../http/cookies.js';
 
 /**
  * Cross-site request forgery defences of the browser sign-in page

@@ -1,10 +1,10 @@
 import { resolve } from 'node:path';
 import { StringDecoder } from 'node:string_decoder';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { ACCOUNT_NAME, AccountsFileError, BUILT_IN_ACCOUNT, newAccountId, readAccountsFile, writeAccountsFile, type AccountRecord } from './accounts-file.js';
-import { hashPassword, ROLES, type Role } from './accounts.js';
-import { envName } from './config.js';
-import { ensureDataDir, StartupError } from './data-dir.js';
+import { ACCOUNT_NAME, AccountsFileError, BUILT_IN_ACCOUNT, newAccountId, readAccountsFile, writeAccountsFile, type AccountRecord } from '../security/accounts-file.js';
+import { hashPassword, ROLES, type Role } from '../security/accounts.js';
+import { envName } from '../ops/config.js';
+import { ensureDataDir, StartupError } from '../ops/data-dir.js';
 
 /** What the command reads a password from: process.stdin, or a stream in tests. */
 export interface PasswordInput extends NodeJS.ReadableStream {

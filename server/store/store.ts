@@ -9,8 +9,8 @@
  * The memory store resolves at once; the journal store resolves after its
  * record is written and fdatasynced. The HTTP layer cannot tell them apart.
  */
-import type { Histogram } from '../histogram.js';
-import type { StoreState } from './state.js';
+import type { Histogram } from '../ops/histogram.js';
+import type { StoreState } from './memory/state.js';
 
 /** One change to the state; the unit a journal writes. */
 export type Mutation =

@@ -1,7 +1,7 @@
-import { LOGIN_PATH, SESSION_COOKIE } from '../shared/paths.js';
-import { problems, problemType, PROBLEM_CONTENT_TYPE } from '../shared/problems.js';
-import { ALIAS_MAX_LENGTH, MAX_DEPTH, NAME_MAX_LENGTH } from '../shared/user.js';
-import { METRICS_CONTENT_TYPE } from './metrics.js';
+import { LOGIN_PATH, SESSION_COOKIE } from '../../shared/endpoints.js';
+import { problems, problemType, PROBLEM_CONTENT_TYPE } from '../../shared/problems.js';
+import { ALIAS_MAX_LENGTH, MAX_DEPTH, NAME_MAX_LENGTH } from '../../shared/user.js';
+import { METRICS_CONTENT_TYPE } from '../ops/metrics.js';
 import type { Route } from './router.js';
 
 /**

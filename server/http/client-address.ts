@@ -1,6 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import { isIP } from 'node:net';
-import type { Config } from './config.js';
+import type { Config } from '../ops/config.js';
 
 /**
  * The address of the client a request comes from. Without `--trust-proxy`

@@ -1,7 +1,7 @@
 import { closeSync, fstatSync, ftruncateSync, openSync, readdirSync, readSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { applyPayload, checkHeader, FileKind, FRAME_BYTES, HEADER_BYTES, PayloadError, recordAt } from './codec.js';
-import { StoreState } from './state.js';
+import { StoreState } from '../memory/state.js';
 
 /**
  * Reading the data directory back into a StoreState at start-up.

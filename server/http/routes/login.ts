@@ -1,17 +1,17 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { LOGIN_PATH, LOGOUT_PATH } from '../../shared/paths.js';
-import { problems } from '../../shared/problems.js';
-import { prefersHtml } from '../accept.js';
-import { parseBasicAuth } from '../accounts.js';
+import { LOGIN_PATH, LOGOUT_PATH } from '../../../shared/endpoints.js';
+import { problems } from '../../../shared/problems.js';
+import { prefersHtml } from '../negotiation.js';
+import { parseBasicAuth } from '../../security/accounts.js';
 import type { AppDeps } from '../app.js';
 import { clientAddress } from '../client-address.js';
-import { HttpError } from '../errors.js';
-import { header, readBody, sendEmpty } from '../http.js';
-import { isUrlEncodedForm } from '../login-form.js';
-import { LoginLimiter, loginLimitKey } from '../login-limit.js';
+import { HttpError } from '../http-error.js';
+import { header, readBody, sendEmpty } from '../response.js';
+import { isUrlEncodedForm } from '../../security/form-token.js';
+import { LoginLimiter, loginLimitKey } from '../../security/login-limit.js';
 import type { Route } from '../router.js';
-import { COOKIE_CHALLENGE, type Sessions } from '../sessions.js';
-import { browserSignIn, type LoginAttempt, type SessionActions } from './login-page.js';
+import { COOKIE_CHALLENGE, type Sessions } from '../session-cookies.js';
+import { browserSignIn, type LoginAttempt, type SessionActions } from './browser-sign-in.js';
 
 // SPEC.md row 6 fixes these bodies: the JSON strings "OK" and "not authorized".
 const OK_BODY = JSON.stringify('OK');

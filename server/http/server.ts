@@ -1,18 +1,18 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import { problems, type ProblemKind } from '../shared/problems.js';
-import { AccessLog, type LogSink } from './access-log.js';
-import { AccountsFileError, AccountsFileWatcher } from './accounts-file.js';
-import { Accounts, hashPassword } from './accounts.js';
+import { problems, type ProblemKind } from '../../shared/problems.js';
+import { AccessLog, type LogSink } from '../ops/access-log.js';
+import { AccountsFileError, AccountsFileWatcher } from '../security/accounts-file.js';
+import { Accounts, hashPassword } from '../security/accounts.js';
 import { createApp, type App } from './app.js';
-import type { Config } from './config.js';
-import { acquireLock, ensureDataDir, loadOrCreateAdminPassword, loadOrCreateSecret, StartupError } from './data-dir.js';
-import { declaresTooLarge, problemBody, rawProblemResponse } from './http.js';
+import type { Config } from '../ops/config.js';
+import { acquireLock, ensureDataDir, loadOrCreateAdminPassword, loadOrCreateSecret, StartupError } from '../ops/data-dir.js';
+import { declaresTooLarge, problemBody, rawProblemResponse } from './response.js';
 import { InFlight, ObservedResponse, Observer } from './observe.js';
-import { JournalStore, type JournalIo } from './store/journal.js';
-import { MemoryStore } from './store/memory.js';
-import { CorruptionError } from './store/recovery.js';
-import type { Store } from './store/types.js';
+import { JournalStore, type JournalIo } from '../store/journal/journal.js';
+import { MemoryStore } from '../store/memory/memory-store.js';
+import { CorruptionError } from '../store/journal/recovery.js';
+import type { Store } from '../store/store.js';
 
 /** API.md "Access control and limits": headers 10 s, whole request 30 s, idle keep-alive 5 s. */
 export const TIMEOUTS = { headers: 10_000, request: 30_000, keepAlive: 5_000, connectionsCheck: 2_000 };

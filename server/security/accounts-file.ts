@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { closeSync, fsyncSync, openSync, readFileSync, renameSync, statSync, unlinkSync, unwatchFile, watchFile, writeSync, type Stats } from 'node:fs';
 import { join } from 'node:path';
 import { ROLES, type Accounts, type Role, type ScryptParams, type StoredAccount } from './accounts.js';
-import { fsyncDirSync } from './store/journal.js';
+import { fsyncDirSync } from '../store/journal/journal.js';
 
 /**
  * `<data>/accounts`: the accounts other than the built-in admin, written by

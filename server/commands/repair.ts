@@ -1,11 +1,11 @@
 import { closeSync, copyFileSync, statSync, unlinkSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { envName } from './config.js';
-import { acquireLock, StartupError } from './data-dir.js';
-import { createJournalSync, fsyncDirSync } from './store/journal.js';
-import { journalName, listDataFiles, recover, snapshotName } from './store/recovery.js';
-import { captureImage, writeSnapshot } from './store/snapshot.js';
+import { envName } from '../ops/config.js';
+import { acquireLock, StartupError } from '../ops/data-dir.js';
+import { createJournalSync, fsyncDirSync } from '../store/journal/journal.js';
+import { journalName, listDataFiles, recover, snapshotName } from '../store/journal/recovery.js';
+import { captureImage, writeSnapshot } from '../store/journal/snapshot.js';
 
 export interface RepairIo {
   stdout: { write(chunk: string): unknown };

@@ -1,5 +1,5 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
-import { SESSION_COOKIE } from '../shared/paths.js';
+import { SESSION_COOKIE } from '../../shared/endpoints.js';
 
 /**
  * Signed session tokens: the value of the USER_TOKEN cookie.

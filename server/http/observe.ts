@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { ServerResponse, type IncomingMessage, type OutgoingHttpHeader, type OutgoingHttpHeaders } from 'node:http';
-import type { AccessLog } from './access-log.js';
-import type { Metrics } from './metrics.js';
+import type { AccessLog } from '../ops/access-log.js';
+import type { Metrics } from '../ops/metrics.js';
 
 /**
  * Per-request observation: the request id, the timing, and the access log

@@ -1,6 +1,6 @@
 import { crc32 } from 'node:zlib';
-import type { StoreState } from './state.js';
-import type { IdempotencyRecord, Mutation } from './types.js';
+import type { StoreState } from '../memory/state.js';
+import type { IdempotencyRecord, Mutation } from '../store.js';
 
 /**
  * The on-disk format shared by journals and snapshots (docs/storage.md).

@@ -1,15 +1,15 @@
 import { createHash } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { NEW_USER_PATH, RESERVATIONS_PATH, USERS_PATH, userPath } from '../../shared/paths.js';
-import { problems } from '../../shared/problems.js';
-import { parseRef, UserValidationError, validateUserBody } from '../../shared/user.js';
+import { NEW_USER_PATH, RESERVATIONS_PATH, USERS_PATH, userPath } from '../../../shared/endpoints.js';
+import { problems } from '../../../shared/problems.js';
+import { parseRef, UserValidationError, validateUserBody } from '../../../shared/user.js';
 import type { AppDeps } from '../app.js';
-import { HttpError, notFound } from '../errors.js';
-import { etagMatches, header, isJsonContentType, parseJson, prefersMinimal, readBody, sendEmpty, sendJson } from '../http.js';
+import { HttpError, notFound } from '../http-error.js';
+import { etagMatches, header, isJsonContentType, parseJson, prefersMinimal, readBody, sendEmpty, sendJson } from '../response.js';
 import type { Context, Route } from '../router.js';
-import type { Sessions } from '../sessions.js';
-import { firstIdAfter } from '../store/state.js';
-import type { Mutation, UserRecord } from '../store/types.js';
+import type { Sessions } from '../session-cookies.js';
+import { firstIdAfter } from '../../store/memory/state.js';
+import type { Mutation, UserRecord } from '../../store/store.js';
 
 const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
 const DEFAULT_PAGE = 100;

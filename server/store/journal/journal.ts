@@ -1,11 +1,11 @@
 import { close, closeSync, fdatasync, fsync, fsyncSync, ftruncate, ftruncateSync, open, openSync, unlink, write, writeSync, writev } from 'node:fs';
 import { join } from 'node:path';
-import { FSYNC_BUCKETS, Histogram } from '../histogram.js';
+import { FSYNC_BUCKETS, Histogram } from '../../ops/histogram.js';
 import { encodeHeader, encodeMutations, encodeRecord, FileKind, HEADER_BYTES } from './codec.js';
 import { journalName, listDataFiles, recover, snapshotName } from './recovery.js';
 import { call, captureImage, writeSnapshot, type Image } from './snapshot.js';
-import type { StoreState } from './state.js';
-import { StoreFailedError, type Mutation, type Store, type StoreStats } from './types.js';
+import type { StoreState } from '../memory/state.js';
+import { StoreFailedError, type Mutation, type Store, type StoreStats } from '../store.js';
 
 /**
  * The durable store: the state in memory, every commit appended to a journal
