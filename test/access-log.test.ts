@@ -12,7 +12,8 @@ import { join } from 'node:path';
 import { before, test, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { AccessLog, escapeTarget, FLUSH_BYTES, MAX_TARGET } from '../server/ops/access-log.js';
-import { ConfigError, parseConfig, type Config } from '../server/ops/config.js';
+import { UsageError } from '../server/errors.js';
+import { parseConfig, type Config } from '../server/ops/config.js';
 import { ADMIN_PASSWORD, put, rawExchange, send, startTestServer, tempDir, type TestServer } from './helpers.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -112,7 +113,7 @@ for (const c of formatCases) {
 
 for (const bad of ['TEXT', 'yaml', '']) {
   test(`Server command line: --log-format "${bad}" is a bad value`, () => {
-    assert.throws(() => parseConfig(['--log-format', bad], {}), ConfigError);
+    assert.throws(() => parseConfig(['--log-format', bad], {}), UsageError);
   });
 }
 

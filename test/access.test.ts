@@ -5,7 +5,7 @@ import { test, type TestContext } from 'node:test';
 import { Accounts, hashPassword } from '../server/security/accounts.js';
 import { createApp } from '../server/http/app.js';
 import { parseConfig, type RequireSession } from '../server/ops/config.js';
-import { MemoryStore } from '../server/store/memory/memory-store.js';
+import { memoryStore } from '../server/store/memory/state-store.js';
 import { ADMIN_PASSWORD, basic, cookiePair, send, startTestServer, type Reply } from './helpers.js';
 
 // API.md "Access control and limits" (first bullet), "Sessions" (reader role)
@@ -197,7 +197,7 @@ async function appWithReader(t: TestContext, mode: RequireSession): Promise<stri
   accounts.add('admin', 'admin', await hashPassword(ADMIN_PASSWORD));
   accounts.add('reader', 'reader', await hashPassword(READER_PASSWORD));
   const app = createApp({
-    store: new MemoryStore(),
+    store: memoryStore(),
     config: { ...config, requireSession: mode },
     accounts,
     keys: [Buffer.from('reader-test-secret'.padEnd(40, 'r'))],

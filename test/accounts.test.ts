@@ -15,7 +15,7 @@ import { fileURLToPath } from 'node:url';
 import { ACCOUNT_NAME, parseAccounts, readAccountsFile, serializeAccounts, writeAccountsFile, type AccountRecord } from '../server/security/accounts-file.js';
 import { Accounts, DEFAULT_SCRYPT_PARAMS, hashPassword, type ScryptFunction, type ScryptParams } from '../server/security/accounts.js';
 import { parseConfig, usage, type RequireSession } from '../server/ops/config.js';
-import { startServer } from '../server/http/server.js';
+import { startServer } from '../server/commands/serve.js';
 import { signSession } from '../server/security/session-token.js';
 import { ADMIN_PASSWORD, assertProblem, basic, cookiePair, send, startTestServer, tempDir, type Reply } from './helpers.js';
 
@@ -402,7 +402,7 @@ const fileCases = [
 
 for (const c of fileCases) {
   test(`The accounts file: one with ${c.name} is refused with a message`, () => {
-    assert.throws(() => parseAccounts(c.text), { name: 'AccountsFileError' });
+    assert.throws(() => parseAccounts(c.text), { name: 'DataError' });
   });
 }
 
@@ -423,13 +423,13 @@ test('The accounts file: an account stored with other scrypt parameters still lo
   assert.equal(await store.verify('old', 'pw2'), undefined);
 });
 
-test('The accounts file: a server refuses to start on a damaged one, with a StartupError naming the file', async (t) => {
+test('The accounts file: a server refuses to start on a damaged one, with a DataError naming the file', async (t) => {
   const dir = tempDir(t);
   writeFileSync(join(dir, 'accounts'), '{"format":1,"accounts":[', { mode: 0o600 });
   const { config } = parseConfig([], {});
   await assert.rejects(
     startServer({ ...config, host: '127.0.0.1', port: 0, data: dir, store: 'memory' }, { env: { USERS_ADMIN_PASSWORD: ADMIN_PASSWORD }, logError: () => {} }),
-    (error: Error) => error.name === 'StartupError' && error.message.includes(join(dir, 'accounts')),
+    (error: Error) => error.name === 'DataError' && error.message.includes(join(dir, 'accounts')),
   );
   assert.equal(existsSync(join(dir, 'lock')), false, 'the lock is released');
 });

@@ -2,12 +2,12 @@
  * The rate-limit and proxy flags (API.md "Access control and limits" and
  * "Server command line"): `--rate-limit`, `--rate-burst`, `--trust-proxy`,
  * their USERS_* variables, defaults, and bad values refused with one
- * ConfigError line.
+ * UsageError line.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { parseConfig, usage, type Config } from '../server/ops/config.js';
-import { assertConfigError, configOf } from './helpers.js';
+import { assertUsageError, configOf } from './helpers.js';
 
 
 test('Server command line: rate limiting is off by default (--rate-limit 0), the burst follows the rate, and no proxy is trusted', () => {
@@ -55,7 +55,7 @@ const bad: { name: string; argv: string[]; env?: NodeJS.ProcessEnv; mentions: Re
 ];
 for (const c of bad) {
   test(`Server command line: ${c.name} is refused with one line`, () => {
-    assertConfigError(c.argv, c.env ?? {}, c.mentions);
+    assertUsageError(c.argv, c.env ?? {}, c.mentions);
   });
 }
 

@@ -1,12 +1,12 @@
 /**
  * The server's command-line parser (API.md "Server command line"):
  * defaults, USERS_* environment variables, "a flag beats the environment",
- * and bad flags or values refused with one ConfigError line.
+ * and bad flags or values refused with one UsageError line.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { parseConfig, type Config } from '../server/ops/config.js';
-import { assertConfigError, configOf } from './helpers.js';
+import { assertUsageError, configOf } from './helpers.js';
 
 const SECRET_A = 'a'.repeat(32);
 const SECRET_B = 'b'.repeat(40);
@@ -32,6 +32,7 @@ const DEFAULTS: Config = {
   trustProxy: false,
   logFormat: 'text',
   loginPage: false,
+  passwordCost: 15,
 };
 
 
@@ -198,13 +199,13 @@ const bad: BadCase[] = [
 ];
 
 for (const c of bad) {
-  test(`Server command line: ${c.name}: ConfigError with one clear line`, () => {
-    assertConfigError(c.argv, c.env ?? {}, c.mentions);
+  test(`Server command line: ${c.name}: UsageError with one clear line`, () => {
+    assertUsageError(c.argv, c.env ?? {}, c.mentions);
   });
 }
 
 test('Server command line: a bad environment value is refused even when a flag of another name is good', () => {
-  assertConfigError(['--port', '0'], { USERS_MAX_BODY: 'lots' }, /max-body|MAX_BODY/);
+  assertUsageError(['--port', '0'], { USERS_MAX_BODY: 'lots' }, /max-body|MAX_BODY/);
 });
 
 test('Server command line: a good flag hides a bad environment value of the same setting', () => {

@@ -6,23 +6,31 @@ import { Accounts, hashPassword } from '../server/security/accounts.js';
 import { createApp } from '../server/http/app.js';
 import { parseConfig } from '../server/ops/config.js';
 import { newSessionId, signSession } from '../server/security/session-token.js';
-import { MemoryStore } from '../server/store/memory/memory-store.js';
-import type { Mutation } from '../server/store/store.js';
+import { memoryStore } from '../server/store/memory/state-store.js';
+import type { Store } from '../server/store/store.js';
 import { assertProblem, listText, put, send } from './helpers.js';
 
 const KEY = Buffer.from('errors-test-secret'.padEnd(40, 'e'));
 const SECRET_WORDS = 'disk on fire at /var/secret/path';
 
-/** A store whose writes fail, as a disk or fsync failure would. */
-class FailingStore extends MemoryStore {
-  failing = false;
-  override commit(mutations: readonly Mutation[]): Promise<void> {
-    if (this.failing) return Promise.reject(new Error(SECRET_WORDS));
-    return super.commit(mutations);
-  }
+const WRITES: ReadonlySet<string | symbol> = new Set(['putUser', 'deleteUser', 'createUser', 'reserveId', 'revokeSessions']);
+
+/** A memory store whose writes fail while `failing` is set, as a disk or fsync failure would. */
+function failingStore(): { store: Store; control: { failing: boolean } } {
+  const control = { failing: false };
+  const inner = memoryStore();
+  const store = new Proxy(inner, {
+    get(target, name) {
+      const value: unknown = Reflect.get(target, name);
+      if (typeof value !== 'function') return value;
+      if (control.failing && WRITES.has(name)) return () => Promise.reject(new Error(SECRET_WORDS));
+      return (value as (...args: unknown[]) => unknown).bind(target);
+    },
+  });
+  return { store, control };
 }
 
-async function mount(t: TestContext, store: MemoryStore, accounts: Accounts): Promise<{ url: string; logged: string[] }> {
+async function mount(t: TestContext, store: Store, accounts: Accounts): Promise<{ url: string; logged: string[] }> {
   const logged: string[] = [];
   const { config } = parseConfig([], {});
   const app = createApp({ store, config, accounts, keys: [KEY], logError: (message) => logged.push(message) });
@@ -44,17 +52,17 @@ function assertBare500(reply: { status: number; headers: Record<string, string |
 }
 
 test('an unexpected error in a write becomes a bare 500 problem that leaks nothing, is logged with its stack, and changes nothing', async (t) => {
-  const store = new FailingStore();
+  const { store, control } = failingStore();
   const { url, logged } = await mount(t, store, new Accounts());
   assert.equal((await put(url, '/users/alice', { name: 'Alice' })).status, 201);
   const before = await listText({ url });
-  store.failing = true;
+  control.failing = true;
   assertBare500(await put(url, '/users/alice', { name: 'Changed' }));
   assertBare500(await send(url, 'POST', '/users/new', { json: { name: 'Bob' } }));
   assertBare500(await send(url, 'POST', '/reservations'));
   assert.equal(logged.length, 3);
   assert.ok(logged[0]!.includes(SECRET_WORDS) && logged[0]!.includes('at '), 'the log line carries the message and the stack');
-  store.failing = false;
+  control.failing = false;
   assert.equal(await listText({ url }), before);
   assert.equal((await send(url, 'GET', '/healthz')).status, 200);
 });
@@ -62,7 +70,7 @@ test('an unexpected error in a write becomes a bare 500 problem that leaks nothi
 test('an unexpected error thrown synchronously by a handler becomes a bare 500 and the server keeps serving', async (t) => {
   const accounts = new Accounts();
   accounts.add('admin', 'admin', await hashPassword('pw'));
-  const { url, logged } = await mount(t, new MemoryStore(), accounts);
+  const { url, logged } = await mount(t, memoryStore(), accounts);
   const now = Math.floor(Date.now() / 1000);
   const token = signSession({ account: 'admin', sessionId: newSessionId(), issuedAt: now, expiresAt: now + 60 }, KEY);
   const cookie = `USER_TOKEN=${token}`;

@@ -2,9 +2,11 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { test } from 'node:test';
 import { crc32 } from 'node:zlib';
-import { applyPayload, crc32Bytes, encodeMutations, encodeRecord, FileKind, PayloadError, recordAt } from '../server/store/journal/codec.js';
-import { StoreState, UserTable } from '../server/store/memory/state.js';
-import type { Mutation, UserRecord } from '../server/store/store.js';
+import { DataError } from '../server/errors.js';
+import { applyPayload, crc32Bytes, encodeMutations, encodeRecord, FileKind, recordAt } from '../server/store/journal/codec.js';
+import { StoreState, type Mutation } from '../server/store/memory/state.js';
+import { UserTable } from '../server/store/memory/user-table.js';
+import type { StoredUser } from '../server/users/rules.js';
 
 // The record codec below the journal: the in-place CRC must equal zlib's, and
 // the byte-level put parser must read exactly what the encoder wrote.
@@ -50,16 +52,16 @@ test('codec: a commit read back from its record rebuilds the same state, puts wi
   assert.equal(fromRecord.users.get(1)!.json, '{"name":"Ålice \\t ☃ \\n","id":1}');
 });
 
-test('codec: a put line with a missing field or an unknown entry is a PayloadError, not a silent skip', () => {
+test('codec: a put line with a missing field or an unknown entry is a DataError, not a silent skip', () => {
   for (const line of ['p\t1\t{"name":"a"}', 'p\tx\t\t{}', 'q\t1', 'p\t1\t\t{}\textra']) {
     const record = encodeRecord(line);
-    assert.throws(() => applyPayload(new StoreState(), record, 8, record.length, FileKind.Journal), PayloadError, line);
+    assert.throws(() => applyPayload(new StoreState(), record, 8, record.length, FileKind.Journal), DataError, line);
   }
 });
 
 test('state: the user table answers like a Map under random sets and deletes of dense, far and in-between ids', () => {
   const table = new UserTable();
-  const model = new Map<number, UserRecord>();
+  const model = new Map<number, StoredUser>();
   let seed = 42;
   const random = (n: number) => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) % n);
   const pick = () => [random(5000) + 1, random(3) === 0 ? 9_007_199_254_740_991 - random(10) : random(40_000) + 1, 20_000 + random(100)][random(3)]!;

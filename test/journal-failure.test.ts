@@ -16,6 +16,7 @@
  * limit. A read-only data directory cannot fail as root (permissions do not
  * bind root) and a full disk needs a mount, so neither is used.
  */
+import type { StoreState } from '../server/store/memory/state.js';
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, fdatasync as realFdatasync, readFileSync, statSync, writev as realWritev } from 'node:fs';
@@ -187,7 +188,8 @@ for (const c of failureCases) {
     const url = server.url;
     for (let i = 0; i < 5; i++) assert.equal((await put(url, `/users/acked${i}`, { name: `Acked ${i}` })).status, 201);
     const acked = await listText(server);
-    const state = server.running.store.state;
+    // Peeks at the journal store's in-memory state: whether B and C were applied while the sync is held.
+    const state = (server.running.store as unknown as { state: StoreState }).state;
 
     // A's batch reaches the held call; B, C and a read of A queue behind it.
     const arrived: string[] = [];

@@ -183,7 +183,7 @@ async function assertRefused(t: TestContext, dir: string, pattern: RegExp): Prom
   const before = snapshotDir(dir);
   const logs: string[] = [];
   await assert.rejects(startTestServer(t, { data: dir }, { logError: (line) => logs.push(line) }), (error: Error) => {
-    assert.equal(error.name, 'StartupError', `${error.name}: ${error.message}`);
+    assert.equal(error.name, 'DataError', `${error.name}: ${error.message}`);
     assert.match(error.message, pattern);
     assert.ok(!error.message.includes('\n'), 'one line');
     return true;

@@ -15,7 +15,7 @@ import assert from 'node:assert/strict';
 import { readdirSync } from 'node:fs';
 import { test, type TestContext } from 'node:test';
 import type { Config } from '../server/ops/config.js';
-import type { StartOptions } from '../server/http/server.js';
+import type { StartOptions } from '../server/commands/serve.js';
 import { assertProblem, listText, put, send, startTestServer, tempDir, type Reply, type TestServer } from './helpers.js';
 
 const T0 = Date.UTC(2031, 4, 6, 7, 8, 9);

@@ -12,7 +12,7 @@ import { Accounts, hashPassword, type ScryptFunction } from '../server/security/
 import { createApp } from '../server/http/app.js';
 import { parseConfig } from '../server/ops/config.js';
 import { LoginLimiter, loginLimitKey } from '../server/security/login-limit.js';
-import { MemoryStore } from '../server/store/memory/memory-store.js';
+import { memoryStore } from '../server/store/memory/state-store.js';
 import { ADMIN_PASSWORD, assertProblem, basic, readReply, send, startTestServer, type Reply } from './helpers.js';
 
 const MINUTE = 60_000;
@@ -98,7 +98,7 @@ async function mount(t: TestContext): Promise<Mounted> {
   accounts.add('admin', 'admin', await hashPassword(ADMIN_PASSWORD, { scrypt }));
   accounts.replaceStored([{ name: 'rita', role: 'reader', id: 'abcdefghijkl', password: await hashPassword(READER_PASSWORD, { scrypt }) }]);
   const { config } = parseConfig([], {});
-  const app = createApp({ store: new MemoryStore(), config, accounts, keys: [Buffer.from('login-limit-test-secret'.padEnd(40, 'l'))], clock: () => now, logError: () => {} });
+  const app = createApp({ store: memoryStore(), config, accounts, keys: [Buffer.from('login-limit-test-secret'.padEnd(40, 'l'))], clock: () => now, logError: () => {} });
   const server = createServer(app.handle);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   t.after(() => new Promise<void>((resolve) => {

@@ -13,7 +13,7 @@ import { Validator } from '@seriousme/openapi-schema-validator';
 import { prefersHtml } from '../server/http/negotiation.js';
 import { usage, type Config } from '../server/ops/config.js';
 import { signFormToken } from '../server/security/form-token.js';
-import type { StartOptions } from '../server/http/server.js';
+import type { StartOptions } from '../server/commands/serve.js';
 import { ADMIN_PASSWORD, assertProblem, basic, cookiePair, send, startTestServer, type Reply, type TestServer } from './helpers.js';
 
 const COOKIE_CHALLENGE = 'Cookie realm="users", cookie-name="USER_TOKEN", form-action="/login"';

@@ -20,7 +20,7 @@ import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
 import fc from 'fast-check';
 import { parseConfig } from '../server/ops/config.js';
-import { startServer, type RunningServer } from '../server/http/server.js';
+import { startServer, type RunningServer } from '../server/commands/serve.js';
 import { PROBLEM_TYPE_PREFIX } from '../shared/problems.js';
 import { ADMIN_PASSWORD, send, tempDir, type Reply } from './helpers.js';
 

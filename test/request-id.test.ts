@@ -124,7 +124,7 @@ test('an unexpected error answers a bare 500 with the X-Request-Id, and its stac
   const server = await startTestServer(t, {}, { logError: (message) => logged.push(message) });
   assert.equal((await put(server.url, '/users/alice', { name: 'Alice' })).status, 201);
   const before = await send(server.url, 'GET', '/users?limit=1000');
-  server.running.store.commit = () => {
+  (server.running.store as { putUser: unknown }).putUser = () => {
     throw new Error('disk on fire at /var/secret/path');
   };
   const reply = await put(server.url, '/users/alice', { name: 'Changed' }, { 'x-request-id': 'trace-500' });

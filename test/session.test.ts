@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
 import { test } from 'node:test';
 import { parseBasicAuth } from '../server/security/accounts.js';
-import { ConfigError, parseConfig } from '../server/ops/config.js';
+import { UsageError } from '../server/errors.js';
+import { parseConfig } from '../server/ops/config.js';
 import { cookieValues, serializeCookie } from '../server/http/cookies.js';
 import { MAX_TOKEN_LENGTH, signSession, verifySession, type SessionPayload } from '../server/security/session-token.js';
 
@@ -239,7 +240,7 @@ for (const c of secretCases) {
       const { config } = parseConfig(c.argv, c.env);
       assert.deepEqual(config.secrets, [c.argv[1]]);
     } else {
-      assert.throws(() => parseConfig(c.argv, c.env), ConfigError);
+      assert.throws(() => parseConfig(c.argv, c.env), UsageError);
     }
   });
 }

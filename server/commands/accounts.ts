@@ -1,16 +1,12 @@
 import { resolve } from 'node:path';
 import { StringDecoder } from 'node:string_decoder';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { ACCOUNT_NAME, AccountsFileError, BUILT_IN_ACCOUNT, newAccountId, readAccountsFile, writeAccountsFile, type AccountRecord } from '../security/accounts-file.js';
-import { hashPassword, ROLES, type Role } from '../security/accounts.js';
+import { CommandError, UsageError } from '../errors.js';
 import { envName } from '../ops/config.js';
-import { ensureDataDir, StartupError } from '../ops/data-dir.js';
-
-/** What the command reads a password from: process.stdin, or a stream in tests. */
-export interface PasswordInput extends NodeJS.ReadableStream {
-  isTTY?: boolean;
-  setRawMode?: (mode: boolean) => unknown;
-}
+import { ensureDataDir } from '../ops/data-dir.js';
+import { ACCOUNT_NAME, BUILT_IN_ACCOUNT, newAccountId, readAccountsFile, writeAccountsFile, type AccountRecord } from '../security/accounts-file.js';
+import { hashPassword, ROLES, type Role } from '../security/accounts.js';
+import type { PasswordInput } from './command-io.js';
 
 export interface AccountsIo {
   stdout: { write(chunk: string): unknown };
@@ -36,10 +32,6 @@ starts with none. --data defaults to $${envName('data')}, else ./data.
 Exit codes: 0 done, 1 failed (name taken, no such account, unreadable file),
 2 usage error.`;
 
-/** A refusal of the command line: exit 2. */
-class UsageError extends Error {}
-/** The command could not be done: exit 1. */
-class CommandError extends Error {}
 
 /** `users-server accounts add|remove|list`: exit 0 done, 1 failed, 2 usage error; one line on stderr when not 0. */
 export async function accountsCommand(argv: readonly string[], io: AccountsIo): Promise<number> {
@@ -50,7 +42,7 @@ export async function accountsCommand(argv: readonly string[], io: AccountsIo): 
       io.stderr.write(`users-server: ${error.message} (see users-server accounts --help)\n`);
       return 2;
     }
-    if (error instanceof CommandError || error instanceof AccountsFileError || error instanceof StartupError) {
+    if (error instanceof CommandError) {
       io.stderr.write(`users-server: ${error.message}\n`);
       return 1;
     }

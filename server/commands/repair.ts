@@ -2,8 +2,10 @@ import { closeSync, copyFileSync, statSync, unlinkSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { envName } from '../ops/config.js';
-import { acquireLock, StartupError } from '../ops/data-dir.js';
-import { createJournalSync, fsyncDirSync } from '../store/journal/journal.js';
+import { CommandError } from '../errors.js';
+import { acquireLock } from '../ops/data-dir.js';
+import { fsyncDirSync } from '../ops/durable-files.js';
+import { createJournalSync } from '../store/journal/journal.js';
 import { journalName, listDataFiles, recover, snapshotName } from '../store/journal/recovery.js';
 import { captureImage, writeSnapshot } from '../store/journal/snapshot.js';
 
@@ -40,7 +42,7 @@ export async function repair(argv: readonly string[], io: RepairIo): Promise<num
     statSync(dir);
     release = acquireLock(dir);
   } catch (error) {
-    const message = error instanceof StartupError ? error.message : `cannot open the data directory ${dir}: ${(error as NodeJS.ErrnoException).code}`;
+    const message = error instanceof CommandError ? error.message : `cannot open the data directory ${dir}: ${(error as NodeJS.ErrnoException).code}`;
     io.stderr.write(`users-server repair: ${message}\n`);
     return 1;
   }

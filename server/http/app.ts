@@ -1,21 +1,22 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { HEALTH_PATH } from '../../shared/endpoints.js';
 import { problems } from '../../shared/problems.js';
-import type { Accounts } from '../security/accounts.js';
-import { clientAddress } from './client-address.js';
+import { HttpError, StoreFailedError } from '../errors.js';
 import type { Config } from '../ops/config.js';
-import { HttpError } from './http-error.js';
-import { sendEmpty, sendProblem } from './response.js';
-import { limitKey, RateLimiter } from '../security/rate-limit.js';
 import { Metrics } from '../ops/metrics.js';
+import type { Accounts } from '../security/accounts.js';
+import { limitKey, RateLimiter } from '../security/rate-limit.js';
+import type { Store } from '../store/store.js';
+import { clientAddress } from './client-address.js';
 import { ObservedResponse } from './observe.js';
 import { buildOpenApi } from './openapi.js';
-import { Router, splitTarget, type Context, type Route } from './router.js';
-import { metricsRoute } from './routes/operations.js';
-import { openApiRoute } from '../routes/openapi.js';
+import { sendEmpty, sendProblem } from './response.js';
+import type { Context, Route, RouteDeps } from './route.js';
+import { Router, splitTarget } from './router.js';
 import { sessionRoutes } from './routes/login.js';
+import { healthRoute, metricsRoute, openApiRoute } from './routes/operations.js';
 import { userRoutes } from './routes/users.js';
-import { Sessions } from './session-cookies.js';
-import { StoreFailedError, type Store } from '../store/store.js';
+import { SessionCookies } from './session-cookies.js';
 
 export interface AppDeps {
   store: Store;
@@ -48,24 +49,23 @@ export interface App {
 export function createApp(deps: AppDeps): App {
   const clock = deps.clock ?? Date.now;
   const logError = deps.logError ?? ((message: string) => process.stderr.write(message + '\n'));
-  const sessions = new Sessions(deps);
+  const routeDeps: RouteDeps = { ...deps, sessions: new SessionCookies(deps) };
   const routes: Route[] = [
-    ...sessionRoutes(deps, sessions),
-    ...userRoutes(deps, sessions),
-    { method: 'GET', path: '/healthz', handler: ({ res }) => sendHealth(res) },
-    metricsRoute(deps, sessions, () => metrics),
+    ...sessionRoutes(routeDeps),
+    ...userRoutes(routeDeps),
+    healthRoute(),
+    metricsRoute(routeDeps, () => metrics),
     openApiRoute(() => openapi),
   ];
   const router = new Router(routes);
   const admit = deps.config.rateLimit > 0 ? rateLimitGate(deps, answerFailure) : undefined;
   const metrics = new Metrics(router.paths);
-  // Built now, so a route without a description stops the server at start.
   const openapi = buildOpenApi(routes);
 
   function fail(res: ServerResponse, error: unknown): void {
     // A refusal can reflect writes not yet durable (an id taken, a user
     // gone): answer it once they are, like any read.
-    const pending = deps.store.durable();
+    const pending = deps.store.settled();
     if (pending === undefined) answerFailure(res, error);
     else pending.then(() => answerFailure(res, error), (failure: unknown) => answerFailure(res, failure));
   }
@@ -142,7 +142,7 @@ function rateLimitGate(deps: AppDeps, refuse: (res: ServerResponse, error: unkno
   const { config } = deps;
   const limiter = new RateLimiter({ rate: config.rateLimit, burst: config.rateBurst || config.rateLimit, ...(deps.clock && { now: deps.clock }) });
   return (req, res, path) => {
-    if (path === '/healthz') return true;
+    if (path === HEALTH_PATH) return true;
     const decision = limiter.take(limitKey(clientAddress(req, config)));
     const field = limiter.field(decision);
     if (decision.admitted) {
@@ -179,11 +179,4 @@ function hasLargeUnreadBody(req: IncomingMessage): boolean {
   if (req.complete) return false;
   const length = req.headers['content-length'];
   return length === undefined ? req.headers['transfer-encoding'] !== undefined : Number(length) > DISCARD_LIMIT;
-}
-
-const HEALTH_BODY = JSON.stringify({ status: 'ok' });
-
-function sendHealth(res: ServerResponse): void {
-  res.writeHead(200, { 'Content-Type': 'application/json', 'Content-Length': HEALTH_BODY.length, 'Cache-Control': 'no-store' });
-  res.end(HEALTH_BODY);
 }

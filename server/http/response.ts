@@ -1,8 +1,9 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { ServerResponse } from 'node:http';
 import { problems, problemType, PROBLEM_CONTENT_TYPE, type ProblemKind } from '../../shared/problems.js';
-import { HttpError } from './http-error.js';
+import { HttpError } from '../errors.js';
+import { JSON_TYPE } from './media-type.js';
 
-export const JSON_TYPE = 'application/json';
+/** Writing responses: JSON, empty answers and problem documents (RFC 9457). */
 
 /**
  * Sends a JSON body whose serialization is already done. HEAD gets the
@@ -55,114 +56,6 @@ export function rawProblemResponse(kind: ProblemKind, detail: string, requestId?
   );
 }
 
-function tooLarge(limit: number): HttpError {
-  // The rest of the body is not read: close the connection after answering.
-  return new HttpError(problems.payloadTooLarge, `The request body is larger than ${limit} bytes.`, { Connection: 'close' });
-}
-
-/** True when the declared Content-Length already exceeds the limit. */
-export function declaresTooLarge(req: IncomingMessage, limit: number): boolean {
-  const length = req.headers['content-length'];
-  return length !== undefined && Number(length) > limit;
-}
-
-/**
- * Reads the request body, at most `limit` bytes: the declared Content-Length
- * is checked before reading, and bytes are counted while streaming, so a
- * chunked body cannot exceed the limit either (413).
- */
-export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
-  if (declaresTooLarge(req, limit)) return Promise.reject(tooLarge(limit));
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    const cleanup = () => {
-      req.off('data', onData);
-      req.off('end', onEnd);
-      req.off('error', onError);
-    };
-    const onData = (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > limit) {
-        cleanup();
-        reject(tooLarge(limit));
-        return;
-      }
-      chunks.push(chunk);
-    };
-    const onEnd = () => {
-      cleanup();
-      resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
-    };
-    const onError = () => {
-      cleanup();
-      reject(new HttpError(problems.badRequest, 'The request body was cut off.', { Connection: 'close' }));
-    };
-    req.on('data', onData);
-    req.on('end', onEnd);
-    req.on('error', onError);
-  });
-}
-
-/** `application/json` or any `+json` type (RFC 6839), in UTF-8. */
-export function isJsonContentType(header: string | undefined): boolean {
-  if (header === undefined) return false;
-  const semicolon = header.indexOf(';');
-  const type = (semicolon === -1 ? header : header.slice(0, semicolon)).trim().toLowerCase();
-  if (type !== JSON_TYPE && !(type.startsWith('application/') && type.endsWith('+json'))) return false;
-  if (semicolon === -1) return true;
-  for (const parameter of header.slice(semicolon + 1).split(';')) {
-    const eq = parameter.indexOf('=');
-    if (eq === -1) continue;
-    if (parameter.slice(0, eq).trim().toLowerCase() !== 'charset') continue;
-    const charset = parameter.slice(eq + 1).trim().replace(/^"(.*)"$/, '$1').toLowerCase();
-    if (charset !== 'utf-8' && charset !== 'utf8') return false;
-  }
-  return true;
-}
-
-const utf8 = new TextDecoder('utf-8', { fatal: true });
-
-/** Parses a JSON body; malformed UTF-8 or JSON is a 400 (bad syntax), not a 422. */
-export function parseJson(raw: Buffer): unknown {
-  try {
-    return JSON.parse(utf8.decode(raw));
-  } catch {
-    throw new HttpError(problems.invalidJson, 'The request body is not valid JSON.');
-  }
-}
-
-// RFC 9110 section 8.8.3: entity-tag = [ weak ] opaque-tag; weak = %s"W/"
-const ENTITY_TAG = /(W\/)?"[\x21\x23-\x7e\x80-\xff]*"/g;
-
-/**
- * Evaluates an If-Match / If-None-Match field value against the current tag.
- * `weak` selects weak comparison (If-None-Match, RFC 9110 section 13.1.2),
- * otherwise strong comparison (If-Match, section 13.1.1).
- */
-export function etagMatches(field: string, etag: string | undefined, weak: boolean): boolean {
-  if (etag === undefined) return false;
-  if (field.trim() === '*') return true;
-  for (const match of field.matchAll(ENTITY_TAG)) {
-    const isWeak = match[1] !== undefined;
-    if (isWeak && !weak) continue;
-    if ((isWeak ? match[0].slice(2) : match[0]) === etag) return true;
-  }
-  return false;
-}
-
-/** True when a Prefer field (RFC 7240) asks for return=minimal. */
-export function prefersMinimal(field: string | undefined): boolean {
-  if (field === undefined) return false;
-  for (const preference of field.split(',')) {
-    const [token] = preference.split(';');
-    if (token!.trim().toLowerCase().replaceAll(' ', '') === 'return=minimal') return true;
-  }
-  return false;
-}
-
-/** One header as a string: repeated fields joined with ", " as RFC 9110 section 5.3 allows. */
-export function header(req: IncomingMessage, name: string): string | undefined {
-  const value = req.headers[name];
-  return Array.isArray(value) ? value.join(', ') : value;
+export function notFound(detail = 'There is nothing at this path.'): HttpError {
+  return new HttpError(problems.notFound, detail);
 }

@@ -1,24 +1,4 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
-
-export interface Context {
-  readonly req: IncomingMessage;
-  readonly res: ServerResponse;
-  /** Path parameters by name, still percent-encoded. */
-  readonly params: Record<string, string>;
-  /** The query string without its leading "?", or "". */
-  readonly query: string;
-  /** Milliseconds since the epoch, read once per request. */
-  readonly now: number;
-}
-
-export type Handler = (ctx: Context) => void | Promise<void>;
-
-export interface Route {
-  readonly method: string;
-  /** Segments; a segment starting with ":" is a parameter, which matches one non-empty segment. */
-  readonly path: string;
-  readonly handler: Handler;
-}
+import type { Route } from './route.js';
 
 interface PathGroup {
   /** The path's index in `Router.paths`: its slot in the request metrics. */

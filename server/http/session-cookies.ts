@@ -1,12 +1,12 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { LOGIN_PATH, SESSION_COOKIE } from '../../shared/endpoints.js';
 import { problems } from '../../shared/problems.js';
-import type { Account, Accounts } from '../security/accounts.js';
+import { HttpError } from '../errors.js';
 import type { Config } from '../ops/config.js';
-import { cookieValues, serializeCookie } from './cookies.js';
-import { HttpError } from './http-error.js';
+import type { Account, Accounts } from '../security/accounts.js';
 import { newSessionId, signSession, verifySession, type SessionPayload, type VerifiedSession } from '../security/session-token.js';
-import type { Store } from '../store/store.js';
+import { andThen, type MaybePromise, type Store } from '../store/store.js';
+import { cookieValues, serializeCookie } from './cookies.js';
 
 /** The challenge of a 401 for a missing session (RFC 9110 section 11.6.1). */
 export const COOKIE_CHALLENGE = `Cookie realm="users", cookie-name="${SESSION_COOKIE}", form-action="${LOGIN_PATH}"`;
@@ -30,8 +30,13 @@ interface SessionDeps {
 /** Tokens whose signature was verified, kept so a session is not re-verified on every request. */
 const VERIFIED_CACHE_MAX = 10_000;
 
-/** Reads, issues, re-issues and checks sessions for the HTTP layer. */
-export class Sessions {
+/**
+ * The sessions a request carries in its USER_TOKEN cookies: reading and
+ * checking them, issuing and re-issuing them, and `--require-session`. A
+ * revocation check may need the store to answer asynchronously, so the
+ * methods that make one return `T | Promise<T>`.
+ */
+export class SessionCookies {
   /**
    * Verified tokens by their exact text, oldest first. A token is immutable
    * and the keys are fixed for the life of the process, so a signature once
@@ -42,6 +47,60 @@ export class Sessions {
   private readonly verified = new Map<string, VerifiedSession>();
 
   constructor(private readonly deps: SessionDeps) {}
+
+  /**
+   * Every session the request carries that verifies, is unexpired, is not
+   * revoked and names an existing account (the same one: its id matches, so
+   * a removed and re-added name does not revive old sessions), in Cookie
+   * header order.
+   */
+  async valid(req: IncomingMessage, now: number): Promise<ActiveSession[]> {
+    const nowSeconds = Math.floor(now / 1000);
+    const sessions: ActiveSession[] = [];
+    for (const token of cookieValues(req.headers.cookie, SESSION_COOKIE)) {
+      const session = await this.check(token, nowSeconds);
+      if (session !== undefined) sessions.push(session);
+    }
+    return sessions;
+  }
+
+  /** The first valid session, re-issued on `res` when an older key signed it. */
+  current(req: IncomingMessage, res: ServerResponse, now: number): MaybePromise<ActiveSession | undefined> {
+    const header = req.headers.cookie;
+    if (header === undefined) return undefined;
+    return this.firstValid(cookieValues(header, SESSION_COOKIE), 0, res, now);
+  }
+
+  /** The first valid session from `tokens[from]` on; a plain loop while the store answers at once. */
+  private firstValid(tokens: readonly string[], from: number, res: ServerResponse, now: number): MaybePromise<ActiveSession | undefined> {
+    const nowSeconds = Math.floor(now / 1000);
+    for (let i = from; i < tokens.length; i++) {
+      const session = this.check(tokens[i]!, nowSeconds);
+      if (session instanceof Promise) return session.then((s) => (s === undefined ? this.firstValid(tokens, i + 1, res, now) : this.reissue(s, res, now)));
+      if (session !== undefined) return this.reissue(session, res, now);
+    }
+    return undefined;
+  }
+
+  private reissue(session: ActiveSession, res: ServerResponse, now: number): ActiveSession {
+    if (session.stale) res.appendHeader('Set-Cookie', this.cookie(session.payload, now));
+    return session;
+  }
+
+  /** The session of one token when it verifies, is unexpired, is not revoked and names its account. */
+  private check(token: string, nowSeconds: number): MaybePromise<ActiveSession | undefined> {
+    const verified = this.verify(token, nowSeconds);
+    if (verified === undefined) return undefined;
+    const revoked = this.deps.store.isRevoked(verified.payload.sessionId);
+    return revoked instanceof Promise ? revoked.then((r) => this.activate(verified, r)) : this.activate(verified, revoked);
+  }
+
+  private activate(verified: VerifiedSession, revoked: boolean): ActiveSession | undefined {
+    if (revoked) return undefined;
+    const account = this.deps.accounts.get(verified.payload.account);
+    if (account === undefined || account.id !== (verified.payload.accountId ?? '')) return undefined;
+    return { account, payload: verified.payload, stale: verified.keyIndex > 0 };
+  }
 
   private verify(token: string, nowSeconds: number): VerifiedSession | undefined {
     const cached = this.verified.get(token);
@@ -56,45 +115,6 @@ export class Sessions {
       this.verified.set(token, verified);
     }
     return verified;
-  }
-
-  /**
-   * Every session the request carries that verifies, is unexpired, is not
-   * revoked and names an existing account (the same one: its id matches, so
-   * a removed and re-added name does not revive old sessions), in Cookie
-   * header order.
-   */
-  *valid(req: IncomingMessage, now: number): Generator<ActiveSession> {
-    const nowSeconds = Math.floor(now / 1000);
-    for (const token of cookieValues(req.headers.cookie, SESSION_COOKIE)) {
-      const session = this.check(token, nowSeconds);
-      if (session !== undefined) yield session;
-    }
-  }
-
-  /**
-   * The first valid session, re-issued on `res` when an older key signed it.
-   * (A plain loop, not `valid`: this runs on every GET /, and a generator
-   * costs an object and a resumption per request.)
-   */
-  current(req: IncomingMessage, res: ServerResponse, now: number): ActiveSession | undefined {
-    const nowSeconds = Math.floor(now / 1000);
-    for (const token of cookieValues(req.headers.cookie, SESSION_COOKIE)) {
-      const session = this.check(token, nowSeconds);
-      if (session === undefined) continue;
-      if (session.stale) res.appendHeader('Set-Cookie', this.cookie(session.payload, now));
-      return session;
-    }
-    return undefined;
-  }
-
-  /** The session of one token when it verifies, is unexpired, is not revoked and names its account. */
-  private check(token: string, nowSeconds: number): ActiveSession | undefined {
-    const verified = this.verify(token, nowSeconds);
-    if (verified === undefined || this.deps.store.state.isRevoked(verified.payload.sessionId)) return undefined;
-    const account = this.deps.accounts.get(verified.payload.account);
-    if (account === undefined || account.id !== (verified.payload.accountId ?? '')) return undefined;
-    return { account, payload: verified.payload, stale: verified.keyIndex > 0 };
   }
 
   /** A new session for `account`, as a Set-Cookie value. */
@@ -117,16 +137,20 @@ export class Sessions {
   /**
    * Enforces `--require-session` for a request under /users: 401 with the
    * Cookie challenge without a valid session, 403 for a reader's write.
+   * Undefined (nothing to wait for) when the mode asks for no session.
    */
-  authorize(req: IncomingMessage, res: ServerResponse, now: number, access: Access): void {
+  authorize(req: IncomingMessage, res: ServerResponse, now: number, access: Access): MaybePromise<void> {
     const mode = this.deps.config.requireSession;
-    if (mode === 'none' || (access === 'read' && mode === 'writes')) return;
-    const session = this.current(req, res, now);
-    if (session === undefined) {
-      throw new HttpError(problems.unauthorized, `Log in first: POST ${LOGIN_PATH} with Basic credentials.`, { 'WWW-Authenticate': COOKIE_CHALLENGE });
-    }
-    if (access === 'write' && session.account.role !== 'admin') {
-      throw new HttpError(problems.forbidden, `The account "${session.account.name}" has role ${session.account.role}, which may only read.`);
-    }
+    if (mode === 'none' || (access === 'read' && mode === 'writes')) return undefined;
+    return andThen(this.current(req, res, now), (session) => permit(session, access));
+  }
+}
+
+function permit(session: ActiveSession | undefined, access: Access): void {
+  if (session === undefined) {
+    throw new HttpError(problems.unauthorized, `Log in first: POST ${LOGIN_PATH} with Basic credentials.`, { 'WWW-Authenticate': COOKIE_CHALLENGE });
+  }
+  if (access === 'write' && session.account.role !== 'admin') {
+    throw new HttpError(problems.forbidden, `The account "${session.account.name}" has role ${session.account.role}, which may only read.`);
   }
 }

@@ -1,4 +1,5 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { UsageError } from '../errors.js';
 
 export type RequireSession = 'none' | 'writes' | 'all';
 export type LogFormat = 'text' | 'json' | 'off';
@@ -33,11 +34,10 @@ export interface Config {
   logFormat: LogFormat;
   /** Serve the browser sign-in page at GET /login and send browsers without a session there from GET /. */
   loginPage: boolean;
+  /** log2 of scrypt's N for passwords hashed by this process (the admin's, the decoy's). */
+  passwordCost: number;
 }
 
-export class ConfigError extends Error {
-  override readonly name = 'ConfigError';
-}
 
 interface FlagSpec {
   type: 'string' | 'boolean';
@@ -55,7 +55,7 @@ function integer(min: number, max: number) {
     const text = String(value);
     const n = /^\d+$/.test(text) ? Number(text) : NaN;
     if (!Number.isSafeInteger(n) || n < min || n > max) {
-      throw new ConfigError(`--${flag} must be an integer from ${min} to ${max}, not "${text}"`);
+      throw new UsageError(`--${flag} must be an integer from ${min} to ${max}, not "${text}"`);
     }
     return n;
   };
@@ -63,7 +63,7 @@ function integer(min: number, max: number) {
 
 function text(value: string | boolean, flag: string): string {
   const s = String(value);
-  if (s === '') throw new ConfigError(`--${flag} must not be empty`);
+  if (s === '') throw new UsageError(`--${flag} must not be empty`);
   return s;
 }
 
@@ -79,7 +79,7 @@ export const FLAGS: Record<string, FlagSpec> = {
     type: 'string', default: 'none', description: 'none, writes or all: which /users requests need a session', key: 'requireSession',
     parse: (v, flag) => {
       if (v === 'none' || v === 'writes' || v === 'all') return v;
-      throw new ConfigError(`--${flag} must be none, writes or all, not "${String(v)}"`);
+      throw new UsageError(`--${flag} must be none, writes or all, not "${String(v)}"`);
     },
   },
   'require-if-match': { type: 'boolean', default: false, description: 'refuse PUT and DELETE of an existing user without If-Match (428)', key: 'requireIfMatch', parse: (v) => v },
@@ -89,7 +89,7 @@ export const FLAGS: Record<string, FlagSpec> = {
     type: 'string', default: 'journal', description: 'journal (durable, in --data) or memory (lost on exit)', key: 'store',
     parse: (v, flag) => {
       if (v === 'journal' || v === 'memory') return v;
-      throw new ConfigError(`--${flag} must be journal or memory, not "${String(v)}"`);
+      throw new UsageError(`--${flag} must be journal or memory, not "${String(v)}"`);
     },
   },
   'compaction-floor': { type: 'string', default: String(8 * 1024 * 1024), description: 'journal bytes before compaction is considered', key: 'compactionFloor', parse: integer(4096, 2 ** 40) },
@@ -100,10 +100,13 @@ export const FLAGS: Record<string, FlagSpec> = {
     type: 'string', default: 'text', description: 'access log on stdout, one line per request: text, json or off', key: 'logFormat',
     parse: (v, flag) => {
       if (v === 'text' || v === 'json' || v === 'off') return v;
-      throw new ConfigError(`--${flag} must be text, json or off, not "${String(v)}"`);
+      throw new UsageError(`--${flag} must be text, json or off, not "${String(v)}"`);
     },
   },
   'login-page': { type: 'boolean', default: false, description: 'browser sign-in page at /login; GET / sends browsers there', key: 'loginPage', parse: (v) => v },
+  'password-cost': {
+    type: 'string', default: '15', description: 'log2 of scrypt N for password hashes; lower only for tests', key: 'passwordCost', parse: integer(1, 20),
+  },
   'cookie-secure': { type: 'boolean', default: false, description: 'mark the session cookie Secure (behind TLS)', key: 'cookieSecure', parse: (v) => v },
   secret: {
     type: 'string', default: '', description: 'comma-separated signing secrets, 32+ bytes each; the first signs', key: 'secrets',
@@ -111,7 +114,7 @@ export const FLAGS: Record<string, FlagSpec> = {
       if (v === '') return [];
       const secrets = String(v).split(',');
       for (const s of secrets) {
-        if (Buffer.byteLength(s) < MIN_SECRET_BYTES) throw new ConfigError(`--${flag}: each secret needs at least ${MIN_SECRET_BYTES} bytes`);
+        if (Buffer.byteLength(s) < MIN_SECRET_BYTES) throw new UsageError(`--${flag}: each secret needs at least ${MIN_SECRET_BYTES} bytes`);
       }
       return secrets;
     },
@@ -126,7 +129,7 @@ function parseBooleanEnv(value: string, name: string): boolean {
   const v = value.toLowerCase();
   if (v === '1' || v === 'true' || v === 'yes' || v === 'on') return true;
   if (v === '0' || v === 'false' || v === 'no' || v === 'off' || v === '') return false;
-  throw new ConfigError(`${name} must be true or false, not "${value}"`);
+  throw new UsageError(`${name} must be true or false, not "${value}"`);
 }
 
 export interface ParsedCommandLine {
@@ -137,7 +140,7 @@ export interface ParsedCommandLine {
 
 /**
  * Parses the server's flags. Precedence: flag, then USERS_* environment
- * variable, then the embedded default. Throws ConfigError on any bad flag or value.
+ * variable, then the embedded default. Throws UsageError on any bad flag or value.
  */
 export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): ParsedCommandLine {
   const options: ParseArgsConfig['options'] = { help: { type: 'boolean', short: 'h' }, version: { type: 'boolean' } };
@@ -146,7 +149,7 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Pa
   try {
     ({ values } = parseArgs({ args: [...argv], options, strict: true, allowPositionals: false }) as { values: Record<string, string | boolean | undefined> });
   } catch (error) {
-    throw new ConfigError((error as Error).message.split('\n')[0]!);
+    throw new UsageError((error as Error).message.split('\n')[0]!);
   }
   const config: Record<string, unknown> = {};
   for (const [flag, spec] of Object.entries(FLAGS)) {
@@ -157,7 +160,7 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Pa
     config[spec.key] = spec.parse(raw, flag);
   }
   // A burst without a rate is a setup mistake, not a silent no-op.
-  if (config.rateBurst !== 0 && config.rateLimit === 0) throw new ConfigError('--rate-burst needs --rate-limit');
+  if (config.rateBurst !== 0 && config.rateLimit === 0) throw new UsageError('--rate-burst needs --rate-limit');
   return { config: config as unknown as Config, help: values.help === true, version: values.version === true };
 }
 

@@ -1,6 +1,8 @@
 import { randomBytes } from 'node:crypto';
-import { closeSync, mkdirSync, openSync, readFileSync, renameSync, unlinkSync, writeFileSync, writeSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync, readFileSync, unlinkSync, writeSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import { CommandError } from '../errors.js';
+import { replaceFileSync } from './durable-files.js';
 
 /**
  * The data directory's files that are not the store: the lock, the
@@ -8,16 +10,12 @@ import { join, resolve } from 'node:path';
  * only; nothing here runs per request.
  */
 
-export class StartupError extends Error {
-  override readonly name = 'StartupError';
-}
-
 export function ensureDataDir(dir: string): string {
   const path = resolve(dir);
   try {
     mkdirSync(path, { recursive: true, mode: 0o700 });
   } catch (error) {
-    throw new StartupError(`cannot create the data directory ${path}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
+    throw new CommandError(`cannot create the data directory ${path}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
   }
   return path;
 }
@@ -50,7 +48,7 @@ const heldLocks = new Set<string>();
 export function acquireLock(dir: string): () => void {
   const path = join(dir, 'lock');
   // The pid in the file cannot tell two servers of this process apart.
-  if (heldLocks.has(path)) throw new StartupError(`another users-server in this process is using the data directory ${dir}`);
+  if (heldLocks.has(path)) throw new CommandError(`another users-server in this process is using the data directory ${dir}`);
   for (let attempt = 0; attempt < 2; attempt++) {
     try {
       const fd = openSync(path, 'wx', 0o600);
@@ -67,7 +65,7 @@ export function acquireLock(dir: string): () => void {
       };
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'EEXIST') {
-        throw new StartupError(`cannot lock the data directory ${dir}: ${(error as NodeJS.ErrnoException).code}`);
+        throw new CommandError(`cannot lock the data directory ${dir}: ${(error as NodeJS.ErrnoException).code}`);
       }
     }
     let owner = NaN;
@@ -77,7 +75,7 @@ export function acquireLock(dir: string): () => void {
       // Unreadable or vanished: treat as stale.
     }
     if (Number.isSafeInteger(owner) && owner !== process.pid && isAlive(owner)) {
-      throw new StartupError(`another users-server (pid ${owner}) is using the data directory ${dir}`);
+      throw new CommandError(`another users-server (pid ${owner}) is using the data directory ${dir}`);
     }
     try {
       unlinkSync(path);
@@ -85,22 +83,16 @@ export function acquireLock(dir: string): () => void {
       // Someone else removed it first; the next attempt decides.
     }
   }
-  throw new StartupError(`cannot lock the data directory ${dir}: another server is starting on it`);
+  throw new CommandError(`cannot lock the data directory ${dir}: another server is starting on it`);
 }
 
-/** Writes a new file with mode 0600 atomically: temp file, then rename. */
-function writePrivateFile(path: string, content: string): void {
-  const temp = `${path}.${process.pid}.tmp`;
-  writeFileSync(temp, content, { mode: 0o600, flag: 'w' });
-  renameSync(temp, path);
-}
 
 function readTrimmed(path: string): string | undefined {
   try {
     return readFileSync(path, 'utf8').trim();
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-    throw new StartupError(`cannot read ${path}: ${(error as NodeJS.ErrnoException).code}`);
+    throw new CommandError(`cannot read ${path}: ${(error as NodeJS.ErrnoException).code}`);
   }
 }
 
@@ -110,7 +102,7 @@ export function loadOrCreateSecret(dir: string): string {
   const existing = readTrimmed(path);
   if (existing !== undefined && existing !== '') return existing;
   const secret = randomBytes(32).toString('base64url');
-  writePrivateFile(path, secret + '\n');
+  replaceFileSync(dir, path, secret + '\n', 0o600);
   return secret;
 }
 
@@ -124,6 +116,6 @@ export function loadOrCreateAdminPassword(dir: string, fromEnv: string | undefin
   const existing = readTrimmed(path);
   if (existing !== undefined && existing !== '') return { password: existing, path, created: false };
   const password = randomBytes(18).toString('base64url');
-  writePrivateFile(path, password + '\n');
+  replaceFileSync(dir, path, password + '\n', 0o600);
   return { password, path, created: true };
 }

@@ -1,8 +1,9 @@
 import { randomBytes } from 'node:crypto';
-import { closeSync, fsyncSync, openSync, readFileSync, renameSync, statSync, unlinkSync, unwatchFile, watchFile, writeSync, type Stats } from 'node:fs';
+import { readFileSync, statSync, unwatchFile, watchFile, type Stats } from 'node:fs';
 import { join } from 'node:path';
 import { ROLES, type Accounts, type Role, type ScryptParams, type StoredAccount } from './accounts.js';
-import { fsyncDirSync } from '../store/journal/journal.js';
+import { DataError } from '../errors.js';
+import { replaceFileSync } from '../ops/durable-files.js';
 
 /**
  * `<data>/accounts`: the accounts other than the built-in admin, written by
@@ -27,9 +28,6 @@ const ACCOUNT_ID = /^[A-Za-z0-9_-]{8,64}$/;
 /** How often a running server looks at the file (a stat on the thread pool, off the request path). */
 export const ACCOUNTS_POLL_MS = 250;
 
-export class AccountsFileError extends Error {
-  override readonly name = 'AccountsFileError';
-}
 
 export interface AccountRecord extends StoredAccount {
   /** RFC 3339 time the account was added. */
@@ -59,20 +57,20 @@ export function serializeAccounts(records: readonly AccountRecord[]): string {
   return `{"format":${FORMAT},"accounts":[\n${lines.join(',\n')}${lines.length > 0 ? '\n' : ''}]}\n`;
 }
 
-/** Parses the file's text; throws AccountsFileError naming what is wrong. */
+/** Parses the file's text; throws DataError naming what is wrong. */
 export function parseAccounts(text: string): AccountRecord[] {
   let doc: unknown;
   try {
     doc = JSON.parse(text);
   } catch {
-    throw new AccountsFileError('not valid JSON');
+    throw new DataError('not valid JSON');
   }
-  if (!isObject(doc) || doc.format !== FORMAT || !Array.isArray(doc.accounts)) throw new AccountsFileError(`not an accounts file of format ${FORMAT}`);
+  if (!isObject(doc) || doc.format !== FORMAT || !Array.isArray(doc.accounts)) throw new DataError(`not an accounts file of format ${FORMAT}`);
   const records: AccountRecord[] = [];
   const names = new Set<string>();
   doc.accounts.forEach((entry: unknown, index: number) => {
     const record = parseRecord(entry, `account ${index + 1}`);
-    if (names.has(record.name)) throw new AccountsFileError(`account ${index + 1}: the name "${record.name}" appears twice`);
+    if (names.has(record.name)) throw new DataError(`account ${index + 1}: the name "${record.name}" appears twice`);
     names.add(record.name);
     records.push(record);
   });
@@ -80,20 +78,20 @@ export function parseAccounts(text: string): AccountRecord[] {
 }
 
 function parseRecord(entry: unknown, where: string): AccountRecord {
-  if (!isObject(entry)) throw new AccountsFileError(`${where}: not an object`);
+  if (!isObject(entry)) throw new DataError(`${where}: not an object`);
   const { name, role, id, created, scrypt } = entry;
-  if (typeof name !== 'string' || !ACCOUNT_NAME.test(name)) throw new AccountsFileError(`${where}: bad name`);
-  if (name === BUILT_IN_ACCOUNT) throw new AccountsFileError(`${where}: "${BUILT_IN_ACCOUNT}" is built in and cannot be in the file`);
-  if (typeof role !== 'string' || !ROLES.includes(role as Role)) throw new AccountsFileError(`${where} (${name}): bad role`);
-  if (typeof id !== 'string' || !ACCOUNT_ID.test(id)) throw new AccountsFileError(`${where} (${name}): bad id`);
-  if (typeof created !== 'string') throw new AccountsFileError(`${where} (${name}): bad created time`);
-  if (!isObject(scrypt)) throw new AccountsFileError(`${where} (${name}): no scrypt hash`);
+  if (typeof name !== 'string' || !ACCOUNT_NAME.test(name)) throw new DataError(`${where}: bad name`);
+  if (name === BUILT_IN_ACCOUNT) throw new DataError(`${where}: "${BUILT_IN_ACCOUNT}" is built in and cannot be in the file`);
+  if (typeof role !== 'string' || !ROLES.includes(role as Role)) throw new DataError(`${where} (${name}): bad role`);
+  if (typeof id !== 'string' || !ACCOUNT_ID.test(id)) throw new DataError(`${where} (${name}): bad id`);
+  if (typeof created !== 'string') throw new DataError(`${where} (${name}): bad created time`);
+  if (!isObject(scrypt)) throw new DataError(`${where} (${name}): no scrypt hash`);
   const params = { N: scrypt.N, r: scrypt.r, p: scrypt.p };
-  if (!validParams(params)) throw new AccountsFileError(`${where} (${name}): bad scrypt parameters`);
+  if (!validParams(params)) throw new DataError(`${where} (${name}): bad scrypt parameters`);
   const salt = decodeBase64(scrypt.salt);
   const hash = decodeBase64(scrypt.hash);
-  if (salt === undefined || salt.length < 8 || salt.length > 64) throw new AccountsFileError(`${where} (${name}): bad salt`);
-  if (hash === undefined || hash.length < 16 || hash.length > 64) throw new AccountsFileError(`${where} (${name}): bad hash`);
+  if (salt === undefined || salt.length < 8 || salt.length > 64) throw new DataError(`${where} (${name}): bad salt`);
+  if (hash === undefined || hash.length < 16 || hash.length > 64) throw new DataError(`${where} (${name}): bad hash`);
   return { name, role: role as Role, id, created, password: { salt, hash, params } };
 }
 
@@ -117,7 +115,7 @@ function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
-/** The accounts in `<dir>/accounts`; none when the file does not exist. Throws AccountsFileError. */
+/** The accounts in `<dir>/accounts`; none when the file does not exist. Throws DataError. */
 export function readAccountsFile(dir: string): AccountRecord[] {
   const path = accountsPath(dir);
   let text: string;
@@ -126,45 +124,22 @@ export function readAccountsFile(dir: string): AccountRecord[] {
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     if (code === 'ENOENT') return [];
-    throw new AccountsFileError(`cannot read ${path}: ${code ?? (error as Error).message}`);
+    throw new DataError(`cannot read ${path}: ${code ?? (error as Error).message}`);
   }
   try {
     return parseAccounts(text);
   } catch (error) {
-    throw new AccountsFileError(`${path}: ${(error as Error).message}`);
+    throw new DataError(`${path}: ${(error as Error).message}`);
   }
 }
 
 /**
- * Replaces `<dir>/accounts` atomically: a reader sees the old file or the new
- * one, never a mix, and after a crash the directory holds one of the two.
- * The temp name carries the pid and random bytes, so two commands at once
- * never write into the same temp file (the last rename wins).
+ * Replaces `<dir>/accounts` atomically and durably, mode 0600 from the
+ * start, so a running server never reads half a file and the hashes are
+ * never readable by others.
  */
 export function writeAccountsFile(dir: string, records: readonly AccountRecord[]): void {
-  const path = accountsPath(dir);
-  const temp = `${path}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
-  // 0600 at creation: the hashes are never readable by others, not even briefly.
-  const fd = openSync(temp, 'wx', 0o600);
-  try {
-    try {
-      writeSync(fd, serializeAccounts(records));
-      // The data must be on disk before the rename makes it the file.
-      fsyncSync(fd);
-    } finally {
-      closeSync(fd);
-    }
-    renameSync(temp, path);
-  } catch (error) {
-    try {
-      unlinkSync(temp);
-    } catch {
-      // Already renamed or never made.
-    }
-    throw error;
-  }
-  // The rename itself is durable only once the directory is synced.
-  fsyncDirSync(dir);
+  replaceFileSync(dir, accountsPath(dir), serializeAccounts(records), 0o600);
 }
 
 function signature(stats: Stats | undefined): string {
@@ -184,7 +159,7 @@ export class AccountsFileWatcher {
   private readonly path: string;
   private readonly listener = () => this.refresh();
 
-  /** Loads the file once (throwing AccountsFileError when it is bad) and starts polling. */
+  /** Loads the file once (throwing DataError when it is bad) and starts polling. */
   constructor(
     private readonly dir: string,
     private readonly accounts: Accounts,

@@ -43,8 +43,22 @@ export type ScryptFunction = (password: string, salt: Buffer, params: ScryptPara
 
 const KEY_LENGTH = 32;
 const SALT_LENGTH = 16;
-// N=2^15, r=8, p=1: 32 MiB and tens of milliseconds per check.
-export const DEFAULT_SCRYPT_PARAMS: ScryptParams = Object.freeze({ N: 1 << 15, r: 8, p: 1 });
+/** `--password-cost`: log2 of scrypt's N. 15 (N=2^15, r=8, p=1) is 32 MiB and tens of milliseconds per check. */
+export const DEFAULT_PASSWORD_COST = 15;
+export const DEFAULT_SCRYPT_PARAMS: ScryptParams = scryptParams(DEFAULT_PASSWORD_COST);
+
+/** The scrypt parameters of a `--password-cost`. */
+export function scryptParams(cost: number): ScryptParams {
+  return Object.freeze({ N: 2 ** cost, r: 8, p: 1 });
+}
+
+export interface HashOptions {
+  /** log2 of scrypt's N for new hashes (`--password-cost`); DEFAULT_PASSWORD_COST when absent. */
+  cost?: number;
+  /** Explicit parameters for new hashes; they win over `cost`. */
+  params?: ScryptParams;
+  scrypt?: ScryptFunction;
+}
 
 /** node:crypto's scrypt on the thread pool, with room for the memory the parameters need (128 * N * r bytes). */
 export const scryptHash: ScryptFunction = (password, salt, params, length) =>
@@ -54,8 +68,8 @@ export const scryptHash: ScryptFunction = (password, salt, params, length) =>
   });
 
 /** A new salted scrypt hash of `password`. */
-export async function hashPassword(password: string, options: { params?: ScryptParams; scrypt?: ScryptFunction } = {}): Promise<PasswordHash> {
-  const params = options.params ?? DEFAULT_SCRYPT_PARAMS;
+export async function hashPassword(password: string, options: HashOptions = {}): Promise<PasswordHash> {
+  const params = options.params ?? (options.cost === undefined ? DEFAULT_SCRYPT_PARAMS : scryptParams(options.cost));
   const salt = randomBytes(SALT_LENGTH);
   return { salt, hash: await (options.scrypt ?? scryptHash)(password, salt, params, KEY_LENGTH), params };
 }
@@ -68,10 +82,11 @@ export class Accounts {
   // Checked against when the account does not exist, so that a login for an
   // unknown name costs the same scrypt work as one for a real name: same
   // parameters and key length as a new account's hash.
-  private readonly decoy: PasswordHash = { salt: randomBytes(SALT_LENGTH), hash: randomBytes(KEY_LENGTH), params: DEFAULT_SCRYPT_PARAMS };
+  private readonly decoy: PasswordHash;
 
-  constructor(options: { scrypt?: ScryptFunction } = {}) {
+  constructor(options: HashOptions = {}) {
     this.scrypt = options.scrypt ?? scryptHash;
+    this.decoy = { salt: randomBytes(SALT_LENGTH), hash: randomBytes(KEY_LENGTH), params: options.params ?? (options.cost === undefined ? DEFAULT_SCRYPT_PARAMS : scryptParams(options.cost)) };
   }
 
   /** Adds a built-in account: it survives every `replaceStored`. */

@@ -1,5 +1,6 @@
-import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { SESSION_COOKIE } from '../../shared/endpoints.js';
+import { sign, verifySignature } from './hmac.js';
 
 /**
  * Signed session tokens: the value of the USER_TOKEN cookie.
@@ -37,8 +38,9 @@ const SIGNATURE_LENGTH = 43; // base64url of 32 bytes, unpadded
 /** Browsers keep cookies up to 4096 bytes, name and value together. */
 export const MAX_TOKEN_LENGTH = 4096 - SESSION_COOKIE.length - 1;
 
-function sign(payload: string, key: Buffer): string {
-  return createHmac('sha256', key).update(`${SESSION_COOKIE}=${payload}`).digest('base64url');
+/** The signed text: the cookie name is part of it, so a token cannot pass under another name. */
+function signedText(payload: string): string {
+  return `${SESSION_COOKIE}=${payload}`;
 }
 
 export function newSessionId(): string {
@@ -48,31 +50,21 @@ export function newSessionId(): string {
 export function signSession(session: SessionPayload, key: Buffer): string {
   const fields = { a: session.account, s: session.sessionId, i: session.issuedAt, e: session.expiresAt, ...(session.accountId ? { u: session.accountId } : {}) };
   const payload = Buffer.from(JSON.stringify(fields)).toString('base64url');
-  return `${payload}.${sign(payload, key)}`;
+  return `${payload}.${sign(signedText(payload), key)}`;
 }
 
 const BASE64URL = /^[A-Za-z0-9_-]+$/;
 
 /**
- * Verifies a token against every key and checks its expiry. Returns undefined
- * for anything that does not verify. The signature is compared as its
- * canonical base64url text, so two encodings of the same bytes cannot both
- * pass, and in constant time (timingSafeEqual), so the time taken tells an
- * attacker nothing about how many leading characters were right.
+ * Verifies a token against every key (hmac.ts) and checks its expiry.
+ * Returns undefined for anything that does not verify.
  */
 export function verifySession(token: string, keys: readonly Buffer[], nowSeconds: number): VerifiedSession | undefined {
   if (token.length > MAX_TOKEN_LENGTH) return undefined;
   const dot = token.lastIndexOf('.');
   if (dot <= 0 || token.length - dot - 1 !== SIGNATURE_LENGTH) return undefined;
   const payload = token.slice(0, dot);
-  const given = Buffer.from(token.slice(dot + 1), 'latin1');
-  let keyIndex = -1;
-  for (let i = 0; i < keys.length; i++) {
-    if (timingSafeEqual(given, Buffer.from(sign(payload, keys[i]!), 'latin1'))) {
-      keyIndex = i;
-      break;
-    }
-  }
+  const keyIndex = verifySignature(token.slice(dot + 1), signedText(payload), keys);
   if (keyIndex === -1 || !BASE64URL.test(payload)) return undefined;
   let fields: unknown;
   try {

@@ -1,72 +1,119 @@
 /**
- * The storage interface. A store keeps the whole live state in memory
- * (`StoreState`), so reads are synchronous map lookups on the hot path, and
- * writes go through `commit`: the mutations are applied to the state at once,
- * in order, and the promise resolves when they are durable. Because handlers
- * decide and commit in one synchronous step, two requests never interleave
- * between a check and its write.
+ * The storage interface: one method per thing the service does with its
+ * data. Every write takes its preconditions and decides them inside the
+ * store, atomically, with the rules of server/users/rules.ts, and returns a
+ * typed outcome that the HTTP layer maps to a status. Nothing outside
+ * server/store/ sees how a store keeps its data.
  *
- * The memory store resolves at once; the journal store resolves after its
- * record is written and fdatasynced. The HTTP layer cannot tell them apart.
+ * Methods return `T | Promise<T>`: the memory and journal stores answer a
+ * read synchronously when no write is waiting to be made durable (a GET
+ * pays for no promise), an asynchronous store returns promises, and callers
+ * handle both. The promises a store keeps:
+ *
+ * - a write's outcome arrives only once the write is durable;
+ * - a read (and a refusal, which can reflect other writes) arrives only once
+ *   every write it can see is durable, so no client is shown a write that a
+ *   crash could still take back.
  */
 import type { Histogram } from '../ops/histogram.js';
-import type { StoreState } from './memory/state.js';
+import type {
+  DeleteRequest,
+  IdempotencyKey,
+  KeptAnswer,
+  OldId,
+  PutRequest,
+  Refusal,
+  Replay,
+  StoredUser,
+  UserBody,
+  UserRef,
+} from '../users/rules.js';
 
-/** One change to the state; the unit a journal writes. */
-export type Mutation =
-  /** Create or replace a user; creating under a reserved id uses the reservation up. */
-  | { op: 'put'; id: number; alias?: string | undefined; json: string }
-  /** Delete a user: its id is retired, its alias released. */
-  | { op: 'delete'; id: number }
-  /** The id-change variant: the user at `from` moves to `to` with a new representation. */
-  | { op: 'move'; from: number; to: number; json: string }
-  | { op: 'reserve'; id: number; expiresAt: number }
-  | { op: 'idempotency'; key: string; record: IdempotencyRecord }
-  | { op: 'revoke'; sessionId: string; expiresAt: number };
+export type MaybePromise<T> = T | Promise<T>;
 
-export interface UserRecord {
-  readonly id: number;
-  /** The alias the user was created through, if any. */
-  readonly alias: string | undefined;
-  /** The representation, serialized once per stored version. */
-  readonly json: string;
-  /** Strong entity tag of `json`, computed on first use. */
-  etag: string | undefined;
+/** What a reference names: a user, an old id of one that moved, or nothing. */
+export type Lookup = StoredUser | OldId | undefined;
+
+export type PutOutcome =
+  | { readonly kind: 'created' | 'replaced' | 'moved'; readonly user: StoredUser }
+  | OldId
+  | Refusal;
+
+export type DeleteOutcome = { readonly kind: 'deleted'; readonly id: number } | OldId | Refusal;
+
+export interface CreateRequest {
+  /** The validated body; undefined when it failed to parse or validate, which is refused unless the key replays. */
+  readonly body: UserBody | undefined;
+  readonly idempotency: IdempotencyKey | undefined;
+  readonly now: number;
 }
 
-export interface IdempotencyRecord {
-  /** SHA-256 of the request body, to tell a replay from a reuse. */
-  fingerprint: string;
-  status: number;
-  body: string;
-  location: string | undefined;
-  expiresAt: number;
+export type CreateOutcome = { readonly kind: 'created'; readonly user: StoredUser; readonly answer: KeptAnswer } | { readonly kind: 'invalid-body' } | Replay;
+
+export interface ReserveRequest {
+  readonly idempotency: IdempotencyKey | undefined;
+  readonly now: number;
+  /** Milliseconds the reservation stays live. */
+  readonly ttlMs: number;
+  /** The cap on live reservations (`--max-reservations`). */
+  readonly max: number;
+}
+
+export type ReserveOutcome = { readonly kind: 'reserved'; readonly id: number; readonly expiresAt: number; readonly answer: KeptAnswer } | Replay;
+
+export interface UserPage {
+  /** The representations, in ascending id order. */
+  readonly items: readonly string[];
+  /** The last id of this page when more users follow; undefined on the last page. */
+  readonly next: number | undefined;
+}
+
+/** A session to revoke, kept until it would have expired anyway. */
+export interface Revocation {
+  readonly sessionId: string;
+  /** Milliseconds since the epoch. */
+  readonly expiresAt: number;
 }
 
 export interface Store {
-  readonly state: StoreState;
-  /** Applies the mutations now; resolves once they are durable. */
-  commit(mutations: readonly Mutation[]): Promise<void>;
+  findUser(ref: UserRef): MaybePromise<Lookup>;
   /**
-   * Resolves when every mutation applied so far is durable; undefined when
-   * that is already so. A read answers only after it, so no client is shown
-   * a write that a crash could still take back.
+   * The current id of a user that moved away from `id`, or undefined. Unlike
+   * `findUser` it does not wait for pending writes when the answer is
+   * "not moved": a PUT asks it before anything else (an old id answers 301).
    */
-  durable(): Promise<void> | undefined;
+  movedTo(id: number): MaybePromise<number | undefined>;
+  /** Users with ids above `after`, at most `limit` of them. */
+  listUsers(after: number, limit: number): MaybePromise<UserPage>;
+  putUser(request: PutRequest): MaybePromise<PutOutcome>;
+  deleteUser(request: DeleteRequest): MaybePromise<DeleteOutcome>;
+  /** POST /users/new: a user under the next id, kept under its Idempotency-Key if one is given. */
+  createUser(request: CreateRequest): MaybePromise<CreateOutcome>;
+  /** POST /reservations: the next id reserved, kept under its Idempotency-Key if one is given. */
+  reserveId(request: ReserveRequest): MaybePromise<ReserveOutcome>;
+  revokeSessions(revocations: readonly Revocation[]): MaybePromise<void>;
+  isRevoked(sessionId: string): MaybePromise<boolean>;
+  /** Drops expired reservations, idempotency records and revocations. */
+  sweep(now: number): MaybePromise<void>;
+  /** Resolves when every write this store has shown is durable; undefined when that is already so. */
+  settled(): Promise<void> | undefined;
+  /** Figures for GET /metrics. */
+  stats(now: number): MaybePromise<StoreStats>;
   /** Flushes and releases the store. */
   close(): Promise<void>;
-  /** Figures for GET /metrics. */
-  stats(): StoreStats;
 }
 
 export interface StoreStats {
+  readonly users: number;
+  /** Reservations not yet expired. */
+  readonly reservations: number;
   /** Bytes in the journals that no snapshot covers yet; 0 for the memory store. */
   readonly journalBytes: number;
   /** How long each batch's fdatasync took; never observed by the memory store. */
   readonly fsyncSeconds: Histogram;
 }
 
-/** A store that can no longer make writes durable: the request fails with 500 and the server stops. */
-export class StoreFailedError extends Error {
-  override readonly name: string = 'StoreFailedError';
+/** Calls `next` with the value now, or once the promise resolves. */
+export function andThen<T, U>(value: MaybePromise<T>, next: (value: T) => MaybePromise<U>): MaybePromise<U> {
+  return value instanceof Promise ? value.then(next) : next(value);
 }

@@ -1,29 +1,26 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { LOGIN_PATH } from '../../../shared/endpoints.js';
 import { problems } from '../../../shared/problems.js';
+import { HttpError } from '../../errors.js';
 import type { Account } from '../../security/accounts.js';
-import type { AppDeps } from '../app.js';
-import { cookieValues } from '../cookies.js';
-import { HttpError } from '../http-error.js';
-import { readBody, sendEmpty } from '../response.js';
 import {
-  checkOrigin,
   FORM_TOKEN_FIELD,
   FORM_TOKEN_TTL,
-  formNonceCookie,
-  isFormEncoding,
   isFormNonce,
-  isUrlEncodedForm,
   LOGIN_FORM_COOKIE,
   newFormNonce,
-  parseForm,
   sameNonce,
   signFormToken,
   verifyFormToken,
 } from '../../security/form-token.js';
+import { cookieValues, serializeCookie } from '../cookies.js';
+import { isFormEncoding, isUrlEncodedForm } from '../media-type.js';
+import { checkOrigin } from '../origin.js';
+import { parseForm, readBody } from '../request.js';
+import { sendEmpty } from '../response.js';
+import type { Handler, RouteDeps } from '../route.js';
+import { COOKIE_CHALLENGE, type ActiveSession } from '../session-cookies.js';
 import { sendLoginPage } from '../sign-in-html.js';
-import type { Handler } from '../router.js';
-import { COOKIE_CHALLENGE, type ActiveSession, type Sessions } from '../session-cookies.js';
 
 /** What a password check came to: an account, a wait (the failed-login limit), or a wrong password. */
 export type LoginAttempt = { account: Account } | { wait: number } | { wrong: true };
@@ -56,8 +53,8 @@ const NO_STORE = { 'Cache-Control': 'no-store' };
  * every refusal re-renders the page with a fresh one, so the form stays
  * usable.
  */
-export function browserSignIn(deps: AppDeps, sessions: Sessions, { checkPassword, revoke }: SessionActions): BrowserSignIn {
-  const { config, keys } = deps;
+export function browserSignIn(deps: RouteDeps, { checkPassword, revoke }: SessionActions): BrowserSignIn {
+  const { config, keys, sessions } = deps;
   const seconds = (now: number) => Math.floor(now / 1000);
 
   function formNonces(req: IncomingMessage): string[] {
@@ -84,8 +81,8 @@ export function browserSignIn(deps: AppDeps, sessions: Sessions, { checkPassword
   }
 
   return {
-    show: ({ req, res, now }) => {
-      const session = sessions.current(req, res, now);
+    show: async ({ req, res, now }) => {
+      const session = await sessions.current(req, res, now);
       if (session !== undefined) sendSignedIn(res, now, 200, session);
       else sendSignIn(req, res, now, 200);
     },
@@ -130,16 +127,15 @@ export function browserSignIn(deps: AppDeps, sessions: Sessions, { checkPassword
         return;
       }
       if (crossOrigin) {
-        refuseSignOut(req, res, now);
+        await refuseSignOut(req, res, now);
         return;
       }
-      let first: ActiveSession | undefined;
-      for (first of sessions.valid(req, now)) break;
+      const first = (await sessions.valid(req, now))[0];
       if (first !== undefined) {
         // The token is bound to the session the page showed: the first valid one.
         const form = isUrlEncodedForm(req.headers['content-type']) ? parseForm(raw) : new URLSearchParams();
         if (verifyFormToken(form.get(FORM_TOKEN_FIELD) ?? '', 'logout-form', first.payload.sessionId, keys, seconds(now)) === undefined) {
-          refuseSignOut(req, res, now);
+          await refuseSignOut(req, res, now);
           return;
         }
         await revoke(req, now);
@@ -150,9 +146,18 @@ export function browserSignIn(deps: AppDeps, sessions: Sessions, { checkPassword
   };
 
   /** 403 and the page again, with a fresh token: the sign-out form if the session is still there. */
-  function refuseSignOut(req: IncomingMessage, res: ServerResponse, now: number): void {
-    const session = sessions.current(req, res, now);
+  async function refuseSignOut(req: IncomingMessage, res: ServerResponse, now: number): Promise<void> {
+    const session = await sessions.current(req, res, now);
     if (session !== undefined) sendSignedIn(res, now, 403, session, EXPIRED);
     else sendSignIn(req, res, now, 403, { error: EXPIRED });
   }
+}
+
+/**
+ * The Set-Cookie value of the sign-in form's nonce: only sent back to
+ * /login, never on a cross-site request (SameSite=Strict), gone with the
+ * form's freshness. `maxAge` 0 clears it.
+ */
+function formNonceCookie(nonce: string, maxAge: number, secure: boolean): string {
+  return serializeCookie(LOGIN_FORM_COOKIE, nonce, { maxAge, secure, path: LOGIN_PATH, sameSite: 'Strict' });
 }

@@ -1,16 +1,17 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { LOGIN_PATH, LOGOUT_PATH } from '../../../shared/endpoints.js';
 import { problems } from '../../../shared/problems.js';
-import { prefersHtml } from '../negotiation.js';
+import { HttpError } from '../../errors.js';
 import { parseBasicAuth } from '../../security/accounts.js';
-import type { AppDeps } from '../app.js';
-import { clientAddress } from '../client-address.js';
-import { HttpError } from '../http-error.js';
-import { header, readBody, sendEmpty } from '../response.js';
-import { isUrlEncodedForm } from '../../security/form-token.js';
 import { LoginLimiter, loginLimitKey } from '../../security/login-limit.js';
-import type { Route } from '../router.js';
-import { COOKIE_CHALLENGE, type Sessions } from '../session-cookies.js';
+import { clientAddress } from '../client-address.js';
+import { isUrlEncodedForm, JSON_TYPE } from '../media-type.js';
+import { prefersHtml } from '../negotiation.js';
+import { empty, html, json, SESSION_OPTIONAL } from '../openapi.js';
+import { header, readBody } from '../request.js';
+import { sendEmpty } from '../response.js';
+import type { OperationDoc, Route, RouteDeps } from '../route.js';
+import { COOKIE_CHALLENGE } from '../session-cookies.js';
 import { browserSignIn, type LoginAttempt, type SessionActions } from './browser-sign-in.js';
 
 // SPEC.md row 6 fixes these bodies: the JSON strings "OK" and "not authorized".
@@ -19,7 +20,7 @@ const NOT_AUTHORIZED_BODY = JSON.stringify('not authorized');
 const BASIC_CHALLENGE = 'Basic realm="users"';
 
 function sendRoot(res: ServerResponse, status: 200 | 401, body: string, vary = 'Cookie'): void {
-  const fields = ['Content-Type', 'application/json', 'Content-Length', String(body.length), 'Cache-Control', 'no-store', 'Vary', vary];
+  const fields = ['Content-Type', JSON_TYPE, 'Content-Length', String(body.length), 'Cache-Control', 'no-store', 'Vary', vary];
   if (status === 401) fields.push('WWW-Authenticate', COOKIE_CHALLENGE);
   // One list, as in sendJson: GET / is on the hot path too.
   res.writeHead(status, fields);
@@ -27,8 +28,8 @@ function sendRoot(res: ServerResponse, status: 200 | 401, body: string, vary = '
 }
 
 /** GET /, POST /login and POST /logout; with --login-page also GET /login, the browser sign-in page. */
-export function sessionRoutes(deps: AppDeps, sessions: Sessions): Route[] {
-  const { config, store, accounts } = deps;
+export function sessionRoutes(deps: RouteDeps): Route[] {
+  const { config, store, accounts, sessions } = deps;
   const limiter = new LoginLimiter();
   const loginFailed = (detail: string) => new HttpError(problems.loginFailed, detail, { 'WWW-Authenticate': BASIC_CHALLENGE });
 
@@ -47,29 +48,23 @@ export function sessionRoutes(deps: AppDeps, sessions: Sessions): Route[] {
     },
     async revoke(req: IncomingMessage, now: number): Promise<void> {
       // Revoke on the server too: a saved copy of the cookie must stop working.
-      const revoked = [...sessions.valid(req, now)].map((s) => ({ op: 'revoke' as const, sessionId: s.payload.sessionId, expiresAt: s.payload.expiresAt * 1000 }));
-      if (revoked.length > 0) await store.commit(revoked);
+      const valid = await sessions.valid(req, now);
+      await store.revokeSessions(valid.map((s) => ({ sessionId: s.payload.sessionId, expiresAt: s.payload.expiresAt * 1000 })));
     },
   };
-  const browser = config.loginPage ? browserSignIn(deps, sessions, actions) : undefined;
+  const browser = config.loginPage ? browserSignIn(deps, actions) : undefined;
 
   const routes: Route[] = [
     {
       method: 'GET',
       path: '/',
+      // On the hot path: no promise unless the store makes the session check wait.
       handler: ({ req, res, now }) => {
         const session = sessions.current(req, res, now);
-        if (browser === undefined) {
-          sendRoot(res, session === undefined ? 401 : 200, session === undefined ? NOT_AUTHORIZED_BODY : OK_BODY);
-          return;
-        }
-        // The answer now depends on Accept too (RFC 9110 section 12.5.5).
-        const vary = 'Accept, Cookie';
-        if (session !== undefined) sendRoot(res, 200, OK_BODY, vary);
-        // SPEC.md "Authentication" 7: a browser without a session goes to the login page.
-        else if (prefersHtml(header(req, 'accept'))) sendEmpty(res, 302, { Location: LOGIN_PATH, 'Cache-Control': 'no-store', Vary: vary });
-        else sendRoot(res, 401, NOT_AUTHORIZED_BODY, vary);
+        if (session instanceof Promise) return session.then((s) => answerRoot(req, res, s !== undefined));
+        answerRoot(req, res, session !== undefined);
       },
+      doc: ROOT_DOC,
     },
     {
       method: 'POST',
@@ -90,6 +85,7 @@ export function sessionRoutes(deps: AppDeps, sessions: Sessions): Route[] {
         res.setHeader('Set-Cookie', sessions.open(attempt.account, now));
         sendRoot(res, 200, OK_BODY);
       },
+      doc: LOGIN_DOC,
     },
     {
       method: 'POST',
@@ -101,9 +97,86 @@ export function sessionRoutes(deps: AppDeps, sessions: Sessions): Route[] {
         await actions.revoke(req, now);
         sendEmpty(res, 204, { 'Set-Cookie': sessions.clearingCookie(), 'Cache-Control': 'no-store' });
       },
+      doc: LOGOUT_DOC,
     },
   ];
   // Only with the flag: without it GET /login stays a 405 (Allow: POST, OPTIONS).
-  if (browser !== undefined) routes.splice(1, 0, { method: 'GET', path: LOGIN_PATH, handler: browser.show });
+  if (browser !== undefined) routes.splice(1, 0, { method: 'GET', path: LOGIN_PATH, handler: browser.show, doc: SIGN_IN_PAGE_DOC });
   return routes;
+
+  function answerRoot(req: IncomingMessage, res: ServerResponse, signedIn: boolean): void {
+    if (browser === undefined) {
+      sendRoot(res, signedIn ? 200 : 401, signedIn ? OK_BODY : NOT_AUTHORIZED_BODY);
+      return;
+    }
+    // The answer now depends on Accept too (RFC 9110 section 12.5.5).
+    const vary = 'Accept, Cookie';
+    if (signedIn) sendRoot(res, 200, OK_BODY, vary);
+    // SPEC.md "Authentication" 7: a browser without a session goes to the login page.
+    else if (prefersHtml(header(req, 'accept'))) sendEmpty(res, 302, { Location: LOGIN_PATH, 'Cache-Control': 'no-store', Vary: vary });
+    else sendRoot(res, 401, NOT_AUTHORIZED_BODY, vary);
+  }
 }
+
+// ------------------------------------------------------------ OpenAPI
+
+const ROOT_DOC: OperationDoc = {
+  operationId: 'getSessionStatus',
+  summary: 'Whether the request carries a valid session',
+  description:
+    'Both answers are JSON strings, not problem documents, with `Cache-Control: no-store` and `Vary: Cookie`. A session signed by an older key is re-issued (`Set-Cookie`). ' +
+    'With `--login-page`, a request without a session whose `Accept` weighs `text/html` above `application/json` is redirected (302) to `/login`, and every answer carries `Vary: Accept, Cookie`.',
+  tags: ['sessions'],
+  security: SESSION_OPTIONAL,
+  responses: {
+    '200': json('A valid session.', { const: 'OK' }, 'Set-Cookie'),
+    '302': empty('`--login-page` only: a browser without a session; `Location: /login`.', 'Location'),
+    '401': json('No valid session.', { const: 'not authorized' }, 'WWW-Authenticate'),
+  },
+  problems: [],
+};
+
+const SIGN_IN_PAGE_DOC: OperationDoc = {
+  operationId: 'getLoginPage',
+  summary: 'The browser sign-in page (`--login-page`)',
+  description:
+    'An HTML form that posts `username`, `password` and a signed `csrf` token to `POST /login` (`application/x-www-form-urlencoded`); ' +
+    "the token's nonce is also set in the `LOGIN_FORM` cookie. With a valid session: \"Signed in as NAME\" and a sign-out form to `POST /logout`. " +
+    'Strict `Content-Security-Policy`, `X-Frame-Options: DENY`, `Cache-Control: no-store`. Exists only with `--login-page`.',
+  tags: ['sessions'],
+  security: SESSION_OPTIONAL,
+  responses: { '200': html('The sign-in page, or the sign-out page for a valid session.', 'Set-Cookie') },
+  problems: [],
+};
+
+const LOGIN_DOC: OperationDoc = {
+  operationId: 'login',
+  summary: 'Open a session with HTTP Basic credentials',
+  description:
+    'Any request body is read and ignored. Failed logins are rate limited per address and account. ' +
+    "With `--login-page`, a form body (`application/x-www-form-urlencoded`) without `Authorization` is the sign-in page's: " +
+    '303 to `/` with the session cookie, or the page again (HTML) with 401 (wrong password), 403 (bad or expired `csrf` token, another `Origin`) or 429.',
+  tags: ['sessions'],
+  security: [{ basic: [] }],
+  responses: {
+    '200': json('Logged in: the session cookie is set.', { const: 'OK' }, 'Set-Cookie'),
+    '303': empty('`--login-page` form: signed in; `Location: /`, the session cookie is set.', 'Location', 'Set-Cookie'),
+  },
+  problems: [401, 403, 413],
+};
+
+const LOGOUT_DOC: OperationDoc = {
+  operationId: 'logout',
+  summary: 'Revoke every valid session the request carries and clear the cookie',
+  description:
+    'Answers 204 whether or not a session was sent. Any request body is read and ignored. ' +
+    "With `--login-page`: a request whose `Origin` is another origin is refused (403), and a form body is the sign-out form's: " +
+    "it needs the page's `csrf` token, then answers 303 to `/login` (else 403 and the page again).",
+  tags: ['sessions'],
+  security: SESSION_OPTIONAL,
+  responses: {
+    '204': empty('Logged out: the cookie is cleared.', 'Set-Cookie'),
+    '303': empty('`--login-page` form: signed out; `Location: /login`, the cookie is cleared.', 'Location', 'Set-Cookie'),
+  },
+  problems: [403, 413],
+};

@@ -1,38 +1,99 @@
-import type { AppDeps } from '../app.js';
+import { HEALTH_PATH } from '../../../shared/endpoints.js';
 import { METRICS_CONTENT_TYPE, type Metrics } from '../../ops/metrics.js';
-import type { Route } from '../router.js';
-import type { Sessions } from '../session-cookies.js';
+import { entityTag, etagMatches } from '../../users/entity-tag.js';
+import { JSON_TYPE } from '../media-type.js';
+import { empty, headers, json, NEEDS_SESSION_TO_READ, parameter, schema, SESSION_OPTIONAL } from '../openapi.js';
+import { sendEmpty } from '../response.js';
+import type { Route, RouteDeps } from '../route.js';
 
 export const METRICS_PATH = '/metrics';
+export const OPENAPI_PATH = '/openapi.json';
+
+const HEALTH_BODY = JSON.stringify({ status: 'ok' });
+
+/** GET /healthz: alive and serving; never limited, never authenticated. */
+export function healthRoute(): Route {
+  return {
+    method: 'GET',
+    path: HEALTH_PATH,
+    handler: ({ res }) => {
+      res.writeHead(200, { 'Content-Type': JSON_TYPE, 'Content-Length': HEALTH_BODY.length, 'Cache-Control': 'no-store' });
+      res.end(HEALTH_BODY);
+    },
+    doc: {
+      operationId: 'getHealth',
+      summary: 'Liveness check',
+      tags: ['operations'],
+      security: [],
+      responses: { '200': json('The server is serving.', schema('Health')) },
+      problems: [],
+    },
+  };
+}
 
 /**
  * GET /metrics: the Prometheus exposition. It reads like `/users`: open,
  * except under `--require-session all`, where it needs a session too
  * (counts and sizes tell something about the data).
  */
-export function metricsRoute(deps: AppDeps, sessions: Sessions, metrics: () => Metrics): Route {
-  const { store } = deps;
+export function metricsRoute(deps: RouteDeps, metrics: () => Metrics): Route {
+  const { store, sessions } = deps;
   return {
     method: 'GET',
     path: METRICS_PATH,
-    handler: ({ req, res, now }) => {
-      sessions.authorize(req, res, now, 'read');
-      const stats = store.stats();
-      const body = metrics().render({
-        users: store.state.users.size,
-        reservations: liveReservations(store.state.reservations, now),
-        journalBytes: stats.journalBytes,
-        fsyncSeconds: stats.fsyncSeconds,
-      });
+    handler: async ({ req, res, now }) => {
+      await sessions.authorize(req, res, now, 'read');
+      const body = metrics().render(await store.stats(now));
       res.writeHead(200, { 'Content-Type': METRICS_CONTENT_TYPE, 'Content-Length': Buffer.byteLength(body), 'Cache-Control': 'no-store' });
       res.end(body);
+    },
+    doc: {
+      operationId: 'getMetrics',
+      summary: 'Metrics in the Prometheus text format 0.0.4',
+      description: `Request counts by route, method and status, a latency histogram, users, live reservations, journal size, fsync latency. ${NEEDS_SESSION_TO_READ}`,
+      tags: ['operations'],
+      security: SESSION_OPTIONAL,
+      responses: { '200': { description: 'The exposition.', headers: headers(), content: { [METRICS_CONTENT_TYPE]: { schema: { type: 'string' } } } } },
+      problems: [401],
     },
   };
 }
 
-/** Reservations not yet expired: the map also holds expired ones until the next sweep. */
-function liveReservations(reservations: ReadonlyMap<number, number>, now: number): number {
-  let live = 0;
-  for (const expiresAt of reservations.values()) if (expiresAt > now) live++;
-  return live;
+/**
+ * GET /openapi.json: the document, serialized once. It changes only with the
+ * server's code, so it carries a strong ETag and clients revalidate
+ * (`no-cache`) instead of refetching.
+ */
+export function openApiRoute(document: () => Record<string, unknown>): Route {
+  let body: string | undefined;
+  let etag = '';
+  return {
+    method: 'GET',
+    path: OPENAPI_PATH,
+    handler: ({ req, res }) => {
+      if (body === undefined) {
+        body = JSON.stringify(document());
+        etag = entityTag(body);
+      }
+      const ifNoneMatch = req.headers['if-none-match'];
+      if (ifNoneMatch !== undefined && etagMatches(ifNoneMatch, etag, true)) {
+        sendEmpty(res, 304, { ETag: etag, 'Cache-Control': 'no-cache' });
+        return;
+      }
+      res.writeHead(200, { ETag: etag, 'Cache-Control': 'no-cache', 'Content-Type': JSON_TYPE, 'Content-Length': Buffer.byteLength(body) });
+      res.end(body);
+    },
+    doc: {
+      operationId: 'getOpenApi',
+      summary: 'This document',
+      tags: ['operations'],
+      security: [],
+      parameters: [parameter('If-None-Match')],
+      responses: {
+        '200': json('The OpenAPI 3.1 description of the API.', { type: 'object' }, 'ETag'),
+        '304': empty('`If-None-Match` matches the current `ETag`.', 'ETag'),
+      },
+      problems: [],
+    },
+  };
 }

@@ -1,6 +1,7 @@
 import { crc32 } from 'node:zlib';
-import type { StoreState } from '../memory/state.js';
-import type { IdempotencyRecord, Mutation } from '../store.js';
+import { DataError } from '../../errors.js';
+import type { IdempotencyRecord } from '../../users/rules.js';
+import type { Mutation, StoreState } from '../memory/state.js';
 
 /**
  * The on-disk format shared by journals and snapshots (docs/storage.md).
@@ -172,14 +173,10 @@ export function encodeEnd(users: number): string {
   return `${END}\t${users}`;
 }
 
-export class PayloadError extends Error {
-  override readonly name = 'PayloadError';
-}
-
 /**
  * Applies the payload in buf[start..end) to `state`. Returns the user count
  * of an end mark, or undefined. A payload that passed its checksum but does
- * not parse was written by something else: PayloadError.
+ * not parse was written by something else: DataError.
  *
  * Puts, nearly every line of a large journal or snapshot, are read straight
  * from the bytes: no line string, no field array, one string per user.
@@ -271,18 +268,18 @@ function applyLine(state: StoreState, line: string, kind: FileKind): number | un
       if (kind !== FileKind.Snapshot || fields.length !== 2) break;
       return idField(fields[1], 0);
   }
-  throw new PayloadError(`unreadable entry "${line.slice(0, 40)}"`);
+  throw new DataError(`unreadable entry "${line.slice(0, 40)}"`);
 }
 
 function idField(text: string | undefined, min = 1): number {
   const n = Number(text);
-  if (text === '' || !Number.isSafeInteger(n) || n < min) throw new PayloadError(`bad number "${text}"`);
+  if (text === '' || !Number.isSafeInteger(n) || n < min) throw new DataError(`bad number "${text}"`);
   return n;
 }
 
 function timeField(text: string | undefined): number {
   const n = Number(text);
-  if (text === '' || !Number.isFinite(n)) throw new PayloadError(`bad time "${text}"`);
+  if (text === '' || !Number.isFinite(n)) throw new DataError(`bad time "${text}"`);
   return n;
 }
 
@@ -291,10 +288,10 @@ function idempotencyField(text: string): IdempotencyRecord {
   try {
     r = JSON.parse(text) as IdempotencyRecord;
   } catch {
-    throw new PayloadError('bad idempotency record');
+    throw new DataError('bad idempotency record');
   }
   if (typeof r !== 'object' || r === null || typeof r.fingerprint !== 'string' || typeof r.status !== 'number' || typeof r.body !== 'string' || typeof r.expiresAt !== 'number') {
-    throw new PayloadError('bad idempotency record');
+    throw new DataError('bad idempotency record');
   }
   return { fingerprint: r.fingerprint, status: r.status, body: r.body, location: r.location ?? undefined, expiresAt: r.expiresAt };
 }

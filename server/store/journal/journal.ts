@@ -1,18 +1,21 @@
 import { close, closeSync, fdatasync, fsync, fsyncSync, ftruncate, ftruncateSync, open, openSync, unlink, write, writeSync, writev } from 'node:fs';
 import { join } from 'node:path';
+import { StoreFailedError } from '../../errors.js';
+import { call, fsyncDir, fsyncDirSync } from '../../ops/durable-files.js';
 import { FSYNC_BUCKETS, Histogram } from '../../ops/histogram.js';
+import type { Mutation, StoreState } from '../memory/state.js';
+import { StateStore, type CommitLog } from '../memory/state-store.js';
 import { encodeHeader, encodeMutations, encodeRecord, FileKind, HEADER_BYTES } from './codec.js';
 import { journalName, listDataFiles, recover, snapshotName } from './recovery.js';
-import { call, captureImage, writeSnapshot, type Image } from './snapshot.js';
-import type { StoreState } from '../memory/state.js';
-import { StoreFailedError, type Mutation, type Store, type StoreStats } from '../store.js';
+import { captureImage, writeSnapshot, type Image } from './snapshot.js';
 
 /**
- * The durable store: the state in memory, every commit appended to a journal
- * in the data directory (format in codec.ts, layout in recovery.ts).
+ * The durable store: the state in memory (StateStore), every commit appended
+ * to a journal in the data directory (format in codec.ts, layout in
+ * recovery.ts) before it is acknowledged.
  *
- * Group commit: a commit is applied to the state at once and its record
- * joins the batch being filled. One batch at a time is written with a single
+ * Group commit: a commit's record joins the batch being filled, and the
+ * commit is applied to the state at once. One batch at a time is written with a single
  * `writev` and made durable with a single `fdatasync`, both on the libuv
  * thread pool; every commit in the batch resolves together after the sync.
  * Commits that arrive meanwhile fill the next batch, so under load one sync
@@ -67,8 +70,8 @@ interface Batch {
 }
 
 
-export class JournalStore implements Store {
-  readonly state: StoreState;
+export class Journal implements CommitLog {
+  private readonly state: StoreState;
   private fd: number;
   private generation: number;
   /** Bytes in the current journal, header included, once written: where the next batch goes. */
@@ -114,11 +117,11 @@ export class JournalStore implements Store {
   }
 
   /**
-   * Recovers the state from `dir` (throws CorruptionError when it cannot do
-   * so safely) and opens the journal for appending. Synchronous: it runs
-   * before the server listens.
+   * Recovers the state from `dir` (throws DataError when it cannot do so
+   * safely) and opens the journal for appending. Synchronous: it runs before
+   * the server listens.
    */
-  static open(dir: string, options: JournalOptions): JournalStore {
+  static open(dir: string, options: JournalOptions): { state: StoreState; journal: Journal } {
     const recovered = recover(dir);
     for (const note of recovered.notes) options.log(`users-server: ${note}`);
     recovered.state.sweep((options.now ?? Date.now)());
@@ -137,15 +140,15 @@ export class JournalStore implements Store {
       // A truncated tail must stay truncated before anything is appended.
       fsyncSync(fd);
     }
-    return new JournalStore(dir, recovered.state, fd, generation, size, recovered.journal?.earlierBytes ?? 0, options);
+    const journal = new Journal(dir, recovered.state, fd, generation, size, recovered.journal?.earlierBytes ?? 0, options);
+    return { state: recovered.state, journal };
   }
 
-  commit(mutations: readonly Mutation[]): Promise<void> {
-    // Once failed, refuse before changing the state: nothing more can be made durable.
-    if (this.failure !== undefined) return Promise.reject(this.failure);
+  append(mutations: readonly Mutation[]): Promise<void> {
+    // Once failed, refuse before the state changes: nothing more can be made durable.
+    if (this.failure !== undefined) throw this.failure;
     // Encoded first: a commit that cannot be written changes nothing.
     const record = encodeRecord(encodeMutations(mutations));
-    for (const m of mutations) this.state.apply(m);
     let batch = this.batches.at(-1);
     if (batch === undefined || batch.sealed) {
       batch = newBatch();
@@ -181,7 +184,7 @@ export class JournalStore implements Store {
     closeSync(this.fd);
   }
 
-  stats(): StoreStats {
+  stats(): { journalBytes: number; fsyncSeconds: Histogram } {
     return { journalBytes: this.earlierBytes + this.size, fsyncSeconds: this.fsyncSeconds };
   }
 
@@ -367,27 +370,14 @@ export function createJournalSync(dir: string, generation: number): number {
   return fd;
 }
 
-/** Makes new and renamed names in `dir` durable: a file's fsync does not cover its directory entry. */
-async function fsyncDir(dir: string): Promise<void> {
-  const fd = await call<number>((cb) => open(dir, 'r', cb));
-  try {
-    await call<void>((cb) => fsync(fd, cb));
-  } finally {
-    await call<void>((cb) => close(fd, cb));
-  }
-}
-
-export function fsyncDirSync(dir: string): void {
-  const fd = openSync(dir, 'r');
-  try {
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
-}
-
 async function removeOlderThan(dir: string, generation: number): Promise<void> {
   const files = listDataFiles(dir);
   const names = [...files.journals.filter((g) => g < generation).map(journalName), ...files.snapshots.filter((g) => g < generation).map(snapshotName)];
   for (const name of names) await call<void>((cb) => unlink(join(dir, name), cb));
+}
+
+/** `--store journal`: the state recovered from `dir`, every write made durable in its journal. */
+export function openJournalStore(dir: string, options: JournalOptions): StateStore {
+  const { state, journal } = Journal.open(dir, options);
+  return new StateStore(state, journal);
 }

@@ -1,6 +1,7 @@
 import { closeSync, fstatSync, ftruncateSync, openSync, readdirSync, readSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
-import { applyPayload, checkHeader, FileKind, FRAME_BYTES, HEADER_BYTES, PayloadError, recordAt } from './codec.js';
+import { DataError } from '../../errors.js';
+import { applyPayload, checkHeader, FileKind, FRAME_BYTES, HEADER_BYTES, recordAt } from './codec.js';
 import { StoreState } from '../memory/state.js';
 
 /**
@@ -58,18 +59,12 @@ export interface Damage {
 }
 
 /** Real corruption: the server refuses to start and names the repair command. */
-export class CorruptionError extends Error {
-  override readonly name = 'CorruptionError';
-  constructor(
-    readonly damage: Damage,
-    dir: string,
-  ) {
-    super(
-      `${damage.file} is damaged at byte offset ${damage.offset} (${damage.reason})` +
-        (damage.validAfter !== undefined ? `, and valid records follow at offset ${damage.validAfter}` : '') +
-        `; nothing was changed. Run: users-server repair --data ${dir}`,
-    );
-  }
+export function corruptionError(damage: Damage, dir: string): DataError {
+  return new DataError(
+    `${damage.file} is damaged at byte offset ${damage.offset} (${damage.reason})` +
+      (damage.validAfter !== undefined ? `, and valid records follow at offset ${damage.validAfter}` : '') +
+      `; nothing was changed. Run: users-server repair --data ${dir}`,
+  );
 }
 
 interface FileScan {
@@ -112,7 +107,7 @@ export function replayFile(path: string, name: string, kind: FileKind, generatio
           const mark = applyPayload(state, buf, at + FRAME_BYTES, at + length, kind);
           if (mark !== undefined) endMark = mark;
         } catch (error) {
-          if (!(error instanceof PayloadError)) throw error;
+          if (!(error instanceof DataError)) throw error;
           const damage = { file: name, offset: base + at, reason: `a record that verifies but does not parse: ${error.message}`, bytes: size - base - at, validAfter: undefined, foreign: true } as const;
           return { end: base + at, size, damage, endMark };
         }
@@ -187,7 +182,7 @@ export interface Recovered {
 /**
  * Loads the newest snapshot and replays the journals after it. A damaged
  * tail of the last journal (a write that never finished, so was never
- * acknowledged) is truncated; damage anywhere else throws CorruptionError.
+ * acknowledged) is truncated; damage anywhere else throws a DataError.
  * In `salvage` mode (repair) recovery stops at the first damage instead and
  * returns the state up to it, changing no file.
  */
@@ -199,7 +194,7 @@ export function recover(dir: string, options: { salvage?: boolean } = {}): Recov
   const base = files.snapshots.at(-1) ?? 0;
   const journals = files.journals.filter((g) => g >= base);
   const fail = (damage: Damage): Recovered => {
-    if (!salvage) throw new CorruptionError(damage, dir);
+    if (!salvage) throw corruptionError(damage, dir);
     return { state, journal: undefined, notes, damage };
   };
 

@@ -1,7 +1,8 @@
 import { close, fsync, open, rename, write } from 'node:fs';
 import { encodeEnd, encodeHeader, encodeIssued, encodeMutation, encodeRecord, encodeRedirect, FileKind } from './codec.js';
 import type { StoreState } from '../memory/state.js';
-import type { IdempotencyRecord, UserRecord } from '../store.js';
+import { call } from '../../ops/durable-files.js';
+import type { IdempotencyRecord, StoredUser } from '../../users/rules.js';
 
 /**
  * A snapshot: the whole state at one instant, written while the server keeps
@@ -14,7 +15,7 @@ import type { IdempotencyRecord, UserRecord } from '../store.js';
 export interface Image {
   lastId: number;
   claimed: number[];
-  users: UserRecord[];
+  users: StoredUser[];
   redirects: [number, number][];
   reservations: [number, number][];
   idempotency: [string, IdempotencyRecord][];
@@ -25,7 +26,7 @@ const CHUNK_CHARS = 1024 * 1024;
 
 /** The live state now, in id order, without expired entries. */
 export function captureImage(state: StoreState, now: number): Image {
-  const users = new Array<UserRecord>(state.sortedIds.length);
+  const users = new Array<StoredUser>(state.sortedIds.length);
   for (let i = 0; i < users.length; i++) users[i] = state.users.get(state.sortedIds[i]!)!;
   return {
     lastId: state.lastId,
@@ -86,9 +87,4 @@ async function writeAll(fd: number, buf: Buffer): Promise<void> {
   while (done < buf.length) {
     done += await call<number>((cb) => write(fd, buf, done, buf.length - done, null, cb));
   }
-}
-
-/** A node-style callback call as a promise. */
-export function call<T>(start: (cb: (error: NodeJS.ErrnoException | null, value?: T) => void) => void): Promise<T> {
-  return new Promise<T>((resolve, reject) => start((error, value) => (error ? reject(error) : resolve(value as T))));
 }

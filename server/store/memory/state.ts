@@ -1,15 +1,29 @@
-import type { IdempotencyRecord, Mutation, UserRecord } from '../store.js';
+import type { IdempotencyRecord, StoredUser, UserFacts } from '../../users/rules.js';
+import { UserTable } from './user-table.js';
+
+/** One change to the state; the unit a journal writes (a commit is one or more). */
+export type Mutation =
+  /** Create or replace a user; creating under a reserved id uses the reservation up. */
+  | { op: 'put'; id: number; alias?: string | undefined; json: string }
+  /** Delete a user: its id is retired, its alias released. */
+  | { op: 'delete'; id: number }
+  /** The id-change variant: the user at `from` moves to `to` with a new representation. */
+  | { op: 'move'; from: number; to: number; json: string }
+  | { op: 'reserve'; id: number; expiresAt: number }
+  | { op: 'idempotency'; key: string; record: IdempotencyRecord }
+  | { op: 'revoke'; sessionId: string; expiresAt: number };
 
 /**
- * The live state every store keeps in memory, and the one function that
- * changes it (`apply`). A journal replays its records through the same
- * `apply`, so a restarted server reaches exactly the state it had.
+ * The live state the memory and journal stores keep in memory, and the one
+ * function that changes it (`apply`). A journal replays its records through
+ * the same `apply`, so a restarted server reaches exactly the state it had.
+ * It is also the `UserFacts` the rules decide on.
  *
  * Time-bounded entries (reservations, idempotency records, revocations)
  * carry their expiry; they are treated as absent once expired and dropped by
  * `sweep`, which needs no record of its own because replay drops them too.
  */
-export class StoreState {
+export class StoreState implements UserFacts {
   readonly users = new UserTable();
   readonly aliases = new Map<string, number>();
   /** Ids of users in ascending order, for listing. */
@@ -114,18 +128,42 @@ export class StoreState {
     return Number.isSafeInteger(id) ? id : undefined;
   }
 
+  userById(id: number): StoredUser | undefined {
+    return this.users.get(id);
+  }
+
+  userIdOfAlias(alias: string): number | undefined {
+    return this.aliases.get(alias);
+  }
+
+  movedTo(id: number): number | undefined {
+    return this.moved.size === 0 ? undefined : this.moved.get(id);
+  }
+
   isReservationLive(id: number, now: number): boolean {
     const expiresAt = this.reservations.get(id);
     return expiresAt !== undefined && expiresAt > now;
   }
 
   idempotencyRecord(key: string, now: number): IdempotencyRecord | undefined {
-    const record = this.idempotency.get(key);
+    const record = this.idempotency.size === 0 ? undefined : this.idempotency.get(key);
     return record !== undefined && record.expiresAt > now ? record : undefined;
   }
 
   isRevoked(sessionId: string): boolean {
-    return this.revokedSessions.has(sessionId);
+    return this.revokedSessions.size !== 0 && this.revokedSessions.has(sessionId);
+  }
+
+  /** Live reservations, and when the earliest of them expires (Infinity for none). */
+  liveReservations(now: number): { count: number; earliestExpiry: number } {
+    let count = 0;
+    let earliestExpiry = Infinity;
+    for (const expiresAt of this.reservations.values()) {
+      if (expiresAt <= now) continue;
+      count++;
+      if (expiresAt < earliestExpiry) earliestExpiry = expiresAt;
+    }
+    return { count, earliestExpiry };
   }
 
   /** Drops expired reservations, idempotency records and revocations. */
@@ -150,63 +188,6 @@ export class StoreState {
     if (this.claimed.size > 0) for (const claimed of this.claimed) if (claimed <= id) this.claimed.delete(claimed);
   }
 }
-
-/**
- * Users by id. Ids are issued in turn from 1, so nearly every user sits in a
- * dense array indexed by its id: a million users load in a fraction of the
- * time of a Map, whose inserts rehash as it grows, in a fifth of the memory.
- * An id far above the others (the target of a move) goes to a Map instead,
- * so one large id cannot make a huge array.
- */
-export class UserTable {
-  private readonly dense: (UserRecord | undefined)[] = [undefined];
-  private readonly sparse = new Map<number, UserRecord>();
-  size = 0;
-
-  get(id: number): UserRecord | undefined {
-    return this.dense[id] ?? (this.sparse.size === 0 ? undefined : this.sparse.get(id));
-  }
-
-  set(id: number, user: UserRecord): void {
-    const dense = this.dense;
-    if (id < dense.length) {
-      if (dense[id] === undefined) this.size += this.sparse.delete(id) ? 0 : 1;
-      dense[id] = user;
-      return;
-    }
-    if (id > dense.length + DENSE_GAP) {
-      if (!this.sparse.has(id)) this.size++;
-      this.sparse.set(id, user);
-      return;
-    }
-    while (dense.length < id) dense.push(undefined);
-    dense.push(user);
-    this.size += this.sparse.delete(id) ? 0 : 1;
-  }
-
-  delete(id: number): boolean {
-    if (this.dense[id] !== undefined) {
-      this.dense[id] = undefined;
-      this.size--;
-      return true;
-    }
-    const had = this.sparse.delete(id);
-    if (had) this.size--;
-    return had;
-  }
-
-  /** [id, user] pairs: the dense ids in ascending order, then the others. */
-  *[Symbol.iterator](): IterableIterator<[number, UserRecord]> {
-    for (let id = 1; id < this.dense.length; id++) {
-      const user = this.dense[id];
-      if (user !== undefined) yield [id, user];
-    }
-    yield* this.sparse;
-  }
-}
-
-/** How far above the dense ids an id may be and still extend the array. */
-const DENSE_GAP = 4096;
 
 /** Per-user bytes in a snapshot besides the representation and alias: tag, id, tabs. */
 const USER_OVERHEAD = 16;

@@ -1,0 +1,52 @@
+import type { ProblemKind } from '../shared/problems.js';
+
+/**
+ * The errors users-server raises on purpose: one family, each kind named for
+ * who acts on it. Anything else thrown is a bug: the HTTP layer logs it and
+ * answers a bare 500; a command prints it as "unexpected".
+ */
+export class UsersServerError extends Error {
+  override readonly name: string = 'UsersServerError';
+}
+
+/**
+ * A request refused on purpose. Handlers throw these; the app turns them
+ * into `application/problem+json` from the catalog (shared/problems.ts).
+ */
+export class HttpError extends UsersServerError {
+  override readonly name: string = 'HttpError';
+  constructor(
+    readonly kind: ProblemKind,
+    readonly detail: string,
+    /** Extra response headers, such as `Allow` or `Retry-After`. */
+    readonly headers: Record<string, string> = {},
+    /** Extension members of the problem document, such as `field`. */
+    readonly extensions: Record<string, unknown> = {},
+  ) {
+    super(detail);
+  }
+
+  get status(): number {
+    return this.kind.status;
+  }
+}
+
+/** A bad flag, environment variable or argument: the command exits 2 with this one line. */
+export class UsageError extends UsersServerError {
+  override readonly name: string = 'UsageError';
+}
+
+/** The server or a command cannot do its work (data directory, lock, port, a taken name): exit 1 with this one line. */
+export class CommandError extends UsersServerError {
+  override readonly name: string = 'CommandError';
+}
+
+/** Data on disk that cannot be used safely (a damaged journal, a bad accounts file): exit 1, naming the file. */
+export class DataError extends CommandError {
+  override readonly name: string = 'DataError';
+}
+
+/** The store can no longer make writes durable: the request fails and the server stops. */
+export class StoreFailedError extends UsersServerError {
+  override readonly name: string = 'StoreFailedError';
+}

@@ -1,0 +1,91 @@
+import type { IncomingMessage } from 'node:http';
+import { problems } from '../../shared/problems.js';
+import { HttpError } from '../errors.js';
+
+/**
+ * Reading a request: its body (the careful way), JSON and form bodies, and
+ * header fields.
+ */
+
+function tooLarge(limit: number): HttpError {
+  // The rest of the body is not read: close the connection after answering.
+  return new HttpError(problems.payloadTooLarge, `The request body is larger than ${limit} bytes.`, { Connection: 'close' });
+}
+
+/** True when the declared Content-Length already exceeds the limit. */
+export function declaresTooLarge(req: IncomingMessage, limit: number): boolean {
+  const length = req.headers['content-length'];
+  return length !== undefined && Number(length) > limit;
+}
+
+/**
+ * Reads the request body, at most `limit` bytes: the declared Content-Length
+ * is checked before reading, and bytes are counted while streaming, so a
+ * chunked body cannot exceed the limit either (413).
+ */
+export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+  if (declaresTooLarge(req, limit)) return Promise.reject(tooLarge(limit));
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const cleanup = () => {
+      req.off('data', onData);
+      req.off('end', onEnd);
+      req.off('error', onError);
+    };
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limit) {
+        cleanup();
+        reject(tooLarge(limit));
+        return;
+      }
+      chunks.push(chunk);
+    };
+    const onEnd = () => {
+      cleanup();
+      resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
+    };
+    const onError = () => {
+      cleanup();
+      reject(new HttpError(problems.badRequest, 'The request body was cut off.', { Connection: 'close' }));
+    };
+    req.on('data', onData);
+    req.on('end', onEnd);
+    req.on('error', onError);
+  });
+}
+
+const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
+
+/** Parses a JSON body; malformed UTF-8 or JSON is a 400 (bad syntax), not a 422. */
+export function parseJson(raw: Buffer): unknown {
+  try {
+    return JSON.parse(strictUtf8.decode(raw));
+  } catch {
+    throw new HttpError(problems.invalidJson, 'The request body is not valid JSON.');
+  }
+}
+
+const utf8 = new TextDecoder('utf-8');
+
+/** The fields of an urlencoded body, read as UTF-8 (the page's encoding); the first of repeated names wins. */
+export function parseForm(raw: Buffer): URLSearchParams {
+  return new URLSearchParams(utf8.decode(raw));
+}
+
+/** One header as a string: repeated fields joined with ", " as RFC 9110 section 5.3 allows. */
+export function header(req: IncomingMessage, name: string): string | undefined {
+  const value = req.headers[name];
+  return Array.isArray(value) ? value.join(', ') : value;
+}
+
+/** True when a Prefer field (RFC 7240) asks for return=minimal. */
+export function prefersMinimal(field: string | undefined): boolean {
+  if (field === undefined) return false;
+  for (const preference of field.split(',')) {
+    const [token] = preference.split(';');
+    if (token!.trim().toLowerCase().replaceAll(' ', '') === 'return=minimal') return true;
+  }
+  return false;
+}

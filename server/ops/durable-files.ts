@@ -1,0 +1,62 @@
+import { randomBytes } from 'node:crypto';
+import { close, closeSync, fsync, fsyncSync, open, openSync, renameSync, unlinkSync, writeSync } from 'node:fs';
+
+/**
+ * The file system calls every durable write of users-server shares: a
+ * callback call as a promise, directory syncs, and whole-file replacement.
+ */
+
+/** A node-style callback call as a promise. */
+export function call<T>(start: (cb: (error: NodeJS.ErrnoException | null, value?: T) => void) => void): Promise<T> {
+  return new Promise<T>((resolve, reject) => start((error, value) => (error ? reject(error) : resolve(value as T))));
+}
+
+/** Makes new and renamed names in `dir` durable: a file's fsync does not cover its directory entry. */
+export async function fsyncDir(dir: string): Promise<void> {
+  const fd = await call<number>((cb) => open(dir, 'r', cb));
+  try {
+    await call<void>((cb) => fsync(fd, cb));
+  } finally {
+    await call<void>((cb) => close(fd, cb));
+  }
+}
+
+/** The same, synchronously: for start-up and the commands, before anything is served. */
+export function fsyncDirSync(dir: string): void {
+  const fd = openSync(dir, 'r');
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/**
+ * Replaces `path` with `content` atomically and durably: a reader sees the
+ * old file or the new one, never a mix, and after a crash the directory
+ * holds one of the two. The temp file is created with `mode` (so a secret is
+ * never readable by others, not even briefly) under a name of its own per
+ * call, so two writers never share a temp file (the last rename wins); its
+ * data is synced before the rename, and the directory after it.
+ */
+export function replaceFileSync(dir: string, path: string, content: string, mode: number): void {
+  const temp = `${path}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
+  const fd = openSync(temp, 'wx', mode);
+  try {
+    try {
+      writeSync(fd, content);
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    renameSync(temp, path);
+  } catch (error) {
+    try {
+      unlinkSync(temp);
+    } catch {
+      // Already renamed, or never made.
+    }
+    throw error;
+  }
+  fsyncDirSync(dir);
+}

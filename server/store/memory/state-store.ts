@@ -1,0 +1,202 @@
+import { FSYNC_BUCKETS, Histogram } from '../../ops/histogram.js';
+import {
+  createdAnswer,
+  decideCreate,
+  decideDelete,
+  decidePut,
+  keptRecord,
+  replayOf,
+  reservationAnswer,
+  scopedKey,
+  tooManyReservations,
+  type DeleteRequest,
+  type IdempotencyKey,
+  type IdempotentOperation,
+  type KeptAnswer,
+  type PutRequest,
+  type Replay,
+  type UserRef,
+} from '../../users/rules.js';
+import type {
+  CreateOutcome,
+  DeleteOutcome,
+  Lookup,
+  MaybePromise,
+  PutOutcome,
+  ReserveOutcome,
+  ReserveRequest,
+  Revocation,
+  Store,
+  StoreStats,
+  UserPage,
+  CreateRequest,
+} from '../store.js';
+import { firstIdAfter, StoreState, type Mutation } from './state.js';
+
+/**
+ * Where a durable store sends its commits: the journal. A log takes each
+ * commit before it is applied to the state, and says when it is durable.
+ */
+export interface CommitLog {
+  /**
+   * Takes a commit; resolves once it is durable. Throws, changing nothing,
+   * when the commit cannot be written (the store has failed, or it is too large).
+   */
+  append(mutations: readonly Mutation[]): Promise<void>;
+  /** Resolves when every commit taken so far is durable; undefined when it already is. */
+  durable(): Promise<void> | undefined;
+  close(): Promise<void>;
+  /** Journal bytes not covered by a snapshot, and each batch's sync time. */
+  stats(): { journalBytes: number; fsyncSeconds: Histogram };
+}
+
+/**
+ * The store of the memory and journal kinds: the whole live state in memory
+ * (`StoreState`), where every operation decides and applies its writes in
+ * one synchronous stretch, so two requests never interleave between a check
+ * and its write. Without a log (`--store memory`) a write is done when it is
+ * applied; with the journal it is done when the log says it is durable, and
+ * reads wait for the writes they can see.
+ */
+export class StateStore implements Store {
+  private readonly noLogStats = { journalBytes: 0, fsyncSeconds: new Histogram(FSYNC_BUCKETS) };
+
+  constructor(
+    private readonly state: StoreState,
+    private readonly log?: CommitLog,
+  ) {}
+
+  findUser(ref: UserRef): MaybePromise<Lookup> {
+    let found: Lookup;
+    if (ref.kind === 'alias') {
+      const id = this.state.aliases.get(ref.alias);
+      found = id === undefined ? undefined : this.state.users.get(id);
+    } else {
+      const currentId = this.state.movedTo(ref.id);
+      found = currentId === undefined ? this.state.users.get(ref.id) : { kind: 'old-id', currentId };
+    }
+    return this.settle(found);
+  }
+
+  movedTo(id: number): MaybePromise<number | undefined> {
+    const currentId = this.state.movedTo(id);
+    return currentId === undefined ? undefined : this.settle(currentId);
+  }
+
+  listUsers(after: number, limit: number): MaybePromise<UserPage> {
+    const ids = this.state.sortedIds;
+    const start = firstIdAfter(ids, after);
+    const end = Math.min(ids.length, start + limit);
+    const items = new Array<string>(end - start);
+    for (let i = start; i < end; i++) items[i - start] = this.state.users.get(ids[i]!)!.json;
+    return this.settle({ items, next: end < ids.length ? ids[end - 1] : undefined });
+  }
+
+  putUser(request: PutRequest): MaybePromise<PutOutcome> {
+    const decision = decidePut(request, this.state);
+    switch (decision.kind) {
+      case 'create':
+        return this.commit([{ op: 'put', id: decision.id, alias: decision.alias, json: decision.json }], () => ({ kind: 'created', user: this.state.users.get(decision.id)! }));
+      case 'replace':
+        return this.commit([{ op: 'put', id: decision.user.id, json: decision.json }], () => ({ kind: 'replaced', user: this.state.users.get(decision.user.id)! }));
+      case 'move':
+        return this.commit([{ op: 'move', from: decision.user.id, to: decision.to, json: decision.json }], () => ({ kind: 'moved', user: this.state.users.get(decision.to)! }));
+      default:
+        return this.settle(decision);
+    }
+  }
+
+  deleteUser(request: DeleteRequest): MaybePromise<DeleteOutcome> {
+    const decision = decideDelete(request, this.state);
+    if (decision.kind !== 'delete') return this.settle(decision);
+    const id = decision.user.id;
+    return this.commit([{ op: 'delete', id }], () => ({ kind: 'deleted', id }));
+  }
+
+  createUser(request: CreateRequest): MaybePromise<CreateOutcome> {
+    const replay = this.replay('create-user', request.idempotency, request.now);
+    if (replay !== undefined) return this.settle(replay);
+    if (request.body === undefined) return { kind: 'invalid-body' };
+    const decision = decideCreate(request.body, this.state);
+    if (decision.kind !== 'create') return this.settle(decision);
+    const answer = createdAnswer(decision.id, decision.json);
+    const mutations: Mutation[] = [{ op: 'put', id: decision.id, json: decision.json }];
+    this.keep(mutations, 'create-user', request.idempotency, answer, request.now);
+    return this.commit(mutations, () => ({ kind: 'created', user: this.state.users.get(decision.id)!, answer }));
+  }
+
+  reserveId(request: ReserveRequest): MaybePromise<ReserveOutcome> {
+    const { now } = request;
+    const replay = this.replay('reserve-id', request.idempotency, now);
+    if (replay !== undefined) return this.settle(replay);
+    if (this.state.reservations.size >= request.max) this.state.sweep(now);
+    if (this.state.reservations.size >= request.max) return this.settle(tooManyReservations(request.max, this.state.liveReservations(now).earliestExpiry, now));
+    const id = this.state.nextId();
+    if (id === undefined) return this.settle({ kind: 'ids-exhausted', detail: 'Every safe integer id has been issued.' });
+    const expiresAt = now + request.ttlMs;
+    const answer = reservationAnswer(id, expiresAt);
+    const mutations: Mutation[] = [{ op: 'reserve', id, expiresAt }];
+    this.keep(mutations, 'reserve-id', request.idempotency, answer, now);
+    return this.commit(mutations, () => ({ kind: 'reserved', id, expiresAt, answer }));
+  }
+
+  revokeSessions(revocations: readonly Revocation[]): MaybePromise<void> {
+    if (revocations.length === 0) return undefined;
+    return this.commit(
+      revocations.map((r) => ({ op: 'revoke', sessionId: r.sessionId, expiresAt: r.expiresAt })),
+      () => undefined,
+    );
+  }
+
+  isRevoked(sessionId: string): boolean {
+    return this.state.isRevoked(sessionId);
+  }
+
+  sweep(now: number): void {
+    this.state.sweep(now);
+  }
+
+  settled(): Promise<void> | undefined {
+    return this.log?.durable();
+  }
+
+  stats(now: number): StoreStats {
+    const figures = this.log?.stats() ?? this.noLogStats;
+    return { users: this.state.users.size, reservations: this.state.liveReservations(now).count, ...figures };
+  }
+
+  close(): Promise<void> {
+    return this.log?.close() ?? Promise.resolve();
+  }
+
+  /** `value` now, or once every write applied so far is durable. */
+  private settle<T>(value: T): MaybePromise<T> {
+    const pending = this.log?.durable();
+    return pending === undefined ? value : pending.then(() => value);
+  }
+
+  /** Applies a commit (after the log took it) and gives its outcome once it is durable. */
+  private commit<T>(mutations: readonly Mutation[], outcome: () => T): MaybePromise<T> {
+    const durable = this.log?.append(mutations);
+    for (const m of mutations) this.state.apply(m);
+    const result = outcome();
+    return durable === undefined ? result : durable.then(() => result);
+  }
+
+  /** The answer kept for a key seen before, or undefined when the key is new (or absent). */
+  private replay(operation: IdempotentOperation, key: IdempotencyKey | undefined, now: number): Replay | undefined {
+    if (key === undefined) return undefined;
+    const kept = this.state.idempotencyRecord(scopedKey(operation, key.key), now);
+    return kept === undefined ? undefined : replayOf(kept, key.fingerprint);
+  }
+
+  /** Adds the record that keeps `answer` under its key to the commit. */
+  private keep(mutations: Mutation[], operation: IdempotentOperation, key: IdempotencyKey | undefined, answer: KeptAnswer, now: number): void {
+    if (key !== undefined) mutations.push({ op: 'idempotency', key: scopedKey(operation, key.key), record: keptRecord(key, answer, now) });
+  }
+}
+
+/** `--store memory`: fast, and gone on exit. */
+export function memoryStore(): StateStore {
+  return new StateStore(new StoreState());
+}

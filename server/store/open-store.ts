@@ -1,0 +1,31 @@
+import { CommandError } from '../errors.js';
+import { DEFAULT_COMPACTION_FLOOR, openJournalStore, type JournalIo } from './journal/journal.js';
+import { memoryStore } from './memory/state-store.js';
+import type { Store } from './store.js';
+
+export interface StoreOptions {
+  /** Journal bytes below which no compaction starts. */
+  compactionFloor?: number;
+  /** Start-up notes and compaction reports. */
+  log: (message: string) => void;
+  /** Called once when the journal cannot write or sync: the server must stop. */
+  onFatal: (error: Error) => void;
+  now?: () => number;
+  /** Tests replace the journal's write-path file system calls to inject failures. */
+  io?: JournalIo;
+}
+
+/**
+ * Opens the store `--store` names: `journal` in the data directory `dir`
+ * (recovering it; throws a DataError when it cannot do so safely) or `memory`.
+ */
+export function openStore(kind: 'journal' | 'memory', dir: string, options: StoreOptions): Store {
+  if (kind === 'memory') return memoryStore();
+  try {
+    return openJournalStore(dir, { compactionFloor: DEFAULT_COMPACTION_FLOOR, ...options });
+  } catch (error) {
+    const e = error as NodeJS.ErrnoException;
+    if (e.code !== undefined && e.syscall !== undefined) throw new CommandError(`cannot open the store in ${dir}: ${e.code} (${e.syscall} ${e.path ?? ''})`);
+    throw error;
+  }
+}

@@ -1,0 +1,275 @@
+import { NEW_USER_PATH, RESERVATIONS_PATH, userPath } from '../../shared/endpoints.js';
+import type { Ref } from '../../shared/user.js';
+import { entityTag, etagMatches } from './entity-tag.js';
+
+/**
+ * The rules of the user resource (API.md "PUT rules", "Reservations and
+ * Idempotency-Key", the id-change variant), as pure decisions over the
+ * facts a store holds. They know nothing of HTTP: a decision is a typed
+ * outcome that the HTTP layer maps to a status. A store gathers the facts
+ * and applies the decision in one atomic step (a synchronous stretch in
+ * memory, one transaction in a database), so no other write can come
+ * between a check and its write.
+ */
+
+/** A well-formed reference: an id or an alias. */
+export type UserRef = Extract<Ref, { kind: 'id' } | { kind: 'alias' }>;
+
+/** One stored version of a user. */
+export interface StoredUser {
+  readonly id: number;
+  /** The alias the user was created through, if any. */
+  readonly alias: string | undefined;
+  /** The representation, serialized once per stored version. */
+  readonly json: string;
+  /** Its entity tag, computed on first use (`etagOf`). */
+  etag: string | undefined;
+}
+
+/** The strong entity tag of a stored version, computed once and kept with it. */
+export function etagOf(user: StoredUser): string {
+  return (user.etag ??= entityTag(user.json));
+}
+
+/** A user body that passed validation (shared/user.ts); it may carry an `id`. */
+export type UserBody = Record<string, unknown>;
+
+/** What a decision may look at: one consistent view of the store. */
+export interface UserFacts {
+  userById(id: number): StoredUser | undefined;
+  userIdOfAlias(alias: string): number | undefined;
+  /** The current id of a user that moved away from `id` (id-change variant). */
+  movedTo(id: number): number | undefined;
+  /** True when `id` was ever issued: assigned, reserved, or moved to. */
+  isIssued(id: number): boolean;
+  isReservationLive(id: number, now: number): boolean;
+  /** The next id to issue in turn; undefined once the safe integers are used up. */
+  nextId(): number | undefined;
+}
+
+/** Deployment choices that change the rules: `--allow-id-change`, `--require-if-match`. */
+export interface WritePolicy {
+  readonly allowIdChange: boolean;
+  readonly requireIfMatch: boolean;
+}
+
+/** The conditional-request fields of a write, as sent (RFC 9110 section 13.1). */
+export interface Preconditions {
+  readonly ifMatch: string | undefined;
+  readonly ifNoneMatch: string | undefined;
+}
+
+/** Every way a write or lookup is refused. */
+export type RefusalKind =
+  | 'not-found'
+  | 'gone'
+  | 'id-conflict'
+  | 'precondition-failed'
+  | 'precondition-required'
+  | 'ids-exhausted'
+  | 'too-many-reservations'
+  | 'idempotency-key-reused';
+
+export interface Refusal {
+  readonly kind: RefusalKind;
+  readonly detail: string;
+  /** Seconds after which a retry can succeed, where that is known. */
+  readonly retryAfter?: number;
+}
+
+/** The reference is an old id of a user that moved: answered 301 to the current one. */
+export interface OldId {
+  readonly kind: 'old-id';
+  readonly currentId: number;
+}
+
+export function refuse(kind: RefusalKind, detail: string, retryAfter?: number): Refusal {
+  return retryAfter === undefined ? { kind, detail } : { kind, detail, retryAfter };
+}
+
+export interface PutRequest {
+  readonly ref: UserRef;
+  readonly body: UserBody;
+  readonly preconditions: Preconditions;
+  readonly policy: WritePolicy;
+  readonly now: number;
+}
+
+export type PutDecision =
+  | { readonly kind: 'create'; readonly id: number; readonly alias: string | undefined; readonly json: string }
+  | { readonly kind: 'replace'; readonly user: StoredUser; readonly json: string }
+  | { readonly kind: 'move'; readonly user: StoredUser; readonly to: number; readonly json: string }
+  | OldId
+  | Refusal;
+
+export interface DeleteRequest {
+  readonly ref: UserRef;
+  readonly preconditions: Preconditions;
+  readonly policy: WritePolicy;
+}
+
+export type DeleteDecision = { readonly kind: 'delete'; readonly user: StoredUser } | OldId | Refusal;
+
+/** The representation: the body as given, plus the id (kept in place when the body carries it). */
+export function represent(body: UserBody, id: number): string {
+  return JSON.stringify(Object.assign({}, body, { id }));
+}
+
+interface Target {
+  readonly id: number | undefined;
+  readonly user: StoredUser | undefined;
+  /** Set when the reference is an alias. */
+  readonly alias: string | undefined;
+}
+
+/** The user a reference names, or the current id of an old one. */
+export function resolveRef(ref: UserRef, facts: UserFacts): Target | OldId {
+  if (ref.kind === 'alias') {
+    const id = facts.userIdOfAlias(ref.alias);
+    return { id, user: id === undefined ? undefined : facts.userById(id), alias: ref.alias };
+  }
+  const currentId = facts.movedTo(ref.id);
+  if (currentId !== undefined) return { kind: 'old-id', currentId };
+  return { id: ref.id, user: facts.userById(ref.id), alias: undefined };
+}
+
+/** If-Match, If-None-Match and `--require-if-match` for a write on `user` (undefined: no user yet). */
+export function checkPreconditions(pre: Preconditions, user: StoredUser | undefined, policy: WritePolicy): Refusal | undefined {
+  if (pre.ifMatch !== undefined && !etagMatches(pre.ifMatch, user && etagOf(user), false)) {
+    return refuse('precondition-failed', user ? 'If-Match does not match the current ETag.' : 'If-Match was given but the user does not exist.');
+  }
+  if (pre.ifNoneMatch !== undefined && user !== undefined && etagMatches(pre.ifNoneMatch, etagOf(user), true)) {
+    return refuse('precondition-failed', 'If-None-Match matches: the user exists.');
+  }
+  if (policy.requireIfMatch && user !== undefined && pre.ifMatch === undefined) {
+    return refuse('precondition-required', 'This server requires If-Match on PUT and DELETE of an existing user: GET it for its ETag.');
+  }
+  return undefined;
+}
+
+/** PUT rules 2 to 6 and the id-change variant. */
+export function decidePut(request: PutRequest, facts: UserFacts): PutDecision {
+  const target = resolveRef(request.ref, facts);
+  if ('kind' in target) return target;
+  if (target.user !== undefined) return decideExisting(request, target.user, facts);
+  const bodyId = request.body.id as number | undefined;
+  let id: number;
+  if (target.alias !== undefined) {
+    // Rule 3: an alias that names nobody creates a user with a fresh id.
+    const next = facts.nextId();
+    if (next === undefined) return idsExhausted();
+    id = next;
+    if (bodyId !== undefined && bodyId !== id) {
+      if (!request.policy.allowIdChange) return refuse('id-conflict', 'The body carries an id, but a user created through an alias gets its id from the server.');
+      if (facts.isIssued(bodyId)) return refuse('id-conflict', `The id ${bodyId} has already been issued.`);
+      id = bodyId;
+    }
+  } else {
+    // Rule 4: an id that names nobody is created only under a live reservation.
+    id = target.id!;
+    if (!facts.isReservationLive(id, request.now)) {
+      if (facts.isIssued(id)) return refuse('gone', `The id ${id} was issued, but its reservation expired or its user was deleted; reserve a new id.`);
+      return refuse('not-found', `The id ${id} was never issued: reserve one with POST ${RESERVATIONS_PATH}, or PUT under an alias.`);
+    }
+  }
+  // RFC 9110 section 13.2.1: preconditions are evaluated only where the
+  // answer without them would be a success, so after 404 and 410.
+  const refusal = checkPreconditions(request.preconditions, undefined, request.policy);
+  if (refusal !== undefined) return refusal;
+  if (bodyId !== undefined && bodyId !== id && target.alias === undefined) {
+    return refuse('id-conflict', `The body says id ${bodyId} but the reserved id is ${id}.`);
+  }
+  return { kind: 'create', id, alias: target.alias, json: represent(request.body, id) };
+}
+
+/** Rule 2 (replace), rule 5 (the body's id) and the id-change variant's move. */
+function decideExisting(request: PutRequest, user: StoredUser, facts: UserFacts): PutDecision {
+  const refusal = checkPreconditions(request.preconditions, user, request.policy);
+  if (refusal !== undefined) return refusal;
+  const bodyId = request.body.id as number | undefined;
+  if (bodyId === undefined || bodyId === user.id) return { kind: 'replace', user, json: represent(request.body, user.id) };
+  if (!request.policy.allowIdChange) return refuse('id-conflict', `The body says id ${bodyId} but this user is ${user.id}; ids are assigned by the server.`);
+  if (facts.isIssued(bodyId)) return refuse('id-conflict', `The id ${bodyId} has already been issued; a user can only move to an id never issued before.`);
+  return { kind: 'move', user, to: bodyId, json: represent(request.body, bodyId) };
+}
+
+export function decideDelete(request: DeleteRequest, facts: UserFacts): DeleteDecision {
+  const target = resolveRef(request.ref, facts);
+  if ('kind' in target) return target;
+  if (target.user === undefined) return refuse('not-found', 'No such user.');
+  return checkPreconditions(request.preconditions, target.user, request.policy) ?? { kind: 'delete', user: target.user };
+}
+
+/** POST /users/new: a fresh id for a body without one. */
+export function decideCreate(body: UserBody, facts: UserFacts): { readonly kind: 'create'; readonly id: number; readonly json: string } | Refusal {
+  if (body.id !== undefined) return refuse('id-conflict', 'POST /users/new assigns the id; leave id out of the body.');
+  const id = facts.nextId();
+  if (id === undefined) return idsExhausted();
+  return { kind: 'create', id, json: represent(body, id) };
+}
+
+function idsExhausted(): Refusal {
+  return refuse('ids-exhausted', 'Every safe integer id has been issued.');
+}
+
+// ------------------------------------------------------------ reservations
+
+/** The cap on live reservations is reached: retry when the earliest one expires. */
+export function tooManyReservations(max: number, earliestExpiry: number, now: number): Refusal {
+  const retryAfter = Math.max(1, Math.ceil((earliestExpiry - now) / 1000));
+  return refuse('too-many-reservations', `There are ${max} live reservations; retry when one expires.`, retryAfter);
+}
+
+// ------------------------------------------------------------ idempotency
+
+/** A first response kept for its Idempotency-Key, replayed as it was. */
+export interface KeptAnswer {
+  readonly status: number;
+  readonly body: string;
+  readonly location: string | undefined;
+}
+
+/** What a store keeps per key: the answer, the request body's fingerprint, the expiry. */
+export interface IdempotencyRecord extends KeptAnswer {
+  /** SHA-256 of the request body, to tell a replay from a reuse. */
+  readonly fingerprint: string;
+  readonly expiresAt: number;
+}
+
+/** An Idempotency-Key sent with a create, and the fingerprint of the body it came with. */
+export interface IdempotencyKey {
+  readonly key: string;
+  readonly fingerprint: string;
+}
+
+/** API.md: "the first response is kept for 24 h". */
+export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
+
+/** The operations a key is scoped to: the same key on both is two keys. */
+export type IdempotentOperation = 'create-user' | 'reserve-id';
+
+/** The key as stored: prefixed with its operation's path (the journal's format since keys exist). */
+export function scopedKey(operation: IdempotentOperation, key: string): string {
+  return `${operation === 'create-user' ? NEW_USER_PATH : RESERVATIONS_PATH} ${key}`;
+}
+
+export type Replay = { readonly kind: 'replayed'; readonly answer: KeptAnswer } | Refusal;
+
+/** A key seen before: the same body replays the kept answer, another body is refused. */
+export function replayOf(kept: IdempotencyRecord, fingerprint: string): Replay {
+  if (kept.fingerprint !== fingerprint) return refuse('idempotency-key-reused', 'This Idempotency-Key was used with a different request body.');
+  return { kind: 'replayed', answer: { status: kept.status, body: kept.body, location: kept.location } };
+}
+
+/** The record a successful create keeps under its key. */
+export function keptRecord(key: IdempotencyKey, answer: KeptAnswer, now: number): IdempotencyRecord {
+  return { fingerprint: key.fingerprint, status: answer.status, body: answer.body, location: answer.location, expiresAt: now + IDEMPOTENCY_TTL_MS };
+}
+
+export function createdAnswer(id: number, json: string): KeptAnswer {
+  return { status: 201, body: json, location: userPath(id) };
+}
+
+export function reservationAnswer(id: number, expiresAt: number): KeptAnswer {
+  return { status: 201, body: JSON.stringify({ id, expiresAt: new Date(expiresAt).toISOString() }), location: userPath(id) };
+}
