@@ -1,0 +1,236 @@
+/**
+ * The store suite: every store implementation, through the Store interface
+ * alone (server/store/store.ts), answers every operation as the rules of
+ * API.md say. A store kind joins by adding an entry to STORE_KINDS; durable
+ * kinds also show that a reopened store holds everything acknowledged.
+ */
+import assert from 'node:assert/strict';
+import { test, type TestContext } from 'node:test';
+import { openStore } from '../server/store/open-store.js';
+import type { Lookup, Store } from '../server/store/store.js';
+import { entityTag } from '../server/users/entity-tag.js';
+import type { Preconditions, StoredUser, UserRef, WritePolicy } from '../server/users/rules.js';
+import { tempDir } from './helpers.js';
+
+interface Opened {
+  store: Store;
+  /** Durable kinds: closes the store and opens it again on the same data. */
+  reopen?: () => Promise<Store>;
+}
+
+interface StoreKind {
+  name: string;
+  open(t: TestContext): Promise<Opened>;
+}
+
+const quiet = { log: () => {}, onFatal: () => {} };
+
+export const STORE_KINDS: StoreKind[] = [
+  { name: 'memory', open: async () => ({ store: openStore('memory', '', quiet) }) },
+  {
+    name: 'journal',
+    open: async (t) => {
+      const dir = tempDir(t);
+      let store = openStore('journal', dir, quiet);
+      t.after(() => store.close());
+      return {
+        store,
+        reopen: async () => {
+          await store.close();
+          store = openStore('journal', dir, quiet);
+          return store;
+        },
+      };
+    },
+  },
+];
+
+const T0 = Date.parse('2026-01-01T00:00:00Z');
+const NO_PRECONDITIONS: Preconditions = { ifMatch: undefined, ifNoneMatch: undefined };
+const DEFAULT_POLICY: WritePolicy = { allowIdChange: false, requireIfMatch: false };
+const alias = (name: string): UserRef => ({ kind: 'alias', alias: name });
+const id = (n: number): UserRef => ({ kind: 'id', id: n });
+
+function put(store: Store, ref: UserRef, body: Record<string, unknown>, options: { pre?: Partial<Preconditions>; policy?: Partial<WritePolicy>; now?: number } = {}) {
+  return store.putUser({ ref, body, preconditions: { ...NO_PRECONDITIONS, ...options.pre }, policy: { ...DEFAULT_POLICY, ...options.policy }, now: options.now ?? T0 });
+}
+
+function reserve(store: Store, now = T0, max = 10) {
+  return store.reserveId({ idempotency: undefined, now, ttlMs: 300_000, max });
+}
+
+function userOf(found: Lookup): StoredUser {
+  assert.ok(found !== undefined && !('kind' in found), `expected a user, got ${JSON.stringify(found)}`);
+  return found;
+}
+
+for (const kind of STORE_KINDS) {
+  const name = (what: string) => `store (${kind.name}): ${what}`;
+
+  test(name('a PUT to an unbound alias creates the next id, binds the alias, and both references find it'), async (t) => {
+    const { store } = await kind.open(t);
+    const first = await put(store, alias('ann'), { name: 'Ann' });
+    assert.equal(first.kind, 'created');
+    const second = await put(store, alias('bob'), { name: 'Bob' });
+    assert.deepEqual([first, second].map((o) => ('user' in o ? o.user.id : 0)), [1, 2]);
+    const byAlias = userOf(await store.findUser(alias('ann')));
+    const byId = userOf(await store.findUser(id(1)));
+    assert.equal(byAlias.json, '{"name":"Ann","id":1}');
+    assert.equal(byId.json, byAlias.json);
+    assert.equal(await store.findUser(id(3)), undefined);
+  });
+
+  test(name('a replace keeps the id and alias, and the entity tag is the hash of the representation'), async (t) => {
+    const { store } = await kind.open(t);
+    await put(store, alias('ann'), { name: 'Ann' });
+    const replaced = await put(store, alias('ann'), { name: 'Anne', tags: ['x'] });
+    assert.equal(replaced.kind, 'replaced');
+    const user = userOf(await store.findUser(id(1)));
+    assert.equal(user.json, '{"name":"Anne","tags":["x"],"id":1}');
+    assert.equal(user.alias, 'ann');
+    assert.equal(user.etag ?? entityTag(user.json), entityTag(user.json));
+  });
+
+  test(name('If-Match, If-None-Match and require-if-match are decided in the store, and a refusal changes nothing'), async (t) => {
+    const { store } = await kind.open(t);
+    await put(store, alias('ann'), { name: 'Ann' });
+    const tag = entityTag('{"name":"Ann","id":1}');
+    assert.equal((await put(store, id(1), { name: 'X' }, { pre: { ifMatch: '"nope"' } })).kind, 'precondition-failed');
+    assert.equal((await put(store, id(1), { name: 'X' }, { pre: { ifNoneMatch: '*' } })).kind, 'precondition-failed');
+    assert.equal((await put(store, id(1), { name: 'X' }, { policy: { requireIfMatch: true } })).kind, 'precondition-required');
+    assert.equal((await store.deleteUser({ ref: id(1), preconditions: { ...NO_PRECONDITIONS, ifMatch: '"nope"' }, policy: DEFAULT_POLICY })).kind, 'precondition-failed');
+    assert.equal(userOf(await store.findUser(id(1))).json, '{"name":"Ann","id":1}');
+    assert.equal((await put(store, id(1), { name: 'Y' }, { pre: { ifMatch: tag }, policy: { requireIfMatch: true } })).kind, 'replaced');
+    assert.equal((await put(store, alias('new-one'), { name: 'Z' }, { pre: { ifMatch: tag } })).kind, 'precondition-failed');
+    assert.equal(await store.findUser(alias('new-one')), undefined);
+  });
+
+  test(name('an id is created only under a live reservation: never issued is not-found, expired or deleted is gone'), async (t) => {
+    const { store } = await kind.open(t);
+    assert.equal((await put(store, id(1), { name: 'A' })).kind, 'not-found');
+    const reserved = await reserve(store);
+    assert.equal(reserved.kind, 'reserved');
+    assert.ok(reserved.kind === 'reserved');
+    assert.equal(reserved.id, 1);
+    assert.equal(reserved.answer.body, JSON.stringify({ id: 1, expiresAt: new Date(T0 + 300_000).toISOString() }));
+    assert.equal((await put(store, id(1), { name: 'A' })).kind, 'created');
+    assert.equal((await put(store, id(1), { name: 'B' })).kind, 'replaced');
+    assert.equal((await store.deleteUser({ ref: id(1), preconditions: NO_PRECONDITIONS, policy: DEFAULT_POLICY })).kind, 'deleted');
+    assert.equal(await store.findUser(id(1)), undefined);
+    assert.equal((await put(store, id(1), { name: 'C' })).kind, 'gone');
+    await reserve(store);
+    assert.equal((await put(store, id(2), { name: 'late' }, { now: T0 + 300_001 })).kind, 'gone');
+  });
+
+  test(name('a deleted user releases its alias, its id is never reused, and a second delete is not-found'), async (t) => {
+    const { store } = await kind.open(t);
+    await put(store, alias('ann'), { name: 'Ann' });
+    await store.deleteUser({ ref: alias('ann'), preconditions: NO_PRECONDITIONS, policy: DEFAULT_POLICY });
+    assert.equal((await store.deleteUser({ ref: alias('ann'), preconditions: NO_PRECONDITIONS, policy: DEFAULT_POLICY })).kind, 'not-found');
+    const again = await put(store, alias('ann'), { name: 'Ann again' });
+    assert.ok(again.kind === 'created');
+    assert.equal(again.user.id, 2);
+  });
+
+  test(name('an id in the body: equal is accepted, different is id-conflict, and with id change the user moves and old ids redirect'), async (t) => {
+    const { store } = await kind.open(t);
+    await put(store, alias('ann'), { name: 'Ann' });
+    assert.equal((await put(store, id(1), { name: 'Ann', id: 1 })).kind, 'replaced');
+    assert.equal((await put(store, id(1), { name: 'Ann', id: 7 })).kind, 'id-conflict');
+    const moved = await put(store, id(1), { name: 'Ann', id: 7 }, { policy: { allowIdChange: true } });
+    assert.ok(moved.kind === 'moved');
+    assert.equal(moved.user.id, 7);
+    await put(store, id(7), { name: 'Ann', id: 9 }, { policy: { allowIdChange: true } });
+    assert.deepEqual(await store.findUser(id(1)), { kind: 'old-id', currentId: 9 });
+    assert.equal(await store.movedTo(7), 9);
+    assert.equal(await store.movedTo(9), undefined);
+    assert.equal(userOf(await store.findUser(alias('ann'))).id, 9);
+    assert.equal((await put(store, id(9), { name: 'Ann', id: 7 }, { policy: { allowIdChange: true } })).kind, 'id-conflict', 'an issued id cannot be moved to');
+    assert.deepEqual(await put(store, id(1), { name: 'x' }), { kind: 'old-id', currentId: 9 });
+  });
+
+  test(name('createUser assigns the next id, and an Idempotency-Key replays the first answer, refuses another body, and is scoped per operation'), async (t) => {
+    const { store } = await kind.open(t);
+    const key = { key: 'k1', fingerprint: 'f1' };
+    const first = await store.createUser({ body: { name: 'Ann' }, idempotency: key, now: T0 });
+    assert.ok(first.kind === 'created');
+    assert.deepEqual(first.answer, { status: 201, body: '{"name":"Ann","id":1}', location: '/users/1' });
+    assert.deepEqual(await store.createUser({ body: { name: 'Ann' }, idempotency: key, now: T0 + 1 }), { kind: 'replayed', answer: first.answer });
+    assert.equal((await store.createUser({ body: undefined, idempotency: key, now: T0 })).kind, 'replayed', 'a kept key replays before the body is looked at');
+    assert.equal((await store.createUser({ body: { name: 'Bob' }, idempotency: { key: 'k1', fingerprint: 'f2' }, now: T0 })).kind, 'idempotency-key-reused');
+    assert.equal((await store.createUser({ body: undefined, idempotency: undefined, now: T0 })).kind, 'invalid-body');
+    assert.equal((await store.createUser({ body: { name: 'x', id: 5 }, idempotency: undefined, now: T0 })).kind, 'id-conflict');
+    const reserved = await store.reserveId({ idempotency: key, now: T0, ttlMs: 1000, max: 10 });
+    assert.equal(reserved.kind, 'reserved', 'the same key on POST /reservations is another key');
+    assert.equal((await store.createUser({ body: { name: 'Ann' }, idempotency: key, now: T0 + 24 * 3600_000 })).kind, 'created', 'a key expires after 24 h');
+  });
+
+  test(name('reservations are capped; past the cap the refusal says when to retry, and expired ones make room'), async (t) => {
+    const { store } = await kind.open(t);
+    assert.equal((await reserve(store, T0, 2)).kind, 'reserved');
+    assert.equal((await reserve(store, T0 + 1000, 2)).kind, 'reserved');
+    const refused = await reserve(store, T0 + 2000, 2);
+    assert.equal(refused.kind, 'too-many-reservations');
+    assert.ok('retryAfter' in refused && refused.retryAfter === 298, JSON.stringify(refused));
+    assert.equal((await store.stats(T0 + 2000)).reservations, 2);
+    assert.equal((await reserve(store, T0 + 300_001, 2)).kind, 'reserved');
+    assert.equal((await store.stats(T0 + 300_001)).reservations, 2);
+  });
+
+  test(name('listUsers pages in ascending id order and names the last id of a page when more follow'), async (t) => {
+    const { store } = await kind.open(t);
+    for (const n of ['a', 'b', 'c', 'd', 'e']) await put(store, alias(`user-${n}`), { name: n });
+    await store.deleteUser({ ref: id(3), preconditions: NO_PRECONDITIONS, policy: DEFAULT_POLICY });
+    const first = await store.listUsers(0, 2);
+    assert.deepEqual(first.items.map((j) => JSON.parse(j).id), [1, 2]);
+    assert.equal(first.next, 2);
+    const second = await store.listUsers(2, 2);
+    assert.deepEqual(second.items.map((j) => JSON.parse(j).id), [4, 5]);
+    assert.equal(second.next, undefined);
+    assert.deepEqual(await store.listUsers(5, 2), { items: [], next: undefined });
+    assert.equal((await store.stats(T0)).users, 4);
+  });
+
+  test(name('a revoked session stays revoked until it expires, and a sweep drops it after that'), async (t) => {
+    const { store } = await kind.open(t);
+    assert.equal(await store.isRevoked('s1'), false);
+    await store.revokeSessions([{ sessionId: 's1', expiresAt: T0 + 1000 }]);
+    assert.equal(await store.isRevoked('s1'), true);
+    await store.sweep(T0 + 999);
+    assert.equal(await store.isRevoked('s1'), true);
+    await store.sweep(T0 + 1000);
+    assert.equal(await store.isRevoked('s1'), false);
+  });
+
+  test(name('a durable store reopened holds every acknowledged write: users, aliases, moves, issued ids, reservations, keys, revocations'), async (t) => {
+    const opened = await kind.open(t);
+    if (opened.reopen === undefined) {
+      t.skip(`${kind.name} is not durable`);
+      return;
+    }
+    const { store } = opened;
+    await put(store, alias('ann'), { name: 'Ann' });
+    await put(store, id(1), { name: 'Ann', id: 5 }, { policy: { allowIdChange: true } });
+    // Reopening sweeps with the real clock: what must survive is live now.
+    const now = Date.now();
+    const reserved = await reserve(store, now);
+    assert.ok(reserved.kind === 'reserved');
+    const created = await store.createUser({ body: { name: 'Bob' }, idempotency: { key: 'k', fingerprint: 'f' }, now });
+    await store.revokeSessions([{ sessionId: 's1', expiresAt: Date.now() + 60_000 }]);
+    await put(store, alias('gone'), { name: 'Gone' });
+    await store.deleteUser({ ref: alias('gone'), preconditions: NO_PRECONDITIONS, policy: DEFAULT_POLICY });
+    const before = await store.listUsers(0, 100);
+    const again = await opened.reopen();
+    assert.deepEqual(await again.listUsers(0, 100), before);
+    assert.equal(userOf(await again.findUser(alias('ann'))).id, 5);
+    assert.deepEqual(await again.findUser(id(1)), { kind: 'old-id', currentId: 5 });
+    assert.equal((await put(again, id(reserved.id), { name: 'reserved' }, { now })).kind, 'created', 'the reservation survived');
+    assert.ok(created.kind === 'created');
+    assert.deepEqual(await again.createUser({ body: { name: 'Bob' }, idempotency: { key: 'k', fingerprint: 'f' }, now }), { kind: 'replayed', answer: created.answer });
+    assert.equal(await again.isRevoked('s1'), true);
+    assert.equal((await put(again, id(4), { name: 'x' }, { now })).kind, 'gone', 'the deleted id 4 stays retired');
+    const next = await put(again, alias('new'), { name: 'New' });
+    assert.ok(next.kind === 'created');
+    assert.equal(next.user.id, 6, 'ids continue in turn, past 5, which the move issued');
+  });
+}
