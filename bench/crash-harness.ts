@@ -32,6 +32,7 @@
  *   without a gap, no temp file.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { track } from './children.js';
 import { mkdtempSync, readdirSync, rmSync, watch, type FSWatcher } from 'node:fs';
 import { Agent, request } from 'node:http';
 import { tmpdir } from 'node:os';
@@ -143,6 +144,8 @@ function serverEnv(): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
   for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('USERS_') && k !== 'NODE_TEST_CONTEXT') env[k] = v;
   env.USERS_ADMIN_PASSWORD = ADMIN_PASSWORD;
+  // Logins are not what a crash tests: the cheapest hashing.
+  env.USERS_PASSWORD_COST = '1';
   return env;
 }
 
@@ -151,6 +154,7 @@ export function launchServer(dir: string, extraArgs: readonly string[] = [], bin
   const started = performance.now();
   const args = [bin, '--host', '127.0.0.1', '--port', '0', '--data', dir, '--store', 'journal', ...extraArgs];
   const child = spawn(process.execPath, args, { cwd: dir, env: serverEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
+  track(child);
   let out = '';
   let err = '';
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('close', (code, signal) => resolve({ code, signal })));

@@ -5,19 +5,14 @@
  * default). Lines are handed over in batches and flushed on stop.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
 import { connect } from 'node:net';
-import { join } from 'node:path';
-import { before, test, type TestContext } from 'node:test';
-import { fileURLToPath } from 'node:url';
+import { test, type TestContext } from 'node:test';
 import { AccessLog, escapeTarget, FLUSH_BYTES, MAX_TARGET } from '../server/ops/access-log.js';
 import { UsageError } from '../server/errors.js';
 import { parseConfig, type Config } from '../server/ops/config.js';
-import { ADMIN_PASSWORD, put, rawExchange, send, startTestServer, tempDir, type TestServer } from './helpers.js';
+import { put, rawExchange, send, startTestServer, tempDir, type TestServer } from './helpers.js';
+import { spawnServer } from './processes.js';
 
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
-const BIN = join(ROOT, 'bin', 'users-server.js');
 /** 2026-11-23T12:00:00.000Z, the injected clock of these tests. */
 const NOW = Date.UTC(2026, 10, 23, 12, 0, 0);
 const TIME = '2026-11-23T12:00:00.000Z';
@@ -207,32 +202,14 @@ for (const c of escapeCases) {
 
 // ---------------------------------------------------------------- the real command
 
-before(() => {
-  assert.ok(existsSync(join(ROOT, 'dist', 'server', 'main.js')), 'dist/ is missing: run `npm run build` before these tests');
-});
-
-test('node bin/users-server.js --log-format json prints "listening on", then one JSON line per request on stdout, flushed by SIGTERM', { timeout: 60_000 }, async (t) => {
-  const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, USERS_ADMIN_PASSWORD: ADMIN_PASSWORD };
-  const child = spawn(process.execPath, [BIN, '--port', '0', '--data', tempDir(t), '--log-format', 'json'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-  t.after(() => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  });
-  let out = '';
-  let err = '';
-  child.stderr.setEncoding('utf8').on('data', (s: string) => (err += s));
-  const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
-  const url = await new Promise<string>((resolve, reject) => {
-    child.stdout.setEncoding('utf8').on('data', (s: string) => {
-      out += s;
-      const m = /^listening on (\S+)\n/.exec(out);
-      if (m) resolve(m[1]!);
-    });
-    void exited.then(() => reject(new Error(`exited before listening: ${err}`)));
-  });
-  const health = await send(url, 'GET', '/healthz', { headers: { 'x-request-id': 'probe-1' } });
+test('node bin/users-server.js --log-format json prints "listening on", then one JSON line per request on stdout, flushed by SIGTERM', async (t) => {
+  const child = await spawnServer(t, ['--port', '0', '--data', tempDir(t), '--log-format', 'json']);
+  const health = await send(child.url, 'GET', '/healthz', { headers: { 'x-request-id': 'probe-1' } });
   assert.equal(health.status, 200);
   child.kill('SIGTERM');
-  assert.equal(await exited, 0, `stderr: ${err}`);
+  assert.equal((await child.exited).code, 0, `stderr: ${child.stderr()}`);
+  const out = child.stdout();
+  const err = child.stderr();
   const lines = out.split('\n');
   assert.equal(lines.pop(), '');
   assert.match(lines[0]!, /^listening on /);

@@ -1,11 +1,6 @@
 import assert from 'node:assert/strict';
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { test, type TestContext } from 'node:test';
-import { Accounts, hashPassword } from '../server/security/accounts.js';
-import { createApp } from '../server/http/app.js';
-import { parseConfig, type RequireSession } from '../server/ops/config.js';
-import { memoryStore } from '../server/store/memory/state-store.js';
+import type { RequireSession } from '../server/ops/config.js';
 import { ADMIN_PASSWORD, basic, cookiePair, send, startTestServer, type Reply } from './helpers.js';
 
 // API.md "Access control and limits" (first bullet), "Sessions" (reader role)
@@ -186,33 +181,14 @@ test('Access control, require-session all: POST /login stays open and opens a se
   assert.equal((await send(server.url, 'GET', '/users', { headers: { cookie } })).status, 200);
 });
 
-// --- reader role: createApp mounted by hand --------------------------------
+// --- reader role -------------------------------------------------------------
 
 const READER_PASSWORD = 'reader-password';
 
-/** createApp with an admin and a reader account, mounted on node:http on port 0. */
+/** A server in `mode` with an admin and a reader account. */
 async function appWithReader(t: TestContext, mode: RequireSession): Promise<string> {
-  const { config } = parseConfig([], {});
-  const accounts = new Accounts();
-  accounts.add('admin', 'admin', await hashPassword(ADMIN_PASSWORD));
-  accounts.add('reader', 'reader', await hashPassword(READER_PASSWORD));
-  const app = createApp({
-    store: memoryStore(),
-    config: { ...config, requireSession: mode },
-    accounts,
-    keys: [Buffer.from('reader-test-secret'.padEnd(40, 'r'))],
-    logError: () => {},
-  });
-  const server = createServer(app.handle);
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.after(
-    () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-      }),
-  );
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const server = await startTestServer(t, { requireSession: mode }, { accounts: [{ name: 'reader', role: 'reader', password: READER_PASSWORD }] });
+  return server.url;
 }
 
 async function loginAs(url: string, user: string, password: string): Promise<string> {

@@ -1,34 +1,28 @@
 /**
  * Accounts other than admin (API.md "Sessions", last bullet, and "Access
- * control and limits"): `users-server accounts add|remove|list` run as the
- * real `node bin/users-server.js` child process, the <data>/accounts file,
- * the reader role on a running server, and the scrypt work of a login.
- * bin/ imports dist/: run `npm run build` first.
+ * control and limits"): `users-server accounts add|remove|list` (in
+ * process through server/main.ts, and through the real
+ * `node bin/users-server.js` where a test says "(bin)"), the <data>/accounts
+ * file, the reader role on a running server, and the scrypt work of a login.
  */
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { before, test, type TestContext } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { ACCOUNT_NAME, parseAccounts, readAccountsFile, serializeAccounts, writeAccountsFile, type AccountRecord } from '../server/security/accounts-file.js';
 import { Accounts, DEFAULT_SCRYPT_PARAMS, hashPassword, type ScryptFunction, type ScryptParams } from '../server/security/accounts.js';
 import { parseConfig, usage, type RequireSession } from '../server/ops/config.js';
 import { startServer } from '../server/commands/serve.js';
 import { signSession } from '../server/security/session-token.js';
+import { buildIfStale, runUsersServer } from './helpers.js';
+import { cleanEnv, SERVER_BIN, spawnUsersServer } from './processes.js';
 import { ADMIN_PASSWORD, assertProblem, basic, cookiePair, send, startTestServer, tempDir, type Reply } from './helpers.js';
 
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
-const BIN = join(ROOT, 'bin', 'users-server.js');
-const TEST_OPTIONS = { timeout: 60_000 };
-/** How long a running server may take to notice a changed accounts file (it polls every 250 ms). */
-const RELOAD_BOUND_MS = 5_000;
+const TEST_OPTIONS = {};
 const READER_PASSWORD = 'reader pass: with spaces';
-
-before(() => {
-  assert.ok(existsSync(join(ROOT, 'dist', 'server', 'main.js')), 'dist/ is missing: run `npm run build` before these tests');
-});
 
 // ---------------------------------------------------------------- helpers
 
@@ -38,31 +32,19 @@ interface Run {
   stderr: string;
 }
 
-/** The test process's environment without USERS_* (so nothing leaks in) and without node:test's marker. */
-function baseEnv(): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = {};
-  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('USERS_') && k !== 'NODE_TEST_CONTEXT') env[k] = v;
-  return env;
+/** `users-server accounts ARGS` in this process (helpers.ts); the tests marked "(bin)" run the real executable instead. */
+function accounts(_t: TestContext, args: string[], options: { stdin?: string; env?: NodeJS.ProcessEnv } = {}): Promise<Run> {
+  return runUsersServer(['accounts', ...args], options);
 }
 
-/**
- * Runs `node bin/users-server.js accounts ARGS` in a temporary working
- * directory, writes `stdin` (a pipe, not a terminal) and collects the output.
- */
-function accounts(t: TestContext, args: string[], options: { stdin?: string; env?: NodeJS.ProcessEnv } = {}): Promise<Run> {
-  const cwd = tempDir(t, 'users-server-cwd-');
-  const child = spawn(process.execPath, [BIN, 'accounts', ...args], { cwd, env: { ...baseEnv(), ...options.env }, stdio: ['pipe', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.setEncoding('utf8').on('data', (s: string) => (stdout += s));
-  child.stderr.setEncoding('utf8').on('data', (s: string) => (stderr += s));
+/** The same through `node bin/users-server.js accounts ARGS`. */
+async function accountsBin(t: TestContext, args: string[], options: { stdin?: string; env?: NodeJS.ProcessEnv } = {}): Promise<Run> {
+  const child = spawnUsersServer(t, ['accounts', ...args], { stdin: 'pipe', ...(options.env && { env: options.env }) });
   // The command may exit before reading all of it.
-  child.stdin.on('error', () => {});
-  child.stdin.end(options.stdin ?? '');
-  return new Promise((resolve, reject) => {
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
+  child.process.stdin!.on('error', () => {});
+  child.process.stdin!.end(options.stdin ?? '');
+  const { code } = await child.exited;
+  return { code, stdout: child.stdout(), stderr: child.stderr() };
 }
 
 /** `accounts add NAME --data DIR` with the password on stdin; asserts success. */
@@ -96,15 +78,6 @@ async function loginCookie(url: string, user: string, password: string): Promise
   return cookiePair(reply.headers['set-cookie']);
 }
 
-/** Polls `check` until it holds; fails after RELOAD_BOUND_MS. */
-async function eventually(what: string, check: () => Promise<boolean>): Promise<void> {
-  const deadline = Date.now() + RELOAD_BOUND_MS;
-  for (;;) {
-    if (await check()) return;
-    if (Date.now() > deadline) assert.fail(`${what} did not happen within ${RELOAD_BOUND_MS} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
 
 async function rootStatus(url: string, cookie: string): Promise<number> {
   return (await send(url, 'GET', '/', { headers: { cookie } })).status;
@@ -126,9 +99,9 @@ function countingScrypt(): { calls: ScryptParams[]; scrypt: ScryptFunction } {
 
 // ---------------------------------------------------------------- the command
 
-test('accounts add: writes <data>/accounts with mode 0600, exits 0, and stores a salted scrypt hash with its N, r, p, never the password', TEST_OPTIONS, async (t) => {
+test('accounts add (bin): writes <data>/accounts with mode 0600, exits 0, and stores a salted scrypt hash with the default N, r, p, never the password', TEST_OPTIONS, async (t) => {
   const dir = tempDir(t);
-  const run = await accounts(t, ['add', 'bob', '--data', dir], { stdin: 'secret-of-bob\n' });
+  const run = await accountsBin(t, ['add', 'bob', '--data', dir], { stdin: 'secret-of-bob\n', env: { USERS_PASSWORD_COST: undefined } });
   assert.equal(run.code, 0, run.stderr);
   assert.equal(run.stderr, '');
   assert.match(run.stdout, /bob/);
@@ -336,16 +309,17 @@ sys.stdout.write(repr(out) + '\\n' + str(os.waitstatus_to_exitcode(status)) + '\
 `;
 
 function runOnTerminal(t: TestContext, dir: string, first: string, second: string): { transcript: string; code: number } | undefined {
+  const stale = buildIfStale();
+  if (stale !== undefined) throw new Error(stale);
   const python = spawnSync('python3', ['-c', 'import pty'], { encoding: 'utf8' });
   if (python.status !== 0) {
     t.skip('python3 with the pty module is not available');
     return undefined;
   }
-  const run = spawnSync('python3', ['-c', PTY_SCRIPT, process.execPath, BIN, 'accounts', 'add', 'tty', '--data', dir], {
+  const run = spawnSync('python3', ['-c', PTY_SCRIPT, process.execPath, SERVER_BIN, 'accounts', 'add', 'tty', '--data', dir], {
     input: `${first}\n${second}\n`,
     encoding: 'utf8',
-    env: baseEnv(),
-    timeout: 30_000,
+    env: { ...cleanEnv(), USERS_PASSWORD_COST: '1' },
   });
   const [transcript, code] = run.stdout.trimEnd().split('\n');
   return { transcript: transcript ?? '', code: Number(code) };
@@ -530,8 +504,11 @@ test('Sessions: an account with role admin added by the command may write under 
 test('Sessions: accounts remove on a running server ends the account\'s sessions (401) without a restart, and its login fails', TEST_OPTIONS, async (t) => {
   const { server, admin, reader } = await serverWithReader(t, 'all');
   assert.equal(await rootStatus(server.url, reader), 200);
+  // No login in between: the server's own poll of the file finds the change.
+  const reloaded = server.nextAccountsReload();
   await removeAccount(t, server.dataDir, 'rita');
-  await eventually('the removed account\'s session failing GET /', async () => (await rootStatus(server.url, reader)) === 401);
+  await reloaded;
+  assert.equal(await rootStatus(server.url, reader), 401);
   const list = await send(server.url, 'GET', '/users', { headers: { cookie: reader } });
   assertProblem(list, 401, 'unauthorized');
   assertProblem(await login(server.url, 'rita', READER_PASSWORD), 401, 'login-failed');
@@ -553,13 +530,11 @@ test('Sessions: a role changed in the accounts file takes effect on the next req
   const { server, reader } = await serverWithReader(t, 'writes');
   assertProblem(await send(server.url, 'POST', '/reservations', { headers: { cookie: reader } }), 403, 'forbidden');
   const records = readAccountsFile(server.dataDir);
+  const reloaded = server.nextAccountsReload();
   writeAccountsFile(server.dataDir, records.map((r) => (r.name === 'rita' ? { ...r, role: 'admin' as const } : r)));
-  await eventually('the promoted session being allowed to write', async () => {
-    const reply = await send(server.url, 'POST', '/reservations', { headers: { cookie: reader } });
-    if (reply.status === 403) return false;
-    assert.equal(reply.status, 201, reply.text);
-    return true;
-  });
+  await reloaded;
+  const reply = await send(server.url, 'POST', '/reservations', { headers: { cookie: reader } });
+  assert.equal(reply.status, 201, reply.text);
 });
 
 test('Sessions: a token naming a file account but lacking its account id is not a session; an admin token without one still is', TEST_OPTIONS, async (t) => {
@@ -581,11 +556,15 @@ test('Sessions: a damaged accounts file on a running server ends the file accoun
   const { server, reader } = await serverWithReader(t, 'all');
   const path = join(server.dataDir, 'accounts');
   const good = readFileSync(path);
+  const broke = server.nextAccountsReload();
   writeFileSync(path + '.bad', '{"format":1,"accounts":[', { mode: 0o600 });
   renameSync(path + '.bad', path);
-  await eventually('the reader session failing after the file broke', async () => (await rootStatus(server.url, reader)) === 401);
+  await broke;
+  assert.equal(await rootStatus(server.url, reader), 401, 'the reader session fails once the file broke');
   assert.equal((await login(server.url, 'admin', ADMIN_PASSWORD)).status, 200);
+  const fixed = server.nextAccountsReload();
   writeFileSync(path + '.good', good, { mode: 0o600 });
   renameSync(path + '.good', path);
-  await eventually('the reader session passing again once the file is fixed', async () => (await rootStatus(server.url, reader)) === 200);
+  await fixed;
+  assert.equal(await rootStatus(server.url, reader), 200, 'the reader session passes again once the file is fixed');
 });

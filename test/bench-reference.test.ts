@@ -4,35 +4,25 @@
  * every ratio is measured against is known to do the work it claims.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { put, send } from './helpers.js';
+import { spawnChild } from './processes.js';
 
 const SCRIPT = join(fileURLToPath(new URL('..', import.meta.url)), 'bench', 'reference-server.mjs');
-const LISTENING_LINE = /^listening on (http:\/\/127\.0\.0\.1:\d+)$/m;
+const LISTENING_LINE = /^listening on (http:\/\/127\.0\.0\.1:\d+)$/;
 const TEST_OPTIONS = { timeout: 30_000 };
 
-/** Starts the reference server with `args` and `--port 0`; stops it after the test. */
-function startReference(t: TestContext, args: string[] = []): Promise<string> {
-  const child = spawn(process.execPath, [SCRIPT, '--port', '0', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-  const exited = new Promise<number | null>((done) => child.once('exit', (code) => done(code)));
-  t.after(async () => {
-    if (child.exitCode === null) child.kill('SIGTERM');
-    assert.equal(await exited, 0, 'the reference server exits 0 on SIGTERM');
+/** Starts the reference server with `args` and `--port 0`; stops it after the test, checking it exits 0. */
+async function startReference(t: TestContext, args: string[] = []): Promise<string> {
+  const child = spawnChild(t, process.execPath, [SCRIPT, '--port', '0', ...args], {
+    stop: async (c) => {
+      c.kill('SIGTERM');
+      assert.equal((await c.exited).code, 0, 'the reference server exits 0 on SIGTERM');
+    },
   });
-  let out = '';
-  let err = '';
-  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (err += chunk));
-  return new Promise((resolve, reject) => {
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
-      out += chunk;
-      const match = LISTENING_LINE.exec(out);
-      if (match) resolve(match[1]!);
-    });
-    void exited.then((code) => reject(new Error(`the reference server exited with ${code} before listening: ${err}`)));
-  });
+  return (await child.waitForLine(LISTENING_LINE))[1]!;
 }
 
 test('reference server: a GET of an id never PUT answers 404', TEST_OPTIONS, async (t) => {

@@ -10,45 +10,24 @@
  * can); without it the tests skip and say why.
  */
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, test } from 'node:test';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { ADMIN_PASSWORD, buildIfStale, tempDir } from './helpers.js';
+import { SERVER_BIN, spawnChild, type Child } from './processes.js';
 
 const REPO = fileURLToPath(new URL('..', import.meta.url));
-const BIN = join(REPO, 'bin', 'users-server.js');
 const CHROMIUM = '/usr/bin/chromium';
 /** Where the screenshots go; in .gitignore. */
 const ARTIFACTS = join(REPO, 'test-artifacts');
 const TEST_OPTIONS = { timeout: 30_000 };
 
 let skipReason: string | undefined;
-let server: ChildProcess | undefined;
+let server: Child | undefined;
 let base = '';
 let browser: Browser | undefined;
-
-/** Starts the real server with --login-page on port 0 and resolves with its base URL. */
-function startServer(dataDir: string): Promise<string> {
-  const child = spawn(process.execPath, [BIN, '--login-page', '--port', '0', '--data', dataDir, '--log-format', 'off'], {
-    env: { PATH: process.env.PATH, USERS_ADMIN_PASSWORD: ADMIN_PASSWORD },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  server = child;
-  return new Promise((resolve, reject) => {
-    let stdout = '';
-    let stderr = '';
-    child.stdout!.on('data', (chunk: Buffer) => {
-      stdout += chunk.toString();
-      const match = /^listening on (http:\/\/\S+)$/m.exec(stdout);
-      if (match !== null) resolve(match[1]!);
-    });
-    child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-    child.on('exit', (code) => reject(new Error(`users-server exited with ${code} before listening: ${stderr}`)));
-  });
-}
 
 before(async () => {
   if (!existsSync(CHROMIUM)) {
@@ -61,7 +40,11 @@ before(async () => {
     console.log(`# browser tests skipped: ${skipReason}`);
     return;
   }
-  base = await startServer(tempDir(undefined, 'users-server-browser-'));
+  // The real server with --login-page, for the whole file (stopped in after()).
+  server = spawnChild(undefined, process.execPath, [SERVER_BIN, '--login-page', '--port', '0', '--data', tempDir(undefined, 'users-server-browser-'), '--log-format', 'off'], {
+    env: { PATH: process.env.PATH, USERS_ADMIN_PASSWORD: ADMIN_PASSWORD, USERS_PASSWORD_COST: '1' },
+  });
+  base = (await server.waitForLine(/^listening on (http:\/\/\S+)$/))[1]!;
   browser = await chromium.launch({
     executablePath: CHROMIUM,
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
@@ -70,11 +53,8 @@ before(async () => {
 
 after(async () => {
   await browser?.close();
-  if (server !== undefined && server.exitCode === null) {
-    const exited = new Promise((resolve) => server!.once('exit', resolve));
-    server.kill('SIGTERM');
-    await exited;
-  }
+  server?.kill('SIGTERM');
+  await server?.exited;
 });
 
 /** A fresh browser profile (its own cookie jar) and page, closed after the test; undefined when skipping. */

@@ -122,11 +122,14 @@ test('results stay in input order when answers arrive out of order, and at most 
     inFlight++;
     most = Math.max(most, inFlight);
     const n = (JSON.parse(body) as { n: number }).n;
-    // Later lines answer sooner.
-    setTimeout(() => {
+    // Later lines answer sooner: each waits turns of the event loop, fewer the later it is.
+    let turns = (40 - n) * 4;
+    const answer = () => {
+      if (turns-- > 0) return void setImmediate(answer);
       inFlight--;
       sendJsonText(res, 201, JSON.stringify({ ...(JSON.parse(body) as object), id: n + 1 }));
-    }, (40 - n) * 2);
+    };
+    answer();
   });
   const home = tempDir(t, 'usersctl-home-');
   const input = Array.from({ length: 40 }, (_, n) => JSON.stringify({ name: `U${n}`, n })).join('\n');

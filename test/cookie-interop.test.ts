@@ -11,6 +11,7 @@ import { loadJar, saveJar } from '../cli/jar.js';
 import { run } from '../cli/main.js';
 import { formatCookieFile, parseCookieFile, type CookieLine } from '../shared/cookie-file.js';
 import { ADMIN_PASSWORD, startTestServer, tempDir } from './helpers.js';
+import { runTool } from './processes.js';
 
 // Interop of usersctl's cookie jar (a Netscape cookie file) with the real
 // tools: curl, python3's http.cookiejar.MozillaCookieJar, GNU Wget. Each test
@@ -27,13 +28,7 @@ const PYTHON = version('python3');
 const WGET = version('wget');
 
 function tool(file: string, args: readonly string[], input?: string): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = execFile(file, args, { encoding: 'utf8', timeout: 60_000 }, (error, stdout, stderr) => {
-      if (error !== null && typeof error.code !== 'number') reject(error);
-      else resolve({ code: typeof error?.code === 'number' ? error.code : 0, stdout, stderr });
-    });
-    child.stdin?.end(input);
-  });
+  return runTool(undefined, file, args, { ...(input !== undefined && { input }) });
 }
 
 /** `tool` with the child's umask set to `mask` (a child inherits it at spawn). */

@@ -5,7 +5,6 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { put, send, startTestServer, type Reply, type TestServer, assertProblem, listText } from './helpers.js';
 
 // RFC 3339 section 5.6 date-time, in UTC ("Z"), fractional seconds optional.
@@ -202,16 +201,17 @@ test('maxReservations: a reservation used up by a PUT no longer counts against t
   assert.equal(idOf(await reserve(server)), 3);
 });
 
-test('maxReservations: a client that waits the Retry-After seconds can reserve again (reservationTtl 1, real clock)', async (t) => {
-  const server = await startTestServer(t, { maxReservations: 1, reservationTtl: 1 });
+test('maxReservations: a client that waits the Retry-After seconds can reserve again (reservationTtl 1, injected clock)', async (t) => {
+  let now = Date.UTC(2026, 0, 1);
+  const server = await startTestServer(t, { maxReservations: 1, reservationTtl: 1 }, { clock: () => now });
   assert.equal(idOf(await reserve(server)), 1);
+  now += 400;
   const refused = await reserve(server);
   assertProblem(refused, 503, 'too-many-reservations');
-  // The only live reservation expires within 1 s: whole seconds, rounded up, give 1.
+  // The only live reservation expires in 0.6 s: whole seconds, rounded up, give 1.
   assert.equal(refused.headers['retry-after'], '1');
-  const seconds = Number(refused.headers['retry-after']);
-  // Waiting exactly what the server asked (plus timer slack) must be enough.
-  await sleep(seconds * 1000 + 50);
+  // Waiting exactly what the server asked must be enough.
+  now += Number(refused.headers['retry-after']) * 1000;
   assert.equal(idOf(await reserve(server)), 2);
 });
 

@@ -1,46 +1,41 @@
 import assert from 'node:assert/strict';
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { test, type TestContext } from 'node:test';
-import { Accounts, hashPassword } from '../server/security/accounts.js';
-import { createApp } from '../server/http/app.js';
-import { parseConfig } from '../server/ops/config.js';
-import { newSessionId, signSession } from '../server/security/session-token.js';
 import { memoryStore } from '../server/store/memory/state-store.js';
 import type { Store } from '../server/store/store.js';
-import { assertProblem, listText, put, send } from './helpers.js';
+import { assertProblem, listText, put, send, startTestServer, type TestServer } from './helpers.js';
 
-const KEY = Buffer.from('errors-test-secret'.padEnd(40, 'e'));
 const SECRET_WORDS = 'disk on fire at /var/secret/path';
 
 const WRITES: ReadonlySet<string | symbol> = new Set(['putUser', 'deleteUser', 'createUser', 'reserveId', 'revokeSessions']);
 
-/** A memory store whose writes fail while `failing` is set, as a disk or fsync failure would. */
-function failingStore(): { store: Store; control: { failing: boolean } } {
-  const control = { failing: false };
+/**
+ * A memory store whose writes fail (a rejected promise, as a disk or fsync
+ * failure would) while `failing` is set, and whose session check throws at
+ * once while `throwing` is set.
+ */
+function failingStore(): { store: Store; control: { failing: boolean; throwing: boolean } } {
+  const control = { failing: false, throwing: false };
   const inner = memoryStore();
   const store = new Proxy(inner, {
     get(target, name) {
       const value: unknown = Reflect.get(target, name);
       if (typeof value !== 'function') return value;
       if (control.failing && WRITES.has(name)) return () => Promise.reject(new Error(SECRET_WORDS));
+      if (control.throwing && name === 'isRevoked') {
+        return () => {
+          throw new Error(SECRET_WORDS);
+        };
+      }
       return (value as (...args: unknown[]) => unknown).bind(target);
     },
   });
   return { store, control };
 }
 
-async function mount(t: TestContext, store: Store, accounts: Accounts): Promise<{ url: string; logged: string[] }> {
+async function mount(t: TestContext, store: Store): Promise<{ server: TestServer; url: string; logged: string[] }> {
   const logged: string[] = [];
-  const { config } = parseConfig([], {});
-  const app = createApp({ store, config, accounts, keys: [KEY], logError: (message) => logged.push(message) });
-  const server = createServer(app.handle);
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.after(() => new Promise<void>((resolve) => {
-    server.close(() => resolve());
-    server.closeAllConnections();
-  }));
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, logged };
+  const server = await startTestServer(t, {}, { store, logError: (message) => logged.push(message) });
+  return { server, url: server.url, logged };
 }
 
 function assertBare500(reply: { status: number; headers: Record<string, string | string[] | undefined>; text: string }): void {
@@ -53,7 +48,7 @@ function assertBare500(reply: { status: number; headers: Record<string, string |
 
 test('an unexpected error in a write becomes a bare 500 problem that leaks nothing, is logged with its stack, and changes nothing', async (t) => {
   const { store, control } = failingStore();
-  const { url, logged } = await mount(t, store, new Accounts());
+  const { url, logged } = await mount(t, store);
   assert.equal((await put(url, '/users/alice', { name: 'Alice' })).status, 201);
   const before = await listText({ url });
   control.failing = true;
@@ -68,16 +63,11 @@ test('an unexpected error in a write becomes a bare 500 problem that leaks nothi
 });
 
 test('an unexpected error thrown synchronously by a handler becomes a bare 500 and the server keeps serving', async (t) => {
-  const accounts = new Accounts();
-  accounts.add('admin', 'admin', await hashPassword('pw'));
-  const { url, logged } = await mount(t, memoryStore(), accounts);
-  const now = Math.floor(Date.now() / 1000);
-  const token = signSession({ account: 'admin', sessionId: newSessionId(), issuedAt: now, expiresAt: now + 60 }, KEY);
-  const cookie = `USER_TOKEN=${token}`;
+  const { store, control } = failingStore();
+  const { server, url, logged } = await mount(t, store);
+  const cookie = await server.login();
   assert.equal((await send(url, 'GET', '/', { headers: { cookie } })).status, 200);
-  accounts.get = () => {
-    throw new Error(SECRET_WORDS);
-  };
+  control.throwing = true;
   assertBare500(await send(url, 'GET', '/', { headers: { cookie } }));
   assert.equal(logged.length, 1);
   assert.equal((await send(url, 'GET', '/healthz')).status, 200);

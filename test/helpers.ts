@@ -1,3 +1,6 @@
+import { EventEmitter, once } from 'node:events';
+import { PassThrough, Readable } from 'node:stream';
+import { main } from '../server/main.js';
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { connect } from 'node:net';
 import { execFileSync } from 'node:child_process';
@@ -11,8 +14,16 @@ import { problemType, PROBLEM_CONTENT_TYPE } from '../shared/problems.js';
 import { UsageError } from '../server/errors.js';
 import { parseConfig, type Config } from '../server/ops/config.js';
 import { startServer, type RunningServer, type StartOptions } from '../server/commands/serve.js';
+import { newAccountId, writeAccountsFile, type AccountRecord } from '../server/security/accounts-file.js';
+import { hashPassword, type Role, type ScryptFunction } from '../server/security/accounts.js';
 
 export const ADMIN_PASSWORD = 'test-admin-password';
+
+// Temp folders (data directories among them) go to a RAM file system when
+// the machine has one: an fsync there costs nothing, and no test simulates
+// a power cut, which is all a disk would add. Children inherit TMPDIR.
+// TMPDIR set by the caller wins.
+if (process.env.TMPDIR === undefined && existsSync('/dev/shm')) process.env.TMPDIR = '/dev/shm';
 
 export interface TestServer {
   url: string;
@@ -20,26 +31,72 @@ export interface TestServer {
   running: RunningServer;
   /** Logs in as admin and returns the Cookie header value to send. */
   login(user?: string, password?: string): Promise<string>;
+  /** Resolves when the server next re-reads a changed accounts file (its poll, or a login). */
+  nextAccountsReload(): Promise<void>;
 }
 
-/** A fresh mkdtemp directory, removed after the test. */
+/** Temp directories not yet removed: whatever a test leaves is removed when the process exits. */
+const tempDirs = new Set<string>();
+process.once('exit', () => {
+  for (const dir of tempDirs) rmSync(dir, { recursive: true, force: true });
+});
+
+export interface TestAccount {
+  name: string;
+  role: Role;
+  password: string;
+}
+
+export interface TestStartOptions extends StartOptions {
+  /** Accounts besides admin, written to <data>/accounts (cheap hashes) before the start. */
+  accounts?: readonly TestAccount[];
+}
+
+/** Writes `accounts` as the accounts command would, with the cheapest hashes. */
+export async function writeTestAccounts(dataDir: string, accounts: readonly TestAccount[], scrypt?: ScryptFunction): Promise<void> {
+  const records: AccountRecord[] = [];
+  for (const a of accounts) {
+    const password = await hashPassword(a.password, { cost: 1, ...(scrypt && { scrypt }) });
+    records.push({ name: a.name, role: a.role, id: newAccountId(), created: new Date(0).toISOString(), password });
+  }
+  writeAccountsFile(dataDir, records);
+}
+
+/** A fresh mkdtemp directory, removed after the test (or, without one, when the process exits). */
 export function tempDir(t: TestContext | undefined, prefix = 'users-server-test-'): string {
   const dir = mkdtempSync(join(tmpdir(), prefix));
-  t?.after(() => rmSync(dir, { recursive: true, force: true }));
+  tempDirs.add(dir);
+  t?.after(() => {
+    rmSync(dir, { recursive: true, force: true });
+    tempDirs.delete(dir);
+  });
   return dir;
 }
 
 /**
- * Starts the real server on 127.0.0.1, port 0, with a fresh data directory,
- * and stops it after the test. `overrides` replace the embedded defaults.
+ * The harness's embedded defaults: the memory store and the cheapest
+ * password hashing. A test about durability asks for `store: 'journal'`
+ * (or names its `data` directory), one about passwords for a real
+ * `passwordCost`.
  */
-export async function startTestServer(t: TestContext, overrides: Partial<Config> = {}, options: StartOptions = {}): Promise<TestServer> {
-  const dataDir = tempDir(t);
+export const TEST_DEFAULTS: Partial<Config> = { host: '127.0.0.1', port: 0, store: 'memory', passwordCost: 1, logFormat: 'off' };
+
+/**
+ * Starts the server in this process on 127.0.0.1, port 0, with a fresh data
+ * directory, and stops it after the test. `overrides` replace the defaults
+ * (the access log would write into the test runner's stdout: off unless a
+ * test asks for it).
+ */
+export async function startTestServer(t: TestContext, overrides: Partial<Config> = {}, options: TestStartOptions = {}): Promise<TestServer> {
+  const dataDir = overrides.data ?? tempDir(t);
+  if (options.accounts !== undefined) await writeTestAccounts(dataDir, options.accounts, options.scrypt);
   const { config } = parseConfig([], {});
+  // A test that names its data directory is about what is in it: the journal.
+  const store = overrides.data !== undefined ? 'journal' : 'memory';
+  const reloads = new EventEmitter();
   const running = await startServer(
-    // The access log would write into the test runner's stdout: off unless a test asks for it.
-    { ...config, host: '127.0.0.1', port: 0, data: dataDir, logFormat: 'off', ...overrides },
-    { env: { USERS_ADMIN_PASSWORD: ADMIN_PASSWORD }, logError: () => {}, ...options },
+    { ...config, ...TEST_DEFAULTS, store, data: dataDir, ...overrides },
+    { env: { USERS_ADMIN_PASSWORD: ADMIN_PASSWORD }, logError: () => {}, onAccountsReload: () => reloads.emit('reload'), ...options },
   );
   t.after(() => running.stop());
   const url = running.url;
@@ -47,6 +104,7 @@ export async function startTestServer(t: TestContext, overrides: Partial<Config>
     url,
     dataDir,
     running,
+    nextAccountsReload: () => once(reloads, 'reload').then(() => {}),
     async login(user = 'admin', password = ADMIN_PASSWORD) {
       const res = await send(url, 'POST', '/login', { headers: { authorization: basic(user, password) } });
       if (res.status !== 200) throw new Error(`login failed: ${res.status} ${res.text}`);
@@ -115,33 +173,22 @@ export function put(base: string, path: string, json: unknown, headers: Record<s
 }
 
 /**
- * Writes raw bytes to the server and returns everything it answers until it
- * closes the connection or `idleMs` pass without data.
+ * Writes raw bytes to the server and returns everything it answers, once it
+ * closes the connection (send `Connection: close`, or bytes it refuses).
  */
-export function rawExchange(base: string, bytes: string | Buffer, idleMs = 500): Promise<string> {
+export function rawExchange(base: string, bytes: string | Buffer): Promise<string> {
   const { hostname, port } = new URL(base);
   return new Promise((resolve, reject) => {
     const socket = connect(Number(port), hostname);
     const chunks: Buffer[] = [];
-    let timer: NodeJS.Timeout | undefined;
     const finish = () => {
-      clearTimeout(timer);
       socket.destroy();
       resolve(Buffer.concat(chunks).toString('latin1'));
     };
-    const arm = () => {
-      clearTimeout(timer);
-      timer = setTimeout(finish, idleMs);
-    };
-    socket.on('connect', () => {
-      socket.write(bytes);
-      arm();
-    });
-    socket.on('data', (c: Buffer) => {
-      chunks.push(c);
-      arm();
-    });
+    socket.on('connect', () => socket.write(bytes));
+    socket.on('data', (c: Buffer) => chunks.push(c));
     socket.on('end', finish);
+    socket.on('close', finish);
     socket.on('error', (error: NodeJS.ErrnoException) => (error.code === 'ECONNRESET' ? finish() : reject(error)));
   });
 }
@@ -178,6 +225,7 @@ const REPO = fileURLToPath(new URL('..', import.meta.url));
 
 /** Newest modification time of the .ts files under `dir`. */
 function newestSource(dir: string): number {
+  if (!existsSync(dir)) return 0;
   let newest = 0;
   for (const entry of readdirSync(dir, { withFileTypes: true })) {
     const path = join(dir, entry.name);
@@ -188,13 +236,15 @@ function newestSource(dir: string): number {
 }
 
 /**
- * For tests that run the real `bin/users-server.js`, which runs dist/:
- * rebuilds dist/ when it is older than server/ or shared/. Returns why the
+ * For tests that run the real `bin/` executables, which run dist/:
+ * rebuilds dist/ when it is older than server/, cli/ or shared/. Returns why the
  * test must skip when the build fails, else undefined.
  */
 export function buildIfStale(): string | undefined {
   const main = join(REPO, 'dist', 'server', 'main.js');
-  const stale = !existsSync(main) || statSync(main).mtimeMs < Math.max(newestSource(join(REPO, 'server')), newestSource(join(REPO, 'shared')));
+  const cli = join(REPO, 'dist', 'cli', 'main.js');
+  const built = Math.min(existsSync(main) ? statSync(main).mtimeMs : 0, existsSync(cli) ? statSync(cli).mtimeMs : 0);
+  const stale = built < Math.max(...['server', 'shared', 'cli'].map((d) => newestSource(join(REPO, d))));
   if (!stale) return undefined;
   try {
     execFileSync('npm', ['run', 'build'], { cwd: REPO, stdio: 'pipe' });
@@ -203,6 +253,32 @@ export function buildIfStale(): string | undefined {
     const e = error as { stdout?: Buffer; stderr?: Buffer; message: string };
     return `dist/ is older than the sources and \`npm run build\` failed: ${(e.stdout?.toString() ?? '') + (e.stderr?.toString() ?? '') || e.message}`.trim();
   }
+}
+
+export interface CommandRun {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/**
+ * Runs the users-server executable's `main` (server/main.ts) in this
+ * process, as bin/users-server.js does, with `env` alone as its environment
+ * (the password cost the cheapest unless `env` sets it), `stdin` as a pipe,
+ * and its output collected. For commands that end by themselves: a start
+ * that fails, --help, `accounts`, `repair`.
+ */
+export async function runUsersServer(args: readonly string[], options: { env?: NodeJS.ProcessEnv; stdin?: string } = {}): Promise<CommandRun> {
+  let stdout = '';
+  let stderr = '';
+  const sink = (append: (s: string) => void) => Object.assign(new PassThrough(), { write: (chunk: string) => (append(String(chunk)), true) });
+  const code = await main(args, {
+    stdout: sink((s) => (stdout += s)),
+    stderr: sink((s) => (stderr += s)),
+    stdin: Readable.from([Buffer.from(options.stdin ?? '')]),
+    env: { USERS_PASSWORD_COST: '1', ...options.env },
+  });
+  return { code, stdout, stderr };
 }
 
 /** The configuration parsed from `argv` and `env`. */

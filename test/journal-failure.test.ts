@@ -16,26 +16,21 @@
  * limit. A read-only data directory cannot fail as root (permissions do not
  * bind root) and a full disk needs a mount, so neither is used.
  */
-import type { StoreState } from '../server/store/memory/state.js';
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, fdatasync as realFdatasync, readFileSync, statSync, writev as realWritev } from 'node:fs';
 import { join } from 'node:path';
-import { before, test, type TestContext } from 'node:test';
-import { fileURLToPath } from 'node:url';
+import { once } from 'node:events';
+import { test, type TestContext } from 'node:test';
 import type { Config } from '../server/ops/config.js';
 import { HEADER_BYTES } from '../server/store/journal/codec.js';
 import type { JournalIo } from '../server/store/journal/journal.js';
+import type { Store } from '../server/store/store.js';
 import { ADMIN_PASSWORD, assertProblem, listText, put, send, startTestServer, tempDir, type Reply, type TestServer } from './helpers.js';
+import { SERVER_BIN, spawnChild, spawnServer, spawnUsersServer, cleanEnv, type Child } from './processes.js';
 
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
-const BIN = join(ROOT, 'bin', 'users-server.js');
 const JOURNAL = 'journal-00000001';
-const CHILD_TEST = { timeout: 60_000 };
+const CHILD_TEST = {};
 
-before(() => {
-  assert.ok(existsSync(join(ROOT, 'dist', 'server', 'main.js')), 'dist/ is missing: run `npm run build` before these tests');
-});
 
 // ---------------------------------------------------------------- injected failures
 
@@ -124,10 +119,24 @@ async function startFailing(t: TestContext, dir: string, overrides: Partial<Conf
   return { ...server, dir, faults, fatal, logs };
 }
 
-/** Waits (a turn of the event loop at a time, at most ~2 s) until `condition` holds. */
-async function until(condition: () => boolean, what: string): Promise<void> {
-  for (let i = 0; i < 400 && !condition(); i++) await new Promise((resolve) => setTimeout(resolve, 5));
-  assert.ok(condition(), `timed out waiting until ${what}`);
+/**
+ * Resolves once the store's `names` methods have returned `count` times in
+ * all: a write of the memory and journal stores is applied when its method
+ * returns (its promise waits for the sync), a read is queued behind the sync.
+ */
+function afterCalls(store: Store, names: readonly (keyof Store)[], count: number): Promise<void> {
+  return new Promise((resolve) => {
+    let seen = 0;
+    const methods = store as unknown as Record<string, (...args: unknown[]) => unknown>;
+    for (const name of names) {
+      const original = methods[name]!.bind(store);
+      methods[name] = (...args: unknown[]) => {
+        const result = original(...args);
+        if (++seen === count) resolve();
+        return result;
+      };
+    }
+  });
 }
 
 /** Where the journal's bytes end: the file's length without its preallocated zeros. */
@@ -188,20 +197,17 @@ for (const c of failureCases) {
     const url = server.url;
     for (let i = 0; i < 5; i++) assert.equal((await put(url, `/users/acked${i}`, { name: `Acked ${i}` })).status, 201);
     const acked = await listText(server);
-    // Peeks at the journal store's in-memory state: whether B and C were applied while the sync is held.
-    const state = (server.running.store as unknown as { state: StoreState }).state;
-
     // A's batch reaches the held call; B, C and a read of A queue behind it.
-    const arrived: string[] = [];
-    server.running.server.on('request', (req: { method?: string; url?: string }) => arrived.push(`${req.method} ${req.url}`));
     const held = server.faults.hold(c.call);
     const a = put(url, '/users/inflight-a', { name: 'A' });
     const call = await held;
+    const committed = afterCalls(server.running.store, ['putUser', 'createUser'], 2);
+    const waiting = afterCalls(server.running.store, ['findUser'], 1);
     const b = put(url, '/users/inflight-b', { name: 'B' });
     const cc = send(url, 'POST', '/users/new', { json: { name: 'C' } });
     const read = send(url, 'GET', '/users/inflight-a');
-    await until(() => state.aliases.has('inflight-b') && state.users.size === 8, 'B and C are committed and waiting');
-    await until(() => arrived.includes('GET /users/inflight-a'), 'the read of A is waiting');
+    await committed;
+    await waiting;
     const sizeAtFailure = journalSize(dir);
     c.finish(call, server.faults);
 
@@ -271,7 +277,7 @@ test('journal failure without onFatal: the server stops itself (it no longer acc
   const a = put(server.url, '/users/failed', { name: 'Failed' });
   (await held).fail(ioError('EIO', 'fdatasync'));
   assertProblem(await a, 500, 'internal', 'the failed PUT');
-  await until(() => !server.running.server.listening, 'the server stopped listening');
+  if (server.running.server.listening) await once(server.running.server, 'close');
   await assert.rejects(send(server.url, 'GET', '/healthz'), /ECONNREFUSED/);
   await server.running.stop();
   const restarted = await startTestServer(t, { data: dir });
@@ -281,59 +287,19 @@ test('journal failure without onFatal: the server stops itself (it no longer acc
 
 // ---------------------------------------------------------------- child processes
 
-interface Child {
-  process: ChildProcess;
-  out(): string;
-  err(): string;
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-}
-
-/** `node bin/users-server.js ARGS`, optionally under `ulimit -f BLOCKS` (bash: 1024-byte blocks); killed after the test. */
-function spawnServer(t: TestContext, args: string[], fileSizeLimitKiB?: number): Child {
-  const env: NodeJS.ProcessEnv = {};
-  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('USERS_') && k !== 'NODE_TEST_CONTEXT') env[k] = v;
-  env.USERS_ADMIN_PASSWORD = ADMIN_PASSWORD;
-  const child =
-    fileSizeLimitKiB === undefined
-      ? spawn(process.execPath, [BIN, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] })
-      : spawn('bash', ['-c', `trap '' XFSZ; ulimit -f ${fileSizeLimitKiB} && exec "$0" "$@"`, process.execPath, BIN, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  let err = '';
-  child.stdout!.setEncoding('utf8').on('data', (s: string) => (out += s));
-  child.stderr!.setEncoding('utf8').on('data', (s: string) => (err += s));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('close', (code, signal) => resolve({ code, signal })));
-  t.after(async () => {
-    if (child.exitCode === null && child.signalCode === null) {
-      child.kill('SIGKILL');
-      await exited;
-    }
-  });
-  return { process: child, out: () => out, err: () => err, exited };
+/** `node bin/users-server.js ARGS` under `ulimit -f BLOCKS` (bash: 1024-byte blocks), SIGXFSZ ignored. */
+function spawnWithFileSizeLimit(t: TestContext, args: string[], kib: number): Child {
+  const script = `trap '' XFSZ; ulimit -f ${kib} && exec "$0" "$@"`;
+  return spawnChild(t, 'bash', ['-c', script, process.execPath, SERVER_BIN, ...args], { env: { ...cleanEnv(), USERS_ADMIN_PASSWORD: ADMIN_PASSWORD, USERS_PASSWORD_COST: '1' }, cwd: tempDir(t) });
 }
 
 async function listening(child: Child): Promise<string> {
-  for (let i = 0; i < 400; i++) {
-    const m = /^listening on (http:\/\/\S+)$/m.exec(child.out());
-    if (m) return m[1]!;
-    if (child.process.exitCode !== null) break;
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-  throw new Error(`no "listening on" line; stdout=${JSON.stringify(child.out())} stderr=${JSON.stringify(child.err())}`);
-}
-
-async function exitOf(child: Child): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`no exit; stderr=${child.err()}`)), 15_000)));
-  try {
-    return await Promise.race([child.exited, timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
+  return (await child.waitForLine(/^listening on (http:\/\/\S+)$/))[1]!;
 }
 
 test('node bin/users-server.js: when the journal really cannot be written (file-size limit, EFBIG) the failing request gets 500, the process logs "journal write failed ...; stopping" and exits 1, and a restart has every acknowledged write', CHILD_TEST, async (t) => {
   const dir = tempDir(t);
-  const child = spawnServer(t, ['--port', '0', '--data', dir], 1500);
+  const child = spawnWithFileSizeLimit(t, ['--port', '0', '--data', dir], 1500);
   const url = await listening(child);
   const acked: string[] = [];
   let failed: Reply | undefined;
@@ -345,10 +311,10 @@ test('node bin/users-server.js: when the journal really cannot be written (file-
   assert.ok(failed !== undefined, 'every write succeeded: the file-size limit did not apply');
   assertProblem(failed, 500, 'internal', 'the write that hit the limit');
   assert.ok(acked.length > 5, `only ${acked.length} writes before the limit`);
-  const result = await exitOf(child);
+  const result = await (child).exited;
   assert.equal(result.signal, null, `killed by ${result.signal}: SIGXFSZ was not ignored`);
-  assert.equal(result.code, 1, `exit code; stderr=${child.err()}`);
-  assert.match(child.err(), /^users-server: journal write failed: EFBIG: [^\n]*; stopping: [^\n]+\n$/, 'exactly one stderr line');
+  assert.equal(result.code, 1, `exit code; stderr=${child.stderr()}`);
+  assert.match(child.stderr(), /^users-server: journal write failed: EFBIG: [^\n]*; stopping: [^\n]+\n$/, 'exactly one stderr line');
 
   const restarted = await startTestServer(t, { data: dir }, { logError: () => {} });
   const list = (await send(restarted.url, 'GET', '/users?limit=1000')).json() as { items: unknown[] };
@@ -358,34 +324,34 @@ test('node bin/users-server.js: when the journal really cannot be written (file-
 
 test('node bin/users-server.js: a second server on the same data directory exits 1 with one stderr line, and the first keeps serving', CHILD_TEST, async (t) => {
   const dir = tempDir(t);
-  const first = spawnServer(t, ['--port', '0', '--data', dir]);
+  const first = spawnUsersServer(t, ['--port', '0', '--data', dir]);
   const url = await listening(first);
   assert.equal((await put(url, '/users/ann', { name: 'Ann' })).status, 201);
-  const second = spawnServer(t, ['--port', '0', '--data', dir]);
-  const result = await exitOf(second);
-  assert.equal(result.code, 1, `exit code; stderr=${second.err()}`);
-  assert.equal(second.out(), '');
-  assert.match(second.err(), new RegExp(`^users-server: another users-server \\(pid ${first.process.pid}\\) is using the data directory [^\\n]+\\n$`));
+  const second = spawnUsersServer(t, ['--port', '0', '--data', dir]);
+  const result = await (second).exited;
+  assert.equal(result.code, 1, `exit code; stderr=${second.stderr()}`);
+  assert.equal(second.stdout(), '');
+  assert.match(second.stderr(), new RegExp(`^users-server: another users-server \\(pid ${first.process.pid}\\) is using the data directory [^\\n]+\\n$`));
   assert.equal((await send(url, 'GET', '/users/ann')).status, 200, 'the first server still serves');
   assert.equal(readFileSync(join(dir, 'lock'), 'utf8').trim(), String(first.process.pid));
   first.process.kill('SIGTERM');
-  assert.equal((await exitOf(first)).code, 0);
+  assert.equal((await (first).exited).code, 0);
 });
 
 test('node bin/users-server.js: the lock left by a server killed with SIGKILL does not block the next start, which has every acknowledged write', CHILD_TEST, async (t) => {
   const dir = tempDir(t);
-  const first = spawnServer(t, ['--port', '0', '--data', dir]);
+  const first = spawnUsersServer(t, ['--port', '0', '--data', dir]);
   const url = await listening(first);
   for (let i = 0; i < 5; i++) assert.equal((await put(url, `/users/u${i}`, { name: `U${i}` })).status, 201);
   const acked = await listText({ url });
   first.process.kill('SIGKILL');
-  assert.equal((await exitOf(first)).signal, 'SIGKILL');
+  assert.equal((await (first).exited).signal, 'SIGKILL');
   assert.equal(readFileSync(join(dir, 'lock'), 'utf8').trim(), String(first.process.pid), 'the killed server left its lock');
 
-  const next = spawnServer(t, ['--port', '0', '--data', dir]);
+  const next = spawnUsersServer(t, ['--port', '0', '--data', dir]);
   const nextUrl = await listening(next);
   assert.equal(await listText({ url: nextUrl }), acked);
   assert.equal(readFileSync(join(dir, 'lock'), 'utf8').trim(), String(next.process.pid), 'the lock was taken over');
   next.process.kill('SIGTERM');
-  assert.equal((await exitOf(next)).code, 0, next.err());
+  assert.equal((await (next).exited).code, 0, next.stderr());
 });

@@ -18,28 +18,22 @@
  * refusal and `repair` once (needs `npm run build`).
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { cpSync, existsSync, readdirSync, readFileSync, rmSync, statSync, truncateSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { after, before, test, type TestContext } from 'node:test';
-import { fileURLToPath } from 'node:url';
+import { after, test, type TestContext } from 'node:test';
 import type { Config } from '../server/ops/config.js';
 import { repair } from '../server/commands/repair.js';
 import { encodeHeader, encodeRecord, FileKind, HEADER_BYTES, recordAt } from '../server/store/journal/codec.js';
 import { recover } from '../server/store/journal/recovery.js';
 import type { StoreState } from '../server/store/memory/state.js';
 import { ADMIN_PASSWORD, listText, put, send, startTestServer, tempDir, type TestServer } from './helpers.js';
+import { spawnServer, spawnUsersServer } from './processes.js';
 
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
-const BIN = join(ROOT, 'bin', 'users-server.js');
 const JOURNAL = 'journal-00000001';
 const DROPPED = (name: string, bytes: number, offset: number, reason: string) =>
   `users-server: ${name}: dropped ${bytes} bytes at offset ${offset} (${reason}): the end of a write that was never acknowledged`;
 const TORN = 'a record that is incomplete or fails its checksum';
 
-before(() => {
-  assert.ok(existsSync(join(ROOT, 'dist', 'server', 'main.js')), 'dist/ is missing: run `npm run build` before these tests');
-});
 
 // ---------------------------------------------------------------- the journal written by the server
 
@@ -490,58 +484,28 @@ test('recovery: zero bytes followed by a valid record are corruption, not a torn
 
 // ---------------------------------------------------------------- the real command
 
-function run(args: string[], timeoutMs = 15_000): { done: Promise<{ code: number | null; out: string; err: string }>; kill: () => void; out: () => string } {
-  const env: NodeJS.ProcessEnv = {};
-  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('USERS_') && k !== 'NODE_TEST_CONTEXT') env[k] = v;
-  env.USERS_ADMIN_PASSWORD = ADMIN_PASSWORD;
-  const child = spawn(process.execPath, [BIN, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  let err = '';
-  child.stdout.setEncoding('utf8').on('data', (s: string) => (out += s));
-  child.stderr.setEncoding('utf8').on('data', (s: string) => (err += s));
-  const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-  const done = new Promise<{ code: number | null; out: string; err: string }>((resolve) =>
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, out, err });
-    }),
-  );
-  return { done, kill: () => child.kill('SIGTERM'), out: () => out };
-}
-
-async function listeningUrl(child: ReturnType<typeof run>): Promise<string> {
-  for (let i = 0; i < 200; i++) {
-    const m = /^listening on (http:\/\/\S+)$/m.exec(child.out());
-    if (m) return m[1]!;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  throw new Error(`no listening line: ${child.out()}`);
-}
-
 test('node bin/users-server.js: a flipped bit exits 1 with one stderr line naming the repair command; `users-server repair --data DIR` exits 0; the server then starts with the commits before the flip', { timeout: 60_000 }, async (t) => {
   const f = await journalFixture();
   const middle = Math.floor((f.ends.length - 1) / 2);
   const { bytes, offset, next } = flipped(f, middle, flips[0]!);
   const dir = copyWith(t, f, bytes);
 
-  const refused = await run(['--port', '0', '--data', dir]).done;
+  const refusedChild = spawnUsersServer(t, ['--port', '0', '--data', dir]);
+  const refused = { code: (await refusedChild.exited).code, out: refusedChild.stdout(), err: refusedChild.stderr() };
   assert.equal(refused.code, 1, `exit code; stderr=${refused.err}`);
   assert.equal(refused.out, '');
   assert.equal(refused.err, `users-server: ${JOURNAL} is damaged at byte offset ${offset} (${TORN}), and valid records follow at offset ${next}; nothing was changed. Run: users-server repair --data ${dir}\n`);
   assert.ok(readFileSync(join(dir, JOURNAL)).equals(bytes), 'the refused start changed the journal');
 
-  const repaired = await run(['repair', '--data', dir]).done;
-  assert.equal(repaired.code, 0, `repair exit code; stderr=${repaired.err}`);
-  assert.match(repaired.out, /\.damaged-/);
-  assert.match(repaired.out, /the server can start again\n$/);
+  const repair = spawnUsersServer(t, ['repair', '--data', dir]);
+  assert.equal((await repair.exited).code, 0, `repair exit code; stderr=${repair.stderr()}`);
+  assert.match(repair.stdout(), /\.damaged-/);
+  assert.match(repair.stdout(), /the server can start again\n$/);
 
-  const server = run(['--port', '0', '--data', dir]);
-  t.after(() => server.kill());
-  const url = await listeningUrl(server);
-  const list = await send(url, 'GET', '/users?limit=1000');
+  const server = await spawnServer(t, ['--port', '0', '--data', dir]);
+  const list = await send(server.url, 'GET', '/users?limit=1000');
   assert.equal(list.text, f.listings[middle - 1]);
-  server.kill();
-  const stopped = await server.done;
-  assert.equal(stopped.code, 0, stopped.err);
-  assert.equal(stopped.err, '');
+  server.kill('SIGTERM');
+  assert.equal((await server.exited).code, 0, server.stderr());
+  assert.equal(server.stderr(), '');
 });

@@ -8,11 +8,8 @@ import { createHash } from 'node:crypto';
 import { createServer, request as httpRequest } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
 import { test, type TestContext } from 'node:test';
-import { Accounts, hashPassword, type ScryptFunction } from '../server/security/accounts.js';
-import { createApp } from '../server/http/app.js';
-import { parseConfig } from '../server/ops/config.js';
+import type { ScryptFunction } from '../server/security/accounts.js';
 import { LoginLimiter, loginLimitKey } from '../server/security/login-limit.js';
-import { memoryStore } from '../server/store/memory/state-store.js';
 import { ADMIN_PASSWORD, assertProblem, basic, readReply, send, startTestServer, type Reply } from './helpers.js';
 
 const MINUTE = 60_000;
@@ -83,10 +80,7 @@ interface Mounted {
   setNow(now: number): void;
 }
 
-/**
- * createApp with admin and a reader, a fast counting stand-in for scrypt
- * and a clock the test moves, mounted on node:http on 127.0.0.1 port 0.
- */
+/** A server with admin and a reader, a fast counting stand-in for scrypt, and a clock the test moves. */
 async function mount(t: TestContext): Promise<Mounted> {
   let runs = 0;
   let now = T0;
@@ -94,19 +88,9 @@ async function mount(t: TestContext): Promise<Mounted> {
     runs++;
     return createHash('sha256').update(salt).update(password).digest().subarray(0, length);
   };
-  const accounts = new Accounts({ scrypt });
-  accounts.add('admin', 'admin', await hashPassword(ADMIN_PASSWORD, { scrypt }));
-  accounts.replaceStored([{ name: 'rita', role: 'reader', id: 'abcdefghijkl', password: await hashPassword(READER_PASSWORD, { scrypt }) }]);
-  const { config } = parseConfig([], {});
-  const app = createApp({ store: memoryStore(), config, accounts, keys: [Buffer.from('login-limit-test-secret'.padEnd(40, 'l'))], clock: () => now, logError: () => {} });
-  const server = createServer(app.handle);
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.after(() => new Promise<void>((resolve) => {
-    server.close(() => resolve());
-    server.closeAllConnections();
-  }));
+  const server = await startTestServer(t, {}, { scrypt, clock: () => now, accounts: [{ name: 'rita', role: 'reader', password: READER_PASSWORD }] });
   runs = 0;
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, scryptRuns: () => runs, setNow: (n) => (now = n) };
+  return { url: server.url, scryptRuns: () => runs, setNow: (n) => (now = n) };
 }
 
 function login(url: string, user: string, password: string): Promise<Reply> {

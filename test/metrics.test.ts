@@ -269,7 +269,7 @@ test('users_server_reservations counts live reservations only: an expired one no
 });
 
 test('with the journal store, users_server_journal_bytes grows with each write and every write is covered by an observed fdatasync', async (t) => {
-  const server = await startTestServer(t);
+  const server = await startTestServer(t, { store: 'journal' });
   const before = await scrape(server);
   assert.ok(value(before, 'users_server_journal_bytes') > 0, 'the journal header counts');
   assert.equal((await put(server.url, '/users/alice', { name: 'Alice' })).status, 201);

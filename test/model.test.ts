@@ -22,7 +22,7 @@ import fc from 'fast-check';
 import { parseConfig } from '../server/ops/config.js';
 import { startServer, type RunningServer } from '../server/commands/serve.js';
 import { PROBLEM_TYPE_PREFIX } from '../shared/problems.js';
-import { ADMIN_PASSWORD, send, tempDir, type Reply } from './helpers.js';
+import { ADMIN_PASSWORD, send, tempDir, TEST_DEFAULTS, type Reply } from './helpers.js';
 
 const TTL_SECONDS = 300;
 const ALIASES = ['ann', 'ben', 'cyd', 'dee'];
@@ -237,7 +237,7 @@ class System {
   async start(): Promise<void> {
     const { config } = parseConfig([], {});
     this.running = await startServer(
-      { ...config, host: '127.0.0.1', port: 0, data: this.dataDir, allowIdChange: true, reservationTtl: TTL_SECONDS },
+      { ...config, ...TEST_DEFAULTS, store: 'journal', data: this.dataDir, allowIdChange: true, reservationTtl: TTL_SECONDS },
       { env: { USERS_ADMIN_PASSWORD: ADMIN_PASSWORD }, logError: (message) => this.logged.push(message), clock: () => this.model.now },
     );
   }

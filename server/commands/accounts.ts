@@ -2,7 +2,7 @@ import { resolve } from 'node:path';
 import { StringDecoder } from 'node:string_decoder';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { CommandError, UsageError } from '../errors.js';
-import { envName } from '../ops/config.js';
+import { envName, passwordCostFrom } from '../ops/config.js';
 import { ensureDataDir } from '../ops/data-dir.js';
 import { ACCOUNT_NAME, BUILT_IN_ACCOUNT, newAccountId, readAccountsFile, writeAccountsFile, type AccountRecord } from '../security/accounts-file.js';
 import { hashPassword, ROLES, type Role } from '../security/accounts.js';
@@ -28,7 +28,8 @@ $USERS_ADMIN_PASSWORD or <data>/admin-password). --role defaults to reader:
 reads only. The password is asked twice without echo on a terminal; else, or
 with --password-stdin, it is the first line of stdin. A running server sees
 changes within a second: a removed account's sessions end, a re-added name
-starts with none. --data defaults to $${envName('data')}, else ./data.
+starts with none. --data defaults to $${envName('data')}, else ./data; the scrypt cost
+of the new hash is $${envName('password-cost')} (log2 of N, default 15).
 Exit codes: 0 done, 1 failed (name taken, no such account, unreadable file),
 2 usage error.`;
 
@@ -105,7 +106,7 @@ async function add(dir: string, name: string, role: Role, fromStdin: boolean, io
   // Refuse a taken name before asking for a password.
   if (readAccountsFile(dir).some((a) => a.name === name)) throw new CommandError(`the account "${name}" already exists`);
   const password = await readPassword(name, fromStdin, io);
-  const hashed = await hashPassword(password);
+  const hashed = await hashPassword(password, { cost: passwordCostFrom(io.env) });
   ensureDataDir(dir);
   // Read again: the file may have changed while scrypt ran.
   const records = readAccountsFile(dir);

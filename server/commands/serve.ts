@@ -6,7 +6,7 @@ import { AccessLog, type LogSink } from '../ops/access-log.js';
 import { parseConfig, usage, type Config } from '../ops/config.js';
 import { acquireLock, ensureDataDir, loadOrCreateAdminPassword, loadOrCreateSecret } from '../ops/data-dir.js';
 import { AccountsFileWatcher } from '../security/accounts-file.js';
-import { Accounts, hashPassword } from '../security/accounts.js';
+import { Accounts, hashPassword, type ScryptFunction } from '../security/accounts.js';
 import type { JournalIo } from '../store/journal/journal.js';
 import { openStore } from '../store/open-store.js';
 import type { Store } from '../store/store.js';
@@ -40,6 +40,12 @@ export interface StartOptions {
   timeouts?: Partial<typeof TIMEOUTS>;
   /** Where access log lines go (`--log-format`); stdout when not given. */
   accessLog?: LogSink;
+  /** Called after the running server re-read a changed accounts file. */
+  onAccountsReload?: () => void;
+  /** Tests only: a store of their own (one whose writes fail, say) instead of the one `--store` names. */
+  store?: Store;
+  /** Tests only: the password hash function (one that counts its calls, say). */
+  scrypt?: ScryptFunction;
 }
 
 /**
@@ -56,18 +62,19 @@ export async function startServer(config: Config, options: StartOptions = {}): P
   try {
     const keys = (config.secrets.length > 0 ? config.secrets : [loadOrCreateSecret(dataDir)]).map((s) => Buffer.from(s, 'utf8'));
     const admin = loadOrCreateAdminPassword(dataDir, env.USERS_ADMIN_PASSWORD);
-    const accounts = new Accounts({ cost: config.passwordCost });
+    const hashing = { cost: config.passwordCost, ...(options.scrypt && { scrypt: options.scrypt }) };
+    const accounts = new Accounts(hashing);
     // scrypt runs on the thread pool while the journal replays on this thread.
-    const adminHash = hashPassword(admin.password, { cost: config.passwordCost });
+    const adminHash = hashPassword(admin.password, hashing);
     adminHash.catch(() => {});
-    const accountsFile = (opened.accountsFile = new AccountsFileWatcher(dataDir, accounts, logError));
+    const accountsFile = (opened.accountsFile = new AccountsFileWatcher(dataDir, accounts, logError, options.onAccountsReload));
     let stop: () => Promise<void> = async () => {};
     const onFatal = (error: Error) => {
       logError(`users-server: ${error.message}; stopping: a failed sync cannot be retried safely`);
       if (options.onFatal) options.onFatal(error);
       else void stop();
     };
-    const store = (opened.store = openStore(config.store, dataDir, {
+    const store = (opened.store = options.store ?? openStore(config.store, dataDir, {
       compactionFloor: config.compactionFloor,
       log: logError,
       onFatal,

@@ -47,36 +47,83 @@ export interface App {
 
 /** Builds the request listener: routing, error handling and every endpoint. */
 export function createApp(deps: AppDeps): App {
-  const clock = deps.clock ?? Date.now;
-  const logError = deps.logError ?? ((message: string) => process.stderr.write(message + '\n'));
-  const routeDeps: RouteDeps = { ...deps, sessions: new SessionCookies(deps) };
-  const routes: Route[] = [
-    ...sessionRoutes(routeDeps),
-    ...userRoutes(routeDeps),
-    healthRoute(),
-    metricsRoute(routeDeps, () => metrics),
-    openApiRoute(() => openapi),
-  ];
-  const router = new Router(routes);
-  const admit = deps.config.rateLimit > 0 ? rateLimitGate(deps, answerFailure) : undefined;
-  const metrics = new Metrics(router.paths);
-  const openapi = buildOpenApi(routes);
+  return new UsersApp(deps);
+}
 
-  function fail(res: ServerResponse, error: unknown): void {
-    // A refusal can reflect writes not yet durable (an id taken, a user
-    // gone): answer it once they are, like any read.
-    const pending = deps.store.settled();
-    if (pending === undefined) answerFailure(res, error);
-    else pending.then(() => answerFailure(res, error), (failure: unknown) => answerFailure(res, failure));
+class UsersApp implements App {
+  readonly routes: readonly Route[];
+  readonly metrics: Metrics;
+  readonly openapi: Record<string, unknown>;
+  private readonly router: Router;
+  private readonly clock: () => number;
+  private readonly logError: (message: string) => void;
+  /** The rate-limit check; undefined with --rate-limit 0. */
+  private readonly admit: Gate | undefined;
+
+  constructor(private readonly deps: AppDeps) {
+    this.clock = deps.clock ?? Date.now;
+    this.logError = deps.logError ?? ((message: string) => process.stderr.write(message + '\n'));
+    const routeDeps: RouteDeps = { ...deps, sessions: new SessionCookies(deps) };
+    this.routes = [
+      ...sessionRoutes(routeDeps),
+      ...userRoutes(routeDeps),
+      healthRoute(),
+      metricsRoute(routeDeps, () => this.metrics),
+      openApiRoute(() => this.openapi),
+    ];
+    this.router = new Router(this.routes);
+    this.metrics = new Metrics(this.router.paths);
+    this.openapi = buildOpenApi(this.routes);
+    this.admit = deps.config.rateLimit > 0 ? rateLimitGate(deps, (res, error) => this.answerFailure(res, error)) : undefined;
   }
 
-  function answerFailure(res: ServerResponse, error: unknown): void {
+  readonly handle = (req: IncomingMessage, res: ServerResponse): void => {
+    const hostError = checkHost(req);
+    if (hostError !== undefined) return this.fail(res, new HttpError(problems.badRequest, hostError, { Connection: 'close' }));
+    const target = splitTarget(req.url ?? '');
+    // With --rate-limit 0 this one comparison is all rate limiting costs.
+    if (this.admit !== undefined && !this.admit(req, res, target?.path)) return;
+    if (target === undefined) return this.fail(res, new HttpError(problems.badRequest, 'The request target must be a path or an absolute http URI.'));
+    const match = this.router.match(req.method ?? '', target.path);
+    if (res instanceof ObservedResponse) res.routeSlot = match.slot;
+    switch (match.kind) {
+      case 'route':
+        return this.run(match.route, { req, res, params: match.params, query: target.query, now: this.clock() });
+      case 'options':
+        return sendEmpty(res, 204, { Allow: match.allow });
+      case 'method-not-allowed':
+        return this.fail(res, new HttpError(problems.methodNotAllowed, `${req.method} is not allowed here; allowed: ${match.allow}.`, { Allow: match.allow }));
+      case 'not-found':
+        return this.fail(res, new HttpError(problems.notFound, 'There is nothing at this path.'));
+    }
+  };
+
+  /** Runs a handler; whatever it throws, now or later, is answered by `fail`. */
+  private run(route: Route, ctx: Context): void {
+    try {
+      const done = route.handler(ctx);
+      if (done !== undefined) done.catch((error: unknown) => this.fail(ctx.res, error));
+    } catch (error) {
+      this.fail(ctx.res, error);
+    }
+  }
+
+  private fail(res: ServerResponse, error: unknown): void {
+    // A refusal can reflect writes not yet durable (an id taken, a user
+    // gone): answer it once they are, like any read.
+    const pending = this.deps.store.settled();
+    if (pending === undefined) this.answerFailure(res, error);
+    else pending.then(() => this.answerFailure(res, error), (failure: unknown) => this.answerFailure(res, failure));
+  }
+
+  /** The one place an error becomes a response: a problem from the catalog, or a bare 500 that leaks nothing. */
+  private answerFailure(res: ServerResponse, error: unknown): void {
     if (error instanceof StoreFailedError) {
       // Reported once by the store; the request just fails.
       error = new HttpError(problems.internal, 'The write could not be made durable; the server is stopping.');
     } else if (!(error instanceof HttpError)) {
       const id = res instanceof ObservedResponse ? res.requestId : '';
-      logError(`users-server: unexpected error${id === '' ? '' : ` (request ${id})`}: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+      this.logError(`users-server: unexpected error${id === '' ? '' : ` (request ${id})`}: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
       error = new HttpError(problems.internal, 'The server could not complete the request.');
     }
     if (res.headersSent) {
@@ -84,49 +131,9 @@ export function createApp(deps: AppDeps): App {
       res.destroy();
       return;
     }
-    const httpError = error as HttpError;
     if (hasLargeUnreadBody(res.req)) res.setHeader('Connection', 'close');
-    sendProblem(res, httpError);
+    sendProblem(res, error as HttpError);
   }
-
-  function handle(req: IncomingMessage, res: ServerResponse): void {
-    const hostError = checkHost(req);
-    if (hostError !== undefined) {
-      fail(res, new HttpError(problems.badRequest, hostError, { Connection: 'close' }));
-      return;
-    }
-    const target = splitTarget(req.url ?? '');
-    // With --rate-limit 0 this one comparison is all rate limiting costs.
-    if (admit !== undefined && !admit(req, res, target?.path)) return;
-    if (target === undefined) {
-      fail(res, new HttpError(problems.badRequest, 'The request target must be a path or an absolute http URI.'));
-      return;
-    }
-    const match = router.match(req.method ?? '', target.path);
-    if (res instanceof ObservedResponse) res.routeSlot = match.slot;
-    switch (match.kind) {
-      case 'route': {
-        const ctx: Context = { req, res, params: match.params, query: target.query, now: clock() };
-        try {
-          const done = match.route.handler(ctx);
-          if (done !== undefined) done.catch((error: unknown) => fail(res, error));
-        } catch (error) {
-          fail(res, error);
-        }
-        return;
-      }
-      case 'options':
-        sendEmpty(res, 204, { Allow: match.allow });
-        return;
-      case 'method-not-allowed':
-        fail(res, new HttpError(problems.methodNotAllowed, `${req.method} is not allowed here; allowed: ${match.allow}.`, { Allow: match.allow }));
-        return;
-      case 'not-found':
-        fail(res, new HttpError(problems.notFound, 'There is nothing at this path.'));
-    }
-  }
-
-  return { handle, routes, metrics, openapi };
 }
 
 type Gate = (req: IncomingMessage, res: ServerResponse, path: string | undefined) => boolean;

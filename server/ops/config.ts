@@ -121,6 +121,12 @@ export const FLAGS: Record<string, FlagSpec> = {
   },
 };
 
+/** `--password-cost` from the environment alone, for the commands that hash without the server's flags. */
+export function passwordCostFrom(env: NodeJS.ProcessEnv): number {
+  const spec = FLAGS['password-cost']!;
+  return spec.parse(env[envName('password-cost')] ?? spec.default, 'password-cost') as number;
+}
+
 export function envName(flag: string): string {
   return 'USERS_' + flag.toUpperCase().replaceAll('-', '_');
 }

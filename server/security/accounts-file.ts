@@ -164,6 +164,8 @@ export class AccountsFileWatcher {
     private readonly dir: string,
     private readonly accounts: Accounts,
     private readonly log: (message: string) => void,
+    /** Called after each re-read of a changed file, good or bad. */
+    private readonly onReload: () => void = () => {},
   ) {
     this.path = accountsPath(dir);
     const before = this.stat();
@@ -188,6 +190,7 @@ export class AccountsFileWatcher {
       this.accounts.replaceStored([]);
       this.log(`users-server: ${(error as Error).message}; only the built-in admin can log in until it is fixed`);
     }
+    this.onReload();
   }
 
   close(): void {

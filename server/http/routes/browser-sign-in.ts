@@ -18,7 +18,7 @@ import { isFormEncoding, isUrlEncodedForm } from '../media-type.js';
 import { checkOrigin } from '../origin.js';
 import { parseForm, readBody } from '../request.js';
 import { sendEmpty } from '../response.js';
-import type { Handler, RouteDeps } from '../route.js';
+import type { Context, Handler, RouteDeps } from '../route.js';
 import { COOKIE_CHALLENGE, type ActiveSession } from '../session-cookies.js';
 import { sendLoginPage } from '../sign-in-html.js';
 
@@ -49,108 +49,115 @@ const NO_STORE = { 'Cache-Control': 'no-store' };
 
 /**
  * The browser sign-in page of `--login-page` (docs/api.md "Browser
- * sign-in"). Every form carries a signed token (server/login-form.ts);
+ * sign-in"). Every form carries a signed token (security/form-token.ts);
  * every refusal re-renders the page with a fresh one, so the form stays
  * usable.
  */
-export function browserSignIn(deps: RouteDeps, { checkPassword, revoke }: SessionActions): BrowserSignIn {
-  const { config, keys, sessions } = deps;
-  const seconds = (now: number) => Math.floor(now / 1000);
+export function browserSignIn(deps: RouteDeps, actions: SessionActions): BrowserSignIn {
+  const page = new SignInPage(deps, actions);
+  return { show: (ctx) => page.show(ctx), login: (ctx) => page.login(ctx), logout: (ctx) => page.logout(ctx) };
+}
 
-  function formNonces(req: IncomingMessage): string[] {
-    return cookieValues(req.headers.cookie, LOGIN_FORM_COOKIE).filter(isFormNonce);
+type SignInExtra = { username?: string; error?: string; headers?: Record<string, string> };
+
+class SignInPage {
+  constructor(
+    private readonly deps: RouteDeps,
+    private readonly actions: SessionActions,
+  ) {}
+
+  async show({ req, res, now }: Context): Promise<void> {
+    const session = await this.deps.sessions.current(req, res, now);
+    if (session !== undefined) this.sendSignedIn(res, now, 200, session);
+    else this.sendSignIn(req, res, now, 200);
+  }
+
+  async login({ req, res, now }: Context): Promise<void> {
+    const form = parseForm(await readBody(req, this.deps.config.maxBody));
+    // A forged form gets a clean page: nothing it sent is shown back.
+    if (checkOrigin(req, this.deps.config) === 'cross' || !this.signInTokenValid(req, form, now)) {
+      this.sendSignIn(req, res, now, 403, { error: EXPIRED });
+      return;
+    }
+    const username = form.get('username') ?? '';
+    const password = form.get('password') ?? '';
+    // RFC 9110 section 15.5.2: a 401 carries a challenge. The Cookie scheme
+    // names this form; browsers know no such scheme, so they show the page.
+    const challenge = { 'WWW-Authenticate': COOKIE_CHALLENGE };
+    if (username === '' || password === '') {
+      this.sendSignIn(req, res, now, 401, { username, error: MISSING, headers: challenge });
+      return;
+    }
+    const attempt = await this.actions.checkPassword(req, username, password, now);
+    if ('wait' in attempt) {
+      this.sendSignIn(req, res, now, 429, { username, error: `Too many failed sign-ins; try again in ${attempt.wait} seconds.`, headers: { 'Retry-After': String(attempt.wait) } });
+    } else if ('wrong' in attempt) {
+      this.sendSignIn(req, res, now, 401, { username, error: WRONG, headers: challenge });
+    } else {
+      // RFC 9110 section 15.4.4: 303 makes the browser GET / after the POST.
+      res.setHeader('Set-Cookie', [this.deps.sessions.open(attempt.account, now), formNonceCookie('', 0, this.deps.config.cookieSecure)]);
+      sendEmpty(res, 303, { Location: '/', ...NO_STORE });
+    }
+  }
+
+  async logout({ req, res, now }: Context): Promise<void> {
+    const raw = await readBody(req, this.deps.config.maxBody);
+    const crossOrigin = checkOrigin(req, this.deps.config) === 'cross';
+    if (!isFormEncoding(req.headers['content-type'])) {
+      // The API's logout (no body, JSON) as without --login-page, unless a
+      // page of another origin sent it (a browser adds Origin to any POST).
+      if (crossOrigin) throw new HttpError(problems.forbidden, 'A logout sent from a page of another origin is refused.');
+      await this.actions.revoke(req, now);
+      sendEmpty(res, 204, { 'Set-Cookie': this.deps.sessions.clearingCookie(), ...NO_STORE });
+      return;
+    }
+    if (crossOrigin) return this.refuseSignOut(req, res, now);
+    const first = (await this.deps.sessions.valid(req, now))[0];
+    if (first !== undefined) {
+      // The token is bound to the session the page showed: the first valid one.
+      const form = isUrlEncodedForm(req.headers['content-type']) ? parseForm(raw) : new URLSearchParams();
+      if (verifyFormToken(form.get(FORM_TOKEN_FIELD) ?? '', 'logout-form', first.payload.sessionId, this.deps.keys, seconds(now)) === undefined) {
+        return this.refuseSignOut(req, res, now);
+      }
+      await this.actions.revoke(req, now);
+    }
+    // Without a session there is nothing to protect: the cookie is cleared all the same.
+    sendEmpty(res, 303, { Location: LOGIN_PATH, 'Set-Cookie': this.deps.sessions.clearingCookie(), ...NO_STORE });
+  }
+
+  /** 403 and the page again, with a fresh token: the sign-out form if the session is still there. */
+  private async refuseSignOut(req: IncomingMessage, res: ServerResponse, now: number): Promise<void> {
+    const session = await this.deps.sessions.current(req, res, now);
+    if (session !== undefined) this.sendSignedIn(res, now, 403, session, EXPIRED);
+    else this.sendSignIn(req, res, now, 403, { error: EXPIRED });
   }
 
   /** The sign-in form; its nonce cookie is kept if the browser has one, so two open tabs both work. */
-  function sendSignIn(req: IncomingMessage, res: ServerResponse, now: number, status: number, extra: { username?: string; error?: string; headers?: Record<string, string> } = {}): void {
+  private sendSignIn(req: IncomingMessage, res: ServerResponse, now: number, status: number, extra: SignInExtra = {}): void {
     const nonce = formNonces(req)[0] ?? newFormNonce();
-    res.appendHeader('Set-Cookie', formNonceCookie(nonce, FORM_TOKEN_TTL, config.cookieSecure));
-    const token = signFormToken('login-form', '', nonce, seconds(now), keys[0]!);
+    res.appendHeader('Set-Cookie', formNonceCookie(nonce, FORM_TOKEN_TTL, this.deps.config.cookieSecure));
+    const token = signFormToken('login-form', '', nonce, seconds(now), this.deps.keys[0]!);
     sendLoginPage(res, status, { kind: 'sign-in', token, ...(extra.username !== undefined && { username: extra.username }), ...(extra.error !== undefined && { error: extra.error }) }, extra.headers);
   }
 
-  function sendSignedIn(res: ServerResponse, now: number, status: number, session: ActiveSession, error?: string): void {
-    const token = signFormToken('logout-form', session.payload.sessionId, newFormNonce(), seconds(now), keys[0]!);
+  private sendSignedIn(res: ServerResponse, now: number, status: number, session: ActiveSession, error?: string): void {
+    const token = signFormToken('logout-form', session.payload.sessionId, newFormNonce(), seconds(now), this.deps.keys[0]!);
     sendLoginPage(res, status, { kind: 'signed-in', token, account: session.account.name, ...(error !== undefined && { error }) });
   }
 
   /** The double-submit check of the sign-in form: a fresh token whose nonce is in a LOGIN_FORM cookie. */
-  function signInTokenValid(req: IncomingMessage, form: URLSearchParams, now: number): boolean {
-    const nonce = verifyFormToken(form.get(FORM_TOKEN_FIELD) ?? '', 'login-form', '', keys, seconds(now));
+  private signInTokenValid(req: IncomingMessage, form: URLSearchParams, now: number): boolean {
+    const nonce = verifyFormToken(form.get(FORM_TOKEN_FIELD) ?? '', 'login-form', '', this.deps.keys, seconds(now));
     return nonce !== undefined && formNonces(req).some((cookie) => sameNonce(cookie, nonce));
   }
+}
 
-  return {
-    show: async ({ req, res, now }) => {
-      const session = await sessions.current(req, res, now);
-      if (session !== undefined) sendSignedIn(res, now, 200, session);
-      else sendSignIn(req, res, now, 200);
-    },
+function seconds(now: number): number {
+  return Math.floor(now / 1000);
+}
 
-    login: async ({ req, res, now }) => {
-      const form = parseForm(await readBody(req, config.maxBody));
-      // A forged form gets a clean page: nothing it sent is shown back.
-      if (checkOrigin(req, config) === 'cross' || !signInTokenValid(req, form, now)) {
-        sendSignIn(req, res, now, 403, { error: EXPIRED });
-        return;
-      }
-      const username = form.get('username') ?? '';
-      const password = form.get('password') ?? '';
-      // RFC 9110 section 15.5.2: a 401 carries a challenge. The Cookie scheme
-      // names this form; browsers know no such scheme, so they show the page.
-      const challenge = { 'WWW-Authenticate': COOKIE_CHALLENGE };
-      if (username === '' || password === '') {
-        sendSignIn(req, res, now, 401, { username, error: MISSING, headers: challenge });
-        return;
-      }
-      const attempt = await checkPassword(req, username, password, now);
-      if ('wait' in attempt) {
-        sendSignIn(req, res, now, 429, { username, error: `Too many failed sign-ins; try again in ${attempt.wait} seconds.`, headers: { 'Retry-After': String(attempt.wait) } });
-      } else if ('wrong' in attempt) {
-        sendSignIn(req, res, now, 401, { username, error: WRONG, headers: challenge });
-      } else {
-        // RFC 9110 section 15.4.4: 303 makes the browser GET / after the POST.
-        res.setHeader('Set-Cookie', [sessions.open(attempt.account, now), formNonceCookie('', 0, config.cookieSecure)]);
-        sendEmpty(res, 303, { Location: '/', ...NO_STORE });
-      }
-    },
-
-    logout: async ({ req, res, now }) => {
-      const raw = await readBody(req, config.maxBody);
-      const crossOrigin = checkOrigin(req, config) === 'cross';
-      if (!isFormEncoding(req.headers['content-type'])) {
-        // The API's logout (no body, JSON) as without --login-page, unless a
-        // page of another origin sent it (a browser adds Origin to any POST).
-        if (crossOrigin) throw new HttpError(problems.forbidden, 'A logout sent from a page of another origin is refused.');
-        await revoke(req, now);
-        sendEmpty(res, 204, { 'Set-Cookie': sessions.clearingCookie(), ...NO_STORE });
-        return;
-      }
-      if (crossOrigin) {
-        await refuseSignOut(req, res, now);
-        return;
-      }
-      const first = (await sessions.valid(req, now))[0];
-      if (first !== undefined) {
-        // The token is bound to the session the page showed: the first valid one.
-        const form = isUrlEncodedForm(req.headers['content-type']) ? parseForm(raw) : new URLSearchParams();
-        if (verifyFormToken(form.get(FORM_TOKEN_FIELD) ?? '', 'logout-form', first.payload.sessionId, keys, seconds(now)) === undefined) {
-          await refuseSignOut(req, res, now);
-          return;
-        }
-        await revoke(req, now);
-      }
-      // Without a session there is nothing to protect: the cookie is cleared all the same.
-      sendEmpty(res, 303, { Location: LOGIN_PATH, 'Set-Cookie': sessions.clearingCookie(), ...NO_STORE });
-    },
-  };
-
-  /** 403 and the page again, with a fresh token: the sign-out form if the session is still there. */
-  async function refuseSignOut(req: IncomingMessage, res: ServerResponse, now: number): Promise<void> {
-    const session = await sessions.current(req, res, now);
-    if (session !== undefined) sendSignedIn(res, now, 403, session, EXPIRED);
-    else sendSignIn(req, res, now, 403, { error: EXPIRED });
-  }
+function formNonces(req: IncomingMessage): string[] {
+  return cookieValues(req.headers.cookie, LOGIN_FORM_COOKIE).filter(isFormNonce);
 }
 
 /**

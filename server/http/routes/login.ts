@@ -10,9 +10,9 @@ import { prefersHtml } from '../negotiation.js';
 import { empty, html, json, SESSION_OPTIONAL } from '../openapi.js';
 import { header, readBody } from '../request.js';
 import { sendEmpty } from '../response.js';
-import type { OperationDoc, Route, RouteDeps } from '../route.js';
+import type { Context, OperationDoc, Route, RouteDeps } from '../route.js';
 import { COOKIE_CHALLENGE } from '../session-cookies.js';
-import { browserSignIn, type LoginAttempt, type SessionActions } from './browser-sign-in.js';
+import { browserSignIn, type BrowserSignIn, type LoginAttempt, type SessionActions } from './browser-sign-in.js';
 
 // SPEC.md row 6 fixes these bodies: the JSON strings "OK" and "not authorized".
 const OK_BODY = JSON.stringify('OK');
@@ -29,83 +29,35 @@ function sendRoot(res: ServerResponse, status: 200 | 401, body: string, vary = '
 
 /** GET /, POST /login and POST /logout; with --login-page also GET /login, the browser sign-in page. */
 export function sessionRoutes(deps: RouteDeps): Route[] {
-  const { config, store, accounts, sessions } = deps;
-  const limiter = new LoginLimiter();
-  const loginFailed = (detail: string) => new HttpError(problems.loginFailed, detail, { 'WWW-Authenticate': BASIC_CHALLENGE });
-
-  const actions: SessionActions = {
-    async checkPassword(req: IncomingMessage, user: string, password: string, now: number): Promise<LoginAttempt> {
-      // Checked before scrypt runs: a limited guess costs the server nothing,
-      // and the right password is refused too, so the limit cannot be probed.
-      const key = loginLimitKey(clientAddress(req, config), user);
-      const wait = limiter.attempt(key, now);
-      if (wait !== undefined) return { wait };
-      deps.accountsFile?.refresh();
-      const account = await accounts.verify(user, password);
-      if (!account) return { wrong: true };
-      limiter.succeeded(key);
-      return { account };
-    },
-    async revoke(req: IncomingMessage, now: number): Promise<void> {
-      // Revoke on the server too: a saved copy of the cookie must stop working.
-      const valid = await sessions.valid(req, now);
-      await store.revokeSessions(valid.map((s) => ({ sessionId: s.payload.sessionId, expiresAt: s.payload.expiresAt * 1000 })));
-    },
-  };
-  const browser = config.loginPage ? browserSignIn(deps, actions) : undefined;
-
-  const routes: Route[] = [
-    {
-      method: 'GET',
-      path: '/',
-      // On the hot path: no promise unless the store makes the session check wait.
-      handler: ({ req, res, now }) => {
-        const session = sessions.current(req, res, now);
-        if (session instanceof Promise) return session.then((s) => answerRoot(req, res, s !== undefined));
-        answerRoot(req, res, session !== undefined);
-      },
-      doc: ROOT_DOC,
-    },
-    {
-      method: 'POST',
-      path: LOGIN_PATH,
-      handler: async (ctx) => {
-        const { req, res, now } = ctx;
-        // A form without Authorization is the page's; anything with
-        // Authorization (curl -u -d sends a form type too) is the API's.
-        if (browser !== undefined && req.headers.authorization === undefined && isUrlEncodedForm(req.headers['content-type'])) return browser.login(ctx);
-        await readBody(req, config.maxBody);
-        const credentials = parseBasicAuth(req.headers.authorization);
-        if (!credentials) throw loginFailed('Send Basic credentials: Authorization: Basic base64(user:password).');
-        const attempt = await actions.checkPassword(req, credentials.user, credentials.password, now);
-        if ('wait' in attempt) {
-          throw new HttpError(problems.tooManyRequests, `Too many failed logins for this account from this address; try again in ${attempt.wait} s.`, { 'Retry-After': String(attempt.wait) });
-        }
-        if ('wrong' in attempt) throw loginFailed('The user name or password is wrong.');
-        res.setHeader('Set-Cookie', sessions.open(attempt.account, now));
-        sendRoot(res, 200, OK_BODY);
-      },
-      doc: LOGIN_DOC,
-    },
-    {
-      method: 'POST',
-      path: LOGOUT_PATH,
-      handler: async (ctx) => {
-        if (browser !== undefined) return browser.logout(ctx);
-        const { req, res, now } = ctx;
-        await readBody(req, config.maxBody);
-        await actions.revoke(req, now);
-        sendEmpty(res, 204, { 'Set-Cookie': sessions.clearingCookie(), 'Cache-Control': 'no-store' });
-      },
-      doc: LOGOUT_DOC,
-    },
+  const routes = new LoginRoutes(deps);
+  const table: Route[] = [
+    { method: 'GET', path: '/', handler: (ctx) => routes.root(ctx), doc: ROOT_DOC },
+    { method: 'POST', path: LOGIN_PATH, handler: (ctx) => routes.login(ctx), doc: LOGIN_DOC },
+    { method: 'POST', path: LOGOUT_PATH, handler: (ctx) => routes.logout(ctx), doc: LOGOUT_DOC },
   ];
   // Only with the flag: without it GET /login stays a 405 (Allow: POST, OPTIONS).
-  if (browser !== undefined) routes.splice(1, 0, { method: 'GET', path: LOGIN_PATH, handler: browser.show, doc: SIGN_IN_PAGE_DOC });
-  return routes;
+  const browser = routes.browser;
+  if (browser !== undefined) table.splice(1, 0, { method: 'GET', path: LOGIN_PATH, handler: browser.show, doc: SIGN_IN_PAGE_DOC });
+  return table;
+}
 
-  function answerRoot(req: IncomingMessage, res: ServerResponse, signedIn: boolean): void {
-    if (browser === undefined) {
+class LoginRoutes implements SessionActions {
+  private readonly limiter = new LoginLimiter();
+  readonly browser: BrowserSignIn | undefined;
+
+  constructor(private readonly deps: RouteDeps) {
+    this.browser = deps.config.loginPage ? browserSignIn(deps, this) : undefined;
+  }
+
+  /** GET /, on the hot path: no promise unless the store makes the session check wait. */
+  root({ req, res, now }: Context): void | Promise<void> {
+    const session = this.deps.sessions.current(req, res, now);
+    if (session instanceof Promise) return session.then((s) => this.answerRoot(req, res, s !== undefined));
+    this.answerRoot(req, res, session !== undefined);
+  }
+
+  private answerRoot(req: IncomingMessage, res: ServerResponse, signedIn: boolean): void {
+    if (this.browser === undefined) {
       sendRoot(res, signedIn ? 200 : 401, signedIn ? OK_BODY : NOT_AUTHORIZED_BODY);
       return;
     }
@@ -116,6 +68,54 @@ export function sessionRoutes(deps: RouteDeps): Route[] {
     else if (prefersHtml(header(req, 'accept'))) sendEmpty(res, 302, { Location: LOGIN_PATH, 'Cache-Control': 'no-store', Vary: vary });
     else sendRoot(res, 401, NOT_AUTHORIZED_BODY, vary);
   }
+
+  async login(ctx: Context): Promise<void> {
+    const { req, res, now } = ctx;
+    // A form without Authorization is the page's; anything with
+    // Authorization (curl -u -d sends a form type too) is the API's.
+    if (this.browser !== undefined && req.headers.authorization === undefined && isUrlEncodedForm(req.headers['content-type'])) return this.browser.login(ctx);
+    await readBody(req, this.deps.config.maxBody);
+    const credentials = parseBasicAuth(req.headers.authorization);
+    if (!credentials) throw loginFailed('Send Basic credentials: Authorization: Basic base64(user:password).');
+    const attempt = await this.checkPassword(req, credentials.user, credentials.password, now);
+    if ('wait' in attempt) {
+      throw new HttpError(problems.tooManyRequests, `Too many failed logins for this account from this address; try again in ${attempt.wait} s.`, { 'Retry-After': String(attempt.wait) });
+    }
+    if ('wrong' in attempt) throw loginFailed('The user name or password is wrong.');
+    res.setHeader('Set-Cookie', this.deps.sessions.open(attempt.account, now));
+    sendRoot(res, 200, OK_BODY);
+  }
+
+  async logout(ctx: Context): Promise<void> {
+    if (this.browser !== undefined) return this.browser.logout(ctx);
+    const { req, res, now } = ctx;
+    await readBody(req, this.deps.config.maxBody);
+    await this.revoke(req, now);
+    sendEmpty(res, 204, { 'Set-Cookie': this.deps.sessions.clearingCookie(), 'Cache-Control': 'no-store' });
+  }
+
+  async checkPassword(req: IncomingMessage, user: string, password: string, now: number): Promise<LoginAttempt> {
+    // Checked before scrypt runs: a limited guess costs the server nothing,
+    // and the right password is refused too, so the limit cannot be probed.
+    const key = loginLimitKey(clientAddress(req, this.deps.config), user);
+    const wait = this.limiter.attempt(key, now);
+    if (wait !== undefined) return { wait };
+    this.deps.accountsFile?.refresh();
+    const account = await this.deps.accounts.verify(user, password);
+    if (!account) return { wrong: true };
+    this.limiter.succeeded(key);
+    return { account };
+  }
+
+  async revoke(req: IncomingMessage, now: number): Promise<void> {
+    // Revoke on the server too: a saved copy of the cookie must stop working.
+    const valid = await this.deps.sessions.valid(req, now);
+    await this.deps.store.revokeSessions(valid.map((s) => ({ sessionId: s.payload.sessionId, expiresAt: s.payload.expiresAt * 1000 })));
+  }
+}
+
+function loginFailed(detail: string): HttpError {
+  return new HttpError(problems.loginFailed, detail, { 'WWW-Authenticate': BASIC_CHALLENGE });
 }
 
 // ------------------------------------------------------------ OpenAPI

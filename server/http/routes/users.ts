@@ -49,38 +49,59 @@ function refusalError(refusal: Refusal): HttpError {
 
 /** Every endpoint under /users and /reservations: HTTP in, store operations out. */
 export function userRoutes(deps: RouteDeps): Route[] {
-  const { store, config, sessions } = deps;
-  const policy: WritePolicy = { allowIdChange: config.allowIdChange, requireIfMatch: config.requireIfMatch };
+  const routes = new UserRoutes(deps);
+  return [
+    { method: 'GET', path: USERS_PATH, handler: (ctx) => routes.list(ctx), doc: LIST_DOC },
+    { method: 'POST', path: NEW_USER_PATH, handler: (ctx) => routes.create(ctx), doc: CREATE_DOC },
+    { method: 'GET', path: `${USERS_PATH}/:ref`, handler: (ctx) => routes.get(ctx), doc: GET_DOC },
+    { method: 'PUT', path: `${USERS_PATH}/:ref`, handler: (ctx) => routes.put(ctx), doc: PUT_DOC },
+    { method: 'DELETE', path: `${USERS_PATH}/:ref`, handler: (ctx) => routes.delete(ctx), doc: DELETE_DOC },
+    { method: 'POST', path: RESERVATIONS_PATH, handler: (ctx) => routes.reserve(ctx), doc: RESERVE_DOC },
+  ];
+}
+
+class UserRoutes {
+  private readonly store: RouteDeps['store'];
+  private readonly config: RouteDeps['config'];
+  private readonly sessions: RouteDeps['sessions'];
+  private readonly policy: WritePolicy;
   /** Idempotency keys whose first request is still being served by this instance. */
-  const inProgress = new Set<string>();
+  private readonly inProgress = new Set<string>();
+
+  constructor(deps: RouteDeps) {
+    this.store = deps.store;
+    this.config = deps.config;
+    this.sessions = deps.sessions;
+    this.policy = { allowIdChange: deps.config.allowIdChange, requireIfMatch: deps.config.requireIfMatch };
+  }
 
   /**
    * GET and HEAD of one user: the hot path. With nothing waiting to be made
    * durable the store answers at once and so does this: no promise is made.
    * An old id answers 301 before anything else, the session check after it.
    */
-  function getUser(ctx: Context): void | Promise<void> {
+  get(ctx: Context): void | Promise<void> {
     const ref = refOf(ctx);
-    const found = store.findUser(ref);
-    if (found instanceof Promise) return found.then((f) => answerLookup(ctx, ref, f));
-    return answerLookup(ctx, ref, found);
+    const found = this.store.findUser(ref);
+    if (found instanceof Promise) return found.then((f) => this.answerLookup(ctx, ref, f));
+    return this.answerLookup(ctx, ref, found);
   }
 
-  function answerLookup(ctx: Context, ref: UserRef, found: Lookup): void | Promise<void> {
+  private answerLookup(ctx: Context, ref: UserRef, found: Lookup): void | Promise<void> {
     if (found !== undefined && 'kind' in found) return sendEmpty(ctx.res, 301, { Location: userPath(found.currentId) });
-    const authorized = sessions.authorize(ctx.req, ctx.res, ctx.now, 'read');
+    const authorized = this.sessions.authorize(ctx.req, ctx.res, ctx.now, 'read');
     if (authorized instanceof Promise) return authorized.then(() => sendUser(ctx, ref, found));
     sendUser(ctx, ref, found);
   }
 
-  async function putUser(ctx: Context): Promise<void> {
+  async put(ctx: Context): Promise<void> {
     const ref = refOf(ctx);
-    if (await answeredMove(ctx, ref)) return;
-    await sessions.authorize(ctx.req, ctx.res, ctx.now, 'write');
+    if (await this.answeredMove(ctx, ref)) return;
+    await this.sessions.authorize(ctx.req, ctx.res, ctx.now, 'write');
     requireJson(ctx.req.headers['content-type']);
-    const raw = await readBody(ctx.req, config.maxBody);
+    const raw = await readBody(ctx.req, this.config.maxBody);
     const body = checkUser(parseJson(raw));
-    const outcome = await store.putUser({ ref, body, preconditions: preconditionsOf(ctx), policy, now: ctx.now });
+    const outcome = await this.store.putUser({ ref, body, preconditions: preconditionsOf(ctx), policy: this.policy, now: ctx.now });
     switch (outcome.kind) {
       case 'created':
         return sendWritten(ctx, 201, outcome.user, raw, { Location: userPath(outcome.user.id) });
@@ -95,39 +116,39 @@ export function userRoutes(deps: RouteDeps): Route[] {
     }
   }
 
-  async function deleteUser(ctx: Context): Promise<void> {
+  async delete(ctx: Context): Promise<void> {
     const ref = refOf(ctx);
-    if (await answeredMove(ctx, ref)) return;
-    await sessions.authorize(ctx.req, ctx.res, ctx.now, 'write');
-    const outcome = await store.deleteUser({ ref, preconditions: preconditionsOf(ctx), policy });
+    if (await this.answeredMove(ctx, ref)) return;
+    await this.sessions.authorize(ctx.req, ctx.res, ctx.now, 'write');
+    const outcome = await this.store.deleteUser({ ref, preconditions: preconditionsOf(ctx), policy: this.policy });
     if (outcome.kind === 'deleted') return sendEmpty(ctx.res, 204);
     if (outcome.kind === 'old-id') return sendEmpty(ctx.res, 301, { Location: userPath(outcome.currentId) });
     throw refusalError(outcome);
   }
 
   /** Id-change variant: any request to an old id answers 301 to the current one, before anything else. */
-  async function answeredMove(ctx: Context, ref: UserRef): Promise<boolean> {
+  private async answeredMove(ctx: Context, ref: UserRef): Promise<boolean> {
     if (ref.kind !== 'id') return false;
-    const currentId = await store.movedTo(ref.id);
+    const currentId = await this.store.movedTo(ref.id);
     if (currentId === undefined) return false;
     sendEmpty(ctx.res, 301, { Location: userPath(currentId) });
     return true;
   }
 
-  async function listUsers(ctx: Context): Promise<void> {
-    await sessions.authorize(ctx.req, ctx.res, ctx.now, 'read');
+  async list(ctx: Context): Promise<void> {
+    await this.sessions.authorize(ctx.req, ctx.res, ctx.now, 'read');
     const params = new URLSearchParams(ctx.query);
     const limit = integerParam(params, 'limit', DEFAULT_PAGE, 1, MAX_PAGE);
     const after = integerParam(params, 'after', 0, 0, Number.MAX_SAFE_INTEGER);
-    const page = await store.listUsers(after, limit);
+    const page = await this.store.listUsers(after, limit);
     const next = page.next === undefined ? 'null' : JSON.stringify(`${USERS_PATH}?after=${page.next}&limit=${limit}`);
     sendJson(ctx.res, 200, `{"items":[${page.items.join(',')}],"next":${next}}`);
   }
 
-  async function createUser(ctx: Context): Promise<void> {
-    await sessions.authorize(ctx.req, ctx.res, ctx.now, 'write');
+  async create(ctx: Context): Promise<void> {
+    await this.sessions.authorize(ctx.req, ctx.res, ctx.now, 'write');
     requireJson(ctx.req.headers['content-type']);
-    await createOnce(ctx, 'create-user', async (raw, idempotency) => {
+    await this.createOnce(ctx, 'create-user', async (raw, idempotency) => {
       // A body that does not parse is refused only if the key has no kept
       // answer: a different body under a used key is 422, whatever it holds.
       let body: UserBody | undefined;
@@ -137,18 +158,17 @@ export function userRoutes(deps: RouteDeps): Route[] {
       } catch (error) {
         invalid = error;
       }
-      const outcome = await store.createUser({ body, idempotency, now: ctx.now });
+      const outcome = await this.store.createUser({ body, idempotency, now: ctx.now });
       if (outcome.kind === 'invalid-body') throw invalid;
       return outcome;
     });
   }
 
-  async function reserve(ctx: Context): Promise<void> {
-    await sessions.authorize(ctx.req, ctx.res, ctx.now, 'write');
+  async reserve(ctx: Context): Promise<void> {
+    await this.sessions.authorize(ctx.req, ctx.res, ctx.now, 'write');
     refuseFormBody(ctx.req.headers['content-type']);
-    await createOnce(ctx, 'reserve-id', (_raw, idempotency) =>
-      store.reserveId({ idempotency, now: ctx.now, ttlMs: config.reservationTtl * 1000, max: config.maxReservations }),
-    );
+    const { reservationTtl, maxReservations } = this.config;
+    await this.createOnce(ctx, 'reserve-id', (_raw, idempotency) => this.store.reserveId({ idempotency, now: ctx.now, ttlMs: reservationTtl * 1000, max: maxReservations }));
   }
 
   /**
@@ -158,33 +178,24 @@ export function userRoutes(deps: RouteDeps): Route[] {
    * being served here, the same key is 409 (on another instance the store's
    * own atomic check decides).
    */
-  async function createOnce(ctx: Context, operation: IdempotentOperation, run: (raw: Buffer, key: IdempotencyKey | undefined) => MaybePromise<CreateOutcome | ReserveOutcome>): Promise<void> {
+  private async createOnce(ctx: Context, operation: IdempotentOperation, run: (raw: Buffer, key: IdempotencyKey | undefined) => MaybePromise<CreateOutcome | ReserveOutcome>): Promise<void> {
     const key = header(ctx.req, 'idempotency-key');
     if (key === undefined) {
-      sendOutcome(ctx.res, await run(await readBody(ctx.req, config.maxBody), undefined));
+      sendOutcome(ctx.res, await run(await readBody(ctx.req, this.config.maxBody), undefined));
       return;
     }
     if (!IDEMPOTENCY_KEY.test(key)) throw new HttpError(problems.invalidHeader, 'Idempotency-Key must be 1 to 255 visible ASCII characters.');
     const scoped = scopedKey(operation, key);
-    if (inProgress.has(scoped)) throw new HttpError(problems.idempotencyInProgress, 'A request with this Idempotency-Key is still in progress; retry later.', { 'Retry-After': '1' });
-    inProgress.add(scoped);
+    if (this.inProgress.has(scoped)) throw new HttpError(problems.idempotencyInProgress, 'A request with this Idempotency-Key is still in progress; retry later.', { 'Retry-After': '1' });
+    this.inProgress.add(scoped);
     try {
-      const raw = await readBody(ctx.req, config.maxBody);
+      const raw = await readBody(ctx.req, this.config.maxBody);
       const fingerprint = createHash('sha256').update(raw).digest('base64url');
       sendOutcome(ctx.res, await run(raw, { key, fingerprint }));
     } finally {
-      inProgress.delete(scoped);
+      this.inProgress.delete(scoped);
     }
   }
-
-  return [
-    { method: 'GET', path: USERS_PATH, handler: listUsers, doc: LIST_DOC },
-    { method: 'POST', path: NEW_USER_PATH, handler: createUser, doc: CREATE_DOC },
-    { method: 'GET', path: `${USERS_PATH}/:ref`, handler: getUser, doc: GET_DOC },
-    { method: 'PUT', path: `${USERS_PATH}/:ref`, handler: putUser, doc: PUT_DOC },
-    { method: 'DELETE', path: `${USERS_PATH}/:ref`, handler: deleteUser, doc: DELETE_DOC },
-    { method: 'POST', path: RESERVATIONS_PATH, handler: reserve, doc: RESERVE_DOC },
-  ];
 }
 
 /** Parses the `{ref}` segment: 400 for a malformed one, 404 for a non-canonical id. */

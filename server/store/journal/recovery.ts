@@ -205,18 +205,8 @@ export function recover(dir: string, options: { salvage?: boolean } = {}): Recov
     if (scan.endMark === undefined) return fail({ file: name, offset: scan.end, reason: 'the snapshot has no end mark', bytes: 0, validAfter: undefined });
     if (scan.endMark !== state.users.size) return fail({ file: name, offset: scan.end, reason: `the end mark counts ${scan.endMark} users, the snapshot holds ${state.users.size}`, bytes: 0, validAfter: undefined });
   }
-  // The journals must continue the snapshot without a gap: journal-1 on a
-  // directory without snapshots, journal-G after snapshot-G.
-  const expectedFirst = base > 0 ? base : 1;
-  for (let i = 0; i < journals.length; i++) {
-    if (journals[i] !== expectedFirst + i) {
-      const missing = journalName(expectedFirst + i);
-      return fail({ file: missing, offset: 0, reason: 'this file is missing: the journals do not continue the snapshot', bytes: 0, validAfter: undefined });
-    }
-  }
-  if (journals.length === 0 && base > 0) {
-    return fail({ file: journalName(base), offset: 0, reason: 'this file is missing: every snapshot has a journal', bytes: 0, validAfter: undefined });
-  }
+  const gap = missingJournal(base, journals);
+  if (gap !== undefined) return fail(gap);
 
   let journal: Recovered['journal'];
   let earlierBytes = 0;
@@ -243,14 +233,31 @@ export function recover(dir: string, options: { salvage?: boolean } = {}): Recov
     if (last) journal = { generation, end: scan.end, earlierBytes };
     else earlierBytes += scan.end;
   }
-  if (!salvage) {
-    // Files older than the newest snapshot are left over from a compaction
-    // that was interrupted after its snapshot was in place.
-    for (const g of files.journals) if (g < base) removeLeftover(dir, journalName(g), notes);
-    for (const g of files.snapshots) if (g < base) removeLeftover(dir, snapshotName(g), notes);
-    for (const temp of files.temps) removeLeftover(dir, temp, notes);
-  }
+  if (!salvage) removeLeftovers(dir, files, base, notes);
   return { state, journal, notes, damage: undefined };
+}
+
+/**
+ * The journals must continue the snapshot without a gap: journal-1 on a
+ * directory without snapshots, journal-G after snapshot-G. The first
+ * missing one, as damage; undefined when none is missing.
+ */
+function missingJournal(base: number, journals: readonly number[]): Damage | undefined {
+  const expectedFirst = base > 0 ? base : 1;
+  for (let i = 0; i < journals.length; i++) {
+    if (journals[i] !== expectedFirst + i) {
+      return { file: journalName(expectedFirst + i), offset: 0, reason: 'this file is missing: the journals do not continue the snapshot', bytes: 0, validAfter: undefined };
+    }
+  }
+  if (journals.length === 0 && base > 0) return { file: journalName(base), offset: 0, reason: 'this file is missing: every snapshot has a journal', bytes: 0, validAfter: undefined };
+  return undefined;
+}
+
+/** Files older than the newest snapshot are left over from a compaction that was interrupted after its snapshot was in place. */
+function removeLeftovers(dir: string, files: DataFiles, base: number, notes: string[]): void {
+  for (const g of files.journals) if (g < base) removeLeftover(dir, journalName(g), notes);
+  for (const g of files.snapshots) if (g < base) removeLeftover(dir, snapshotName(g), notes);
+  for (const temp of files.temps) removeLeftover(dir, temp, notes);
 }
 
 function truncate(path: string, length: number): void {

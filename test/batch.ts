@@ -1,0 +1,48 @@
+/**
+ * `npm test` runs the test files in a few batches, one process each
+ * (test/batches/): a test process costs about 0.7 s of CPU to start (node,
+ * tsx, the modules), which for fifty files was a third of the suite's time
+ * on two cores. Every test/*.test.ts file belongs to exactly one batch, by
+ * a greedy split on its cost; a new file joins without a change here.
+ * Each file still runs alone: `node --import tsx --test test/NAME.test.ts`.
+ */
+import { readdirSync } from 'node:fs';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+
+const TEST_DIR = fileURLToPath(new URL('.', import.meta.url));
+
+/** Seconds of CPU a file took alone on the 2-core machine; others count DEFAULT_COST. */
+const COSTS: Record<string, number> = {
+  'journal-crash.test.ts': 13,
+  'cli-bin.test.ts': 10,
+  'server-cli.test.ts': 9,
+  'browser.test.ts': 7,
+  'property.test.ts': 6,
+  'cookie-interop.test.ts': 6,
+  'accounts.test.ts': 5,
+  'put-rules.test.ts': 4,
+  'concurrency.test.ts': 4,
+  'journal-failure.test.ts': 4,
+  'journal-recovery.test.ts': 4,
+  'model.test.ts': 4,
+  'timeouts.test.ts': 3,
+};
+const DEFAULT_COST = 1.5;
+
+/** The test files of batch `index` (1-based) of `count`. */
+export function batchFiles(index: number, count: number): string[] {
+  const files = readdirSync(TEST_DIR).filter((name) => name.endsWith('.test.ts')).sort();
+  const loads = Array.from({ length: count }, () => ({ cost: 0, files: [] as string[] }));
+  const byCost = [...files].sort((a, b) => (COSTS[b] ?? DEFAULT_COST) - (COSTS[a] ?? DEFAULT_COST) || (a < b ? -1 : 1));
+  for (const name of byCost) {
+    const lightest = loads.reduce((min, load) => (load.cost < min.cost ? load : min));
+    lightest.cost += COSTS[name] ?? DEFAULT_COST;
+    lightest.files.push(name);
+  }
+  return loads[index - 1]!.files;
+}
+
+/** Imports the files of batch `index` of `count`: their tests run in this process, one file after another. */
+export async function runBatch(index: number, count: number): Promise<void> {
+  for (const name of batchFiles(index, count)) await import(pathToFileURL(`${TEST_DIR}${name}`).href);
+}

@@ -1,0 +1,3 @@
+import { runBatch } from '../batch.js';
+
+await runBatch(2, 6);
