@@ -48,7 +48,7 @@ import {
   type LoadResult,
   type ServerProcess,
   type StartupFigures,
-} from './store.js';
+} from './store-bench.js';
 
 const REFERENCE_SCRIPT = join(ROOT, 'bench', 'reference-server.mjs');
 const USERSCTL = join(ROOT, 'bin', 'usersctl.js');

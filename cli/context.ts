@@ -3,8 +3,8 @@
  * HTTP client. Tests run commands in-process with their own Io.
  */
 import { readFile } from 'node:fs/promises';
-import { UsageError } from './errors.js';
-import { HttpClient } from './http.js';
+import { UsageError } from './exit-codes.js';
+import { HttpClient } from './client.js';
 import { defaultJarPath } from './jar.js';
 import { Output, readAll } from './streams.js';
 

@@ -7,8 +7,8 @@ import { open } from 'node:fs/promises';
 import { USERS_PATH, userPath } from '../shared/endpoints.js';
 import { isId, parseRef } from '../shared/user.js';
 import type { Context } from './context.js';
-import { CliError, EXIT, NetworkError, UsageError } from './errors.js';
-import { detailOf } from './http.js';
+import { CliError, EXIT, NetworkError, UsageError } from './exit-codes.js';
+import { detailOf } from './client.js';
 import { readLines, type Line } from './streams.js';
 import { isUuid, uuidV5Generator } from './uuid.js';
 
@@ -35,133 +35,165 @@ const BAR_WIDTH = 24;
 /** Pause reading while this much output waits for a slow stdout. */
 const OUTPUT_HIGH_WATER = 1 << 20;
 
+type Stats = { lines: number; ok: number; created: number; failed: number; bytes: number };
+
 export async function importUsers(ctx: Context, options: ImportOptions): Promise<number> {
   if (options.aliasField !== undefined && options.uuidNamespace !== undefined) throw new UsageError('--alias-field and --uuid-namespace are alternatives: give one');
   if (options.uuidNamespace !== undefined && !isUuid(options.uuidNamespace)) throw new UsageError(`--uuid-namespace must be a UUID, not ${JSON.stringify(options.uuidNamespace)}`);
-  const aliasOf = uuidV5Generator(options.uuidNamespace ?? DEFAULT_IMPORT_NAMESPACE);
   // A jar that cannot be read fails the command once, not each line.
   await ctx.client.jar();
   const { input, size, close } = await openInput(ctx, options.file);
-  const headers = { accept: 'application/json', 'content-type': 'application/json' };
-
-  const stats = { lines: 0, ok: 0, created: 0, failed: 0, bytes: 0 };
-  const started = Date.now();
-  const progress = ctx.io.stderr.isTTY === true && !ctx.options.quiet && !ctx.options.verbose ? startProgress(ctx, stats, size, started) : undefined;
-
-  // Results wait here until every earlier line's result is out: stdout is in input order.
-  const done = new Map<number, string>();
-  let nextToPrint = 0;
-  let sequence = 0;
-  let inFlight = 0;
-  let stop: NetworkError | undefined;
-  let lastLine = 0;
-  const window = Math.max(256, options.concurrency * 32);
-  let wake: (() => void) | undefined;
-  let pending = '';
-  let flushing: Promise<void> | undefined;
-  let flushScheduled = false;
-
-  const drain = async () => {
-    try {
-      while (pending !== '') {
-        const text = pending;
-        pending = '';
-        await ctx.out.write(text);
-      }
-    } finally {
-      flushing = undefined;
-    }
-  };
-  // drain awaits before its finally runs, so `flushing` is set before it is cleared.
-  const flush = (): Promise<void> => {
-    if (flushing === undefined && pending !== '') flushing = drain();
-    return flushing ?? Promise.resolve();
-  };
-
-  const complete = (seq: number, text: string) => {
-    done.set(seq, text);
-    for (let line = done.get(nextToPrint); line !== undefined; line = done.get(nextToPrint)) {
-      done.delete(nextToPrint++);
-      pending += line + '\n';
-    }
-    // One write per turn of the event loop, not one per result.
-    if (!flushScheduled && pending !== '') {
-      flushScheduled = true;
-      setImmediate(() => {
-        flushScheduled = false;
-        void flush();
-      });
-    }
-    wake?.();
-  };
-
-  const put = async (seq: number, line: Line, path: string, body: Buffer) => {
-    let text: string;
-    try {
-      const response = await ctx.client.send({ method: 'PUT', path, headers, body });
-      if (response.status === 200 || response.status === 201) {
-        stats.ok++;
-        if (response.status === 201) stats.created++;
-        text = `{"line":${line.number},"ok":true,"user":${response.text === '' ? 'null' : response.text}}`;
-      } else {
-        stats.failed++;
-        text = failure(line.number, response.status, detailOf(response));
-      }
-    } catch (error) {
-      stats.failed++;
-      if (error instanceof NetworkError) stop ??= error;
-      text = failure(line.number, 0, error instanceof Error ? error.message : String(error));
-    } finally {
-      inFlight--;
-    }
-    complete(seq, text);
-  };
-
+  const run = new ImportRun(ctx, options);
+  const progress = ctx.io.stderr.isTTY === true && !ctx.options.quiet && !ctx.options.verbose ? startProgress(ctx, run.stats, size, run.started) : undefined;
   try {
-    for await (const line of readLines(input)) {
-      stats.bytes += line.bytes.length + 1;
-      if (stop !== undefined || ctx.out.closed) break;
-      lastLine = line.number;
-      const job = prepare(line, options.aliasField, aliasOf);
-      if (job === undefined) continue;
-      stats.lines++;
-      const seq = sequence++;
-      if (job.kind === 'result') {
-        stats.failed++;
-        complete(seq, job.text);
-        continue;
-      }
-      while (inFlight >= options.concurrency || seq - nextToPrint >= window) {
-        await new Promise<void>((resolve) => (wake = resolve));
-        wake = undefined;
-      }
-      if (pending.length > OUTPUT_HIGH_WATER) await flush();
-      inFlight++;
-      void put(seq, line, job.path, job.body);
-    }
-    while (inFlight > 0) {
-      await new Promise<void>((resolve) => (wake = resolve));
-      wake = undefined;
-    }
-    await flush();
+    await run.consume(input);
   } finally {
     progress?.stop();
     await close();
   }
-
-  const seconds = ((Date.now() - started) / 1000).toFixed(1);
-  if (progress !== undefined) {
-    const failed = stats.failed === 0 ? '0 failed' : ctx.paint(`${stats.failed} failed`, '31');
-    ctx.io.stderr.write(
-      `usersctl: ${stats.lines} lines in ${seconds} s: ${stats.ok} ok (${stats.created} created, ${stats.ok - stats.created} replaced), ${failed}\n`,
-    );
-  }
-  if (stop !== undefined) throw new CliError(`${stop.message}; import stopped after line ${lastLine}`, EXIT.network);
-  if (stats.failed > 0) {
-    if (progress === undefined) ctx.fail(`${stats.failed} of ${stats.lines} lines failed; their results on stdout say why`);
+  if (progress !== undefined) printSummary(ctx, run.stats, run.started);
+  if (run.stop !== undefined) throw new CliError(`${run.stop.message}; import stopped after line ${run.lastLine}`, EXIT.network);
+  if (run.stats.failed > 0) {
+    if (progress === undefined) ctx.fail(`${run.stats.failed} of ${run.stats.lines} lines failed; their results on stdout say why`);
     return EXIT.partialImport;
   }
   return EXIT.ok;
+}
+
+function printSummary(ctx: Context, stats: Stats, started: number): void {
+  const seconds = ((Date.now() - started) / 1000).toFixed(1);
+  const failed = stats.failed === 0 ? '0 failed' : ctx.paint(`${stats.failed} failed`, '31');
+  ctx.io.stderr.write(`usersctl: ${stats.lines} lines in ${seconds} s: ${stats.ok} ok (${stats.created} created, ${stats.ok - stats.created} replaced), ${failed}\n`);
+}
+
+/** One import: lines in, at most `concurrency` PUTs in flight, results out in input order. */
+class ImportRun {
+  readonly stats: Stats = { lines: 0, ok: 0, created: 0, failed: 0, bytes: 0 };
+  readonly started = Date.now();
+  /** The network failure that stopped the import, if one did. */
+  stop: NetworkError | undefined;
+  lastLine = 0;
+  private readonly results: OrderedResults;
+  private readonly aliasOf: (name: Uint8Array) => string;
+  private readonly window: number;
+  private sequence = 0;
+  private inFlight = 0;
+  private wake: (() => void) | undefined;
+
+  constructor(
+    private readonly ctx: Context,
+    private readonly options: ImportOptions,
+  ) {
+    this.aliasOf = uuidV5Generator(options.uuidNamespace ?? DEFAULT_IMPORT_NAMESPACE);
+    this.window = Math.max(256, options.concurrency * 32);
+    this.results = new OrderedResults(ctx, () => this.wake?.());
+  }
+
+  async consume(input: Parameters<typeof readLines>[0]): Promise<void> {
+    for await (const line of readLines(input)) {
+      this.stats.bytes += line.bytes.length + 1;
+      if (this.stop !== undefined || this.ctx.out.closed) break;
+      this.lastLine = line.number;
+      const job = prepare(line, this.options.aliasField, this.aliasOf);
+      if (job === undefined) continue;
+      this.stats.lines++;
+      const seq = this.sequence++;
+      if (job.kind === 'result') {
+        this.stats.failed++;
+        this.results.complete(seq, job.text);
+        continue;
+      }
+      while (this.inFlight >= this.options.concurrency || seq - this.results.nextToPrint >= this.window) await this.waitForResult();
+      if (this.results.pendingChars > OUTPUT_HIGH_WATER) await this.results.flush();
+      this.inFlight++;
+      void this.put(seq, line, job.path, job.body);
+    }
+    while (this.inFlight > 0) await this.waitForResult();
+    await this.results.flush();
+  }
+
+  private async waitForResult(): Promise<void> {
+    await new Promise<void>((resolve) => (this.wake = resolve));
+    this.wake = undefined;
+  }
+
+  private async put(seq: number, line: Line, path: string, body: Buffer): Promise<void> {
+    let text: string;
+    try {
+      const response = await this.ctx.client.send({ method: 'PUT', path, headers: PUT_HEADERS, body });
+      if (response.status === 200 || response.status === 201) {
+        this.stats.ok++;
+        if (response.status === 201) this.stats.created++;
+        text = `{"line":${line.number},"ok":true,"user":${response.text === '' ? 'null' : response.text}}`;
+      } else {
+        this.stats.failed++;
+        text = failure(line.number, response.status, detailOf(response));
+      }
+    } catch (error) {
+      this.stats.failed++;
+      if (error instanceof NetworkError) this.stop ??= error;
+      text = failure(line.number, 0, error instanceof Error ? error.message : String(error));
+    } finally {
+      this.inFlight--;
+    }
+    this.results.complete(seq, text);
+  }
+}
+
+const PUT_HEADERS = { accept: 'application/json', 'content-type': 'application/json' };
+
+/** Results that arrive in any order, written to stdout in input order, one write per turn of the event loop. */
+class OrderedResults {
+  /** The sequence number of the next result to print. */
+  nextToPrint = 0;
+  private readonly done = new Map<number, string>();
+  private pending = '';
+  private flushing: Promise<void> | undefined;
+  private flushScheduled = false;
+
+  constructor(
+    private readonly ctx: Context,
+    private readonly onComplete: () => void,
+  ) {}
+
+  get pendingChars(): number {
+    return this.pending.length;
+  }
+
+  complete(seq: number, text: string): void {
+    this.done.set(seq, text);
+    for (let line = this.done.get(this.nextToPrint); line !== undefined; line = this.done.get(this.nextToPrint)) {
+      this.done.delete(this.nextToPrint++);
+      this.pending += line + '\n';
+    }
+    if (!this.flushScheduled && this.pending !== '') {
+      this.flushScheduled = true;
+      setImmediate(() => {
+        this.flushScheduled = false;
+        void this.flush();
+      });
+    }
+    this.onComplete();
+  }
+
+  /** Writes what is pending; resolves once stdout took it. */
+  flush(): Promise<void> {
+    // drain awaits before its finally runs, so `flushing` is set before it is cleared.
+    if (this.flushing === undefined && this.pending !== '') this.flushing = this.drain();
+    return this.flushing ?? Promise.resolve();
+  }
+
+  private async drain(): Promise<void> {
+    try {
+      while (this.pending !== '') {
+        const text = this.pending;
+        this.pending = '';
+        await this.ctx.out.write(text);
+      }
+    } finally {
+      this.flushing = undefined;
+    }
+  }
 }
 
 /** What to do with one input line: a PUT, an immediate failure, or nothing (blank). */

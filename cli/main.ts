@@ -5,14 +5,14 @@
  */
 import { readFileSync } from 'node:fs';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
-import * as session from './commands/session.js';
-import * as users from './commands/users.js';
+import * as session from './commands/session-commands.js';
+import * as users from './commands/user-commands.js';
 import { Context, DEFAULT_RETRIES, DEFAULT_TIMEOUT_SECONDS, DEFAULT_URL, errorPrefix, resolveGlobals, type GlobalFlags, type Io } from './context.js';
-import { CliError, EXIT } from './errors.js';
+import { CliError, EXIT } from './exit-codes.js';
 import { DEFAULT_CONCURRENCY, DEFAULT_IMPORT_NAMESPACE, MAX_CONCURRENCY, importUsers } from './import.js';
 
 export type { Io } from './context.js';
-export { EXIT } from './errors.js';
+export { EXIT } from './exit-codes.js';
 
 const HELP_AFTER = `
 Environment:
@@ -148,7 +148,36 @@ function seconds(value: string): number {
   return n;
 }
 
+/** A command's body, as `action` wraps it: the context, then commander's arguments. */
+type Action = <A extends unknown[]>(body: (ctx: Context, ...args: A) => Promise<number | void>) => (...args: A) => Promise<void>;
+
 function buildProgram(io: Io, setExitCode: (code: number) => void): Command {
+  const program = newProgram(io);
+  /** Wraps a command: globals resolved, a Context made and closed (the jar saved) whatever happens. */
+  const action: Action =
+    (body) =>
+    async (...args) => {
+      const command = args[args.length - 1] as Command;
+      const ctx = new Context(io, resolveGlobals(command.optsWithGlobals<GlobalFlags>(), io.env));
+      let failed = true;
+      try {
+        setExitCode((await body(ctx, ...args)) ?? EXIT.ok);
+        failed = false;
+      } finally {
+        // A failed close must not hide the command's own error.
+        if (failed) await ctx.close().catch(() => {});
+        else await ctx.close();
+      }
+    };
+  addSessionCommands(program, action);
+  addUserCommands(program, action);
+  addCreateCommands(program, action);
+  addImportCommand(program, action);
+  return program;
+}
+
+/** The program with its global options, help and output wired to `io`. */
+function newProgram(io: Io): Command {
   const program = new Command('usersctl');
   program
     .description('Script users-server from a shell: sessions, users, bulk import and export.')
@@ -175,24 +204,10 @@ function buildProgram(io: Io, setExitCode: (code: number) => void): Command {
     .helpCommand('help [command]', 'show help for a command')
     .addHelpText('after', HELP_AFTER)
     .showSuggestionAfterError(true);
+  return program;
+}
 
-  /** Wraps a command: globals resolved, a Context made and closed (the jar saved) whatever happens. */
-  const action =
-    <A extends unknown[]>(body: (ctx: Context, ...args: A) => Promise<number | void>) =>
-    async (...args: A) => {
-      const command = args[args.length - 1] as Command;
-      const ctx = new Context(io, resolveGlobals(command.optsWithGlobals<GlobalFlags>(), io.env));
-      let failed = true;
-      try {
-        setExitCode((await body(ctx, ...args)) ?? EXIT.ok);
-        failed = false;
-      } finally {
-        // A failed close must not hide the command's own error.
-        if (failed) await ctx.close().catch(() => {});
-        else await ctx.close();
-      }
-    };
-
+function addSessionCommands(program: Command, action: Action): void {
   program
     .command('login')
     .description('log in (POST /login) and keep the session cookie in the jar')
@@ -211,7 +226,9 @@ function buildProgram(io: Io, setExitCode: (code: number) => void): Command {
     .description('print OK when the session is valid (exit 0), else "not authorized" (exit 4)')
     .addHelpText('after', '\nExample:\n  usersctl status -q || usersctl login --password-stdin < ~/.users-password\n')
     .action(action((ctx) => session.status(ctx)));
+}
 
+function addUserCommands(program: Command, action: Action): void {
   program
     .command('get')
     .description('print users (ids or aliases; - reads refs from stdin, one a line), one JSON per line')
@@ -252,6 +269,16 @@ function buildProgram(io: Io, setExitCode: (code: number) => void): Command {
     .action(action((ctx) => users.list(ctx, users.MAX_PAGE_SIZE)));
 
   program
+    .command('mv')
+    .description('move a user to a new id (the server needs --allow-id-change)')
+    .argument('<ref>', 'user id or alias')
+    .argument('<new-id>', 'an id never issued before')
+    .addHelpText('after', '\nExample:\n  usersctl mv alice 5000\n')
+    .action(action((ctx, ref: string, newId: string) => users.move(ctx, ref, newId)));
+}
+
+function addCreateCommands(program: Command, action: Action): void {
+  program
     .command('reserve')
     .description('reserve an id; prints "<id><TAB><expiresAt>" (--json: the server JSON)')
     .addHelpText('after', '\nExample:\n  id=$(usersctl reserve | cut -f1) && usersctl put "$id" --name Bob\n')
@@ -273,15 +300,9 @@ function buildProgram(io: Io, setExitCode: (code: number) => void): Command {
     .option('-f, --file <file>', 'the user as a JSON object, - for stdin')
     .addHelpText('after', '\nExample:\n  usersctl new --name Dave | jq .id\n')
     .action(action((ctx, options: users.BodyOptions) => users.createNew(ctx, options)));
+}
 
-  program
-    .command('mv')
-    .description('move a user to a new id (the server needs --allow-id-change)')
-    .argument('<ref>', 'user id or alias')
-    .argument('<new-id>', 'an id never issued before')
-    .addHelpText('after', '\nExample:\n  usersctl mv alice 5000\n')
-    .action(action((ctx, ref: string, newId: string) => users.move(ctx, ref, newId)));
-
+function addImportCommand(program: Command, action: Action): void {
   program
     .command('import')
     .description('create or replace users from NDJSON; one NDJSON result per input line, in input order')
@@ -302,6 +323,4 @@ Example:
 `,
     )
     .action(action((ctx, options: { file?: string; concurrency: number; aliasField?: string; uuidNamespace?: string }) => importUsers(ctx, options)));
-
-  return program;
 }

@@ -4,7 +4,7 @@
  * readers that keep each line's exact bytes, and the no-echo password prompt.
  */
 import { StringDecoder } from 'node:string_decoder';
-import { CliError, EXIT } from './errors.js';
+import { CliError, EXIT } from './exit-codes.js';
 
 export interface Writable {
   write(chunk: string): unknown;

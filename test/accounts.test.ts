@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { ACCOUNT_NAME, parseAccounts, readAccountsFile, serializeAccounts, writeAccountsFile, type AccountRecord } from '../server/security/accounts-file.js';
-import { Accounts, DEFAULT_SCRYPT_PARAMS, hashPassword, type ScryptFunction, type ScryptParams } from '../server/security/accounts.js';
+import { Accounts, DEFAULT_SCRYPT_PARAMS, hashPassword, type ScryptFunction, type ScryptParams } from '../server/security/credentials.js';
 import { parseConfig, usage, type RequireSession } from '../server/ops/config.js';
 import { startServer } from '../server/commands/serve.js';
 import { signSession } from '../server/security/session-token.js';

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { EXIT } from '../cli/main.js';
-import { maskSetCookie, retryAfterMs } from '../cli/http.js';
+import { maskSetCookie, retryAfterMs } from '../cli/client.js';
 import { tempDir } from './helpers.js';
 import { closedPortUrl, lines, sendJsonText, sendProblem, startStub, usersctl, type RunOptions } from './cli-helpers.js';
 

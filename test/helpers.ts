@@ -15,7 +15,7 @@ import { UsageError } from '../server/errors.js';
 import { parseConfig, type Config } from '../server/ops/config.js';
 import { startServer, type RunningServer, type StartOptions } from '../server/commands/serve.js';
 import { newAccountId, writeAccountsFile, type AccountRecord } from '../server/security/accounts-file.js';
-import { hashPassword, type Role, type ScryptFunction } from '../server/security/accounts.js';
+import { hashPassword, type Role, type ScryptFunction } from '../server/security/credentials.js';
 
 export const ADMIN_PASSWORD = 'test-admin-password';
 

@@ -8,7 +8,7 @@ import { createHash } from 'node:crypto';
 import { createServer, request as httpRequest } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
 import { test, type TestContext } from 'node:test';
-import type { ScryptFunction } from '../server/security/accounts.js';
+import type { ScryptFunction } from '../server/security/credentials.js';
 import { LoginLimiter, loginLimitKey } from '../server/security/login-limit.js';
 import { ADMIN_PASSWORD, assertProblem, basic, readReply, send, startTestServer, type Reply } from './helpers.js';
 

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
 import { test } from 'node:test';
-import { parseBasicAuth } from '../server/security/accounts.js';
+import { parseBasicAuth } from '../server/security/credentials.js';
 import { UsageError } from '../server/errors.js';
 import { parseConfig } from '../server/ops/config.js';
 import { cookieValues, serializeCookie } from '../server/http/cookies.js';

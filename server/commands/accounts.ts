@@ -5,7 +5,7 @@ import { CommandError, UsageError } from '../errors.js';
 import { envName, passwordCostFrom } from '../ops/config.js';
 import { ensureDataDir } from '../ops/data-dir.js';
 import { ACCOUNT_NAME, BUILT_IN_ACCOUNT, newAccountId, readAccountsFile, writeAccountsFile, type AccountRecord } from '../security/accounts-file.js';
-import { hashPassword, ROLES, type Role } from '../security/accounts.js';
+import { hashPassword, ROLES, type Role } from '../security/credentials.js';
 import type { PasswordInput } from './command-io.js';
 
 export interface AccountsIo {

@@ -6,7 +6,7 @@ import { AccessLog, type LogSink } from '../ops/access-log.js';
 import { parseConfig, usage, type Config } from '../ops/config.js';
 import { acquireLock, ensureDataDir, loadOrCreateAdminPassword, loadOrCreateSecret } from '../ops/data-dir.js';
 import { AccountsFileWatcher } from '../security/accounts-file.js';
-import { Accounts, hashPassword, type ScryptFunction } from '../security/accounts.js';
+import { Accounts, hashPassword, type ScryptFunction } from '../security/credentials.js';
 import type { JournalIo } from '../store/journal/journal.js';
 import { openStore } from '../store/open-store.js';
 import type { Store } from '../store/store.js';

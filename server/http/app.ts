@@ -4,7 +4,7 @@ import { problems } from '../../shared/problems.js';
 import { HttpError, StoreFailedError } from '../errors.js';
 import type { Config } from '../ops/config.js';
 import { Metrics } from '../ops/metrics.js';
-import type { Accounts } from '../security/accounts.js';
+import type { Accounts } from '../security/credentials.js';
 import { limitKey, RateLimiter } from '../security/rate-limit.js';
 import type { Store } from '../store/store.js';
 import { clientAddress } from './client-address.js';

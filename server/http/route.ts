@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Config } from '../ops/config.js';
-import type { Accounts } from '../security/accounts.js';
+import type { Accounts } from '../security/credentials.js';
 import type { Store } from '../store/store.js';
 import type { SessionCookies } from './session-cookies.js';
 

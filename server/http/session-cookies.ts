@@ -3,7 +3,7 @@ import { LOGIN_PATH, SESSION_COOKIE } from '../../shared/endpoints.js';
 import { problems } from '../../shared/problems.js';
 import { HttpError } from '../errors.js';
 import type { Config } from '../ops/config.js';
-import type { Account, Accounts } from '../security/accounts.js';
+import type { Account, Accounts } from '../security/credentials.js';
 import { newSessionId, signSession, verifySession, type SessionPayload, type VerifiedSession } from '../security/session-token.js';
 import { andThen, type MaybePromise, type Store } from '../store/store.js';
 import { cookieValues, serializeCookie } from './cookies.js';

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync, statSync, unwatchFile, watchFile, type Stats } from 'node:fs';
 import { join } from 'node:path';
-import { ROLES, type Accounts, type Role, type ScryptParams, type StoredAccount } from './accounts.js';
+import { ROLES, type Accounts, type Role, type ScryptParams, type StoredAccount } from './credentials.js';
 import { DataError } from '../errors.js';
 import { replaceFileSync } from '../ops/durable-files.js';
 

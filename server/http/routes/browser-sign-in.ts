@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { LOGIN_PATH } from '../../../shared/endpoints.js';
 import { problems } from '../../../shared/problems.js';
 import { HttpError } from '../../errors.js';
-import type { Account } from '../../security/accounts.js';
+import type { Account } from '../../security/credentials.js';
 import {
   FORM_TOKEN_FIELD,
   FORM_TOKEN_TTL,

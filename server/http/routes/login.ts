@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { LOGIN_PATH, LOGOUT_PATH } from '../../../shared/endpoints.js';
 import { problems } from '../../../shared/problems.js';
 import { HttpError } from '../../errors.js';
-import { parseBasicAuth } from '../../security/accounts.js';
+import { parseBasicAuth } from '../../security/credentials.js';
 import { LoginLimiter, loginLimitKey } from '../../security/login-limit.js';
 import { clientAddress } from '../client-address.js';
 import { isUrlEncodedForm, JSON_TYPE } from '../media-type.js';

@@ -3,8 +3,8 @@ import { randomUUID } from 'node:crypto';
 import { NEW_USER_PATH, RESERVATIONS_PATH, USERS_PATH, userPath } from '../../shared/endpoints.js';
 import { isId, parseRef } from '../../shared/user.js';
 import type { Context } from '../context.js';
-import { CliError, EXIT, NetworkError, UsageError } from '../errors.js';
-import { single, type Response } from '../http.js';
+import { CliError, EXIT, NetworkError, UsageError } from '../exit-codes.js';
+import { single, type Response } from '../client.js';
 import { readLines } from '../streams.js';
 
 const JSON_TYPE = 'application/json';

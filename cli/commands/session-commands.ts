@@ -1,8 +1,8 @@
 /** login, logout and status: the session cookie in the jar. */
 import { LOGIN_PATH, LOGOUT_PATH } from '../../shared/endpoints.js';
 import type { Context } from '../context.js';
-import { UsageError } from '../errors.js';
-import { statusError } from '../http.js';
+import { UsageError } from '../exit-codes.js';
+import { statusError } from '../client.js';
 import { promptHidden, readFirstLine, type TtyInput } from '../streams.js';
 
 export interface LoginOptions {

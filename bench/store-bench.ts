@@ -9,7 +9,7 @@
  *     snapshot: time from spawn to the first answered GET /healthz, peak RSS
  *     (VmHWM), and the bytes each user takes on disk.
  *
- * Run: node --import tsx bench/store.ts [--rounds 3] [--seconds 10] [--users 1000000]
+ * Run: node --import tsx bench/store-bench.ts [--rounds 3] [--seconds 10] [--users 1000000]
  * (needs dist/: `npm run build`). `--help` lists the other flags.
  *
  * The helpers (spawnServer, runLoad, preloadUsers, ...) are exported so the
@@ -558,7 +558,7 @@ function ensureBuilt(log: (line: string) => void): void {
   if (build.status !== 0) throw new Error('npm run build failed');
 }
 
-const USAGE = `usage: node --import tsx bench/store.ts [flags]
+const USAGE = `usage: node --import tsx bench/store-bench.ts [flags]
   --rounds N       rounds per store (A B A B) and starts per variant   (3)
   --seconds S      measured seconds per PUT round                       (10)
   --warmup S       unmeasured PUT seconds before each round             (2)
@@ -695,7 +695,7 @@ async function main(): Promise<void> {
 
 if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) {
   main().catch((error: unknown) => {
-    console.error(`bench/store: ${error instanceof Error ? error.message : String(error)}`);
+    console.error(`bench/store-bench: ${error instanceof Error ? error.message : String(error)}`);
     process.exitCode = 1;
   });
 }

@@ -6,7 +6,7 @@
 import { Agent } from 'undici';
 import type { CookieJar } from 'tough-cookie';
 import { PROBLEM_CONTENT_TYPE, PROBLEM_TYPE_PREFIX, problems } from '../shared/problems.js';
-import { NetworkError, StatusError } from './errors.js';
+import { NetworkError, StatusError } from './exit-codes.js';
 import { loadJar, saveJar } from './jar.js';
 
 export type Method = 'GET' | 'HEAD' | 'PUT' | 'DELETE' | 'POST';
