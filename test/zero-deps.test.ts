@@ -1,8 +1,9 @@
 /**
  * The zero-dependency rule: the server and shared/ run on Node alone. Every
  * module specifier under server/ and shared/ is `node:`-prefixed or relative;
- * shared/ never reaches into server/ or cli/; package.json's dependencies are
- * exactly the CLI's three. Specifiers are found with the TypeScript parser, so
+ * shared/ never reaches into server/ or cli/; inside server/ imports point
+ * down the layers of docs/architecture.md, never up; package.json's
+ * dependencies are exactly the CLI's three. Specifiers are found with the TypeScript parser, so
  * comments and strings cannot hide or fake an import. The checker itself is
  * tested on samples first, so a violation is known to fail the test.
  */
@@ -74,6 +75,42 @@ function sharedLayerViolations(source: string, absolutePath: string, root = ROOT
     if (forbidden.some((d) => target === d || target.startsWith(d + sep))) {
       out.push(`${relative(root, absolutePath)}:${s.line}: ${s.kind} '${s.text}' reaches ${relative(root, target)}`);
     }
+  }
+  return out;
+}
+
+/**
+ * The layers of the house (docs/architecture.md), bottom up. A file may
+ * import from its own layer and the layers below it, never from one above.
+ * cli/ is a house of its own on shared/.
+ */
+const LAYERS: readonly (readonly string[])[] = [
+  ['shared'],
+  ['server/errors.ts'],
+  ['server/users'],
+  ['server/ops'],
+  ['server/store'],
+  ['server/security'],
+  ['server/http'],
+  ['server/commands'],
+  ['server/main.ts'],
+];
+
+/** The layer of a repository path (index into LAYERS), or -1 outside the server's layers. */
+function layerOf(path: string): number {
+  return LAYERS.findIndex((layer) => layer.some((prefix) => path === prefix || path.startsWith(prefix + '/')));
+}
+
+/** Relative imports of a server/ or shared/ file that run up to a higher layer. */
+function layerViolations(source: string, absolutePath: string, root = ROOT): string[] {
+  const from = relative(root, absolutePath).split(sep).join('/');
+  const own = layerOf(from);
+  const out: string[] = [];
+  for (const s of findSpecifiers(source, absolutePath)) {
+    if (s.text === undefined || !(s.text.startsWith('./') || s.text.startsWith('../'))) continue;
+    const to = relative(root, resolve(dirname(absolutePath), s.text)).split(sep).join('/').replace(/\.js$/, '.ts');
+    const target = layerOf(to);
+    if (target > own || (target === -1 && own !== -1)) out.push(`${from}:${s.line}: imports ${to}, which is ${target === -1 ? 'outside the layers' : 'a layer up'}`);
   }
   return out;
 }
@@ -161,6 +198,23 @@ test('zero dependencies: every module specifier under server/ and shared/ is nod
   }
   assert.ok(specifiers > files.length, `only ${specifiers} specifiers in ${files.length} files: the parser is not seeing imports`);
   assert.deepEqual(violations, []);
+});
+
+test('layer checker: an import of a higher layer is flagged, one of the same or a lower layer is not', () => {
+  const store = join(ROOT, 'server', 'store', 'sample.ts');
+  assert.equal(layerViolations(`import { x } from '../http/app.js';`, store).length, 1, 'store -> http runs up');
+  assert.equal(layerViolations(`import { x } from '../commands/serve.js';`, store).length, 1, 'store -> commands runs up');
+  assert.equal(layerViolations(`import { x } from './memory/state.js'; import { y } from '../ops/histogram.js'; import { z } from '../users/rules.js'; import { e } from '../errors.js';`, store).length, 0);
+  assert.equal(layerViolations(`import { x } from '../../cli/main.js';`, store).length, 1, 'server -> cli is outside the layers');
+  const users = join(ROOT, 'server', 'users', 'sample.ts');
+  assert.equal(layerViolations(`import type { Store } from '../store/store.js';`, users).length, 1, 'a type import counts too');
+});
+
+test('layers: every import under server/ and shared/ points to its own layer or one below (docs/architecture.md)', () => {
+  const files = [...sourceFiles(join(ROOT, 'server')), ...sourceFiles(join(ROOT, 'shared'))];
+  const unplaced = files.map((f) => relative(ROOT, f).split(sep).join('/')).filter((path) => layerOf(path) === -1);
+  assert.deepEqual(unplaced, [], 'every file belongs to a layer');
+  assert.deepEqual(files.flatMap((f) => layerViolations(readFileSync(f, 'utf8'), f)), []);
 });
 
 test('layers: nothing in shared/ imports from server/ or cli/', () => {
