@@ -105,6 +105,8 @@ interface Scenario {
   /** The statuses users-server must answer; anything else counts as an error. */
   expect: number[];
   requests: (f: UsersFixture) => LoadRequest[];
+  /** Measured on a second users-server started with `--log-format off` (set up alike). */
+  logOff?: true;
 }
 
 /** In run order: the reads first, so they all see the state the set-up made. */
@@ -113,9 +115,18 @@ const SCENARIOS: Scenario[] = [
     name: 'get-id',
     title: 'GET by id',
     reference: 'get',
+    target: 0.9,
+    expect: [200],
+    requests: (f) => requestPool(() => ({ method: 'GET', path: `/users/${randomId(f.users)}` })),
+  },
+  {
+    name: 'get-id-log-off',
+    title: 'GET by id, log off',
+    reference: 'get',
     target: 0.95,
     expect: [200],
     requests: (f) => requestPool(() => ({ method: 'GET', path: `/users/${randomId(f.users)}` })),
+    logOff: true,
   },
   {
     name: 'get-alias',
@@ -296,9 +307,15 @@ async function benchScenarios(options: Options): Promise<{ figures: ScenarioFigu
       // Every server's stdout goes to a file: the access log is not read by this process, which runs the load generator.
       const users = await spawnServer(['--port', '0', '--data', join(dir, 'data'), '--max-reservations', '100000000'], { core: 0, stdoutFile: join(dir, 'users.out') });
       servers.push(users);
+      const quiet = figures.some((f) => f.scenario.logOff)
+        ? await spawnServer(['--port', '0', '--data', join(dir, 'data-quiet'), '--max-reservations', '100000000', '--log-format', 'off'], { core: 0, stdoutFile: join(dir, 'quiet.out') })
+        : undefined;
+      if (quiet !== undefined) servers.push(quiet);
       const reference = await spawnServer(['--port', '0'], { core: 0, script: REFERENCE_SCRIPT, stdoutFile: join(dir, 'reference.out') });
       servers.push(reference);
       const usersFixture = await prepareUsersServer(users, options.connections);
+      const quietFixture = quiet === undefined ? undefined : await prepareUsersServer(quiet, options.connections);
+      const serverOf = (scenario: Scenario) => (scenario.logOff && quiet !== undefined ? { server: quiet, fixture: quietFixture! } : { server: users, fixture: usersFixture });
       const referenceFixture = await prepareReference(reference, options.connections);
       options.log(`round ${round}: users-server ${users.url} (data ${dir}), reference ${reference.url}`);
       // Settle both servers first (JIT, the heap after the set-up): every
@@ -306,16 +323,19 @@ async function benchScenarios(options: Options): Promise<{ figures: ScenarioFigu
       // a round measured about 10% low, whichever it was.
       if (options.warmup > 0) {
         for (const { scenario } of figures) {
-          await runLoad({ url: users.url, connections: options.connections, seconds: options.warmup, requests: scenario.requests(usersFixture) });
+          const { server, fixture } = serverOf(scenario);
+          await runLoad({ url: server.url, connections: options.connections, seconds: options.warmup, requests: scenario.requests(fixture) });
           await runLoad({ url: reference.url, connections: options.connections, seconds: options.warmup, requests: REFERENCES[scenario.reference].requests(referenceFixture) });
         }
         // The writes have replaced users: read their ETags again.
         usersFixture.etags = await readEtags(users);
+        if (quiet !== undefined) quietFixture!.etags = await readEtags(quiet);
       }
       for (const entry of figures) {
         const { scenario } = entry;
         const ref = REFERENCES[scenario.reference];
-        const a = await measure(users, () => scenario.requests(usersFixture), scenario.expect, entry.users, options);
+        const { server, fixture } = serverOf(scenario);
+        const a = await measure(server, () => scenario.requests(fixture), scenario.expect, entry.users, options);
         options.log(roundLine(round, 'users', scenario.title, a));
         const b = await measure(reference, () => ref.requests(referenceFixture), ref.expect, entry.reference, options);
         options.log(roundLine(round, 'reference', ref.label, b));

@@ -2,6 +2,7 @@ import type { ServerResponse } from 'node:http';
 import { problems, problemType, PROBLEM_CONTENT_TYPE, type ProblemKind } from '../../shared/problems.js';
 import { HttpError } from '../errors.js';
 import { JSON_TYPE } from './media-type.js';
+import { ObservedResponse } from './observe.js';
 
 /** Writing responses: JSON, empty answers and problem documents (RFC 9457). */
 
@@ -14,8 +15,9 @@ import { JSON_TYPE } from './media-type.js';
 export function sendJson(res: ServerResponse, status: number, json: string, headers?: Record<string, string>): void {
   const fields: string[] = [];
   if (headers !== undefined) for (const name in headers) fields.push(name, headers[name]!);
-  fields.push('Content-Type', JSON_TYPE, 'Content-Length', String(Buffer.byteLength(json)));
-  res.writeHead(status, fields);
+  const length = Buffer.byteLength(json);
+  fields.push('Content-Type', JSON_TYPE, 'Content-Length', String(length));
+  res.writeHead(status, res instanceof ObservedResponse ? res.headerList(fields, length) : fields);
   res.end(json);
 }
 

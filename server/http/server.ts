@@ -96,16 +96,14 @@ class Serving {
     private readonly app: App,
     private readonly observer: Observer,
   ) {
-    const serving = this;
-    // One listener shared by every response ('close' comes once per response).
-    this.ended = function (this: ObservedResponse) {
-      serving.inFlight.delete(this);
-      serving.observer.end(this);
-      if (serving.drained !== undefined && serving.inFlight.size === 0) serving.drained();
-    };
   }
 
-  private readonly ended: (this: ObservedResponse) => void;
+  /** Each response's onClose: one function for all of them. */
+  private readonly ended = (res: ObservedResponse): void => {
+    this.inFlight.delete(res);
+    this.observer.end(res);
+    if (this.drained !== undefined && this.inFlight.size === 0) this.drained();
+  };
 
   readonly handle = (req: IncomingMessage, res: ObservedResponse): void => {
     // RFC 9112 section 9.3.2: pipelined requests are served in order. node
@@ -123,7 +121,7 @@ class Serving {
     if (this.stopping) res.setHeader('Connection', 'close');
     this.observer.begin(req, res);
     this.inFlight.add(res);
-    res.on('close', this.ended);
+    res.onClose = this.ended;
     this.app.handle(req, res);
   };
 

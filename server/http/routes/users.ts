@@ -96,8 +96,10 @@ class UserRoutes {
 
   async put(ctx: Context): Promise<void> {
     const ref = refOf(ctx);
-    if (await this.answeredMove(ctx, ref)) return;
-    await this.sessions.authorize(ctx.req, ctx.res, ctx.now, 'write');
+    const moved = this.answeredMove(ctx, ref);
+    if (moved instanceof Promise ? await moved : moved) return;
+    const authorized = this.sessions.authorize(ctx.req, ctx.res, ctx.now, 'write');
+    if (authorized !== undefined) await authorized;
     requireJson(ctx.req.headers['content-type']);
     const raw = await readBody(ctx.req, this.config.maxBody);
     const body = checkUser(parseJson(raw));
@@ -118,21 +120,26 @@ class UserRoutes {
 
   async delete(ctx: Context): Promise<void> {
     const ref = refOf(ctx);
-    if (await this.answeredMove(ctx, ref)) return;
-    await this.sessions.authorize(ctx.req, ctx.res, ctx.now, 'write');
+    const moved = this.answeredMove(ctx, ref);
+    if (moved instanceof Promise ? await moved : moved) return;
+    const authorized = this.sessions.authorize(ctx.req, ctx.res, ctx.now, 'write');
+    if (authorized !== undefined) await authorized;
     const outcome = await this.store.deleteUser({ ref, preconditions: preconditionsOf(ctx), policy: this.policy });
     if (outcome.kind === 'deleted') return sendEmpty(ctx.res, 204);
     if (outcome.kind === 'old-id') return sendEmpty(ctx.res, 301, { Location: userPath(outcome.currentId) });
     throw refusalError(outcome);
   }
 
-  /** Id-change variant: any request to an old id answers 301 to the current one, before anything else. */
-  private async answeredMove(ctx: Context, ref: UserRef): Promise<boolean> {
+  /**
+   * Id-change variant: any request to an old id answers 301 to the current
+   * one, before anything else. True when it did. No promise while the store
+   * answers at once (a PUT makes few enough as it is).
+   */
+  private answeredMove(ctx: Context, ref: UserRef): boolean | Promise<boolean> {
     if (ref.kind !== 'id') return false;
-    const currentId = await this.store.movedTo(ref.id);
-    if (currentId === undefined) return false;
-    sendEmpty(ctx.res, 301, { Location: userPath(currentId) });
-    return true;
+    const moved = this.store.movedTo(ref.id);
+    if (moved instanceof Promise) return moved.then((currentId) => redirected(ctx, currentId));
+    return redirected(ctx, moved);
   }
 
   async list(ctx: Context): Promise<void> {
@@ -196,6 +203,13 @@ class UserRoutes {
       this.inProgress.delete(scoped);
     }
   }
+}
+
+/** Answers 301 when the user moved to `currentId`; true when it did. */
+function redirected(ctx: Context, currentId: number | undefined): boolean {
+  if (currentId === undefined) return false;
+  sendEmpty(ctx.res, 301, { Location: userPath(currentId) });
+  return true;
 }
 
 /** Parses the `{ref}` segment: 400 for a malformed one, 404 for a non-canonical id. */
