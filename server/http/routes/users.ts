@@ -95,11 +95,8 @@ class UserRoutes {
   }
 
   async put(ctx: Context): Promise<void> {
-    const ref = refOf(ctx);
-    const moved = this.answeredMove(ctx, ref);
-    if (moved instanceof Promise ? await moved : moved) return;
-    const authorized = this.sessions.authorize(ctx.req, ctx.res, ctx.now, 'write');
-    if (authorized !== undefined) await authorized;
+    const ref = await this.writeTarget(ctx);
+    if (ref === undefined) return;
     requireJson(ctx.req.headers['content-type']);
     const raw = await readBody(ctx.req, this.config.maxBody);
     const body = checkUser(parseJson(raw));
@@ -119,15 +116,25 @@ class UserRoutes {
   }
 
   async delete(ctx: Context): Promise<void> {
-    const ref = refOf(ctx);
-    const moved = this.answeredMove(ctx, ref);
-    if (moved instanceof Promise ? await moved : moved) return;
-    const authorized = this.sessions.authorize(ctx.req, ctx.res, ctx.now, 'write');
-    if (authorized !== undefined) await authorized;
+    const ref = await this.writeTarget(ctx);
+    if (ref === undefined) return;
     const outcome = await this.store.deleteUser({ ref, preconditions: preconditionsOf(ctx), policy: this.policy });
     if (outcome.kind === 'deleted') return sendEmpty(ctx.res, 204);
     if (outcome.kind === 'old-id') return sendEmpty(ctx.res, 301, { Location: userPath(outcome.currentId) });
     throw refusalError(outcome);
+  }
+
+  /**
+   * The reference of a PUT or DELETE, once its session may write; undefined
+   * when an old id was answered with 301 (before anything else).
+   */
+  private async writeTarget(ctx: Context): Promise<UserRef | undefined> {
+    const ref = refOf(ctx);
+    const moved = this.answeredMove(ctx, ref);
+    if (moved instanceof Promise ? await moved : moved) return undefined;
+    const authorized = this.sessions.authorize(ctx.req, ctx.res, ctx.now, 'write');
+    if (authorized !== undefined) await authorized;
+    return ref;
   }
 
   /**
