@@ -284,26 +284,27 @@ for (const c of nameCases) {
 
 // A terminal needs a pty: python3's pty module drives the real command.
 const PTY_SCRIPT = `
-import os, pty, select, sys, time
+import os, pty, sys
 pid, fd = pty.fork()
 if pid == 0:
     os.execv(sys.argv[1], sys.argv[1:])
 out = b''
-def read_until(marker, limit=10.0):
+# Reads until the marker shows, or the command has exited (EOF or EIO): no time limit.
+def read_until(marker):
     global out
-    end = time.time() + limit
-    while marker not in out and time.time() < end:
-        r, _, _ = select.select([fd], [], [], 0.1)
-        if r:
-            try:
-                out += os.read(fd, 1024)
-            except OSError:
-                return
+    while marker not in out:
+        try:
+            chunk = os.read(fd, 1024)
+        except OSError:
+            return
+        if not chunk:
+            return
+        out += chunk
 read_until(b'Password for')
 os.write(fd, sys.stdin.readline().rstrip('\\n').encode() + b'\\r')
 read_until(b'Again')
 os.write(fd, sys.stdin.readline().rstrip('\\n').encode() + b'\\r')
-read_until(b'\\x00', 10.0)
+read_until(b'\\x00')
 _, status = os.waitpid(pid, 0)
 sys.stdout.write(repr(out) + '\\n' + str(os.waitstatus_to_exitcode(status)) + '\\n')
 `;

@@ -12,7 +12,7 @@ import { spawnChild } from './processes.js';
 
 const SCRIPT = join(fileURLToPath(new URL('..', import.meta.url)), 'bench', 'reference-server.mjs');
 const LISTENING_LINE = /^listening on (http:\/\/127\.0\.0\.1:\d+)$/;
-const TEST_OPTIONS = { timeout: 30_000 };
+const TEST_OPTIONS = {};
 
 /** Starts the reference server with `args` and `--port 0`; stops it after the test, checking it exits 0. */
 async function startReference(t: TestContext, args: string[] = []): Promise<string> {

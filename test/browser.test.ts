@@ -22,7 +22,7 @@ const REPO = fileURLToPath(new URL('..', import.meta.url));
 const CHROMIUM = '/usr/bin/chromium';
 /** Where the screenshots go; in .gitignore. */
 const ARTIFACTS = join(REPO, 'test-artifacts');
-const TEST_OPTIONS = { timeout: 30_000 };
+const TEST_OPTIONS = {};
 
 let skipReason: string | undefined;
 let server: Child | undefined;

@@ -15,7 +15,7 @@ const CLIENTS = 64;
 
 // ---------------------------------------------------------------- lost updates
 
-test('PUT rule 6: 64 clients doing GET then PUT with If-Match on one user lose no update: the successful PUTs equal the final counter', { timeout: 120_000 }, async (t) => {
+test('PUT rule 6: 64 clients doing GET then PUT with If-Match on one user lose no update: the successful PUTs equal the final counter', async (t) => {
   const server = await startTestServer(t);
   assert.equal((await send(server.url, 'PUT', '/users/counter', { json: { name: 'Counter', count: 0 } })).status, 201);
   const ATTEMPTS = 8;
@@ -87,7 +87,6 @@ function putOnce(agent: Agent, base: string, path: string, body: string): Promis
 
 test(
   'SIGTERM during 64 concurrent PUTs (bin/users-server.js): every PUT is acknowledged and present after a restart, or failed at the client; the process exits 0',
-  { timeout: 120_000 },
   async (t) => {
     const data = tempDir(t, 'users-server-sigterm-');
     const server = await spawnServer(t, ['--port', '0', '--data', data]);

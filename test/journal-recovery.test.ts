@@ -484,7 +484,7 @@ test('recovery: zero bytes followed by a valid record are corruption, not a torn
 
 // ---------------------------------------------------------------- the real command
 
-test('node bin/users-server.js: a flipped bit exits 1 with one stderr line naming the repair command; `users-server repair --data DIR` exits 0; the server then starts with the commits before the flip', { timeout: 60_000 }, async (t) => {
+test('node bin/users-server.js: a flipped bit exits 1 with one stderr line naming the repair command; `users-server repair --data DIR` exits 0; the server then starts with the commits before the flip', async (t) => {
   const f = await journalFixture();
   const middle = Math.floor((f.ends.length - 1) / 2);
   const { bytes, offset, next } = flipped(f, middle, flips[0]!);

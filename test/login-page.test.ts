@@ -542,7 +542,7 @@ test('Login CSRF: refused form logins take no failed-login slot', async (t) => {
 
 // ---------------------------------------------------------------- the failed-login limit
 
-test('Browser sign-in form: the failed-login limit applies: the 11th attempt answers 429 with the page, the error and Retry-After, even with the right password', { timeout: 60_000 }, async (t) => {
+test('Browser sign-in form: the failed-login limit applies: the 11th attempt answers 429 with the page, the error and Retry-After, even with the right password', async (t) => {
   const server = await pageServer(t);
   const form = await getForm(server.url);
   const attempt = (password: string) => postForm(server.url, '/login', { csrf: form.token, username: 'admin', password }, { cookie: form.formCookie });

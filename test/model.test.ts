@@ -376,7 +376,7 @@ async function runSequence(t: TestContext, commands: Command[]): Promise<void> {
   }
 }
 
-test('model: random PUT (id, alias, move), DELETE, GET, POST /reservations, POST /users/new, expiry and restarts answer exactly as the API.md model says, and the final listing matches it', { timeout: 120_000 }, async (t) => {
+test('model: random PUT (id, alias, move), DELETE, GET, POST /reservations, POST /users/new, expiry and restarts answer exactly as the API.md model says, and the final listing matches it', async (t) => {
   await fc.assert(
     fc.asyncProperty(fc.array(command, { minLength: 10, maxLength: 60, size: 'max' }), (commands) => runSequence(t, commands)),
     { numRuns: 25, includeErrorInReport: true },
