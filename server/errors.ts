@@ -50,3 +50,12 @@ export class DataError extends CommandError {
 export class StoreFailedError extends UsersServerError {
   override readonly name: string = 'StoreFailedError';
 }
+
+/**
+ * The store cannot answer now (a database unreachable, restarting, or too
+ * slow): the request is answered 503 with Retry-After, and the next one may
+ * succeed. `detail` is safe to show a client: it names no host or password.
+ */
+export class StoreUnavailableError extends UsersServerError {
+  override readonly name: string = 'StoreUnavailableError';
+}

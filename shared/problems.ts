@@ -32,6 +32,7 @@ export const problems = {
   internal: { code: 'internal', status: 500, title: 'Internal server error' },
   idSpaceExhausted: { code: 'id-space-exhausted', status: 503, title: 'No more ids can be issued' },
   tooManyReservations: { code: 'too-many-reservations', status: 503, title: 'Too many live reservations' },
+  storeUnavailable: { code: 'store-unavailable', status: 503, title: 'The store is unavailable; retry shortly' },
 } as const satisfies Record<string, ProblemKind>;
 
 export interface ProblemKind {

@@ -33,6 +33,8 @@ const DEFAULTS: Config = {
   logFormat: 'text',
   loginPage: false,
   passwordCost: 15,
+  dbPool: 10,
+  dbTimeout: 5,
 };
 
 

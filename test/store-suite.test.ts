@@ -11,6 +11,7 @@ import type { Lookup, Store } from '../server/store/store.js';
 import { entityTag } from '../server/users/entity-tag.js';
 import type { Preconditions, StoredUser, UserRef, WritePolicy } from '../server/users/rules.js';
 import { tempDir } from './helpers.js';
+import { postgresSkipReason, testDatabase } from './postgres.js';
 
 interface Opened {
   store: Store;
@@ -25,25 +26,33 @@ interface StoreKind {
 
 const quiet = { log: () => {}, onFatal: () => {} };
 
-export const STORE_KINDS: StoreKind[] = [
-  { name: 'memory', open: async () => ({ store: openStore('memory', '', quiet) }) },
-  {
-    name: 'journal',
+/** A kind that opens a store of `spec` on a fresh place per test (`where`), closed after it. */
+function durableKind(name: string, where: (t: TestContext) => Promise<{ spec: string; dir: string }>): StoreKind {
+  return {
+    name,
     open: async (t) => {
-      const dir = tempDir(t);
-      let store = openStore('journal', dir, quiet);
+      const { spec, dir } = await where(t);
+      let store = await openStore(spec, dir, quiet);
       t.after(() => store.close());
       return {
         store,
         reopen: async () => {
           await store.close();
-          store = openStore('journal', dir, quiet);
+          store = await openStore(spec, dir, quiet);
           return store;
         },
       };
     },
-  },
+  };
+}
+
+export const STORE_KINDS: StoreKind[] = [
+  { name: 'memory', open: async () => ({ store: await openStore('memory', '', quiet) }) },
+  durableKind('journal', async (t) => ({ spec: 'journal', dir: tempDir(t) })),
 ];
+const postgresSkip = postgresSkipReason();
+if (postgresSkip === undefined) STORE_KINDS.push(durableKind('postgres', async (t) => ({ spec: await testDatabase(t), dir: tempDir(t) })));
+else console.log(`# store suite: PostgreSQL skipped: ${postgresSkip}`);
 
 const T0 = Date.parse('2026-01-01T00:00:00Z');
 const NO_PRECONDITIONS: Preconditions = { ifMatch: undefined, ifNoneMatch: undefined };

@@ -74,13 +74,14 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       if (options.onFatal) options.onFatal(error);
       else void stop();
     };
-    const store = (opened.store = options.store ?? openStore(config.store, dataDir, {
+    const store = (opened.store = options.store ?? (await openStore(config.store, dataDir, {
       compactionFloor: config.compactionFloor,
       log: logError,
       onFatal,
+      postgres: { max: config.dbPool, timeoutSeconds: config.dbTimeout },
       ...(options.clock && { now: options.clock }),
       ...(options.journalIo && { io: options.journalIo }),
-    }));
+    })));
     accounts.add('admin', 'admin', await adminHash);
     const app = createApp({ store, config, accounts, accountsFile, keys, ...(options.clock && { clock: options.clock }), ...(options.logError && { logError: options.logError }) });
     const accessLog = config.logFormat === 'off' ? undefined : new AccessLog(config.logFormat, options.accessLog ?? ((chunk) => process.stdout.write(chunk)), options.clock);

@@ -18,8 +18,16 @@ export interface Config {
   maxBody: number;
   maxReservations: number;
   cookieSecure: boolean;
-  /** `journal` (durable, the default) or `memory` (gone on exit). */
-  store: 'journal' | 'memory';
+  /**
+   * `journal` (durable, in the data directory; the default), `memory` (gone
+   * on exit), `postgres` (the database of the PG* variables) or a
+   * `postgres://` connection string.
+   */
+  store: string;
+  /** Connections in the PostgreSQL pool. */
+  dbPool: number;
+  /** Seconds a database statement or connection attempt may take. */
+  dbTimeout: number;
   /** Journal bytes below which no compaction starts. */
   compactionFloor: number;
   /** Signing secrets, first signs, all verify; empty means "generate one in the data directory". */
@@ -86,12 +94,15 @@ export const FLAGS: Record<string, FlagSpec> = {
   'max-body': { type: 'string', default: '16384', description: 'largest request body in bytes', key: 'maxBody', parse: integer(2, 64 * 1024 * 1024) },
   'max-reservations': { type: 'string', default: '100000', description: 'most live reservations at once', key: 'maxReservations', parse: integer(1, 100_000_000) },
   store: {
-    type: 'string', default: 'journal', description: 'journal (durable, in --data) or memory (lost on exit)', key: 'store',
+    type: 'string', default: 'journal', description: 'journal (durable, in --data), memory (lost on exit), postgres or postgres://...', key: 'store',
     parse: (v, flag) => {
-      if (v === 'journal' || v === 'memory') return v;
-      throw new UsageError(`--${flag} must be journal or memory, not "${String(v)}"`);
+      const text = String(v);
+      if (text === 'journal' || text === 'memory' || text === 'postgres' || /^postgres(ql)?:\/\//.test(text)) return text;
+      throw new UsageError(`--${flag} must be journal, memory, postgres or a postgres:// URL, not "${redactSecrets(text)}"`);
     },
   },
+  'db-pool': { type: 'string', default: '10', description: 'PostgreSQL connections per instance', key: 'dbPool', parse: integer(1, 1000) },
+  'db-timeout': { type: 'string', default: '5', description: 'seconds a PostgreSQL statement or connection may take', key: 'dbTimeout', parse: integer(1, 300) },
   'compaction-floor': { type: 'string', default: String(8 * 1024 * 1024), description: 'journal bytes before compaction is considered', key: 'compactionFloor', parse: integer(4096, 2 ** 40) },
   'rate-limit': { type: 'string', default: '0', description: 'requests per second per client address (0: no limit)', key: 'rateLimit', parse: integer(0, MAX_RATE) },
   'rate-burst': { type: 'string', default: '0', description: 'requests a client may make at once (0: same as --rate-limit)', key: 'rateBurst', parse: integer(0, MAX_RATE) },
@@ -125,6 +136,16 @@ export const FLAGS: Record<string, FlagSpec> = {
 export function passwordCostFrom(env: NodeJS.ProcessEnv): number {
   const spec = FLAGS['password-cost']!;
   return spec.parse(env[envName('password-cost')] ?? spec.default, 'password-cost') as number;
+}
+
+/** A value with the password of any URL in it replaced by `***`: what messages may show. */
+export function redactSecrets(text: string): string {
+  return text.replace(/(\/\/[^:@/\s]*):[^@/\s]*@/g, '$1:***@');
+}
+
+/** True when `--store` names a PostgreSQL database. */
+export function isPostgresStore(store: string): boolean {
+  return store === 'postgres' || /^postgres(ql)?:\/\//.test(store);
 }
 
 export function envName(flag: string): string {

@@ -13,14 +13,22 @@ export interface StoreOptions {
   now?: () => number;
   /** Tests replace the journal's write-path file system calls to inject failures. */
   io?: JournalIo;
+  /** The PostgreSQL pool, statement timeout and start-up wait. */
+  postgres?: { max?: number; timeoutSeconds?: number; startWaitSeconds?: number };
 }
 
 /**
  * Opens the store `--store` names: `journal` in the data directory `dir`
- * (recovering it; throws a DataError when it cannot do so safely) or `memory`.
+ * (recovering it; throws a DataError when it cannot do so safely),
+ * `memory`, or PostgreSQL (`postgres` for the PG* variables, or a
+ * connection string): its module and driver are loaded only then.
  */
-export function openStore(kind: 'journal' | 'memory', dir: string, options: StoreOptions): Store {
-  if (kind === 'memory') return memoryStore();
+export async function openStore(spec: string, dir: string, options: StoreOptions): Promise<Store> {
+  if (spec === 'memory') return memoryStore();
+  if (spec !== 'journal') {
+    const { openPostgresStore } = await import('./postgres/open-postgres.js');
+    return openPostgresStore(spec === 'postgres' ? undefined : spec, { log: options.log, ...options.postgres });
+  }
   try {
     return openJournalStore(dir, { compactionFloor: DEFAULT_COMPACTION_FLOOR, ...options });
   } catch (error) {

@@ -1,0 +1,100 @@
+/**
+ * The PostgreSQL driver, `postgres` (porsager): an optional peer dependency,
+ * loaded with a dynamic import only when a PostgreSQL store is configured,
+ * so the server keeps running on Node alone otherwise. This is the one file
+ * of the server that names a package (test/zero-deps.test.ts allows it).
+ */
+import type postgresDriver from 'postgres';
+import { StoreUnavailableError, UsageError } from '../../errors.js';
+
+export type Sql = postgresDriver.Sql;
+export type TransactionSql = postgresDriver.TransactionSql;
+
+export interface ConnectOptions {
+  /** Connections in the pool (`--db-pool`). */
+  max?: number;
+  /** Seconds a statement may run, and a connection may take to open (`--db-timeout`). */
+  timeoutSeconds?: number;
+}
+
+export const DEFAULT_DB_POOL = 10;
+export const DEFAULT_DB_TIMEOUT_SECONDS = 5;
+
+/** The install command named when the driver is missing. */
+export const DRIVER_INSTALL = 'npm install postgres';
+
+/**
+ * A pool of connections to `url` (undefined: the standard PG* variables).
+ * No connection is opened until the first query.
+ */
+export async function connect(url: string | undefined, options: ConnectOptions = {}): Promise<Sql> {
+  let driver: typeof postgresDriver;
+  try {
+    driver = (await import('postgres')).default;
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND') {
+      throw new UsageError(`the PostgreSQL store needs its driver, which is not installed: run \`${DRIVER_INSTALL}\` next to users-server`);
+    }
+    throw error;
+  }
+  const timeout = options.timeoutSeconds ?? DEFAULT_DB_TIMEOUT_SECONDS;
+  const settings = {
+    max: options.max ?? DEFAULT_DB_POOL,
+    connect_timeout: timeout,
+    idle_timeout: 60,
+    onnotice: () => {},
+    connection: { application_name: 'users-server', statement_timeout: timeout * 1000, lock_timeout: timeout * 1000 },
+  };
+  return url === undefined ? driver(settings) : driver(url, settings);
+}
+
+/** `url` with its password replaced by `***`: what logs, messages and --help may show. */
+export function redactUrl(url: string): string {
+  try {
+    const parsed = new URL(url);
+    if (parsed.password !== '') parsed.password = '***';
+    return parsed.toString();
+  } catch {
+    return url.replace(/\/\/([^:@/]*):[^@/]*@/, '//$1:***@');
+  }
+}
+
+// SQLSTATE classes and driver codes that mean "not now" rather than "wrong":
+// 08 connection exception, 53 insufficient resources, 57P01..03 shutdown
+// or not accepting connections, 57014 statement timeout (query_canceled),
+// 55P03 lock timeout.
+const UNAVAILABLE_STATES = /^(08...|53...|57P0[1-3]|57014|55P03)$/;
+const UNAVAILABLE_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EPIPE',
+  'CONNECTION_CLOSED',
+  'CONNECTION_ENDED',
+  'CONNECTION_DESTROYED',
+  'CONNECT_TIMEOUT',
+]);
+
+/** True for a failure that a retry a moment later could fix: the database is out of reach or too busy. */
+export function isUnavailable(error: unknown): boolean {
+  const code = (error as { code?: unknown }).code;
+  return typeof code === 'string' && (UNAVAILABLE_CODES.has(code) || UNAVAILABLE_STATES.test(code));
+}
+
+/** SQLSTATEs of a transaction that lost a race and should run again: serialization, deadlock, unique violation. */
+export function isRetryable(error: unknown): boolean {
+  const code = (error as { code?: unknown }).code;
+  return code === '40001' || code === '40P01' || code === '23505';
+}
+
+/** The error a request is answered with when the database failed it. */
+export function unavailable(error: unknown): Error {
+  if (!isUnavailable(error)) return error as Error;
+  const code = (error as { code: string }).code;
+  return new StoreUnavailableError(`The database did not answer (${code}); retry shortly.`, { cause: error });
+}

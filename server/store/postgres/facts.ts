@@ -1,0 +1,116 @@
+import { entityTag } from '../../users/entity-tag.js';
+import type { StoredUser, UserFacts, UserRef } from '../../users/rules.js';
+import type { TransactionSql } from './driver.js';
+
+/**
+ * The facts a decision of users/rules.ts looks at, read inside a
+ * transaction before it decides (with the rows it may change locked), so
+ * that the rules are the same code for every store. What was not read
+ * reads as absent: the loaders below read what a decision can need.
+ */
+export class LoadedFacts implements UserFacts {
+  readonly users = new Map<number, StoredUser>();
+  readonly aliases = new Map<string, number>();
+  readonly moves = new Map<number, number>();
+  readonly reservations = new Map<number, number>();
+  lastId = 0;
+  claimed = new Set<number>();
+
+  userById(id: number): StoredUser | undefined {
+    return this.users.get(id);
+  }
+
+  userIdOfAlias(alias: string): number | undefined {
+    return this.aliases.get(alias);
+  }
+
+  movedTo(id: number): number | undefined {
+    return this.moves.get(id);
+  }
+
+  isIssued(id: number): boolean {
+    return id <= this.lastId || this.claimed.has(id);
+  }
+
+  isReservationLive(id: number, now: number): boolean {
+    const expiresAt = this.reservations.get(id);
+    return expiresAt !== undefined && expiresAt > now;
+  }
+
+  nextId(): number | undefined {
+    let id = this.lastId + 1;
+    while (this.claimed.has(id)) id++;
+    return Number.isSafeInteger(id) ? id : undefined;
+  }
+
+  /** After issuing `id`: the new high-water mark and the claimed ids it covers, as `StoreState.markIssued` does. */
+  issue(id: number): { lastId: number; unclaim: number[]; claim: number | undefined } {
+    if (this.isIssued(id)) return { lastId: this.lastId, unclaim: [], claim: undefined };
+    if (id !== this.nextId()) return { lastId: this.lastId, unclaim: [], claim: id };
+    return { lastId: id, unclaim: [...this.claimed].filter((c) => c <= id), claim: undefined };
+  }
+}
+
+/** A users row as the driver gives it: int8 columns as strings. */
+interface UserRow {
+  id: string;
+  alias: string | null;
+  json: string;
+  etag: string;
+}
+
+export function userOf(row: UserRow): StoredUser {
+  return { id: Number(row.id), alias: row.alias ?? undefined, json: row.json, etag: row.etag };
+}
+
+/** A row to insert for a new version of a user: its entity tag is computed here, once. */
+export function userRow(id: number, alias: string | undefined, json: string): { id: number; alias: string | null; json: string; etag: string } {
+  return { id, alias: alias ?? null, json, etag: entityTag(json) };
+}
+
+/** The id counter and the ids claimed above it; `lock` holds the counter until the transaction ends. */
+export async function loadCounter(tx: TransactionSql, facts: LoadedFacts, lock: boolean): Promise<void> {
+  const [row] = lock ? await tx`select last_id from id_counter for update` : await tx`select last_id from id_counter`;
+  facts.lastId = Number(row!.last_id);
+  const claimed = await tx`select id from claimed_ids`;
+  facts.claimed = new Set(claimed.map((r) => Number(r.id)));
+}
+
+/**
+ * The user a reference names, its row locked; for an id, also where it
+ * moved and its reservation. The reservation is locked before the user is
+ * read, so two creates under one reservation see each other's user.
+ */
+export async function loadTarget(tx: TransactionSql, facts: LoadedFacts, ref: UserRef): Promise<void> {
+  if (ref.kind === 'alias') {
+    const rows = await tx<UserRow[]>`select id, alias, json, etag from users where alias = ${ref.alias} for update`;
+    for (const row of rows) addUser(facts, row);
+    return;
+  }
+  const [moved] = await tx`select current_id from moves where old_id = ${ref.id}`;
+  if (moved !== undefined) {
+    facts.moves.set(ref.id, Number(moved.current_id));
+    return;
+  }
+  const [reservation] = await tx`select expires_at from reservations where id = ${ref.id} for update`;
+  if (reservation !== undefined) facts.reservations.set(ref.id, Number(reservation.expires_at));
+  const rows = await tx<UserRow[]>`select id, alias, json, etag from users where id = ${ref.id} for update`;
+  for (const row of rows) addUser(facts, row);
+}
+
+function addUser(facts: LoadedFacts, row: UserRow): void {
+  const user = userOf(row);
+  facts.users.set(user.id, user);
+  if (user.alias !== undefined) facts.aliases.set(user.alias, user.id);
+}
+
+/** Writes what issuing `id` changed about the counter and the claimed ids. */
+export async function recordIssued(tx: TransactionSql, facts: LoadedFacts, id: number): Promise<void> {
+  const { lastId, unclaim, claim } = facts.issue(id);
+  if (lastId !== facts.lastId) await tx`update id_counter set last_id = ${lastId}`;
+  if (unclaim.length > 0) await tx`delete from claimed_ids where id <= ${lastId}`;
+  if (claim !== undefined) await tx`insert into claimed_ids (id) values (${claim})`;
+  facts.lastId = lastId;
+  for (const c of unclaim) facts.claimed.delete(c);
+  if (claim !== undefined) facts.claimed.add(claim);
+}

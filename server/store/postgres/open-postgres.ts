@@ -1,0 +1,64 @@
+import { CommandError } from '../../errors.js';
+import { connect, isUnavailable, redactUrl, type ConnectOptions, type Sql } from './driver.js';
+import { PostgresStore } from './postgres-store.js';
+import { checkNotNewer, migrate, schemaVersion, SCHEMA_VERSION } from './schema.js';
+
+export interface PostgresOptions extends ConnectOptions {
+  /** Seconds to keep trying to reach the database at start before giving up. */
+  startWaitSeconds?: number;
+  log: (message: string) => void;
+}
+
+export const DEFAULT_START_WAIT_SECONDS = 30;
+
+/** How a connection string reads in messages: redacted, or the PG* variables. */
+export function describeDatabase(url: string | undefined): string {
+  return url === undefined ? 'the database of the PG* environment variables' : redactUrl(url);
+}
+
+/**
+ * Connects (retrying for a bounded time while the database cannot be
+ * reached, with one log line per attempt), makes sure the schema is this
+ * users-server's (creating it in an empty database, upgrading an older
+ * one, refusing a newer one) and returns the store.
+ */
+export async function openPostgresStore(url: string | undefined, options: PostgresOptions): Promise<PostgresStore> {
+  const sql = await connect(url, options);
+  try {
+    const version = await waitForDatabase(sql, url, options);
+    checkNotNewer(version);
+    if (version < SCHEMA_VERSION) await upgrade(sql, url, version, options.log);
+    return new PostgresStore(sql);
+  } catch (error) {
+    await sql.end({ timeout: 1 });
+    throw error;
+  }
+}
+
+/** The schema version, once the database answers; a CommandError after the start wait. */
+async function waitForDatabase(sql: Sql, url: string | undefined, options: PostgresOptions): Promise<number> {
+  const deadline = Date.now() + (options.startWaitSeconds ?? DEFAULT_START_WAIT_SECONDS) * 1000;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await schemaVersion(sql);
+    } catch (error) {
+      const code = (error as { code?: string }).code ?? 'error';
+      if (!isUnavailable(error)) throw new CommandError(`cannot use ${describeDatabase(url)}: ${(error as Error).message}`);
+      if (Date.now() >= deadline) throw new CommandError(`cannot reach ${describeDatabase(url)} (${code}); gave up after ${options.startWaitSeconds ?? DEFAULT_START_WAIT_SECONDS} s`);
+      options.log(`users-server: waiting for ${describeDatabase(url)} (${code}), attempt ${attempt}`);
+      await new Promise((resolve) => setTimeout(resolve, Math.min(1000 * attempt, 5000)));
+    }
+  }
+}
+
+async function upgrade(sql: Sql, url: string | undefined, version: number, log: (message: string) => void): Promise<void> {
+  try {
+    await migrate(sql, log);
+  } catch (error) {
+    // 42501 insufficient_privilege: the service may not change the schema.
+    if ((error as { code?: string }).code !== '42501') throw error;
+    throw new CommandError(
+      `${describeDatabase(url)} has schema version ${version}, this users-server needs ${SCHEMA_VERSION}, and it may not change the schema: run \`users-server migrate --store URL\` as a user who may`,
+    );
+  }
+}

@@ -1,0 +1,247 @@
+import { FSYNC_BUCKETS, Histogram } from '../../ops/histogram.js';
+import {
+  createdAnswer,
+  decideCreate,
+  decideDelete,
+  decidePut,
+  keptRecord,
+  replayOf,
+  reservationAnswer,
+  scopedKey,
+  tooManyReservations,
+  type DeleteRequest,
+  type IdempotencyKey,
+  type IdempotentOperation,
+  type KeptAnswer,
+  type PutRequest,
+  type Replay,
+  type UserRef,
+} from '../../users/rules.js';
+import type { CreateOutcome, CreateRequest, DeleteOutcome, Lookup, PutOutcome, ReserveOutcome, ReserveRequest, Revocation, Store, StoreStats, UserPage } from '../store.js';
+import { isRetryable, unavailable, type Sql, type TransactionSql } from './driver.js';
+import { LoadedFacts, loadCounter, loadTarget, recordIssued, userOf, userRow } from './facts.js';
+
+/** How often a transaction that lost a race (a unique key, a deadlock) runs again. */
+const ATTEMPTS = 5;
+/** The advisory lock key of the sweep: one instance at a time. */
+const SWEEP_LOCK = 7_557_300_002;
+
+/**
+ * The PostgreSQL store: everything the service shares lives in the
+ * database, so any number of instances can serve it. Every write is one
+ * transaction that serializes on what it may change (a transaction-wide
+ * advisory lock on its key, the user's row, the id counter when it may
+ * issue an id), reads the facts, decides with users/rules.ts, and writes:
+ * never a read in one transaction and a write in another. An outcome
+ * arrives once its transaction committed, so `settled()` has nothing to wait for.
+ */
+export class PostgresStore implements Store {
+  private readonly noSyncs = new Histogram(FSYNC_BUCKETS);
+
+  constructor(readonly sql: Sql) {}
+
+  async findUser(ref: UserRef): Promise<Lookup> {
+    return this.query(async () => {
+      if (ref.kind === 'alias') {
+        const [row] = await this.sql`select id, alias, json, etag from users where alias = ${ref.alias}`;
+        return row === undefined ? undefined : userOf(row as never);
+      }
+      const [row] = await this.sql`
+        select m.current_id, u.id, u.alias, u.json, u.etag
+        from (select ${ref.id}::bigint as id) q
+        left join moves m on m.old_id = q.id
+        left join users u on u.id = q.id`;
+      if (row!.current_id !== null) return { kind: 'old-id', currentId: Number(row!.current_id) };
+      return row!.id === null ? undefined : userOf(row as never);
+    });
+  }
+
+  async movedTo(id: number): Promise<number | undefined> {
+    return this.query(async () => {
+      const [row] = await this.sql`select current_id from moves where old_id = ${id}`;
+      return row === undefined ? undefined : Number(row.current_id);
+    });
+  }
+
+  async listUsers(after: number, limit: number): Promise<UserPage> {
+    return this.query(async () => {
+      const rows = await this.sql`select id, json from users where id > ${after} order by id limit ${limit + 1}`;
+      const page = rows.slice(0, limit);
+      return { items: page.map((r) => r.json as string), next: rows.length > limit ? Number(page.at(-1)!.id) : undefined };
+    });
+  }
+
+  async putUser(request: PutRequest): Promise<PutOutcome> {
+    return this.transaction(async (tx) => {
+      const { ref } = request;
+      await lockKey(tx, ref.kind === 'alias' ? `alias:${ref.alias}` : `id:${ref.id}`);
+      const facts = new LoadedFacts();
+      // An alias creates under the next id, a body's id may be a move: both issue ids.
+      await loadCounter(tx, facts, ref.kind === 'alias' || request.body.id !== undefined);
+      await loadTarget(tx, facts, ref);
+      const decision = decidePut(request, facts);
+      switch (decision.kind) {
+        case 'create': {
+          const row = userRow(decision.id, decision.alias, decision.json);
+          await tx`insert into users ${tx(row)}`;
+          await tx`delete from reservations where id = ${decision.id}`;
+          await recordIssued(tx, facts, decision.id);
+          return { kind: 'created', user: userOf({ ...row, id: String(row.id) }) };
+        }
+        case 'replace': {
+          const row = userRow(decision.user.id, decision.user.alias, decision.json);
+          await tx`update users set json = ${row.json}, etag = ${row.etag} where id = ${row.id}`;
+          return { kind: 'replaced', user: userOf({ ...row, id: String(row.id) }) };
+        }
+        case 'move':
+          return { kind: 'moved', user: await move(tx, facts, decision.user.id, decision.to, decision.user.alias, decision.json) };
+        default:
+          return decision;
+      }
+    });
+  }
+
+  async deleteUser(request: DeleteRequest): Promise<DeleteOutcome> {
+    return this.transaction(async (tx) => {
+      const { ref } = request;
+      await lockKey(tx, ref.kind === 'alias' ? `alias:${ref.alias}` : `id:${ref.id}`);
+      const facts = new LoadedFacts();
+      await loadTarget(tx, facts, ref);
+      const decision = decideDelete(request, facts);
+      if (decision.kind !== 'delete') return decision;
+      await tx`delete from users where id = ${decision.user.id}`;
+      return { kind: 'deleted', id: decision.user.id };
+    });
+  }
+
+  async createUser(request: CreateRequest): Promise<CreateOutcome> {
+    return this.transaction(async (tx) => {
+      const replay = await this.replay(tx, 'create-user', request.idempotency, request.now);
+      if (replay !== undefined) return replay;
+      if (request.body === undefined) return { kind: 'invalid-body' };
+      const facts = new LoadedFacts();
+      await loadCounter(tx, facts, true);
+      const decision = decideCreate(request.body, facts);
+      if (decision.kind !== 'create') return decision;
+      const row = userRow(decision.id, undefined, decision.json);
+      await tx`insert into users ${tx(row)}`;
+      await recordIssued(tx, facts, decision.id);
+      const answer = createdAnswer(decision.id, decision.json);
+      await keep(tx, 'create-user', request.idempotency, answer, request.now);
+      return { kind: 'created', user: userOf({ ...row, id: String(row.id) }), answer };
+    });
+  }
+
+  async reserveId(request: ReserveRequest): Promise<ReserveOutcome> {
+    return this.transaction(async (tx) => {
+      const { now } = request;
+      const replay = await this.replay(tx, 'reserve-id', request.idempotency, now);
+      if (replay !== undefined) return replay;
+      const facts = new LoadedFacts();
+      // The counter's lock also serializes the count of live reservations below.
+      await loadCounter(tx, facts, true);
+      const [live] = await tx`select count(*)::int as count, min(expires_at) as earliest from reservations where expires_at > ${now}`;
+      if (live!.count >= request.max) return tooManyReservations(request.max, Number(live!.earliest), now);
+      const id = facts.nextId();
+      if (id === undefined) return { kind: 'ids-exhausted', detail: 'Every safe integer id has been issued.' };
+      const expiresAt = now + request.ttlMs;
+      await tx`insert into reservations (id, expires_at) values (${id}, ${expiresAt}) on conflict (id) do update set expires_at = excluded.expires_at`;
+      await recordIssued(tx, facts, id);
+      const answer = reservationAnswer(id, expiresAt);
+      await keep(tx, 'reserve-id', request.idempotency, answer, now);
+      return { kind: 'reserved', id, expiresAt, answer };
+    });
+  }
+
+  async revokeSessions(revocations: readonly Revocation[]): Promise<void> {
+    if (revocations.length === 0) return;
+    const rows = revocations.map((r) => ({ session_id: r.sessionId, expires_at: r.expiresAt }));
+    await this.query(() => this.sql`insert into revocations ${this.sql(rows)} on conflict (session_id) do nothing`);
+  }
+
+  async isRevoked(sessionId: string): Promise<boolean> {
+    return this.query(async () => (await this.sql`select 1 from revocations where session_id = ${sessionId}`).length > 0);
+  }
+
+  /** Drops what has expired; one instance at a time (an advisory lock), the others skip. */
+  async sweep(now: number): Promise<void> {
+    await this.transaction(async (tx) => {
+      const [lock] = await tx`select pg_try_advisory_xact_lock(${SWEEP_LOCK}) as got`;
+      if (lock?.got !== true) return;
+      await tx`delete from reservations where expires_at <= ${now}`;
+      await tx`delete from idempotency where expires_at <= ${now}`;
+      await tx`delete from revocations where expires_at <= ${now}`;
+      await tx`delete from login_attempts where at <= ${now - 3_600_000}`;
+    });
+  }
+
+  settled(): undefined {
+    return undefined;
+  }
+
+  async stats(now: number): Promise<StoreStats> {
+    return this.query(async () => {
+      const [row] = await this.sql`select (select count(*) from users)::bigint as users, (select count(*) from reservations where expires_at > ${now})::bigint as reservations`;
+      return { users: Number(row!.users), reservations: Number(row!.reservations), journalBytes: 0, fsyncSeconds: this.noSyncs };
+    });
+  }
+
+  async close(): Promise<void> {
+    await this.sql.end({ timeout: 5 });
+  }
+
+  /** The kept answer for a key seen before, or undefined; the key is locked until the transaction ends. */
+  private async replay(tx: TransactionSql, operation: IdempotentOperation, key: IdempotencyKey | undefined, now: number): Promise<Replay | undefined> {
+    if (key === undefined) return undefined;
+    const scoped = scopedKey(operation, key.key);
+    await lockKey(tx, `key:${scoped}`);
+    const [row] = await tx`select fingerprint, status, body, location, expires_at from idempotency where key = ${scoped} and expires_at > ${now}`;
+    if (row === undefined) return undefined;
+    return replayOf({ fingerprint: row.fingerprint, status: row.status, body: row.body, location: row.location ?? undefined, expiresAt: Number(row.expires_at) }, key.fingerprint);
+  }
+
+  /** A statement outside a transaction; a database out of reach is a StoreUnavailableError. */
+  private async query<T>(run: () => Promise<T>): Promise<T> {
+    try {
+      return await run();
+    } catch (error) {
+      throw unavailable(error);
+    }
+  }
+
+  /** One transaction, run again when it lost a race; a database out of reach is a StoreUnavailableError. */
+  private async transaction<T>(run: (tx: TransactionSql) => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return (await this.sql.begin(run)) as T;
+      } catch (error) {
+        if (attempt < ATTEMPTS && isRetryable(error)) continue;
+        throw unavailable(error);
+      }
+    }
+  }
+}
+
+/** Serializes, across instances, the transactions on one key (an id, an alias, an Idempotency-Key) until this one ends. */
+async function lockKey(tx: TransactionSql, key: string): Promise<void> {
+  await tx`select pg_advisory_xact_lock(hashtextextended(${key}, 0))`;
+}
+
+/** The id-change variant: the user at `from` moves to `to`; every old id of it now points at `to`. */
+async function move(tx: TransactionSql, facts: LoadedFacts, from: number, to: number, alias: string | undefined, json: string) {
+  const row = userRow(to, alias, json);
+  await tx`delete from users where id = ${from}`;
+  await tx`insert into users ${tx(row)}`;
+  await tx`update moves set current_id = ${to} where current_id = ${from}`;
+  await tx`insert into moves (old_id, current_id) values (${from}, ${to})`;
+  await recordIssued(tx, facts, to);
+  return userOf({ ...row, id: String(row.id) });
+}
+
+/** Adds the record that keeps `answer` under its key to the transaction. */
+async function keep(tx: TransactionSql, operation: IdempotentOperation, key: IdempotencyKey | undefined, answer: KeptAnswer, now: number): Promise<void> {
+  if (key === undefined) return;
+  const record = keptRecord(key, answer, now);
+  const row = { key: scopedKey(operation, key.key), fingerprint: record.fingerprint, status: record.status, body: record.body, location: record.location ?? null, expires_at: record.expiresAt };
+  await tx`insert into idempotency ${tx(row)} on conflict (key) do update set fingerprint = excluded.fingerprint, status = excluded.status, body = excluded.body, location = excluded.location, expires_at = excluded.expires_at`;
+}

@@ -1,0 +1,80 @@
+import { CommandError } from '../../errors.js';
+import type { Sql } from './driver.js';
+
+/**
+ * The database schema as versioned migrations. A migration runs once, in
+ * order, in a transaction, under a transaction-wide advisory lock, so that
+ * several instances starting together on an empty database do not race:
+ * the first creates the schema, the others wait and find it done.
+ * `schema_migrations` records what was applied. An instance refuses a
+ * schema newer than it knows.
+ */
+
+/** The advisory lock key of migrations: "users-server schema" in a bigint. */
+const MIGRATION_LOCK = 7_557_300_001;
+
+/** Each entry is one version: its statements, applied together. */
+const MIGRATIONS: readonly (readonly string[])[] = [
+  [
+    `create table users (id bigint primary key, alias text unique, json text not null, etag text not null)`,
+    // The id-change variant: every old id points straight at the user's current id.
+    `create table moves (old_id bigint primary key, current_id bigint not null)`,
+    `create index moves_current_id on moves (current_id)`,
+    // The id high-water mark: every id from 1 to last_id has been issued.
+    `create table id_counter (singleton boolean primary key default true check (singleton), last_id bigint not null)`,
+    `insert into id_counter (singleton, last_id) values (true, 0)`,
+    // Ids above last_id issued out of turn, as targets of a move.
+    `create table claimed_ids (id bigint primary key)`,
+    `create table reservations (id bigint primary key, expires_at bigint not null)`,
+    `create table idempotency (key text primary key, fingerprint text not null, status integer not null, body text not null, location text, expires_at bigint not null)`,
+    `create table revocations (session_id text primary key, expires_at bigint not null)`,
+    // Shared by every instance: signing secrets (position 0 signs), the generated admin password, accounts.
+    `create table secrets (position integer primary key, secret text not null)`,
+    `create table settings (name text primary key, value text not null)`,
+    `create table accounts (name text primary key, record text not null)`,
+    // The failed-login limit, held across instances.
+    `create table login_attempts (key text not null, at bigint not null)`,
+    `create index login_attempts_key_at on login_attempts (key, at)`,
+  ],
+];
+
+/** The newest schema version this users-server knows. */
+export const SCHEMA_VERSION = MIGRATIONS.length;
+
+/** The database's schema version: 0 for an empty database. */
+export async function schemaVersion(sql: Sql): Promise<number> {
+  const [table] = await sql`select to_regclass('schema_migrations') as name`;
+  if (table?.name === null || table?.name === undefined) return 0;
+  const [row] = await sql`select coalesce(max(version), 0) as version from schema_migrations`;
+  return Number(row!.version);
+}
+
+/** Refuses a schema newer than this users-server knows. */
+export function checkNotNewer(version: number): void {
+  if (version > SCHEMA_VERSION) {
+    throw new CommandError(`the database's schema is version ${version}; this users-server knows versions up to ${SCHEMA_VERSION}: upgrade users-server`);
+  }
+}
+
+/**
+ * Applies every migration the database lacks; returns the versions applied.
+ * Needs the right to change the schema; an operator who does not give the
+ * service that right runs `users-server migrate` instead.
+ */
+export async function migrate(sql: Sql, log: (message: string) => void): Promise<number[]> {
+  return sql.begin(async (tx) => {
+    await tx`select pg_advisory_xact_lock(${MIGRATION_LOCK})`;
+    await tx`create table if not exists schema_migrations (version integer primary key, applied_at timestamptz not null default now())`;
+    const [row] = await tx`select coalesce(max(version), 0) as version from schema_migrations`;
+    const current = Number(row!.version);
+    checkNotNewer(current);
+    const applied: number[] = [];
+    for (let version = current + 1; version <= SCHEMA_VERSION; version++) {
+      for (const statement of MIGRATIONS[version - 1]!) await tx.unsafe(statement);
+      await tx`insert into schema_migrations (version) values (${version})`;
+      applied.push(version);
+      log(`users-server: applied schema version ${version} of ${SCHEMA_VERSION}`);
+    }
+    return applied;
+  });
+}

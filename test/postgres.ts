@@ -1,0 +1,127 @@
+/**
+ * A throwaway PostgreSQL for the tests: one cluster per test process
+ * (`initdb` and `pg_ctl` from /usr/lib/postgresql/<version>/bin, a free
+ * port, a temp folder; run as the `postgres` user when this process is
+ * root), and a fresh database per test copied from a migrated template.
+ * The cluster is stopped when the process exits. Where no server binaries
+ * exist, `postgresSkipReason()` says why and the tests skip.
+ */
+import { execFileSync, spawnSync } from 'node:child_process';
+import { chmodSync, chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { createServer, type AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { TestContext } from 'node:test';
+
+const TEMPLATE = 'users_template';
+let counter = 0;
+
+interface Cluster {
+  dir: string;
+  port: number;
+  bin: string;
+  /** postgres://... of the superuser, without a database. */
+  base: string;
+}
+
+let cluster: Cluster | undefined;
+let starting: Promise<Cluster> | undefined;
+
+/** The newest installed server's bin folder, or undefined. */
+function serverBin(): string | undefined {
+  const root = '/usr/lib/postgresql';
+  if (!existsSync(root)) return undefined;
+  const versions = readdirSync(root).filter((v) => existsSync(join(root, v, 'bin', 'initdb'))).sort((a, b) => Number(b) - Number(a));
+  return versions.length === 0 ? undefined : join(root, versions[0]!, 'bin');
+}
+
+/** Why PostgreSQL tests cannot run here, or undefined when they can. */
+export function postgresSkipReason(): string | undefined {
+  if (serverBin() === undefined) return 'no PostgreSQL server binaries under /usr/lib/postgresql/*/bin (Debian: apt-get install postgresql)';
+  if (process.getuid?.() === 0 && spawnSync('id', ['postgres']).status !== 0) return 'running as root, and there is no postgres user to run the cluster as';
+  return undefined;
+}
+
+/** Runs a server binary, as the postgres user when this process is root. */
+function runAsOwner(bin: string, args: string[]): void {
+  const root = process.getuid?.() === 0;
+  const [command, argv] = root ? ['runuser', ['-u', 'postgres', '--', bin, ...args]] : [bin, args];
+  execFileSync(command, argv, { stdio: 'pipe' });
+}
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as AddressInfo).port;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+async function startCluster(): Promise<Cluster> {
+  const bin = serverBin()!;
+  const dir = mkdtempSync(join(tmpdir(), 'users-pg-'));
+  if (process.getuid?.() === 0) {
+    const ids = execFileSync('id', ['-u', 'postgres']).toString().trim();
+    const gid = execFileSync('id', ['-g', 'postgres']).toString().trim();
+    chownSync(dir, Number(ids), Number(gid));
+  }
+  chmodSync(dir, 0o700);
+  const data = join(dir, 'data');
+  runAsOwner(join(bin, 'initdb'), ['-D', data, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--locale=C', '--no-sync']);
+  const port = await freePort();
+  // Durability of the test cluster itself is not under test: no fsync.
+  const options = `-c port=${port} -c listen_addresses=127.0.0.1 -c unix_socket_directories=${dir} -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200`;
+  runAsOwner(join(bin, 'pg_ctl'), ['-D', data, '-o', options, '-l', join(dir, 'log'), '-w', 'start']);
+  const stop = () => {
+    try {
+      runAsOwner(join(bin, 'pg_ctl'), ['-D', data, '-m', 'immediate', 'stop']);
+    } catch {
+      // Already stopped.
+    }
+    rmSync(dir, { recursive: true, force: true });
+  };
+  process.once('exit', stop);
+  const base = `postgres://postgres@127.0.0.1:${port}`;
+  execFileSync(join(bin, 'psql'), ['-q', '-d', `${base}/postgres`, '-c', `create database ${TEMPLATE}`], { stdio: 'pipe' });
+  // The template gets the schema once; every test's database is a copy.
+  const { migrate } = await import('../server/store/postgres/schema.js');
+  const { connect } = await import('../server/store/postgres/driver.js');
+  const sql = await connect(`${base}/${TEMPLATE}`, { max: 1 });
+  await migrate(sql, () => {});
+  await sql.end();
+  return { dir, port, bin, base };
+}
+
+/** The process's cluster, started on first use. */
+export async function postgresCluster(): Promise<Cluster> {
+  if (cluster !== undefined) return cluster;
+  starting ??= startCluster();
+  cluster = await starting;
+  return cluster;
+}
+
+/** A fresh, migrated database for this test, dropped after it; its URL. */
+export async function testDatabase(t: TestContext | undefined, options: { migrated?: boolean } = {}): Promise<string> {
+  const c = await postgresCluster();
+  const name = `users_test_${process.pid}_${++counter}`;
+  const template = options.migrated === false ? 'template0' : TEMPLATE;
+  execFileSync(join(c.bin, 'psql'), ['-q', '-d', `${c.base}/postgres`, '-c', `create database ${name} template ${template}`], { stdio: 'pipe' });
+  t?.after(() => {
+    try {
+      execFileSync(join(c.bin, 'psql'), ['-q', '-d', `${c.base}/postgres`, '-c', `drop database if exists ${name} with (force)`], { stdio: 'pipe' });
+    } catch {
+      // The cluster is gone already (a test stopped it).
+    }
+  });
+  return `${c.base}/${name}`;
+}
+
+/** Stops the cluster's server (a database outage) or starts it again, waiting until it accepts connections. */
+export async function setPostgresRunning(running: boolean): Promise<void> {
+  const c = await postgresCluster();
+  const data = join(c.dir, 'data');
+  const options = `-c port=${c.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories=${c.dir} -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200`;
+  if (running) runAsOwner(join(c.bin, 'pg_ctl'), ['-D', data, '-o', options, '-l', join(c.dir, 'log'), '-w', 'start']);
+  else runAsOwner(join(c.bin, 'pg_ctl'), ['-D', data, '-m', 'fast', '-w', 'stop']);
+}
+
