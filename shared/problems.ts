@@ -33,6 +33,7 @@ export const problems = {
   idSpaceExhausted: { code: 'id-space-exhausted', status: 503, title: 'No more ids can be issued' },
   tooManyReservations: { code: 'too-many-reservations', status: 503, title: 'Too many live reservations' },
   storeUnavailable: { code: 'store-unavailable', status: 503, title: 'The store is unavailable; retry shortly' },
+  notReady: { code: 'not-ready', status: 503, title: 'This instance is not ready to serve' },
 } as const satisfies Record<string, ProblemKind>;
 
 export interface ProblemKind {

@@ -82,6 +82,19 @@ export function tempDir(t: TestContext | undefined, prefix = 'users-server-test-
 export const TEST_DEFAULTS: Partial<Config> = { host: '127.0.0.1', port: 0, store: 'memory', passwordCost: 1, logFormat: 'off' };
 
 /**
+ * The store of a test that does not ask for one: the memory store, or with
+ * USERS_TEST_STORE=postgres a fresh database of the test cluster, so the
+ * whole suite runs on PostgreSQL too.
+ */
+export async function defaultStore(t: TestContext): Promise<string> {
+  const kind = process.env.USERS_TEST_STORE ?? 'memory';
+  if (kind === 'memory') return 'memory';
+  if (kind !== 'postgres') throw new Error(`USERS_TEST_STORE must be memory or postgres, not ${kind}`);
+  const { testDatabase } = await import('./postgres.js');
+  return testDatabase(t);
+}
+
+/**
  * Starts the server in this process on 127.0.0.1, port 0, with a fresh data
  * directory, and stops it after the test. `overrides` replace the defaults
  * (the access log would write into the test runner's stdout: off unless a
@@ -92,7 +105,7 @@ export async function startTestServer(t: TestContext, overrides: Partial<Config>
   if (options.accounts !== undefined) await writeTestAccounts(dataDir, options.accounts, options.scrypt);
   const { config } = parseConfig([], {});
   // A test that names its data directory is about what is in it: the journal.
-  const store = overrides.data !== undefined ? 'journal' : 'memory';
+  const store = overrides.store ?? (overrides.data !== undefined ? 'journal' : await defaultStore(t));
   const reloads = new EventEmitter();
   const running = await startServer(
     { ...config, ...TEST_DEFAULTS, store, data: dataDir, ...overrides },

@@ -12,6 +12,8 @@ import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
+import { connect, type Sql } from '../server/store/postgres/driver.js';
+import { migrate } from '../server/store/postgres/schema.js';
 
 const TEMPLATE = 'users_template';
 let counter = 0;
@@ -22,6 +24,8 @@ interface Cluster {
   bin: string;
   /** postgres://... of the superuser, without a database. */
   base: string;
+  /** A connection to the `postgres` database, for creating and dropping test databases. */
+  admin: Sql;
 }
 
 let cluster: Cluster | undefined;
@@ -82,14 +86,14 @@ async function startCluster(): Promise<Cluster> {
   };
   process.once('exit', stop);
   const base = `postgres://postgres@127.0.0.1:${port}`;
-  execFileSync(join(bin, 'psql'), ['-q', '-d', `${base}/postgres`, '-c', `create database ${TEMPLATE}`], { stdio: 'pipe' });
+  // Idle connections close within a second, so they never keep a finished test process alive.
+  const admin = await connect(`${base}/postgres`, { max: 2, idleSeconds: 1 });
+  await admin.unsafe(`create database ${TEMPLATE}`);
   // The template gets the schema once; every test's database is a copy.
-  const { migrate } = await import('../server/store/postgres/schema.js');
-  const { connect } = await import('../server/store/postgres/driver.js');
   const sql = await connect(`${base}/${TEMPLATE}`, { max: 1 });
   await migrate(sql, () => {});
   await sql.end();
-  return { dir, port, bin, base };
+  return { dir, port, bin, base, admin };
 }
 
 /** The process's cluster, started on first use. */
@@ -105,13 +109,14 @@ export async function testDatabase(t: TestContext | undefined, options: { migrat
   const c = await postgresCluster();
   const name = `users_test_${process.pid}_${++counter}`;
   const template = options.migrated === false ? 'template0' : TEMPLATE;
-  execFileSync(join(c.bin, 'psql'), ['-q', '-d', `${c.base}/postgres`, '-c', `create database ${name} template ${template}`], { stdio: 'pipe' });
+  // file_copy: the quickest copy of a small template (about 120 ms here).
+  await c.admin.unsafe(`create database ${name} template ${template} strategy file_copy`);
+  // Dropped after the test without holding up the next one; the admin
+  // pool keeps the process alive until it is done.
   t?.after(() => {
-    try {
-      execFileSync(join(c.bin, 'psql'), ['-q', '-d', `${c.base}/postgres`, '-c', `drop database if exists ${name} with (force)`], { stdio: 'pipe' });
-    } catch {
-      // The cluster is gone already (a test stopped it).
-    }
+    c.admin.unsafe(`drop database if exists ${name} with (force)`).catch(() => {
+      // The cluster is stopped (a test took it down): it goes at exit anyway.
+    });
   });
   return `${c.base}/${name}`;
 }

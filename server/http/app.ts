@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { HEALTH_PATH } from '../../shared/endpoints.js';
 import { problems } from '../../shared/problems.js';
-import { HttpError, StoreFailedError } from '../errors.js';
+import { HttpError, StoreFailedError, StoreUnavailableError } from '../errors.js';
 import type { Config } from '../ops/config.js';
 import { Metrics } from '../ops/metrics.js';
 import type { Accounts } from '../security/credentials.js';
@@ -14,7 +14,7 @@ import { sendEmpty, sendProblem } from './response.js';
 import type { Context, Route, RouteDeps } from './route.js';
 import { Router, splitTarget } from './router.js';
 import { sessionRoutes } from './routes/login.js';
-import { healthRoute, metricsRoute, openApiRoute } from './routes/operations.js';
+import { healthRoute, metricsRoute, openApiRoute, readinessRoute, READY_PATH } from './routes/operations.js';
 import { userRoutes } from './routes/users.js';
 import { SessionCookies } from './session-cookies.js';
 
@@ -68,6 +68,7 @@ class UsersApp implements App {
       ...sessionRoutes(routeDeps),
       ...userRoutes(routeDeps),
       healthRoute(),
+      readinessRoute(routeDeps),
       metricsRoute(routeDeps, () => this.metrics),
       openApiRoute(() => this.openapi),
     ];
@@ -121,6 +122,8 @@ class UsersApp implements App {
     if (error instanceof StoreFailedError) {
       // Reported once by the store; the request just fails.
       error = new HttpError(problems.internal, 'The write could not be made durable; the server is stopping.');
+    } else if (error instanceof StoreUnavailableError) {
+      error = new HttpError(problems.storeUnavailable, error.message, { 'Retry-After': '1' });
     } else if (!(error instanceof HttpError)) {
       const id = res instanceof ObservedResponse ? res.requestId : '';
       this.logError(`users-server: unexpected error${id === '' ? '' : ` (request ${id})`}: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
@@ -149,7 +152,7 @@ function rateLimitGate(deps: AppDeps, refuse: (res: ServerResponse, error: unkno
   const { config } = deps;
   const limiter = new RateLimiter({ rate: config.rateLimit, burst: config.rateBurst || config.rateLimit, ...(deps.clock && { now: deps.clock }) });
   return (req, res, path) => {
-    if (path === HEALTH_PATH) return true;
+    if (path === HEALTH_PATH || path === READY_PATH) return true;
     const decision = limiter.take(limitKey(clientAddress(req, config)));
     const field = limiter.field(decision);
     if (decision.admitted) {

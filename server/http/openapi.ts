@@ -138,6 +138,7 @@ const SCHEMAS: Json = {
     properties: { id: { type: 'integer', minimum: 1 }, expiresAt: { type: 'string', format: 'date-time', description: 'RFC 3339, UTC, milliseconds.' } },
   },
   Health: { type: 'object', required: ['status'], properties: { status: { const: 'ok' } } },
+  Ready: { type: 'object', required: ['status'], properties: { status: { const: 'ready' } } },
   Problem: {
     type: 'object',
     description: 'RFC 9457 problem details. `type` is a tag URI (RFC 4151) naming the kind of error; see `x-problem-types`.',

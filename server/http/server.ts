@@ -1,4 +1,4 @@
-import { createServer, type IncomingMessage, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { problems, type ProblemKind } from '../../shared/problems.js';
 import type { AccessLog } from '../ops/access-log.js';
@@ -155,6 +155,14 @@ class Serving {
 function answerClientError(error: NodeJS.ErrnoException, socket: Socket, observer: Observer): void {
   if (!socket.writable || error.code === 'ECONNRESET') {
     socket.destroy();
+    return;
+  }
+  // RFC 9112 section 9.3.2: answers go out in the order of the requests. A
+  // pipelined request before this one may still be waiting for its store
+  // (a database): its answer first, then this one.
+  const earlier = (socket as Socket & { _httpMessage?: ServerResponse | null })._httpMessage;
+  if (earlier !== null && earlier !== undefined && !earlier.writableFinished) {
+    earlier.once('close', () => answerClientError(error, socket, observer));
     return;
   }
   let kind: ProblemKind;

@@ -99,9 +99,13 @@ export interface Store {
   settled(): Promise<void> | undefined;
   /** Figures for GET /metrics. */
   stats(now: number): MaybePromise<StoreStats>;
+  /** Whether the store can take writes now (GET /readyz), and why not. */
+  readiness(): MaybePromise<Readiness>;
   /** Flushes and releases the store. */
   close(): Promise<void>;
 }
+
+export type Readiness = { readonly ready: true } | { readonly ready: false; readonly reason: string };
 
 export interface StoreStats {
   readonly users: number;

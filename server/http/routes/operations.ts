@@ -1,4 +1,6 @@
 import { HEALTH_PATH } from '../../../shared/endpoints.js';
+import { problems } from '../../../shared/problems.js';
+import { HttpError } from '../../errors.js';
 import { METRICS_CONTENT_TYPE, type Metrics } from '../../ops/metrics.js';
 import { entityTag, etagMatches } from '../../users/entity-tag.js';
 import { JSON_TYPE } from '../media-type.js';
@@ -30,6 +32,38 @@ export function healthRoute(): Route {
     },
   };
 }
+
+export const READY_PATH = '/readyz';
+
+/**
+ * GET /readyz: whether this instance can take writes now (its store open
+ * and writable, its database answering): 200 `{"status":"ready"}`, else 503
+ * with the reason and `Retry-After`. Unauthenticated, cheap, never rate
+ * limited: a load balancer's probe. /healthz stays the liveness probe.
+ */
+export function readinessRoute(deps: RouteDeps): Route {
+  return {
+    method: 'GET',
+    path: READY_PATH,
+    handler: async ({ res }) => {
+      const readiness = await deps.store.readiness();
+      if (!readiness.ready) throw new HttpError(problems.notReady, `Not ready: ${readiness.reason}.`, { 'Retry-After': '1' });
+      res.writeHead(200, { 'Content-Type': JSON_TYPE, 'Content-Length': READY_BODY.length, 'Cache-Control': 'no-store' });
+      res.end(READY_BODY);
+    },
+    doc: {
+      operationId: 'getReadiness',
+      summary: 'Readiness check: the store can take writes',
+      description: 'A load balancer\'s probe: 200 when this instance\'s store is open and writable (its database answering), else 503 with the reason. No authentication, never rate limited.',
+      tags: ['operations'],
+      security: [],
+      responses: { '200': json('Ready.', schema('Ready')) },
+      problems: [503],
+    },
+  };
+}
+
+const READY_BODY = JSON.stringify({ status: 'ready' });
 
 /**
  * GET /metrics: the Prometheus exposition. It reads like `/users`: open,

@@ -184,6 +184,11 @@ export class Journal implements CommitLog {
     closeSync(this.fd);
   }
 
+  unready(): string | undefined {
+    if (this.closed) return 'the journal is closed';
+    return this.failure === undefined ? undefined : `the journal cannot be written: ${this.failure.message}`;
+  }
+
   stats(): { journalBytes: number; fsyncSeconds: Histogram } {
     return { journalBytes: this.earlierBytes + this.size, fsyncSeconds: this.fsyncSeconds };
   }

@@ -26,6 +26,7 @@ import type {
   ReserveOutcome,
   ReserveRequest,
   Revocation,
+  Readiness,
   Store,
   StoreStats,
   UserPage,
@@ -48,6 +49,8 @@ export interface CommitLog {
   close(): Promise<void>;
   /** Journal bytes not covered by a snapshot, and each batch's sync time. */
   stats(): { journalBytes: number; fsyncSeconds: Histogram };
+  /** Why the log cannot take writes now, or undefined when it can. */
+  unready(): string | undefined;
 }
 
 /**
@@ -167,6 +170,11 @@ export class StateStore implements Store {
 
   close(): Promise<void> {
     return this.log?.close() ?? Promise.resolve();
+  }
+
+  readiness(): Readiness {
+    const reason = this.log?.unready();
+    return reason === undefined ? { ready: true } : { ready: false, reason };
   }
 
   /** `value` now, or once every write applied so far is durable. */

@@ -15,6 +15,8 @@ export interface ConnectOptions {
   max?: number;
   /** Seconds a statement may run, and a connection may take to open (`--db-timeout`). */
   timeoutSeconds?: number;
+  /** Seconds an unused connection stays open (60). */
+  idleSeconds?: number;
 }
 
 export const DEFAULT_DB_POOL = 10;
@@ -42,7 +44,7 @@ export async function connect(url: string | undefined, options: ConnectOptions =
   const settings = {
     max: options.max ?? DEFAULT_DB_POOL,
     connect_timeout: timeout,
-    idle_timeout: 60,
+    idle_timeout: options.idleSeconds ?? 60,
     onnotice: () => {},
     connection: { application_name: 'users-server', statement_timeout: timeout * 1000, lock_timeout: timeout * 1000 },
   };

@@ -17,7 +17,7 @@ import {
   type Replay,
   type UserRef,
 } from '../../users/rules.js';
-import type { CreateOutcome, CreateRequest, DeleteOutcome, Lookup, PutOutcome, ReserveOutcome, ReserveRequest, Revocation, Store, StoreStats, UserPage } from '../store.js';
+import type { CreateOutcome, CreateRequest, DeleteOutcome, Lookup, PutOutcome, Readiness, ReserveOutcome, ReserveRequest, Revocation, Store, StoreStats, UserPage } from '../store.js';
 import { isRetryable, unavailable, type Sql, type TransactionSql } from './driver.js';
 import { LoadedFacts, loadCounter, loadTarget, recordIssued, userOf, userRow } from './facts.js';
 
@@ -184,6 +184,16 @@ export class PostgresStore implements Store {
       const [row] = await this.sql`select (select count(*) from users)::bigint as users, (select count(*) from reservations where expires_at > ${now})::bigint as reservations`;
       return { users: Number(row!.users), reservations: Number(row!.reservations), journalBytes: 0, fsyncSeconds: this.noSyncs };
     });
+  }
+
+  /** Ready when the database answers a statement within the timeout. */
+  async readiness(): Promise<Readiness> {
+    try {
+      await this.sql`select 1`;
+      return { ready: true };
+    } catch (error) {
+      return { ready: false, reason: `the database does not answer (${(error as { code?: string }).code ?? 'error'})` };
+    }
   }
 
   async close(): Promise<void> {
