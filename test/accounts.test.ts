@@ -251,7 +251,7 @@ test('accounts --help and accounts add --help print the three usage lines and ex
   for (const args of [['--help'], ['add', '--help']]) {
     const run = await accounts(t, args);
     assert.equal(run.code, 0, run.stderr);
-    for (const line of ['accounts add NAME [--role admin|reader] [--password-stdin] [--data DIR]', 'accounts remove NAME [--data DIR]', 'accounts list [--json] [--data DIR]']) {
+    for (const line of ['accounts add NAME [--role admin|reader] [--password-stdin] [--data DIR | --store URL]', 'accounts remove NAME [--data DIR | --store URL]', 'accounts list [--json] [--data DIR | --store URL]']) {
       assert.ok(run.stdout.includes(line), `${args.join(' ')} lacks ${line}`);
     }
   }
@@ -259,7 +259,7 @@ test('accounts --help and accounts add --help print the three usage lines and ex
 
 test('users-server --help lists the accounts add, remove and list usage lines', () => {
   const text = usage();
-  for (const line of ['users-server accounts add NAME [--role admin|reader] [--password-stdin] [--data DIR]', 'users-server accounts remove NAME [--data DIR]', 'users-server accounts list [--json] [--data DIR]']) {
+  for (const line of ['users-server accounts add NAME [--role admin|reader] [--password-stdin] [--data DIR | --store URL]', 'users-server accounts remove NAME [--data DIR | --store URL]', 'users-server accounts list [--json] [--data DIR | --store URL]']) {
     assert.ok(text.includes(line), `--help lacks ${line}`);
   }
 });

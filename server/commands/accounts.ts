@@ -2,9 +2,9 @@ import { resolve } from 'node:path';
 import { StringDecoder } from 'node:string_decoder';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { CommandError, UsageError } from '../errors.js';
-import { envName, passwordCostFrom } from '../ops/config.js';
+import { envName, isPostgresStore, passwordCostFrom } from '../ops/config.js';
 import { ensureDataDir } from '../ops/data-dir.js';
-import { ACCOUNT_NAME, BUILT_IN_ACCOUNT, newAccountId, readAccountsFile, writeAccountsFile, type AccountRecord } from '../security/accounts-file.js';
+import { ACCOUNT_NAME, BUILT_IN_ACCOUNT, newAccountId, parseAccount, readAccountsFile, serializeAccount, writeAccountsFile, type AccountRecord } from '../security/accounts-file.js';
 import { hashPassword, ROLES, type Role } from '../security/credentials.js';
 import type { PasswordInput } from './command-io.js';
 
@@ -18,9 +18,9 @@ export interface AccountsIo {
 /** Longest password accepted, in characters: far above any real one, and a bound on what is read. */
 export const MAX_PASSWORD_LENGTH = 1024;
 
-const USAGE = `usage: users-server accounts add NAME [--role admin|reader] [--password-stdin] [--data DIR]
-       users-server accounts remove NAME [--data DIR]
-       users-server accounts list [--json] [--data DIR]
+const USAGE = `usage: users-server accounts add NAME [--role admin|reader] [--password-stdin] [--data DIR | --store URL]
+       users-server accounts remove NAME [--data DIR | --store URL]
+       users-server accounts list [--json] [--data DIR | --store URL]
 
 Manages the accounts that may log in, in <data>/accounts (mode 0600). NAME is
 1..64 of A-Z a-z 0-9 . _ -; "admin" is built in (its password comes from
@@ -28,7 +28,9 @@ $USERS_ADMIN_PASSWORD or <data>/admin-password). --role defaults to reader:
 reads only. The password is asked twice without echo on a terminal; else, or
 with --password-stdin, it is the first line of stdin. A running server sees
 changes within a second: a removed account's sessions end, a re-added name
-starts with none. --data defaults to $${envName('data')}, else ./data; the scrypt cost
+starts with none. --data defaults to $${envName('data')}, else ./data. With a
+PostgreSQL store (--store postgres://..., or $${envName('store')}) the accounts are
+in the database, shared by every instance. The scrypt cost
 of the new hash is $${envName('password-cost')} (log2 of N, default 15).
 Exit codes: 0 done, 1 failed (name taken, no such account, unreadable file),
 2 usage error.`;
@@ -70,24 +72,70 @@ async function run(argv: readonly string[], io: AccountsIo): Promise<number> {
     io.stdout.write(USAGE + '\n');
     return 0;
   }
-  const dir = resolve(typeof values.data === 'string' ? values.data : (io.env[envName('data')] ?? './data'));
-  if (command === 'list') {
-    if (positionals.length > 0) throw new UsageError(`accounts list takes no NAME, got "${positionals[0]}"`);
-    return list(dir, values.json === true, io);
-  }
-  if (positionals.length !== 1) throw new UsageError(`accounts ${command} takes exactly one NAME`);
-  const name = positionals[0]!;
-  if (!ACCOUNT_NAME.test(name)) throw new UsageError(`the account name must be 1..64 of A-Z a-z 0-9 . _ -, not ${JSON.stringify(name)}`);
-  if (command === 'remove') return remove(dir, name, io);
+  if (command === 'list' && positionals.length > 0) throw new UsageError(`accounts list takes no NAME, got "${positionals[0]}"`);
+  if (command !== 'list' && positionals.length !== 1) throw new UsageError(`accounts ${command} takes exactly one NAME`);
+  const name = positionals[0] ?? '';
+  if (command !== 'list' && !ACCOUNT_NAME.test(name)) throw new UsageError(`the account name must be 1..64 of A-Z a-z 0-9 . _ -, not ${JSON.stringify(name)}`);
   const role = values.role ?? 'reader';
   if (typeof role !== 'string' || !ROLES.includes(role as Role)) throw new UsageError(`--role must be admin or reader, not "${String(role)}"`);
-  return add(dir, name, role as Role, values['password-stdin'] === true, io);
+  const place = await placeOf(values, io.env);
+  try {
+    if (command === 'list') return await list(place, values.json === true, io);
+    if (command === 'remove') return await remove(place, name, io);
+    return await add(place, name, role as Role, values['password-stdin'] === true, io);
+  } finally {
+    await place.close();
+  }
+}
+
+/** Where the accounts are kept: the data directory's file, or a PostgreSQL database every instance shares. */
+interface AccountsPlace {
+  /** For messages: the directory, or the database (its password redacted). */
+  readonly where: string;
+  read(): Promise<AccountRecord[]>;
+  /** Replaces the records with what `edit` makes of them, in one step. */
+  change(edit: (records: AccountRecord[]) => AccountRecord[]): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** `--store` (or USERS_STORE) naming PostgreSQL picks the database; anything else, `--data`. */
+async function placeOf(values: Record<string, string | boolean | undefined>, env: NodeJS.ProcessEnv): Promise<AccountsPlace> {
+  const store = typeof values.store === 'string' ? values.store : env[envName('store')];
+  if (store !== undefined && isPostgresStore(store)) return databasePlace(store === 'postgres' ? undefined : store);
+  const dir = resolve(typeof values.data === 'string' ? values.data : (env[envName('data')] ?? './data'));
+  return {
+    where: dir,
+    read: async () => readAccountsFile(dir),
+    change: async (edit) => {
+      const next = edit(readAccountsFile(dir));
+      ensureDataDir(dir);
+      writeAccountsFile(dir, next);
+    },
+    close: async () => {},
+  };
+}
+
+async function databasePlace(url: string | undefined): Promise<AccountsPlace> {
+  const { openPostgresStore, describeDatabase } = await import('../store/postgres/open-postgres.js');
+  const store = await openPostgresStore(url, { max: 1, startWaitSeconds: 0, log: () => {} });
+  const byName = (records: readonly AccountRecord[]) => new Map(records.map((r) => [r.name, serializeAccount(r)]));
+  return {
+    where: describeDatabase(url),
+    read: async () => (await store.shared.accountRecords()).map((line, i) => parseAccount(line, `the database's account ${i + 1}`)),
+    change: (edit) =>
+      store.shared.updateAccountRecords((records) => {
+        const edited = byName(edit([...records.values()].map((line, i) => parseAccount(line, `the database's account ${i + 1}`))));
+        records.clear();
+        for (const [name, line] of edited) records.set(name, line);
+      }),
+    close: () => store.close(),
+  };
 }
 
 const OPTIONS: Record<'add' | 'remove' | 'list', ParseArgsConfig['options']> = {
-  add: { data: { type: 'string' }, help: { type: 'boolean', short: 'h' }, role: { type: 'string' }, 'password-stdin': { type: 'boolean' } },
-  remove: { data: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
-  list: { data: { type: 'string' }, help: { type: 'boolean', short: 'h' }, json: { type: 'boolean' } },
+  add: { data: { type: 'string' }, store: { type: 'string' }, help: { type: 'boolean', short: 'h' }, role: { type: 'string' }, 'password-stdin': { type: 'boolean' } },
+  remove: { data: { type: 'string' }, store: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+  list: { data: { type: 'string' }, store: { type: 'string' }, help: { type: 'boolean', short: 'h' }, json: { type: 'boolean' } },
 };
 
 function parse(command: 'add' | 'remove' | 'list', args: string[]): { values: Record<string, string | boolean | undefined>; positionals: string[] } {
@@ -99,36 +147,37 @@ function parse(command: 'add' | 'remove' | 'list', args: string[]): { values: Re
   }
 }
 
-async function add(dir: string, name: string, role: Role, fromStdin: boolean, io: AccountsIo): Promise<number> {
+async function add(place: AccountsPlace, name: string, role: Role, fromStdin: boolean, io: AccountsIo): Promise<number> {
   if (name === BUILT_IN_ACCOUNT) {
     throw new CommandError(`the account "${BUILT_IN_ACCOUNT}" is built in: set its password with USERS_ADMIN_PASSWORD or in <data>/admin-password`);
   }
   // Refuse a taken name before asking for a password.
-  if (readAccountsFile(dir).some((a) => a.name === name)) throw new CommandError(`the account "${name}" already exists`);
+  if ((await place.read()).some((a) => a.name === name)) throw new CommandError(`the account "${name}" already exists`);
   const password = await readPassword(name, fromStdin, io);
   const hashed = await hashPassword(password, { cost: passwordCostFrom(io.env) });
-  ensureDataDir(dir);
-  // Read again: the file may have changed while scrypt ran.
-  const records = readAccountsFile(dir);
-  if (records.some((a) => a.name === name)) throw new CommandError(`the account "${name}" already exists`);
   const record: AccountRecord = { name, role, id: newAccountId(), created: new Date().toISOString(), password: hashed };
-  writeAccountsFile(dir, [...records, record]);
+  // Looked at again in the change: the accounts may have changed while scrypt ran.
+  await place.change((records) => {
+    if (records.some((a) => a.name === name)) throw new CommandError(`the account "${name}" already exists`);
+    return [...records, record];
+  });
   io.stdout.write(`added the account "${name}" with role ${role}\n`);
   return 0;
 }
 
-function remove(dir: string, name: string, io: AccountsIo): number {
+async function remove(place: AccountsPlace, name: string, io: AccountsIo): Promise<number> {
   if (name === BUILT_IN_ACCOUNT) throw new CommandError(`the account "${BUILT_IN_ACCOUNT}" is built in and cannot be removed`);
-  const records = readAccountsFile(dir);
-  const kept = records.filter((a) => a.name !== name);
-  if (kept.length === records.length) throw new CommandError(`no account "${name}" in ${dir}`);
-  writeAccountsFile(dir, kept);
+  await place.change((records) => {
+    const kept = records.filter((a) => a.name !== name);
+    if (kept.length === records.length) throw new CommandError(`no account "${name}" in ${place.where}`);
+    return kept;
+  });
   io.stdout.write(`removed the account "${name}"; its sessions end\n`);
   return 0;
 }
 
-function list(dir: string, json: boolean, io: AccountsIo): number {
-  const records = readAccountsFile(dir);
+async function list(place: AccountsPlace, json: boolean, io: AccountsIo): Promise<number> {
+  const records = await place.read();
   const rows = [{ name: BUILT_IN_ACCOUNT, role: 'admin', created: 'built-in' }, ...records.map((a) => ({ name: a.name, role: a.role, created: a.created }))];
   if (json) {
     const items = rows.map((r, i) => (i === 0 ? { name: r.name, role: r.role, builtIn: true } : { name: r.name, role: r.role, created: r.created }));

@@ -1,15 +1,17 @@
+import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { CommandError, UsageError } from '../errors.js';
 import { createApp, type App } from '../http/app.js';
 import { listen, type Listening, type TIMEOUTS } from '../http/server.js';
 import { AccessLog, type LogSink } from '../ops/access-log.js';
-import { parseConfig, usage, type Config } from '../ops/config.js';
+import { isPostgresStore, parseConfig, usage, type Config } from '../ops/config.js';
 import { acquireLock, ensureDataDir, loadOrCreateAdminPassword, loadOrCreateSecret } from '../ops/data-dir.js';
-import { AccountsFileWatcher } from '../security/accounts-file.js';
+import { AccountsFileWatcher, SharedAccountsPoller } from '../security/accounts-file.js';
 import { Accounts, hashPassword, type ScryptFunction } from '../security/credentials.js';
+import { SharedLoginLimits, type LoginLimits } from '../security/login-limit.js';
 import type { JournalIo } from '../store/journal/journal.js';
 import { openStore } from '../store/open-store.js';
-import type { Store } from '../store/store.js';
+import type { SharedSettings, Store } from '../store/store.js';
 import type { CommandIo } from './command-io.js';
 
 const SWEEP_INTERVAL_MS = 60_000;
@@ -19,7 +21,7 @@ export interface RunningServer {
   readonly server: Listening['server'];
   readonly app: App;
   readonly store: Store;
-  /** Where a generated admin password was written, when it was generated on this start. */
+  /** Where a generated admin password is kept (a file, or the database), when it was generated on this start. */
   readonly adminPasswordFile: string | undefined;
   /** Graceful stop: refuse new connections, let in-flight requests finish, flush the store. */
   stop(): Promise<void>;
@@ -48,33 +50,69 @@ export interface StartOptions {
   scrypt?: ScryptFunction;
 }
 
+/** The settings an instance reads at start: from its data directory, or from a shared store. */
+interface Settings {
+  keys: Buffer[];
+  adminPassword: string;
+  /** Where a generated admin password is kept, when it was generated on this start. */
+  adminPasswordAt: string | undefined;
+  /** Keeps the accounts in step with their source; stopped on close. */
+  accountsSource: { refresh(): void | Promise<void>; close(): void };
+  loginLimits: LoginLimits | undefined;
+}
+
+/** A signing secret: 32 random bytes. */
+function newSecret(): string {
+  return randomBytes(32).toString('base64url');
+}
+
+/** The settings a shared store (PostgreSQL) holds for every instance. */
+async function sharedSettings(shared: SharedSettings, config: Config, accounts: Accounts, env: NodeJS.ProcessEnv, log: (m: string) => void, onReload?: () => void): Promise<Settings> {
+  const secrets = config.secrets.length > 0 ? config.secrets : await shared.secrets(newSecret);
+  const fromEnv = env.USERS_ADMIN_PASSWORD;
+  const admin = fromEnv !== undefined && fromEnv !== '' ? { password: fromEnv, created: false } : await shared.generatedAdminPassword(() => randomBytes(18).toString('base64url'));
+  return {
+    keys: secrets.map((s) => Buffer.from(s, 'utf8')),
+    adminPassword: admin.password,
+    adminPasswordAt: admin.created ? "the database (settings 'admin-password')" : undefined,
+    accountsSource: await SharedAccountsPoller.start(shared, accounts, log, onReload),
+    loginLimits: new SharedLoginLimits(shared),
+  };
+}
+
+/** The settings an instance keeps in its own data directory. */
+function dataDirSettings(dataDir: string, config: Config, accounts: Accounts, env: NodeJS.ProcessEnv, log: (m: string) => void, onReload?: () => void): Settings {
+  const admin = loadOrCreateAdminPassword(dataDir, env.USERS_ADMIN_PASSWORD);
+  return {
+    keys: (config.secrets.length > 0 ? config.secrets : [loadOrCreateSecret(dataDir)]).map((s) => Buffer.from(s, 'utf8')),
+    adminPassword: admin.password,
+    adminPasswordAt: admin.created ? admin.path : undefined,
+    accountsSource: new AccountsFileWatcher(dataDir, accounts, log, onReload),
+    loginLimits: undefined,
+  };
+}
+
 /**
- * Boots a server: the data directory and its lock, the signing keys, the
- * accounts, the store, the app, and the listening socket. Everything it
- * opened is released again if a later step fails.
+ * Boots a server: the data directory and its lock (not for a shared
+ * PostgreSQL store, which needs neither), the store, the signing keys and
+ * accounts (from the data directory, or from the shared store), the app,
+ * and the listening socket. Everything it opened is released again if a
+ * later step fails.
  */
 export async function startServer(config: Config, options: StartOptions = {}): Promise<RunningServer> {
   const env = options.env ?? process.env;
   const logError = options.logError ?? ((message: string) => process.stderr.write(message + '\n'));
-  const dataDir = ensureDataDir(config.data);
-  const releaseLock = acquireLock(dataDir);
-  const opened: { store?: Store; accountsFile?: AccountsFileWatcher } = {};
+  const dataDir = isPostgresStore(config.store) && options.store === undefined ? undefined : ensureDataDir(config.data);
+  const releaseLock = dataDir === undefined ? () => {} : acquireLock(dataDir);
+  const opened: { store?: Store; settings?: Settings } = {};
   try {
-    const keys = (config.secrets.length > 0 ? config.secrets : [loadOrCreateSecret(dataDir)]).map((s) => Buffer.from(s, 'utf8'));
-    const admin = loadOrCreateAdminPassword(dataDir, env.USERS_ADMIN_PASSWORD);
-    const hashing = { cost: config.passwordCost, ...(options.scrypt && { scrypt: options.scrypt }) };
-    const accounts = new Accounts(hashing);
-    // scrypt runs on the thread pool while the journal replays on this thread.
-    const adminHash = hashPassword(admin.password, hashing);
-    adminHash.catch(() => {});
-    const accountsFile = (opened.accountsFile = new AccountsFileWatcher(dataDir, accounts, logError, options.onAccountsReload));
     let stop: () => Promise<void> = async () => {};
     const onFatal = (error: Error) => {
       logError(`users-server: ${error.message}; stopping: a failed sync cannot be retried safely`);
       if (options.onFatal) options.onFatal(error);
       else void stop();
     };
-    const store = (opened.store = options.store ?? (await openStore(config.store, dataDir, {
+    const store = (opened.store = options.store ?? (await openStore(config.store, dataDir ?? '', {
       compactionFloor: config.compactionFloor,
       log: logError,
       onFatal,
@@ -82,25 +120,40 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       ...(options.clock && { now: options.clock }),
       ...(options.journalIo && { io: options.journalIo }),
     })));
-    accounts.add('admin', 'admin', await adminHash);
-    const app = createApp({ store, config, accounts, accountsFile, keys, ...(options.clock && { clock: options.clock }), ...(options.logError && { logError: options.logError }) });
+    const hashing = { cost: config.passwordCost, ...(options.scrypt && { scrypt: options.scrypt }) };
+    const accounts = new Accounts(hashing);
+    const settings = (opened.settings =
+      store.shared !== undefined
+        ? await sharedSettings(store.shared, config, accounts, env, logError, options.onAccountsReload)
+        : dataDirSettings(dataDir!, config, accounts, env, logError, options.onAccountsReload));
+    accounts.add('admin', 'admin', await hashPassword(settings.adminPassword, hashing));
+    const app = createApp({
+      store,
+      config,
+      accounts,
+      accountsFile: settings.accountsSource,
+      keys: settings.keys,
+      ...(settings.loginLimits && { loginLimits: settings.loginLimits }),
+      ...(options.clock && { clock: options.clock }),
+      ...(options.logError && { logError: options.logError }),
+    });
     const accessLog = config.logFormat === 'off' ? undefined : new AccessLog(config.logFormat, options.accessLog ?? ((chunk) => process.stdout.write(chunk)), options.clock);
     const listening = await listen(app, { host: config.host, port: config.port, maxBody: config.maxBody, accessLog, ...(options.timeouts && { timeouts: options.timeouts }) });
-    const sweeper = setInterval(() => void store.sweep(Date.now()), SWEEP_INTERVAL_MS);
+    const sweeper = setInterval(() => void Promise.resolve(store.sweep(Date.now())).catch(() => {}), SWEEP_INTERVAL_MS);
     sweeper.unref();
     let stopped: Promise<void> | undefined;
     stop = () =>
       (stopped ??= (async () => {
         clearInterval(sweeper);
-        accountsFile.close();
+        settings.accountsSource.close();
         await listening.close();
         accessLog?.flush();
         await store.close();
         releaseLock();
       })());
-    return { url: listening.url, server: listening.server, app, store, adminPasswordFile: admin.created ? admin.path : undefined, stop };
+    return { url: listening.url, server: listening.server, app, store, adminPasswordFile: settings.adminPasswordAt, stop };
   } catch (error) {
-    opened.accountsFile?.close();
+    opened.settings?.accountsSource.close();
     await opened.store?.close();
     releaseLock();
     throw error;

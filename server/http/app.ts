@@ -5,6 +5,7 @@ import { HttpError, StoreFailedError, StoreUnavailableError } from '../errors.js
 import type { Config } from '../ops/config.js';
 import { Metrics } from '../ops/metrics.js';
 import type { Accounts } from '../security/credentials.js';
+import type { LoginLimits } from '../security/login-limit.js';
 import { limitKey, RateLimiter } from '../security/rate-limit.js';
 import type { Store } from '../store/store.js';
 import { clientAddress } from './client-address.js';
@@ -23,7 +24,9 @@ export interface AppDeps {
   config: Config;
   accounts: Accounts;
   /** Looked at before each login, so an account just added can log in at once. */
-  accountsFile?: { refresh(): void };
+  accountsFile?: { refresh(): void | Promise<void> };
+  /** The failed-login limit; one instance's own when absent. */
+  loginLimits?: LoginLimits;
   /** Session signing keys: the first signs, all verify. */
   keys: readonly Buffer[];
   /**

@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Config } from '../ops/config.js';
 import type { Accounts } from '../security/credentials.js';
+import type { LoginLimits } from '../security/login-limit.js';
 import type { Store } from '../store/store.js';
 import type { SessionCookies } from './session-cookies.js';
 
@@ -59,7 +60,9 @@ export interface RouteDeps {
   readonly sessions: SessionCookies;
   readonly accounts: Accounts;
   /** Looked at before each login, so an account just added can log in at once. */
-  readonly accountsFile?: { refresh(): void };
+  readonly accountsFile?: { refresh(): void | Promise<void> };
+  /** The failed-login limit; one instance's own when absent. */
+  readonly loginLimits?: LoginLimits;
   /** Session signing keys: the first signs, all verify. */
   readonly keys: readonly Buffer[];
 }

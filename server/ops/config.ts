@@ -195,9 +195,10 @@ export function usage(): string {
   const lines = [
     'usage: users-server [flags]',
     '       users-server repair [--data DIR]   recover a damaged data directory',
-    '       users-server accounts add NAME [--role admin|reader] [--password-stdin] [--data DIR]',
-    '       users-server accounts remove NAME [--data DIR]',
-    '       users-server accounts list [--json] [--data DIR]',
+    '       users-server accounts add NAME [--role admin|reader] [--password-stdin] [--data DIR | --store URL]',
+    '       users-server accounts remove NAME [--data DIR | --store URL]',
+    '       users-server accounts list [--json] [--data DIR | --store URL]',
+    '       users-server migrate [--store URL]   create or upgrade a PostgreSQL schema',
     '       users-server --help | --version',
     '',
     'flags (each also from its environment variable):',

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { ROLES, type Accounts, type Role, type ScryptParams, type StoredAccount } from './credentials.js';
 import { DataError } from '../errors.js';
 import { replaceFileSync } from '../ops/durable-files.js';
+import type { SharedSettings } from '../store/store.js';
 
 /**
  * `<data>/accounts`: the accounts other than the built-in admin, written by
@@ -43,17 +44,31 @@ export function accountsPath(dir: string): string {
   return join(dir, ACCOUNTS_FILE);
 }
 
+/** One account as the file holds it on a line, and the database in a row. */
+export function serializeAccount(r: AccountRecord): string {
+  return JSON.stringify({
+    name: r.name,
+    role: r.role,
+    id: r.id,
+    created: r.created,
+    scrypt: { N: r.password.params.N, r: r.password.params.r, p: r.password.params.p, salt: r.password.salt.toString('base64'), hash: r.password.hash.toString('base64') },
+  });
+}
+
+/** One serialized account; throws DataError naming what is wrong. */
+export function parseAccount(text: string, where: string): AccountRecord {
+  let entry: unknown;
+  try {
+    entry = JSON.parse(text);
+  } catch {
+    throw new DataError(`${where}: not valid JSON`);
+  }
+  return parseRecord(entry, where);
+}
+
 /** The file's text: one account a line, so a diff of two versions reads well. */
 export function serializeAccounts(records: readonly AccountRecord[]): string {
-  const lines = records.map((r) =>
-    JSON.stringify({
-      name: r.name,
-      role: r.role,
-      id: r.id,
-      created: r.created,
-      scrypt: { N: r.password.params.N, r: r.password.params.r, p: r.password.params.p, salt: r.password.salt.toString('base64'), hash: r.password.hash.toString('base64') },
-    }),
-  );
+  const lines = records.map(serializeAccount);
   return `{"format":${FORMAT},"accounts":[\n${lines.join(',\n')}${lines.length > 0 ? '\n' : ''}]}\n`;
 }
 
@@ -205,3 +220,55 @@ export class AccountsFileWatcher {
     }
   }
 }
+
+/**
+ * Keeps `accounts` in step with the accounts a database holds for every
+ * instance (a PostgreSQL store), as AccountsFileWatcher does with the file:
+ * polled every DATABASE_POLL_MS, and read before each login. A bad record
+ * drops the shared accounts (failing closed), like a bad file.
+ */
+export class SharedAccountsPoller {
+  private seen = '';
+  private readonly timer: NodeJS.Timeout;
+
+  private constructor(
+    private readonly shared: Pick<SharedSettings, 'accountRecords'>,
+    private readonly accounts: Accounts,
+    private readonly log: (message: string) => void,
+    private readonly onReload: () => void,
+  ) {
+    this.timer = setInterval(() => void this.refresh().catch(() => {}), DATABASE_POLL_MS);
+    this.timer.unref();
+  }
+
+  /** Loads the accounts once (throwing DataError when one is bad) and starts polling. */
+  static async start(shared: Pick<SharedSettings, 'accountRecords'>, accounts: Accounts, log: (message: string) => void, onReload: () => void = () => {}): Promise<SharedAccountsPoller> {
+    const lines = await shared.accountRecords();
+    accounts.replaceStored(lines.map((line, i) => parseAccount(line, `the database's account ${i + 1}`)));
+    const poller = new SharedAccountsPoller(shared, accounts, log, onReload);
+    poller.seen = lines.join('\n');
+    return poller;
+  }
+
+  /** Reads the accounts again; takes them when they changed. */
+  async refresh(): Promise<void> {
+    const lines = await this.shared.accountRecords();
+    const text = lines.join('\n');
+    if (text === this.seen) return;
+    this.seen = text;
+    try {
+      this.accounts.replaceStored(lines.map((line, i) => parseAccount(line, `the database's account ${i + 1}`)));
+    } catch (error) {
+      this.accounts.replaceStored([]);
+      this.log(`users-server: ${(error as Error).message}; only the built-in admin can log in until it is fixed`);
+    }
+    this.onReload();
+  }
+
+  close(): void {
+    clearInterval(this.timer);
+  }
+}
+
+/** How often a running server reads the database's accounts. */
+export const DATABASE_POLL_MS = 1000;

@@ -1,3 +1,5 @@
+import type { SharedSettings } from '../store/store.js';
+
 /**
  * The limit on failed logins (API.md "Access control and limits"): at most
  * `limit` attempts a minute per (client address, account name), always on.
@@ -28,7 +30,7 @@ export function loginLimitKey(address: string, account: string): string {
   return `${address}\n${account.slice(0, MAX_KEY_NAME)}`;
 }
 
-export class LoginLimiter {
+export class LoginLimiter implements LoginLimits {
   readonly limit: number;
   readonly windowMs: number;
   readonly maxKeys: number;
@@ -67,5 +69,34 @@ export class LoginLimiter {
   /** Keys held, for tests of the bound. */
   get size(): number {
     return this.attempts.size;
+  }
+}
+
+/** The failed-login limit as the routes use it: one instance's LoginLimiter, or the one every instance shares. */
+export interface LoginLimits {
+  /** Takes a slot: undefined when the attempt may go ahead, else the whole seconds to wait. */
+  attempt(key: string, now: number): number | undefined | Promise<number | undefined>;
+  /** A successful login: its key starts over. */
+  succeeded(key: string): void | Promise<void>;
+}
+
+/**
+ * The failed-login limit held in the shared store (PostgreSQL), so that a
+ * client spreading guesses over N instances gets no more tries than
+ * against one. Same limit and window as LoginLimiter.
+ */
+export class SharedLoginLimits implements LoginLimits {
+  constructor(
+    private readonly shared: Pick<SharedSettings, 'takeLoginSlot' | 'releaseLoginSlots'>,
+    private readonly limit = 10,
+    private readonly windowMs = 60_000,
+  ) {}
+
+  attempt(key: string, now: number): Promise<number | undefined> {
+    return this.shared.takeLoginSlot(key, now, this.limit, this.windowMs);
+  }
+
+  succeeded(key: string): Promise<void> {
+    return this.shared.releaseLoginSlots(key);
   }
 }

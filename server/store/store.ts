@@ -103,6 +103,30 @@ export interface Store {
   readiness(): MaybePromise<Readiness>;
   /** Flushes and releases the store. */
   close(): Promise<void>;
+  /**
+   * What the instances of a deployment share besides the users, when the
+   * store is shared by several instances (PostgreSQL); undefined for the
+   * memory and journal stores, whose instance keeps it in its data directory.
+   */
+  readonly shared?: SharedSettings;
+}
+
+/** What every instance of a deployment shares besides the users (api.md "Sessions", "Access control and limits"). */
+export interface SharedSettings {
+  /** The signing secrets, the first signs; `make` makes the first one when there is none yet. */
+  secrets(make: () => string): Promise<string[]>;
+  /** Replaces the signing secrets (rotation), the first signs. */
+  replaceSecrets(secrets: readonly string[]): Promise<void>;
+  /** The generated admin password; `make` makes it when there is none yet. */
+  generatedAdminPassword(make: () => string): Promise<{ password: string; created: boolean }>;
+  /** The accounts besides admin, one serialized record each (security/accounts-file.ts's line format). */
+  accountRecords(): Promise<string[]>;
+  /** Changes the accounts in one step: `update` edits the records by name. */
+  updateAccountRecords(update: (records: Map<string, string>) => void): Promise<void>;
+  /** The failed-login limit across instances: takes a slot and answers undefined, or the seconds to wait. */
+  takeLoginSlot(key: string, now: number, limit: number, windowMs: number): Promise<number | undefined>;
+  /** A successful login: its key starts over. */
+  releaseLoginSlots(key: string): Promise<void>;
 }
 
 export type Readiness = { readonly ready: true } | { readonly ready: false; readonly reason: string };

@@ -3,7 +3,7 @@ import { LOGIN_PATH, LOGOUT_PATH } from '../../../shared/endpoints.js';
 import { problems } from '../../../shared/problems.js';
 import { HttpError } from '../../errors.js';
 import { parseBasicAuth } from '../../security/credentials.js';
-import { LoginLimiter, loginLimitKey } from '../../security/login-limit.js';
+import { LoginLimiter, loginLimitKey, type LoginLimits } from '../../security/login-limit.js';
 import { clientAddress } from '../client-address.js';
 import { isUrlEncodedForm, JSON_TYPE } from '../media-type.js';
 import { prefersHtml } from '../negotiation.js';
@@ -42,10 +42,11 @@ export function sessionRoutes(deps: RouteDeps): Route[] {
 }
 
 class LoginRoutes implements SessionActions {
-  private readonly limiter = new LoginLimiter();
+  private readonly limiter: LoginLimits;
   readonly browser: BrowserSignIn | undefined;
 
   constructor(private readonly deps: RouteDeps) {
+    this.limiter = deps.loginLimits ?? new LoginLimiter();
     this.browser = deps.config.loginPage ? browserSignIn(deps, this) : undefined;
   }
 
@@ -98,12 +99,12 @@ class LoginRoutes implements SessionActions {
     // Checked before scrypt runs: a limited guess costs the server nothing,
     // and the right password is refused too, so the limit cannot be probed.
     const key = loginLimitKey(clientAddress(req, this.deps.config), user);
-    const wait = this.limiter.attempt(key, now);
+    const wait = await this.limiter.attempt(key, now);
     if (wait !== undefined) return { wait };
-    this.deps.accountsFile?.refresh();
+    await this.deps.accountsFile?.refresh();
     const account = await this.deps.accounts.verify(user, password);
     if (!account) return { wrong: true };
-    this.limiter.succeeded(key);
+    await this.limiter.succeeded(key);
     return { account };
   }
 

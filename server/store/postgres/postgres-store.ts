@@ -20,6 +20,7 @@ import {
 import type { CreateOutcome, CreateRequest, DeleteOutcome, Lookup, PutOutcome, Readiness, ReserveOutcome, ReserveRequest, Revocation, Store, StoreStats, UserPage } from '../store.js';
 import { isRetryable, unavailable, type Sql, type TransactionSql } from './driver.js';
 import { LoadedFacts, loadCounter, loadTarget, recordIssued, userOf, userRow } from './facts.js';
+import { PostgresSettings } from './shared-settings.js';
 
 /** How often a transaction that lost a race (a unique key, a deadlock) runs again. */
 const ATTEMPTS = 5;
@@ -37,8 +38,11 @@ const SWEEP_LOCK = 7_557_300_002;
  */
 export class PostgresStore implements Store {
   private readonly noSyncs = new Histogram(FSYNC_BUCKETS);
+  readonly shared: PostgresSettings;
 
-  constructor(readonly sql: Sql) {}
+  constructor(readonly sql: Sql) {
+    this.shared = new PostgresSettings(sql);
+  }
 
   async findUser(ref: UserRef): Promise<Lookup> {
     return this.query(async () => {

@@ -1,0 +1,58 @@
+import { parseArgs } from 'node:util';
+import { CommandError, UsageError } from '../errors.js';
+import { envName, isPostgresStore, redactSecrets } from '../ops/config.js';
+import type { CommandIo } from './command-io.js';
+
+const USAGE = `usage: users-server migrate [--store postgres://USER@HOST/DB]
+
+Creates or upgrades the PostgreSQL schema, then exits. A server creates the
+schema of an empty database at its first start and upgrades an older one
+when it may; run this as a user who may change the schema when the service
+may not. --store defaults to $${envName('store')}; "postgres" (or no value)
+uses the standard PG* variables. Safe to run while servers run, and from
+several machines at once: migrations hold an advisory lock.
+Exit codes: 0 done (or nothing to do), 1 failed, 2 usage error.`;
+
+/** `users-server migrate`: exit 0 done, 1 failed, 2 usage error. */
+export async function migrateCommand(argv: readonly string[], io: CommandIo): Promise<number> {
+  try {
+    return await run(argv, io);
+  } catch (error) {
+    if (error instanceof UsageError || error instanceof CommandError) {
+      io.stderr.write(`users-server migrate: ${error.message}\n`);
+      return error instanceof UsageError ? 2 : 1;
+    }
+    throw error;
+  }
+}
+
+async function run(argv: readonly string[], io: CommandIo): Promise<number> {
+  let values;
+  try {
+    ({ values } = parseArgs({ args: [...argv], options: { store: { type: 'string' }, help: { type: 'boolean', short: 'h' } }, strict: true, allowPositionals: false }));
+  } catch (error) {
+    throw new UsageError(`${(error as Error).message.split('\n')[0]} (see --help)`);
+  }
+  if (values.help === true) {
+    io.stdout.write(USAGE + '\n');
+    return 0;
+  }
+  const spec = values.store ?? io.env[envName('store')] ?? 'postgres';
+  if (!isPostgresStore(spec)) throw new UsageError(`--store must be postgres or a postgres:// URL, not "${redactSecrets(spec)}": only a database has a schema to migrate`);
+  const url = spec === 'postgres' ? undefined : spec;
+  const { connect } = await import('../store/postgres/driver.js');
+  const { migrate, schemaVersion, SCHEMA_VERSION } = await import('../store/postgres/schema.js');
+  const { describeDatabase } = await import('../store/postgres/open-postgres.js');
+  const sql = await connect(url, { max: 1 });
+  try {
+    const applied = await migrate(sql, (line) => io.stdout.write(line.replace(/^users-server: /, '') + '\n'));
+    const version = await schemaVersion(sql);
+    io.stdout.write(applied.length === 0 ? `${describeDatabase(url)}: schema version ${version}, nothing to do\n` : `${describeDatabase(url)}: schema version ${version} of ${SCHEMA_VERSION}\n`);
+    return 0;
+  } catch (error) {
+    if (error instanceof CommandError) throw error;
+    throw new CommandError(`cannot migrate ${describeDatabase(url)}: ${(error as { code?: string }).code ?? ''} ${(error as Error).message}`.replace(/\s+/g, ' ').trim());
+  } finally {
+    await sql.end({ timeout: 1 });
+  }
+}

@@ -1,0 +1,86 @@
+import type { SharedSettings } from '../store.js';
+import { unavailable, type Sql } from './driver.js';
+
+/**
+ * What every instance of a deployment shares besides the users, in the
+ * database: the signing secrets, the generated admin password, the
+ * accounts, and the failed-login limit. A value made on first use (a
+ * secret, the admin password) is inserted only if none is there yet, and
+ * read back, so instances starting together agree on one.
+ */
+export class PostgresSettings implements SharedSettings {
+  constructor(private readonly sql: Sql) {}
+
+  async secrets(make: () => string): Promise<string[]> {
+    return this.guard(async () => {
+      await this.sql`insert into secrets (position, secret) values (0, ${make()}) on conflict (position) do nothing`;
+      const rows = await this.sql`select secret from secrets order by position`;
+      return rows.map((r) => r.secret as string);
+    });
+  }
+
+  async replaceSecrets(secrets: readonly string[]): Promise<void> {
+    await this.guard(() =>
+      this.sql.begin(async (tx) => {
+        await tx`delete from secrets`;
+        for (const [position, secret] of secrets.entries()) await tx`insert into secrets (position, secret) values (${position}, ${secret})`;
+      }),
+    );
+  }
+
+  async generatedAdminPassword(make: () => string): Promise<{ password: string; created: boolean }> {
+    return this.guard(async () => {
+      const made = make();
+      const inserted = await this.sql`insert into settings (name, value) values ('admin-password', ${made}) on conflict (name) do nothing returning value`;
+      if (inserted.length > 0) return { password: made, created: true };
+      const [row] = await this.sql`select value from settings where name = 'admin-password'`;
+      return { password: row!.value as string, created: false };
+    });
+  }
+
+  async accountRecords(): Promise<string[]> {
+    return this.guard(async () => (await this.sql`select record from accounts order by name`).map((r) => r.record as string));
+  }
+
+  async updateAccountRecords(update: (records: Map<string, string>) => void): Promise<void> {
+    await this.guard(() =>
+      this.sql.begin(async (tx) => {
+        // One change at a time, whichever instance or command makes it.
+        await tx`lock table accounts in exclusive mode`;
+        const records = new Map<string, string>();
+        for (const row of await tx`select name, record from accounts`) records.set(row.name as string, row.record as string);
+        const before = new Map(records);
+        update(records);
+        for (const name of before.keys()) if (!records.has(name)) await tx`delete from accounts where name = ${name}`;
+        for (const [name, record] of records) {
+          if (before.get(name) !== record) await tx`insert into accounts (name, record) values (${name}, ${record}) on conflict (name) do update set record = excluded.record`;
+        }
+      }),
+    );
+  }
+
+  async takeLoginSlot(key: string, now: number, limit: number, windowMs: number): Promise<number | undefined> {
+    return this.guard(() =>
+      this.sql.begin(async (tx) => {
+        // Attempts on one key, from any instance, are counted one at a time.
+        await tx`select pg_advisory_xact_lock(hashtextextended(${'login:' + key}, 0))`;
+        const [row] = await tx`select count(*)::int as count, min(at) as oldest from login_attempts where key = ${key} and at > ${now - windowMs}`;
+        if (row!.count >= limit) return Math.max(1, Math.ceil((Number(row!.oldest) + windowMs - now) / 1000));
+        await tx`insert into login_attempts (key, at) values (${key}, ${now})`;
+        return undefined;
+      }),
+    );
+  }
+
+  async releaseLoginSlots(key: string): Promise<void> {
+    await this.guard(() => this.sql`delete from login_attempts where key = ${key}`);
+  }
+
+  private async guard<T>(run: () => Promise<T>): Promise<T> {
+    try {
+      return await run();
+    } catch (error) {
+      throw unavailable(error);
+    }
+  }
+}
