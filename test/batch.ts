@@ -26,6 +26,8 @@ const COSTS: Record<string, number> = {
   'journal-recovery.test.ts': 4,
   'model.test.ts': 4,
   'timeouts.test.ts': 3,
+  'postgres-instances.test.ts': 6,
+  'store-suite.test.ts': 3,
 };
 const DEFAULT_COST = 1.5;
 

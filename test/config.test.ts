@@ -35,6 +35,7 @@ const DEFAULTS: Config = {
   passwordCost: 15,
   dbPool: 10,
   dbTimeout: 5,
+  dbStartWait: 30,
 };
 
 

@@ -116,7 +116,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       compactionFloor: config.compactionFloor,
       log: logError,
       onFatal,
-      postgres: { max: config.dbPool, timeoutSeconds: config.dbTimeout },
+      postgres: { max: config.dbPool, timeoutSeconds: config.dbTimeout, startWaitSeconds: config.dbStartWait },
       ...(options.clock && { now: options.clock }),
       ...(options.journalIo && { io: options.journalIo }),
     })));
@@ -243,6 +243,11 @@ export async function serve(argv: readonly string[], io: CommandIo): Promise<num
     running = await startServer(parsed.config, { env: io.env, onFatal, logError: (message) => io.stderr.write(message + '\n'), accessLog: stdoutSink(io) });
   } catch (error) {
     signals.unwatch();
+    // A setting that cannot work (the PostgreSQL driver missing): exit 2.
+    if (error instanceof UsageError) {
+      io.stderr.write(`users-server: ${error.message}\n`);
+      return 2;
+    }
     const message = startFailure(error, parsed.config);
     if (message === undefined) throw error;
     io.stderr.write(`users-server: ${message}\n`);

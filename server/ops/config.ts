@@ -28,6 +28,8 @@ export interface Config {
   dbPool: number;
   /** Seconds a database statement or connection attempt may take. */
   dbTimeout: number;
+  /** Seconds to keep trying to reach the database at start. */
+  dbStartWait: number;
   /** Journal bytes below which no compaction starts. */
   compactionFloor: number;
   /** Signing secrets, first signs, all verify; empty means "generate one in the data directory". */
@@ -103,6 +105,7 @@ export const FLAGS: Record<string, FlagSpec> = {
   },
   'db-pool': { type: 'string', default: '10', description: 'PostgreSQL connections per instance', key: 'dbPool', parse: integer(1, 1000) },
   'db-timeout': { type: 'string', default: '5', description: 'seconds a PostgreSQL statement or connection may take', key: 'dbTimeout', parse: integer(1, 300) },
+  'db-start-wait': { type: 'string', default: '30', description: 'seconds to keep trying to reach PostgreSQL at start', key: 'dbStartWait', parse: integer(0, 3600) },
   'compaction-floor': { type: 'string', default: String(8 * 1024 * 1024), description: 'journal bytes before compaction is considered', key: 'compactionFloor', parse: integer(4096, 2 ** 40) },
   'rate-limit': { type: 'string', default: '0', description: 'requests per second per client address (0: no limit)', key: 'rateLimit', parse: integer(0, MAX_RATE) },
   'rate-burst': { type: 'string', default: '0', description: 'requests a client may make at once (0: same as --rate-limit)', key: 'rateBurst', parse: integer(0, MAX_RATE) },

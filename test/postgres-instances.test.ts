@@ -1,0 +1,253 @@
+/**
+ * Several users-server instances on one PostgreSQL database, acting as one
+ * service (issue 18): every sharing rule of API.md checked across three
+ * instances, an instance killed with SIGKILL under writes, the database
+ * stopped and started again under load, the schema's versions, and the
+ * start-up without the database or without the driver. Each test has a
+ * database of its own on this process's throwaway cluster (test/postgres.ts);
+ * without PostgreSQL binaries every test skips and says why.
+ */
+import assert from 'node:assert/strict';
+import { cpSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { test, type TestContext } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { connect } from '../server/store/postgres/driver.js';
+import { SCHEMA_VERSION } from '../server/store/postgres/schema.js';
+import { ADMIN_PASSWORD, assertProblem, basic, buildIfStale, cookiePair, put, runUsersServer, send, startTestServer, tempDir, type TestServer } from './helpers.js';
+import { postgresSkipReason, setPostgresRunning, testDatabase } from './postgres.js';
+import { cleanEnv, spawnChild, spawnServer, spawnUsersServer } from './processes.js';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const skip = postgresSkipReason();
+if (skip !== undefined) console.log(`# PostgreSQL instance tests skipped: ${skip}`);
+
+/** `count` in-process instances on one fresh database. */
+async function instances(t: TestContext, count: number, overrides: Parameters<typeof startTestServer>[1] = {}): Promise<{ url: string; servers: TestServer[] }> {
+  const url = await testDatabase(t);
+  const servers: TestServer[] = [];
+  for (let i = 0; i < count; i++) servers.push(await startTestServer(t, { store: url, ...overrides }));
+  return { url, servers };
+}
+
+function pg(name: string, body: (t: TestContext) => Promise<void>): void {
+  test(`PostgreSQL, several instances: ${name}`, async (t) => {
+    if (skip !== undefined) return t.skip(skip);
+    await body(t);
+  });
+}
+
+pg('a session made on one instance is valid on all, and a logout on one revokes it on all', async (t) => {
+  const { servers } = await instances(t, 3);
+  const cookie = await servers[0]!.login();
+  for (const s of servers) assert.equal((await send(s.url, 'GET', '/', { headers: { cookie } })).status, 200, s.url);
+  assert.equal((await send(servers[1]!.url, 'POST', '/logout', { headers: { cookie } })).status, 204);
+  for (const s of servers) assert.equal((await send(s.url, 'GET', '/', { headers: { cookie } })).status, 401, s.url);
+});
+
+pg('ids are unique and never reused across instances: 60 concurrent creates through three instances', async (t) => {
+  const { servers } = await instances(t, 3);
+  const replies = await Promise.all(
+    Array.from({ length: 60 }, (_, i) => {
+      const s = servers[i % 3]!;
+      if (i % 3 === 0) return send(s.url, 'POST', '/users/new', { json: { name: `new-${i}` } });
+      if (i % 3 === 1) return send(s.url, 'POST', '/reservations');
+      return put(s.url, `/users/alias-${i}`, { name: `alias-${i}` });
+    }),
+  );
+  const ids = replies.map((r) => {
+    assert.equal(r.status, 201, r.text);
+    return r.json().id as number;
+  });
+  assert.deepEqual([...ids].sort((a, b) => a - b), Array.from({ length: 60 }, (_, i) => i + 1));
+  const user = replies[0]!.json().id as number;
+  assert.equal((await send(servers[2]!.url, 'DELETE', `/users/${user}`)).status, 204);
+  assertProblem(await put(servers[0]!.url, `/users/${user}`, { name: 'again' }), 410, 'gone');
+  assertProblem(await send(servers[1]!.url, 'GET', `/users/${user}`), 404, 'not-found');
+  assert.equal((await send(servers[1]!.url, 'POST', '/users/new', { json: { name: 'next' } })).json().id, 61, 'the next id follows the highest, on any instance');
+});
+
+pg('an Idempotency-Key replays on any instance, and the same key with another body is refused', async (t) => {
+  const { servers } = await instances(t, 3);
+  const first = await send(servers[0]!.url, 'POST', '/users/new', { json: { name: 'Once' }, headers: { 'idempotency-key': 'k-1' } });
+  assert.equal(first.status, 201);
+  for (const s of servers.slice(1)) {
+    const replay = await send(s.url, 'POST', '/users/new', { json: { name: 'Once' }, headers: { 'idempotency-key': 'k-1' } });
+    assert.equal(replay.status, 201);
+    assert.equal(replay.text, first.text);
+    assert.equal(replay.headers['idempotent-replayed'], 'true');
+  }
+  assertProblem(await send(servers[2]!.url, 'POST', '/users/new', { json: { name: 'Other' }, headers: { 'idempotency-key': 'k-1' } }), 422, 'idempotency-key-reused');
+  // The same new key sent to three instances at once creates one user.
+  const racing = await Promise.all(servers.map((s) => send(s.url, 'POST', '/users/new', { json: { name: 'Race' }, headers: { 'idempotency-key': 'k-2' } })));
+  assert.equal(new Set(racing.filter((r) => r.status === 201).map((r) => r.text)).size, 1, racing.map((r) => `${r.status} ${r.text}`).join(' | '));
+  const list = (await send(servers[0]!.url, 'GET', '/users')).json() as { items: { name: string }[] };
+  assert.equal(list.items.filter((u) => u.name === 'Race').length, 1);
+});
+
+pg('a write acknowledged by one instance is seen by the next read on any other', async (t) => {
+  const { servers } = await instances(t, 3);
+  for (let i = 0; i < 10; i++) {
+    const writer = servers[i % 3]!;
+    const reader = servers[(i + 1) % 3]!;
+    const written = await put(writer.url, '/users/shared', { name: 'Shared', version: i });
+    assert.ok(written.status === 200 || written.status === 201, written.text);
+    const read = await send(reader.url, 'GET', '/users/shared');
+    assert.equal(read.json().version, i);
+    assert.equal(read.headers.etag, (await send(writer.url, 'GET', '/users/shared')).headers.etag, 'every instance gives the same ETag');
+  }
+});
+
+pg('If-Match prevents lost updates between instances: clients incrementing one counter through three instances lose no increment', async (t) => {
+  const { servers } = await instances(t, 3);
+  assert.equal((await put(servers[0]!.url, '/users/counter', { name: 'Counter', count: 0 })).status, 201);
+  let written = 0;
+  await Promise.all(
+    Array.from({ length: 12 }, async (_, c) => {
+      const s = servers[c % 3]!;
+      for (let attempt = 0; attempt < 6; attempt++) {
+        const read = await send(s.url, 'GET', '/users/counter');
+        const count = (read.json() as { count: number }).count;
+        const reply = await put(s.url, '/users/counter', { name: 'Counter', count: count + 1 }, { 'if-match': read.headers.etag as string });
+        if (reply.status === 200) written++;
+        else assert.equal(reply.status, 412, reply.text);
+      }
+    }),
+  );
+  assert.equal((await send(servers[1]!.url, 'GET', '/users/counter')).json().count, written);
+});
+
+pg('the failed-login limit holds across instances: guesses spread over three get no more tries than against one', async (t) => {
+  const { servers } = await instances(t, 3);
+  const statuses: number[] = [];
+  for (let i = 0; i < 12; i++) statuses.push((await send(servers[i % 3]!.url, 'POST', '/login', { headers: { authorization: basic('admin', 'wrong') } })).status);
+  assert.deepEqual(statuses, [...Array<number>(10).fill(401), 429, 429]);
+  const refused = await send(servers[1]!.url, 'POST', '/login', { headers: { authorization: basic('admin', ADMIN_PASSWORD) } });
+  assert.equal(refused.status, 429, 'the right password is refused too while the limit holds');
+});
+
+pg('the signing secret and the generated admin password are made once and shared; an account added by the command logs in on every instance', async (t) => {
+  const url = await testDatabase(t);
+  const noAdminPassword = { env: {} };
+  const a = await startTestServer(t, { store: url }, noAdminPassword);
+  const b = await startTestServer(t, { store: url }, noAdminPassword);
+  assert.equal(a.running.adminPasswordFile, "the database (settings 'admin-password')", 'the first start generates it');
+  assert.equal(b.running.adminPasswordFile, undefined, 'the second finds it');
+  const sql = await connect(url, { max: 1 });
+  t.after(() => sql.end());
+  const [row] = await sql`select value from settings where name = 'admin-password'`;
+  const cookie = cookiePair((await send(a.url, 'POST', '/login', { headers: { authorization: basic('admin', row!.value as string) } })).headers['set-cookie']);
+  assert.equal((await send(b.url, 'GET', '/', { headers: { cookie } })).status, 200, 'a session signed by one verifies on the other');
+  const added = await runUsersServer(['accounts', 'add', 'rita', '--role', 'reader', '--store', url], { stdin: 'rita-password\n' });
+  assert.equal(added.code, 0, added.stderr);
+  for (const s of [a, b]) assert.equal((await send(s.url, 'POST', '/login', { headers: { authorization: basic('rita', 'rita-password') } })).status, 200);
+  const listed = await runUsersServer(['accounts', 'list', '--json', '--store', url]);
+  assert.deepEqual((JSON.parse(listed.stdout) as { name: string }[]).map((r) => r.name), ['admin', 'rita']);
+});
+
+pg('a PUT to an old id of a moved user answers 301 on every instance', async (t) => {
+  const { servers } = await instances(t, 2, { allowIdChange: true });
+  assert.equal((await put(servers[0]!.url, '/users/ann', { name: 'Ann' })).status, 201);
+  assert.equal((await put(servers[0]!.url, '/users/1', { name: 'Ann', id: 50 })).status, 200);
+  for (const s of servers) {
+    const moved = await send(s.url, 'GET', '/users/1');
+    assert.equal(moved.status, 301);
+    assert.equal(moved.headers.location, '/users/50');
+  }
+});
+
+pg('an instance killed with SIGKILL under writes loses no acknowledged write; the others go on serving', async (t) => {
+  const url = await testDatabase(t);
+  const env = { USERS_STORE: url };
+  const [a, b] = [await spawnServer(t, ['--port', '0'], { env }), await spawnServer(t, ['--port', '0'], { env })];
+  const acknowledged: string[] = [];
+  let writing = true;
+  const writers = Array.from({ length: 8 }, async (_, w) => {
+    for (let i = 0; writing; i++) {
+      const reply = await put(a.url, `/users/w${w}-${i}`, { name: `W${w} ${i}` }).catch(() => undefined);
+      if (reply === undefined) return;
+      if (reply.status === 201) acknowledged.push(reply.text);
+    }
+  });
+  while (acknowledged.length < 50) await new Promise((resolve) => setImmediate(resolve));
+  a.kill('SIGKILL');
+  writing = false;
+  await Promise.all(writers);
+  assert.equal((await a.exited).signal, 'SIGKILL');
+  const list = (await send(b.url, 'GET', '/users?limit=1000')).json() as { items: unknown[] };
+  const stored = new Set(list.items.map((u) => JSON.stringify(u)));
+  for (const text of acknowledged) assert.ok(stored.has(text), `${text} was acknowledged but is missing`);
+  assert.equal((await put(b.url, '/users/after', { name: 'After' })).status, 201, 'the other instance still writes');
+});
+
+pg('the database stopped under load: requests answer 503 store-unavailable with Retry-After, /readyz says why, and the instance recovers by itself when it is back', async (t) => {
+  const { servers } = await instances(t, 1, {});
+  const server = servers[0]!;
+  assert.equal((await put(server.url, '/users/ann', { name: 'Ann' })).status, 201);
+  assert.equal((await send(server.url, 'GET', '/readyz')).status, 200);
+  await setPostgresRunning(false);
+  t.after(() => setPostgresRunning(true));
+  const during = await Promise.all([put(server.url, '/users/bob', { name: 'Bob' }), send(server.url, 'GET', '/users/ann'), send(server.url, 'POST', '/users/new', { json: { name: 'C' } })]);
+  for (const reply of during) {
+    assertProblem(reply, 503, 'store-unavailable');
+    assert.equal(reply.headers['retry-after'], '1');
+  }
+  const ready = await send(server.url, 'GET', '/readyz');
+  assertProblem(ready, 503, 'not-ready');
+  assert.match(ready.json().detail as string, /database/);
+  assert.equal((await send(server.url, 'GET', '/healthz')).status, 200, '/healthz stays a liveness probe');
+  await setPostgresRunning(true);
+  assert.equal((await send(server.url, 'GET', '/readyz')).status, 200, 'ready again without a restart');
+  assert.equal((await put(server.url, '/users/bob', { name: 'Bob' })).status, 201);
+  assert.equal((await send(server.url, 'GET', '/users/ann')).status, 200);
+});
+
+pg('users-server migrate creates the schema of an empty database, then finds nothing to do; a schema newer than this server knows is refused', async (t) => {
+  const url = await testDatabase(t, { migrated: false });
+  const first = await runUsersServer(['migrate', '--store', url]);
+  assert.equal(first.code, 0, first.stderr);
+  assert.match(first.stdout, new RegExp(`applied schema version ${SCHEMA_VERSION} of ${SCHEMA_VERSION}`));
+  const again = await runUsersServer(['migrate', '--store', url]);
+  assert.equal(again.code, 0, again.stderr);
+  assert.match(again.stdout, /nothing to do/);
+  const sql = await connect(url, { max: 1 });
+  await sql`insert into schema_migrations (version) values (${SCHEMA_VERSION + 1})`;
+  await sql.end();
+  const refused = await runUsersServer(['--port', '0', '--store', url]);
+  assert.equal(refused.code, 1);
+  assert.match(refused.stderr, new RegExp(`^users-server: the database's schema is version ${SCHEMA_VERSION + 1}; this users-server knows versions up to ${SCHEMA_VERSION}: upgrade users-server\\n$`));
+});
+
+pg('an empty database gets its schema at the first start, also when three instances start on it together', async (t) => {
+  const url = await testDatabase(t, { migrated: false });
+  const servers = await Promise.all([0, 1, 2].map(() => startTestServer(t, { store: url })));
+  assert.equal((await put(servers[2]!.url, '/users/first', { name: 'First' })).status, 201);
+  const sql = await connect(url, { max: 1 });
+  t.after(() => sql.end());
+  assert.deepEqual((await sql`select version from schema_migrations order by version`).map((r) => r.version), Array.from({ length: SCHEMA_VERSION }, (_, i) => i + 1));
+});
+
+test('PostgreSQL: a start that cannot reach the database retries for --db-start-wait seconds, then exits 1 with one line that shows no password', async (t) => {
+  const run = await runUsersServer(['--port', '0', '--store', 'postgres://app:very-secret@127.0.0.1:9/users', '--db-start-wait', '1']);
+  assert.equal(run.code, 1);
+  assert.ok(!run.stderr.includes('very-secret'), run.stderr);
+  assert.match(run.stderr, /^users-server: cannot reach postgres:\/\/app:\*\*\*@127\.0\.0\.1:9\/users \(ECONNREFUSED\); gave up after 1 s\n$/m);
+  assert.match(run.stderr, /waiting for postgres:\/\/app:\*\*\*@127\.0\.0\.1:9\/users \(ECONNREFUSED\), attempt 1/);
+});
+
+test('PostgreSQL: without the driver installed, --store postgres:// exits 2 with one line naming npm install postgres', async (t) => {
+  const stale = buildIfStale();
+  if (stale !== undefined) throw new Error(stale);
+  // A copy of the executable with no node_modules beside it: the driver cannot be found.
+  const copy = tempDir(t);
+  for (const part of ['bin', 'dist']) cpSync(join(ROOT, part), join(copy, part), { recursive: true });
+  cpSync(join(ROOT, 'package.json'), join(copy, 'package.json'));
+  mkdirSync(join(copy, 'data'));
+  const child = spawnChild(t, process.execPath, [join(copy, 'bin', 'users-server.js'), '--port', '0', '--store', 'postgres://app:pw@127.0.0.1:9/users'], { env: { ...cleanEnv(), USERS_ADMIN_PASSWORD: 'x' } });
+  const exit = await child.exited;
+  assert.equal(exit.code, 2, child.stderr());
+  assert.equal(child.stderr(), 'users-server: the PostgreSQL store needs its driver, which is not installed: run `npm install postgres` next to users-server\n');
+  // The journal needs no driver.
+  const journal = spawnUsersServer(t, ['--version']);
+  assert.equal((await journal.exited).code, 0);
+});
