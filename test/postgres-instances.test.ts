@@ -8,7 +8,7 @@
  * without PostgreSQL binaries every test skips and says why.
  */
 import assert from 'node:assert/strict';
-import { cpSync, mkdirSync } from 'node:fs';
+import { cpSync, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -250,4 +250,52 @@ test('PostgreSQL: without the driver installed, --store postgres:// exits 2 with
   // The journal needs no driver.
   const journal = spawnUsersServer(t, ['--version']);
   assert.equal((await journal.exited).code, 0);
+});
+
+pg('users-server copy moves a data directory into an empty database and back with everything: users, aliases, moves, reservations, keys, revocations, accounts, secrets; cookies stay valid', async (t) => {
+  const dir = tempDir(t);
+  const now = Date.now();
+  const journal = await startTestServer(t, { store: 'journal', data: dir, allowIdChange: true }, { env: {}, accounts: [{ name: 'rita', role: 'reader', password: 'rita-password' }] });
+  assert.equal((await put(journal.url, '/users/ann', { name: 'Ann' })).status, 201);
+  assert.equal((await put(journal.url, '/users/1', { name: 'Ann', id: 7 })).status, 200);
+  assert.equal((await put(journal.url, '/users/bob', { name: 'Bob' })).status, 201);
+  assert.equal((await send(journal.url, 'DELETE', '/users/bob')).status, 204);
+  const reserved = (await send(journal.url, 'POST', '/reservations')).json() as { id: number };
+  const keyed = await send(journal.url, 'POST', '/users/new', { json: { name: 'Keyed' }, headers: { 'idempotency-key': 'copy-key' } });
+  const adminPassword = readFileSync(join(dir, 'admin-password'), 'utf8').trim();
+  const login = (url: string) => send(url, 'POST', '/login', { headers: { authorization: basic('admin', adminPassword) } });
+  const cookie = cookiePair((await login(journal.url)).headers['set-cookie']);
+  const revoked = cookiePair((await login(journal.url)).headers['set-cookie']);
+  assert.equal((await send(journal.url, 'POST', '/logout', { headers: { cookie: revoked } })).status, 204);
+  const listing = (await send(journal.url, 'GET', '/users')).text;
+  await journal.running.stop();
+
+  const url = await testDatabase(t, { migrated: false });
+  const copied = await runUsersServer(['copy', '--from', dir, '--to', url]);
+  assert.equal(copied.code, 0, copied.stderr);
+  assert.match(copied.stdout, /^copied 2 users \(1 with an alias\), ids issued up to 7, 1 moved ids, 1 live reservations, 1 Idempotency-Key records, 1 revoked sessions, 1 accounts besides admin, 1 signing secrets, the generated admin password from /);
+  const db = await startTestServer(t, { store: url, allowIdChange: true }, { env: {} });
+  assert.equal((await send(db.url, 'GET', '/users')).text, listing);
+  assert.equal((await send(db.url, 'GET', '/users/ann')).json().id, 7);
+  assert.equal((await send(db.url, 'GET', '/users/1')).status, 301);
+  assertProblem(await put(db.url, '/users/2', { name: 'Bob again' }), 410, 'gone');
+  assert.equal((await send(db.url, 'POST', '/users/new', { json: { name: 'Keyed' }, headers: { 'idempotency-key': 'copy-key' } })).text, keyed.text);
+  assert.equal((await send(db.url, 'GET', '/', { headers: { cookie } })).status, 200, 'a cookie of the journal server is still valid');
+  assert.equal((await send(db.url, 'GET', '/', { headers: { cookie: revoked } })).status, 401, 'a revoked session stays revoked');
+  assert.equal((await send(db.url, 'POST', '/login', { headers: { authorization: basic('rita', 'rita-password') } })).status, 200);
+  assert.equal((await put(db.url, `/users/${reserved.id}`, { name: 'Reserved' })).status, 201, 'the reservation is still live');
+  assert.ok(Date.now() - now < 300_000);
+
+  const refused = await runUsersServer(['copy', '--from', dir, '--to', url]);
+  assert.equal(refused.code, 1);
+  assert.match(refused.stderr, /is not empty .*pass --replace/);
+  const listingAfter = (await send(db.url, 'GET', '/users')).text;
+  await db.running.stop();
+  const back = tempDir(t);
+  const returned = await runUsersServer(['copy', '--from', url, '--to', back]);
+  assert.equal(returned.code, 0, returned.stderr);
+  const again = await startTestServer(t, { store: 'journal', data: back, allowIdChange: true }, { env: {} });
+  assert.equal((await send(again.url, 'GET', '/users')).text, listingAfter);
+  assert.equal((await send(again.url, 'GET', '/', { headers: { cookie } })).status, 200, 'and back: the cookie is still valid');
+  assert.equal((await send(again.url, 'POST', '/login', { headers: { authorization: basic('admin', adminPassword) } })).status, 200);
 });

@@ -158,10 +158,11 @@ function answerClientError(error: NodeJS.ErrnoException, socket: Socket, observe
     return;
   }
   // RFC 9112 section 9.3.2: answers go out in the order of the requests. A
-  // pipelined request before this one may still be waiting for its store
-  // (a database): its answer first, then this one.
+  // whole request before the bad one may still be waiting for its store (a
+  // database): its answer first, then this one. (A response whose request
+  // is not whole is the one this error is about: a timeout.)
   const earlier = (socket as Socket & { _httpMessage?: ServerResponse | null })._httpMessage;
-  if (earlier !== null && earlier !== undefined && !earlier.writableFinished) {
+  if (earlier !== null && earlier !== undefined && !earlier.writableFinished && earlier.req.complete) {
     earlier.once('close', () => answerClientError(error, socket, observer));
     return;
   }

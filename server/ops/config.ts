@@ -202,6 +202,7 @@ export function usage(): string {
     '       users-server accounts remove NAME [--data DIR | --store URL]',
     '       users-server accounts list [--json] [--data DIR | --store URL]',
     '       users-server migrate [--store URL]   create or upgrade a PostgreSQL schema',
+    '       users-server copy --from DIR|URL --to URL|DIR [--replace]   move a deployment between stores',
     '       users-server --help | --version',
     '',
     'flags (each also from its environment variable):',

@@ -1,0 +1,144 @@
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { CommandError, UsageError } from '../errors.js';
+import { isPostgresStore, redactSecrets } from '../ops/config.js';
+import { acquireLock, ensureDataDir } from '../ops/data-dir.js';
+import { replaceFileSync } from '../ops/durable-files.js';
+import { readAccountsFile, serializeAccount, parseAccount, writeAccountsFile } from '../security/accounts-file.js';
+import { describeDump, isEmptyDump, type StoreDump } from '../store/dump.js';
+import { hasJournalData, readJournalData, writeJournalData } from '../store/journal/dump-files.js';
+import type { CommandIo } from './command-io.js';
+
+const USAGE = `usage: users-server copy --from SOURCE --to TARGET [--replace]
+
+Copies everything a deployment holds from one store to another: a data
+directory (the journal) to a PostgreSQL database (postgres://...), or back.
+Users with their ids and aliases, retired ids and moves, live reservations,
+Idempotency-Key records, revoked sessions, accounts, the signing secrets
+(existing cookies stay valid) and the generated admin password. Run it with
+the servers of both stopped. A target that holds data is refused unless
+--replace is given; then what it held is kept first: a data directory's
+files move to a folder replaced-TIMESTAMP inside it, a database's content
+is copied to a data directory ./users-server-replaced-TIMESTAMP.
+Exit codes: 0 copied, 1 failed (nothing was changed), 2 usage error.`;
+
+type Place = { kind: 'dir'; dir: string } | { kind: 'postgres'; url: string | undefined; label: string };
+
+/** `users-server copy`: exit 0 copied, 1 failed, 2 usage error. */
+export async function copyCommand(argv: readonly string[], io: CommandIo): Promise<number> {
+  try {
+    return await run(argv, io);
+  } catch (error) {
+    if (error instanceof UsageError || error instanceof CommandError) {
+      io.stderr.write(`users-server copy: ${error.message}\n`);
+      return error instanceof UsageError ? 2 : 1;
+    }
+    throw error;
+  }
+}
+
+async function run(argv: readonly string[], io: CommandIo): Promise<number> {
+  let values;
+  try {
+    ({ values } = parseArgs({ args: [...argv], options: { from: { type: 'string' }, to: { type: 'string' }, replace: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } }, strict: true, allowPositionals: false }));
+  } catch (error) {
+    throw new UsageError(`${(error as Error).message.split('\n')[0]} (see --help)`);
+  }
+  if (values.help === true) {
+    io.stdout.write(USAGE + '\n');
+    return 0;
+  }
+  if (values.from === undefined || values.to === undefined) throw new UsageError('copy needs --from and --to (see --help)');
+  const [from, to] = [placeOf(values.from), placeOf(values.to)];
+  if (from.kind === to.kind) throw new UsageError('copy goes between a data directory and a PostgreSQL database: one of --from and --to must be postgres://...');
+  const now = Date.now();
+  const dump = await read(from, now);
+  const replaced = await keepTarget(to, now, values.replace === true);
+  await write(to, dump);
+  if (replaced !== undefined) io.stdout.write(`kept what ${labelOf(to)} held in ${replaced}\n`);
+  if (to.kind === 'dir' && dump.secrets.length > 1) {
+    io.stderr.write(`users-server copy: ${dump.secrets.length - 1} older signing secrets were not copied (a data directory keeps one); to keep their cookies valid, start with --secret and all of them, the first first\n`);
+  }
+  io.stdout.write(`copied ${describeDump(dump)} from ${labelOf(from)} to ${labelOf(to)}\n`);
+  return 0;
+}
+
+function placeOf(text: string): Place {
+  if (isPostgresStore(text)) return { kind: 'postgres', url: text === 'postgres' ? undefined : text, label: text === 'postgres' ? 'the PG* database' : redactSecrets(text) };
+  return { kind: 'dir', dir: resolve(text) };
+}
+
+function labelOf(place: Place): string {
+  return place.kind === 'dir' ? place.dir : place.label;
+}
+
+async function read(place: Place, now: number): Promise<StoreDump> {
+  if (place.kind === 'postgres') return withDatabase(place, async (sql) => (await import('../store/postgres/dump-tables.js')).readPostgresDump(sql, now));
+  if (!existsSync(place.dir)) throw new CommandError(`${place.dir} does not exist`);
+  const release = acquireLock(place.dir);
+  try {
+    return { ...readJournalData(place.dir, now), ...readDataDirSettings(place.dir) };
+  } finally {
+    release();
+  }
+}
+
+/** The settings files of a data directory: signing secret, generated admin password, accounts. */
+function readDataDirSettings(dir: string): Pick<StoreDump, 'secrets' | 'adminPassword' | 'accounts'> {
+  const text = (name: string) => (existsSync(join(dir, name)) ? readFileSync(join(dir, name), 'utf8').trim() : '');
+  const secret = text('secret');
+  const admin = text('admin-password');
+  return { secrets: secret === '' ? [] : [secret], adminPassword: admin === '' ? undefined : admin, accounts: readAccountsFile(dir).map(serializeAccount) };
+}
+
+/**
+ * Refuses a target that holds data, unless `replace`: then keeps what it
+ * held first and answers where.
+ */
+async function keepTarget(place: Place, now: number, replace: boolean): Promise<string | undefined> {
+  const stamp = new Date(now).toISOString().replaceAll(':', '');
+  if (place.kind === 'dir') {
+    const names = existsSync(place.dir) ? readdirSync(place.dir).filter((n) => n !== 'lock') : [];
+    if (names.length === 0) return undefined;
+    if (!replace) throw new CommandError(`${place.dir} is not empty (${hasJournalData(place.dir) ? 'it holds a journal' : names.join(', ')}); pass --replace to keep it aside and copy anyway`);
+    const aside = join(place.dir, `replaced-${stamp}`);
+    mkdirSync(aside);
+    for (const name of names) renameSync(join(place.dir, name), join(aside, name));
+    return aside;
+  }
+  const held = await read(place, now);
+  if (isEmptyDump(held)) return undefined;
+  if (!replace) throw new CommandError(`${place.label} is not empty (${describeDump(held)}); pass --replace to keep a copy and copy anyway`);
+  const aside = resolve(`users-server-replaced-${stamp}`);
+  await write({ kind: 'dir', dir: aside }, held);
+  return aside;
+}
+
+async function write(place: Place, dump: StoreDump): Promise<void> {
+  if (place.kind === 'postgres') {
+    await withDatabase(place, async (sql) => (await import('../store/postgres/dump-tables.js')).writePostgresDump(sql, dump));
+    return;
+  }
+  const dir = ensureDataDir(place.dir);
+  const release = acquireLock(dir);
+  try {
+    await writeJournalData(dir, dump);
+    if (dump.secrets[0] !== undefined) replaceFileSync(dir, join(dir, 'secret'), dump.secrets[0] + '\n', 0o600);
+    if (dump.adminPassword !== undefined) replaceFileSync(dir, join(dir, 'admin-password'), dump.adminPassword + '\n', 0o600);
+    if (dump.accounts.length > 0) writeAccountsFile(dir, dump.accounts.map((line, i) => parseAccount(line, `account ${i + 1}`)));
+  } finally {
+    release();
+  }
+}
+
+/** Opens the database (migrating an empty one), runs `work`, closes it. */
+async function withDatabase<T>(place: Extract<Place, { kind: 'postgres' }>, work: (sql: import('../store/postgres/driver.js').Sql) => Promise<T>): Promise<T> {
+  const { openPostgresStore } = await import('../store/postgres/open-postgres.js');
+  const store = await openPostgresStore(place.url, { max: 2, startWaitSeconds: 0, log: () => {} });
+  try {
+    return await work(store.sql);
+  } finally {
+    await store.close();
+  }
+}

@@ -1,0 +1,44 @@
+import type { IdempotencyRecord, StoredUser } from '../users/rules.js';
+
+/**
+ * Everything a deployment holds, in a form both kinds of durable store
+ * read and write: what `users-server copy` carries from a data directory
+ * to a PostgreSQL database and back. Expired entries are left out.
+ */
+export interface StoreDump {
+  /** Every id from 1 to lastId has been issued. */
+  lastId: number;
+  /** Ids above lastId issued out of turn (targets of a move). */
+  claimed: number[];
+  /** In ascending id order. */
+  users: Pick<StoredUser, 'id' | 'alias' | 'json'>[];
+  /** Old id -> current id. */
+  redirects: [number, number][];
+  /** Id -> expiry (ms). */
+  reservations: [number, number][];
+  /** Scoped key -> record. */
+  idempotency: [string, IdempotencyRecord][];
+  /** Session id -> expiry (ms). */
+  revoked: [string, number][];
+  /** Signing secrets, the first signs; empty when none was made yet. */
+  secrets: string[];
+  /** The generated admin password, when there is one. */
+  adminPassword: string | undefined;
+  /** The accounts besides admin, serialized (security/accounts-file.ts's line format). */
+  accounts: string[];
+}
+
+/** One line saying what a dump holds. */
+export function describeDump(dump: StoreDump): string {
+  const aliases = dump.users.filter((u) => u.alias !== undefined).length;
+  return (
+    `${dump.users.length} users (${aliases} with an alias), ids issued up to ${Math.max(dump.lastId, ...dump.claimed)}, ${dump.redirects.length} moved ids, ` +
+    `${dump.reservations.length} live reservations, ${dump.idempotency.length} Idempotency-Key records, ${dump.revoked.length} revoked sessions, ` +
+    `${dump.accounts.length} accounts besides admin, ${dump.secrets.length} signing secrets, ${dump.adminPassword === undefined ? 'no' : 'the'} generated admin password`
+  );
+}
+
+/** True when the dump holds nothing a copy could overwrite. */
+export function isEmptyDump(dump: StoreDump): boolean {
+  return dump.users.length === 0 && dump.lastId === 0 && dump.claimed.length === 0 && dump.reservations.length === 0 && dump.accounts.length === 0;
+}
