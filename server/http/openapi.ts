@@ -15,8 +15,8 @@ import type { OperationDoc, Route } from './route.js';
 
 type Json = Record<string, unknown>;
 
-/** Problem statuses any request can meet: a malformed message or target, a timeout, the rate limit, a bug. */
-const COMMON_PROBLEMS = [400, 408, 429, 431, 500];
+/** Problem statuses any request can meet: a malformed message or target, a timeout, the rate limit, a bug, a database out of reach. */
+const COMMON_PROBLEMS = [400, 408, 429, 431, 500, 503];
 
 export const ref = (kind: string, name: string): Json => ({ $ref: `#/components/${kind}/${name}` });
 export const schema = (name: string): Json => ref('schemas', name);
