@@ -12,9 +12,10 @@ import assert from 'node:assert/strict';
 import type { TestContext } from 'node:test';
 import { problemType, PROBLEM_CONTENT_TYPE } from '../shared/problems.js';
 import { UsageError } from '../server/errors.js';
+import { isPostgresStore } from '../server/ops/config.js';
 import { parseConfig, type Config } from '../server/ops/config.js';
 import { startServer, type RunningServer, type StartOptions } from '../server/commands/serve.js';
-import { newAccountId, writeAccountsFile, type AccountRecord } from '../server/security/accounts-file.js';
+import { newAccountId, serializeAccount, writeAccountsFile, type AccountRecord } from '../server/security/accounts-file.js';
 import { hashPassword, type Role, type ScryptFunction } from '../server/security/credentials.js';
 
 export const ADMIN_PASSWORD = 'test-admin-password';
@@ -62,6 +63,25 @@ export async function writeTestAccounts(dataDir: string, accounts: readonly Test
   writeAccountsFile(dataDir, records);
 }
 
+/** The same into a PostgreSQL database, where a server on it reads its accounts. */
+async function writeDatabaseAccounts(url: string, accounts: readonly TestAccount[], scrypt?: ScryptFunction): Promise<void> {
+  const { connect } = await import('../server/store/postgres/driver.js');
+  const { PostgresSettings } = await import('../server/store/postgres/shared-settings.js');
+  const sql = await connect(url, { max: 1 });
+  try {
+    const lines: [string, string][] = [];
+    for (const a of accounts) {
+      const password = await hashPassword(a.password, { cost: 1, ...(scrypt && { scrypt }) });
+      lines.push([a.name, serializeAccount({ name: a.name, role: a.role, id: newAccountId(), created: new Date(0).toISOString(), password })]);
+    }
+    await new PostgresSettings(sql).updateAccountRecords((records) => {
+      for (const [name, line] of lines) records.set(name, line);
+    });
+  } finally {
+    await sql.end();
+  }
+}
+
 /** A fresh mkdtemp directory, removed after the test (or, without one, when the process exits). */
 export function tempDir(t: TestContext | undefined, prefix = 'users-server-test-'): string {
   const dir = mkdtempSync(join(tmpdir(), prefix));
@@ -102,10 +122,13 @@ export async function defaultStore(t: TestContext): Promise<string> {
  */
 export async function startTestServer(t: TestContext, overrides: Partial<Config> = {}, options: TestStartOptions = {}): Promise<TestServer> {
   const dataDir = overrides.data ?? tempDir(t);
-  if (options.accounts !== undefined) await writeTestAccounts(dataDir, options.accounts, options.scrypt);
   const { config } = parseConfig([], {});
   // A test that names its data directory is about what is in it: the journal.
   const store = overrides.store ?? (overrides.data !== undefined ? 'journal' : await defaultStore(t));
+  if (options.accounts !== undefined) {
+    if (isPostgresStore(store)) await writeDatabaseAccounts(store, options.accounts, options.scrypt);
+    else await writeTestAccounts(dataDir, options.accounts, options.scrypt);
+  }
   const reloads = new EventEmitter();
   const running = await startServer(
     { ...config, ...TEST_DEFAULTS, store, data: dataDir, ...overrides },
