@@ -13,7 +13,7 @@ const TEST_DIR = fileURLToPath(new URL('.', import.meta.url));
 
 /** Seconds of CPU a file took alone on the 2-core machine; others count DEFAULT_COST. */
 const COSTS: Record<string, number> = {
-  'journal-crash.test.ts': 13,
+  'journal-crash.test.ts': 9,
   'cli-bin.test.ts': 10,
   'server-cli.test.ts': 9,
   'browser.test.ts': 7,
@@ -30,16 +30,20 @@ const COSTS: Record<string, number> = {
   'store-suite.test.ts': 3,
 };
 const DEFAULT_COST = 1.5;
+/** Files that share a process: the PostgreSQL ones start one throwaway cluster per process. */
+const TOGETHER: readonly (readonly string[])[] = [['store-suite.test.ts', 'postgres-instances.test.ts']];
 
 /** The test files of batch `index` (1-based) of `count`. */
 export function batchFiles(index: number, count: number): string[] {
   const files = readdirSync(TEST_DIR).filter((name) => name.endsWith('.test.ts')).sort();
+  const units = files.filter((f) => !TOGETHER.some((g) => g.includes(f))).map((f) => [f]);
+  for (const group of TOGETHER) units.push(group.filter((f) => files.includes(f)));
+  const cost = (unit: readonly string[]) => unit.reduce((sum, f) => sum + (COSTS[f] ?? DEFAULT_COST), 0);
   const loads = Array.from({ length: count }, () => ({ cost: 0, files: [] as string[] }));
-  const byCost = [...files].sort((a, b) => (COSTS[b] ?? DEFAULT_COST) - (COSTS[a] ?? DEFAULT_COST) || (a < b ? -1 : 1));
-  for (const name of byCost) {
+  for (const unit of units.sort((a, b) => cost(b) - cost(a) || (a[0]! < b[0]! ? -1 : 1))) {
     const lightest = loads.reduce((min, load) => (load.cost < min.cost ? load : min));
-    lightest.cost += COSTS[name] ?? DEFAULT_COST;
-    lightest.files.push(name);
+    lightest.cost += cost(unit);
+    lightest.files.push(...unit);
   }
   return loads[index - 1]!.files;
 }
