@@ -465,7 +465,9 @@ function sendWrite(url: string, w: Write, cookie: string): Promise<Reply> {
 
 /** A server in `mode` holding /users/seed (id 1), a reader added by the command while it runs, and both cookies. */
 async function serverWithReader(t: TestContext, mode: RequireSession) {
-  const server = await startTestServer(t, { requireSession: mode });
+  // The data directory's accounts file, whatever USERS_TEST_STORE says (a
+  // PostgreSQL server keeps its accounts in the database: postgres-instances.test.ts).
+  const server = await startTestServer(t, { requireSession: mode, store: 'memory' });
   const admin = await server.login();
   assert.equal((await send(server.url, 'PUT', '/users/seed', { json: { name: 'Seed' }, headers: { cookie: admin } })).status, 201);
   await addAccount(t, server.dataDir, 'rita', 'reader', READER_PASSWORD);
@@ -496,7 +498,7 @@ test('Sessions, require-session none: sessions are not consulted, so a reader\'s
 });
 
 test('Sessions: an account with role admin added by the command may write under require-session writes', TEST_OPTIONS, async (t) => {
-  const server = await startTestServer(t, { requireSession: 'writes' });
+  const server = await startTestServer(t, { requireSession: 'writes', store: 'memory' });
   await addAccount(t, server.dataDir, 'boss', 'admin', 'boss-pw');
   const cookie = await loginCookie(server.url, 'boss', 'boss-pw');
   assert.equal((await send(server.url, 'PUT', '/users/alice', { json: { name: 'Alice' }, headers: { cookie } })).status, 201);
