@@ -15,7 +15,7 @@ import { fileURLToPath } from 'node:url';
 import { connect } from '../server/store/postgres/driver.js';
 import { SCHEMA_VERSION } from '../server/store/postgres/schema.js';
 import { ADMIN_PASSWORD, assertProblem, basic, buildIfStale, cookiePair, put, runUsersServer, send, startTestServer, tempDir, type TestServer } from './helpers.js';
-import { postgresSkipReason, setPostgresRunning, testDatabase } from './postgres.js';
+import { postgresCluster, postgresSkipReason, setPostgresRunning, testDatabase } from './postgres.js';
 import { cleanEnv, spawnChild, spawnServer, spawnUsersServer } from './processes.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -298,4 +298,17 @@ pg('users-server copy moves a data directory into an empty database and back wit
   assert.equal((await send(again.url, 'GET', '/users')).text, listingAfter);
   assert.equal((await send(again.url, 'GET', '/', { headers: { cookie } })).status, 200, 'and back: the cookie is still valid');
   assert.equal((await send(again.url, 'POST', '/login', { headers: { authorization: basic('admin', adminPassword) } })).status, 200);
+});
+
+pg('--store postgres takes the PG* variables, and PGHOST may name the directory of a Unix socket', async (t) => {
+  const url = new URL(await testDatabase(t));
+  const cluster = await postgresCluster();
+  const env = { PGHOST: cluster.dir, PGPORT: String(cluster.port), PGDATABASE: url.pathname.slice(1), PGUSER: decodeURIComponent(url.username) };
+  const server = await spawnServer(t, ['--port', '0', '--store', 'postgres'], { env });
+  assert.equal((await send(server.url, 'GET', '/readyz')).status, 200);
+  assert.equal((await put(server.url, '/users/ann', { name: 'Ann' })).status, 201);
+  // The same user, read through TCP: the socket led to this database.
+  const sql = await connect(url.toString(), { max: 1 });
+  t.after(() => sql.end());
+  assert.deepEqual((await sql`select alias from users`).map((r) => r.alias), ['ann']);
 });

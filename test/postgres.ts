@@ -61,6 +61,15 @@ async function freePort(): Promise<number> {
   return port;
 }
 
+/** Server settings of the cluster; `durable` keeps PostgreSQL's own fsync (benchmarks), else none. */
+function serverOptions(dir: string, port: number, durable: boolean): string {
+  const common = `-c port=${port} -c listen_addresses=127.0.0.1 -c unix_socket_directories=${dir} -c max_connections=200`;
+  // Durability of the test cluster itself is not under test: no fsync.
+  return durable ? common : `${common} -c fsync=off -c synchronous_commit=off -c full_page_writes=off`;
+}
+
+let durableCluster = false;
+
 async function startCluster(): Promise<Cluster> {
   const bin = serverBin()!;
   const dir = mkdtempSync(join(tmpdir(), 'users-pg-'));
@@ -73,9 +82,7 @@ async function startCluster(): Promise<Cluster> {
   const data = join(dir, 'data');
   runAsOwner(join(bin, 'initdb'), ['-D', data, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--locale=C', '--no-sync']);
   const port = await freePort();
-  // Durability of the test cluster itself is not under test: no fsync.
-  const options = `-c port=${port} -c listen_addresses=127.0.0.1 -c unix_socket_directories=${dir} -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200`;
-  runAsOwner(join(bin, 'pg_ctl'), ['-D', data, '-o', options, '-l', join(dir, 'log'), '-w', 'start']);
+  runAsOwner(join(bin, 'pg_ctl'), ['-D', data, '-o', serverOptions(dir, port, durableCluster), '-l', join(dir, 'log'), '-w', 'start']);
   const stop = () => {
     try {
       runAsOwner(join(bin, 'pg_ctl'), ['-D', data, '-m', 'immediate', 'stop']);
@@ -108,7 +115,9 @@ export async function postgresCluster(): Promise<Cluster> {
 const finished: string[] = [];
 
 /** A fresh, migrated database for this test, dropped once it has ended; its URL. */
-export async function testDatabase(t: TestContext | undefined, options: { migrated?: boolean } = {}): Promise<string> {
+export async function testDatabase(t: TestContext | undefined, options: { migrated?: boolean; durable?: boolean } = {}): Promise<string> {
+  // The first call decides for the process: a benchmark wants PostgreSQL's fsync.
+  if (options.durable === true && cluster === undefined) durableCluster = true;
   const c = await postgresCluster();
   // Dropped beside this test, not before it: nothing uses them any more.
   for (const old of finished.splice(0)) {
@@ -139,7 +148,7 @@ function isRunning(data: string): boolean {
 export async function setPostgresRunning(running: boolean): Promise<void> {
   const c = await postgresCluster();
   const data = join(c.dir, 'data');
-  const options = `-c port=${c.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories=${c.dir} -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200`;
+  const options = serverOptions(c.dir, c.port, durableCluster);
   const up = spawnSync(join(c.bin, 'pg_ctl'), ['-D', data, 'status'], { stdio: 'pipe' }).status === 0 || isRunning(data);
   if (running && !up) runAsOwner(join(c.bin, 'pg_ctl'), ['-D', data, '-o', options, '-l', join(c.dir, 'log'), '-w', 'start']);
   else if (!running && up) runAsOwner(join(c.bin, 'pg_ctl'), ['-D', data, '-m', 'fast', '-w', 'stop']);

@@ -4,6 +4,7 @@
  * so the server keeps running on Node alone otherwise. This is the one file
  * of the server that names a package (test/zero-deps.test.ts allows it).
  */
+import { connect as netConnect, type Socket } from 'node:net';
 import type postgresDriver from 'postgres';
 import { StoreUnavailableError, UsageError } from '../../errors.js';
 
@@ -46,9 +47,37 @@ export async function connect(url: string | undefined, options: ConnectOptions =
     connect_timeout: timeout,
     idle_timeout: options.idleSeconds ?? 60,
     onnotice: () => {},
+    socket: openSocket(),
     connection: { application_name: 'users-server', statement_timeout: timeout * 1000, lock_timeout: timeout * 1000 },
   };
   return url === undefined ? driver(settings) : driver(url, settings);
+}
+
+/** Where the driver says a connection goes: its hosts and ports in turn, or a Unix socket. */
+interface SocketTarget {
+  host: string[];
+  port: number[];
+  path?: string | false;
+}
+
+/**
+ * The driver's sockets, opened here so that TCP ones have Nagle's algorithm
+ * off (the driver leaves it on): a query and its reply are small writes, and
+ * with it on a transaction's later statements wait for the delayed ACK of the
+ * earlier ones, tens of milliseconds each. The socket is returned connecting;
+ * its writes wait for the connection, its errors reach the driver as its own
+ * sockets' do. Several hosts are tried in turn, as the driver does.
+ */
+function openSocket(): (target: SocketTarget) => Socket {
+  let next = 0;
+  return (target) => {
+    if (typeof target.path === 'string' && target.path !== '') return netConnect({ path: target.path });
+    const i = next++ % target.host.length;
+    const host = target.host[i]!;
+    const port = target.port[i] ?? target.port[0]!;
+    // host and port as the driver's own sockets carry them (TLS server name, messages).
+    return Object.assign(netConnect({ host, port, noDelay: true }), { host, port });
+  };
 }
 
 /** `url` with its password replaced by `***`: what logs, messages and --help may show. */

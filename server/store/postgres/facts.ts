@@ -68,18 +68,23 @@ export function userRow(id: number, alias: string | undefined, json: string): { 
   return { id, alias: alias ?? null, json, etag: entityTag(json) };
 }
 
-/** The id counter and the ids claimed above it; `lock` holds the counter until the transaction ends. */
+/**
+ * The id counter and the ids claimed above it; `lock` holds the counter
+ * until the transaction ends. The loaders send their statements together
+ * (the driver pipelines them on the transaction's connection, and the
+ * database runs them in order): one round trip, not one per statement.
+ */
 export async function loadCounter(tx: TransactionSql, facts: LoadedFacts, lock: boolean): Promise<void> {
-  const [row] = lock ? await tx`select last_id from id_counter for update` : await tx`select last_id from id_counter`;
+  const [[row], claimed] = await Promise.all([lock ? tx`select last_id from id_counter for update` : tx`select last_id from id_counter`, tx`select id from claimed_ids`]);
   facts.lastId = Number(row!.last_id);
-  const claimed = await tx`select id from claimed_ids`;
   facts.claimed = new Set(claimed.map((r) => Number(r.id)));
 }
 
 /**
  * The user a reference names, its row locked; for an id, also where it
  * moved and its reservation. The reservation is locked before the user is
- * read, so two creates under one reservation see each other's user.
+ * read, so two creates under one reservation see each other's user. An id
+ * that moved names no user: what was read beside the move is left out.
  */
 export async function loadTarget(tx: TransactionSql, facts: LoadedFacts, ref: UserRef): Promise<void> {
   if (ref.kind === 'alias') {
@@ -87,14 +92,16 @@ export async function loadTarget(tx: TransactionSql, facts: LoadedFacts, ref: Us
     for (const row of rows) addUser(facts, row);
     return;
   }
-  const [moved] = await tx`select current_id from moves where old_id = ${ref.id}`;
+  const [[moved], [reservation], rows] = await Promise.all([
+    tx`select current_id from moves where old_id = ${ref.id}`,
+    tx`select expires_at from reservations where id = ${ref.id} for update`,
+    tx<UserRow[]>`select id, alias, json, etag from users where id = ${ref.id} for update`,
+  ]);
   if (moved !== undefined) {
     facts.moves.set(ref.id, Number(moved.current_id));
     return;
   }
-  const [reservation] = await tx`select expires_at from reservations where id = ${ref.id} for update`;
   if (reservation !== undefined) facts.reservations.set(ref.id, Number(reservation.expires_at));
-  const rows = await tx<UserRow[]>`select id, alias, json, etag from users where id = ${ref.id} for update`;
   for (const row of rows) addUser(facts, row);
 }
 

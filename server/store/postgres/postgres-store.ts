@@ -78,11 +78,10 @@ export class PostgresStore implements Store {
   async putUser(request: PutRequest): Promise<PutOutcome> {
     return this.transaction(async (tx) => {
       const { ref } = request;
-      await lockKey(tx, ref.kind === 'alias' ? `alias:${ref.alias}` : `id:${ref.id}`);
       const facts = new LoadedFacts();
+      // Sent together, run in this order: the key's lock first, then what the decision reads.
       // An alias creates under the next id, a body's id may be a move: both issue ids.
-      await loadCounter(tx, facts, ref.kind === 'alias' || request.body.id !== undefined);
-      await loadTarget(tx, facts, ref);
+      await Promise.all([lockKey(tx, keyOf(ref)), loadCounter(tx, facts, ref.kind === 'alias' || request.body.id !== undefined), loadTarget(tx, facts, ref)]);
       const decision = decidePut(request, facts);
       switch (decision.kind) {
         case 'create': {
@@ -108,9 +107,8 @@ export class PostgresStore implements Store {
   async deleteUser(request: DeleteRequest): Promise<DeleteOutcome> {
     return this.transaction(async (tx) => {
       const { ref } = request;
-      await lockKey(tx, ref.kind === 'alias' ? `alias:${ref.alias}` : `id:${ref.id}`);
       const facts = new LoadedFacts();
-      await loadTarget(tx, facts, ref);
+      await Promise.all([lockKey(tx, keyOf(ref)), loadTarget(tx, facts, ref)]);
       const decision = decideDelete(request, facts);
       if (decision.kind !== 'delete') return decision;
       await tx`delete from users where id = ${decision.user.id}`;
@@ -208,8 +206,10 @@ export class PostgresStore implements Store {
   private async replay(tx: TransactionSql, operation: IdempotentOperation, key: IdempotencyKey | undefined, now: number): Promise<Replay | undefined> {
     if (key === undefined) return undefined;
     const scoped = scopedKey(operation, key.key);
-    await lockKey(tx, `key:${scoped}`);
-    const [row] = await tx`select fingerprint, status, body, location, expires_at from idempotency where key = ${scoped} and expires_at > ${now}`;
+    const [, [row]] = await Promise.all([
+      lockKey(tx, `key:${scoped}`),
+      tx`select fingerprint, status, body, location, expires_at from idempotency where key = ${scoped} and expires_at > ${now}`,
+    ]);
     if (row === undefined) return undefined;
     return replayOf({ fingerprint: row.fingerprint, status: row.status, body: row.body, location: row.location ?? undefined, expiresAt: Number(row.expires_at) }, key.fingerprint);
   }
@@ -234,6 +234,11 @@ export class PostgresStore implements Store {
       }
     }
   }
+}
+
+/** The advisory lock's key of a reference. */
+function keyOf(ref: UserRef): string {
+  return ref.kind === 'alias' ? `alias:${ref.alias}` : `id:${ref.id}`;
 }
 
 /** Serializes, across instances, the transactions on one key (an id, an alias, an Idempotency-Key) until this one ends. */

@@ -1,0 +1,133 @@
+/**
+ * The PostgreSQL store against the journal (issue 18, "Speed and docs"):
+ * the same GET-by-id and replacing-PUT loads against one users-server on
+ * the journal, one on PostgreSQL, and three on one PostgreSQL database
+ * together, on this machine; the ratios are to the journal instance.
+ *
+ * The database is a throwaway cluster started here (test/postgres.ts, with
+ * fsync on: a PUT is acknowledged after its commit is on disk, as the
+ * journal's is after its fdatasync). The load generator runs in this
+ * process on core 1; servers and the database share the machine.
+ *
+ * Run: node --import tsx bench/postgres-bench.ts [--rounds 3] [--seconds 10] [--connections 48]
+ * (after `npm run build`; needs PostgreSQL's server binaries).
+ */
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { postgresSkipReason, testDatabase } from '../test/postgres.js';
+import { cpuSeconds, fmt, median, pinSelf, preloadUsers, putReplacing, requestPool, runLoad, spawnServer, type LoadRequest, type ServerProcess } from './store-bench.js';
+
+const { values } = parseArgs({ options: { rounds: { type: 'string', default: '3' }, seconds: { type: 'string', default: '10' }, connections: { type: 'string', default: '48' }, 'db-pool': { type: 'string', default: '10' } } });
+const ROUNDS = Number(values.rounds);
+const SECONDS = Number(values.seconds);
+const CONNECTIONS = Number(values.connections);
+const USERS = 10_000;
+
+type Setup = { name: string; instances: number; store: 'journal' | 'postgres' };
+const SETUPS: Setup[] = [
+  { name: 'journal, 1 instance', instances: 1, store: 'journal' },
+  { name: 'PostgreSQL, 1 instance', instances: 1, store: 'postgres' },
+  { name: 'PostgreSQL, 3 instances', instances: 3, store: 'postgres' },
+];
+const LOADS: { name: string; requests: () => LoadRequest[] }[] = [
+  { name: 'GET by id', requests: () => requestPool(() => ({ method: 'GET', path: `/users/${1 + Math.floor(Math.random() * USERS)}` })) },
+  { name: 'durable PUT replace', requests: () => putReplacing(USERS) },
+];
+
+/** One setup's servers, loaded with the same users. */
+async function start(setup: Setup, dir: string): Promise<ServerProcess[]> {
+  const store = setup.store === 'journal' ? 'journal' : await testDatabase(undefined, { durable: true });
+  const servers: ServerProcess[] = [];
+  for (let i = 0; i < setup.instances; i++) {
+    servers.push(await spawnServer(['--port', '0', '--data', join(dir, `data-${i}`), '--store', store, '--log-format', 'off', ...(setup.store === 'postgres' ? ['--db-pool', values['db-pool']] : [])], { stdoutFile: join(dir, `out-${i}`) }));
+  }
+  await preloadUsers(servers[0]!.url, USERS, 32);
+  return servers;
+}
+
+/** CPU seconds used so far by each PostgreSQL process (postmaster, backends, writers). */
+function databaseCpu(): Map<number, number> {
+  const used = new Map<number, number>();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (readFileSync(`/proc/${entry}/comm`, 'utf8').trim() === 'postgres') used.set(Number(entry), cpuSeconds(Number(entry)));
+    } catch {
+      // The process ended while the list was read.
+    }
+  }
+  return used;
+}
+
+/** CPU seconds the database used between two readings; a process new since the first counts whole. */
+function databaseCpuSince(before: Map<number, number>): number {
+  let total = 0;
+  for (const [pid, seconds] of databaseCpu()) total += seconds - (before.get(pid) ?? 0);
+  return total;
+}
+
+interface Figures {
+  rps: number;
+  /** CPU microseconds per request in the users-server processes, and in PostgreSQL's. */
+  serverUs: number;
+  databaseUs: number;
+}
+
+/** Every server loaded at once, the connections split among them; the req/s summed. */
+async function load(servers: ServerProcess[], requests: () => LoadRequest[], seconds: number): Promise<Figures> {
+  const each = Math.max(1, Math.floor(CONNECTIONS / servers.length));
+  const serversBefore = servers.reduce((sum, s) => sum + cpuSeconds(s.pid), 0);
+  const databaseBefore = databaseCpu();
+  const results = await Promise.all(servers.map((s) => runLoad({ url: s.url, connections: each, seconds, requests: requests() })));
+  const serverCpu = servers.reduce((sum, s) => sum + cpuSeconds(s.pid), 0) - serversBefore;
+  const databaseCpuUsed = databaseCpuSince(databaseBefore);
+  for (const r of results) if (r.errors > 0 || r.non2xx > 0) throw new Error(`${r.errors} errors, ${r.non2xx} non-2xx answers`);
+  if (results.length > 1) console.error(`  each instance: ${results.map((r) => fmt(r.rps, 0)).join(', ')} req/s`);
+  const rps = results.reduce((sum, r) => sum + r.rps, 0);
+  const requestsDone = rps * seconds;
+  return { rps, serverUs: (serverCpu / requestsDone) * 1e6, databaseUs: (databaseCpuUsed / requestsDone) * 1e6 };
+}
+
+async function main(): Promise<void> {
+  const skip = postgresSkipReason();
+  if (skip !== undefined) throw new Error(skip);
+  pinSelf(1);
+  // Per setup and load, one entry per round.
+  const figures = new Map<string, Figures[]>();
+  for (let round = 1; round <= ROUNDS; round++) {
+    for (const setup of SETUPS) {
+      const dir = mkdtempSync(join(tmpdir(), 'users-pg-bench-'));
+      const servers = await start(setup, dir);
+      try {
+        for (const l of LOADS) {
+          await load(servers, l.requests, 1);
+          const f = await load(servers, l.requests, SECONDS);
+          figures.set(`${setup.name}|${l.name}`, [...(figures.get(`${setup.name}|${l.name}`) ?? []), f]);
+          console.error(`round ${round}: ${setup.name}, ${l.name}: ${fmt(f.rps, 0)} req/s, CPU per request ${fmt(f.serverUs, 0)} us in users-server, ${fmt(f.databaseUs, 0)} us in PostgreSQL`);
+        }
+      } finally {
+        for (const s of servers) await s.stop();
+        rmSync(dir, { recursive: true, force: true });
+      }
+    }
+  }
+  console.log(`PostgreSQL against the journal, ${ROUNDS} rounds x ${SECONDS} s, ${CONNECTIONS} connections (split among the instances);`);
+  console.log("ratio: the median of each round's ratio to the journal in the same round; the rest are medians");
+  for (const l of LOADS) {
+    const base = figures.get(`${SETUPS[0]!.name}|${l.name}`)!;
+    for (const setup of SETUPS) {
+      const rounds = figures.get(`${setup.name}|${l.name}`)!;
+      const ratio = median(rounds.map((f, i) => f.rps / base[i]!.rps));
+      const cpu = `CPU/request ${fmt(median(rounds.map((f) => f.serverUs)), 0).padStart(5)} us server + ${fmt(median(rounds.map((f) => f.databaseUs)), 0).padStart(5)} us PostgreSQL`;
+      console.log(`${l.name.padEnd(20)} ${setup.name.padEnd(24)} ${fmt(median(rounds.map((f) => f.rps)), 0).padStart(8)} req/s  ${ratio.toFixed(2)} of the journal  ${cpu}`);
+    }
+  }
+  process.exit(0);
+}
+
+main().catch((error: unknown) => {
+  console.error(`bench/postgres-bench: ${error instanceof Error ? error.message : String(error)}`);
+  process.exit(1);
+});
