@@ -112,6 +112,15 @@ for (const kind of STORE_KINDS) {
     assert.equal((await put(store, id(1), { name: 'Y' }, { pre: { ifMatch: tag }, policy: { requireIfMatch: true } })).kind, 'replaced');
     assert.equal((await put(store, alias('new-one'), { name: 'Z' }, { pre: { ifMatch: tag } })).kind, 'precondition-failed');
     assert.equal(await store.findUser(alias('new-one')), undefined);
+    // A list of tags, a weak tag (never matches If-Match), `*`, and the body's own id.
+    const current = entityTag('{"name":"Y","id":1}');
+    assert.equal((await put(store, id(1), { name: 'X' }, { pre: { ifMatch: `W/${current}` } })).kind, 'precondition-failed');
+    assert.equal((await put(store, id(1), { name: 'X' }, { pre: { ifMatch: `"a", ${current}` } })).kind, 'replaced');
+    assert.equal((await put(store, id(1), { name: 'W', id: 1 }, { pre: { ifMatch: '*' } })).kind, 'replaced');
+    assert.equal((await put(store, id(2), { name: 'V' }, { pre: { ifMatch: '*' } })).kind, 'not-found');
+    const replaced = await put(store, id(1), { name: 'V' }, { pre: { ifMatch: entityTag('{"name":"W","id":1}') } });
+    assert.equal(replaced.kind === 'replaced' && replaced.user.alias, 'ann');
+    assert.equal(userOf(await store.findUser(alias('ann'))).json, '{"name":"V","id":1}');
   });
 
   test(name('an id is created only under a live reservation: never issued is not-found, expired or deleted is gone'), async (t) => {

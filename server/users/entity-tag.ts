@@ -23,10 +23,21 @@ const ENTITY_TAG = /(W\/)?"[\x21\x23-\x7e\x80-\xff]*"/g;
 export function etagMatches(field: string, etag: string | undefined, weak: boolean): boolean {
   if (etag === undefined) return false;
   if (field.trim() === '*') return true;
+  return tagsOf(field, weak).includes(etag);
+}
+
+/** The strong tags an If-Match field lists (weak ones never match it); `*` is the caller's to handle. */
+export function strongTags(field: string): string[] {
+  return tagsOf(field, false);
+}
+
+/** The tags of a field, weak ones stripped of `W/` when `weak` comparison takes them, left out otherwise. */
+function tagsOf(field: string, weak: boolean): string[] {
+  const tags: string[] = [];
   for (const match of field.matchAll(ENTITY_TAG)) {
     const isWeak = match[1] !== undefined;
-    if (isWeak && !weak) continue;
-    if ((isWeak ? match[0].slice(2) : match[0]) === etag) return true;
+    if (!isWeak) tags.push(match[0]);
+    else if (weak) tags.push(match[0].slice(2));
   }
-  return false;
+  return tags;
 }

@@ -1,6 +1,6 @@
 import { NEW_USER_PATH, RESERVATIONS_PATH, userPath } from '../../shared/endpoints.js';
 import type { Ref } from '../../shared/user.js';
-import { entityTag, etagMatches } from './entity-tag.js';
+import { entityTag, etagMatches, strongTags } from './entity-tag.js';
 
 /**
  * The rules of the user resource (API.md "PUT rules", "Reservations and
@@ -180,6 +180,31 @@ export function decidePut(request: PutRequest, facts: UserFacts): PutDecision {
     return refuse('id-conflict', `The body says id ${bodyId} but the reserved id is ${id}.`);
   }
   return { kind: 'create', id, alias: target.alias, json: represent(request.body, id) };
+}
+
+/**
+ * A PUT by id that can only be a replace (rule 2) if a user lives at that
+ * id: its new version, and the tags the current one must have. A store may
+ * try it as one conditional write (`update ... where id = ... and etag in
+ * ...`) and decide with `decidePut` only when no row matched; undefined
+ * when the PUT could be something else (a create, a move, If-None-Match).
+ */
+export interface DirectReplace {
+  readonly id: number;
+  readonly json: string;
+  readonly etag: string;
+  /** The current version's tag must be one of these; undefined: any version. */
+  readonly ifMatch: readonly string[] | undefined;
+}
+
+export function directReplace(request: PutRequest): DirectReplace | undefined {
+  const { ref, body, preconditions: pre, policy } = request;
+  if (ref.kind !== 'id' || pre.ifNoneMatch !== undefined || (body.id !== undefined && body.id !== ref.id)) return undefined;
+  if (policy.requireIfMatch && pre.ifMatch === undefined) return undefined;
+  const ifMatch = pre.ifMatch === undefined || pre.ifMatch.trim() === '*' ? undefined : strongTags(pre.ifMatch);
+  if (ifMatch?.length === 0) return undefined;
+  const json = represent(body, ref.id);
+  return { id: ref.id, json, etag: entityTag(json), ifMatch };
 }
 
 /** Rule 2 (replace), rule 5 (the body's id) and the id-change variant's move. */

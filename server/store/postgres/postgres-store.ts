@@ -4,12 +4,14 @@ import {
   decideCreate,
   decideDelete,
   decidePut,
+  directReplace,
   keptRecord,
   replayOf,
   reservationAnswer,
   scopedKey,
   tooManyReservations,
   type DeleteRequest,
+  type DirectReplace,
   type IdempotencyKey,
   type IdempotentOperation,
   type KeptAnswer,
@@ -33,7 +35,8 @@ const SWEEP_LOCK = 7_557_300_002;
  * transaction that serializes on what it may change (a transaction-wide
  * advisory lock on its key, the user's row, the id counter when it may
  * issue an id), reads the facts, decides with users/rules.ts, and writes:
- * never a read in one transaction and a write in another. An outcome
+ * never a read in one transaction and a write in another. A replace by id
+ * is first tried as one conditional UPDATE, its own transaction. An outcome
  * arrives once its transaction committed, so `settled()` has nothing to wait for.
  */
 export class PostgresStore implements Store {
@@ -76,7 +79,9 @@ export class PostgresStore implements Store {
   }
 
   async putUser(request: PutRequest): Promise<PutOutcome> {
-    return this.transaction(async (tx) => {
+    const direct = directReplace(request);
+    const replaced = direct === undefined ? undefined : await this.replaceDirectly(direct);
+    return replaced ?? this.transaction(async (tx) => {
       const { ref } = request;
       const facts = new LoadedFacts();
       // Sent together, run in this order: the key's lock first, then what the decision reads.
@@ -101,6 +106,23 @@ export class PostgresStore implements Store {
         default:
           return decision;
       }
+    });
+  }
+
+  /**
+   * A replace as one statement (one round trip, its own transaction): the
+   * row's lock serializes it with every other write of that user, and the
+   * `etag` condition is evaluated again on the newest version when it
+   * waited. No row matched: the caller decides the general way.
+   */
+  private async replaceDirectly(put: DirectReplace): Promise<PutOutcome | undefined> {
+    return this.query(async () => {
+      const { id, json, etag, ifMatch } = put;
+      const [row] =
+        ifMatch === undefined
+          ? await this.sql`update users set json = ${json}, etag = ${etag} where id = ${id} returning alias`
+          : await this.sql`update users set json = ${json}, etag = ${etag} where id = ${id} and etag in ${this.sql(ifMatch)} returning alias`;
+      return row === undefined ? undefined : { kind: 'replaced', user: userOf({ id: String(id), alias: row.alias, json, etag }) };
     });
   }
 
