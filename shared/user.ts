@@ -53,7 +53,10 @@ export function validateUserBody(value: unknown): Record<string, unknown> {
   const stack: Array<{ value: unknown; path: string; depth: number }> = [{ value, path: '', depth: 1 }];
   while (stack.length > 0) {
     const item = stack.pop()!;
-    if (typeof item.value !== 'object' || item.value === null) continue;
+    if (typeof item.value !== 'object' || item.value === null) {
+      checkScalar(item.value, item.path);
+      continue;
+    }
     if (item.depth > MAX_DEPTH) {
       throw new UserValidationError(item.path, `nesting deeper than ${MAX_DEPTH} levels`);
     }
@@ -64,6 +67,7 @@ export function validateUserBody(value: unknown): Record<string, unknown> {
     for (const key of Object.keys(item.value)) {
       const path = item.path === '' ? key : `${item.path}.${key}`;
       if (FORBIDDEN_KEYS.has(key)) throw new UserValidationError(path, `the key "${key}" is not allowed`);
+      if (!key.isWellFormed()) throw new UserValidationError(path, 'a key must be well-formed Unicode (no lone surrogates)');
       stack.push({ value: (item.value as Record<string, unknown>)[key], path, depth: item.depth + 1 });
     }
   }
@@ -75,6 +79,16 @@ export function validateUserBody(value: unknown): Record<string, unknown> {
     throw new UserValidationError('id', 'id must be a positive safe integer');
   }
   return user;
+}
+
+/**
+ * I-JSON (RFC 7493 sections 2.1 and 2.2): a string is well-formed Unicode,
+ * a number fits a double. JSON.parse turns 1e400 into Infinity, which
+ * JSON.stringify would store as null.
+ */
+function checkScalar(value: unknown, path: string): void {
+  if (typeof value === 'string' && !value.isWellFormed()) throw new UserValidationError(path, 'a string must be well-formed Unicode (no lone surrogates)');
+  if (typeof value === 'number' && !Number.isFinite(value)) throw new UserValidationError(path, 'a number must fit a double (at most about 1.8e308)');
 }
 
 export function isId(value: unknown): value is number {

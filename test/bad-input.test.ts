@@ -175,6 +175,13 @@ const cases: HostileCase[] = [
     check: namesField('__proto__'),
   }),
   bodyCase('a top-level prototype key', '{"name":"x","prototype":{"polluted":1}}', 422, 'invalid-user', { check: namesField('prototype') }),
+  // I-JSON (RFC 7493): a number that does not fit a double, a string or key with a lone surrogate: 422 naming where.
+  bodyCase('a number that does not fit a double (1e400)', '{"name":"x","score":1e400}', 422, 'invalid-user', { check: namesField('score') }),
+  bodyCase('a nested number below -1.8e308', '{"name":"x","a":{"b":[1,-2e308]}}', 422, 'invalid-user', { check: namesField('a.b[1]') }),
+  bodyCase('a lone high surrogate in another field', '{"name":"x","note":"a\\ud800b"}', 422, 'invalid-user', { check: namesField('note') }),
+  bodyCase('a lone low surrogate deep in an array', '{"name":"x","a":[["ok","\\udc00"]]}', 422, 'invalid-user', { check: namesField('a[0][1]') }),
+  bodyCase('a lone surrogate in a key', '{"name":"x","k\\ud800":1}', 422, 'invalid-user'),
+  bodyCase('a lone surrogate in the name', '{"name":"\\ud800"}', 422, 'invalid-user', { check: namesField('name') }),
   // Content types: 415 (PUT rule 1).
   bodyCase('Content-Type text/plain', '{"name":"x"}', 415, 'unsupported-media-type', { contentType: 'text/plain' }),
   bodyCase('Content-Type application/xml', '<name>x</name>', 415, 'unsupported-media-type', { contentType: 'application/xml' }),

@@ -57,7 +57,7 @@ function withBody(head: string, body: string): string {
 interface MalformedCase {
   name: string;
   bytes: string;
-  status: 400 | 431;
+  status: 400 | 431 | 501;
   code: string;
 }
 
@@ -100,6 +100,10 @@ const malformed: MalformedCase[] = [
   // RFC 9112 section 6.1: chunked twice, or a coding the server does not know.
   { name: 'Transfer-Encoding: chunked sent twice', bytes: `${PUT_HEAD}Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n${CHUNKED_BODY}`, status: 400, code: 'bad-request' },
   { name: 'Transfer-Encoding: gzip (chunked not last)', bytes: `${PUT_HEAD}Transfer-Encoding: gzip\r\n\r\n${BODY}`, status: 400, code: 'bad-request' },
+  // RFC 9112 section 6.1: a coding the server does not implement is 501, never read as the body.
+  { name: 'Transfer-Encoding: gzip, chunked', bytes: `${PUT_HEAD}Transfer-Encoding: gzip, chunked\r\n\r\n${CHUNKED_BODY}`, status: 501, code: 'not-implemented' },
+  { name: 'Transfer-Encoding: gzip and chunked on two lines', bytes: `${PUT_HEAD}Transfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n${CHUNKED_BODY}`, status: 501, code: 'not-implemented' },
+  { name: 'Transfer-Encoding: deflate, chunked on a POST', bytes: `${POST_HEAD}Transfer-Encoding: deflate, chunked\r\n\r\n${CHUNKED_BODY}`, status: 501, code: 'not-implemented' },
   { name: 'Transfer-Encoding: chunked, gzip', bytes: `${PUT_HEAD}Transfer-Encoding: chunked, gzip\r\n\r\n${CHUNKED_BODY}`, status: 400, code: 'bad-request' },
   // RFC 9112 section 5.1: no whitespace between a field name and the colon.
   { name: 'whitespace between Transfer-Encoding and its colon', bytes: `${PUT_HEAD}Transfer-Encoding : chunked\r\n\r\n${CHUNKED_BODY}`, status: 400, code: 'bad-request' },
@@ -137,6 +141,12 @@ const malformed: MalformedCase[] = [
   { name: 'an HTTP/1.1 PUT without Host', bytes: withBody('PUT /users/1 HTTP/1.1\r\n', BODY), status: 400, code: 'bad-request' },
   { name: 'an absolute-form request without Host', bytes: 'GET http://127.0.0.1/users/1 HTTP/1.1\r\n\r\n', status: 400, code: 'bad-request' },
   { name: 'an HTTP/1.1 request with two Host fields', bytes: 'GET /users/1 HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: evil.example\r\n\r\n', status: 400, code: 'bad-request' },
+  // RFC 9110 section 7.2: Host is uri-host [":" port]; anything else is 400.
+  { name: 'a Host with a space (a b)', bytes: 'GET /users/1 HTTP/1.1\r\nHost: a b\r\n\r\n', status: 400, code: 'bad-request' },
+  { name: 'a Host with a slash', bytes: 'GET /users/1 HTTP/1.1\r\nHost: a/b\r\n\r\n', status: 400, code: 'bad-request' },
+  { name: 'a Host with a port that is not a number', bytes: 'GET /users/1 HTTP/1.1\r\nHost: 127.0.0.1:8x\r\n\r\n', status: 400, code: 'bad-request' },
+  { name: 'a Host with a user part', bytes: 'GET /users/1 HTTP/1.1\r\nHost: me@127.0.0.1\r\n\r\n', status: 400, code: 'bad-request' },
+  { name: 'a PUT with a Host with a space', bytes: withBody('PUT /users/1 HTTP/1.1\r\nHost: a b\r\n', BODY), status: 400, code: 'bad-request' },
   { name: 'a PUT with two Host fields', bytes: withBody('PUT /users/1 HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: evil.example\r\n', BODY), status: 400, code: 'bad-request' },
   // Authority-form belongs to CONNECT only (RFC 9112 section 3.2.3), which this server does not serve: 400 bad-request.
   { name: 'a GET with an authority-form target', bytes: 'GET 127.0.0.1:80 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n', status: 400, code: 'bad-request' },

@@ -84,6 +84,8 @@ class UsersApp implements App {
   readonly handle = (req: IncomingMessage, res: ServerResponse): void => {
     const hostError = checkHost(req);
     if (hostError !== undefined) return this.fail(res, new HttpError(problems.badRequest, hostError, { Connection: 'close' }));
+    const coding = unknownCoding(req);
+    if (coding !== undefined) return this.fail(res, new HttpError(problems.notImplemented, `This server decodes no transfer coding but chunked; the request used ${JSON.stringify(coding)}.`, { Connection: 'close' }));
     const target = splitTarget(req.url ?? '');
     // With --rate-limit 0 this one comparison is all rate limiting costs.
     if (this.admit !== undefined && !this.admit(req, res, target?.path)) return;
@@ -181,7 +183,28 @@ function checkHost(req: IncomingMessage): string | undefined {
   for (let i = 0; i < raw.length; i += 2) if (raw[i]!.length === 4 && raw[i]!.toLowerCase() === 'host') hosts++;
   if (hosts > 1) return 'The request has more than one Host field.';
   if (hosts === 0 && req.httpVersion !== '1.0') return 'An HTTP/1.1 request needs a Host field.';
+  const host = req.headers.host;
+  if (host !== undefined && !HOST.test(host)) return 'The Host field is not a host name or address with an optional port.';
   return undefined;
+}
+
+// RFC 9110 section 7.2: Host = uri-host [ ":" port ]; RFC 3986 section 3.2.2:
+// uri-host = IP-literal / IPv4address / reg-name (unreserved, pct-encoded, sub-delims).
+const HOST = /^(?:\[[0-9A-Za-z:._~!$&'()*+,;=-]+\]|[0-9A-Za-z._~!$&'()*+,;=%-]*)(?::[0-9]*)?$/;
+
+/**
+ * RFC 9112 section 6.1: a server that receives a transfer coding it does
+ * not understand ought to answer 501. node decodes `chunked` and leaves
+ * any other coding's bytes in the body; this server decodes none, so
+ * `gzip, chunked` is refused instead of reading compressed bytes as JSON.
+ * (A coding after chunked, or no chunked at all, is node's 400.)
+ */
+function unknownCoding(req: IncomingMessage): string | undefined {
+  const field = req.headers['transfer-encoding'];
+  if (field === undefined) return undefined;
+  const codings = field.split(',').map((coding) => coding.trim().toLowerCase());
+  if (codings.at(-1) !== 'chunked') return undefined;
+  return codings.find((name) => name !== 'chunked');
 }
 
 // After a response, node:http reads and discards an unread request body to
