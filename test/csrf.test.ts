@@ -7,8 +7,12 @@
  *
  * - the session cookie is `SameSite=Lax` (API.md "Sessions"): browsers do
  *   not attach it to a cross-site POST at all, and `HttpOnly`;
- * - even with the cookie, a form-encoded POST /users/new is refused 415
- *   (PUT rule 1 applies to POST /users/new too) and creates nothing;
+ * - a state-changing request that carries the session cookie and comes
+ *   from another site (Sec-Fetch-Site: cross-site, or an Origin not the
+ *   server's own) is refused 403 before anything else, whatever its body
+ *   or Content-Type (issue 19);
+ * - without those headers, a form-encoded POST /users/new is still refused
+ *   415 (PUT rule 1 applies to POST /users/new too) and creates nothing;
  * - PUT and DELETE need a CORS preflight, which the server never grants.
  */
 import assert from 'node:assert/strict';
@@ -65,12 +69,12 @@ function assertLaxHttpOnly(setCookie: string, where: string): void {
 }
 
 for (const form of forms) {
-  test(`CSRF: a cross-site POST /users/new sent as ${form.name} with the admin cookie answers 415 and creates nothing`, async (t) => {
+  test(`CSRF: a cross-site POST /users/new sent as ${form.name} with the admin cookie answers 403 and creates nothing`, async (t) => {
     const server = await startTestServer(t, { requireSession: 'writes' });
     const cookie = await server.login();
     const before = await listText(server);
     const reply = await send(server.url, 'POST', '/users/new', { headers: { ...CROSS_SITE, cookie, 'content-type': form.contentType }, body: form.body });
-    assertProblem(reply, 415, 'unsupported-media-type');
+    assertProblem(reply, 403, 'forbidden');
     assert.equal(await listText(server), before, 'nothing was created');
     // No id was used up either: the next create gets id 1.
     const created = await send(server.url, 'POST', '/users/new', { headers: { cookie }, json: { name: 'Real' } });
@@ -78,31 +82,71 @@ for (const form of forms) {
     assert.equal(created.headers.location, '/users/1');
   });
 
-  test(`CSRF: a cross-site PUT /users/{ref} sent as ${form.name} with the admin cookie answers 415 and changes nothing`, async (t) => {
+  test(`CSRF: a cross-site PUT /users/{ref} sent as ${form.name} with the admin cookie answers 403 and changes nothing`, async (t) => {
     const server = await startTestServer(t, { requireSession: 'writes' });
     const cookie = await server.login();
     assert.equal((await send(server.url, 'PUT', '/users/alice', { headers: { cookie }, json: { name: 'Alice' } })).status, 201);
     const before = await listText(server);
     for (const path of ['/users/1', '/users/alice', '/users/mallory']) {
       const reply = await send(server.url, 'PUT', path, { headers: { ...CROSS_SITE, cookie, 'content-type': form.contentType }, body: form.body });
-      assertProblem(reply, 415, 'unsupported-media-type', path);
+      assertProblem(reply, 403, 'forbidden', path);
     }
     assert.equal(await listText(server), before);
   });
 }
 
 for (const type of ['application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', 'text/plain;charset=UTF-8']) {
-  test(`CSRF: a cross-site POST /reservations sent as ${type} with the admin cookie answers 415 and reserves nothing`, async (t) => {
+  test(`CSRF: a cross-site POST /reservations sent as ${type} with the admin cookie answers 403 and reserves nothing`, async (t) => {
     const server = await startTestServer(t, { requireSession: 'writes' });
     const cookie = await server.login();
     const reply = await send(server.url, 'POST', '/reservations', { headers: { ...CROSS_SITE, cookie, 'content-type': type }, body: 'x=1' });
-    assertProblem(reply, 415, 'unsupported-media-type');
+    assertProblem(reply, 403, 'forbidden');
     // The id a refused request would have taken is still the next one.
     const next = await send(server.url, 'POST', '/reservations', { headers: { cookie } });
     assert.equal(next.status, 201, next.text);
     assert.equal(next.json().id, 1);
   });
 }
+
+/** The headers of a request from a page of another site, one signal at a time. */
+const SIGNALS: { name: string; headers: Record<string, string> }[] = [
+  { name: 'Sec-Fetch-Site: cross-site and an Origin of another site', headers: { origin: EVIL, 'sec-fetch-site': 'cross-site' } },
+  { name: 'Sec-Fetch-Site: cross-site alone', headers: { 'sec-fetch-site': 'cross-site' } },
+  { name: 'an Origin of another site alone', headers: { origin: EVIL } },
+  { name: 'an Origin of a sibling subdomain', headers: { origin: 'http://other.localhost' } },
+  { name: 'Origin: null', headers: { origin: 'null' } },
+];
+
+for (const signal of SIGNALS) {
+  test(`CSRF, default mode: with ${signal.name}, POST /logout, a body-less POST /reservations, PUT, DELETE and POST /users/new carrying the session cookie answer 403 and change nothing`, async (t) => {
+    const server = await startTestServer(t);
+    const cookie = await server.login();
+    assert.equal((await send(server.url, 'PUT', '/users/alice', { json: { name: 'Alice' } })).status, 201);
+    const before = await listText(server);
+    const attempts: [string, string, Parameters<typeof send>[3]][] = [
+      ['POST', '/logout', { headers: { ...signal.headers, cookie } }],
+      ['POST', '/reservations', { headers: { ...signal.headers, cookie } }],
+      ['PUT', '/users/1', { headers: { ...signal.headers, cookie }, json: { name: 'Mallory' } }],
+      ['DELETE', '/users/alice', { headers: { ...signal.headers, cookie } }],
+      ['POST', '/users/new', { headers: { ...signal.headers, cookie }, json: { name: 'Mallory' } }],
+    ];
+    for (const [method, path, options] of attempts) assertProblem(await send(server.url, method, path, options), 403, 'forbidden', `${method} ${path}`);
+    assert.equal(await listText(server), before, 'no user changed');
+    assert.equal((await send(server.url, 'GET', '/', { headers: { cookie } })).status, 200, 'the session was not revoked');
+    const next = await send(server.url, 'POST', '/reservations', { headers: { cookie } });
+    assert.equal(next.json().id, 2, 'no id was reserved by the refused requests');
+  });
+}
+
+test('CSRF, default mode: a same-origin browser request with the cookie, a cross-site one without it, and GET from another site are served', async (t) => {
+  const server = await startTestServer(t);
+  const cookie = await server.login();
+  const own = { origin: server.url, 'sec-fetch-site': 'same-origin' };
+  assert.equal((await send(server.url, 'PUT', '/users/alice', { headers: { ...own, cookie }, json: { name: 'Alice' } })).status, 201);
+  assert.equal((await send(server.url, 'POST', '/reservations', { headers: { ...CROSS_SITE } })).status, 201, 'no cookie: nothing to forge');
+  assert.equal((await send(server.url, 'GET', '/users/alice', { headers: { ...CROSS_SITE, cookie } })).status, 200);
+  assert.equal((await send(server.url, 'POST', '/logout', { headers: { ...own, cookie } })).status, 204);
+});
 
 test('CSRF: the session cookie of POST /login is SameSite=Lax, HttpOnly, Path=/, with no Domain', async (t) => {
   const server = await startTestServer(t);

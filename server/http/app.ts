@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { HEALTH_PATH } from '../../shared/endpoints.js';
+import { HEALTH_PATH, LOGIN_PATH, LOGOUT_PATH, SESSION_COOKIE } from '../../shared/endpoints.js';
 import { problems } from '../../shared/problems.js';
 import { HttpError, StoreFailedError, StoreUnavailableError } from '../errors.js';
 import type { Config } from '../ops/config.js';
@@ -9,7 +9,9 @@ import type { LoginLimits } from '../security/login-limit.js';
 import { limitKey, RateLimiter } from '../security/rate-limit.js';
 import type { Store } from '../store/store.js';
 import { clientAddress } from './client-address.js';
+import { cookieValues } from './cookies.js';
 import { ObservedResponse } from './observe.js';
+import { isCrossSite } from './origin.js';
 import { buildOpenApi } from './openapi.js';
 import { sendEmpty, sendProblem } from './response.js';
 import type { Context, Route, RouteDeps } from './route.js';
@@ -94,6 +96,9 @@ class UsersApp implements App {
     if (res instanceof ObservedResponse) res.routeSlot = match.slot;
     switch (match.kind) {
       case 'route':
+        if (this.forgedBySite(req, match.route)) {
+          return this.fail(res, new HttpError(problems.forbidden, 'A page of another site may not change anything with this server\'s session cookie; send the request from this server\'s own pages, or without the cookie.'));
+        }
         return this.run(match.route, { req, res, params: match.params, query: target.query, now: this.clock() });
       case 'options':
         return sendEmpty(res, 204, { Allow: match.allow });
@@ -103,6 +108,19 @@ class UsersApp implements App {
         return this.fail(res, new HttpError(problems.notFound, 'There is nothing at this path.'));
     }
   };
+
+  /**
+   * Cross-site request forgery: a request that could change state (any
+   * method but GET, HEAD and OPTIONS, with or without a body), carries the
+   * session cookie, and comes from a page of another site. POST /login is
+   * not authenticated by the cookie (the sign-in page checks its own form),
+   * and with --login-page POST /logout answers a cross-site form with the page.
+   */
+  private forgedBySite(req: IncomingMessage, route: Route): boolean {
+    if (route.method === 'GET' || route.path === LOGIN_PATH || (route.path === LOGOUT_PATH && this.deps.config.loginPage)) return false;
+    if (cookieValues(req.headers.cookie, SESSION_COOKIE).length === 0) return false;
+    return isCrossSite(req, this.deps.config);
+  }
 
   /** Runs a handler; whatever it throws, now or later, is answered by `fail`. */
   private run(route: Route, ctx: Context): void {

@@ -15,8 +15,8 @@ import type { OperationDoc, Route } from './route.js';
 
 type Json = Record<string, unknown>;
 
-/** Problem statuses any request can meet: a malformed message or target, a timeout, the rate limit, a bug, a database out of reach. */
-const COMMON_PROBLEMS = [400, 408, 429, 431, 500, 503];
+/** Problem statuses any request can meet: a malformed message or target, a timeout, the rate limit, a bug, a transfer coding not implemented, a database out of reach. */
+const COMMON_PROBLEMS = [400, 408, 429, 431, 500, 501, 503];
 
 export const ref = (kind: string, name: string): Json => ({ $ref: `#/components/${kind}/${name}` });
 export const schema = (name: string): Json => ref('schemas', name);
@@ -64,9 +64,15 @@ function problemResponse(status: number): Json {
   return { description, headers: headers(...(PROBLEM_HEADERS[status] ?? [])), content: { [PROBLEM_CONTENT_TYPE]: { schema: schema('Problem') } } };
 }
 
-function operation(spec: OperationDoc): Json {
+/** The statuses a route's own description leaves out: 403 for a state-changing request from another site with the cookie (app.ts). */
+function implied(route: Route): number[] {
+  return route.method !== 'GET' && route.path !== LOGIN_PATH ? [403] : [];
+}
+
+function operation(route: Route): Json {
+  const spec = route.doc;
   const responses: Json = { ...spec.responses };
-  const statuses = [...new Set([...spec.problems, ...COMMON_PROBLEMS])].sort((a, b) => a - b);
+  const statuses = [...new Set([...spec.problems, ...implied(route), ...COMMON_PROBLEMS])].sort((a, b) => a - b);
   for (const status of statuses) responses[String(status)] ??= ref('responses', `Problem${status}`);
   return {
     operationId: spec.operationId,
@@ -88,9 +94,9 @@ export function openApiPath(path: string): string {
 /** Builds the document from the route table. */
 export function buildOpenApi(routes: readonly Route[]): Json {
   const paths: Record<string, Json> = {};
-  for (const route of routes) (paths[openApiPath(route.path)] ??= {})[route.method.toLowerCase()] = operation(route.doc);
+  for (const route of routes) (paths[openApiPath(route.path)] ??= {})[route.method.toLowerCase()] = operation(route);
   const problemStatuses = new Set<number>(COMMON_PROBLEMS);
-  for (const route of routes) for (const status of route.doc.problems) problemStatuses.add(status);
+  for (const route of routes) for (const status of [...route.doc.problems, ...implied(route)]) problemStatuses.add(status);
   const responses: Json = {};
   for (const status of [...problemStatuses].sort((a, b) => a - b)) responses[`Problem${status}`] = problemResponse(status);
   return {

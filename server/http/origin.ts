@@ -43,3 +43,13 @@ export function checkOrigin(req: IncomingMessage, config: Pick<Config, 'cookieSe
   const own = scheme(req, config);
   return normalizeOrigin(match[1]!.toLowerCase(), match[2]!) === normalizeOrigin(own, host) ? 'same' : 'cross';
 }
+
+/**
+ * Whether a request comes from a page of another site: the browser says
+ * so (`Sec-Fetch-Site: cross-site`, Fetch Metadata), or its Origin is not
+ * the server's own (a sibling subdomain included). A request with neither
+ * (curl, a script) is not.
+ */
+export function isCrossSite(req: IncomingMessage, config: Pick<Config, 'cookieSecure' | 'trustProxy'>): boolean {
+  return req.headers['sec-fetch-site'] === 'cross-site' || checkOrigin(req, config) === 'cross';
+}
