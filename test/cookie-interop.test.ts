@@ -99,9 +99,9 @@ async function cookiesIn(path: string): Promise<CookieLine[]> {
   return cookies;
 }
 
-function tokenOf(cookies: readonly CookieLine[]): CookieLine {
-  const token = cookies.find((c) => c.name === 'USER_TOKEN');
-  assert.ok(token !== undefined, 'a USER_TOKEN cookie');
+function tokenOf(cookies: readonly CookieLine[], name = 'USER_TOKEN'): CookieLine {
+  const token = cookies.find((c) => c.name === name);
+  assert.ok(token !== undefined, `a ${name} cookie`);
   return token;
 }
 
@@ -210,18 +210,18 @@ test('with several cookies in the jar, curl and usersctl send the same cookie pa
   assert.deepEqual(pairs(fromCurl), pairs(fromUsersctl));
 });
 
-test('with --cookie-secure, the Secure session cookie works over http://127.0.0.1 both ways between curl and usersctl (loopback counts as secure)', async (t) => {
+test('with --cookie-secure, the Secure __Host-USER_TOKEN cookie works over http://127.0.0.1 both ways between curl and usersctl (loopback counts as secure)', async (t) => {
   if (CURL === undefined) return t.skip('curl not found');
   const server = await startTestServer(t, { cookieSecure: true });
   const dir = tempDir(t);
   const fromUsersctl = join(dir, 'usersctl.txt');
   await usersctlLogin(server.url, fromUsersctl);
-  assert.equal(tokenOf(await cookiesIn(fromUsersctl)).secure, true);
+  assert.equal(tokenOf(await cookiesIn(fromUsersctl), '__Host-USER_TOKEN').secure, true);
   const root = await tool('curl', ['-s', '-w', ' %{http_code}', '-b', fromUsersctl, `${server.url}/`]);
   assert.equal(root.stdout, '"OK" 200');
   const fromCurl = join(dir, 'curl.txt');
   await tool('curl', ['-s', '-o', '/dev/null', '-c', fromCurl, '-u', `admin:${ADMIN_PASSWORD}`, '-X', 'POST', `${server.url}/login`]);
-  assert.equal(tokenOf(await cookiesIn(fromCurl)).secure, true);
+  assert.equal(tokenOf(await cookiesIn(fromCurl), '__Host-USER_TOKEN').secure, true);
   const status = await usersctl(['status'], server.url, fromCurl);
   assert.deepEqual(status, { code: 0, stdout: 'OK\n', stderr: '' });
 });
@@ -307,7 +307,7 @@ test('python3 urllib does not send usersctl\'s Secure cookie over http://127.0.0
   const jar = join(tempDir(t), 'cookies.txt');
   await usersctlLogin(server.url, jar);
   const view = await pythonLoad(jar, `${server.url}/`);
-  assert.deepEqual(view.cookies.map((c) => [c.name, c.secure]), [['USER_TOKEN', true]]);
+  assert.deepEqual(view.cookies.map((c) => [c.name, c.secure]), [['__Host-USER_TOKEN', true]]);
   assert.equal(view.status, 401);
 });
 

@@ -59,9 +59,9 @@ function setCookies(reply: Reply): string[] {
   return value === undefined ? [] : Array.isArray(value) ? value : [value];
 }
 
-function assertLaxHttpOnly(setCookie: string, where: string): void {
+function assertLaxHttpOnly(setCookie: string, where: string, name = 'USER_TOKEN'): void {
   const attrs = attributes(setCookie);
-  assert.ok(setCookie.startsWith('USER_TOKEN='), `${where}: ${setCookie}`);
+  assert.ok(setCookie.startsWith(`${name}=`), `${where}: ${setCookie}`);
   assert.equal(attrs.get('samesite'), 'Lax', `${where}: SameSite=Lax in ${setCookie}`);
   assert.ok(attrs.has('httponly'), `${where}: HttpOnly in ${setCookie}`);
   assert.equal(attrs.get('path'), '/', `${where}: Path=/`);
@@ -159,12 +159,21 @@ test('CSRF: the session cookie of POST /login is SameSite=Lax, HttpOnly, Path=/,
   assert.ok(!attributes(cookies[0]!).has('secure'), 'Secure only with --cookie-secure');
 });
 
-test('CSRF: with --cookie-secure the session cookie is also Secure', async (t) => {
+test('CSRF: with --cookie-secure the session cookie is __Host-USER_TOKEN, Secure, Path=/, no Domain, and only that name is a session', async (t) => {
   const server = await startTestServer(t, { cookieSecure: true });
   const login = await send(server.url, 'POST', '/login', { headers: { authorization: basic('admin', ADMIN_PASSWORD) } });
   const [cookie] = setCookies(login);
-  assertLaxHttpOnly(cookie!, 'POST /login');
+  assertLaxHttpOnly(cookie!, 'POST /login', '__Host-USER_TOKEN');
   assert.ok(attributes(cookie!).has('secure'), `Secure in ${cookie}`);
+  const token = cookiePair(cookie!).slice('__Host-USER_TOKEN='.length);
+  assert.equal((await send(server.url, 'GET', '/', { headers: { cookie: `__Host-USER_TOKEN=${token}` } })).status, 200);
+  // A cookie without the prefix could have been set by a sibling subdomain: it is no session here.
+  assert.equal((await send(server.url, 'GET', '/', { headers: { cookie: `USER_TOKEN=${token}` } })).status, 401);
+  const root = await send(server.url, 'GET', '/');
+  assert.match(String(root.headers['www-authenticate']), /cookie-name="__Host-USER_TOKEN"/);
+  const logout = await send(server.url, 'POST', '/logout', { headers: { cookie: `__Host-USER_TOKEN=${token}` } });
+  assertLaxHttpOnly(setCookies(logout)[0]!, 'POST /logout', '__Host-USER_TOKEN');
+  assert.equal((await send(server.url, 'GET', '/', { headers: { cookie: `__Host-USER_TOKEN=${token}` } })).status, 401, 'revoked');
 });
 
 test('CSRF: the clearing cookie of POST /logout and a cookie re-issued after key rotation are SameSite=Lax and HttpOnly too', async (t) => {

@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { HEALTH_PATH, LOGIN_PATH, LOGOUT_PATH, SESSION_COOKIE } from '../../shared/endpoints.js';
+import { HEALTH_PATH, LOGIN_PATH, LOGOUT_PATH } from '../../shared/endpoints.js';
 import { problems } from '../../shared/problems.js';
 import { HttpError, StoreFailedError, StoreUnavailableError } from '../errors.js';
 import type { Config } from '../ops/config.js';
@@ -9,7 +9,6 @@ import type { LoginLimits } from '../security/login-limit.js';
 import { limitKey, RateLimiter } from '../security/rate-limit.js';
 import type { Store } from '../store/store.js';
 import { clientAddress } from './client-address.js';
-import { cookieValues } from './cookies.js';
 import { ObservedResponse } from './observe.js';
 import { isCrossSite } from './origin.js';
 import { buildOpenApi } from './openapi.js';
@@ -60,6 +59,7 @@ class UsersApp implements App {
   readonly metrics: Metrics;
   readonly openapi: Record<string, unknown>;
   private readonly router: Router;
+  private readonly sessions: SessionCookies;
   private readonly clock: () => number;
   private readonly logError: (message: string) => void;
   /** The rate-limit check; undefined with --rate-limit 0. */
@@ -68,7 +68,8 @@ class UsersApp implements App {
   constructor(private readonly deps: AppDeps) {
     this.clock = deps.clock ?? Date.now;
     this.logError = deps.logError ?? ((message: string) => process.stderr.write(message + '\n'));
-    const routeDeps: RouteDeps = { ...deps, sessions: new SessionCookies(deps) };
+    this.sessions = new SessionCookies(deps);
+    const routeDeps: RouteDeps = { ...deps, sessions: this.sessions };
     this.routes = [
       ...sessionRoutes(routeDeps),
       ...userRoutes(routeDeps),
@@ -118,7 +119,7 @@ class UsersApp implements App {
    */
   private forgedBySite(req: IncomingMessage, route: Route): boolean {
     if (route.method === 'GET' || route.path === LOGIN_PATH || (route.path === LOGOUT_PATH && this.deps.config.loginPage)) return false;
-    if (cookieValues(req.headers.cookie, SESSION_COOKIE).length === 0) return false;
+    if (!this.sessions.carried(req)) return false;
     return isCrossSite(req, this.deps.config);
   }
 

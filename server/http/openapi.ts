@@ -190,7 +190,7 @@ const HEADERS: Json = {
   ETag: stringHeader('Strong entity tag of the representation.'),
   Location: stringHeader('The URI of the user, e.g. `/users/1`.'),
   'Content-Location': stringHeader('The user\'s canonical URI, `/users/{id}`.'),
-  'Set-Cookie': stringHeader(`The \`${SESSION_COOKIE}\` session cookie: \`Path=/; HttpOnly; SameSite=Lax; Max-Age=...\`, plus \`Secure\` with \`--cookie-secure\`.`),
+  'Set-Cookie': stringHeader(`The \`${SESSION_COOKIE}\` session cookie: \`Path=/; HttpOnly; SameSite=Lax; Max-Age=...\`; with \`--cookie-secure\` it is named \`__Host-${SESSION_COOKIE}\` and also \`Secure\`.`),
   'WWW-Authenticate': stringHeader(`\`Cookie realm="users", cookie-name="${SESSION_COOKIE}", form-action="${LOGIN_PATH}"\`, or \`Basic realm="users"\` for a failed login.`),
   'Retry-After': { description: 'Seconds to wait before retrying.', schema: { type: 'integer', minimum: 0 } },
   'RateLimit-Policy': stringHeader('The rate limit policy (IETF httpapi RateLimit header fields draft).'),
@@ -200,6 +200,6 @@ const HEADERS: Json = {
 };
 
 const SECURITY_SCHEMES: Json = {
-  session: { type: 'apiKey', in: 'cookie', name: SESSION_COOKIE, description: 'The signed session cookie set by `POST /login`. Which requests need it depends on `--require-session`.' },
+  session: { type: 'apiKey', in: 'cookie', name: SESSION_COOKIE, description: 'The signed session cookie set by `POST /login`, named `__Host-' + SESSION_COOKIE + '` with `--cookie-secure`. Which requests need it depends on `--require-session`.' },
   basic: { type: 'http', scheme: 'basic', description: '`POST /login` only.' },
 };

@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { LOGIN_PATH, SESSION_COOKIE } from '../../shared/endpoints.js';
+import { LOGIN_PATH, sessionCookieName } from '../../shared/endpoints.js';
 import { problems } from '../../shared/problems.js';
 import { HttpError } from '../errors.js';
 import type { Config } from '../ops/config.js';
@@ -8,8 +8,6 @@ import { newSessionId, signSession, verifySession, type SessionPayload, type Ver
 import { andThen, type MaybePromise, type Store } from '../store/store.js';
 import { cookieValues, serializeCookie } from './cookies.js';
 
-/** The challenge of a 401 for a missing session (RFC 9110 section 11.6.1). */
-export const COOKIE_CHALLENGE = `Cookie realm="users", cookie-name="${SESSION_COOKIE}", form-action="${LOGIN_PATH}"`;
 
 export interface ActiveSession {
   readonly account: Account;
@@ -45,8 +43,20 @@ export class SessionCookies {
    * tokens cannot fill it; at the cap the oldest entry goes.
    */
   private readonly verified = new Map<string, VerifiedSession>();
+  /** The cookie's name: USER_TOKEN, or __Host-USER_TOKEN with --cookie-secure. */
+  readonly name: string;
+  /** The challenge of a 401 for a missing session (RFC 9110 section 11.6.1). */
+  readonly challenge: string;
 
-  constructor(private readonly deps: SessionDeps) {}
+  constructor(private readonly deps: SessionDeps) {
+    this.name = sessionCookieName(deps.config.cookieSecure);
+    this.challenge = `Cookie realm="users", cookie-name="${this.name}", form-action="${LOGIN_PATH}"`;
+  }
+
+  /** Whether the request carries a session cookie at all, valid or not. */
+  carried(req: IncomingMessage): boolean {
+    return cookieValues(req.headers.cookie, this.name).length > 0;
+  }
 
   /**
    * Every session the request carries that verifies, is unexpired, is not
@@ -57,7 +67,7 @@ export class SessionCookies {
   async valid(req: IncomingMessage, now: number): Promise<ActiveSession[]> {
     const nowSeconds = Math.floor(now / 1000);
     const sessions: ActiveSession[] = [];
-    for (const token of cookieValues(req.headers.cookie, SESSION_COOKIE)) {
+    for (const token of cookieValues(req.headers.cookie, this.name)) {
       const session = await this.check(token, nowSeconds);
       if (session !== undefined) sessions.push(session);
     }
@@ -68,7 +78,7 @@ export class SessionCookies {
   current(req: IncomingMessage, res: ServerResponse, now: number): MaybePromise<ActiveSession | undefined> {
     const header = req.headers.cookie;
     if (header === undefined) return undefined;
-    return this.firstValid(cookieValues(header, SESSION_COOKIE), 0, res, now);
+    return this.firstValid(cookieValues(header, this.name), 0, res, now);
   }
 
   /** The first valid session from `tokens[from]` on; a plain loop while the store answers at once. */
@@ -127,11 +137,11 @@ export class SessionCookies {
 
   cookie(payload: SessionPayload, now: number): string {
     const maxAge = Math.max(0, payload.expiresAt - Math.floor(now / 1000));
-    return serializeCookie(SESSION_COOKIE, signSession(payload, this.deps.keys[0]!), { maxAge, secure: this.deps.config.cookieSecure });
+    return serializeCookie(this.name, signSession(payload, this.deps.keys[0]!), { maxAge, secure: this.deps.config.cookieSecure });
   }
 
   clearingCookie(): string {
-    return serializeCookie(SESSION_COOKIE, '', { maxAge: 0, secure: this.deps.config.cookieSecure });
+    return serializeCookie(this.name, '', { maxAge: 0, secure: this.deps.config.cookieSecure });
   }
 
   /**
@@ -142,15 +152,16 @@ export class SessionCookies {
   authorize(req: IncomingMessage, res: ServerResponse, now: number, access: Access): MaybePromise<void> {
     const mode = this.deps.config.requireSession;
     if (mode === 'none' || (access === 'read' && mode === 'writes')) return undefined;
-    return andThen(this.current(req, res, now), (session) => permit(session, access));
+    return andThen(this.current(req, res, now), (session) => this.permit(session, access));
+  }
+
+  private permit(session: ActiveSession | undefined, access: Access): void {
+    if (session === undefined) {
+      throw new HttpError(problems.unauthorized, `Log in first: POST ${LOGIN_PATH} with Basic credentials.`, { 'WWW-Authenticate': this.challenge });
+    }
+    if (access === 'write' && session.account.role !== 'admin') {
+      throw new HttpError(problems.forbidden, `The account "${session.account.name}" has role ${session.account.role}, which may only read.`);
+    }
   }
 }
 
-function permit(session: ActiveSession | undefined, access: Access): void {
-  if (session === undefined) {
-    throw new HttpError(problems.unauthorized, `Log in first: POST ${LOGIN_PATH} with Basic credentials.`, { 'WWW-Authenticate': COOKIE_CHALLENGE });
-  }
-  if (access === 'write' && session.account.role !== 'admin') {
-    throw new HttpError(problems.forbidden, `The account "${session.account.name}" has role ${session.account.role}, which may only read.`);
-  }
-}

@@ -121,7 +121,7 @@ export const FLAGS: Record<string, FlagSpec> = {
   'password-cost': {
     type: 'string', default: '15', description: 'log2 of scrypt N for password hashes; lower only for tests', key: 'passwordCost', parse: integer(1, 20),
   },
-  'cookie-secure': { type: 'boolean', default: false, description: 'mark the session cookie Secure (behind TLS)', key: 'cookieSecure', parse: (v) => v },
+  'cookie-secure': { type: 'boolean', default: false, description: 'name the session cookie __Host-USER_TOKEN and mark it Secure (behind TLS)', key: 'cookieSecure', parse: (v) => v },
   secret: {
     type: 'string', default: '', description: 'comma-separated signing secrets, 32+ bytes each; the first signs', key: 'secrets',
     parse: (v, flag) => {

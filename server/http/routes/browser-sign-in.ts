@@ -19,7 +19,7 @@ import { checkOrigin } from '../origin.js';
 import { parseForm, readBody } from '../request.js';
 import { sendEmpty } from '../response.js';
 import type { Context, Handler, RouteDeps } from '../route.js';
-import { COOKIE_CHALLENGE, type ActiveSession } from '../session-cookies.js';
+import type { ActiveSession } from '../session-cookies.js';
 import { sendLoginPage } from '../sign-in-html.js';
 
 /** What a password check came to: an account, a wait (the failed-login limit), or a wrong password. */
@@ -83,7 +83,7 @@ class SignInPage {
     const password = form.get('password') ?? '';
     // RFC 9110 section 15.5.2: a 401 carries a challenge. The Cookie scheme
     // names this form; browsers know no such scheme, so they show the page.
-    const challenge = { 'WWW-Authenticate': COOKIE_CHALLENGE };
+    const challenge = { 'WWW-Authenticate': this.deps.sessions.challenge };
     if (username === '' || password === '') {
       this.sendSignIn(req, res, now, 401, { username, error: MISSING, headers: challenge });
       return;

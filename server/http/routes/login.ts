@@ -11,7 +11,6 @@ import { empty, html, json, SESSION_OPTIONAL } from '../openapi.js';
 import { header, readBody } from '../request.js';
 import { sendEmpty } from '../response.js';
 import type { Context, OperationDoc, Route, RouteDeps } from '../route.js';
-import { COOKIE_CHALLENGE } from '../session-cookies.js';
 import { browserSignIn, type BrowserSignIn, type LoginAttempt, type SessionActions } from './browser-sign-in.js';
 
 // SPEC.md row 6 fixes these bodies: the JSON strings "OK" and "not authorized".
@@ -19,9 +18,9 @@ const OK_BODY = JSON.stringify('OK');
 const NOT_AUTHORIZED_BODY = JSON.stringify('not authorized');
 const BASIC_CHALLENGE = 'Basic realm="users"';
 
-function sendRoot(res: ServerResponse, status: 200 | 401, body: string, vary = 'Cookie'): void {
+function sendRoot(res: ServerResponse, status: 200 | 401, body: string, challenge: string, vary = 'Cookie'): void {
   const fields = ['Content-Type', JSON_TYPE, 'Content-Length', String(body.length), 'Cache-Control', 'no-store', 'Vary', vary];
-  if (status === 401) fields.push('WWW-Authenticate', COOKIE_CHALLENGE);
+  if (status === 401) fields.push('WWW-Authenticate', challenge);
   // One list, as in sendJson: GET / is on the hot path too.
   res.writeHead(status, fields);
   res.end(body);
@@ -59,15 +58,15 @@ class LoginRoutes implements SessionActions {
 
   private answerRoot(req: IncomingMessage, res: ServerResponse, signedIn: boolean): void {
     if (this.browser === undefined) {
-      sendRoot(res, signedIn ? 200 : 401, signedIn ? OK_BODY : NOT_AUTHORIZED_BODY);
+      sendRoot(res, signedIn ? 200 : 401, signedIn ? OK_BODY : NOT_AUTHORIZED_BODY, this.deps.sessions.challenge);
       return;
     }
     // The answer now depends on Accept too (RFC 9110 section 12.5.5).
     const vary = 'Accept, Cookie';
-    if (signedIn) sendRoot(res, 200, OK_BODY, vary);
+    if (signedIn) sendRoot(res, 200, OK_BODY, this.deps.sessions.challenge, vary);
     // SPEC.md "Authentication" 7: a browser without a session goes to the login page.
     else if (prefersHtml(header(req, 'accept'))) sendEmpty(res, 302, { Location: LOGIN_PATH, 'Cache-Control': 'no-store', Vary: vary });
-    else sendRoot(res, 401, NOT_AUTHORIZED_BODY, vary);
+    else sendRoot(res, 401, NOT_AUTHORIZED_BODY, this.deps.sessions.challenge, vary);
   }
 
   async login(ctx: Context): Promise<void> {
@@ -84,7 +83,7 @@ class LoginRoutes implements SessionActions {
     }
     if ('wrong' in attempt) throw loginFailed('The user name or password is wrong.');
     res.setHeader('Set-Cookie', this.deps.sessions.open(attempt.account, now));
-    sendRoot(res, 200, OK_BODY);
+    sendRoot(res, 200, OK_BODY, this.deps.sessions.challenge);
   }
 
   async logout(ctx: Context): Promise<void> {
