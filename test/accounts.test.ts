@@ -5,6 +5,7 @@
  * `node bin/users-server.js` where a test says "(bin)"), the <data>/accounts
  * file, the reader role on a running server, and the scrypt work of a login.
  */
+import { lockOwnerPid } from '../server/ops/data-dir.js';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -406,7 +407,7 @@ test('The accounts file: a server refuses to start on a damaged one, with a Data
     startServer({ ...config, host: '127.0.0.1', port: 0, data: dir, store: 'memory' }, { env: { USERS_ADMIN_PASSWORD: ADMIN_PASSWORD }, logError: () => {} }),
     (error: Error) => error.name === 'DataError' && error.message.includes(join(dir, 'accounts')),
   );
-  assert.equal(existsSync(join(dir, 'lock')), false, 'the lock is released');
+  assert.equal(lockOwnerPid(dir), undefined, 'the lock is released');
 });
 
 // ---------------------------------------------------------------- timing

@@ -16,6 +16,7 @@
  * limit. A read-only data directory cannot fail as root (permissions do not
  * bind root) and a full disk needs a mount, so neither is used.
  */
+import { lockOwnerPid } from '../server/ops/data-dir.js';
 import assert from 'node:assert/strict';
 import { existsSync, fdatasync as realFdatasync, readFileSync, statSync, writev as realWritev } from 'node:fs';
 import { join } from 'node:path';
@@ -333,7 +334,7 @@ test('node bin/users-server.js: a second server on the same data directory exits
   assert.equal(second.stdout(), '');
   assert.match(second.stderr(), new RegExp(`^users-server: another users-server \\(pid ${first.process.pid}\\) is using the data directory [^\\n]+\\n$`));
   assert.equal((await send(url, 'GET', '/users/ann')).status, 200, 'the first server still serves');
-  assert.equal(readFileSync(join(dir, 'lock'), 'utf8').trim(), String(first.process.pid));
+  assert.equal(String(lockOwnerPid(dir)), String(first.process.pid));
   first.process.kill('SIGTERM');
   assert.equal((await (first).exited).code, 0);
 });
@@ -346,12 +347,12 @@ test('node bin/users-server.js: the lock left by a server killed with SIGKILL do
   const acked = await listText({ url });
   first.process.kill('SIGKILL');
   assert.equal((await (first).exited).signal, 'SIGKILL');
-  assert.equal(readFileSync(join(dir, 'lock'), 'utf8').trim(), String(first.process.pid), 'the killed server left its lock');
+  assert.equal(String(lockOwnerPid(dir)), String(first.process.pid), 'the killed server left its lock');
 
   const next = spawnUsersServer(t, ['--port', '0', '--data', dir]);
   const nextUrl = await listening(next);
   assert.equal(await listText({ url: nextUrl }), acked);
-  assert.equal(readFileSync(join(dir, 'lock'), 'utf8').trim(), String(next.process.pid), 'the lock was taken over');
+  assert.equal(String(lockOwnerPid(dir)), String(next.process.pid), 'the lock was taken over');
   next.process.kill('SIGTERM');
   assert.equal((await (next).exited).code, 0, next.stderr());
 });

@@ -5,14 +5,14 @@
  * bin/ imports dist/: run `npm run build` first.
  */
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
-import { createServer, type AddressInfo } from 'node:net';
+import { connect, createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { before, test, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { ADMIN_PASSWORD, runUsersServer, basic, cookiePair, readReply, send, tempDir, type Reply } from './helpers.js';
-import { isAlive } from '../server/ops/data-dir.js';
+import { isAlive, lockOwnerPid } from '../server/ops/data-dir.js';
 import { spawnChild, spawnUsersServer, type Child } from './processes.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -96,7 +96,7 @@ test('Server command line: --port 0 --data DIR prints "listening on http://127.0
   const { url, port } = await waitListening(child);
   assert.ok(port > 0 && port < 65536, `port ${port}`);
   await assertHealthy(url);
-  assert.equal(readFileSync(join(data, 'lock'), 'utf8').trim(), String(child.pid), 'the lock in --data holds the server pid');
+  assert.equal(String(lockOwnerPid(data)), String(child.pid), 'the lock in --data holds the server pid');
   await stopGracefully(child);
   const [first, ...rest] = child.stdout().split('\n');
   assert.equal(first, `listening on http://127.0.0.1:${port}`);
@@ -111,7 +111,7 @@ test('Server command line: USERS_PORT=0 and USERS_DATA configure the server like
   const { url, port } = await waitListening(child);
   assert.notEqual(port, 8080);
   await assertHealthy(url);
-  assert.equal(readFileSync(join(data, 'lock'), 'utf8').trim(), String(child.pid), 'USERS_DATA is the data directory');
+  assert.equal(String(lockOwnerPid(data)), String(child.pid), 'USERS_DATA is the data directory');
   assert.ok(existsSync(join(data, 'secret')), 'the secret is made in USERS_DATA');
   await stopGracefully(child);
 });
@@ -121,7 +121,7 @@ test('Server command line: --data beats USERS_DATA', TEST_OPTIONS, async (t) => 
   const envData = join(tempDir(t), 'from-env');
   const child = spawnServer(t, ['--port', '0', '--data', flagData], { USERS_DATA: envData });
   await waitListening(child);
-  assert.ok(existsSync(join(flagData, 'lock')), 'the lock is in --data');
+  assert.notEqual(lockOwnerPid(flagData), undefined, 'the lock is in --data');
   assert.ok(!existsSync(envData), 'USERS_DATA was not used');
   await stopGracefully(child);
 });
@@ -237,12 +237,65 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     const result = await waitExit(first);
     assert.equal(result.signal, null, `killed by ${result.signal}: the signal arrived before the handlers were installed`);
     assert.equal(result.code, 0);
-    assert.ok(!existsSync(join(data, 'lock')), 'the lock file is left behind');
+    assert.equal(lockOwnerPid(data), undefined, 'the lock file is left behind');
     const second = spawnServer(t, ['--port', '0', '--data', data]);
     await assertHealthy((await waitListening(second)).url);
     await stopGracefully(second);
   });
 }
+
+/** Resolves once the server at `port` refuses connections (it has begun to stop): each try waits on its socket's event. */
+async function untilRefused(port: number): Promise<void> {
+  for (;;) {
+    const refused = await new Promise<boolean>((resolve) => {
+      const socket = connect(port, '127.0.0.1');
+      socket.once('connect', () => {
+        socket.destroy();
+        resolve(false);
+      });
+      socket.once('error', () => resolve(true));
+    });
+    if (refused) return;
+  }
+}
+
+for (const [first, second] of [['SIGTERM', 'SIGTERM'], ['SIGINT', 'SIGINT'], ['SIGTERM', 'SIGINT']] as const) {
+  test(`Server command line: ${second} during the drain after ${first} closes the open connections at once, yet flushes the store and releases the lock (exit 0)`, TEST_OPTIONS, async (t) => {
+    const data = tempDir(t);
+    const child = spawnServer(t, ['--port', '0', '--data', data]);
+    const { url, port } = await waitListening(child);
+    assert.equal((await send(url, 'PUT', '/users/alice', { json: { name: 'Alice' } })).status, 201);
+    // A request whose body never comes holds the drain open.
+    const stuck = connect(port, '127.0.0.1');
+    await new Promise((resolve) => stuck.once('connect', resolve));
+    const cut = new Promise((resolve) => stuck.once('close', resolve));
+    stuck.on('error', () => {});
+    stuck.write('PUT /users/bob HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"name":');
+    child.process.kill(first);
+    await untilRefused(port);
+    child.process.kill(second);
+    const result = await waitExit(child);
+    assert.equal(result.signal, null, `killed by ${result.signal}`);
+    assert.equal(result.code, 0, `stderr=${child.stderr()}`);
+    await cut;
+    assert.match(child.stderr(), /second signal: closing the open connections now/);
+    assert.equal(lockOwnerPid(data), undefined, 'the lock is released');
+    const again = spawnServer(t, ['--port', '0', '--data', data]);
+    const restarted = await waitListening(again);
+    assert.equal((await send(restarted.url, 'GET', '/users/alice')).json().name, 'Alice', 'the acknowledged write is there');
+    assert.equal(again.stderr(), '', 'no stale lock to take over');
+    await stopGracefully(again);
+  });
+}
+
+test('Server command line: SIGHUP reads the accounts again, says so on stderr, and the server keeps serving', TEST_OPTIONS, async (t) => {
+  const child = spawnServer(t, ['--port', '0', '--data', tempDir(t)]);
+  const { url } = await waitListening(child);
+  child.process.kill('SIGHUP');
+  await child.waitForLine(/^users-server: SIGHUP: accounts read again$/, 'stderr');
+  assert.equal((await send(url, 'GET', '/healthz')).status, 200);
+  await stopGracefully(child);
+});
 
 // ---------------------------------------------------------------- data directory
 
@@ -334,7 +387,7 @@ test('Server command line: a second server on the same data directory exits 1 wi
   assert.ok(line.includes(data) || /data dir/i.test(line), `the message does not name the data directory: ${line}`);
   assert.equal(first.process.exitCode, null, 'the first server stopped');
   await assertHealthy(url);
-  assert.equal(readFileSync(join(data, 'lock'), 'utf8').trim(), String(first.pid), 'the refused server touched the lock');
+  assert.equal(String(lockOwnerPid(data)), String(first.pid), 'the refused server touched the lock');
   await stopGracefully(first);
 });
 
@@ -360,10 +413,48 @@ for (const c of staleLocks) {
     const child = spawnServer(t, ['--port', '0', '--data', data]);
     const { url } = await waitListening(child);
     await assertHealthy(url);
-    assert.equal(readFileSync(join(data, 'lock'), 'utf8').trim(), String(child.pid));
+    assert.equal(String(lockOwnerPid(data)), String(child.pid));
     await stopGracefully(child);
   });
 }
+
+/** A running process that is not a users-server, and its start time as /proc shows it. */
+async function otherProcess(t: TestContext): Promise<{ pid: number; started: string; boot: string }> {
+  const child = spawnChild(t, process.execPath, ['-e', 'setInterval(() => {}, 1 << 30); console.log("up")']);
+  await child.waitForLine(/^up$/);
+  const stat = readFileSync(`/proc/${child.pid}/stat`, 'utf8');
+  return { pid: child.pid, started: stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]!, boot: readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim() };
+}
+
+const reusedLocks: { name: string; owner: (o: { pid: number; started: string; boot: string }) => string; why: RegExp }[] = [
+  { name: 'whose pid now belongs to another process (another start time)', owner: (o) => `${o.pid} 1 ${o.boot}`, why: new RegExp('now belongs to another process') },
+  { name: 'taken before the system last started', owner: (o) => `${o.pid} ${o.started} 00000000-0000-0000-0000-000000000000`, why: /before the system last started/ },
+];
+for (const c of reusedLocks) {
+  test(`Server command line: a lock ${c.name} is taken over, with a line on stderr saying why`, TEST_OPTIONS, async (t) => {
+    if (!existsSync('/proc/self/stat')) return t.skip('no /proc on this system');
+    const other = await otherProcess(t);
+    const data = tempDir(t);
+    symlinkSync(c.owner(other), join(data, 'lock'));
+    const child = spawnServer(t, ['--port', '0', '--data', data]);
+    const { url } = await waitListening(child);
+    await assertHealthy(url);
+    assert.match(child.stderr(), new RegExp(`^users-server: took over the lock of \\S+: .*${c.why.source}`, 'm'));
+    assert.equal(lockOwnerPid(data), child.pid);
+    await stopGracefully(child);
+  });
+}
+
+test('Server command line: a lock naming a running process with its own start time is respected: exit 1, the lock untouched', TEST_OPTIONS, async (t) => {
+  if (!existsSync('/proc/self/stat')) return t.skip('no /proc on this system');
+  const other = await otherProcess(t);
+  const data = tempDir(t);
+  symlinkSync(`${other.pid} ${other.started} ${other.boot}`, join(data, 'lock'));
+  const child = spawnServer(t, ['--port', '0', '--data', data]);
+  const line = assertOneLineFailure(await waitExit(child), child, 1);
+  assert.match(line, new RegExp(`another users-server \\(pid ${other.pid}\\)`));
+  assert.equal(lockOwnerPid(data), other.pid);
+});
 
 test('Server command line: a port in use exits 1 with one stderr line, and leaves no lock behind', TEST_OPTIONS, async (t) => {
   const blocker = createServer();
@@ -375,5 +466,5 @@ test('Server command line: a port in use exits 1 with one stderr line, and leave
   const result = await waitExit(child);
   const line = assertOneLineFailure(result, child, 1);
   assert.ok(line.includes(String(port)), `the message does not name port ${port}: ${line}`);
-  assert.ok(!existsSync(join(data, 'lock')), 'a failed start left its lock');
+  assert.equal(lockOwnerPid(data), undefined, 'a failed start left its lock');
 });

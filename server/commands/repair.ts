@@ -40,7 +40,7 @@ export async function repair(argv: readonly string[], io: RepairIo): Promise<num
   let release: () => void;
   try {
     statSync(dir);
-    release = acquireLock(dir);
+    release = acquireLock(dir, (line) => io.stderr.write(line + '\n'));
   } catch (error) {
     const message = error instanceof CommandError ? error.message : `cannot open the data directory ${dir}: ${(error as NodeJS.ErrnoException).code}`;
     io.stderr.write(`users-server repair: ${message}\n`);

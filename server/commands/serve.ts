@@ -25,6 +25,10 @@ export interface RunningServer {
   readonly adminPasswordFile: string | undefined;
   /** Graceful stop: refuse new connections, let in-flight requests finish, flush the store. */
   stop(): Promise<void>;
+  /** During a stop: cut the connections still open; the store is still flushed and the lock released. */
+  hurry(): void;
+  /** Reads the accounts again now (SIGHUP). */
+  reloadAccounts(): Promise<void>;
 }
 
 export interface StartOptions {
@@ -103,7 +107,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
   const env = options.env ?? process.env;
   const logError = options.logError ?? ((message: string) => process.stderr.write(message + '\n'));
   const dataDir = isPostgresStore(config.store) && options.store === undefined ? undefined : ensureDataDir(config.data);
-  const releaseLock = dataDir === undefined ? () => {} : acquireLock(dataDir);
+  const releaseLock = dataDir === undefined ? () => {} : acquireLock(dataDir, logError);
   const opened: { store?: Store; settings?: Settings } = {};
   try {
     let stop: () => Promise<void> = async () => {};
@@ -151,7 +155,8 @@ export async function startServer(config: Config, options: StartOptions = {}): P
         await store.close();
         releaseLock();
       })());
-    return { url: listening.url, server: listening.server, app, store, adminPasswordFile: settings.adminPasswordAt, stop };
+    const reloadAccounts = async () => settings.accountsSource.refresh();
+    return { url: listening.url, server: listening.server, app, store, adminPasswordFile: settings.adminPasswordAt, stop, hurry: () => listening.hurry(), reloadAccounts };
   } catch (error) {
     opened.settings?.accountsSource.close();
     await opened.store?.close();
@@ -182,21 +187,48 @@ function version(): string {
   return pkg.version;
 }
 
-/** Signals that stop the server gracefully, watched before anything is announced. */
-function watchSignals(): { signalled: Promise<void>; stopNow: () => void; unwatch: () => void } {
+interface Signals {
+  /** Resolves at the first SIGINT or SIGTERM (or stopNow). */
+  readonly signalled: Promise<void>;
+  stopNow(): void;
+  /** What a second SIGINT or SIGTERM does, and what SIGHUP does. */
+  onAgain: () => void;
+  onHangUp: () => void;
+  unwatch(): void;
+}
+
+/**
+ * Signals, watched before anything is announced and until the stop is
+ * over, so no signal ever kills the process with the lock held: the first
+ * SIGINT or SIGTERM stops gracefully, a second one ends the drain at once
+ * (connections cut, the store still flushed, the lock released), and
+ * SIGHUP reads the accounts again.
+ */
+function watchSignals(): Signals {
   let stopNow = () => {};
+  let stopping = false;
   const signalled = new Promise<void>((resolve) => (stopNow = () => resolve()));
-  const onSignal = () => stopNow();
-  process.on('SIGINT', onSignal);
-  process.on('SIGTERM', onSignal);
-  return {
+  const signals: Signals = {
     signalled,
-    stopNow,
+    stopNow: () => stopNow(),
+    onAgain: () => {},
+    onHangUp: () => {},
     unwatch: () => {
-      process.off('SIGINT', onSignal);
-      process.off('SIGTERM', onSignal);
+      process.off('SIGINT', onStop);
+      process.off('SIGTERM', onStop);
+      process.off('SIGHUP', onHangUp);
     },
   };
+  const onStop = () => {
+    if (stopping) signals.onAgain();
+    stopping = true;
+    stopNow();
+  };
+  const onHangUp = () => signals.onHangUp();
+  process.on('SIGINT', onStop);
+  process.on('SIGTERM', onStop);
+  process.on('SIGHUP', onHangUp);
+  return signals;
 }
 
 /** Why a start failed, as one line for the operator; undefined for a bug. */
@@ -257,8 +289,18 @@ export async function serve(argv: readonly string[], io: CommandIo): Promise<num
     io.stderr.write(`users-server: generated a password for the account "admin" in ${running.adminPasswordFile}\n`);
   }
   io.stdout.write(`listening on ${running.url}\n`);
+  signals.onHangUp = () => {
+    running.reloadAccounts().then(
+      () => io.stderr.write('users-server: SIGHUP: accounts read again\n'),
+      (error: unknown) => io.stderr.write(`users-server: SIGHUP: cannot read the accounts: ${(error as Error).message}\n`),
+    );
+  };
   await signals.signalled;
-  signals.unwatch();
+  signals.onAgain = () => {
+    io.stderr.write('users-server: second signal: closing the open connections now; the store is still flushed\n');
+    running.hurry();
+  };
   await running.stop();
+  signals.unwatch();
   return fatal ? 1 : 0;
 }

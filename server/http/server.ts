@@ -30,6 +30,8 @@ export interface Listening {
   readonly server: Server<typeof IncomingMessage, typeof ObservedResponse>;
   /** Graceful: refuse new connections, let in-flight requests finish and their log lines be written. */
   close(): Promise<void>;
+  /** During a close: cut the connections still open now instead of after the grace period. */
+  hurry(): void;
 }
 
 /**
@@ -64,7 +66,7 @@ export async function listen(app: App, options: ListenOptions): Promise<Listenin
   const port = typeof address === 'object' && address !== null ? address.port : options.port;
   const host = options.host.includes(':') ? `[${options.host}]` : options.host;
   let closed: Promise<void> | undefined;
-  return { url: `http://${host}:${port}`, server, close: () => (closed ??= serving.close(server)) };
+  return { url: `http://${host}:${port}`, server, close: () => (closed ??= serving.close(server)), hurry: () => serving.hurry(server) };
 }
 
 function newServer(options: ListenOptions): Server<typeof IncomingMessage, typeof ObservedResponse> {
@@ -124,6 +126,13 @@ class Serving {
     res.onClose = this.ended;
     this.app.handle(req, res);
   };
+
+  /** Cuts every connection at once; responses under way end without being sent. */
+  hurry(server: Server<typeof IncomingMessage, typeof ObservedResponse>): void {
+    if (!this.stopping) return;
+    server.closeAllConnections();
+    this.drained?.();
+  }
 
   async close(server: Server<typeof IncomingMessage, typeof ObservedResponse>): Promise<void> {
     this.stopping = true;

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { closeSync, mkdirSync, openSync, readFileSync, unlinkSync, writeSync } from 'node:fs';
+import { mkdirSync, readFileSync, readlinkSync, symlinkSync, unlinkSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { CommandError } from '../errors.js';
 import { replaceFileSync } from './durable-files.js';
@@ -40,20 +40,79 @@ export function isAlive(pid: number): boolean {
 /** Lock files this process holds. */
 const heldLocks = new Set<string>();
 
+/** Who holds a lock: a pid, and where the system tells them, the process's start time and the boot. */
+interface LockOwner {
+  readonly pid: number;
+  /** Field 22 of /proc/PID/stat: clock ticks after boot; a reused pid has another. */
+  readonly started: string | undefined;
+  /** /proc/sys/kernel/random/boot_id: a lock from before a reboot names no running process. */
+  readonly boot: string | undefined;
+}
+
+function readProc(path: string): string | undefined {
+  try {
+    return readFileSync(path, 'utf8').trim();
+  } catch {
+    return undefined;
+  }
+}
+
+/** The start time of a running process (Linux); undefined where /proc cannot tell. */
+function startedAt(pid: number): string | undefined {
+  const stat = readProc(`/proc/${pid}/stat`);
+  // After the command name in parentheses: state is field 3, start time field 22.
+  return stat?.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
+}
+
+function ownerText(pid: number): string {
+  const started = startedAt(pid);
+  const boot = readProc('/proc/sys/kernel/random/boot_id');
+  return started === undefined || boot === undefined ? String(pid) : `${pid} ${started} ${boot}`;
+}
+
+/** The owner a lock names: a symbolic link's target, or (locks of earlier versions) a file's first line. */
+function readOwner(path: string): LockOwner | undefined {
+  let text: string;
+  try {
+    text = readlinkSync(path);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EINVAL') return undefined;
+    text = readProc(path) ?? '';
+  }
+  const [pid, started, boot] = text.trim().split(' ');
+  const owner = Number.parseInt(pid ?? '', 10);
+  return Number.isSafeInteger(owner) ? { pid: owner, started, boot } : undefined;
+}
+
+/** The pid a data directory's lock names, if any (for tests and tools). */
+export function lockOwnerPid(dir: string): number | undefined {
+  return readOwner(join(dir, 'lock'))?.pid;
+}
+
+/** Why the owner cannot be holding the lock any more; undefined while it can. */
+function staleReason(owner: LockOwner): string | undefined {
+  if (owner.boot !== undefined && owner.boot !== readProc('/proc/sys/kernel/random/boot_id')) return `it was taken before the system last started`;
+  if (!isAlive(owner.pid)) return `its process ${owner.pid} is not running`;
+  const started = startedAt(owner.pid);
+  if (owner.started !== undefined && started !== undefined && started !== owner.started) return `its pid ${owner.pid} now belongs to another process`;
+  return undefined;
+}
+
 /**
- * Takes the single-writer lock: a `lock` file holding the owner's pid,
- * created exclusively. A lock whose pid is no longer running was left by a
- * killed server and is taken over. Returns the release function.
+ * Takes the single-writer lock: `lock`, a symbolic link created
+ * exclusively whose target names the owner (pid, start time, boot). A link
+ * needs no data block, so a server starts on a full disk. A lock whose
+ * owner is gone (not running, a pid reused by another process, an earlier
+ * boot) was left by a killed server: it is taken over, with a line on
+ * `log`. Returns the release function.
  */
-export function acquireLock(dir: string): () => void {
+export function acquireLock(dir: string, log: (line: string) => void = () => {}): () => void {
   const path = join(dir, 'lock');
-  // The pid in the file cannot tell two servers of this process apart.
+  // The pid in the lock cannot tell two servers of this process apart.
   if (heldLocks.has(path)) throw new CommandError(`another users-server in this process is using the data directory ${dir}`);
   for (let attempt = 0; attempt < 2; attempt++) {
     try {
-      const fd = openSync(path, 'wx', 0o600);
-      writeSync(fd, `${process.pid}\n`);
-      closeSync(fd);
+      symlinkSync(ownerText(process.pid), path);
       heldLocks.add(path);
       return () => {
         heldLocks.delete(path);
@@ -68,17 +127,12 @@ export function acquireLock(dir: string): () => void {
         throw new CommandError(`cannot lock the data directory ${dir}: ${(error as NodeJS.ErrnoException).code}`);
       }
     }
-    let owner = NaN;
-    try {
-      owner = Number.parseInt(readFileSync(path, 'utf8'), 10);
-    } catch {
-      // Unreadable or vanished: treat as stale.
-    }
-    if (Number.isSafeInteger(owner) && owner !== process.pid && isAlive(owner)) {
-      throw new CommandError(`another users-server (pid ${owner}) is using the data directory ${dir}`);
-    }
+    const owner = readOwner(path);
+    const stale = owner === undefined ? 'it names no process' : owner.pid === process.pid ? 'it was left by this process' : staleReason(owner);
+    if (stale === undefined) throw new CommandError(`another users-server (pid ${owner!.pid}) is using the data directory ${dir}`);
     try {
       unlinkSync(path);
+      log(`users-server: took over the lock of ${dir}: ${stale}`);
     } catch {
       // Someone else removed it first; the next attempt decides.
     }
