@@ -26,7 +26,7 @@ import { repair } from '../server/commands/repair.js';
 import { encodeHeader, encodeRecord, FileKind, HEADER_BYTES, recordAt } from '../server/store/journal/codec.js';
 import { recover } from '../server/store/journal/recovery.js';
 import type { StoreState } from '../server/store/memory/state.js';
-import { ADMIN_PASSWORD, listText, put, send, startTestServer, tempDir, type TestServer } from './helpers.js';
+import { ADMIN_PASSWORD, listText, put, runUsersServer, send, startTestServer, tempDir, type TestServer } from './helpers.js';
 import { spawnServer, spawnUsersServer } from './processes.js';
 
 const JOURNAL = 'journal-00000001';
@@ -327,7 +327,7 @@ test('repair: zeros after the last record are not damage: repair finds nothing t
   const code = await repair(['--data', dir], { stdout: { write: (s: string) => (out += s) }, stderr: { write: (s: string) => (out += s) }, env: {} });
   assert.equal(code, 0, out);
   assert.match(out, /no damage found/);
-  assert.deepEqual(readdirSync(dir).filter((name) => name.includes('.damaged-')), []);
+  assert.deepEqual(readdirSync(dir).filter((name) => name.startsWith('repair-')), []);
 });
 
 // ---------------------------------------------------------------- corruption refuses
@@ -363,32 +363,75 @@ for (const flip of flips) {
   });
 }
 
-test('repair: after a flipped bit in the middle, users-server repair keeps a .damaged- copy, reports what it dropped, and the server starts with exactly the commits before the flip', async (t) => {
-  const f = await journalFixture();
-  const middle = Math.floor((f.ends.length - 1) / 2);
-  const { bytes, offset } = flipped(f, middle, flips[0]!);
-  const dir = copyWith(t, f, bytes);
+/** Runs repair in process: its exit code and what it printed. */
+async function runRepair(dir: string): Promise<{ code: number; out: string; err: string }> {
   let out = '';
   let err = '';
   const code = await repair(['--data', dir], { stdout: { write: (s: string) => (out += s) }, stderr: { write: (s: string) => (err += s) }, env: {} });
-  assert.equal(code, 0, `exit ${code}; stderr=${err}`);
+  return { code, out, err };
+}
+
+/** The listing a server gives on the fixture's journal without the record at [from, to): what repair must bring back. */
+async function listingWithout(t: TestContext, f: Fixture, from: number, to: number): Promise<string> {
+  const server = await startOn(t, copyWith(t, f, Buffer.concat([f.bytes.subarray(0, from), f.bytes.subarray(to)])));
+  const listing = await listText(server);
+  await server.running.stop();
+  return listing;
+}
+
+test('repair: after a flipped bit in the middle, repair resumes at the next record, moves the originals into a repair- folder, lists what it dropped, exits 3, and the server starts with every other commit', async (t) => {
+  const f = await journalFixture();
+  const middle = Math.floor((f.ends.length - 1) / 2);
+  const { bytes, offset, next } = flipped(f, middle, flips[0]!);
+  const dir = copyWith(t, f, bytes);
+  const expected = await listingWithout(t, f, offset, next);
+  const { code, out, err } = await runRepair(dir);
+  assert.equal(code, 3, `exit ${code}; stderr=${err}`);
   assert.equal(err, '');
   const lines = out.trimEnd().split('\n');
-  assert.equal(lines[0], `${JOURNAL}: damaged at byte offset ${offset}: ${TORN}`);
-  assert.match(lines[1]!, new RegExp(`^kept a copy of the damaged file as ${JOURNAL}\\.damaged-\\S+$`));
-  assert.equal(lines.at(-2), `dropped ${f.bytes.length - offset} bytes from offset ${offset} of ${JOURNAL} on`);
-  assert.equal(lines.at(-1), `recovered ${JSON.parse(f.listings[middle - 1]!).items.length} users (ids issued up to ${f.lastIds[middle - 1]}) into snapshot-00000002; the server can start again`);
-
-  const copies = readdirSync(dir).filter((name) => name.startsWith(`${JOURNAL}.damaged-`));
-  assert.equal(copies.length, 1, readdirSync(dir).join(' '));
-  assert.ok(readFileSync(join(dir, copies[0]!)).equals(bytes), 'the .damaged- copy holds the damaged bytes');
+  assert.equal(lines[0], `${JOURNAL}: dropped ${next - offset} bytes at offset ${offset}: bytes that are not a whole record with a good checksum`);
+  const kept = /^kept the original files in (\S+)$/.exec(lines[1]!);
+  assert.ok(kept !== null, lines[1]);
+  assert.match(kept[1]!, new RegExp(`^${escape(dir)}/repair-\\d{8}T\\d{6}Z$`));
+  assert.ok(readFileSync(join(kept[1]!, JOURNAL)).equals(bytes), 'the original journal, byte for byte');
+  assert.match(lines[2]!, new RegExp(`^recovered \\d+ users into snapshot-00000002; dropped ${next - offset} bytes in 1 place$`));
   assert.deepEqual(readdirSync(dir).filter((name) => /^(journal|snapshot)-\d{8}$/.test(name)).sort(), ['journal-00000002', 'snapshot-00000002']);
 
   const server = await startOn(t, dir);
   assert.deepEqual(server.logs, []);
-  assert.equal(await listText(server), f.listings[middle - 1], 'the users of the commits before the flipped record');
-  const next = await put(server.url, '/users/after-repair', { name: 'After' });
-  assert.equal(next.headers.location, `/users/${f.lastIds[middle - 1]! + 1}`);
+  assert.equal(await listText(server), expected, 'every commit but the damaged one');
+  const created = await put(server.url, '/users/after-repair', { name: 'After' });
+  assert.ok(Number(String(created.headers.location).split('/').at(-1)) > f.lastIds.at(-1)!, `a new id above every id ever issued: ${created.headers.location}`);
+});
+
+test('repair: one flipped byte in the middle of a 5,000-user journal brings back 4,999 users (at least 90% asked for), and reports exactly one dropped record', async (t) => {
+  const dir = tempDir(t);
+  const records = Array.from({ length: 5000 }, (_, i) => encodeRecord(`p\t${i + 1}\t\t{"name":"User ${i + 1}","id":${i + 1}}`));
+  const bytes = Buffer.concat([encodeHeader(FileKind.Journal, 1), ...records]);
+  const middle = HEADER_BYTES + records.slice(0, 2500).reduce((sum, r) => sum + r.length, 0);
+  bytes[middle + 12]! ^= 0x01;
+  writeFileSync(join(dir, JOURNAL), bytes);
+  const { code, out } = await runRepair(dir);
+  assert.equal(code, 3, out);
+  assert.equal(out.split('\n').filter((l) => l.includes(': dropped ')).length, 1, out);
+  assert.match(out, /recovered 4999 users/);
+  const server = await startOn(t, dir);
+  const list = JSON.parse((await send(server.url, 'GET', '/users?limit=1000')).text) as { items: { id: number }[] };
+  assert.equal(list.items[0]!.id, 1);
+  assert.equal((await send(server.url, 'GET', '/users/2501')).status, 404, 'the damaged record is the one user lost');
+  assert.equal((await send(server.url, 'GET', '/users/5000')).status, 200, 'the records after the damage are back');
+});
+
+test('repair: a journal written by a newer format is refused (exit 1, nothing changed), and the start says to upgrade, never to repair', async (t) => {
+  const f = await journalFixture();
+  const dir = copyWith(t, f, patch(f.bytes, 8, [2, 0]));
+  const before = snapshotDir(dir);
+  const message = `${JOURNAL} was written by format 2; this users-server reads up to format 1; upgrade users-server to start on it (nothing was changed)`;
+  await assertRefused(t, dir, new RegExp(`^${escape(message)}$`));
+  const { code, out, err } = await runRepair(dir);
+  assert.equal(code, 1, out);
+  assert.equal(err, `users-server repair: failed, nothing was removed: ${message}\n`);
+  assert.deepEqual(snapshotDir(dir), before);
 });
 
 test('repair: on an undamaged directory users-server repair says so, exits 0 and changes nothing', async (t) => {
@@ -436,7 +479,7 @@ test('recovery: a single flipped bit inside a snapshot refuses the start, naming
 const headers: { name: string; damage: (bytes: Buffer) => Buffer; reason: string }[] = [
   { name: 'a garbled magic', damage: (b) => Buffer.concat([Buffer.from('GARBAGE!'), b.subarray(8)]), reason: 'not a users-server data file (bad magic)' },
   { name: 'a foreign file (text)', damage: () => Buffer.from('name,id\nAnn,1\n'.repeat(50)), reason: 'not a users-server data file (bad magic)' },
-  { name: 'format version 2', damage: (b) => patch(b, 8, [2, 0]), reason: 'format version 2; this server reads version 1' },
+  { name: 'format version 0', damage: (b) => patch(b, 8, [0, 0]), reason: 'format version 0; this server reads version 1' },
   { name: 'the snapshot kind', damage: (b) => patch(b, 10, [2, 0]), reason: 'not a journal file' },
   { name: 'another generation', damage: (b) => patch(b, 12, [7, 0, 0, 0]), reason: 'its header says generation 7, its name 1' },
 ];
@@ -482,9 +525,48 @@ test('recovery: zero bytes followed by a valid record are corruption, not a torn
   await assertRefused(t, dir, refusal(JOURNAL, f.bytes.length, dir, f.bytes.length + 4096));
 });
 
+// ---------------------------------------------------------------- a journal that is gone
+
+const lostJournals: { name: string; lose: (dir: string) => void; what: string }[] = [
+  { name: 'deleted', lose: (dir) => unlinkSync(join(dir, JOURNAL)), what: 'no journal or snapshot' },
+  { name: 'truncated to 0 bytes', lose: (dir) => truncateSync(join(dir, JOURNAL), 0), what: `an empty ${JOURNAL}` },
+];
+for (const c of lostJournals) {
+  test(`node bin/users-server.js: a journal ${c.name} in a directory whose secret shows it held users refuses the start (exit 1, one line saying what is missing and what to do), creates nothing, and never issues id 1 again`, async (t) => {
+    const f = await journalFixture();
+    const dir = copyWith(t, f, f.bytes);
+    assert.ok(existsSync(join(dir, 'secret')), 'the fixture has its secret');
+    c.lose(dir);
+    const before = readdirSync(dir).sort();
+    const child = spawnUsersServer(t, ['--port', '0', '--data', dir]);
+    const exit = await child.exited;
+    assert.equal(exit.code, 1, child.stderr());
+    assert.equal(child.stdout(), '');
+    assert.match(child.stderr(), new RegExp(`^users-server: ${escape(dir)} holds its secret file from an earlier start but ${escape(c.what)}: .*Restore ${JOURNAL} .* from a backup; to start this directory empty on purpose, move its secret and admin-password files away first\n$`));
+    assert.deepEqual(readdirSync(dir).sort(), before, 'nothing was created');
+  });
+}
+
+test('a new data directory holding only an accounts file (accounts add before the first start) starts empty', async (t) => {
+  const dir = tempDir(t);
+  const added = await runUsersServer(['accounts', 'add', 'reader1', '--role', 'reader', '--data', dir], { stdin: 'a long enough password\n' });
+  assert.equal(added.code, 0, added.stderr);
+  assert.ok(existsSync(join(dir, 'accounts')));
+  const server = await startOn(t, dir);
+  assert.equal((await put(server.url, '/users/first', { name: 'First' })).headers.location, '/users/1');
+});
+
+test('node bin/users-server.js: --data under /proc (a pseudo file system) exits 1 at once with one line', async (t) => {
+  if (!existsSync('/proc/self')) return t.skip('no /proc on this system');
+  const child = spawnUsersServer(t, ['--port', '0', '--data', '/proc/self/users-data']);
+  const exit = await child.exited;
+  assert.equal(exit.code, 1, child.stderr());
+  assert.match(child.stderr(), /^users-server: cannot create the data directory \/proc\/self\/users-data: \w+\n$/);
+});
+
 // ---------------------------------------------------------------- the real command
 
-test('node bin/users-server.js: a flipped bit exits 1 with one stderr line naming the repair command; `users-server repair --data DIR` exits 0; the server then starts with the commits before the flip', async (t) => {
+test('node bin/users-server.js: a flipped bit exits 1 with one stderr line naming the repair command; `users-server repair --data DIR` exits 3 (something dropped); the server then starts with every commit but the damaged one', async (t) => {
   const f = await journalFixture();
   const middle = Math.floor((f.ends.length - 1) / 2);
   const { bytes, offset, next } = flipped(f, middle, flips[0]!);
@@ -497,14 +579,15 @@ test('node bin/users-server.js: a flipped bit exits 1 with one stderr line namin
   assert.equal(refused.err, `users-server: ${JOURNAL} is damaged at byte offset ${offset} (${TORN}), and valid records follow at offset ${next}; nothing was changed. Run: users-server repair --data ${dir}\n`);
   assert.ok(readFileSync(join(dir, JOURNAL)).equals(bytes), 'the refused start changed the journal');
 
+  const expected = await listingWithout(t, f, offset, next);
   const repair = spawnUsersServer(t, ['repair', '--data', dir]);
-  assert.equal((await repair.exited).code, 0, `repair exit code; stderr=${repair.stderr()}`);
-  assert.match(repair.stdout(), /\.damaged-/);
-  assert.match(repair.stdout(), /the server can start again\n$/);
+  assert.equal((await repair.exited).code, 3, `repair exit code; stderr=${repair.stderr()}`);
+  assert.match(repair.stdout(), /^kept the original files in \S+\/repair-/m);
+  assert.match(repair.stdout(), /the server can start again/);
 
   const server = await spawnServer(t, ['--port', '0', '--data', dir]);
   const list = await send(server.url, 'GET', '/users?limit=1000');
-  assert.equal(list.text, f.listings[middle - 1]);
+  assert.equal(list.text, expected);
   server.kill('SIGTERM');
   assert.equal((await server.exited).code, 0, server.stderr());
   assert.equal(server.stderr(), '');

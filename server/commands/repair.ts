@@ -1,4 +1,4 @@
-import { closeSync, copyFileSync, statSync, unlinkSync } from 'node:fs';
+import { closeSync, linkSync, mkdirSync, statSync, unlinkSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { envName } from '../ops/config.js';
@@ -6,7 +6,7 @@ import { CommandError } from '../errors.js';
 import { acquireLock } from '../ops/data-dir.js';
 import { fsyncDirSync } from '../ops/durable-files.js';
 import { createJournalSync } from '../store/journal/journal.js';
-import { journalName, listDataFiles, recover, snapshotName } from '../store/journal/recovery.js';
+import { journalName, listDataFiles, salvage, snapshotName, type Damage } from '../store/journal/recovery.js';
 import { captureImage, writeSnapshot } from '../store/journal/snapshot.js';
 
 export interface RepairIo {
@@ -17,13 +17,23 @@ export interface RepairIo {
 
 const USAGE = `usage: users-server repair [--data DIR]
 
-Recovers a data directory whose journal or snapshot is damaged. It keeps a
-copy of each damaged file (NAME.damaged-TIMESTAMP), replays everything up to
-the first damage, writes that state as a new snapshot and journal, and says
-what it dropped. Run it with the server stopped. --data defaults to
-$${envName('data')}, else ./data.`;
+Recovers a data directory whose journal or snapshot is damaged, with the
+server stopped. It reads every record that still verifies (skipping damage
+and resuming at the next good record), moves the original files into
+DIR/repair-TIMESTAMP/, writes what it read back as a new snapshot and
+journal, and lists every stretch it dropped. --data defaults to
+$${envName('data')}, else ./data.
 
-/** `users-server repair`: exit 0 when the directory is usable afterwards, 1 when not, 2 for a bad flag. */
+Exit codes: 0 no damage found (nothing changed); 1 cannot repair (nothing
+changed: a directory missing, locked or written by a newer users-server);
+2 bad flag; 3 repaired, and something was dropped (listed on stdout).`;
+
+/** Exit code: repaired, but some bytes could not be read back. */
+const DROPPED = 3;
+/** The fewest bytes a journal line that issues an id can take ("r\t1\t0"): dropped bytes issued at most this many ids. */
+const MIN_ISSUING_LINE = 6;
+
+/** `users-server repair`: see USAGE for the exit codes. */
 export async function repair(argv: readonly string[], io: RepairIo): Promise<number> {
   let values;
   try {
@@ -58,48 +68,53 @@ export async function repair(argv: readonly string[], io: RepairIo): Promise<num
 
 async function repairLocked(dir: string, io: RepairIo): Promise<number> {
   const say = (line: string) => io.stdout.write(line + '\n');
-  const recovered = recover(dir, { salvage: true });
-  const damage = recovered.damage;
-  if (damage === undefined) {
-    say(`${dir}: no damage found (${recovered.state.users.size} users); nothing to repair`);
+  const { state, dropped } = salvage(dir);
+  if (dropped.length === 0) {
+    say(`${dir}: no damage found (${state.users.size} users); nothing to repair`);
     return 0;
   }
-  const files = listDataFiles(dir);
-  const damagedPath = join(dir, damage.file);
-  say(`${damage.file}: damaged at byte offset ${damage.offset}: ${damage.reason}`);
-  let dropped = damage.bytes;
-  try {
-    const copy = `${damage.file}.damaged-${new Date().toISOString().replaceAll(':', '')}`;
-    copyFileSync(damagedPath, join(dir, copy));
-    say(`kept a copy of the damaged file as ${copy}`);
-  } catch (error) {
-    // A missing file has nothing to copy.
-    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
-  }
-  // Journals after the damaged file are not applied: they continue a state
-  // that is gone. Their bytes are counted as dropped (the copy keeps the damaged file only).
-  const match = /^journal-(\d{8})$/.exec(damage.file);
-  if (match) {
-    for (const g of files.journals) {
-      if (g > Number(match[1])) {
-        dropped += statSync(join(dir, journalName(g))).size;
-        const copy = `${journalName(g)}.damaged-${new Date().toISOString().replaceAll(':', '')}`;
-        copyFileSync(join(dir, journalName(g)), join(dir, copy));
-        say(`kept ${journalName(g)}, which follows the damage, as ${copy}`);
-      }
-    }
-  }
-  const state = recovered.state;
+  for (const damage of dropped) say(describe(damage));
+  const bytes = dropped.reduce((sum, d) => sum + d.bytes, 0);
+  // Ids issued only in dropped bytes must never be issued again.
+  const skipped = Math.ceil(bytes / MIN_ISSUING_LINE) + dropped.length;
+  const mark = Math.min(Number.MAX_SAFE_INTEGER - 1, state.lastId + skipped);
+  state.restoreIssued(mark, [...state.claimedIds()].filter((id) => id > mark));
   state.sweep(Date.now());
+  const aside = keepOriginals(dir);
+  say(`kept the original files in ${aside}`);
+  const files = listDataFiles(dir);
   const generation = Math.max(0, ...files.journals, ...files.snapshots) + 1;
-  const image = captureImage(state, Date.now());
-  await writeSnapshot(image, generation, join(dir, `${snapshotName(generation)}.tmp`), join(dir, snapshotName(generation)));
+  await writeSnapshot(captureImage(state, Date.now()), generation, join(dir, `${snapshotName(generation)}.tmp`), join(dir, snapshotName(generation)));
   closeSync(createJournalSync(dir, generation));
-  for (const g of files.journals) unlinkSync(join(dir, journalName(g)));
-  for (const g of files.snapshots) unlinkSync(join(dir, snapshotName(g)));
-  for (const temp of files.temps) unlinkSync(join(dir, temp));
   fsyncDirSync(dir);
-  say(`dropped ${dropped} bytes from offset ${damage.offset} of ${damage.file} on`);
-  say(`recovered ${state.users.size} users (ids issued up to ${state.lastId}) into ${snapshotName(generation)}; the server can start again`);
-  return 0;
+  for (const name of dataFileNames(files)) unlinkSync(join(dir, name));
+  fsyncDirSync(dir);
+  say(`recovered ${state.users.size} users into ${snapshotName(generation)}; dropped ${bytes} bytes in ${dropped.length} place${dropped.length === 1 ? '' : 's'}`);
+  say(`the next id issued is above ${state.lastId} (${skipped} ids skipped, which the dropped bytes could have issued)`);
+  say('the server can start again; users written only in the dropped bytes are lost: compare with a backup or an export');
+  return DROPPED;
+}
+
+function describe(damage: Damage): string {
+  const where = damage.bytes > 0 ? `dropped ${damage.bytes} bytes at offset ${damage.offset}` : 'dropped';
+  return `${damage.file}: ${where}: ${damage.reason}`;
+}
+
+function dataFileNames(files: ReturnType<typeof listDataFiles>): string[] {
+  return [...files.journals.map(journalName), ...files.snapshots.map(snapshotName), ...files.temps];
+}
+
+/**
+ * Hard-links every journal and snapshot into DIR/repair-TIMESTAMP/ (the
+ * same files, no copy, no space) and syncs it, before anything in DIR
+ * changes: a crash at any later point leaves the originals there, whole.
+ */
+function keepOriginals(dir: string): string {
+  const aside = join(dir, `repair-${new Date().toISOString().replace(/[-:]|\.\d+/g, '')}`);
+  mkdirSync(aside, { mode: 0o700 });
+  for (const name of dataFileNames(listDataFiles(dir))) {
+    linkSync(join(dir, name), join(aside, name));
+  }
+  fsyncDirSync(aside);
+  return aside;
 }

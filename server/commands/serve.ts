@@ -5,7 +5,7 @@ import { createApp, type App } from '../http/app.js';
 import { listen, type Listening, type TIMEOUTS } from '../http/server.js';
 import { AccessLog, type LogSink } from '../ops/access-log.js';
 import { isPostgresStore, parseConfig, usage, type Config } from '../ops/config.js';
-import { acquireLock, ensureDataDir, loadOrCreateAdminPassword, loadOrCreateSecret } from '../ops/data-dir.js';
+import { acquireLock, ensureDataDir, loadOrCreateAdminPassword, loadOrCreateSecret, usedBefore } from '../ops/data-dir.js';
 import { AccountsFileWatcher, SharedAccountsPoller } from '../security/accounts-file.js';
 import { Accounts, hashPassword, type ScryptFunction } from '../security/credentials.js';
 import { SharedLoginLimits, type LoginLimits } from '../security/login-limit.js';
@@ -108,6 +108,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
   const logError = options.logError ?? ((message: string) => process.stderr.write(message + '\n'));
   const dataDir = isPostgresStore(config.store) && options.store === undefined ? undefined : ensureDataDir(config.data);
   const releaseLock = dataDir === undefined ? () => {} : acquireLock(dataDir, logError);
+  const evidence = dataDir === undefined ? undefined : usedBefore(dataDir);
   const opened: { store?: Store; settings?: Settings } = {};
   try {
     let stop: () => Promise<void> = async () => {};
@@ -118,6 +119,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     };
     const store = (opened.store = options.store ?? (await openStore(config.store, dataDir ?? '', {
       compactionFloor: config.compactionFloor,
+      ...(evidence !== undefined && { usedBefore: evidence }),
       log: logError,
       onFatal,
       postgres: { max: config.dbPool, timeoutSeconds: config.dbTimeout, startWaitSeconds: config.dbStartWait },

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, readFileSync, readlinkSync, symlinkSync, unlinkSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { existsSync, mkdirSync, readFileSync, readlinkSync, symlinkSync, unlinkSync } from 'node:fs';
+import { join, resolve, sep } from 'node:path';
 import { CommandError } from '../errors.js';
 import { replaceFileSync } from './durable-files.js';
 
@@ -13,11 +13,28 @@ import { replaceFileSync } from './durable-files.js';
 export function ensureDataDir(dir: string): string {
   const path = resolve(dir);
   try {
-    mkdirSync(path, { recursive: true, mode: 0o700 });
+    makeDirectories(path);
   } catch (error) {
     throw new CommandError(`cannot create the data directory ${path}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
   }
   return path;
+}
+
+/**
+ * `mkdir -p`, one level at a time and each tried once: node's recursive
+ * mkdirSync never returns under /proc (mkdir answers ENOENT there although
+ * the parent exists), which would hang a start on `--data /proc/...`.
+ */
+function makeDirectories(path: string): void {
+  const parts = path.split(sep).filter((part) => part !== '');
+  for (let i = 1; i <= parts.length; i++) {
+    const prefix = sep + parts.slice(0, i).join(sep);
+    try {
+      mkdirSync(prefix, { mode: 0o700 });
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    }
+  }
 }
 
 export function isAlive(pid: number): boolean {
@@ -140,6 +157,16 @@ export function acquireLock(dir: string, log: (line: string) => void = () => {})
   throw new CommandError(`cannot lock the data directory ${dir}: another server is starting on it`);
 }
 
+
+/**
+ * What shows that an earlier start used `dir` (the secret or the admin
+ * password it generated, both written after the journal's header), for the
+ * store to refuse a missing journal; undefined for a new directory.
+ */
+export function usedBefore(dir: string): string | undefined {
+  for (const name of ['secret', 'admin-password']) if (existsSync(join(dir, name))) return `its ${name} file`;
+  return undefined;
+}
 
 function readTrimmed(path: string): string | undefined {
   try {

@@ -13,6 +13,11 @@ export interface StoreOptions {
   now?: () => number;
   /** Tests replace the journal's write-path file system calls to inject failures. */
   io?: JournalIo;
+  /**
+   * Why the data directory must already hold a journal (a file an earlier
+   * start left, say "its secret"): a missing or empty journal is then refused.
+   */
+  usedBefore?: string;
   /** The PostgreSQL pool, statement timeout and start-up wait. */
   postgres?: { max?: number; timeoutSeconds?: number; startWaitSeconds?: number };
 }

@@ -49,6 +49,19 @@ export function encodeHeader(kind: FileKind, generation: number): Buffer {
   return header;
 }
 
+/**
+ * A header of a format newer than this build reads: the operator must
+ * upgrade users-server, never repair (which would drop the file). Throws
+ * DataError; returns quietly for any other header.
+ */
+export function refuseNewerFormat(header: Buffer, name: string): void {
+  if (header.length < HEADER_BYTES || !header.subarray(0, MAGIC.length).equals(MAGIC)) return;
+  const version = header.readUInt16LE(8);
+  if (version > FORMAT_VERSION) {
+    throw new DataError(`${name} was written by format ${version}; this users-server reads up to format ${FORMAT_VERSION}; upgrade users-server to start on it (nothing was changed)`);
+  }
+}
+
 /** Why a header is unusable, or undefined when it is a header of `kind` and `generation`. */
 export function checkHeader(header: Buffer, kind: FileKind, generation: number): string | undefined {
   if (header.length < HEADER_BYTES || !header.subarray(0, MAGIC.length).equals(MAGIC)) return 'not a users-server data file (bad magic)';

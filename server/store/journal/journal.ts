@@ -1,12 +1,12 @@
 import { close, closeSync, fdatasync, fsync, fsyncSync, ftruncate, ftruncateSync, open, openSync, unlink, write, writeSync, writev } from 'node:fs';
 import { join } from 'node:path';
-import { StoreFailedError } from '../../errors.js';
+import { DataError, StoreFailedError } from '../../errors.js';
 import { call, fsyncDir, fsyncDirSync } from '../../ops/durable-files.js';
 import { FSYNC_BUCKETS, Histogram } from '../../ops/histogram.js';
 import type { Mutation, StoreState } from '../memory/state.js';
 import { StateStore, type CommitLog } from '../memory/state-store.js';
 import { encodeHeader, encodeMutations, encodeRecord, FileKind, HEADER_BYTES } from './codec.js';
-import { journalName, listDataFiles, recover, snapshotName } from './recovery.js';
+import { journalName, listDataFiles, recover, snapshotName, type Recovered } from './recovery.js';
 import { captureImage, writeSnapshot, type Image } from './snapshot.js';
 
 /**
@@ -49,6 +49,8 @@ export interface JournalOptions {
   now?: () => number;
   /** Tests replace the file system calls of the write path to inject failures. */
   io?: JournalIo;
+  /** Why the directory must already hold a journal (see StoreOptions): a missing or empty one is refused. */
+  usedBefore?: string;
 }
 
 export const DEFAULT_COMPACTION_FLOOR = 8 * 1024 * 1024;
@@ -123,6 +125,7 @@ export class Journal implements CommitLog {
    */
   static open(dir: string, options: JournalOptions): { state: StoreState; journal: Journal } {
     const recovered = recover(dir);
+    refuseLostJournal(dir, recovered, options.usedBefore);
     for (const note of recovered.notes) options.log(`users-server: ${note}`);
     recovered.state.sweep((options.now ?? Date.now)());
     let generation: number;
@@ -367,6 +370,23 @@ async function createJournal(dir: string, generation: number): Promise<number> {
 }
 
 /** The same, at start-up, before anything is served. */
+/**
+ * A directory an earlier start used (its secret is there) whose first
+ * journal is missing or empty, with no snapshot, lost its users: starting
+ * empty would issue id 1 again. (The first start writes the journal's
+ * header before the secret, so a crash cannot leave this behind.)
+ */
+function refuseLostJournal(dir: string, recovered: Recovered, usedBefore: string | undefined): void {
+  if (usedBefore === undefined) return;
+  const journal = recovered.journal;
+  if (journal !== undefined && (journal.generation !== 1 || journal.end >= HEADER_BYTES)) return;
+  const what = journal === undefined ? 'no journal or snapshot' : `an empty ${journalName(1)}`;
+  throw new DataError(
+    `${dir} holds ${usedBefore} from an earlier start but ${what}: its users are not here, and starting would issue id 1 again. ` +
+      `Restore ${journalName(1)} (and any snapshot) from a backup; to start this directory empty on purpose, move its secret and admin-password files away first`,
+  );
+}
+
 export function createJournalSync(dir: string, generation: number): number {
   const fd = openSync(join(dir, journalName(generation)), 'w', 0o600);
   writeSync(fd, encodeHeader(FileKind.Journal, generation));

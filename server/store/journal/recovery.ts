@@ -1,7 +1,7 @@
-import { closeSync, fstatSync, ftruncateSync, openSync, readdirSync, readSync, unlinkSync } from 'node:fs';
+import { closeSync, fstatSync, ftruncateSync, openSync, readdirSync, readFileSync, readSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { DataError } from '../../errors.js';
-import { applyPayload, checkHeader, FileKind, FRAME_BYTES, HEADER_BYTES, recordAt } from './codec.js';
+import { applyPayload, checkHeader, FileKind, FRAME_BYTES, HEADER_BYTES, recordAt, refuseNewerFormat } from './codec.js';
 import { StoreState } from '../memory/state.js';
 
 /**
@@ -91,6 +91,7 @@ export function replayFile(path: string, name: string, kind: FileKind, generatio
       const damage = { file: name, offset: 0, reason: 'the file header is incomplete', bytes: size, validAfter: undefined };
       return { end: 0, size, damage, endMark: undefined };
     }
+    refuseNewerFormat(header, name);
     const problem = checkHeader(header, kind, generation);
     if (problem !== undefined) {
       // A header that is not ours is never a torn write: refuse.
@@ -272,4 +273,71 @@ function truncate(path: string, length: number): void {
 function removeLeftover(dir: string, name: string, notes: string[]): void {
   unlinkSync(join(dir, name));
   notes.push(`removed ${name}, left over from an interrupted compaction`);
+}
+
+/** What repair could read back: the state, and every stretch it had to drop. */
+export interface Salvaged {
+  state: StoreState;
+  /** In file order; `bytes` is what was dropped there (0 for a missing file or a failed check). */
+  dropped: Damage[];
+}
+
+/**
+ * Repair's reading of a damaged directory, changing no file: the newest
+ * snapshot and the journals after it, every record that verifies applied
+ * in order. At a stretch that is not a whole record with a good checksum it
+ * resynchronises on the next record that is, so damage in the middle of a
+ * journal costs the records it covers, not everything after it. A missing
+ * journal is noted and the ones after it are still read. Each record holds
+ * whole representations, so a later record brings back a user a dropped
+ * one touched (docs/storage.md "Repair").
+ */
+export function salvage(dir: string): Salvaged {
+  const files = listDataFiles(dir);
+  const state = new StoreState();
+  const dropped: Damage[] = [];
+  const base = files.snapshots.at(-1) ?? 0;
+  if (base > 0) {
+    const name = snapshotName(base);
+    const endMark = salvageFile(join(dir, name), name, FileKind.Snapshot, base, state, dropped);
+    if (endMark !== state.users.size) {
+      const reason = endMark === undefined ? 'the snapshot has no end mark' : `the end mark counts ${endMark} users, the snapshot holds ${state.users.size}`;
+      dropped.push({ file: name, offset: 0, reason, bytes: 0, validAfter: undefined });
+    }
+  }
+  const journals = files.journals.filter((g) => g >= base);
+  const gap = missingJournal(base, journals);
+  if (gap !== undefined) dropped.push(gap);
+  for (const g of journals) salvageFile(join(dir, journalName(g)), journalName(g), FileKind.Journal, g, state, dropped);
+  return { state, dropped };
+}
+
+/** Applies every verifying record of one file, adding each stretch it skips to `dropped`; returns a snapshot's end mark. */
+function salvageFile(path: string, name: string, kind: FileKind, generation: number, state: StoreState, dropped: Damage[]): number | undefined {
+  const buf = readFileSync(path);
+  refuseNewerFormat(buf, name);
+  const problem = buf.length < HEADER_BYTES ? 'the file header is incomplete' : checkHeader(buf.subarray(0, HEADER_BYTES), kind, generation);
+  if (problem !== undefined) dropped.push({ file: name, offset: 0, reason: problem, bytes: Math.min(buf.length, HEADER_BYTES), validAfter: undefined });
+  let endMark: number | undefined;
+  let at = HEADER_BYTES;
+  while (at < buf.length) {
+    const length = recordAt(buf, at);
+    if (length > 0) {
+      try {
+        endMark = applyPayload(state, buf, at + FRAME_BYTES, at + length, kind) ?? endMark;
+      } catch (error) {
+        if (!(error instanceof DataError)) throw error;
+        dropped.push({ file: name, offset: at, reason: `a record that verifies but does not parse: ${error.message}`, bytes: length, validAfter: at + length });
+      }
+      at += length;
+      continue;
+    }
+    const rest = buf.subarray(at);
+    // Zeros after the last record: a journal's preallocated space.
+    if (isZero(rest)) break;
+    const next = findRecord(rest);
+    dropped.push({ file: name, offset: at, reason: 'bytes that are not a whole record with a good checksum', bytes: next ?? rest.length, validAfter: next === undefined ? undefined : at + next });
+    at += next ?? rest.length;
+  }
+  return endMark;
 }
