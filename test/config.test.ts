@@ -30,6 +30,7 @@ const DEFAULTS: Config = {
   rateLimit: 0,
   rateBurst: 0,
   trustProxy: false,
+  maxConnectionsPerClient: 32,
   logFormat: 'text',
   loginPage: false,
   passwordCost: 15,

@@ -99,7 +99,12 @@ export function tempDir(t: TestContext | undefined, prefix = 'users-server-test-
  * (or names its `data` directory), one about passwords for a real
  * `passwordCost`.
  */
-export const TEST_DEFAULTS: Partial<Config> = { host: '127.0.0.1', port: 0, store: 'memory', passwordCost: 1, logFormat: 'off' };
+/**
+ * Every test client comes from 127.0.0.1, and some open hundreds of
+ * connections at once: the per-client connection limit is off unless a
+ * test is about it (its tests set it).
+ */
+export const TEST_DEFAULTS: Partial<Config> = { host: '127.0.0.1', port: 0, store: 'memory', passwordCost: 1, logFormat: 'off', maxConnectionsPerClient: 0 };
 
 /**
  * The store of a test that does not ask for one: the memory store, or with

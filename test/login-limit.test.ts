@@ -50,6 +50,13 @@ test('Failed logins: keys are independent: a limited key does not limit another'
   assert.equal(limiter.attempt(loginLimitKey('10.0.0.2', 'bob'), T0), undefined, 'same account, other address');
 });
 
+test('Failed logins: IPv6 addresses of one /64 share a key (one host holds a whole /64), another /64 does not', () => {
+  const limiter = new LoginLimiter();
+  for (let i = 1; i <= 10; i++) limiter.attempt(loginLimitKey(`2001:db8:1:2::${i.toString(16)}`, 'bob'), T0);
+  assert.equal(limiter.attempt(loginLimitKey('2001:db8:1:2:ffff:ffff:ffff:ffff', 'bob'), T0), 60, 'the 11th guess from the same /64');
+  assert.equal(limiter.attempt(loginLimitKey('2001:db8:1:3::1', 'bob'), T0), undefined, 'the next /64');
+});
+
 test('Failed logins: memory is bounded: past maxKeys the least recently attempted key is dropped', () => {
   const limiter = new LoginLimiter({ maxKeys: 3 });
   for (let i = 0; i < 10; i++) limiter.attempt('a', T0);

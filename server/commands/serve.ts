@@ -144,7 +144,8 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       ...(options.logError && { logError: options.logError }),
     });
     const accessLog = config.logFormat === 'off' ? undefined : new AccessLog(config.logFormat, options.accessLog ?? ((chunk) => process.stdout.write(chunk)), options.clock);
-    const listening = await listen(app, { host: config.host, port: config.port, maxBody: config.maxBody, accessLog, ...(options.timeouts && { timeouts: options.timeouts }) });
+    const maxConnectionsPerClient = config.trustProxy ? 0 : config.maxConnectionsPerClient;
+    const listening = await listen(app, { host: config.host, port: config.port, maxBody: config.maxBody, accessLog, maxConnectionsPerClient, ...(options.timeouts && { timeouts: options.timeouts }) });
     const sweeper = setInterval(() => void Promise.resolve(store.sweep(Date.now())).catch(() => {}), SWEEP_INTERVAL_MS);
     sweeper.unref();
     let stopped: Promise<void> | undefined;

@@ -1,7 +1,15 @@
 import { randomBytes } from 'node:crypto';
 import { ServerResponse, type IncomingMessage, type OutgoingHttpHeader, type OutgoingHttpHeaders } from 'node:http';
+import type { Socket } from 'node:net';
 import type { AccessLog } from '../ops/access-log.js';
 import type { Metrics } from '../ops/metrics.js';
+
+/** Per connection: requests parsed and not yet ended, and whether it went past the limit. */
+export interface PipelineCount {
+  readonly socket: Socket;
+  open: number;
+  over: boolean;
+}
 
 /**
  * Per-request observation: the request id, the timing, and the access log
@@ -28,6 +36,8 @@ export class ObservedResponse extends ServerResponse {
    * cost about 1% of a GET's CPU.
    */
   onClose: ((res: ObservedResponse) => void) | undefined = undefined;
+  /** Its connection's count of requests not yet answered (server.ts, the pipelining limit). */
+  pipeline: PipelineCount | undefined = undefined;
 
   override emit(event: string | symbol, ...args: unknown[]): boolean {
     if (event === 'close' && this.onClose !== undefined) {

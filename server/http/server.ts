@@ -3,14 +3,26 @@ import type { Socket } from 'node:net';
 import { problems, type ProblemKind } from '../../shared/problems.js';
 import type { AccessLog } from '../ops/access-log.js';
 import type { App } from './app.js';
-import { InFlight, ObservedResponse, Observer } from './observe.js';
+import { InFlight, ObservedResponse, Observer, type PipelineCount } from './observe.js';
+import { limitKey } from '../security/rate-limit.js';
 import { declaresTooLarge } from './request.js';
 import { problemBody, rawProblemResponse } from './response.js';
 
 /** API.md "Access control and limits": headers 10 s, whole request 30 s, idle keep-alive 5 s. */
-export const TIMEOUTS = { headers: 10_000, request: 30_000, keepAlive: 5_000, connectionsCheck: 2_000 };
+export const TIMEOUTS = { headers: 10_000, request: 30_000, keepAlive: 5_000, connectionsCheck: 2_000, unread: 15_000 };
 const STOP_GRACE_MS = 10_000;
 const DRAIN_MS = 1_000;
+
+/**
+ * Clients that pipeline and never read (docs/operations.md "Abusive
+ * clients"): a connection may have this many requests parsed and not yet
+ * answered; the one after is not served, and the connection is closed once
+ * those before it are answered (RFC 9112 section 9.3.2: a pipelining client
+ * retries what was left unanswered).
+ */
+export const PIPELINE_LIMIT = 64;
+
+
 
 export interface ListenOptions {
   host: string;
@@ -22,6 +34,8 @@ export interface ListenOptions {
   accessLog: AccessLog | undefined;
   /** Tests only: shorter timeouts than API.md's, so a timeout test takes a second, not half a minute. */
   timeouts?: Partial<typeof TIMEOUTS>;
+  /** `--max-connections-per-client`; 0 or absent: no limit. */
+  maxConnectionsPerClient?: number;
 }
 
 export interface Listening {
@@ -55,6 +69,7 @@ export async function listen(app: App, options: ListenOptions): Promise<Listenin
   server.on('checkExpectation', serving.handle);
   server.on('clientError', (error: NodeJS.ErrnoException, socket: Socket) => answerClientError(error, socket, observer));
   server.on('connect', (_req: IncomingMessage, socket: Socket) => refuseConnect(socket, observer));
+  if (options.maxConnectionsPerClient) server.on('connection', connectionLimit(options.maxConnectionsPerClient));
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(options.port, options.host, () => {
@@ -73,7 +88,7 @@ function newServer(options: ListenOptions): Server<typeof IncomingMessage, typeo
   const timeouts = { ...TIMEOUTS, ...options.timeouts };
   // Responses are ObservedResponses: the observer keeps its per-request
   // figures in their fields instead of in closures.
-  return createServer<typeof IncomingMessage, typeof ObservedResponse>({
+  const server = createServer<typeof IncomingMessage, typeof ObservedResponse>({
     headersTimeout: timeouts.headers,
     requestTimeout: timeouts.request,
     keepAliveTimeout: timeouts.keepAlive,
@@ -82,6 +97,11 @@ function newServer(options: ListenOptions): Server<typeof IncomingMessage, typeo
     // The app checks Host itself, to answer with a problem document.
     requireHostHeader: false,
   });
+  // A connection on which nothing moves for this long, neither a byte read
+  // nor an answer's byte accepted, is closed: a client that never reads its
+  // answers holds one answer's bytes until then, not forever.
+  server.timeout = timeouts.unread;
+  return server;
 }
 
 /** The requests under way: each is observed, and a close waits for them. */
@@ -93,27 +113,54 @@ class Serving {
   private readonly inFlight = new InFlight();
   /** Set by close: called once the last response in flight has ended. */
   private drained: (() => void) | undefined;
+  private readonly connections = new WeakMap<Socket, PipelineCount>();
 
   constructor(
     private readonly app: App,
     private readonly observer: Observer,
-  ) {
-  }
+  ) {}
 
   /** Each response's onClose: one function for all of them. */
   private readonly ended = (res: ObservedResponse): void => {
+    const pipeline = res.pipeline;
+    if (pipeline !== undefined && --pipeline.open === 0 && pipeline.over) pipeline.socket.destroySoon();
     this.inFlight.delete(res);
     this.observer.end(res);
     if (this.drained !== undefined && this.inFlight.size === 0) this.drained();
   };
 
   readonly handle = (req: IncomingMessage, res: ObservedResponse): void => {
+    if (!this.admitPipelined(req, res)) return;
+    this.serve(req, res);
+  };
+
+  /**
+   * Counts the request on its connection: false for one past
+   * PIPELINE_LIMIT, which stops reading from the connection and closes it
+   * after the answers before it.
+   */
+  private admitPipelined(req: IncomingMessage, res: ObservedResponse): boolean {
+    const socket = req.socket;
+    let pipeline = this.connections.get(socket);
+    if (pipeline === undefined) this.connections.set(socket, (pipeline = { socket, open: 0, over: false }));
+    if (pipeline.over) return false;
+    if (pipeline.open >= PIPELINE_LIMIT) {
+      pipeline.over = true;
+      socket.destroy();
+      return false;
+    }
+    pipeline.open++;
+    res.pipeline = pipeline;
+    return true;
+  }
+
+  private serve(req: IncomingMessage, res: ObservedResponse): void {
     // RFC 9112 section 9.3.2: pipelined requests are served in order. node
     // emits each as soon as it is parsed, and gives a response its socket
     // only once the one before it has finished: wait for that, so a GET
     // after a PUT sees the PUT.
     if (res.socket === null) {
-      res.once('socket', () => this.handle(req, res));
+      res.once('socket', () => this.serve(req, res));
       return;
     }
     // Parsed behind an answer that closes the connection (a 413, say): it
@@ -125,7 +172,7 @@ class Serving {
     this.inFlight.add(res);
     res.onClose = this.ended;
     this.app.handle(req, res);
-  };
+  }
 
   /** Cuts every connection at once; responses under way end without being sent. */
   hurry(server: Server<typeof IncomingMessage, typeof ObservedResponse>): void {
@@ -153,6 +200,30 @@ class Serving {
     });
     clearTimeout(bound);
   }
+}
+
+/**
+ * At most `max` open connections per client address (an IPv6 /64 counts as
+ * one, as for the rate limit): a connection past it is closed before
+ * anything is read from it, so one host opening a thousand connections
+ * cannot make the server parse a thousand floods.
+ */
+function connectionLimit(max: number): (socket: Socket) => void {
+  const open = new Map<string, number>();
+  return (socket) => {
+    const key = limitKey(socket.remoteAddress ?? '');
+    const count = open.get(key) ?? 0;
+    if (count >= max) {
+      socket.destroy();
+      return;
+    }
+    open.set(key, count + 1);
+    socket.once('close', () => {
+      const left = open.get(key)! - 1;
+      if (left === 0) open.delete(key);
+      else open.set(key, left);
+    });
+  };
 }
 
 /**

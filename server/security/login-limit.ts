@@ -1,3 +1,4 @@
+import { limitKey } from './rate-limit.js';
 import type { SharedSettings } from '../store/store.js';
 
 /**
@@ -27,7 +28,8 @@ const MAX_KEY_NAME = 65;
 
 /** The key for a client address and the account name it tried. */
 export function loginLimitKey(address: string, account: string): string {
-  return `${address}\n${account.slice(0, MAX_KEY_NAME)}`;
+  // Per /64 for IPv6, as the rate limit: one host holds a whole /64.
+  return `${limitKey(address)}\n${account.slice(0, MAX_KEY_NAME)}`;
 }
 
 export class LoginLimiter implements LoginLimits {

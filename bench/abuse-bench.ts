@@ -1,0 +1,143 @@
+/**
+ * Abusive clients (issue 19, "Denial of service"), measured from outside
+ * against the built server; nothing here is asserted, the figures are
+ * printed (docs/operations.md "Abusive clients" records them).
+ *
+ * - pipeline: N connections each send K pipelined GETs and never read an
+ *   answer; meanwhile one well-behaved client sends GETs one at a time.
+ *   Prints that client's latencies (median, p99, max), how many of the
+ *   flood's connections the server closed, and the server's peak RSS.
+ * - login: a flood of POST /login with ever-new account names at R per
+ *   second, while one client does durable PUTs and a real account logs in
+ *   now and then. Prints PUT p99, the flood's statuses, and the real logins.
+ *
+ * Run: npm run build && node --import tsx bench/abuse-bench.ts [--part pipeline|login]
+ *      [--connections 1000] [--pipelined 3000] [--seconds 10] [--rate 500]
+ */
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { request, Agent } from 'node:http';
+import { connect, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { ADMIN_PASSWORD, spawnServer, type ServerProcess } from './store-bench.js';
+
+const { values } = parseArgs({
+  options: {
+    part: { type: 'string', default: 'all' },
+    connections: { type: 'string', default: '1000' },
+    pipelined: { type: 'string', default: '3000' },
+    seconds: { type: 'string', default: '10' },
+    rate: { type: 'string', default: '500' },
+    'password-cost': { type: 'string', default: '15' },
+  },
+});
+const SECONDS = Number(values.seconds);
+
+/** Peak resident memory of a process so far (VmHWM), in MiB. */
+function peakRss(pid: number): number {
+  const match = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return match === null ? NaN : Number(match[1]) / 1024;
+}
+
+function percentile(sorted: readonly number[], p: number): number {
+  return sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+
+function summary(name: string, ms: number[]): string {
+  const sorted = [...ms].sort((a, b) => a - b);
+  return `${name}: ${sorted.length} requests, median ${percentile(sorted, 50).toFixed(1)} ms, p99 ${percentile(sorted, 99).toFixed(1)} ms, max ${(sorted.at(-1) ?? NaN).toFixed(1)} ms`;
+}
+
+// The well-behaved client comes from another address than the flood (all of 127/8 is this host).
+const agent = new Agent({ keepAlive: true, maxSockets: 1, localAddress: '127.0.0.2' });
+
+function send(url: string, method: string, path: string, headers: Record<string, string> = {}, body?: string): Promise<{ status: number; ms: number }> {
+  const started = performance.now();
+  return new Promise((resolve) => {
+    const req = request(`${url}${path}`, { method, headers, agent }, (res) => {
+      res.resume();
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, ms: performance.now() - started }));
+    });
+    req.on('error', () => resolve({ status: 0, ms: performance.now() - started }));
+    req.end(body);
+  });
+}
+
+/** GETs one at a time for `seconds`, each latency in ms. */
+async function wellBehaved(url: string, seconds: number): Promise<number[]> {
+  const times: number[] = [];
+  const until = performance.now() + seconds * 1000;
+  while (performance.now() < until) times.push((await send(url, 'GET', '/users/1')).ms);
+  return times;
+}
+
+async function pipelineFlood(server: ServerProcess): Promise<void> {
+  const { port } = new URL(server.url);
+  const connections = Number(values.connections);
+  const pipelined = Number(values.pipelined);
+  const burst = Buffer.from(`GET /users/1 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`.repeat(pipelined));
+  const sockets: Socket[] = [];
+  for (let i = 0; i < connections; i++) {
+    const socket = connect(Number(port), '127.0.0.1');
+    socket.on('error', () => {});
+    // Never read: no 'data' listener, and the socket stays paused.
+    socket.pause();
+    socket.write(burst);
+    sockets.push(socket);
+  }
+  const times = await wellBehaved(server.url, SECONDS);
+  console.log(`pipeline flood: ${connections} connections x ${pipelined} pipelined GETs, never read`);
+  console.log(`  ${summary('well-behaved GET /users/1', times)}`);
+  console.log(`  server peak RSS: ${peakRss(server.pid).toFixed(0)} MiB`);
+  for (const socket of sockets) socket.destroy();
+}
+
+async function loginFlood(server: ServerProcess): Promise<void> {
+  const rate = Number(values.rate);
+  const statuses: Record<number, number> = {};
+  let n = 0;
+  const flood = setInterval(() => {
+    for (let i = 0; i < rate / 20; i++) {
+      const auth = Buffer.from(`nobody-${n++}:wrong`).toString('base64');
+      const req = request(`${server.url}/login`, { method: 'POST', headers: { authorization: `Basic ${auth}` } }, (res) => {
+        statuses[res.statusCode ?? 0] = (statuses[res.statusCode ?? 0] ?? 0) + 1;
+        res.resume();
+      });
+      req.on('error', () => (statuses[0] = (statuses[0] ?? 0) + 1));
+      req.end();
+    }
+  }, 50);
+  const puts: number[] = [];
+  const logins: number[] = [];
+  const until = performance.now() + SECONDS * 1000;
+  for (let i = 0; performance.now() < until; i++) {
+    puts.push((await send(server.url, 'PUT', '/users/1', { 'content-type': 'application/json' }, JSON.stringify({ name: `n${i}` }))).ms);
+    if (i % 50 === 0) {
+      const login = await send(server.url, 'POST', '/login', { authorization: `Basic ${Buffer.from(`admin:${ADMIN_PASSWORD}`).toString('base64')}` });
+      logins.push(login.status);
+    }
+  }
+  clearInterval(flood);
+  console.log(`login flood: about ${rate} logins a second with unknown names, --password-cost ${values['password-cost']}`);
+  console.log(`  ${summary('durable PUT /users/1', puts)}`);
+  console.log(`  the flood's answers: ${JSON.stringify(statuses)}`);
+  console.log(`  the real account's logins: ${logins.filter((s) => s === 200).length} of ${logins.length} answered 200 (${JSON.stringify(logins.filter((s) => s !== 200))})`);
+}
+
+async function withServer(run: (server: ServerProcess) => Promise<void>): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), 'users-abuse-'));
+  const server = await spawnServer(['--port', '0', '--data', join(dir, 'data'), '--log-format', 'off', '--password-cost', values['password-cost']], { stdoutFile: join(dir, 'out') });
+  try {
+    await send(server.url, 'PUT', '/users/1', { 'content-type': 'application/json' }, '{"name":"One"}');
+    await run(server);
+  } finally {
+    server.child.kill('SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+if (values.part === 'all' || values.part === 'pipeline') await withServer(pipelineFlood);
+if (values.part === 'all' || values.part === 'login') await withServer(loginFlood);
+agent.destroy();
+process.exit(0);

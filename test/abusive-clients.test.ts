@@ -1,0 +1,93 @@
+/**
+ * Abusive clients (issue 19, "Denial of service"; docs/operations.md
+ * "Abusive clients"): a connection that pipelines deeper than
+ * PIPELINE_LIMIT, one whose answers go unread, and one host opening more
+ * connections than --max-connections-per-client. Each is tested by its
+ * mechanism (what is answered, what is closed, who is still served); the
+ * figures under a flood of a thousand connections are measured by
+ * bench/abuse-bench.ts, never asserted here.
+ */
+import assert from 'node:assert/strict';
+import { connect, type Socket } from 'node:net';
+import { test, type TestContext } from 'node:test';
+import { PIPELINE_LIMIT } from '../server/http/server.js';
+import { put, send, startTestServer } from './helpers.js';
+import { exchangeUntilClosed, parseResponses, RawConnection } from './raw-http.js';
+
+const GET = 'GET /users/1 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n';
+
+test(`pipelining: ${PIPELINE_LIMIT} GETs in one write are all answered and the connection stays open`, async (t) => {
+  const server = await startTestServer(t);
+  await put(server.url, '/users/ann', { name: 'Ann' });
+  const connection = await RawConnection.open(t, server.url);
+  connection.write(GET.repeat(PIPELINE_LIMIT));
+  await connection.until(() => parseResponses(connection.text).length === PIPELINE_LIMIT);
+  assert.ok(parseResponses(connection.text).every((a) => a.status === 200));
+  connection.write(GET);
+  await connection.until(() => parseResponses(connection.text).length === PIPELINE_LIMIT + 1, 'one more answer on the same connection');
+});
+
+test(`pipelining: ${PIPELINE_LIMIT * 40} GETs in one write: the first ${PIPELINE_LIMIT} are answered in order, the rest are not served, the connection is closed, and the server serves others`, async (t) => {
+  const server = await startTestServer(t);
+  await put(server.url, '/users/ann', { name: 'Ann' });
+  const answers = await exchangeUntilClosed(t, server.url, GET.repeat(PIPELINE_LIMIT * 40));
+  assert.ok(answers.length <= PIPELINE_LIMIT, `${answers.length} answers`);
+  assert.ok(answers.every((a) => a.status === 200 && a.text === '{"name":"Ann","id":1}'));
+  assert.equal((await send(server.url, 'GET', '/users/1')).status, 200);
+});
+
+/** Opens a connection from `localAddress` and resolves once it is connected, or with 'closed' if the server closes it first. */
+function open(t: TestContext, port: number, localAddress: string): Promise<Socket> {
+  return new Promise((resolve, reject) => {
+    const socket = connect({ port, host: '127.0.0.1', localAddress }, () => resolve(socket));
+    socket.once('error', reject);
+    t.after(() => socket.destroy());
+  });
+}
+
+test('--max-connections-per-client: one address past the limit is closed before anything is read; another address, and the same one after a close, are served', async (t) => {
+  const server = await startTestServer(t, { maxConnectionsPerClient: 4 });
+  const { port } = new URL(server.url);
+  const held = await Promise.all(Array.from({ length: 4 }, () => open(t, Number(port), '127.0.0.1')));
+  // The fifth connection is accepted by the kernel, then closed by the server without an answer.
+  const fifth = await open(t, Number(port), '127.0.0.1');
+  const received: Buffer[] = [];
+  fifth.on('data', (chunk: Buffer) => received.push(chunk));
+  fifth.on('error', () => {});
+  fifth.write(GET);
+  await new Promise((resolve) => fifth.once('close', resolve));
+  assert.equal(Buffer.concat(received).length, 0, 'no answer on a connection past the limit');
+  // Another host (all of 127/8 is this machine) is not affected.
+  const other = await open(t, Number(port), '127.0.0.2');
+  const answered = new Promise<string>((resolve) => other.once('data', (chunk: Buffer) => resolve(chunk.toString('latin1'))));
+  other.write('GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
+  assert.match(await answered, /^HTTP\/1\.1 200 /);
+  // A closed connection frees its place.
+  held[0]!.destroy();
+  await new Promise((resolve) => held[0]!.once('close', resolve));
+  let reply;
+  do reply = await send(server.url, 'GET', '/healthz').catch(() => undefined);
+  while (reply === undefined);
+  assert.equal(reply.status, 200);
+  for (const socket of [...held, other]) socket.destroy();
+});
+
+test('answers left unread: a connection that never reads its answers is closed once nothing moves on it for the unread timeout, with the unsent bytes of one answer at most', async (t) => {
+  const server = await startTestServer(t, { maxBody: 1_000_000 }, { timeouts: { unread: 300 } });
+  // A user whose representation is 400 KB: a few answers fill the kernel's buffers, then node's.
+  assert.equal((await put(server.url, '/users/big', { name: 'Big', pad: 'x'.repeat(400_000) })).status, 201);
+  const serverSide = new Promise<Socket>((resolve) => server.running.server.once('connection', resolve));
+  const { port } = new URL(server.url);
+  // No 'data' listener: this client never reads.
+  const client = await open(t, Number(port), '127.0.0.1');
+  client.on('error', () => {});
+  const requests = PIPELINE_LIMIT - 1;
+  client.write('GET /users/1 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n'.repeat(requests));
+  const socket = await serverSide;
+  let unsentAtClose = -1;
+  socket.once('timeout', () => (unsentAtClose = socket.writableLength));
+  await new Promise((resolve) => socket.once('close', resolve));
+  // Closed with an answer still unsent (not as an idle keep-alive), and never more than one answer held.
+  assert.ok(unsentAtClose > 0 && unsentAtClose <= 410_000, `unsent bytes at the close: ${unsentAtClose}`);
+  assert.equal((await send(server.url, 'GET', '/healthz')).status, 200, 'the server still serves');
+});
