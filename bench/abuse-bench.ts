@@ -30,6 +30,8 @@ const { values } = parseArgs({
     seconds: { type: 'string', default: '10' },
     rate: { type: 'string', default: '500' },
     'password-cost': { type: 'string', default: '15' },
+    /** Another build's bin/users-server.js, to measure it the same way (a baseline). */
+    server: { type: 'string' },
   },
 });
 const SECONDS = Number(values.seconds);
@@ -93,10 +95,27 @@ async function pipelineFlood(server: ServerProcess): Promise<void> {
   for (const socket of sockets) socket.destroy();
 }
 
+/** Logs in as admin: the session cookie, or undefined with the status. */
+function adminLogin(url: string, cookie?: string): Promise<{ status: number; ms: number; cookie?: string }> {
+  const started = performance.now();
+  const headers: Record<string, string> = { authorization: `Basic ${Buffer.from(`admin:${ADMIN_PASSWORD}`).toString('base64')}` };
+  if (cookie !== undefined) headers.cookie = cookie;
+  return new Promise((resolve) => {
+    const req = request(`${url}/login`, { method: 'POST', headers, localAddress: '127.0.0.3' }, (res) => {
+      res.resume();
+      const set = res.headers['set-cookie']?.[0]?.split(';')[0];
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, ms: performance.now() - started, ...(set !== undefined && { cookie: set }) }));
+    });
+    req.on('error', () => resolve({ status: 0, ms: performance.now() - started }));
+    req.end();
+  });
+}
+
 async function loginFlood(server: ServerProcess): Promise<void> {
   const rate = Number(values.rate);
   const statuses: Record<number, number> = {};
   let n = 0;
+  const { cookie } = await adminLogin(server.url);
   const flood = setInterval(() => {
     for (let i = 0; i < rate / 20; i++) {
       const auth = Buffer.from(`nobody-${n++}:wrong`).toString('base64');
@@ -108,26 +127,28 @@ async function loginFlood(server: ServerProcess): Promise<void> {
       req.end();
     }
   }, 50);
-  const puts: number[] = [];
-  const logins: number[] = [];
   const until = performance.now() + SECONDS * 1000;
-  for (let i = 0; performance.now() < until; i++) {
-    puts.push((await send(server.url, 'PUT', '/users/1', { 'content-type': 'application/json' }, JSON.stringify({ name: `n${i}` }))).ms);
-    if (i % 50 === 0) {
-      const login = await send(server.url, 'POST', '/login', { authorization: `Basic ${Buffer.from(`admin:${ADMIN_PASSWORD}`).toString('base64')}` });
-      logins.push(login.status);
-    }
-  }
+  const puts: number[] = [];
+  const logins: { status: number; ms: number }[] = [];
+  await Promise.all([
+    (async () => {
+      for (let i = 0; performance.now() < until; i++) puts.push((await send(server.url, 'PUT', '/users/1', { 'content-type': 'application/json' }, JSON.stringify({ name: `n${i}` }))).ms);
+    })(),
+    (async () => {
+      while (performance.now() < until) logins.push(await adminLogin(server.url, cookie));
+    })(),
+  ]);
   clearInterval(flood);
   console.log(`login flood: about ${rate} logins a second with unknown names, --password-cost ${values['password-cost']}`);
   console.log(`  ${summary('durable PUT /users/1', puts)}`);
   console.log(`  the flood's answers: ${JSON.stringify(statuses)}`);
-  console.log(`  the real account's logins: ${logins.filter((s) => s === 200).length} of ${logins.length} answered 200 (${JSON.stringify(logins.filter((s) => s !== 200))})`);
+  const ok = logins.filter((l) => l.status === 200);
+  console.log(`  a signed-in admin logging in again: ${ok.length} of ${logins.length} answered 200; ${summary('their latency', ok.map((l) => l.ms))}`);
 }
 
 async function withServer(run: (server: ServerProcess) => Promise<void>): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'users-abuse-'));
-  const server = await spawnServer(['--port', '0', '--data', join(dir, 'data'), '--log-format', 'off', '--password-cost', values['password-cost']], { stdoutFile: join(dir, 'out') });
+  const server = await spawnServer(['--port', '0', '--data', join(dir, 'data'), '--log-format', 'off', '--password-cost', values['password-cost']], { stdoutFile: join(dir, 'out'), ...(values.server !== undefined && { script: values.server }) });
   try {
     await send(server.url, 'PUT', '/users/1', { 'content-type': 'application/json' }, '{"name":"One"}');
     await run(server);

@@ -35,6 +35,7 @@ export const problems = {
   tooManyReservations: { code: 'too-many-reservations', status: 503, title: 'Too many live reservations' },
   storeUnavailable: { code: 'store-unavailable', status: 503, title: 'The store is unavailable; retry shortly' },
   notReady: { code: 'not-ready', status: 503, title: 'This instance is not ready to serve' },
+  loginBusy: { code: 'login-busy', status: 503, title: 'Too many logins are being checked; retry shortly' },
 } as const satisfies Record<string, ProblemKind>;
 
 export interface ProblemKind {

@@ -31,6 +31,8 @@ const DEFAULTS: Config = {
   rateBurst: 0,
   trustProxy: false,
   maxConnectionsPerClient: 32,
+  loginConcurrency: 2,
+  loginFailuresPerMinute: 600,
   logFormat: 'text',
   loginPage: false,
   passwordCost: 15,

@@ -48,6 +48,10 @@ export interface Config {
   loginPage: boolean;
   /** log2 of scrypt's N for passwords hashed by this process (the admin's, the decoy's). */
   passwordCost: number;
+  /** Password hashes computed at once; more logins wait in a short queue, then are refused 503. */
+  loginConcurrency: number;
+  /** Failed logins a minute, server-wide, before logins without a session are refused 503; 0: no budget. */
+  loginFailuresPerMinute: number;
 }
 
 
@@ -125,6 +129,12 @@ export const FLAGS: Record<string, FlagSpec> = {
   'login-page': { type: 'boolean', default: false, description: 'browser sign-in page at /login; GET / sends browsers there', key: 'loginPage', parse: (v) => v },
   'password-cost': {
     type: 'string', default: '15', description: 'log2 of scrypt N for password hashes; lower only for tests', key: 'passwordCost', parse: integer(1, 20),
+  },
+  'login-concurrency': {
+    type: 'string', default: '2', description: 'password hashes computed at once (the rest wait briefly, then 503)', key: 'loginConcurrency', parse: integer(1, 64),
+  },
+  'login-failures-per-minute': {
+    type: 'string', default: '600', description: 'failed logins a minute server-wide before logins without a session get 503 (0: no limit)', key: 'loginFailuresPerMinute', parse: integer(0, 1_000_000),
   },
   'cookie-secure': { type: 'boolean', default: false, description: 'name the session cookie __Host-USER_TOKEN and mark it Secure (behind TLS)', key: 'cookieSecure', parse: (v) => v },
   secret: {

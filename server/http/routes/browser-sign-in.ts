@@ -23,7 +23,7 @@ import type { ActiveSession } from '../session-cookies.js';
 import { sendLoginPage } from '../sign-in-html.js';
 
 /** What a password check came to: an account, a wait (the failed-login limit), or a wrong password. */
-export type LoginAttempt = { account: Account } | { wait: number } | { wrong: true };
+export type LoginAttempt = { account: Account } | { wait: number } | { busy: number } | { wrong: true };
 
 /** What the page shares with the API's login and logout. */
 export interface SessionActions {
@@ -91,6 +91,8 @@ class SignInPage {
     const attempt = await this.actions.checkPassword(req, username, password, now);
     if ('wait' in attempt) {
       this.sendSignIn(req, res, now, 429, { username, error: `Too many failed sign-ins; try again in ${attempt.wait} seconds.`, headers: { 'Retry-After': String(attempt.wait) } });
+    } else if ('busy' in attempt) {
+      this.sendSignIn(req, res, now, 503, { username, error: `The server is busy checking other sign-ins; try again in ${attempt.busy} seconds.`, headers: { 'Retry-After': String(attempt.busy) } });
     } else if ('wrong' in attempt) {
       this.sendSignIn(req, res, now, 401, { username, error: WRONG, headers: challenge });
     } else {

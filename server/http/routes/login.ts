@@ -4,6 +4,7 @@ import { problems } from '../../../shared/problems.js';
 import { HttpError } from '../../errors.js';
 import { parseBasicAuth } from '../../security/credentials.js';
 import { LoginLimiter, loginLimitKey, type LoginLimits } from '../../security/login-limit.js';
+import { BUSY_RETRY_SECONDS, FailureBudget, HashingGate } from '../../security/login-load.js';
 import { clientAddress } from '../client-address.js';
 import { isUrlEncodedForm, JSON_TYPE } from '../media-type.js';
 import { prefersHtml } from '../negotiation.js';
@@ -40,12 +41,19 @@ export function sessionRoutes(deps: RouteDeps): Route[] {
   return table;
 }
 
+/** Logins waiting for a hashing slot before the next one is refused. */
+const HASHING_QUEUE = 16;
+
 class LoginRoutes implements SessionActions {
   private readonly limiter: LoginLimits;
+  private readonly gate: HashingGate;
+  private readonly budget: FailureBudget;
   readonly browser: BrowserSignIn | undefined;
 
   constructor(private readonly deps: RouteDeps) {
     this.limiter = deps.loginLimits ?? new LoginLimiter();
+    this.gate = new HashingGate(deps.config.loginConcurrency, HASHING_QUEUE);
+    this.budget = new FailureBudget(deps.config.loginFailuresPerMinute);
     this.browser = deps.config.loginPage ? browserSignIn(deps, this) : undefined;
   }
 
@@ -81,6 +89,9 @@ class LoginRoutes implements SessionActions {
     if ('wait' in attempt) {
       throw new HttpError(problems.tooManyRequests, `Too many failed logins for this account from this address; try again in ${attempt.wait} s.`, { 'Retry-After': String(attempt.wait) });
     }
+    if ('busy' in attempt) {
+      throw new HttpError(problems.loginBusy, `The server is checking as many logins as it may; retry in ${attempt.busy} s.`, { 'Retry-After': String(attempt.busy) });
+    }
     if ('wrong' in attempt) throw loginFailed('The user name or password is wrong.');
     res.setHeader('Set-Cookie', this.deps.sessions.open(attempt.account, now));
     sendRoot(res, 200, OK_BODY, this.deps.sessions.challenge);
@@ -97,12 +108,21 @@ class LoginRoutes implements SessionActions {
   async checkPassword(req: IncomingMessage, user: string, password: string, now: number): Promise<LoginAttempt> {
     // Checked before scrypt runs: a limited guess costs the server nothing,
     // and the right password is refused too, so the limit cannot be probed.
+    // A signed-in user signing in again is let through a flood of others.
+    const signedIn = req.headers.cookie !== undefined && (await this.deps.sessions.valid(req, now)).length > 0;
+    const spent = signedIn ? undefined : this.budget.spent(now);
+    if (spent !== undefined) return { busy: spent };
     const key = loginLimitKey(clientAddress(req, this.deps.config), user);
     const wait = await this.limiter.attempt(key, now);
     if (wait !== undefined) return { wait };
     await this.deps.accountsFile?.refresh();
-    const account = await this.deps.accounts.verify(user, password);
-    if (!account) return { wrong: true };
+    const verified = this.gate.run(() => this.deps.accounts.verify(user, password), signedIn);
+    if (verified === undefined) return { busy: BUSY_RETRY_SECONDS };
+    const account = await verified;
+    if (!account) {
+      this.budget.record(now);
+      return { wrong: true };
+    }
     await this.limiter.succeeded(key);
     return { account };
   }
