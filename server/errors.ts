@@ -52,6 +52,16 @@ export class StoreFailedError extends UsersServerError {
 }
 
 /**
+ * The disk holding the journal is full (ENOSPC, EDQUOT): the write was not
+ * made, nothing of it is kept, and the server goes on serving reads. The
+ * request is answered 503 with Retry-After; writes succeed again once space
+ * is freed.
+ */
+export class StoreFullError extends UsersServerError {
+  override readonly name: string = 'StoreFullError';
+}
+
+/**
  * The store cannot answer now (a database unreachable, restarting, or too
  * slow): the request is answered 503 with Retry-After, and the next one may
  * succeed. `detail` is safe to show a client: it names no host or password.

@@ -34,6 +34,7 @@ export const problems = {
   idSpaceExhausted: { code: 'id-space-exhausted', status: 503, title: 'No more ids can be issued' },
   tooManyReservations: { code: 'too-many-reservations', status: 503, title: 'Too many live reservations' },
   storeUnavailable: { code: 'store-unavailable', status: 503, title: 'The store is unavailable; retry shortly' },
+  diskFull: { code: 'disk-full', status: 503, title: 'The disk is full; the write was not made' },
   notReady: { code: 'not-ready', status: 503, title: 'This instance is not ready to serve' },
   loginBusy: { code: 'login-busy', status: 503, title: 'Too many logins are being checked; retry shortly' },
 } as const satisfies Record<string, ProblemKind>;

@@ -16,13 +16,14 @@
  * limit. A read-only data directory cannot fail as root (permissions do not
  * bind root) and a full disk needs a mount, so neither is used.
  */
-import { lockOwnerPid } from '../server/ops/data-dir.js';
 import assert from 'node:assert/strict';
-import { existsSync, fdatasync as realFdatasync, readFileSync, statSync, writev as realWritev } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, fdatasync as realFdatasync, mkdirSync, readdirSync, readFileSync, statSync, unlinkSync, writeFileSync, writev as realWritev } from 'node:fs';
 import { join } from 'node:path';
 import { once } from 'node:events';
 import { test, type TestContext } from 'node:test';
 import type { Config } from '../server/ops/config.js';
+import { lockOwnerPid } from '../server/ops/data-dir.js';
 import { HEADER_BYTES } from '../server/store/journal/codec.js';
 import type { JournalIo } from '../server/store/journal/journal.js';
 import type { Store } from '../server/store/store.js';
@@ -99,6 +100,10 @@ class FaultyIo {
   failWrites(): void {
     this.writesFail = true;
   }
+
+  allowWrites(): void {
+    this.writesFail = false;
+  }
 }
 
 interface Failing extends TestServer {
@@ -170,25 +175,6 @@ const failureCases: FailureCase[] = [
     writtenBeforeFailure: true,
     tornTail: false,
   },
-  {
-    name: 'writev fails with ENOSPC',
-    call: 'writev',
-    finish: (held) => held.fail(ioError('ENOSPC', 'writev')),
-    error: /^journal write failed: ENOSPC: /,
-    writtenBeforeFailure: false,
-    tornTail: false,
-  },
-  {
-    name: 'writev writes part of the batch, then fails with ENOSPC',
-    call: 'writev',
-    finish: (held, faults) => {
-      faults.failWrites();
-      held.writePart(11);
-    },
-    error: /^journal write failed: ENOSPC: /,
-    writtenBeforeFailure: false,
-    tornTail: true,
-  },
 ];
 
 for (const c of failureCases) {
@@ -251,6 +237,61 @@ for (const c of failureCases) {
     const next = await send(restarted.url, 'POST', '/users/new', { json: { name: 'Next' } });
     assert.equal(next.status, 201, next.text);
     assert.ok(Number(/\d+$/.exec(String(next.headers.location))![0]) > 5, `an acknowledged id was issued again: ${next.headers.location}`);
+  });
+}
+
+const fullDiskCases: { name: string; finish: (held: Held, faults: FaultyIo) => void }[] = [
+  { name: 'writev fails with ENOSPC', finish: (held, faults) => (faults.failWrites(), held.fail(ioError('ENOSPC', 'writev'))) },
+  { name: 'writev writes part of the batch, then fails with ENOSPC', finish: (held, faults) => (faults.failWrites(), held.writePart(11)) },
+];
+
+for (const c of fullDiskCases) {
+  test(`a full disk (${c.name}): the requests in flight answer 503 disk-full with Retry-After, the partial record is cut back, the server stays up and serves reads, /readyz and /metrics say so, and writes succeed again once space is back (no restart)`, async (t) => {
+    const dir = tempDir(t);
+    let now = Date.now();
+    const faults = new FaultyIo();
+    const fatal: Error[] = [];
+    const logs: string[] = [];
+    const server = await startTestServer(t, { data: dir }, { journalIo: faults.io, clock: () => now, logError: (line) => logs.push(line), onFatal: (error: Error) => void fatal.push(error) });
+    const url = server.url;
+    for (let i = 0; i < 5; i++) assert.equal((await put(url, `/users/acked${i}`, { name: `Acked ${i}` })).status, 201);
+    const acked = await listText(server);
+    const held = faults.hold('writev');
+    const a = put(url, '/users/inflight-a', { name: 'A' });
+    const call = await held;
+    const committed = afterCalls(server.running.store, ['putUser', 'createUser'], 2);
+    const b = put(url, '/users/inflight-b', { name: 'B' });
+    const cc = send(url, 'POST', '/users/new', { json: { name: 'C' } });
+    await committed;
+    const sizeAtFailure = journalSize(dir);
+    c.finish(call, faults);
+    for (const [what, reply] of [['PUT A', await a], ['PUT B', await b], ['POST C', await cc]] as const) {
+      assertProblem(reply, 503, 'disk-full', `${what} in flight`);
+      assert.equal(reply.headers['retry-after'], '5', what);
+    }
+    assert.deepEqual(fatal, [], 'a full disk is not fatal');
+    assert.ok(logs.some((l) => /^users-server: the disk is full \(ENOSPC\)/.test(l)), logs.join('\n'));
+    assert.equal(journalSize(dir), sizeAtFailure, 'the partial record was cut back');
+    assert.equal(await listText(server), acked, 'reads serve exactly the acknowledged writes');
+    assert.equal((await send(url, 'GET', '/users/inflight-a')).status, 404);
+    assertProblem(await put(url, '/users/later', { name: 'Later' }), 503, 'disk-full', 'a write while the disk is full');
+    assertProblem(await send(url, 'GET', '/readyz'), 503, 'not-ready');
+    assert.match((await send(url, 'GET', '/metrics')).text, /^users_server_disk_full 1$/m);
+    // Space comes back; a second later a write finds it.
+    faults.allowWrites();
+    now += 1001;
+    let reply = await put(url, '/users/later', { name: 'Later' });
+    for (let i = 0; i < 1000 && reply.status === 503; i++) reply = await put(url, '/users/later', { name: 'Later' });
+    assert.equal(reply.status, 201, reply.text);
+    assert.ok(logs.includes('users-server: disk space is back: writes are accepted again'), logs.join('\n'));
+    assert.equal((await send(url, 'GET', '/readyz')).status, 200);
+    assert.match((await send(url, 'GET', '/metrics')).text, /^users_server_disk_full 0$/m);
+    const expected = await listText(server);
+    await server.running.stop();
+    const restartLogs: string[] = [];
+    const restarted = await startTestServer(t, { data: dir }, { logError: (l) => restartLogs.push(l) });
+    assert.equal(await listText(restarted), expected, 'a restart has the same users');
+    assert.deepEqual(restartLogs, [], 'no torn tail to drop');
   });
 }
 
@@ -355,4 +396,99 @@ test('node bin/users-server.js: the lock left by a server killed with SIGKILL do
   assert.equal(String(lockOwnerPid(dir)), String(next.process.pid), 'the lock was taken over');
   next.process.kill('SIGTERM');
   assert.equal((await (next).exited).code, 0, next.stderr());
+});
+
+// ---------------------------------------------------------------- a real full disk
+
+/**
+ * Runs `body` on a 4 MiB tmpfs mounted for it (root only), unmounted after
+ * it whatever happens; skips the test with the reason when it cannot mount.
+ */
+async function onSmallDisk(t: TestContext, body: (disk: string) => Promise<void>): Promise<void> {
+  if (process.getuid?.() !== 0) return t.skip('mounting a tmpfs needs root');
+  const disk = join(tempDir(t), 'disk');
+  mkdirSync(disk);
+  const mounted = spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=4m', 'tmpfs', disk]);
+  if (mounted.status !== 0) return t.skip(`mount -t tmpfs failed: ${mounted.stderr.toString().trim()}`);
+  try {
+    await body(disk);
+  } finally {
+    spawnSync('umount', ['-l', disk]);
+  }
+}
+
+/** PUTs 20 KB users until one is refused; the acknowledged ones' references. */
+async function fillUp(url: string, prefix: string): Promise<{ acked: string[]; refused: Reply }> {
+  const acked: string[] = [];
+  for (let i = 0; ; i++) {
+    const reply = await put(url, `/users/${prefix}${i}`, { name: `${prefix} ${i}`, pad: 'p'.repeat(20_000) });
+    if (reply.status !== 201) return { acked, refused: reply };
+    acked.push(`/users/${prefix}${i}`);
+  }
+}
+
+test('node bin/users-server.js on a real full disk (a 4 MiB tmpfs): writes answer 503 disk-full, reads go on, space freed makes writes work again without a restart, and after kill -9 the server starts on the full disk and serves every acknowledged write', CHILD_TEST, async (t) => {
+  await onSmallDisk(t, async (disk) => {
+    const dir = join(disk, 'data');
+    mkdirSync(dir);
+    const ballast = join(disk, 'ballast');
+    writeFileSync(ballast, Buffer.alloc(1024 * 1024, 1));
+    const args = ['--port', '0', '--data', dir, '--max-body', '100000', '--compaction-floor', String(64 * 1024 * 1024)];
+    const first = await spawnServer(t, args);
+    const { acked, refused } = await fillUp(first.url, 'u');
+    assertProblem(refused, 503, 'disk-full');
+    assert.ok(acked.length > 10, `${acked.length} writes before the disk was full`);
+    await first.waitForLine(/^users-server: the disk is full \(ENOSPC\)/, 'stderr');
+    for (const ref of acked) assert.equal((await send(first.url, 'GET', ref)).status, 200, `GET ${ref}`);
+    assert.equal((await send(first.url, 'GET', '/readyz')).status, 503);
+    assert.match((await send(first.url, 'GET', '/metrics')).text, /^users_server_disk_full 1$/m);
+    // Space freed: within a second or so a write finds it (each try is a request, no sleep).
+    unlinkSync(ballast);
+    let reply = await put(first.url, '/users/after-free', { name: 'After' });
+    while (reply.status === 503) reply = await put(first.url, '/users/after-free', { name: 'After' });
+    assert.equal(reply.status, 201, reply.text);
+    await first.waitForLine(/^users-server: disk space is back/, 'stderr');
+    acked.push('/users/after-free');
+    const more = await fillUp(first.url, 'v');
+    assertProblem(more.refused, 503, 'disk-full');
+    acked.push(...more.acked);
+    first.kill('SIGKILL');
+    await first.exited;
+
+    const second = await spawnServer(t, args);
+    for (const ref of acked) assert.equal((await send(second.url, 'GET', ref)).status, 200, `after the restart on a full disk: GET ${ref}`);
+    const write = await put(second.url, '/users/w', { name: 'W', pad: 'p'.repeat(20_000) });
+    assert.ok(write.status === 201 || write.status === 503, `a write on the full disk: ${write.status} ${write.text}`);
+    second.kill('SIGTERM');
+    assert.equal((await second.exited).code, 0, second.stderr());
+  });
+});
+
+test('node bin/users-server.js: a compaction that runs out of disk (a 4 MiB tmpfs) removes its partial snapshot, leaves the journals in charge, and after kill -9 a start has every acknowledged write', CHILD_TEST, async (t) => {
+  await onSmallDisk(t, async (disk) => {
+    const dir = join(disk, 'data');
+    mkdirSync(dir);
+    const args = ['--port', '0', '--data', dir, '--max-body', '100000', '--compaction-floor', '4096'];
+    const server = await spawnServer(t, args);
+    // 120 users of 10 KB are the live data; replacing them grows the journal past twice that, and the snapshot no longer fits.
+    const latest = new Map<string, string>();
+    let refused: Reply | undefined;
+    for (let round = 0; refused === undefined; round++) {
+      for (let i = 0; i < 120 && refused === undefined; i++) {
+        const body = { name: `User ${i}`, round, pad: 'p'.repeat(10_000) };
+        const reply = await put(server.url, `/users/u${i}`, body);
+        if (reply.status === 201 || reply.status === 200) latest.set(`/users/u${i}`, reply.text);
+        else refused = reply;
+      }
+    }
+    assertProblem(refused, 503, 'disk-full');
+    await server.waitForLine(/^users-server: compaction failed, will retry later: /, 'stderr');
+    server.kill('SIGKILL');
+    await server.exited;
+    assert.deepEqual(readdirSync(dir).filter((name) => name.endsWith('.tmp')), [], 'no partial snapshot left');
+    const restarted = await spawnServer(t, args);
+    for (const [ref, text] of latest) assert.equal((await send(restarted.url, 'GET', ref)).text, text, `after the restart: GET ${ref}`);
+    restarted.kill('SIGTERM');
+    assert.equal((await restarted.exited).code, 0, restarted.stderr());
+  });
 });

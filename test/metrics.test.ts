@@ -184,6 +184,7 @@ test('GET /metrics answers 200 in the Prometheus text format 0.0.4 with Cache-Co
     users_server_users: 'gauge',
     users_server_reservations: 'gauge',
     users_server_journal_bytes: 'gauge',
+    users_server_disk_full: 'gauge',
     users_server_fsync_duration_seconds: 'histogram',
     process_cpu_seconds_total: 'counter',
     process_resident_memory_bytes: 'gauge',

@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { HEALTH_PATH, LOGIN_PATH, LOGOUT_PATH } from '../../shared/endpoints.js';
 import { problems } from '../../shared/problems.js';
-import { HttpError, StoreFailedError, StoreUnavailableError } from '../errors.js';
+import { HttpError, StoreFailedError, StoreFullError, StoreUnavailableError } from '../errors.js';
 import type { Config } from '../ops/config.js';
 import { Metrics } from '../ops/metrics.js';
 import type { Accounts } from '../security/credentials.js';
@@ -19,6 +19,9 @@ import { sessionRoutes } from './routes/login.js';
 import { healthRoute, metricsRoute, openApiRoute, readinessRoute, READY_PATH } from './routes/operations.js';
 import { userRoutes } from './routes/users.js';
 import { SessionCookies } from './session-cookies.js';
+
+/** How long a write refused on a full disk is told to wait: the disk is checked again once a second. */
+const DISK_FULL_RETRY_SECONDS = 5;
 
 export interface AppDeps {
   store: Store;
@@ -148,6 +151,8 @@ class UsersApp implements App {
       error = new HttpError(problems.internal, 'The write could not be made durable; the server is stopping.');
     } else if (error instanceof StoreUnavailableError) {
       error = new HttpError(problems.storeUnavailable, error.message, { 'Retry-After': '1' });
+    } else if (error instanceof StoreFullError) {
+      error = new HttpError(problems.diskFull, error.message, { 'Retry-After': String(DISK_FULL_RETRY_SECONDS) });
     } else if (!(error instanceof HttpError)) {
       const id = res instanceof ObservedResponse ? res.requestId : '';
       this.logError(`users-server: unexpected error${id === '' ? '' : ` (request ${id})`}: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);

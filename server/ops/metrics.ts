@@ -40,6 +40,7 @@ export interface Gauges {
   reservations: number;
   journalBytes: number;
   fsyncSeconds: Histogram;
+  diskFull?: boolean;
 }
 
 export class Metrics {
@@ -100,6 +101,7 @@ export class Metrics {
     gauge(out, 'users_server_users', 'Users stored.', gauges.users);
     gauge(out, 'users_server_reservations', 'Live (unexpired) reservations.', gauges.reservations);
     gauge(out, 'users_server_journal_bytes', 'Bytes in the journal files not yet covered by a snapshot (0 with --store memory).', gauges.journalBytes);
+    gauge(out, 'users_server_disk_full', '1 while the journal\'s disk is full and writes are refused (503 disk-full), else 0.', gauges.diskFull === true ? 1 : 0);
     header(out, 'users_server_fsync_duration_seconds', 'histogram', 'Duration of each journal fdatasync; one covers a batch of writes.');
     writeHistogram(out, 'users_server_fsync_duration_seconds', gauges.fsyncSeconds, '');
     const cpu = process.cpuUsage();

@@ -139,6 +139,8 @@ export interface StoreStats {
   readonly journalBytes: number;
   /** How long each batch's fdatasync took; never observed by the memory store. */
   readonly fsyncSeconds: Histogram;
+  /** True while the journal's disk is full and writes are refused. */
+  readonly diskFull?: boolean;
 }
 
 /** Calls `next` with the value now, or once the promise resolves. */

@@ -1,6 +1,6 @@
 import { close, closeSync, fdatasync, fsync, fsyncSync, ftruncate, ftruncateSync, open, openSync, unlink, write, writeSync, writev } from 'node:fs';
 import { join } from 'node:path';
-import { DataError, StoreFailedError } from '../../errors.js';
+import { DataError, StoreFailedError, StoreFullError } from '../../errors.js';
 import { call, fsyncDir, fsyncDirSync } from '../../ops/durable-files.js';
 import { FSYNC_BUCKETS, Histogram } from '../../ops/histogram.js';
 import type { Mutation, StoreState } from '../memory/state.js';
@@ -57,6 +57,13 @@ export const DEFAULT_COMPACTION_FLOOR = 8 * 1024 * 1024;
 
 /** The journal file grows in steps of this many bytes. */
 export const PREALLOCATION = 1024 * 1024;
+/** While the disk is full, how often a write may try again to grow the journal. */
+export const SPACE_PROBE_MS = 1000;
+
+/** ENOSPC or EDQUOT: the disk or the quota is full; nothing else about the file is in doubt. */
+function isNoSpace(error: NodeJS.ErrnoException): boolean {
+  return error.code === 'ENOSPC' || error.code === 'EDQUOT';
+}
 let zeros: Buffer | undefined;
 
 interface Batch {
@@ -85,6 +92,10 @@ export class Journal implements CommitLog {
   private readonly batches: Batch[] = [];
   private flushing = false;
   private failure: Error | undefined;
+  /** Set while the disk is full: writes are refused (503) until a probe grows the file again. */
+  private full: StoreFullError | undefined;
+  private probing = false;
+  private lastProbe = 0;
   /** Once failed: what every read awaits, so nothing applied but never synced is shown. */
   private failed: Promise<void> | undefined;
   /** A compaction under way (its snapshot being written). */
@@ -150,6 +161,11 @@ export class Journal implements CommitLog {
   append(mutations: readonly Mutation[]): Promise<void> {
     // Once failed, refuse before the state changes: nothing more can be made durable.
     if (this.failure !== undefined) throw this.failure;
+    // A full disk: refuse before the state changes, and see whether space came back.
+    if (this.full !== undefined) {
+      this.probeSpace();
+      throw this.full;
+    }
     // Encoded first: a commit that cannot be written changes nothing.
     const record = encodeRecord(encodeMutations(mutations));
     let batch = this.batches.at(-1);
@@ -189,11 +205,12 @@ export class Journal implements CommitLog {
 
   unready(): string | undefined {
     if (this.closed) return 'the journal is closed';
+    if (this.full !== undefined) return 'the disk is full: writes are refused until space is freed';
     return this.failure === undefined ? undefined : `the journal cannot be written: ${this.failure.message}`;
   }
 
-  stats(): { journalBytes: number; fsyncSeconds: Histogram } {
-    return { journalBytes: this.earlierBytes + this.size, fsyncSeconds: this.fsyncSeconds };
+  stats(): { journalBytes: number; fsyncSeconds: Histogram; diskFull: boolean } {
+    return { journalBytes: this.earlierBytes + this.size, fsyncSeconds: this.fsyncSeconds, diskFull: this.full !== undefined };
   }
 
   /** Writes and syncs the oldest batch, then the next, until none is left. */
@@ -223,7 +240,7 @@ export class Journal implements CommitLog {
   /** Writes `buffers`, which end at `end`, at `position`, then syncs. */
   private writeBatch(batch: Batch, buffers: Buffer[], position: number, end: number): void {
     this.io.writev(this.fd, buffers, position, (error, written) => {
-      if (error) return this.fail(error);
+      if (error) return isNoSpace(error) ? this.noSpace(error) : this.fail(error);
       if (position + written < end) return this.writeBatch(batch, remainder(buffers, written), position + written, end);
       const syncStarted = performance.now();
       this.io.fdatasync(this.fd, (error) => {
@@ -302,7 +319,11 @@ export class Journal implements CommitLog {
         const ms = Math.round(performance.now() - started);
         this.options.log(`users-server: compacted ${before} journal bytes into a ${snapshotBytes}-byte snapshot of ${image.users.length} users in ${ms} ms`);
       })
-      .catch((error: unknown) => this.compactionFailed(error as Error))
+      .catch(async (error: unknown) => {
+        // The journals still hold everything; the partial snapshot goes.
+        await call<void>((cb) => unlink(temp, cb)).catch(() => {});
+        this.compactionFailed(error as Error);
+      })
       .finally(() => (this.compacting = undefined));
   }
 
@@ -311,6 +332,58 @@ export class Journal implements CommitLog {
     // for the journal to grow by another floor.
     this.retryCompactionAt = this.earlierBytes + this.size + this.options.compactionFloor;
     this.options.log(`users-server: compaction failed, will retry later: ${error.message}`);
+  }
+
+  /**
+   * A batch the disk had no room for: nothing of it (or of the batches
+   * after it) is durable, yet their writes are applied in memory. Cut the
+   * file back to its last durable record, read the state back from disk
+   * (what a restart would see), refuse those writes with 503, and refuse
+   * new ones until a probe finds space again. Reads never saw them: they
+   * wait for durability.
+   */
+  private noSpace(error: NodeJS.ErrnoException): void {
+    const full = new StoreFullError(`the disk holding the journal is full (${error.code}): the write was not made; free some space`);
+    const refused = this.batches.splice(0);
+    try {
+      ftruncateSync(this.fd, this.size);
+      this.allocated = this.size;
+      this.state.replaceWith(recover(this.dir).state);
+    } catch (cause) {
+      this.fail(cause as Error);
+      return;
+    }
+    this.state.sweep(this.now());
+    this.full = full;
+    this.lastProbe = this.now();
+    this.options.log(`users-server: the disk is full (${error.code}): writes are refused with 503 until space is freed; reads go on`);
+    for (const batch of refused) batch.reject(full);
+    this.flushing = false;
+    this.idle?.();
+  }
+
+  /** While the disk is full, at most once a SPACE_PROBE_MS: grow the file by a step of zeros; if that syncs, writes are accepted again. */
+  private probeSpace(): void {
+    if (this.probing || this.closed || this.now() - this.lastProbe < SPACE_PROBE_MS) return;
+    this.probing = true;
+    this.lastProbe = this.now();
+    zeros ??= Buffer.alloc(PREALLOCATION);
+    const at = this.allocated;
+    this.io.writev(this.fd, [zeros], at, (error, written) => {
+      if (error || written < zeros!.length) {
+        this.probing = false;
+        // Leave no partial step behind; zeros past the records are free space anyway.
+        ftruncate(this.fd, at, () => {});
+        return;
+      }
+      this.io.fdatasync(this.fd, (syncError) => {
+        this.probing = false;
+        if (syncError) return this.fail(syncError);
+        this.allocated = at + written;
+        this.full = undefined;
+        this.options.log('users-server: disk space is back: writes are accepted again');
+      });
+    });
   }
 
   private fail(error: Error): void {
@@ -363,7 +436,9 @@ async function createJournal(dir: string, generation: number): Promise<number> {
     await call<void>((cb) => fsync(fd, cb));
     await fsyncDir(dir);
   } catch (error) {
+    // A journal without its header (a full disk) must not be left for the next start.
     await call<void>((cb) => close(fd, cb));
+    await call<void>((cb) => unlink(join(dir, journalName(generation)), cb)).catch(() => {});
     throw error;
   }
   return fd;

@@ -48,7 +48,7 @@ export interface CommitLog {
   durable(): Promise<void> | undefined;
   close(): Promise<void>;
   /** Journal bytes not covered by a snapshot, and each batch's sync time. */
-  stats(): { journalBytes: number; fsyncSeconds: Histogram };
+  stats(): { journalBytes: number; fsyncSeconds: Histogram; diskFull?: boolean };
   /** Why the log cannot take writes now, or undefined when it can. */
   unready(): string | undefined;
 }

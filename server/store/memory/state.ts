@@ -96,6 +96,15 @@ export class StoreState implements UserFacts {
     }
   }
 
+  /**
+   * Takes every field of `other`, a state read back from disk: after a
+   * write the disk refused, the memory must hold what is durable, not the
+   * writes that were applied but never made it.
+   */
+  replaceWith(other: StoreState): void {
+    Object.assign(this, other);
+  }
+
   /** Snapshot loading: the id high-water mark and the ids issued out of turn. */
   restoreIssued(lastId: number, claimed: readonly number[]): void {
     this.lastId = lastId;
