@@ -179,3 +179,36 @@ const pathCases: [string, string][] = [['/users/:ref', '/users/{ref}'], ['/users
 for (const [route, path] of pathCases) {
   test(`openApiPath writes the route ${route} as ${path}`, () => assert.equal(openApiPath(route), path));
 }
+
+/** Asserts that the document describes `reply` for this operation: its status, with its media type. */
+function assertDescribed(doc: Json, method: string, path: string, reply: { status: number; headers: Record<string, unknown> }): void {
+  const op = ((doc.paths as Json)[path] as Json)[method] as Json;
+  const response = (op.responses as Json)[String(reply.status)] as Json | undefined;
+  assert.ok(response !== undefined, `${method.toUpperCase()} ${path} does not describe ${reply.status}`);
+  const content = resolve(doc, response).content as Json | undefined;
+  const type = String(reply.headers['content-type']).split(';')[0]!;
+  assert.ok(content !== undefined && type in content, `${method.toUpperCase()} ${path} ${reply.status}: ${type} is not among ${Object.keys(content ?? {}).join(', ')}`);
+}
+
+test('with --login-page, the HTML answers of POST /login (401, 403, 429) and POST /logout (403) and the problem answers of the same statuses are in the document', async (t) => {
+  const server = await startTestServer(t, { loginPage: true });
+  const doc = (await send(server.url, 'GET', '/openapi.json')).json() as Json;
+  const form = (fields: Record<string, string>, headers: Record<string, string> = {}) =>
+    send(server.url, 'POST', '/login', { headers: { 'content-type': 'application/x-www-form-urlencoded', origin: server.url, ...headers }, body: new URLSearchParams(fields).toString() });
+  const page = await send(server.url, 'GET', '/login');
+  const csrf = /name="csrf" value="([^"]*)"/.exec(page.text)![1]!;
+  const formCookie = String(page.headers['set-cookie']).split(';')[0]!;
+  const answers: [string, string, Awaited<ReturnType<typeof send>>][] = [];
+  answers.push(['post', '/login', await form({ csrf, username: 'admin', password: 'wrong' }, { cookie: formCookie })]);
+  answers.push(['post', '/login', await form({ csrf: 'forged', username: 'admin', password: 'wrong' }, { cookie: formCookie })]);
+  let limited;
+  for (let i = 0; i < 11; i++) limited = await form({ csrf, username: 'rita', password: 'wrong' }, { cookie: formCookie });
+  answers.push(['post', '/login', limited!]);
+  answers.push(['post', '/login', await send(server.url, 'POST', '/login', { headers: { authorization: 'Basic ' + Buffer.from('admin:wrong').toString('base64') } })]);
+  const cookie = await server.login();
+  answers.push(['post', '/logout', await send(server.url, 'POST', '/logout', { headers: { 'content-type': 'application/x-www-form-urlencoded', origin: 'https://evil.example', cookie }, body: 'csrf=x' })]);
+  answers.push(['post', '/logout', await send(server.url, 'POST', '/logout', { headers: { origin: 'https://evil.example', cookie } })]);
+  const seen = answers.map(([, , reply]) => `${reply.status} ${String(reply.headers['content-type']).split(';')[0]}`);
+  assert.deepEqual(seen, ['401 text/html', '403 text/html', '429 text/html', '401 application/problem+json', '403 text/html', '403 application/problem+json']);
+  for (const [method, path, reply] of answers) assertDescribed(doc, method, path, reply);
+});

@@ -37,6 +37,15 @@ export function html(description: string, ...headerNames: string[]): Json {
   return { description, headers: headers(...headerNames), content: { 'text/html': { schema: { type: 'string' } } } };
 }
 
+/** A status answered with a problem document, or (the sign-in page's forms, `--login-page`) with the HTML page. */
+export function problemOrPage(description: string, ...headerNames: string[]): Json {
+  return {
+    description,
+    headers: headers(...headerNames),
+    content: { [PROBLEM_CONTENT_TYPE]: { schema: schema('Problem') }, 'text/html': { schema: { type: 'string' } } },
+  };
+}
+
 export function empty(description: string, ...headerNames: string[]): Json {
   return { description, headers: headers(...headerNames) };
 }

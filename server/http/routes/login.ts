@@ -8,7 +8,7 @@ import { BUSY_RETRY_SECONDS, FailureBudget, HashingGate } from '../../security/l
 import { clientAddress } from '../client-address.js';
 import { isUrlEncodedForm, JSON_TYPE } from '../media-type.js';
 import { prefersHtml } from '../negotiation.js';
-import { empty, html, json, SESSION_OPTIONAL } from '../openapi.js';
+import { empty, html, json, problemOrPage, SESSION_OPTIONAL } from '../openapi.js';
 import { header, readBody } from '../request.js';
 import { sendEmpty } from '../response.js';
 import type { Context, OperationDoc, Route, RouteDeps } from '../route.js';
@@ -181,8 +181,12 @@ const LOGIN_DOC: OperationDoc = {
   responses: {
     '200': json('Logged in: the session cookie is set.', { const: 'OK' }, 'Set-Cookie'),
     '303': empty('`--login-page` form: signed in; `Location: /`, the session cookie is set.', 'Location', 'Set-Cookie'),
+    '401': problemOrPage('Wrong or missing credentials: `login-failed`; the sign-in form (`--login-page`) gets the page again with the error.', 'WWW-Authenticate'),
+    '403': problemOrPage('The sign-in form (`--login-page`) with a bad or expired `csrf` token or another `Origin`: the page again with a fresh token.'),
+    '429': problemOrPage('Too many failed logins for this address and account (`too-many-requests`), or the rate limit; the sign-in form gets the page again.', 'Retry-After', 'RateLimit-Policy', 'RateLimit'),
+    '503': problemOrPage('`login-busy`: too many logins being checked, or the server-wide failure budget spent; the sign-in form gets the page again.', 'Retry-After'),
   },
-  problems: [401, 403, 413],
+  problems: [413],
 };
 
 const LOGOUT_DOC: OperationDoc = {
@@ -197,6 +201,7 @@ const LOGOUT_DOC: OperationDoc = {
   responses: {
     '204': empty('Logged out: the cookie is cleared.', 'Set-Cookie'),
     '303': empty('`--login-page` form: signed out; `Location: /login`, the cookie is cleared.', 'Location', 'Set-Cookie'),
+    '403': problemOrPage('From a page of another site or origin with the session cookie: `forbidden`; the sign-out form (`--login-page`) with a bad `csrf` token or another `Origin` gets the page again.'),
   },
-  problems: [403, 413],
+  problems: [413],
 };
