@@ -250,15 +250,16 @@ function addUserCommands(program: Command, action: Action): void {
 
   program
     .command('delete')
-    .description('delete a user')
-    .argument('<ref>', 'user id or alias')
-    .option('--if-match <etag>', 'only if the user still has this ETag')
-    .action(action((ctx, ref: string, options: users.DeleteOptions) => users.remove(ctx, ref, options)));
+    .description('delete users (ids or aliases; - reads refs from stdin, one a line)')
+    .argument('<ref...>', 'user ids or aliases, or - for stdin')
+    .option('--if-match <etag>', 'only if the user still has this ETag (one ref)')
+    .addHelpText('after', '\nExample:\n  usersctl list | jq -r \'select(.name == "Test") | .id\' | usersctl delete -\n')
+    .action(action((ctx, refs: string[], options: users.DeleteOptions) => users.remove(ctx, refs, options)));
 
   program
     .command('list')
     .description('every user, as NDJSON, following the pages to the end')
-    .option('--limit <n>', `users per page (default ${users.DEFAULT_PAGE_SIZE})`, integer('--limit', 1, users.MAX_PAGE_SIZE), users.DEFAULT_PAGE_SIZE)
+    .option('--limit <n>', 'users per page', integer('--limit', 1, users.MAX_PAGE_SIZE), users.DEFAULT_PAGE_SIZE)
     .addHelpText('after', '\nExample:\n  usersctl list | jq -r .name | sort | uniq -c\n')
     .action(action((ctx, options: { limit: number }) => users.list(ctx, options.limit)));
 
@@ -307,7 +308,7 @@ function addImportCommand(program: Command, action: Action): void {
     .command('import')
     .description('create or replace users from NDJSON; one NDJSON result per input line, in input order')
     .option('-f, --file <file>', 'NDJSON input, - for stdin (default: stdin)')
-    .option('--concurrency <n>', `requests in flight (default ${DEFAULT_CONCURRENCY})`, integer('--concurrency', 1, MAX_CONCURRENCY), DEFAULT_CONCURRENCY)
+    .option('--concurrency <n>', 'requests in flight', integer('--concurrency', 1, MAX_CONCURRENCY), DEFAULT_CONCURRENCY)
     .option('--alias-field <field>', 'PUT each line to /users/<value of this field>')
     .option('--uuid-namespace <uuid>', 'PUT each line to /users/<UUIDv5(namespace, line)>')
     .addHelpText(

@@ -88,3 +88,17 @@ test('bin: usersctl --help piped into head -1 exits 0 with nothing on stderr (a 
   assert.equal(result.stderr, '');
   assert.match(result.stdout, /^Usage: usersctl .*\nexit=0\n$/);
 });
+
+test('bin: delete takes many refs and - for refs on stdin; a missing one is reported, the rest are deleted, and the exit code is the first failure\'s', async (t) => {
+  const { env } = await setup(t);
+  for (const name of ['a', 'b', 'c', 'd']) assert.equal((await usersctl(t, ['put', name, '--name', name.toUpperCase()], env)).code, 0);
+  const many = await usersctl(t, ['delete', 'a', 'nobody', '2'], env);
+  assert.equal(many.code, EXIT.notFound, many.stderr);
+  assert.deepEqual(lines(many.stderr), ['usersctl: nobody: No such user.']);
+  const fromStdin = await usersctl(t, ['delete', '-'], env, 'c\n\n4\n');
+  assert.deepEqual(fromStdin, { code: 0, stdout: '', stderr: '' });
+  const left = await usersctl(t, ['list'], env);
+  assert.equal(left.stdout, '', `users left: ${left.stdout}`);
+  const oneEtag = await usersctl(t, ['delete', 'x', 'y', '--if-match', '"e"'], env);
+  assert.equal(oneEtag.code, EXIT.usage);
+});

@@ -41,17 +41,16 @@ export interface GetOptions {
 }
 
 /**
- * Prints each user as the server sent it, one per line. With several refs a
+ * Runs `one` for each ref (`-`: the lines of stdin). With several refs a
  * failure is reported and the rest still run; the exit code is the first
  * failure's. A network failure stops at once: the next ref would fail too.
  */
-export async function get(ctx: Context, refs: readonly string[], options: GetOptions): Promise<number> {
+async function eachRef(ctx: Context, refs: readonly string[], one: (ref: string) => Promise<void>): Promise<number> {
   const several = refs.length > 1 || refs.includes('-');
   let exitCode = 0;
   for await (const ref of expandRefs(ctx, refs)) {
     try {
-      const response = await ctx.client.expect({ method: 'GET', path: refPath(ref), headers: ACCEPT }, [200]);
-      await ctx.out.write((options.etag === true ? (single(response.headers.etag) ?? '') : response.text) + '\n');
+      await one(ref);
       if (ctx.out.closed) break;
     } catch (error) {
       if (!several || !(error instanceof CliError) || error instanceof NetworkError) throw error;
@@ -60,6 +59,14 @@ export async function get(ctx: Context, refs: readonly string[], options: GetOpt
     }
   }
   return exitCode;
+}
+
+/** Prints each user as the server sent it, one per line. */
+export function get(ctx: Context, refs: readonly string[], options: GetOptions): Promise<number> {
+  return eachRef(ctx, refs, async (ref) => {
+    const response = await ctx.client.expect({ method: 'GET', path: refPath(ref), headers: ACCEPT }, [200]);
+    await ctx.out.write((options.etag === true ? (single(response.headers.etag) ?? '') : response.text) + '\n');
+  });
 }
 
 export interface BodyOptions {
@@ -106,10 +113,14 @@ export interface DeleteOptions {
   ifMatch?: string;
 }
 
-export async function remove(ctx: Context, ref: string, options: DeleteOptions): Promise<void> {
+/** DELETE each ref; --if-match names one user's ETag, so it takes one ref. */
+export function remove(ctx: Context, refs: readonly string[], options: DeleteOptions): Promise<number> {
+  if (options.ifMatch !== undefined && (refs.length > 1 || refs.includes('-'))) throw new UsageError('--if-match is the ETag of one user: give one ref with it');
   const headers: Record<string, string> = {};
   if (options.ifMatch !== undefined) headers['if-match'] = options.ifMatch;
-  await ctx.client.expect({ method: 'DELETE', path: refPath(ref), headers }, [200, 204]);
+  return eachRef(ctx, refs, async (ref) => {
+    await ctx.client.expect({ method: 'DELETE', path: refPath(ref), headers }, [200, 204]);
+  });
 }
 
 /** Every user, following `next` to the end, as NDJSON (each item as the server stored it). */
