@@ -6,7 +6,7 @@ import { readFile } from 'node:fs/promises';
 import { UsageError } from './exit-codes.js';
 import { HttpClient } from './client.js';
 import { defaultJarPath } from './jar.js';
-import { Output, readAll } from './streams.js';
+import { Output, readAll, withoutBom } from './streams.js';
 
 export interface Io {
   stdout: { write(chunk: string): unknown; isTTY?: boolean };
@@ -110,7 +110,7 @@ export class Context {
   async readInput(file: string): Promise<string> {
     if (file === '-') return readAll(this.io.stdin as AsyncIterable<Buffer | string>);
     try {
-      return await readFile(file, 'utf8');
+      return withoutBom(await readFile(file)).toString('utf8');
     } catch (error) {
       throw new UsageError(`cannot read ${file}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
     }

@@ -74,8 +74,13 @@ export interface Line {
 export async function* readLines(input: AsyncIterable<Buffer | string>): AsyncGenerator<Line> {
   let rest: Buffer = Buffer.alloc(0);
   let number = 0;
+  let first = true;
   for await (const chunk of input) {
-    const data = typeof chunk === 'string' ? Buffer.from(chunk, 'utf8') : chunk;
+    let data = typeof chunk === 'string' ? Buffer.from(chunk, 'utf8') : chunk;
+    if (first && data.length > 0) {
+      data = withoutBom(data);
+      first = false;
+    }
     const buffer = rest.length === 0 ? data : Buffer.concat([rest, data]);
     let start = 0;
     for (let end = buffer.indexOf(0x0a, start); end !== -1; end = buffer.indexOf(0x0a, start)) {
@@ -89,6 +94,14 @@ export async function* readLines(input: AsyncIterable<Buffer | string>): AsyncGe
   if (rest.length > 0) yield { number: number + 1, bytes: stripCr(rest) };
 }
 
+// A UTF-8 byte order mark, as Windows editors put at the start of a file: not part of the text.
+const BOM = Buffer.from([0xef, 0xbb, 0xbf]);
+
+/** `bytes` without a byte order mark at its start. */
+export function withoutBom(bytes: Buffer): Buffer {
+  return bytes.subarray(0, 3).equals(BOM) ? bytes.subarray(3) : bytes;
+}
+
 function stripCr(line: Buffer): Buffer {
   return line.length > 0 && line[line.length - 1] === 0x0d ? line.subarray(0, line.length - 1) : line;
 }
@@ -97,7 +110,7 @@ function stripCr(line: Buffer): Buffer {
 export async function readAll(input: AsyncIterable<Buffer | string>): Promise<string> {
   const chunks: Buffer[] = [];
   for await (const chunk of input) chunks.push(typeof chunk === 'string' ? Buffer.from(chunk, 'utf8') : chunk);
-  return Buffer.concat(chunks).toString('utf8');
+  return withoutBom(Buffer.concat(chunks)).toString('utf8');
 }
 
 /** The first line of the stream (without its ending), or undefined when it is empty. */

@@ -102,3 +102,19 @@ test('bin: delete takes many refs and - for refs on stdin; a missing one is repo
   const oneEtag = await usersctl(t, ['delete', 'x', 'y', '--if-match', '"e"'], env);
   assert.equal(oneEtag.code, EXIT.usage);
 });
+
+test('bin: a UTF-8 byte order mark at the start of a file or of stdin is not part of the input (import, put -f, get -)', async (t) => {
+  const { env } = await setup(t);
+  const bom = '\uFEFF';
+  const file = join(tempDir(t), 'users.ndjson');
+  writeFileSync(file, `${bom}{"name":"Ann","login":"ann"}\n{"name":"Bob","login":"bob"}\n`);
+  const fromFile = await usersctl(t, ['import', '--alias-field', 'login', '-f', file], env);
+  assert.equal(fromFile.code, 0, fromFile.stderr + fromFile.stdout);
+  const fromStdin = await usersctl(t, ['import', '--alias-field', 'login'], env, `${bom}{"name":"Cy","login":"cy"}\n`);
+  assert.equal(fromStdin.code, 0, fromStdin.stderr + fromStdin.stdout);
+  const put = await usersctl(t, ['put', 'dee', '-f', '-'], env, `${bom}{"name":"Dee"}`);
+  assert.equal(put.code, 0, put.stderr);
+  const got = await usersctl(t, ['get', '-'], env, `${bom}ann\ncy\ndee\n`);
+  assert.equal(got.code, 0, got.stderr);
+  assert.deepEqual(lines(got.stdout).map((l) => JSON.parse(l).name), ['Ann', 'Cy', 'Dee']);
+});
