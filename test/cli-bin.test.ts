@@ -118,3 +118,11 @@ test('bin: a UTF-8 byte order mark at the start of a file or of stdin is not par
   assert.equal(got.code, 0, got.stderr);
   assert.deepEqual(lines(got.stdout).map((l) => JSON.parse(l).name), ['Ann', 'Cy', 'Dee']);
 });
+
+test('bin: mv against a server without --allow-id-change exits 5 with one sentence that names the flag to use', async (t) => {
+  const { env } = await setup(t);
+  assert.equal((await usersctl(t, ['put', 'alice', '--name', 'Alice'], env)).code, 0);
+  const moved = await usersctl(t, ['mv', 'alice', '500'], env);
+  assert.equal(moved.code, EXIT.conflict);
+  assert.deepEqual(lines(moved.stderr), ['usersctl: The body says id 500 but this user is 1; ids are assigned by the server. To move a user to a new id, start users-server with --allow-id-change.']);
+});

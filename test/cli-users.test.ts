@@ -187,7 +187,7 @@ test('mv without --allow-id-change on the server exits 5 with the server\'s deta
   await put(cli.server.url, '/users/alice', { name: 'Alice' });
   const result = await cli.run(['mv', 'alice', '500']);
   assert.equal(result.code, EXIT.conflict);
-  assert.deepEqual(lines(result.stderr), ['usersctl: The body says id 500 but this user is 1; ids are assigned by the server.']);
+  assert.deepEqual(lines(result.stderr), ['usersctl: The body says id 500 but this user is 1; ids are assigned by the server. To move a user to a new id, start users-server with --allow-id-change.']);
   assert.equal((await send(cli.server.url, 'GET', '/users/1')).status, 200);
 });
 

@@ -45,7 +45,7 @@ const bad: { name: string; argv: string[]; env?: NodeJS.ProcessEnv; mentions: Re
   { name: 'a rate above 1000000', argv: ['--rate-limit', '1000001'], mentions: /--rate-limit/ },
   { name: 'a rate that is no number', argv: ['--rate-limit', 'fast'], mentions: /--rate-limit/ },
   { name: 'an empty rate', argv: ['--rate-limit', ''], mentions: /--rate-limit/ },
-  { name: 'a bad USERS_RATE_LIMIT', argv: [], env: { USERS_RATE_LIMIT: '10/s' }, mentions: /--rate-limit/ },
+  { name: 'a bad USERS_RATE_LIMIT', argv: [], env: { USERS_RATE_LIMIT: '10/s' }, mentions: /^USERS_RATE_LIMIT must be an integer/ },
   { name: 'a burst above 1000000', argv: ['--rate-limit', '1', '--rate-burst', '1000001'], mentions: /--rate-burst/ },
   { name: 'a fractional burst', argv: ['--rate-limit', '1', '--rate-burst', '2.5'], mentions: /--rate-burst/ },
   { name: 'a burst without a rate', argv: ['--rate-burst', '5'], mentions: /--rate-burst needs --rate-limit/ },

@@ -149,6 +149,12 @@ for (const c of badStarts) {
   });
 }
 
+test('Server command line (bin): USERS_PORT=abc names the variable, not --port, in its one stderr line', TEST_OPTIONS, async (t) => {
+  const child = spawnServer(t, ['--data', join(tempDir(t), 'never')], { USERS_PORT: 'abc' });
+  const line = assertOneLineFailure(await waitExit(child), child, 2);
+  assert.match(line, /^users-server: USERS_PORT must be an integer from 0 to 65535, not "abc"/);
+});
+
 test('Server command line (bin): an unknown flag exits the process with code 2 and one stderr line', TEST_OPTIONS, async (t) => {
   const data = join(tempDir(t), 'never');
   const child = spawnServer(t, ['--data', data, '--nope']);

@@ -59,7 +59,8 @@ interface FlagSpec {
   type: 'string' | 'boolean';
   default: string | boolean;
   description: string;
-  parse: (value: string | boolean, flag: string) => unknown;
+  /** `source` names where the value came from for messages: the flag (`--port`) or the variable (`USERS_PORT`). */
+  parse: (value: string | boolean, source: string) => unknown;
   key: keyof Config;
 }
 
@@ -67,19 +68,19 @@ const MIN_SECRET_BYTES = 32;
 const MAX_RATE = 1_000_000;
 
 function integer(min: number, max: number) {
-  return (value: string | boolean, flag: string): number => {
+  return (value: string | boolean, source: string): number => {
     const text = String(value);
     const n = /^\d+$/.test(text) ? Number(text) : NaN;
     if (!Number.isSafeInteger(n) || n < min || n > max) {
-      throw new UsageError(`--${flag} must be an integer from ${min} to ${max}, not "${text}"`);
+      throw new UsageError(`${source} must be an integer from ${min} to ${max}, not "${text}"`);
     }
     return n;
   };
 }
 
-function text(value: string | boolean, flag: string): string {
+function text(value: string | boolean, source: string): string {
   const s = String(value);
-  if (s === '') throw new UsageError(`--${flag} must not be empty`);
+  if (s === '') throw new UsageError(`${source} must not be empty`);
   return s;
 }
 
@@ -93,9 +94,9 @@ export const FLAGS: Record<string, FlagSpec> = {
   'allow-id-change': { type: 'boolean', default: false, description: 'let a PUT body move a user to a new id', key: 'allowIdChange', parse: (v) => v },
   'require-session': {
     type: 'string', default: 'none', description: 'none, writes or all: which /users requests need a session', key: 'requireSession',
-    parse: (v, flag) => {
+    parse: (v, source) => {
       if (v === 'none' || v === 'writes' || v === 'all') return v;
-      throw new UsageError(`--${flag} must be none, writes or all, not "${String(v)}"`);
+      throw new UsageError(`${source} must be none, writes or all, not "${String(v)}"`);
     },
   },
   'require-if-match': { type: 'boolean', default: false, description: 'refuse PUT and DELETE of an existing user without If-Match (428)', key: 'requireIfMatch', parse: (v) => v },
@@ -103,10 +104,10 @@ export const FLAGS: Record<string, FlagSpec> = {
   'max-reservations': { type: 'string', default: '100000', description: 'most live reservations at once', key: 'maxReservations', parse: integer(1, 100_000_000) },
   store: {
     type: 'string', default: 'journal', description: 'journal (durable, in --data), memory (lost on exit), postgres or postgres://...', key: 'store',
-    parse: (v, flag) => {
+    parse: (v, source) => {
       const text = String(v);
       if (text === 'journal' || text === 'memory' || text === 'postgres' || /^postgres(ql)?:\/\//.test(text)) return text;
-      throw new UsageError(`--${flag} must be journal, memory, postgres or a postgres:// URL, not "${redactSecrets(text)}"`);
+      throw new UsageError(`${source} must be journal, memory, postgres or a postgres:// URL, not "${redactSecrets(text)}"`);
     },
   },
   'db-pool': { type: 'string', default: '10', description: 'PostgreSQL connections per instance', key: 'dbPool', parse: integer(1, 1000) },
@@ -121,9 +122,9 @@ export const FLAGS: Record<string, FlagSpec> = {
   'trust-proxy': { type: 'boolean', default: false, description: 'client address from the last X-Forwarded-For entry (behind a proxy)', key: 'trustProxy', parse: (v) => v },
   'log-format': {
     type: 'string', default: 'text', description: 'access log on stdout, one line per request: text, json or off', key: 'logFormat',
-    parse: (v, flag) => {
+    parse: (v, source) => {
       if (v === 'text' || v === 'json' || v === 'off') return v;
-      throw new UsageError(`--${flag} must be text, json or off, not "${String(v)}"`);
+      throw new UsageError(`${source} must be text, json or off, not "${String(v)}"`);
     },
   },
   'login-page': { type: 'boolean', default: false, description: 'browser sign-in page at /login; GET / sends browsers there', key: 'loginPage', parse: (v) => v },
@@ -139,11 +140,11 @@ export const FLAGS: Record<string, FlagSpec> = {
   'cookie-secure': { type: 'boolean', default: false, description: 'name the session cookie __Host-USER_TOKEN and mark it Secure (behind TLS)', key: 'cookieSecure', parse: (v) => v },
   secret: {
     type: 'string', default: '', description: 'comma-separated signing secrets, 32+ bytes each; the first signs', key: 'secrets',
-    parse: (v, flag) => {
+    parse: (v, source) => {
       if (v === '') return [];
       const secrets = String(v).split(',');
       for (const s of secrets) {
-        if (Buffer.byteLength(s) < MIN_SECRET_BYTES) throw new UsageError(`--${flag}: each secret needs at least ${MIN_SECRET_BYTES} bytes`);
+        if (Buffer.byteLength(s) < MIN_SECRET_BYTES) throw new UsageError(`${source}: each secret needs at least ${MIN_SECRET_BYTES} bytes`);
       }
       return secrets;
     },
@@ -153,7 +154,7 @@ export const FLAGS: Record<string, FlagSpec> = {
 /** `--password-cost` from the environment alone, for the commands that hash without the server's flags. */
 export function passwordCostFrom(env: NodeJS.ProcessEnv): number {
   const spec = FLAGS['password-cost']!;
-  return spec.parse(env[envName('password-cost')] ?? spec.default, 'password-cost') as number;
+  return spec.parse(env[envName('password-cost')] ?? spec.default, envName('password-cost')) as number;
 }
 
 /** A value with the password of any URL in it replaced by `***`: what messages may show. */
@@ -200,9 +201,14 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Pa
   for (const [flag, spec] of Object.entries(FLAGS)) {
     let raw: string | boolean = spec.default;
     const fromEnv = env[envName(flag)];
+    // A bad value is named where it came from: the flag, or the variable.
+    let source = `--${flag}`;
     if (values[flag] !== undefined) raw = values[flag]!;
-    else if (fromEnv !== undefined) raw = spec.type === 'boolean' ? parseBooleanEnv(fromEnv, envName(flag)) : fromEnv;
-    config[spec.key] = spec.parse(raw, flag);
+    else if (fromEnv !== undefined) {
+      raw = spec.type === 'boolean' ? parseBooleanEnv(fromEnv, envName(flag)) : fromEnv;
+      source = envName(flag);
+    }
+    config[spec.key] = spec.parse(raw, source);
   }
   // A burst without a rate is a setup mistake, not a silent no-op.
   if (config.rateBurst !== 0 && config.rateLimit === 0) throw new UsageError('--rate-burst needs --rate-limit');

@@ -160,7 +160,7 @@ export function decidePut(request: PutRequest, facts: UserFacts): PutDecision {
     if (next === undefined) return idsExhausted();
     id = next;
     if (bodyId !== undefined && bodyId !== id) {
-      if (!request.policy.allowIdChange) return refuse('id-conflict', 'The body carries an id, but a user created through an alias gets its id from the server.');
+      if (!request.policy.allowIdChange) return refuse('id-conflict', 'The body carries an id, but a user created through an alias gets its id from the server; leave "id" out, or start users-server with --allow-id-change to choose it.');
       if (facts.isIssued(bodyId)) return refuse('id-conflict', `The id ${bodyId} has already been issued.`);
       id = bodyId;
     }
@@ -213,7 +213,7 @@ function decideExisting(request: PutRequest, user: StoredUser, facts: UserFacts)
   if (refusal !== undefined) return refusal;
   const bodyId = request.body.id as number | undefined;
   if (bodyId === undefined || bodyId === user.id) return { kind: 'replace', user, json: represent(request.body, user.id) };
-  if (!request.policy.allowIdChange) return refuse('id-conflict', `The body says id ${bodyId} but this user is ${user.id}; ids are assigned by the server.`);
+  if (!request.policy.allowIdChange) return refuse('id-conflict', `The body says id ${bodyId} but this user is ${user.id}; ids are assigned by the server. To move a user to a new id, start users-server with --allow-id-change.`);
   if (facts.isIssued(bodyId)) return refuse('id-conflict', `The id ${bodyId} has already been issued; a user can only move to an id never issued before.`);
   return { kind: 'move', user, to: bodyId, json: represent(request.body, bodyId) };
 }
