@@ -271,7 +271,9 @@ export class HttpClient {
 
 /** A StatusError for a failed answer, with the problem's detail as its message. */
 export function statusError(response: Response): StatusError {
-  return new StatusError(response.status, detailOf(response));
+  const problem = problemOf(response);
+  const text = (field: string) => (typeof problem?.[field] === 'string' ? (problem[field] as string) : undefined);
+  return new StatusError(response.status, detailOf(response), text('type'), text('title'));
 }
 
 /** The parsed problem document of an `application/problem+json` answer, if it is one. */

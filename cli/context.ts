@@ -3,7 +3,7 @@
  * HTTP client. Tests run commands in-process with their own Io.
  */
 import { readFile } from 'node:fs/promises';
-import { UsageError } from './exit-codes.js';
+import { errorRecord, UsageError, type CliError } from './exit-codes.js';
 import { HttpClient } from './client.js';
 import { defaultJarPath } from './jar.js';
 import { Output, readAll, withoutBom } from './streams.js';
@@ -100,6 +100,12 @@ export class Context {
   /** A failure line that does not end the command (one of several refs). */
   fail(message: string): void {
     this.io.stderr.write(`${errorPrefix(this.color)} ${message}\n`);
+  }
+
+  /** The failure of one ref among several: `REF: why`, or with --json its record. */
+  failRef(ref: string, error: CliError): void {
+    if (this.options.json) this.io.stderr.write(JSON.stringify(errorRecord(error.message, error.exitCode, error, ref)) + '\n');
+    else this.fail(`${ref}: ${error.message}`);
   }
 
   paint(text: string, sgr: string): string {

@@ -21,6 +21,8 @@ export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
 /** An error with a chosen exit code and a message meant for the user. */
 export class CliError extends Error {
   override readonly name: string = 'CliError';
+  /** The user ref the failure is about, when the command knows it (for --json). */
+  ref: string | undefined;
   constructor(
     message: string,
     readonly exitCode: ExitCode,
@@ -56,9 +58,41 @@ export class StatusError extends CliError {
     readonly status: number,
     /** The problem's `detail` (or the best text the response offers). */
     readonly detail: string,
+    /** The problem's `type` and `title`, when the answer was a problem document. */
+    readonly type?: string,
+    readonly title?: string,
   ) {
     super(detail, exitCodeForStatus(status));
   }
+}
+
+/** What `--json` prints on stderr for a failure: one JSON object a line. */
+export interface ErrorRecord {
+  /** The HTTP status, or null when no answer came (usage, network). */
+  status: number | null;
+  /** The problem type URI, or `usersctl:<kind>` for a failure of the client's own. */
+  type: string;
+  title: string;
+  detail: string;
+  /** The ref the failure is about, when the command took refs. */
+  ref: string | null;
+  exit: number;
+}
+
+const OWN_TITLES: Record<number, [string, string]> = {
+  [EXIT.usage]: ['usersctl:usage', 'Bad flags, arguments or input'],
+  [EXIT.network]: ['usersctl:network', 'The server could not be reached'],
+  [EXIT.unexpected]: ['usersctl:unexpected', 'Unexpected error'],
+};
+
+/** The record of a failure, for `--json`. */
+export function errorRecord(message: string, exit: number, error: unknown, givenRef?: string): ErrorRecord {
+  const ref = givenRef ?? (error instanceof CliError ? error.ref : undefined);
+  if (error instanceof StatusError) {
+    return { status: error.status, type: error.type ?? 'about:blank', title: error.title ?? '', detail: error.detail, ref: ref ?? null, exit };
+  }
+  const [type, title] = OWN_TITLES[exit] ?? ['usersctl:error', 'Error'];
+  return { status: null, type, title, detail: message, ref: ref ?? null, exit };
 }
 
 /**

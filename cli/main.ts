@@ -8,7 +8,7 @@ import { Command, CommanderError, InvalidArgumentError, Option } from 'commander
 import * as session from './commands/session-commands.js';
 import * as users from './commands/user-commands.js';
 import { Context, DEFAULT_RETRIES, DEFAULT_TIMEOUT_SECONDS, DEFAULT_URL, errorPrefix, resolveGlobals, type GlobalFlags, type Io } from './context.js';
-import { CliError, EXIT } from './exit-codes.js';
+import { CliError, errorRecord, EXIT } from './exit-codes.js';
 import { DEFAULT_CONCURRENCY, DEFAULT_IMPORT_NAMESPACE, MAX_CONCURRENCY, importUsers } from './import.js';
 
 export type { Io } from './context.js';
@@ -63,7 +63,9 @@ export async function run(argv: readonly string[], io: Partial<Io> = {}): Promis
   } catch (error) {
     try {
       const { message, code } = describe(error);
-      if (message !== undefined) fullIo.stderr.write(`${errorPrefix(color)} ${message}\n`);
+      // --json: a script reads the failure as JSON too, one object a line.
+      if (message !== undefined && argv.includes('--json')) fullIo.stderr.write(JSON.stringify(errorRecord(message, code, error)) + '\n');
+      else if (message !== undefined) fullIo.stderr.write(`${errorPrefix(color)} ${message}\n`);
       return code;
     } catch {
       return EXIT.unexpected;
@@ -194,7 +196,7 @@ function newProgram(io: Io): Command {
     })
     .option('--url <url>', `server base URL (env USERSCTL_URL, default ${DEFAULT_URL})`)
     .option('--cookie-jar <file>', 'Netscape cookie file holding the session (env USERSCTL_COOKIE_JAR)')
-    .option('--json', 'machine output: the server JSON unchanged, several results as NDJSON')
+    .option('--json', 'machine output: the server JSON unchanged, several results as NDJSON; failures as JSON on stderr')
     .option('--timeout <seconds>', `connect and response timeout (default ${DEFAULT_TIMEOUT_SECONDS})`, seconds)
     .option('--retries <n>', `retries where safe, with backoff (default ${DEFAULT_RETRIES})`, integer('--retries', 0, 100))
     .option('-q, --quiet', 'no messages on stderr except errors')

@@ -126,3 +126,31 @@ test('bin: mv against a server without --allow-id-change exits 5 with one senten
   assert.equal(moved.code, EXIT.conflict);
   assert.deepEqual(lines(moved.stderr), ['usersctl: The body says id 500 but this user is 1; ids are assigned by the server. To move a user to a new id, start users-server with --allow-id-change.']);
 });
+
+test('bin: --json makes failures JSON on stderr, one object a line with status, type, title, detail and ref, so a script tells 404, 409, 410 and 412 apart', async (t) => {
+  const { env } = await setup(t);
+  const json = (text: string) => lines(text).map((l) => JSON.parse(l) as Record<string, unknown>);
+  const problem = (code: string) => `tag:users-server,2026:problem/${code}`;
+  assert.equal((await usersctl(t, ['put', 'alice', '--name', 'Alice'], env)).code, 0);
+  const cases: [string[], number, number, string, string][] = [
+    [['--json', 'get', 'nobody'], EXIT.notFound, 404, problem('not-found'), 'nobody'],
+    [['--json', 'mv', 'alice', '500'], EXIT.conflict, 409, problem('id-conflict'), 'alice'],
+    [['--json', 'put', 'alice', '--name', 'A', '--if-match', '"stale"'], EXIT.conflict, 412, problem('precondition-failed'), 'alice'],
+  ];
+  for (const [args, exit, status, type, ref] of cases) {
+    const result = await usersctl(t, args, env);
+    assert.equal(result.code, exit, result.stderr);
+    const [record, ...more] = json(result.stderr);
+    assert.deepEqual(more, [], 'one line');
+    assert.deepEqual({ status: record!.status, type: record!.type, ref: record!.ref, exit: record!.exit }, { status, type, ref, exit }, args.join(' '));
+    assert.equal(typeof record!.title, 'string');
+    assert.equal(typeof record!.detail, 'string');
+  }
+  assert.equal((await usersctl(t, ['delete', 'alice'], env)).code, 0);
+  const gone = await usersctl(t, ['--json', 'put', '1', '--name', 'Again'], env);
+  assert.deepEqual(json(gone.stderr).map((r) => [r.status, r.type, r.ref]), [[410, problem('gone'), '1']]);
+  const several = await usersctl(t, ['--json', 'get', 'x', 'y'], env);
+  assert.deepEqual(json(several.stderr).map((r) => [r.status, r.ref]), [[404, 'x'], [404, 'y']]);
+  const usage = await usersctl(t, ['--json', 'get', 'a/b'], env);
+  assert.deepEqual(json(usage.stderr).map((r) => [r.status, r.type, r.exit]), [[null, 'usersctl:usage', EXIT.usage]]);
+});

@@ -53,8 +53,9 @@ async function eachRef(ctx: Context, refs: readonly string[], one: (ref: string)
       await one(ref);
       if (ctx.out.closed) break;
     } catch (error) {
+      if (error instanceof CliError) error.ref ??= ref;
       if (!several || !(error instanceof CliError) || error instanceof NetworkError) throw error;
-      ctx.fail(`${ref}: ${error.message}`);
+      ctx.failRef(ref, error);
       if (exitCode === 0) exitCode = error.exitCode;
     }
   }
@@ -97,8 +98,22 @@ export interface PutOptions extends BodyOptions {
   createOnly?: boolean;
 }
 
+/** Runs `run`; a failure it throws is marked as about `ref` (for --json). */
+async function aboutRef<T>(ref: string, run: () => Promise<T>): Promise<T> {
+  try {
+    return await run();
+  } catch (error) {
+    if (error instanceof CliError) error.ref ??= ref;
+    throw error;
+  }
+}
+
 /** PUT /users/{ref}: replace, or create through an alias or a reserved id. */
-export async function put(ctx: Context, ref: string, options: PutOptions): Promise<void> {
+export function put(ctx: Context, ref: string, options: PutOptions): Promise<void> {
+  return aboutRef(ref, () => putUser(ctx, ref, options));
+}
+
+async function putUser(ctx: Context, ref: string, options: PutOptions): Promise<void> {
   if (options.ifMatch !== undefined && options.createOnly === true) throw new UsageError('--if-match and --create-only contradict each other');
   const path = refPath(ref);
   const body = await userBody(ctx, options);
@@ -206,7 +221,11 @@ export async function createNew(ctx: Context, options: BodyOptions): Promise<voi
  * PUT it back with the new `id` under If-Match, so a change in between is
  * not overwritten (412). Needs a server started with --allow-id-change.
  */
-export async function move(ctx: Context, ref: string, newId: string): Promise<void> {
+export function move(ctx: Context, ref: string, newId: string): Promise<void> {
+  return aboutRef(ref, () => moveUser(ctx, ref, newId));
+}
+
+async function moveUser(ctx: Context, ref: string, newId: string): Promise<void> {
   if (!/^[1-9]\d*$/.test(newId) || !isId(Number(newId))) throw new UsageError(`the new id must be a positive integer, not ${JSON.stringify(newId)}`);
   const current = await ctx.client.expect({ method: 'GET', path: refPath(ref), headers: ACCEPT }, [200]);
   let user: Record<string, unknown>;
