@@ -45,7 +45,7 @@ test('--version prints the package.json version and exits 0', async () => {
 
 const usageCases: Array<{ name: string; args: string[]; message: RegExp }> = [
   { name: 'no command at all', args: [], message: /missing command/ },
-  { name: 'only global options', args: ['--json', '-q'], message: /missing command/ },
+  { name: 'only global options', args: ['-q', '--retries', '2'], message: /missing command/ },
   { name: 'an unknown command', args: ['frobnicate'], message: /unknown command 'frobnicate'/ },
   { name: 'an unknown option', args: ['get', 'x', '--bogus'], message: /unknown option '--bogus'/ },
   { name: 'a missing argument', args: ['get'], message: /missing required argument 'ref'/ },
