@@ -6,7 +6,7 @@ import { readFile } from 'node:fs/promises';
 import { errorRecord, UsageError, type CliError } from './exit-codes.js';
 import { HttpClient } from './client.js';
 import { defaultJarPath } from './jar.js';
-import { Output, readAll, withoutBom } from './streams.js';
+import { Interruption, Output, readAll, withoutBom } from './streams.js';
 
 export interface Io {
   stdout: { write(chunk: string): unknown; isTTY?: boolean };
@@ -68,6 +68,10 @@ function nonEmpty(value: string | undefined): string | undefined {
 
 export class Context {
   readonly out: Output;
+  /** SIGINT, SIGTERM or a closed output: a streaming command stops sending and says what it did. */
+  readonly interruption: Interruption;
+  /** Set by a command that printed its own summary of an early stop. */
+  stopReported = false;
   readonly client: HttpClient;
   /** Colour on stderr: only on a terminal, and never with NO_COLOR (no-color.org). */
   readonly color: boolean;
@@ -77,6 +81,7 @@ export class Context {
     readonly options: GlobalOptions,
   ) {
     this.out = new Output(io.stdout);
+    this.interruption = new Interruption(this.out, io.stdout === process.stdout);
     this.color = io.stderr.isTTY === true && (io.env.NO_COLOR === undefined || io.env.NO_COLOR === '');
     this.client = new HttpClient({
       baseUrl: options.url,
@@ -123,6 +128,7 @@ export class Context {
   }
 
   async close(): Promise<void> {
+    this.interruption.dispose();
     this.out.dispose();
     await this.client.close();
   }

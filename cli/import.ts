@@ -3,6 +3,7 @@
  * one NDJSON result per line out, in input order. Every line goes to a
  * stable URI, so a re-run replaces instead of duplicating.
  */
+import { createReadStream } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { USERS_PATH, userPath } from '../shared/endpoints.js';
 import { isId, parseRef } from '../shared/user.js';
@@ -45,13 +46,23 @@ export async function importUsers(ctx: Context, options: ImportOptions): Promise
   const { input, size, close } = await openInput(ctx, options.file);
   const run = new ImportRun(ctx, options);
   const progress = ctx.io.stderr.isTTY === true && !ctx.options.quiet && !ctx.options.verbose ? startProgress(ctx, run.stats, size, run.started) : undefined;
+  // A signal while waiting for stdin: end the input, so the loop sees the stop.
+  if (size === undefined) ctx.interruption.onStop(() => (input as Partial<{ destroy(): void }>).destroy?.());
   try {
     await run.consume(input);
+    if (ctx.interruption.reason !== undefined && size !== undefined && options.file !== undefined) run.notSent += await countLinesFrom(options.file, run.stoppedAt);
   } finally {
     progress?.stop();
     await close();
   }
   if (progress !== undefined) printSummary(ctx, run.stats, run.started);
+  const stop = ctx.interruption.reason;
+  if (stop !== undefined) {
+    const rest = size === undefined ? `${run.notSent > 0 ? `${run.notSent} line and ` : ''}the rest of stdin` : String(run.notSent);
+    ctx.fail(`interrupted (${stop}): imported ${run.stats.ok}, failed ${run.stats.failed}, not sent ${rest}`);
+    ctx.stopReported = true;
+    return EXIT.ok;
+  }
   if (run.stop !== undefined) throw new CliError(`${run.stop.message}; import stopped after line ${run.lastLine}`, EXIT.network);
   if (run.stats.failed > 0) {
     if (progress === undefined) ctx.fail(`${run.stats.failed} of ${run.stats.lines} lines failed; their results on stdout say why`);
@@ -73,6 +84,10 @@ class ImportRun {
   /** The network failure that stopped the import, if one did. */
   stop: NetworkError | undefined;
   lastLine = 0;
+  /** Input lines left unsent by an early stop (counted to the end of a file; stdin's rest is unknown). */
+  notSent = 0;
+  /** The input's byte offset after the last line read. */
+  stoppedAt = 0;
   private readonly results: OrderedResults;
   private readonly aliasOf: (name: Uint8Array) => string;
   private readonly window: number;
@@ -90,9 +105,26 @@ class ImportRun {
   }
 
   async consume(input: Parameters<typeof readLines>[0]): Promise<void> {
+    try {
+      await this.readAll(input);
+    } catch (error) {
+      // The input was ended by a signal (its stream destroyed): what was read is what there is.
+      if (this.ctx.interruption.reason === undefined) throw error;
+    }
+    while (this.inFlight > 0) await this.waitForResult();
+    await this.results.flush();
+  }
+
+  private async readAll(input: Parameters<typeof readLines>[0]): Promise<void> {
     for await (const line of readLines(input)) {
       this.stats.bytes += line.bytes.length + 1;
-      if (this.stop !== undefined || this.ctx.out.closed) break;
+      if (this.stop !== undefined) break;
+      if (this.ctx.interruption.reason !== undefined) {
+        // This line and the rest of the input are not sent.
+        this.notSent++;
+        this.stoppedAt = line.end;
+        break;
+      }
       this.lastLine = line.number;
       const job = prepare(line, this.options.aliasField, this.aliasOf);
       if (job === undefined) continue;
@@ -108,8 +140,6 @@ class ImportRun {
       this.inFlight++;
       void this.put(seq, line, job.path, job.body);
     }
-    while (this.inFlight > 0) await this.waitForResult();
-    await this.results.flush();
   }
 
   private async waitForResult(): Promise<void> {
@@ -225,6 +255,13 @@ function prepare(line: Line, aliasField: string | undefined, aliasOf: (name: Uin
     path = `${USERS_PATH}/${aliasOf(line.bytes)}`;
   }
   return { kind: 'put', path, body: line.bytes };
+}
+
+/** The non-blank lines of `file` from byte `start` on (what an early stop left unsent). */
+async function countLinesFrom(file: string, start: number): Promise<number> {
+  let count = 0;
+  for await (const line of readLines(createReadStream(file, { start }))) if (line.bytes.length > 0) count++;
+  return count;
 }
 
 function failure(line: number, status: number, error: string): string {

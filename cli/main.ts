@@ -10,6 +10,7 @@ import * as users from './commands/user-commands.js';
 import { Context, DEFAULT_RETRIES, DEFAULT_TIMEOUT_SECONDS, DEFAULT_URL, errorPrefix, resolveGlobals, type GlobalFlags, type Io } from './context.js';
 import { CliError, errorRecord, EXIT } from './exit-codes.js';
 import { DEFAULT_CONCURRENCY, DEFAULT_IMPORT_NAMESPACE, MAX_CONCURRENCY, importUsers } from './import.js';
+import { STOP_EXIT } from './streams.js';
 
 export type { Io } from './context.js';
 export { EXIT } from './exit-codes.js';
@@ -32,6 +33,7 @@ Exit codes:
   6  server error (5xx) after retries
   7  network: cannot connect, DNS, timeout
   8  import: some lines failed
+  130, 141, 143  interrupted: SIGINT, output closed, SIGTERM (one line says what was done)
 
 Examples:
   printf '%s\\n' "$PASSWORD" | usersctl login --password-stdin
@@ -163,7 +165,11 @@ function buildProgram(io: Io, setExitCode: (code: number) => void): Command {
       const ctx = new Context(io, resolveGlobals(command.optsWithGlobals<GlobalFlags>(), io.env));
       let failed = true;
       try {
-        setExitCode((await body(ctx, ...args)) ?? EXIT.ok);
+        const code = (await body(ctx, ...args)) ?? EXIT.ok;
+        // Stopped early (a signal, a closed output): the command said what it did; the exit code says it stopped.
+        const stop = ctx.interruption.reason;
+        if (stop !== undefined && !ctx.stopReported) ctx.fail(`stopped early (${stop}): what was written before is complete`);
+        setExitCode(stop === undefined ? code : STOP_EXIT[stop]);
         failed = false;
       } finally {
         // A failed close must not hide the command's own error.

@@ -59,11 +59,62 @@ export class Output {
   }
 }
 
+/** Why a streaming command stopped before its input ended. */
+export type StopReason = 'SIGINT' | 'SIGTERM' | 'output closed';
+
+/** Exit codes of an interrupted command, as a shell reports a process ended by that signal (128 + its number; SIGPIPE for a closed output). */
+export const STOP_EXIT: Record<StopReason, number> = { SIGINT: 130, SIGTERM: 143, 'output closed': 141 };
+
+/**
+ * Watches what ends a streaming command early: SIGINT, SIGTERM (only when
+ * the command runs as the process, `watchSignals`), or its reader going
+ * away. Commands check `reason` before each new request; a second signal
+ * ends the process at once, as a second Ctrl-C does elsewhere.
+ */
+export class Interruption {
+  private signal: 'SIGINT' | 'SIGTERM' | undefined;
+  private readonly listeners: (() => void)[] = [];
+  private readonly onSignal = (signal: 'SIGINT' | 'SIGTERM') => {
+    if (this.signal !== undefined) process.exit(STOP_EXIT[signal]);
+    this.signal = signal;
+    for (const listener of this.listeners) listener();
+  };
+  private readonly onInt = () => this.onSignal('SIGINT');
+  private readonly onTerm = () => this.onSignal('SIGTERM');
+
+  constructor(
+    private readonly out: Output,
+    private readonly watchSignals: boolean,
+  ) {
+    if (watchSignals) {
+      process.on('SIGINT', this.onInt);
+      process.on('SIGTERM', this.onTerm);
+    }
+  }
+
+  get reason(): StopReason | undefined {
+    return this.signal ?? (this.out.closed ? 'output closed' : undefined);
+  }
+
+  /** Calls `listener` when a signal arrives (to stop waiting for input). */
+  onStop(listener: () => void): void {
+    this.listeners.push(listener);
+  }
+
+  dispose(): void {
+    if (!this.watchSignals) return;
+    process.off('SIGINT', this.onInt);
+    process.off('SIGTERM', this.onTerm);
+  }
+}
+
 export interface Line {
   /** 1-based physical line number. */
   number: number;
   /** The line's bytes without its line ending (LF or CRLF). */
   bytes: Buffer;
+  /** The input's byte offset just after this line (and its ending). */
+  end: number;
 }
 
 /**
@@ -75,23 +126,28 @@ export async function* readLines(input: AsyncIterable<Buffer | string>): AsyncGe
   let rest: Buffer = Buffer.alloc(0);
   let number = 0;
   let first = true;
+  /** Input bytes before `buffer[0]`. */
+  let base = 0;
   for await (const chunk of input) {
     let data = typeof chunk === 'string' ? Buffer.from(chunk, 'utf8') : chunk;
     if (first && data.length > 0) {
+      const length = data.length;
       data = withoutBom(data);
+      base += length - data.length;
       first = false;
     }
     const buffer = rest.length === 0 ? data : Buffer.concat([rest, data]);
     let start = 0;
     for (let end = buffer.indexOf(0x0a, start); end !== -1; end = buffer.indexOf(0x0a, start)) {
       number++;
-      yield { number, bytes: stripCr(buffer.subarray(start, end)) };
+      yield { number, bytes: stripCr(buffer.subarray(start, end)), end: base + end + 1 };
       start = end + 1;
     }
+    base += start;
     // Copy the tail: a subarray would keep the whole chunk alive.
     rest = Buffer.from(buffer.subarray(start));
   }
-  if (rest.length > 0) yield { number: number + 1, bytes: stripCr(rest) };
+  if (rest.length > 0) yield { number: number + 1, bytes: stripCr(rest), end: base + rest.length };
 }
 
 // A UTF-8 byte order mark, as Windows editors put at the start of a file: not part of the text.

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { EXIT } from '../cli/main.js';
@@ -64,7 +64,7 @@ test('the executable logs in from a pipe and keeps the session for the next proc
   assert.equal(lines(unreachable.stderr).length, 1);
 });
 
-test('the executable imports a file, exits 8 for a bad line, and stops quietly when its reader closes the pipe', async (t) => {
+test('the executable imports a file, exits 8 for a bad line; list into a reader that closes the pipe stops, says so in one line and exits 141', async (t) => {
   const { env } = await setup(t);
   const file = join(tempDir(t, 'usersctl-files-'), 'users.ndjson');
   const padding = 'x'.repeat(150);
@@ -75,10 +75,10 @@ test('the executable imports a file, exits 8 for a bad line, and stops quietly w
   assert.equal(lines(imported.stdout).length, 3001);
   assert.deepEqual(lines(imported.stderr), ['usersctl: 1 of 3001 lines failed; their results on stdout say why']);
 
-  // About 600 KB of NDJSON into `head -n 1`: usersctl meets EPIPE and must exit 0 without a word.
+  // About 600 KB of NDJSON into `head -n 1`: usersctl meets EPIPE, stops, and says it stopped early.
   const piped = await spawnText(t, 'bash', ['-c', 'set -o pipefail; "$0" "$1" list --limit 1000 | head -n 1', process.execPath, BIN], env);
-  assert.equal(piped.code, 0, piped.stderr);
-  assert.equal(piped.stderr, '');
+  assert.equal(piped.code, 141, piped.stderr);
+  assert.deepEqual(lines(piped.stderr), ['usersctl: stopped early (output closed): what was written before is complete']);
   assert.equal(JSON.parse(piped.stdout).id, 1);
 });
 
@@ -153,4 +153,35 @@ test('bin: --json makes failures JSON on stderr, one object a line with status, 
   assert.deepEqual(json(several.stderr).map((r) => [r.status, r.ref]), [[404, 'x'], [404, 'y']]);
   const usage = await usersctl(t, ['--json', 'get', 'a/b'], env);
   assert.deepEqual(json(usage.stderr).map((r) => [r.status, r.type, r.exit]), [[null, 'usersctl:usage', EXIT.usage]]);
+});
+
+test('bin: import into a reader that closes the pipe stops sending, says "imported N, failed M, not sent K" (N + M + K = the input\'s lines) and exits 141', async (t) => {
+  const { env } = await setup(t);
+  const file = join(tempDir(t, 'usersctl-files-'), 'users.ndjson');
+  writeFileSync(file, Array.from({ length: 3000 }, (_, n) => JSON.stringify({ name: `User ${n}`, pad: 'p'.repeat(100) })).join('\n') + '\n');
+  const piped = await spawnText(t, 'bash', ['-c', 'set -o pipefail; "$0" "$1" import -f "$2" | head -n 1', process.execPath, BIN, file], env);
+  assert.equal(piped.code, 141, piped.stderr);
+  const summary = /^usersctl: interrupted \(output closed\): imported (\d+), failed (\d+), not sent (\d+)$/.exec(lines(piped.stderr).join('\n'));
+  assert.ok(summary !== null, piped.stderr);
+  assert.equal(Number(summary[1]) + Number(summary[2]) + Number(summary[3]), 3000);
+  assert.ok(Number(summary[3]) > 0, 'some lines were not sent');
+});
+
+test('bin: SIGINT during import stops sending, waits for the requests in flight, leaves a results file complete up to there, prints the summary and exits 130', async (t) => {
+  const { env } = await setup(t);
+  const dir = tempDir(t, 'usersctl-files-');
+  const file = join(dir, 'users.ndjson');
+  writeFileSync(file, Array.from({ length: 3000 }, (_, n) => JSON.stringify({ name: `User ${n}` })).join('\n') + '\n');
+  const results = join(dir, 'results.ndjson');
+  // The shell starts the import with its output in a file, waits for the first result, then sends SIGINT.
+  const script = '"$0" "$1" import --concurrency 1 -f "$2" > "$3" & p=$!; while [ ! -s "$3" ]; do :; done; kill -INT $p; wait $p';
+  const run = await spawnText(t, 'bash', ['-c', script, process.execPath, BIN, file, results], env);
+  assert.equal(run.code, 130, run.stderr);
+  const summary = /^usersctl: interrupted \(SIGINT\): imported (\d+), failed (\d+), not sent (\d+)$/.exec(lines(run.stderr).join('\n'));
+  assert.ok(summary !== null, run.stderr);
+  const imported = Number(summary[1]);
+  assert.equal(imported + Number(summary[2]) + Number(summary[3]), 3000);
+  const written = lines(readFileSync(results, 'utf8'));
+  assert.equal(written.length, imported + Number(summary[2]), 'one result per line sent, none missing');
+  assert.deepEqual(written.map((l) => JSON.parse(l).line), Array.from({ length: written.length }, (_, i) => i + 1));
 });

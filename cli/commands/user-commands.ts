@@ -50,8 +50,8 @@ async function eachRef(ctx: Context, refs: readonly string[], one: (ref: string)
   let exitCode = 0;
   for await (const ref of expandRefs(ctx, refs)) {
     try {
+      if (ctx.interruption.reason !== undefined) break;
       await one(ref);
-      if (ctx.out.closed) break;
     } catch (error) {
       if (error instanceof CliError) error.ref ??= ref;
       if (!several || !(error instanceof CliError) || error instanceof NetworkError) throw error;
@@ -141,7 +141,7 @@ export function remove(ctx: Context, refs: readonly string[], options: DeleteOpt
 /** Every user, following `next` to the end, as NDJSON (each item as the server stored it). */
 export async function list(ctx: Context, pageSize: number): Promise<void> {
   let path: string | null = `${USERS_PATH}?limit=${pageSize}`;
-  while (path !== null && !ctx.out.closed) {
+  while (path !== null && ctx.interruption.reason === undefined) {
     const response = await ctx.client.expect({ method: 'GET', path, headers: ACCEPT }, [200]);
     const page = parsePage(response.text);
     // The server writes each user with JSON.stringify, so re-serializing a
