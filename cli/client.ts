@@ -3,7 +3,8 @@
  * cookie jar on every request, retries where they are safe, `-v` tracing
  * with secrets masked, and the problem `detail` of a failed answer.
  */
-import { Agent } from 'undici';
+import { access } from 'node:fs/promises';
+import type { Agent } from 'undici';
 import type { CookieJar } from 'tough-cookie';
 import { PROBLEM_CONTENT_TYPE, PROBLEM_TYPE_PREFIX, problems } from '../shared/problems.js';
 import { NetworkError, StatusError } from './exit-codes.js';
@@ -61,7 +62,8 @@ const COOKIE_CACHE_MS = 1_000;
 export class HttpClient {
   readonly origin: string;
   private readonly prefix: string;
-  private readonly agent: Agent;
+  /** undici's Agent, loaded and made at the first request: a command that sends none never loads undici. */
+  private agent: Promise<Agent> | undefined;
   private jarLoad: Promise<CookieJar> | undefined;
   private jarChanged = false;
   private cookieCache: { key: string; value: string; at: number } | undefined;
@@ -70,7 +72,11 @@ export class HttpClient {
   constructor(private readonly options: ClientOptions) {
     this.origin = options.baseUrl.origin;
     this.prefix = options.baseUrl.pathname.replace(/\/+$/, '');
-    this.agent = new Agent({ connect: { timeout: options.timeoutMs } });
+  }
+
+  private connections(): Promise<Agent> {
+    this.agent ??= import('undici').then(({ Agent }) => new Agent({ connect: { timeout: this.options.timeoutMs } }));
+    return this.agent;
   }
 
   /**
@@ -137,7 +143,7 @@ export class HttpClient {
         this.jarChanged = false;
       }
     } finally {
-      await this.agent.close();
+      if (this.agent !== undefined) await (await this.agent).close();
     }
   }
 
@@ -167,7 +173,7 @@ export class HttpClient {
     let res: Awaited<ReturnType<Agent['request']>>;
     let text: string;
     try {
-      res = await this.agent.request({
+      res = await (await this.connections()).request({
         origin: this.origin,
         path,
         method: request.method,
@@ -193,6 +199,8 @@ export class HttpClient {
   }
 
   private async cookieHeader(url: string): Promise<string> {
+    // No jar file and nothing stored yet: no cookies, and no need to load the cookie library.
+    if (this.jarLoad === undefined && !(await exists(this.options.jarPath))) return '';
     const jar = await this.jar();
     // The Cookie header depends on the path only through cookies' Path
     // attributes; import sends 100,000 distinct paths, so while every cookie
@@ -266,6 +274,15 @@ export class HttpClient {
       default:
         return new NetworkError(`network error talking to ${host}: ${(error as Error).message} (${code})`, code);
     }
+  }
+}
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await access(path);
+    return true;
+  } catch {
+    return false;
   }
 }
 

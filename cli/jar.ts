@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdir, open, readFile, rename, unlink } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { basename, dirname, isAbsolute, join } from 'node:path';
-import { canonicalDomain, Cookie, CookieJar, MemoryCookieStore } from 'tough-cookie';
+import type { Cookie, CookieJar } from 'tough-cookie';
 import { formatCookieFile, parseCookieFile, type CookieLine } from '../shared/cookie-file.js';
 
 // The latest instant a JS Date holds (ECMA-262 "Time Values"), in seconds. A
@@ -20,8 +20,10 @@ const MAX_DATE_SECONDS = 8_640_000_000_000;
  * cookies are dropped (as curl's remove_expired does after reading a file).
  */
 export async function loadJar(path: string): Promise<{ jar: CookieJar; warnings: string[] }> {
-  const store = new MemoryCookieStore();
-  const jar = new CookieJar(store);
+  // Loaded here, not at start: a command that never sends a request never pays for it.
+  const toughCookie = await import('tough-cookie');
+  const store = new toughCookie.MemoryCookieStore();
+  const jar = new toughCookie.CookieJar(store);
   let text: string;
   try {
     text = await readFile(path, 'utf8');
@@ -37,16 +39,16 @@ export async function loadJar(path: string): Promise<{ jar: CookieJar; warnings:
     // re-derive domain and host-only from a request URL, which a file has not.
     // The same creation time for all and tough-cookie's increasing
     // creationIndex keep file order as the RFC 6265 section 5.4 order of equal-path cookies.
-    await store.putCookie(toCookie(line, now));
+    await store.putCookie(toCookie(toughCookie, line, now));
   }
   return { jar, warnings };
 }
 
-function toCookie(line: CookieLine, now: Date): Cookie {
-  return new Cookie({
+function toCookie(lib: typeof import('tough-cookie'), line: CookieLine, now: Date): Cookie {
+  return new lib.Cookie({
     key: line.name,
     value: line.value,
-    domain: canonicalDomain(line.domain) ?? line.domain.toLowerCase(),
+    domain: lib.canonicalDomain(line.domain) ?? line.domain.toLowerCase(),
     hostOnly: !line.includeSubdomains,
     path: line.path,
     secure: line.secure,
