@@ -7,7 +7,8 @@ import { access } from 'node:fs/promises';
 import type { Agent } from 'undici';
 import type { CookieJar } from 'tough-cookie';
 import { PROBLEM_CONTENT_TYPE, PROBLEM_TYPE_PREFIX, problems } from '../shared/problems.js';
-import { NetworkError, StatusError } from './exit-codes.js';
+import { CliError, EXIT, NetworkError, StatusError } from './exit-codes.js';
+import { fileProblem } from './file-errors.js';
 import { loadJar, saveJar } from './jar.js';
 
 export type Method = 'GET' | 'HEAD' | 'PUT' | 'DELETE' | 'POST';
@@ -139,7 +140,9 @@ export class HttpClient {
     try {
       if (this.jarChanged && this.jarLoad !== undefined) {
         const jar = await this.jarLoad;
-        await saveJar(jar, this.options.jarPath);
+        await saveJar(jar, this.options.jarPath).catch((error: unknown) => {
+          throw new CliError(`the cookie jar: ${fileProblem('write', this.options.jarPath, error)} (or give another with --cookie-jar)`, EXIT.unexpected);
+        });
         this.jarChanged = false;
       }
     } finally {
@@ -149,10 +152,15 @@ export class HttpClient {
 
   /** The jar, loaded on first use; a missing file is an empty jar. */
   jar(): Promise<CookieJar> {
-    this.jarLoad ??= loadJar(this.options.jarPath).then(({ jar, warnings }) => {
-      for (const warning of warnings) this.options.warn(`cookie jar ${this.options.jarPath}: ${warning}`);
-      return jar;
-    });
+    this.jarLoad ??= loadJar(this.options.jarPath).then(
+      ({ jar, warnings }) => {
+        for (const warning of warnings) this.options.warn(`cookie jar ${this.options.jarPath}: ${warning}`);
+        return jar;
+      },
+      (error: unknown) => {
+        throw new CliError(`the cookie jar: ${fileProblem('read', this.options.jarPath, error)} (or give another with --cookie-jar)`, EXIT.unexpected);
+      },
+    );
     return this.jarLoad;
   }
 
@@ -271,8 +279,21 @@ export class HttpClient {
       case 'EPIPE':
       case 'UND_ERR_SOCKET':
         return new NetworkError(`the connection to ${host} was closed before the answer was complete`, code);
+      case 'DEPTH_ZERO_SELF_SIGNED_CERT':
+      case 'SELF_SIGNED_CERT_IN_CHAIN':
+      case 'UNABLE_TO_VERIFY_LEAF_SIGNATURE':
+      case 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY':
+        return new NetworkError(`the certificate of ${host} is not signed by an authority this machine trusts; if it is your own, set NODE_EXTRA_CA_CERTS to its CA's PEM file`, code);
+      case 'CERT_HAS_EXPIRED':
+        return new NetworkError(`the certificate of ${host} has expired; the server must renew it`, code);
+      case 'ERR_TLS_CERT_ALTNAME_INVALID':
+        return new NetworkError(`the certificate of ${host} is for another host name; use the name it was issued for in --url`, code);
+      case 'EPROTO':
+      case 'ERR_SSL_WRONG_VERSION_NUMBER':
+      case 'ERR_SSL_PACKET_LENGTH_TOO_LONG':
+        return new NetworkError(`${host} does not speak TLS on that port; try http:// instead of https:// in --url`, code);
       default:
-        return new NetworkError(`network error talking to ${host}: ${(error as Error).message} (${code})`, code);
+        return new NetworkError(`network error talking to ${host} (${code}); check --url and the server`, code);
     }
   }
 }

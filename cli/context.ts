@@ -4,6 +4,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import { errorRecord, UsageError, type CliError } from './exit-codes.js';
+import { fileProblem } from './file-errors.js';
 import { HttpClient } from './client.js';
 import { defaultJarPath } from './jar.js';
 import { Interruption, Output, readAll, withoutBom } from './streams.js';
@@ -123,7 +124,7 @@ export class Context {
     try {
       return withoutBom(await readFile(file)).toString('utf8');
     } catch (error) {
-      throw new UsageError(`cannot read ${file}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
+      throw new UsageError(fileProblem('read', file, error));
     }
   }
 

@@ -10,6 +10,7 @@ import { isId, parseRef } from '../shared/user.js';
 import type { Context } from './context.js';
 import { CliError, EXIT, NetworkError, UsageError } from './exit-codes.js';
 import { detailOf } from './client.js';
+import { fileProblem } from './file-errors.js';
 import { readLines, type Line } from './streams.js';
 import { isUuid, uuidV5Generator } from './uuid.js';
 
@@ -277,7 +278,7 @@ async function openInput(ctx: Context, file: string | undefined): Promise<{ inpu
   try {
     handle = await open(file, 'r');
   } catch (error) {
-    throw new UsageError(`cannot read ${file}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
+    throw new UsageError(fileProblem('read', file, error));
   }
   const stat = await handle.stat();
   const stream = handle.createReadStream({ highWaterMark: 256 * 1024, autoClose: false });

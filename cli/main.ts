@@ -42,7 +42,7 @@ Examples:
   usersctl list | jq -r 'select(.name | test("^A")) | .id' | usersctl get -
   usersctl put alice --name Alice --if-match "$(usersctl get --etag alice)"
   usersctl export > users.ndjson && usersctl import -f users.ndjson > results.ndjson
-  usersctl import --alias-field email < people.ndjson | jq -c 'select(.ok | not)'
+  usersctl import --alias-field login < people.ndjson | jq -c 'select(.ok | not)'
 `;
 
 /** argv without node and the script (process.argv.slice(2)); resolves to the exit code; never throws. */

@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { createServer as createTlsServer } from 'node:https';
+import type { AddressInfo } from 'node:net';
 import { test, type TestContext } from 'node:test';
 import { EXIT } from '../cli/main.js';
 import { ADMIN_PASSWORD, buildIfStale, startTestServer, tempDir } from './helpers.js';
@@ -184,4 +186,33 @@ test('bin: SIGINT during import stops sending, waits for the requests in flight,
   const written = lines(readFileSync(results, 'utf8'));
   assert.equal(written.length, imported + Number(summary[2]), 'one result per line sent, none missing');
   assert.deepEqual(written.map((l) => JSON.parse(l).line), Array.from({ length: written.length }, (_, i) => i + 1));
+});
+
+test('bin: failures are plain sentences with a next step, never a raw errno or OpenSSL text (a folder given as a file, a missing file, a folder as the jar, https to an http port, a self-signed certificate)', async (t) => {
+  const { server, env } = await setup(t);
+  const folder = tempDir(t);
+  const cases: [string[], number, RegExp][] = [
+    [['put', 'x', '-f', folder], EXIT.usage, /is a folder, not a file; give the path of a file$/],
+    [['import', '-f', join(folder, 'missing.ndjson')], EXIT.usage, /missing\.ndjson does not exist; check the path$/],
+    [['--cookie-jar', folder, 'get', '1'], EXIT.unexpected, /^usersctl: the cookie jar: .* is a folder, not a file; .*--cookie-jar\)$/],
+    [['--url', server.url.replace('http:', 'https:'), 'get', '1'], EXIT.network, /does not speak TLS on that port; try http:\/\/ instead of https:\/\/ in --url$/],
+  ];
+  const openssl = await runTool(t, 'openssl', ['version']).catch(() => undefined);
+  if (openssl?.code === 0) {
+    const key = join(folder, 'key.pem');
+    const cert = join(folder, 'cert.pem');
+    await runTool(t, 'openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', cert, '-days', '1', '-subj', '/CN=localhost']);
+    const tls = createTlsServer({ key: readFileSync(key), cert: readFileSync(cert) }, (_req, res) => res.end('{}'));
+    await new Promise<void>((resolve) => tls.listen(0, '127.0.0.1', resolve));
+    t.after(() => new Promise<void>((resolve) => tls.close(() => resolve())));
+    cases.push([['--url', `https://127.0.0.1:${(tls.address() as AddressInfo).port}`, 'get', '1'], EXIT.network, /is not signed by an authority this machine trusts; if it is your own, set NODE_EXTRA_CA_CERTS to its CA's PEM file$/]);
+  }
+  for (const [args, code, message] of cases) {
+    const result = await usersctl(t, args, env);
+    assert.equal(result.code, code, `${args.join(' ')}: ${result.stderr}`);
+    const [line, ...more] = lines(result.stderr);
+    assert.deepEqual(more, [], 'one line');
+    assert.match(line!, message);
+    assert.doesNotMatch(line!, /\bE[A-Z]{3,}\b|SSL|routines|errno/, `a raw error code in: ${line}`);
+  }
 });

@@ -1,0 +1,25 @@
+/**
+ * A failed file operation as one plain sentence with a next step, never a
+ * raw errno (docs/cli.md "Conventions").
+ */
+export function fileProblem(action: 'read' | 'write', path: string, error: unknown): string {
+  const code = (error as NodeJS.ErrnoException | undefined)?.code;
+  switch (code) {
+    case 'ENOENT':
+      return action === 'read' ? `${path} does not exist; check the path` : `the folder of ${path} does not exist; create it or give another path`;
+    case 'EISDIR':
+      return `${path} is a folder, not a file; give the path of a file`;
+    case 'ENOTDIR':
+      return `a part of ${path} is a file, not a folder; check the path`;
+    case 'EACCES':
+    case 'EPERM':
+      return `no permission to ${action} ${path}; check its owner and mode`;
+    case 'ENOSPC':
+    case 'EDQUOT':
+      return `no space left to write ${path}; free some space`;
+    case 'EROFS':
+      return `${path} is on a read-only file system; give a path elsewhere`;
+    default:
+      return `cannot ${action} ${path}${code === undefined ? '' : ` (${code})`}`;
+  }
+}
