@@ -1,0 +1,54 @@
+/**
+ * Every example of `usersctl --help` and of each command's `--help` runs as
+ * written (issue 20): in bash with pipefail, with `usersctl` on PATH (the
+ * built bin/usersctl.js), jq and the files the examples name, against a
+ * server with --allow-id-change (for `mv`). Skips when bash or jq is missing.
+ */
+import assert from 'node:assert/strict';
+import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { ADMIN_PASSWORD, buildIfStale, startTestServer, tempDir } from './helpers.js';
+import { CLI_BIN, runTool } from './processes.js';
+
+/** The example lines of a help text: the indented lines after "Example:" or "Examples:". */
+function examplesOf(help: string): string[] {
+  const found: string[] = [];
+  let inExamples = false;
+  for (const line of help.split('\n')) {
+    if (/^Examples?:$/.test(line)) inExamples = true;
+    else if (inExamples && line.startsWith('  ')) found.push(line.trim());
+    else if (line.trim() === '' || !line.startsWith(' ')) inExamples = false;
+  }
+  return found;
+}
+
+test('every example of usersctl --help and of each command\'s --help runs as written and exits 0', async (t) => {
+  for (const tool of ['bash', 'jq']) {
+    if ((await runTool(t, 'sh', ['-c', `command -v ${tool}`]).catch(() => undefined))?.code !== 0) return t.skip(`${tool} not found`);
+  }
+  const stale = buildIfStale();
+  if (stale !== undefined) throw new Error(stale);
+  const server = await startTestServer(t, { allowIdChange: true });
+  const home = tempDir(t, 'usersctl-home-');
+  const bin = join(home, 'bin');
+  mkdirSync(bin);
+  writeFileSync(join(bin, 'usersctl'), `#!/bin/sh\nexec "${process.execPath}" "${CLI_BIN}" "$@"\n`);
+  chmodSync(join(bin, 'usersctl'), 0o755);
+  writeFileSync(join(home, '.users-password'), ADMIN_PASSWORD + '\n');
+  writeFileSync(join(home, 'people.ndjson'), '{"name":"Pat","login":"pat"}\n{"name":"Sam","login":"sam"}\n');
+  const env = { PATH: `${bin}:${process.env.PATH}`, HOME: home, XDG_STATE_HOME: join(home, 'state'), USERSCTL_URL: server.url, PASSWORD: ADMIN_PASSWORD };
+  const help = async (args: string[]) => (await runTool(t, process.execPath, [CLI_BIN, ...args], { env })).stdout;
+  const main = await help(['--help']);
+  const commands = [...main.matchAll(/^ {2}([a-z]+)\b/gm)].map((m) => m[1]!).filter((c) => c !== 'help');
+  // Each command's own examples first (import's reads users.ndjson as written here), then the main ones.
+  writeFileSync(join(home, 'users.ndjson'), '{"name":"Una"}\n{"name":"Vic"}\n');
+  const examples: string[] = [];
+  for (const command of commands) examples.push(...examplesOf(await help([command, '--help'])));
+  examples.push(...examplesOf(main));
+  assert.ok(examples.length >= 15, `only ${examples.length} examples found`);
+  for (const example of examples) {
+    const run = await runTool(t, 'bash', ['-o', 'pipefail', '-c', `cd "$HOME" && ${example}`], { env });
+    assert.equal(run.code, 0, `${example}\nexit ${run.code}\nstderr: ${run.stderr}`);
+  }
+});
