@@ -10,6 +10,7 @@ import * as users from './commands/user-commands.js';
 import { Context, DEFAULT_RETRIES, DEFAULT_TIMEOUT_SECONDS, DEFAULT_URL, errorPrefix, resolveGlobals, type GlobalFlags, type Io } from './context.js';
 import { CliError, errorRecord, EXIT } from './exit-codes.js';
 import { DEFAULT_CONCURRENCY, DEFAULT_IMPORT_NAMESPACE, MAX_CONCURRENCY, importUsers } from './import.js';
+import { completionScript, manPage, SHELLS, type Shell } from './completion.js';
 import { STOP_EXIT } from './streams.js';
 
 export type { Io } from './context.js';
@@ -181,7 +182,25 @@ function buildProgram(io: Io, setExitCode: (code: number) => void): Command {
   addUserCommands(program, action);
   addCreateCommands(program, action);
   addImportCommand(program, action);
+  addShellCommands(program, io);
   return program;
+}
+
+/** `completion SHELL` and the hidden `man`: generated from this program, so they say what --help says. */
+function addShellCommands(program: Command, io: Io): void {
+  program
+    .command('completion')
+    .description('print the shell completion script for bash, zsh or fish')
+    .argument('<shell>', 'bash, zsh or fish')
+    .addHelpText('after', '\nExample:\n  eval "$(usersctl completion bash)"\n')
+    .action((shell: string) => {
+      if (!(SHELLS as readonly string[]).includes(shell)) throw new CliError(`no completion for ${JSON.stringify(shell)}: give bash, zsh or fish`, EXIT.usage);
+      io.stdout.write(completionScript(program, shell as Shell));
+    });
+  program
+    .command('man', { hidden: true })
+    .description('print the usersctl(1) man page (npm run build writes it to dist/man/)')
+    .action(() => void io.stdout.write(manPage(program, new Date().toISOString().slice(0, 10), version(), HELP_AFTER)));
 }
 
 /** The program with its global options, help and output wired to `io`. */

@@ -1,9 +1,10 @@
 import { accountsCommand } from './commands/accounts.js';
 import type { CommandIo } from './commands/command-io.js';
 import { copyCommand } from './commands/copy.js';
+import { manCommand } from './commands/man-page.js';
 import { migrateCommand } from './commands/migrate.js';
 import { repair } from './commands/repair.js';
-import { serve } from './commands/serve.js';
+import { packageVersion, serve } from './commands/serve.js';
 
 export type { CommandIo as Io } from './commands/command-io.js';
 
@@ -17,5 +18,6 @@ export async function main(argv: readonly string[], io: CommandIo = { stdout: pr
   if (argv[0] === 'accounts') return accountsCommand(argv.slice(1), { ...io, stdin: io.stdin ?? process.stdin });
   if (argv[0] === 'migrate') return migrateCommand(argv.slice(1), io);
   if (argv[0] === 'copy') return copyCommand(argv.slice(1), io);
+  if (argv[0] === 'man') return manCommand(io, packageVersion());
   return serve(argv, io);
 }

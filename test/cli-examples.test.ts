@@ -40,7 +40,8 @@ test('every example of usersctl --help and of each command\'s --help runs as wri
   const env = { PATH: `${bin}:${process.env.PATH}`, HOME: home, XDG_STATE_HOME: join(home, 'state'), USERSCTL_URL: server.url, PASSWORD: ADMIN_PASSWORD };
   const help = async (args: string[]) => (await runTool(t, process.execPath, [CLI_BIN, ...args], { env })).stdout;
   const main = await help(['--help']);
-  const commands = [...main.matchAll(/^ {2}([a-z]+)\b/gm)].map((m) => m[1]!).filter((c) => c !== 'help');
+  const listed = main.slice(main.indexOf('Commands:'), main.indexOf('\n\n', main.indexOf('Commands:')));
+  const commands = [...listed.matchAll(/^ {2}([a-z]+)\b/gm)].map((m) => m[1]!).filter((c) => c !== 'help');
   // Each command's own examples first (import's reads users.ndjson as written here), then the main ones.
   writeFileSync(join(home, 'users.ndjson'), '{"name":"Una"}\n{"name":"Vic"}\n');
   const examples: string[] = [];

@@ -185,7 +185,7 @@ function stdoutSink(io: CommandIo): (chunk: string) => void {
   };
 }
 
-function version(): string {
+export function packageVersion(): string {
   const pkg = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string };
   return pkg.version;
 }
@@ -261,7 +261,7 @@ export async function serve(argv: readonly string[], io: CommandIo): Promise<num
     return 2;
   }
   if (parsed.help || parsed.version) {
-    io.stdout.write((parsed.help ? usage() : version()) + '\n');
+    io.stdout.write((parsed.help ? usage() : packageVersion()) + '\n');
     return 0;
   }
   // Signals are watched first, so a stop asked for as soon as "listening on"

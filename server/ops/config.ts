@@ -215,6 +215,16 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Pa
   return { config: config as unknown as Config, help: values.help === true, version: values.version === true };
 }
 
+/** Every flag as the help and the man page list it: its name with a value placeholder, variable, default and description. */
+export function flagTable(): { name: string; env: string; default: string; description: string }[] {
+  return Object.entries(FLAGS).map(([flag, spec]) => ({
+    name: spec.type === 'boolean' ? `--${flag}` : `--${flag} ${spec.default === '' ? 'S' : 'N'}`,
+    env: envName(flag),
+    default: spec.type === 'boolean' ? 'off' : spec.default === '' ? '(none)' : String(spec.default),
+    description: spec.description,
+  }));
+}
+
 export function usage(): string {
   const lines = [
     'usage: users-server [flags]',
