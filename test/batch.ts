@@ -11,23 +11,26 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const TEST_DIR = fileURLToPath(new URL('.', import.meta.url));
 
-/** Seconds of CPU a file took alone on the 2-core machine; others count DEFAULT_COST. */
+/** Seconds a file took alone on the 2-core machine (CPU, or wall time where it mostly waits); others count DEFAULT_COST. */
 const COSTS: Record<string, number> = {
-  'journal-crash.test.ts': 9,
-  'cli-bin.test.ts': 10,
-  'server-cli.test.ts': 9,
+  'cli-bin.test.ts': 12,
+  'cli-examples.test.ts': 9,
+  'postgres-instances.test.ts': 8,
   'browser.test.ts': 7,
   'property.test.ts': 6,
   'cookie-interop.test.ts': 6,
+  'server-cli.test.ts': 6,
   'accounts.test.ts': 5,
+  'journal-crash.test.ts': 5,
+  'journal-failure.test.ts': 5,
   'put-rules.test.ts': 4,
   'concurrency.test.ts': 4,
-  'journal-failure.test.ts': 4,
   'journal-recovery.test.ts': 4,
   'model.test.ts': 4,
-  'timeouts.test.ts': 3,
-  'postgres-instances.test.ts': 6,
+  'timeouts.test.ts': 4,
   'store-suite.test.ts': 3,
+  'cli-scripts.test.ts': 3,
+  'cli-completion.test.ts': 3,
 };
 const DEFAULT_COST = 1.5;
 /** Files that share a process: the PostgreSQL ones start one throwaway cluster per process. */

@@ -169,7 +169,7 @@ test('a cookie jar that cannot be read exits 1 with one line naming the problem'
   const result = await cli.run(['--cookie-jar', dir, 'status']);
   assert.equal(result.code, EXIT.unexpected);
   assert.equal(lines(result.stderr).length, 1, result.stderr);
-  assert.match(result.stderr, /^usersctl: unexpected error: .*EISDIR/);
+  assert.match(result.stderr, /^usersctl: the cookie jar: .* is a folder, not a file; give the path of a file \(or give another with --cookie-jar\)$/m);
 });
 
 test('malformed lines in the cookie jar are skipped with a warning on stderr', async (t) => {

@@ -7,7 +7,9 @@
 import assert from 'node:assert/strict';
 import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { PassThrough } from 'node:stream';
 import { test } from 'node:test';
+import { run } from '../cli/main.js';
 import { ADMIN_PASSWORD, buildIfStale, startTestServer, tempDir } from './helpers.js';
 import { CLI_BIN, runTool } from './processes.js';
 
@@ -38,7 +40,12 @@ test('every example of usersctl --help and of each command\'s --help runs as wri
   writeFileSync(join(home, '.users-password'), ADMIN_PASSWORD + '\n');
   writeFileSync(join(home, 'people.ndjson'), '{"name":"Pat","login":"pat"}\n{"name":"Sam","login":"sam"}\n');
   const env = { PATH: `${bin}:${process.env.PATH}`, HOME: home, XDG_STATE_HOME: join(home, 'state'), USERSCTL_URL: server.url, PASSWORD: ADMIN_PASSWORD };
-  const help = async (args: string[]) => (await runTool(t, process.execPath, [CLI_BIN, ...args], { env })).stdout;
+  // The help texts are read in process (they are the same program): only the examples run as processes.
+  const help = async (args: string[]) => {
+    let out = '';
+    await run(args, { stdout: Object.assign(new PassThrough(), { write: (chunk: string) => ((out += chunk), true) }), env });
+    return out;
+  };
   const main = await help(['--help']);
   const listed = main.slice(main.indexOf('Commands:'), main.indexOf('\n\n', main.indexOf('Commands:')));
   const commands = [...listed.matchAll(/^ {2}([a-z]+)\b/gm)].map((m) => m[1]!).filter((c) => c !== 'help');

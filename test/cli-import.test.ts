@@ -169,7 +169,7 @@ test('import usage errors exit 2: a missing file, a bad namespace, two alias sou
   const cli = await startCliServer(t);
   const missing = await cli.run(['import', '-f', join(tempDir(t), 'nope.ndjson')]);
   assert.equal(missing.code, EXIT.usage);
-  assert.match(missing.stderr, /ENOENT/);
+  assert.match(missing.stderr, /does not exist; check the path/);
   assert.equal((await cli.run(['import', '--uuid-namespace', 'not-a-uuid'])).code, EXIT.usage);
   assert.equal((await cli.run(['import', '--alias-field', 'a', '--uuid-namespace', DEFAULT_IMPORT_NAMESPACE])).code, EXIT.usage);
   assert.equal((await cli.run(['import', '--concurrency', '0'])).code, EXIT.usage);

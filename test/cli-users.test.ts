@@ -80,7 +80,7 @@ test('put -f with a file that does not exist is a usage error (exit 2)', async (
   const cli = await startCliServer(t);
   const result = await cli.run(['put', 'x', '-f', join(tempDir(t), 'missing.json')]);
   assert.equal(result.code, EXIT.usage);
-  assert.match(result.stderr, /^usersctl: cannot read .*missing\.json: ENOENT\n$/);
+  assert.match(result.stderr, /^usersctl: .*missing\.json does not exist; check the path\n$/);
 });
 
 test('a user the server refuses (422) exits 5 with the server\'s detail', async (t) => {
