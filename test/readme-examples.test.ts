@@ -1,0 +1,50 @@
+/**
+ * The README's usersctl examples run as written (issue 20): the shell block
+ * of "## usersctl", line by line in bash with pipefail, with `usersctl` on
+ * PATH (as after `npm ci`, where `npx usersctl` runs the same file), in a
+ * folder holding `data/admin-password` as a first start leaves it. Where a
+ * line's comment shows its output (`# OK`, `# 1`, `# {...}`), the output
+ * must be exactly that. The one change: USERSCTL_URL names the test server.
+ */
+import assert from 'node:assert/strict';
+import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { ADMIN_PASSWORD, buildIfStale, startTestServer, tempDir } from './helpers.js';
+import { CLI_BIN, runTool } from './processes.js';
+
+const README = fileURLToPath(new URL('../README.md', import.meta.url));
+
+/** The lines of the first ```sh block after "## usersctl". */
+function usersctlBlock(): string[] {
+  const text = readFileSync(README, 'utf8');
+  const from = text.indexOf('\n## usersctl');
+  const block = /```sh\n([\s\S]*?)```/.exec(text.slice(from))![1]!;
+  return block.split('\n').filter((line) => line.trim() !== '');
+}
+
+test('the README\'s usersctl examples run as written, and print what their comments show', async (t) => {
+  if ((await runTool(t, 'sh', ['-c', 'command -v jq && command -v bash']).catch(() => undefined))?.code !== 0) return t.skip('jq or bash not found');
+  const stale = buildIfStale();
+  if (stale !== undefined) throw new Error(stale);
+  const server = await startTestServer(t);
+  const home = tempDir(t, 'usersctl-home-');
+  mkdirSync(join(home, 'bin'));
+  mkdirSync(join(home, 'data'));
+  writeFileSync(join(home, 'bin', 'usersctl'), `#!/bin/sh\nexec "${process.execPath}" "${CLI_BIN}" "$@"\n`);
+  chmodSync(join(home, 'bin', 'usersctl'), 0o755);
+  writeFileSync(join(home, 'data', 'admin-password'), ADMIN_PASSWORD + '\n');
+  const env = { PATH: `${join(home, 'bin')}:${process.env.PATH}`, HOME: home, XDG_STATE_HOME: join(home, 'state') };
+  const lines = usersctlBlock();
+  assert.ok(lines.length >= 8, lines.join('\n'));
+  assert.match(lines[0]!, /^export USERSCTL_URL=http:\/\/127\.0\.0\.1:8080$/);
+  const exported = `export USERSCTL_URL=${server.url}`;
+  for (const line of lines.slice(1)) {
+    const [command, comment] = line.split(/\s+# /);
+    const run = await runTool(t, 'bash', ['-o', 'pipefail', '-c', `cd "$HOME" && ${exported} && ${command}`], { env });
+    assert.equal(run.code, 0, `${command}\n${run.stderr}`);
+    const shown = comment?.trim();
+    if (shown !== undefined && /^(OK|\d+|\{.*\})$/.test(shown)) assert.equal(run.stdout.trim(), shown, command);
+  }
+});
