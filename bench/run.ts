@@ -17,6 +17,7 @@
  * Run: npm run bench [-- --rounds 3 --seconds 10 --scenario get-id ...]
  * (bench/README.md describes the flags and each scenario).
  */
+import { DEFAULT_CONCURRENCY } from '../cli/import.js';
 import { spawn } from 'node:child_process';
 import { createWriteStream, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
@@ -380,7 +381,7 @@ interface ImportFigures {
   exitCode: number | null;
 }
 
-/** `usersctl import --concurrency 64` of `users` NDJSON lines into a fresh journal server. */
+/** `usersctl import` of `users` NDJSON lines into a fresh journal server, at the given --concurrency. */
 async function benchImport(users: number, concurrency: number, quietWait: number, log: (line: string) => void): Promise<ImportFigures> {
   const dir = mkdtempSync(join(tmpdir(), 'users-bench-import-'));
   const file = join(dir, 'users.ndjson');
@@ -633,7 +634,8 @@ async function main(argv: string[]): Promise<number> {
 
   let importFailed = false;
   if (options.withImport) {
-    const figures = await benchImport(options.importUsers, 64, options.quietWait, log);
+    // The default --concurrency: the figure a user gets without tuning (README).
+    const figures = await benchImport(options.importUsers, DEFAULT_CONCURRENCY, options.quietWait, log);
     importFailed = figures.exitCode !== 0 || figures.ok !== figures.users;
     out.push(
       `usersctl import of ${fmt(figures.users, 0)} users (--concurrency ${figures.concurrency}, fresh journal server on core 0, usersctl on core 1): ${fmt(figures.seconds, 1)} s, ` +
