@@ -5,13 +5,14 @@
  * server with --allow-id-change (for `mv`). Skips when bash or jq is missing.
  */
 import assert from 'node:assert/strict';
-import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { test } from 'node:test';
 import { run } from '../cli/main.js';
-import { ADMIN_PASSWORD, buildIfStale, startTestServer, tempDir } from './helpers.js';
-import { CLI_BIN, runTool } from './processes.js';
+import { ADMIN_PASSWORD, startTestServer } from './helpers.js';
+import { shellWithUsersctl } from './cli-helpers.js';
+import { runTool } from './processes.js';
 
 /** The example lines of a help text: the indented lines after "Example:" or "Examples:". */
 function examplesOf(help: string): string[] {
@@ -29,17 +30,11 @@ test('every example of usersctl --help and of each command\'s --help runs as wri
   for (const tool of ['bash', 'jq']) {
     if ((await runTool(t, 'sh', ['-c', `command -v ${tool}`]).catch(() => undefined))?.code !== 0) return t.skip(`${tool} not found`);
   }
-  const stale = buildIfStale();
-  if (stale !== undefined) throw new Error(stale);
   const server = await startTestServer(t, { allowIdChange: true });
-  const home = tempDir(t, 'usersctl-home-');
-  const bin = join(home, 'bin');
-  mkdirSync(bin);
-  writeFileSync(join(bin, 'usersctl'), `#!/bin/sh\nexec "${process.execPath}" "${CLI_BIN}" "$@"\n`);
-  chmodSync(join(bin, 'usersctl'), 0o755);
+  const { home, env: shell } = shellWithUsersctl(t, server.url);
   writeFileSync(join(home, '.users-password'), ADMIN_PASSWORD + '\n');
   writeFileSync(join(home, 'people.ndjson'), '{"name":"Pat","login":"pat"}\n{"name":"Sam","login":"sam"}\n');
-  const env = { PATH: `${bin}:${process.env.PATH}`, HOME: home, XDG_STATE_HOME: join(home, 'state'), USERSCTL_URL: server.url, PASSWORD: ADMIN_PASSWORD };
+  const env = { ...shell, PASSWORD: ADMIN_PASSWORD };
   // The help texts are read in process (they are the same program): only the examples run as processes.
   const help = async (args: string[]) => {
     let out = '';

@@ -3,13 +3,15 @@
  * an injected environment, and small stub servers for what the real server
  * never does on demand (5xx, hanging, garbage).
  */
+import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { join } from 'node:path';
 import { PassThrough, Readable } from 'node:stream';
 import type { TestContext } from 'node:test';
 import { run } from '../cli/main.js';
-import { ADMIN_PASSWORD, startTestServer, tempDir, type TestServer } from './helpers.js';
+import { ADMIN_PASSWORD, buildIfStale, startTestServer, tempDir, type TestServer } from './helpers.js';
+import { CLI_BIN } from './processes.js';
 import type { Config } from '../server/ops/config.js';
 
 export interface RunResult {
@@ -151,4 +153,20 @@ export function fakeTty(): PassThrough & { isTTY: true; isRaw: boolean; setRawMo
     stream.rawModes.push(mode);
   };
   return stream;
+}
+
+/**
+ * A shell environment whose PATH finds `usersctl` (the built bin/usersctl.js,
+ * as after `npm ci` and `npm link`), rooted in a fresh HOME; for tests that
+ * run shell lines as a user would. `dist/` is rebuilt first when stale.
+ */
+export function shellWithUsersctl(t: TestContext, url: string): { home: string; env: NodeJS.ProcessEnv } {
+  const stale = buildIfStale();
+  if (stale !== undefined) throw new Error(stale);
+  const home = tempDir(t, 'usersctl-home-');
+  const bin = join(home, 'bin');
+  mkdirSync(bin);
+  writeFileSync(join(bin, 'usersctl'), `#!/bin/sh\nexec "${process.execPath}" "${CLI_BIN}" "$@"\n`);
+  chmodSync(join(bin, 'usersctl'), 0o755);
+  return { home, env: { PATH: `${bin}:${process.env.PATH}`, HOME: home, XDG_STATE_HOME: join(home, 'state'), USERSCTL_URL: url } };
 }

@@ -5,12 +5,13 @@
  * against a server. Skips when sh or jq is missing.
  */
 import assert from 'node:assert/strict';
-import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { buildIfStale, put, send, startTestServer, tempDir } from './helpers.js';
-import { CLI_BIN, runTool } from './processes.js';
+import { put, send, startTestServer } from './helpers.js';
+import { shellWithUsersctl } from './cli-helpers.js';
+import { runTool } from './processes.js';
 
 const DOC = fileURLToPath(new URL('../docs/cli.md', import.meta.url));
 
@@ -27,19 +28,12 @@ async function setup(t: TestContext) {
   for (const tool of ['sh', 'jq']) {
     if ((await runTool(t, 'sh', ['-c', `command -v ${tool}`]).catch(() => undefined))?.code !== 0) return undefined;
   }
-  const stale = buildIfStale();
-  if (stale !== undefined) throw new Error(stale);
   const server = await startTestServer(t);
-  const home = tempDir(t, 'usersctl-home-');
-  const bin = join(home, 'bin');
-  mkdirSync(bin);
-  writeFileSync(join(bin, 'usersctl'), `#!/bin/sh\nexec "${process.execPath}" "${CLI_BIN}" "$@"\n`);
-  chmodSync(join(bin, 'usersctl'), 0o755);
+  const { home, env } = shellWithUsersctl(t, server.url);
   for (const [name, body] of scripts()) {
     writeFileSync(join(home, name), body);
     chmodSync(join(home, name), 0o755);
   }
-  const env = { PATH: `${bin}:${process.env.PATH}`, HOME: home, XDG_STATE_HOME: join(home, 'state'), USERSCTL_URL: server.url };
   const run = (script: string, ...args: string[]) => runTool(t, 'sh', ['-c', `cd "$HOME" && ./${script} "$@"`, 'sh', ...args], { env });
   return { server, run };
 }

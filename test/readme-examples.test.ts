@@ -7,12 +7,13 @@
  * must be exactly that. The one change: USERSCTL_URL names the test server.
  */
 import assert from 'node:assert/strict';
-import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { ADMIN_PASSWORD, buildIfStale, startTestServer, tempDir } from './helpers.js';
-import { CLI_BIN, runTool } from './processes.js';
+import { ADMIN_PASSWORD, startTestServer } from './helpers.js';
+import { shellWithUsersctl } from './cli-helpers.js';
+import { runTool } from './processes.js';
 
 const README = fileURLToPath(new URL('../README.md', import.meta.url));
 
@@ -26,16 +27,10 @@ function usersctlBlock(): string[] {
 
 test('the README\'s usersctl examples run as written, and print what their comments show', async (t) => {
   if ((await runTool(t, 'sh', ['-c', 'command -v jq && command -v bash']).catch(() => undefined))?.code !== 0) return t.skip('jq or bash not found');
-  const stale = buildIfStale();
-  if (stale !== undefined) throw new Error(stale);
   const server = await startTestServer(t);
-  const home = tempDir(t, 'usersctl-home-');
-  mkdirSync(join(home, 'bin'));
+  const { home, env } = shellWithUsersctl(t, server.url);
   mkdirSync(join(home, 'data'));
-  writeFileSync(join(home, 'bin', 'usersctl'), `#!/bin/sh\nexec "${process.execPath}" "${CLI_BIN}" "$@"\n`);
-  chmodSync(join(home, 'bin', 'usersctl'), 0o755);
   writeFileSync(join(home, 'data', 'admin-password'), ADMIN_PASSWORD + '\n');
-  const env = { PATH: `${join(home, 'bin')}:${process.env.PATH}`, HOME: home, XDG_STATE_HOME: join(home, 'state') };
   const lines = usersctlBlock();
   assert.ok(lines.length >= 8, lines.join('\n'));
   assert.match(lines[0]!, /^export USERSCTL_URL=http:\/\/127\.0\.0\.1:8080$/);
