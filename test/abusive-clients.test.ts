@@ -91,3 +91,23 @@ test('answers left unread: a connection that never reads its answers is closed o
   assert.ok(unsentAtClose > 0 && unsentAtClose <= 410_000, `unsent bytes at the close: ${unsentAtClose}`);
   assert.equal((await send(server.url, 'GET', '/healthz')).status, 200, 'the server still serves');
 });
+
+test('a request the server is still working on is not cut by the unread timeout: nothing waits unsent on its connection', async (t) => {
+  let release = () => {};
+  let held: Promise<void> | undefined;
+  const scrypt = async (password: string, salt: Buffer, _params: unknown, length: number) => {
+    await held;
+    return Buffer.alloc(length, password.length + salt.length);
+  };
+  const server = await startTestServer(t, {}, { timeouts: { unread: 100 }, scrypt });
+  // Hashes wait from now on (the admin's, at start, did not).
+  held = new Promise<void>((resolve) => (release = resolve));
+  const connection = new Promise<Socket>((resolve) => server.running.server.once('connection', resolve));
+  const login = send(server.url, 'POST', '/login', { headers: { authorization: 'Basic ' + Buffer.from('nobody:wrong').toString('base64') } });
+  // The connection goes idle while the password is hashed: its timeout fires (a socket listener, which
+  // leaves node's own handling as it is), and nothing is cut.
+  const socket = await connection;
+  await new Promise((resolve) => socket.once('timeout', resolve));
+  release();
+  assert.equal((await login).status, 401);
+});

@@ -98,9 +98,14 @@ function newServer(options: ListenOptions): Server<typeof IncomingMessage, typeo
     requireHostHeader: false,
   });
   // A connection on which nothing moves for this long, neither a byte read
-  // nor an answer's byte accepted, is closed: a client that never reads its
-  // answers holds one answer's bytes until then, not forever.
+  // nor an answer's byte accepted, while an answer waits unsent, is closed:
+  // a client that never reads its answers holds one answer's bytes until
+  // then, not forever. A request the server is still working on (nothing
+  // to send yet) is left alone: with this listener node closes nothing itself.
   server.timeout = timeouts.unread;
+  server.on('timeout', (socket: Socket) => {
+    if (socket.writableLength > 0) socket.destroy();
+  });
   return server;
 }
 
