@@ -58,6 +58,7 @@ export async function listen(app: App, options: ListenOptions): Promise<Listenin
   const server = newServer(options);
   const serving = new Serving(app, observer);
   server.on('request', serving.handle);
+  server.on('timeout', serving.onTimeout);
   // Expect: 100-continue (RFC 9110 section 10.1.1): refuse an oversized body
   // before the client sends it.
   server.on('checkContinue', (req: IncomingMessage, res: ObservedResponse) => {
@@ -98,14 +99,8 @@ function newServer(options: ListenOptions): Server<typeof IncomingMessage, typeo
     requireHostHeader: false,
   });
   // A connection on which nothing moves for this long, neither a byte read
-  // nor an answer's byte accepted, while an answer waits unsent, is closed:
-  // a client that never reads its answers holds one answer's bytes until
-  // then, not forever. A request the server is still working on (nothing
-  // to send yet) is left alone: with this listener node closes nothing itself.
+  // nor an answer's byte accepted, is closed (Serving.onTimeout).
   server.timeout = timeouts.unread;
-  server.on('timeout', (socket: Socket) => {
-    if (socket.writableLength > 0) socket.destroy();
-  });
   return server;
 }
 
@@ -137,6 +132,17 @@ class Serving {
   readonly handle = (req: IncomingMessage, res: ObservedResponse): void => {
     if (!this.admitPipelined(req, res)) return;
     this.serve(req, res);
+  };
+
+  /**
+   * A connection's timeout (node's keep-alive timeout, or the unread one):
+   * with this listener node closes nothing itself. Closed when it is idle
+   * (no request on it) or an answer waits unsent (a client that does not
+   * read); left open while the server is still working on a request.
+   */
+  readonly onTimeout = (socket: Socket): void => {
+    const busy = (this.connections.get(socket)?.open ?? 0) > 0;
+    if (!busy || socket.writableLength > 0) socket.destroy();
   };
 
   /**
