@@ -1,13 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import { ServerResponse, type IncomingMessage, type OutgoingHttpHeader, type OutgoingHttpHeaders } from 'node:http';
-import type { Socket } from 'node:net';
 import type { AccessLog } from '../ops/access-log.js';
 import type { Metrics } from '../ops/metrics.js';
 
 /** Per connection: requests parsed and not yet ended, and whether it went past the limit. */
 export interface PipelineCount {
-  readonly socket: Socket;
   open: number;
+  /** Past PIPELINE_LIMIT: the connection was closed, and nothing more on it is served. */
   over: boolean;
 }
 

@@ -16,13 +16,11 @@ const DRAIN_MS = 1_000;
 /**
  * Clients that pipeline and never read (docs/operations.md "Abusive
  * clients"): a connection may have this many requests parsed and not yet
- * answered; the one after is not served, and the connection is closed once
- * those before it are answered (RFC 9112 section 9.3.2: a pipelining client
- * retries what was left unanswered).
+ * answered; with one more it is closed at once, and nothing after is
+ * served (RFC 9112 section 9.3.2: a pipelining client retries what was
+ * left unanswered).
  */
 export const PIPELINE_LIMIT = 64;
-
-
 
 export interface ListenOptions {
   host: string;
@@ -122,8 +120,7 @@ class Serving {
 
   /** Each response's onClose: one function for all of them. */
   private readonly ended = (res: ObservedResponse): void => {
-    const pipeline = res.pipeline;
-    if (pipeline !== undefined && --pipeline.open === 0 && pipeline.over) pipeline.socket.destroySoon();
+    if (res.pipeline !== undefined) res.pipeline.open--;
     this.inFlight.delete(res);
     this.observer.end(res);
     if (this.drained !== undefined && this.inFlight.size === 0) this.drained();
@@ -147,13 +144,13 @@ class Serving {
 
   /**
    * Counts the request on its connection: false for one past
-   * PIPELINE_LIMIT, which stops reading from the connection and closes it
-   * after the answers before it.
+   * PIPELINE_LIMIT, which closes the connection at once (node parses the
+   * rest of what it read; those requests are not served either).
    */
   private admitPipelined(req: IncomingMessage, res: ObservedResponse): boolean {
     const socket = req.socket;
     let pipeline = this.connections.get(socket);
-    if (pipeline === undefined) this.connections.set(socket, (pipeline = { socket, open: 0, over: false }));
+    if (pipeline === undefined) this.connections.set(socket, (pipeline = { open: 0, over: false }));
     if (pipeline.over) return false;
     if (pipeline.open >= PIPELINE_LIMIT) {
       pipeline.over = true;
