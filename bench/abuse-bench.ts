@@ -14,13 +14,13 @@
  * Run: npm run build && node --import tsx bench/abuse-bench.ts [--part pipeline|login]
  *      [--connections 1000] [--pipelined 3000] [--seconds 10] [--rate 500]
  */
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { request, Agent } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { ADMIN_PASSWORD, spawnServer, type ServerProcess } from './store-bench.js';
+import { ADMIN_PASSWORD, peakRss, percentile, spawnServer, type ServerProcess } from './store-bench.js';
 
 const { values } = parseArgs({
   options: {
@@ -36,19 +36,9 @@ const { values } = parseArgs({
 });
 const SECONDS = Number(values.seconds);
 
-/** Peak resident memory of a process so far (VmHWM), in MiB. */
-function peakRss(pid: number): number {
-  const match = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  return match === null ? NaN : Number(match[1]) / 1024;
-}
-
-function percentile(sorted: readonly number[], p: number): number {
-  return sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
-}
-
 function summary(name: string, ms: number[]): string {
   const sorted = [...ms].sort((a, b) => a - b);
-  return `${name}: ${sorted.length} requests, median ${percentile(sorted, 50).toFixed(1)} ms, p99 ${percentile(sorted, 99).toFixed(1)} ms, max ${(sorted.at(-1) ?? NaN).toFixed(1)} ms`;
+  return `${name}: ${sorted.length} requests, median ${percentile(sorted, 0.5).toFixed(1)} ms, p99 ${percentile(sorted, 0.99).toFixed(1)} ms, max ${(sorted.at(-1) ?? NaN).toFixed(1)} ms`;
 }
 
 // The well-behaved client comes from another address than the flood (all of 127/8 is this host).
@@ -91,7 +81,7 @@ async function pipelineFlood(server: ServerProcess): Promise<void> {
   const times = await wellBehaved(server.url, SECONDS);
   console.log(`pipeline flood: ${connections} connections x ${pipelined} pipelined GETs, never read`);
   console.log(`  ${summary('well-behaved GET /users/1', times)}`);
-  console.log(`  server peak RSS: ${peakRss(server.pid).toFixed(0)} MiB`);
+  console.log(`  server peak RSS: ${(peakRss(server.pid) / 1024 / 1024).toFixed(0)} MiB`);
   for (const socket of sockets) socket.destroy();
 }
 

@@ -4,6 +4,7 @@
  * and descriptions as `--help`, so they cannot drift from it.
  */
 import type { Command, Option } from 'commander';
+import { roff } from '../shared/roff.js';
 
 export const SHELLS = ['bash', 'zsh', 'fish'] as const;
 export type Shell = (typeof SHELLS)[number];
@@ -66,11 +67,6 @@ export function completionScript(program: Command, shell: Shell): string {
       return lines.join('\n') + '\n';
     }
   }
-}
-
-/** roff: a line that starts with . or ' is a request; backslashes are escapes. */
-function roff(text: string): string {
-  return text.replaceAll('\\', '\\e').replaceAll('-', '\\-').replace(/^[.']/gm, '\\&$&');
 }
 
 /** The man page (section 1) of a commander program: synopsis, description, options, each command, and the help's closing text. */

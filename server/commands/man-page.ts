@@ -1,3 +1,4 @@
+import { roff } from '../../shared/roff.js';
 import { flagTable, usage } from '../ops/config.js';
 import type { CommandIo } from './command-io.js';
 
@@ -6,7 +7,6 @@ import type { CommandIo } from './command-io.js';
  * table as `--help`; `npm run build` writes it to dist/man/users-server.1.
  */
 export function manCommand(io: CommandIo, version: string, date = new Date().toISOString().slice(0, 10)): number {
-  const roff = (text: string) => text.replaceAll('\\', '\\e').replaceAll('-', '\\-').replace(/^[.']/gm, '\\&$&');
   const synopsis = usage().split('\n\nflags')[0]!.replace(/^usage: /, '').split('\n').map((l) => l.trim());
   const lines = [
     `.TH USERS-SERVER 1 "${date}" "users-server ${version}" "User Commands"`,
