@@ -18,7 +18,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, fdatasync as realFdatasync, mkdirSync, readdirSync, readFileSync, statSync, unlinkSync, writeFileSync, writev as realWritev } from 'node:fs';
+import { existsSync, fdatasync as realFdatasync, mkdirSync, readdirSync, readFileSync, statSync, unlinkSync, watch, writeFileSync, writev as realWritev } from 'node:fs';
 import { join } from 'node:path';
 import { once } from 'node:events';
 import { test, type TestContext } from 'node:test';
@@ -59,14 +59,17 @@ function ioError(code: string, syscall: Call): NodeJS.ErrnoException {
  */
 class FaultyIo {
   readonly calls = { writev: 0, fdatasync: 0 };
-  private armed: { call: Call; resolve: (held: Held) => void } | undefined;
+  /** The file of the first writev: the journal the server started with. */
+  firstFd: number | undefined;
+  private armed: { call: Call; resolve: (held: Held) => void; fd?: (fd: number) => boolean } | undefined;
   private writesFail = false;
 
   readonly io: JournalIo = {
     writev: ((fd: number, buffers: NodeJS.ArrayBufferView[], position: number, cb: WritevCallback) => {
       this.calls.writev++;
+      this.firstFd ??= fd;
       if (this.writesFail) return process.nextTick(cb, ioError('ENOSPC', 'writev'), 0, buffers);
-      if (this.armed?.call === 'writev') {
+      if (this.armed?.call === 'writev' && (this.armed.fd?.(fd) ?? true)) {
         const { resolve } = this.armed;
         this.armed = undefined;
         return resolve({
@@ -92,9 +95,9 @@ class FaultyIo {
     }) as JournalIo['fdatasync'],
   };
 
-  /** Resolves when the next `call` arrives; it waits until the test completes it. */
-  hold(call: Call): Promise<Held> {
-    return new Promise((resolve) => (this.armed = { call, resolve }));
+  /** Resolves when the next `call` (on a file `fd` accepts) arrives; it waits until the test completes it. */
+  hold(call: Call, fd?: (fd: number) => boolean): Promise<Held> {
+    return new Promise((resolve) => (this.armed = { call, resolve, ...(fd && { fd }) }));
   }
 
   failWrites(): void {
@@ -295,6 +298,58 @@ for (const c of fullDiskCases) {
   });
 }
 
+test('a full disk while a compaction writes its snapshot: the refused writes answer 503, the compaction finishes undisturbed (its files are not read or removed under it), reads serve the acknowledged writes, and a restart has them', async (t) => {
+  const dir = tempDir(t);
+  let now = Date.now();
+  const faults = new FaultyIo();
+  const fatal: Error[] = [];
+  const logs: string[] = [];
+  let compacted!: () => void;
+  const compactionDone = new Promise<void>((resolve) => (compacted = resolve));
+  const log = (line: string) => {
+    logs.push(line);
+    if (/^users-server: compact/.test(line)) compacted();
+  };
+  const server = await startTestServer(t, { data: dir, compactionFloor: 4096 }, { journalIo: faults.io, clock: () => now, logError: log, onFatal: (error: Error) => void fatal.push(error) });
+  const url = server.url;
+  // The snapshot's temp file, seen as it appears: the disk fills while it is being written.
+  const watcher = watch(dir);
+  t.after(() => watcher.close());
+  const snapshotStarted = new Promise<void>((resolve) => watcher.on('change', (_, name) => String(name).endsWith('.tmp') && resolve()));
+  const held = faults.hold('writev', (fd) => fd !== faults.firstFd);
+  // Eight writers keep a batch filling, so the first write into the next journal comes while the snapshot is written.
+  const acked = new Map<string, string>();
+  const refused: Reply[] = [];
+  const writer = async (w: number) => {
+    for (let round = 0; refused.length === 0; round++) {
+      const reply = await put(url, `/users/w${w}`, { name: `Writer ${w}`, round, pad: 'p'.repeat(500) });
+      if (reply.status === 200 || reply.status === 201) acked.set(`/users/w${w}`, reply.text);
+      else refused.push(reply);
+    }
+  };
+  const writers = Promise.all(Array.from({ length: 8 }, (_, w) => writer(w)));
+  const call = await held;
+  await snapshotStarted;
+  faults.failWrites();
+  call.fail(ioError('ENOSPC', 'writev'));
+  await writers;
+  for (const reply of refused) assertProblem(reply, 503, 'disk-full', 'a write the full disk refused');
+  await compactionDone;
+  assert.deepEqual(fatal, [], 'a full disk during a compaction is not fatal');
+  assert.ok(logs.some((l) => /^users-server: compacted \d+ journal bytes/.test(l)), logs.join('\n'));
+  assert.deepEqual(readdirSync(dir).filter((name) => /^(journal|snapshot)-/.test(name)).sort(), ['journal-00000002', 'snapshot-00000002']);
+  for (const [ref, text] of acked) assert.equal((await send(url, 'GET', ref)).text, text, `GET ${ref} serves its acknowledged write`);
+  faults.allowWrites();
+  now += 1001;
+  let reply = await put(url, '/users/later', { name: 'Later' });
+  for (let i = 0; i < 1000 && reply.status === 503; i++) reply = await put(url, '/users/later', { name: 'Later' });
+  assert.equal(reply.status, 201, reply.text);
+  const expected = await listText(server);
+  await server.running.stop();
+  const restarted = await startTestServer(t, { data: dir });
+  assert.equal(await listText(restarted), expected, 'a restart has the same users');
+});
+
 test('journal failure: after a failed fdatasync a read never shows a write that failed (it was never acknowledged)', async (t) => {
   const dir = tempDir(t);
   const server = await startFailing(t, dir);
@@ -470,12 +525,15 @@ test('node bin/users-server.js: a compaction that runs out of disk (a 4 MiB tmpf
     mkdirSync(dir);
     const args = ['--port', '0', '--data', dir, '--max-body', '100000', '--compaction-floor', '4096'];
     const server = await spawnServer(t, args);
-    // 120 users of 10 KB are the live data; replacing them grows the journal past twice that, and the snapshot no longer fits.
+    // 120 users of 12 KB are the live data (1.45 MB). Replacing them once grows
+    // the journal past twice that (2.9 MB), when compaction is due; beside it
+    // the 4 MiB disk has 1.3 MB left, so the snapshot never fits, whatever
+    // the next journal has taken meanwhile.
     const latest = new Map<string, string>();
     let refused: Reply | undefined;
     for (let round = 0; refused === undefined; round++) {
       for (let i = 0; i < 120 && refused === undefined; i++) {
-        const body = { name: `User ${i}`, round, pad: 'p'.repeat(10_000) };
+        const body = { name: `User ${i}`, round, pad: 'p'.repeat(12_000) };
         const reply = await put(server.url, `/users/u${i}`, body);
         if (reply.status === 201 || reply.status === 200) latest.set(`/users/u${i}`, reply.text);
         else refused = reply;

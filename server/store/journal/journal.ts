@@ -95,6 +95,8 @@ export class Journal implements CommitLog {
   /** Set while the disk is full: writes are refused (503) until a probe grows the file again. */
   private full: StoreFullError | undefined;
   private probing = false;
+  /** Set while the writes a full disk refused are taken back out of the state (noSpace). */
+  private rollingBack: Promise<void> | undefined;
   private lastProbe = 0;
   /** Once failed: what every read awaits, so nothing applied but never synced is shown. */
   private failed: Promise<void> | undefined;
@@ -186,7 +188,7 @@ export class Journal implements CommitLog {
 
   /** Resolves when everything applied so far is durable; undefined when it already is. */
   durable(): Promise<void> | undefined {
-    return this.failed ?? this.batches.at(-1)?.promise;
+    return this.failed ?? this.rollingBack ?? this.batches.at(-1)?.promise;
   }
 
   async close(): Promise<void> {
@@ -336,35 +338,53 @@ export class Journal implements CommitLog {
 
   /**
    * A batch the disk had no room for: nothing of it (or of the batches
-   * after it) is durable, yet their writes are applied in memory. Cut the
-   * file back to its last durable record, read the state back from disk
-   * (what a restart would see), refuse those writes with 503, and refuse
-   * new ones until a probe finds space again. Reads never saw them: they
-   * wait for durability.
+   * after it) is durable, yet their writes are applied in memory. New
+   * writes are refused at once; the refused ones are taken back out of the
+   * state (rollBack), then answered 503, and writes stay refused until a
+   * probe finds space again. Reads never saw them: they wait for
+   * durability, and meanwhile for the rollback.
    */
   private noSpace(error: NodeJS.ErrnoException): void {
     const full = new StoreFullError(`the disk holding the journal is full (${error.code}): the write was not made; free some space`);
-    const refused = this.batches.splice(0);
-    try {
-      ftruncateSync(this.fd, this.size);
-      this.allocated = this.size;
-      this.state.replaceWith(recover(this.dir).state);
-    } catch (cause) {
-      this.fail(cause as Error);
-      return;
-    }
-    this.state.sweep(this.now());
     this.full = full;
-    this.lastProbe = this.now();
-    this.options.log(`users-server: the disk is full (${error.code}): writes are refused with 503 until space is freed; reads go on`);
-    for (const batch of refused) batch.reject(full);
-    this.flushing = false;
-    this.idle?.();
+    const refused = this.batches.splice(0);
+    const rollingBack = this.rollBack().then(
+      () => {
+        this.rollingBack = undefined;
+        this.state.sweep(this.now());
+        this.lastProbe = this.now();
+        this.options.log(`users-server: the disk is full (${error.code}): writes are refused with 503 until space is freed; reads go on`);
+        for (const batch of refused) batch.reject(full);
+        this.flushing = false;
+        this.idle?.();
+      },
+      (cause: Error) => {
+        this.rollingBack = undefined;
+        this.batches.unshift(...refused);
+        this.fail(cause);
+        // Reads waiting for the rollback must not see the state it could not restore.
+        throw this.failure;
+      },
+    );
+    rollingBack.catch(() => {});
+    this.rollingBack = rollingBack;
+  }
+
+  /**
+   * Cuts the file back to its last durable record and reads the state back
+   * from the directory, as a restart would. A compaction under way renames
+   * and removes files, so the directory is read once it has finished.
+   */
+  private async rollBack(): Promise<void> {
+    ftruncateSync(this.fd, this.size);
+    this.allocated = this.size;
+    await this.compacting;
+    this.state.replaceWith(recover(this.dir).state);
   }
 
   /** While the disk is full, at most once a SPACE_PROBE_MS: grow the file by a step of zeros; if that syncs, writes are accepted again. */
   private probeSpace(): void {
-    if (this.probing || this.closed || this.now() - this.lastProbe < SPACE_PROBE_MS) return;
+    if (this.probing || this.rollingBack !== undefined || this.closed || this.now() - this.lastProbe < SPACE_PROBE_MS) return;
     this.probing = true;
     this.lastProbe = this.now();
     zeros ??= Buffer.alloc(PREALLOCATION);
