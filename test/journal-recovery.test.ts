@@ -23,7 +23,7 @@ import { join } from 'node:path';
 import { after, test, type TestContext } from 'node:test';
 import type { Config } from '../server/ops/config.js';
 import { repair } from '../server/commands/repair.js';
-import { encodeHeader, encodeRecord, FileKind, HEADER_BYTES, recordAt } from '../server/store/journal/codec.js';
+import { encodeHeader, encodeRecord, FileKind, FORMAT_VERSION, HEADER_BYTES, recordAt } from '../server/store/journal/codec.js';
 import { recover } from '../server/store/journal/recovery.js';
 import type { StoreState } from '../server/store/memory/state.js';
 import { ADMIN_PASSWORD, listText, put, runUsersServer, send, startTestServer, tempDir, type TestServer } from './helpers.js';
@@ -424,9 +424,9 @@ test('repair: one flipped byte in the middle of a 5,000-user journal brings back
 
 test('repair: a journal written by a newer format is refused (exit 1, nothing changed), and the start says to upgrade, never to repair', async (t) => {
   const f = await journalFixture();
-  const dir = copyWith(t, f, patch(f.bytes, 8, [2, 0]));
+  const dir = copyWith(t, f, patch(f.bytes, 8, [FORMAT_VERSION + 1, 0]));
   const before = snapshotDir(dir);
-  const message = `${JOURNAL} was written by format 2; this users-server reads up to format 1; upgrade users-server to start on it (nothing was changed)`;
+  const message = `${JOURNAL} was written by format ${FORMAT_VERSION + 1}; this users-server reads up to format ${FORMAT_VERSION}; upgrade users-server to start on it (nothing was changed)`;
   await assertRefused(t, dir, new RegExp(`^${escape(message)}$`));
   const { code, out, err } = await runRepair(dir);
   assert.equal(code, 1, out);
@@ -479,7 +479,7 @@ test('recovery: a single flipped bit inside a snapshot refuses the start, naming
 const headers: { name: string; damage: (bytes: Buffer) => Buffer; reason: string }[] = [
   { name: 'a garbled magic', damage: (b) => Buffer.concat([Buffer.from('GARBAGE!'), b.subarray(8)]), reason: 'not a users-server data file (bad magic)' },
   { name: 'a foreign file (text)', damage: () => Buffer.from('name,id\nAnn,1\n'.repeat(50)), reason: 'not a users-server data file (bad magic)' },
-  { name: 'format version 0', damage: (b) => patch(b, 8, [0, 0]), reason: 'format version 0; this server reads version 1' },
+  { name: 'format version 0', damage: (b) => patch(b, 8, [0, 0]), reason: `format version 0; this server reads versions 1 to ${FORMAT_VERSION}` },
   { name: 'the snapshot kind', damage: (b) => patch(b, 10, [2, 0]), reason: 'not a journal file' },
   { name: 'another generation', damage: (b) => patch(b, 12, [7, 0, 0, 0]), reason: 'its header says generation 7, its name 1' },
 ];

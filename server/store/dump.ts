@@ -1,4 +1,5 @@
 import type { IdempotencyRecord, StoredUser } from '../users/rules.js';
+import type { ApiTokenRecord } from './store.js';
 
 /**
  * Everything a deployment holds, in a form both kinds of durable store
@@ -20,6 +21,8 @@ export interface StoreDump {
   idempotency: [string, IdempotencyRecord][];
   /** Session id -> expiry (ms). */
   revoked: [string, number][];
+  /** API tokens, oldest first (their hashes only). */
+  tokens: ApiTokenRecord[];
   /** Signing secrets, the first signs; empty when none was made yet. */
   secrets: string[];
   /** The generated admin password, when there is one. */
@@ -33,12 +36,12 @@ export function describeDump(dump: StoreDump): string {
   const aliases = dump.users.filter((u) => u.alias !== undefined).length;
   return (
     `${dump.users.length} users (${aliases} with an alias), ids issued up to ${Math.max(dump.lastId, ...dump.claimed)}, ${dump.redirects.length} moved ids, ` +
-    `${dump.reservations.length} live reservations, ${dump.idempotency.length} Idempotency-Key records, ${dump.revoked.length} revoked sessions, ` +
+    `${dump.reservations.length} live reservations, ${dump.idempotency.length} Idempotency-Key records, ${dump.revoked.length} revoked sessions, ${dump.tokens.length} API tokens, ` +
     `${dump.accounts.length} accounts besides admin, ${dump.secrets.length} signing secrets, ${dump.adminPassword === undefined ? 'no' : 'the'} generated admin password`
   );
 }
 
 /** True when the dump holds nothing a copy could overwrite. */
 export function isEmptyDump(dump: StoreDump): boolean {
-  return dump.users.length === 0 && dump.lastId === 0 && dump.claimed.length === 0 && dump.reservations.length === 0 && dump.accounts.length === 0;
+  return dump.users.length === 0 && dump.lastId === 0 && dump.claimed.length === 0 && dump.reservations.length === 0 && dump.accounts.length === 0 && dump.tokens.length === 0;
 }

@@ -75,6 +75,26 @@ export interface Revocation {
   readonly expiresAt: number;
 }
 
+/**
+ * An API token as a store keeps it: never the token itself, only its
+ * SHA-256 (security/api-token.ts makes and checks tokens).
+ */
+export interface ApiTokenRecord {
+  /** The public part of the token: 16 hex digits. */
+  readonly id: string;
+  /** Unique among the tokens: 1..64 of A-Z a-z 0-9 . _ - */
+  readonly name: string;
+  readonly role: 'admin' | 'reader';
+  /** SHA-256 of the whole token, hex. */
+  readonly hash: string;
+  /** The account (or token name) that created it. */
+  readonly createdBy: string;
+  /** Milliseconds since the epoch. */
+  readonly createdAt: number;
+  /** Milliseconds since the epoch; undefined: it never expires. */
+  readonly expiresAt: number | undefined;
+}
+
 export interface Store {
   findUser(ref: UserRef): MaybePromise<Lookup>;
   /**
@@ -91,6 +111,14 @@ export interface Store {
   createUser(request: CreateRequest): MaybePromise<CreateOutcome>;
   /** POST /reservations: the next id reserved, kept under its Idempotency-Key if one is given. */
   reserveId(request: ReserveRequest): MaybePromise<ReserveOutcome>;
+  /** A new API token; refused when its name is taken. */
+  createToken(token: ApiTokenRecord): MaybePromise<'created' | 'name-taken'>;
+  /** Every API token, expired ones included, oldest first. */
+  listTokens(): MaybePromise<readonly ApiTokenRecord[]>;
+  /** The token with this id, for checking a Bearer credential; does not wait for pending writes. */
+  findToken(id: string): MaybePromise<ApiTokenRecord | undefined>;
+  /** Removes a token; false when there was none. */
+  revokeToken(id: string): MaybePromise<boolean>;
   revokeSessions(revocations: readonly Revocation[]): MaybePromise<void>;
   isRevoked(sessionId: string): MaybePromise<boolean>;
   /** Drops expired reservations, idempotency records and revocations. */

@@ -2,6 +2,7 @@ import { crc32 } from 'node:zlib';
 import { DataError } from '../../errors.js';
 import type { IdempotencyRecord } from '../../users/rules.js';
 import type { Mutation, StoreState } from '../memory/state.js';
+import type { ApiTokenRecord } from '../store.js';
 
 /**
  * The on-disk format shared by journals and snapshots (docs/storage.md).
@@ -26,7 +27,13 @@ import type { Mutation, StoreState } from '../memory/state.js';
  */
 
 export const MAGIC = Buffer.from([0x89, 0x55, 0x53, 0x52, 0x0d, 0x0a, 0x1a, 0x0a]);
-export const FORMAT_VERSION = 1;
+/**
+ * Format 2 added API tokens (entries `t` and `x`). This version reads
+ * formats 1 and 2 and writes 2; a directory of format 1 is upgraded on
+ * start (journal.ts).
+ */
+export const FORMAT_VERSION = 2;
+export const OLDEST_FORMAT_VERSION = 1;
 export const HEADER_BYTES = 16;
 export const FRAME_BYTES = 8;
 /**
@@ -62,11 +69,16 @@ export function refuseNewerFormat(header: Buffer, name: string): void {
   }
 }
 
+/** The format version in a header already checked. */
+export function headerVersion(header: Buffer): number {
+  return header.readUInt16LE(8);
+}
+
 /** Why a header is unusable, or undefined when it is a header of `kind` and `generation`. */
 export function checkHeader(header: Buffer, kind: FileKind, generation: number): string | undefined {
   if (header.length < HEADER_BYTES || !header.subarray(0, MAGIC.length).equals(MAGIC)) return 'not a users-server data file (bad magic)';
   const version = header.readUInt16LE(8);
-  if (version !== FORMAT_VERSION) return `format version ${version}; this server reads version ${FORMAT_VERSION}`;
+  if (version < OLDEST_FORMAT_VERSION || version > FORMAT_VERSION) return `format version ${version}; this server reads versions ${OLDEST_FORMAT_VERSION} to ${FORMAT_VERSION}`;
   if (header.readUInt16LE(10) !== kind) return `not a ${kind === FileKind.Journal ? 'journal' : 'snapshot'} file`;
   if (header.readUInt32LE(12) !== generation) return `its header says generation ${header.readUInt32LE(12)}, its name ${generation}`;
   return undefined;
@@ -142,6 +154,8 @@ const MOVE = 'm';
 const RESERVE = 'r';
 const IDEMPOTENCY = 'i';
 const REVOKE = 's';
+const TOKEN = 't';
+const TOKEN_REVOKE = 'x';
 const ISSUED = 'n';
 const REDIRECT = 'o';
 const END = 'e';
@@ -170,6 +184,10 @@ export function encodeMutation(m: Mutation): string {
       return `${IDEMPOTENCY}\t${m.key}\t${JSON.stringify(m.record)}`;
     case 'revoke':
       return `${REVOKE}\t${m.sessionId}\t${m.expiresAt}`;
+    case 'token':
+      return `${TOKEN}\t${JSON.stringify({ ...m.token, expiresAt: m.token.expiresAt ?? null })}`;
+    case 'token-revoke':
+      return `${TOKEN_REVOKE}\t${m.id}`;
   }
 }
 
@@ -269,6 +287,14 @@ function applyLine(state: StoreState, line: string, kind: FileKind): number | un
       if (fields.length !== 3) break;
       state.apply({ op: 'revoke', sessionId: fields[1]!, expiresAt: timeField(fields[2]) });
       return undefined;
+    case TOKEN:
+      if (fields.length !== 2) break;
+      state.apply({ op: 'token', token: tokenField(fields[1]!) });
+      return undefined;
+    case TOKEN_REVOKE:
+      if (fields.length !== 2) break;
+      state.apply({ op: 'token-revoke', id: fields[1]! });
+      return undefined;
     case ISSUED:
       if (kind !== FileKind.Snapshot || fields.length !== 3) break;
       state.restoreIssued(idField(fields[1], 0), fields[2] === '' ? [] : fields[2]!.split(',').map((f) => idField(f)));
@@ -294,6 +320,23 @@ function timeField(text: string | undefined): number {
   const n = Number(text);
   if (text === '' || !Number.isFinite(n)) throw new DataError(`bad time "${text}"`);
   return n;
+}
+
+function tokenField(text: string): ApiTokenRecord {
+  let r: Record<string, unknown>;
+  try {
+    r = JSON.parse(text) as Record<string, unknown>;
+  } catch {
+    throw new DataError('bad API token record');
+  }
+  const { id, name, role, hash, createdBy, createdAt, expiresAt } = r ?? {};
+  if (
+    typeof id !== 'string' || typeof name !== 'string' || (role !== 'admin' && role !== 'reader') || typeof hash !== 'string' ||
+    typeof createdBy !== 'string' || typeof createdAt !== 'number' || (expiresAt !== null && typeof expiresAt !== 'number')
+  ) {
+    throw new DataError('bad API token record');
+  }
+  return { id, name, role, hash, createdBy, createdAt, expiresAt: expiresAt ?? undefined };
 }
 
 function idempotencyField(text: string): IdempotencyRecord {

@@ -1,11 +1,11 @@
-import { close, closeSync, fdatasync, fsync, fsyncSync, ftruncate, ftruncateSync, open, openSync, unlink, write, writeSync, writev } from 'node:fs';
+import { close, closeSync, fdatasync, fsync, fsyncSync, ftruncate, ftruncateSync, open, openSync, readSync, unlink, write, writeSync, writev } from 'node:fs';
 import { join } from 'node:path';
 import { DataError, StoreFailedError, StoreFullError } from '../../errors.js';
 import { call, fsyncDir, fsyncDirSync } from '../../ops/durable-files.js';
 import { FSYNC_BUCKETS, Histogram } from '../../ops/histogram.js';
 import type { Mutation, StoreState } from '../memory/state.js';
 import { StateStore, type CommitLog } from '../memory/state-store.js';
-import { encodeHeader, encodeMutations, encodeRecord, FileKind, HEADER_BYTES } from './codec.js';
+import { encodeHeader, encodeMutations, encodeRecord, FileKind, FORMAT_VERSION, HEADER_BYTES, headerVersion } from './codec.js';
 import { journalName, listDataFiles, recover, snapshotName, type Recovered } from './recovery.js';
 import { captureImage, writeSnapshot, type Image } from './snapshot.js';
 
@@ -144,19 +144,37 @@ export class Journal implements CommitLog {
     let generation: number;
     let fd: number;
     let size: number;
-    if (recovered.journal === undefined || recovered.journal.end < HEADER_BYTES) {
+    let earlierBytes = recovered.journal?.earlierBytes ?? 0;
+    const last = recovered.journal;
+    if (last === undefined || last.end < HEADER_BYTES) {
       // A fresh directory, or a journal whose creation was cut short.
-      generation = recovered.journal?.generation ?? 1;
+      generation = last?.generation ?? 1;
       fd = createJournalSync(dir, generation);
       size = HEADER_BYTES;
     } else {
-      generation = recovered.journal.generation;
+      generation = last.generation;
       fd = openSync(join(dir, journalName(generation)), 'r+');
-      size = recovered.journal.end;
+      size = last.end;
       // A truncated tail must stay truncated before anything is appended.
       fsyncSync(fd);
+      const version = fileVersion(fd);
+      if (version < FORMAT_VERSION) {
+        // An older format: its files stay as they are (this version reads
+        // them) and new records go to a new journal in the current format,
+        // so an older users-server refuses the directory instead of
+        // misreading it. The next compaction rewrites everything.
+        closeSync(fd);
+        earlierBytes += size;
+        generation += 1;
+        fd = createJournalSync(dir, generation);
+        size = HEADER_BYTES;
+        options.log(
+          `users-server: upgraded ${dir} from data format ${version} to ${FORMAT_VERSION}: new writes go to ${journalName(generation)}; ` +
+            `the older files are kept and read as they are until the next compaction rewrites them`,
+        );
+      }
     }
-    const journal = new Journal(dir, recovered.state, fd, generation, size, recovered.journal?.earlierBytes ?? 0, options);
+    const journal = new Journal(dir, recovered.state, fd, generation, size, earlierBytes, options);
     return { state: recovered.state, journal };
   }
 
@@ -464,7 +482,6 @@ async function createJournal(dir: string, generation: number): Promise<number> {
   return fd;
 }
 
-/** The same, at start-up, before anything is served. */
 /**
  * A directory an earlier start used (its secret is there) whose first
  * journal is missing or empty, with no snapshot, lost its users: starting
@@ -482,6 +499,14 @@ function refuseLostJournal(dir: string, recovered: Recovered, usedBefore: string
   );
 }
 
+/** The format version in the header of the open file `fd`. */
+function fileVersion(fd: number): number {
+  const header = Buffer.alloc(HEADER_BYTES);
+  readSync(fd, header, 0, HEADER_BYTES, 0);
+  return headerVersion(header);
+}
+
+/** createJournal, at start-up, before anything is served. */
 export function createJournalSync(dir: string, generation: number): number {
   const fd = openSync(join(dir, journalName(generation)), 'w', 0o600);
   writeSync(fd, encodeHeader(FileKind.Journal, generation));

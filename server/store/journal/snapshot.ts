@@ -3,6 +3,7 @@ import { encodeEnd, encodeHeader, encodeIssued, encodeMutation, encodeRecord, en
 import type { StoreState } from '../memory/state.js';
 import { call } from '../../ops/durable-files.js';
 import type { IdempotencyRecord, StoredUser } from '../../users/rules.js';
+import type { ApiTokenRecord } from '../store.js';
 
 /**
  * A snapshot: the whole state at one instant, written while the server keeps
@@ -20,6 +21,7 @@ export interface Image {
   reservations: [number, number][];
   idempotency: [string, IdempotencyRecord][];
   revoked: [string, number][];
+  tokens: ApiTokenRecord[];
 }
 
 const CHUNK_CHARS = 1024 * 1024;
@@ -36,6 +38,7 @@ export function captureImage(state: StoreState, now: number): Image {
     reservations: [...state.reservations].filter(([, expiresAt]) => expiresAt > now),
     idempotency: [...state.idempotency].filter(([, record]) => record.expiresAt > now),
     revoked: [...state.revokedSessions].filter(([, expiresAt]) => expiresAt > now),
+    tokens: [...state.tokens.values()],
   };
 }
 
@@ -53,6 +56,7 @@ export function* imageChunks(image: Image): Generator<string> {
   for (const [id, expiresAt] of image.reservations) yield* add(encodeMutation({ op: 'reserve', id, expiresAt }));
   for (const [key, record] of image.idempotency) yield* add(encodeMutation({ op: 'idempotency', key, record }));
   for (const [sessionId, expiresAt] of image.revoked) yield* add(encodeMutation({ op: 'revoke', sessionId, expiresAt }));
+  for (const token of image.tokens) yield* add(encodeMutation({ op: 'token', token }));
   yield* add(encodeEnd(image.users.length));
   yield chunk;
 }

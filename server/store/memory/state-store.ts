@@ -31,6 +31,7 @@ import type {
   StoreStats,
   UserPage,
   CreateRequest,
+  ApiTokenRecord,
 } from '../store.js';
 import { firstIdAfter, StoreState, type Mutation } from './state.js';
 
@@ -141,6 +142,26 @@ export class StateStore implements Store {
     const mutations: Mutation[] = [{ op: 'reserve', id, expiresAt }];
     this.keep(mutations, 'reserve-id', request.idempotency, answer, now);
     return this.commit(mutations, () => ({ kind: 'reserved', id, expiresAt, answer }));
+  }
+
+  createToken(token: ApiTokenRecord): MaybePromise<'created' | 'name-taken'> {
+    for (const other of this.state.tokens.values()) if (other.name === token.name) return this.settle('name-taken');
+    return this.commit([{ op: 'token', token }], () => 'created' as const);
+  }
+
+  listTokens(): MaybePromise<readonly ApiTokenRecord[]> {
+    return this.settle([...this.state.tokens.values()]);
+  }
+
+  findToken(id: string): ApiTokenRecord | undefined {
+    // No wait: a token not yet durable has not been shown to anyone, and a
+    // revocation not yet durable only refuses sooner.
+    return this.state.tokens.get(id);
+  }
+
+  revokeToken(id: string): MaybePromise<boolean> {
+    if (!this.state.tokens.has(id)) return this.settle(false);
+    return this.commit([{ op: 'token-revoke', id }], () => true);
   }
 
   revokeSessions(revocations: readonly Revocation[]): MaybePromise<void> {

@@ -1,4 +1,5 @@
 import type { IdempotencyRecord, StoredUser, UserFacts } from '../../users/rules.js';
+import type { ApiTokenRecord } from '../store.js';
 import { UserTable } from './user-table.js';
 
 /** One change to the state; the unit a journal writes (a commit is one or more). */
@@ -11,7 +12,9 @@ export type Mutation =
   | { op: 'move'; from: number; to: number; json: string }
   | { op: 'reserve'; id: number; expiresAt: number }
   | { op: 'idempotency'; key: string; record: IdempotencyRecord }
-  | { op: 'revoke'; sessionId: string; expiresAt: number };
+  | { op: 'revoke'; sessionId: string; expiresAt: number }
+  | { op: 'token'; token: ApiTokenRecord }
+  | { op: 'token-revoke'; id: string };
 
 /**
  * The live state the memory and journal stores keep in memory, and the one
@@ -35,6 +38,8 @@ export class StoreState implements UserFacts {
   readonly reservations = new Map<number, number>();
   readonly idempotency = new Map<string, IdempotencyRecord>();
   readonly revokedSessions = new Map<string, number>();
+  /** API tokens by id, in creation order. */
+  readonly tokens = new Map<string, ApiTokenRecord>();
   /** The id high-water mark: every id from 1 to lastId has been issued. */
   lastId = 0;
   /** Ids above lastId issued out of turn, as targets of a move. */
@@ -92,6 +97,12 @@ export class StoreState implements UserFacts {
         break;
       case 'revoke':
         this.revokedSessions.set(m.sessionId, m.expiresAt);
+        break;
+      case 'token':
+        this.tokens.set(m.token.id, m.token);
+        break;
+      case 'token-revoke':
+        this.tokens.delete(m.id);
         break;
     }
   }

@@ -1,6 +1,6 @@
 import type { StoreDump } from '../dump.js';
 import type { Sql, TransactionSql } from './driver.js';
-import { userRow } from './facts.js';
+import { tokenOfRow, tokenRow, userRow } from './facts.js';
 
 /** Everything the database holds, read in one transaction (a consistent view). */
 export async function readPostgresDump(sql: Sql, now: number): Promise<StoreDump> {
@@ -20,6 +20,7 @@ export async function readPostgresDump(sql: Sql, now: number): Promise<StoreDump
       secrets: (await tx`select secret from secrets order by position`).map((r) => r.secret as string),
       adminPassword: (admin[0]?.value as string | undefined) ?? undefined,
       accounts: (await tx`select record from accounts order by name`).map((r) => r.record as string),
+      tokens: (await tx`select * from api_tokens order by created_at, id`).map(tokenOfRow),
     };
   })) as StoreDump;
 }
@@ -29,7 +30,7 @@ const BATCH = 1000;
 /** Replaces everything the database holds with `dump`, in one transaction. */
 export async function writePostgresDump(sql: Sql, dump: StoreDump): Promise<void> {
   await sql.begin(async (tx) => {
-    await tx`truncate users, moves, claimed_ids, reservations, idempotency, revocations, secrets, settings, accounts, login_attempts`;
+    await tx`truncate users, moves, claimed_ids, reservations, idempotency, revocations, secrets, settings, accounts, login_attempts, api_tokens`;
     await tx`update id_counter set last_id = ${dump.lastId}`;
     for (let i = 0; i < dump.users.length; i += BATCH) {
       const rows = dump.users.slice(i, i + BATCH).map((u) => userRow(u.id, u.alias, u.json));
@@ -42,6 +43,7 @@ export async function writePostgresDump(sql: Sql, dump: StoreDump): Promise<void
     await insertAll(tx, 'revocations', dump.revoked.map(([session_id, expires_at]) => ({ session_id, expires_at })));
     await insertAll(tx, 'secrets', dump.secrets.map((secret, position) => ({ position, secret })));
     await insertAll(tx, 'accounts', dump.accounts.map((record) => ({ name: (JSON.parse(record) as { name: string }).name, record })));
+    await insertAll(tx, 'api_tokens', dump.tokens.map(tokenRow));
     if (dump.adminPassword !== undefined) await tx`insert into settings (name, value) values ('admin-password', ${dump.adminPassword})`;
   });
 }

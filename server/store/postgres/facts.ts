@@ -1,5 +1,6 @@
 import { entityTag } from '../../users/entity-tag.js';
 import type { StoredUser, UserFacts, UserRef } from '../../users/rules.js';
+import type { ApiTokenRecord } from '../store.js';
 import type { TransactionSql } from './driver.js';
 
 /**
@@ -66,6 +67,23 @@ export function userOf(row: UserRow): StoredUser {
 /** A row to insert for a new version of a user: its entity tag is computed here, once. */
 export function userRow(id: number, alias: string | undefined, json: string): { id: number; alias: string | null; json: string; etag: string } {
   return { id, alias: alias ?? null, json, etag: entityTag(json) };
+}
+
+/** An API token as a row of api_tokens, and back. */
+export function tokenRow(t: ApiTokenRecord): Record<string, string | number | null> {
+  return { id: t.id, name: t.name, role: t.role, hash: t.hash, created_by: t.createdBy, created_at: t.createdAt, expires_at: t.expiresAt ?? null };
+}
+
+export function tokenOfRow(r: Record<string, unknown>): ApiTokenRecord {
+  return {
+    id: r.id as string,
+    name: r.name as string,
+    role: r.role as ApiTokenRecord['role'],
+    hash: r.hash as string,
+    createdBy: r.created_by as string,
+    createdAt: Number(r.created_at),
+    expiresAt: r.expires_at === null ? undefined : Number(r.expires_at),
+  };
 }
 
 /**

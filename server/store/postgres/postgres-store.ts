@@ -19,9 +19,9 @@ import {
   type Replay,
   type UserRef,
 } from '../../users/rules.js';
-import type { CreateOutcome, CreateRequest, DeleteOutcome, Lookup, PutOutcome, Readiness, ReserveOutcome, ReserveRequest, Revocation, Store, StoreStats, UserPage } from '../store.js';
+import type { ApiTokenRecord, CreateOutcome, CreateRequest, DeleteOutcome, Lookup, PutOutcome, Readiness, ReserveOutcome, ReserveRequest, Revocation, Store, StoreStats, UserPage } from '../store.js';
 import { isRetryable, unavailable, type Sql, type TransactionSql } from './driver.js';
-import { LoadedFacts, loadCounter, loadTarget, recordIssued, userOf, userRow } from './facts.js';
+import { LoadedFacts, loadCounter, loadTarget, recordIssued, tokenOfRow, tokenRow, userOf, userRow } from './facts.js';
 import { PostgresSettings } from './shared-settings.js';
 
 /** How often a transaction that lost a race (a unique key, a deadlock) runs again. */
@@ -175,6 +175,24 @@ export class PostgresStore implements Store {
       await keep(tx, 'reserve-id', request.idempotency, answer, now);
       return { kind: 'reserved', id, expiresAt, answer };
     });
+  }
+
+  async createToken(token: ApiTokenRecord): Promise<'created' | 'name-taken'> {
+    const rows = await this.query(() => this.sql`insert into api_tokens ${this.sql(tokenRow(token))} on conflict (name) do nothing returning id`);
+    return rows.length === 1 ? 'created' : 'name-taken';
+  }
+
+  async listTokens(): Promise<readonly ApiTokenRecord[]> {
+    return (await this.query(() => this.sql`select * from api_tokens order by created_at, id`)).map(tokenOfRow);
+  }
+
+  async findToken(id: string): Promise<ApiTokenRecord | undefined> {
+    const [row] = await this.query(() => this.sql`select * from api_tokens where id = ${id}`);
+    return row === undefined ? undefined : tokenOfRow(row);
+  }
+
+  async revokeToken(id: string): Promise<boolean> {
+    return (await this.query(() => this.sql`delete from api_tokens where id = ${id} returning id`)).length === 1;
   }
 
   async revokeSessions(revocations: readonly Revocation[]): Promise<void> {

@@ -36,6 +36,10 @@ const MIGRATIONS: readonly (readonly string[])[] = [
     `create table login_attempts (key text not null, at bigint not null)`,
     `create index login_attempts_key_at on login_attempts (key, at)`,
   ],
+  [
+    // API tokens: their SHA-256 only, never the token.
+    `create table api_tokens (id text primary key, name text not null unique, role text not null, hash text not null, created_by text not null, created_at bigint not null, expires_at bigint)`,
+  ],
 ];
 
 /** The newest schema version this users-server knows. */
