@@ -8,6 +8,8 @@ import { ADMIN_PASSWORD, basic, cookiePair, send, startTestServer, type Reply } 
 
 const PROBLEM = 'tag:users-server,2026:problem/';
 const COOKIE_CHALLENGE = 'Cookie realm="users", cookie-name="USER_TOKEN", form-action="/login"';
+/** A /users request without credentials: the cookie, or an API token. */
+const GUARD_CHALLENGE = `${COOKIE_CHALLENGE}, Bearer realm="users"`;
 
 interface RequestCase {
   name: string;
@@ -45,7 +47,7 @@ function sendCase(url: string, c: RequestCase, cookie?: string): Promise<Reply> 
 
 function assertUnauthorizedProblem(reply: Reply, withBody = true): void {
   assert.equal(reply.status, 401);
-  assert.equal(reply.headers['www-authenticate'], COOKIE_CHALLENGE);
+  assert.equal(reply.headers['www-authenticate'], GUARD_CHALLENGE);
   assert.equal(reply.headers['content-type'], 'application/problem+json');
   if (withBody) {
     const problem = reply.json();

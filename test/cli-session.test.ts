@@ -109,7 +109,7 @@ test('writes need the jar\'s session when the server requires one: 401 exits 4, 
   const cli = await startCliServer(t, { requireSession: 'writes' });
   const before = await cli.run(['put', 'alice', '--name', 'Alice']);
   assert.equal(before.code, EXIT.unauthorized);
-  assert.deepEqual(lines(before.stderr), ['usersctl: Log in first: POST /login with Basic credentials.']);
+  assert.deepEqual(lines(before.stderr), ['usersctl: Log in first: POST /login with Basic credentials (usersctl login), or send an API token: Authorization: Bearer ust_... (usersctl --token).']);
   await cli.login();
   const after = await cli.run(['put', 'alice', '--name', 'Alice']);
   assert.equal(after.code, EXIT.ok, after.stderr);

@@ -146,10 +146,14 @@ for (const c of headerCases) {
   });
 }
 
-test('the session cookie is a security scheme, and the /users operations accept it or nothing (per --require-session)', async (t) => {
+test('the session cookie and API tokens are security schemes, the /users operations and /metrics accept either or nothing (per --require-session), /tokens needs one', async (t) => {
   const { doc } = await fetchDocument(t);
   assert.deepEqual(doc.components.securitySchemes.session, { ...doc.components.securitySchemes.session, type: 'apiKey', in: 'cookie', name: 'USER_TOKEN' });
-  assert.deepEqual(doc.paths['/users/{ref}'].put.security, [{}, { session: [] }]);
+  assert.deepEqual(doc.components.securitySchemes.bearer, { ...doc.components.securitySchemes.bearer, type: 'http', scheme: 'bearer' });
+  assert.deepEqual(doc.paths['/users/{ref}'].put.security, [{}, { session: [] }, { bearer: [] }]);
+  assert.deepEqual(doc.paths['/metrics'].get.security, [{}, { session: [] }, { bearer: [] }]);
+  for (const method of ['get', 'post']) assert.deepEqual(doc.paths['/tokens'][method].security, [{ session: [] }, { bearer: [] }]);
+  assert.deepEqual(doc.paths['/tokens/{id}'].delete.security, [{ session: [] }, { bearer: [] }]);
   assert.deepEqual(doc.paths['/login'].post.security, [{ basic: [] }]);
   assert.deepEqual(doc.paths['/healthz'].get.security, []);
 });

@@ -252,7 +252,7 @@ test('PostgreSQL: without the driver installed, --store postgres:// exits 2 with
   assert.equal((await journal.exited).code, 0);
 });
 
-pg('users-server copy moves a data directory into an empty database and back with everything: users, aliases, moves, reservations, keys, revocations, accounts, secrets; cookies stay valid', async (t) => {
+pg('users-server copy moves a data directory into an empty database and back with everything: users, aliases, moves, reservations, keys, revocations, API tokens, accounts, secrets; cookies and tokens stay valid', async (t) => {
   const dir = tempDir(t);
   const now = Date.now();
   const journal = await startTestServer(t, { store: 'journal', data: dir, allowIdChange: true }, { env: {}, accounts: [{ name: 'rita', role: 'reader', password: 'rita-password' }] });
@@ -267,13 +267,16 @@ pg('users-server copy moves a data directory into an empty database and back wit
   const cookie = cookiePair((await login(journal.url)).headers['set-cookie']);
   const revoked = cookiePair((await login(journal.url)).headers['set-cookie']);
   assert.equal((await send(journal.url, 'POST', '/logout', { headers: { cookie: revoked } })).status, 204);
+  const made = await send(journal.url, 'POST', '/tokens', { json: { name: 'scraper' }, headers: { cookie } });
+  assert.equal(made.status, 201, made.text);
+  const bearer = { authorization: `Bearer ${made.json().token}` };
   const listing = (await send(journal.url, 'GET', '/users')).text;
   await journal.running.stop();
 
   const url = await testDatabase(t, { migrated: false });
   const copied = await runUsersServer(['copy', '--from', dir, '--to', url]);
   assert.equal(copied.code, 0, copied.stderr);
-  assert.match(copied.stdout, /^copied 2 users \(1 with an alias\), ids issued up to 7, 1 moved ids, 1 live reservations, 1 Idempotency-Key records, 1 revoked sessions, 1 accounts besides admin, 1 signing secrets, the generated admin password from /);
+  assert.match(copied.stdout, /^copied 2 users \(1 with an alias\), ids issued up to 7, 1 moved ids, 1 live reservations, 1 Idempotency-Key records, 1 revoked sessions, 1 API tokens, 1 accounts besides admin, 1 signing secrets, the generated admin password from /);
   const db = await startTestServer(t, { store: url, allowIdChange: true }, { env: {} });
   assert.equal((await send(db.url, 'GET', '/users')).text, listing);
   assert.equal((await send(db.url, 'GET', '/users/ann')).json().id, 7);
@@ -282,6 +285,7 @@ pg('users-server copy moves a data directory into an empty database and back wit
   assert.equal((await send(db.url, 'POST', '/users/new', { json: { name: 'Keyed' }, headers: { 'idempotency-key': 'copy-key' } })).text, keyed.text);
   assert.equal((await send(db.url, 'GET', '/', { headers: { cookie } })).status, 200, 'a cookie of the journal server is still valid');
   assert.equal((await send(db.url, 'GET', '/', { headers: { cookie: revoked } })).status, 401, 'a revoked session stays revoked');
+  assert.equal((await send(db.url, 'GET', '/', { headers: bearer })).status, 200, 'an API token of the journal server is still valid');
   assert.equal((await send(db.url, 'POST', '/login', { headers: { authorization: basic('rita', 'rita-password') } })).status, 200);
   assert.equal((await put(db.url, `/users/${reserved.id}`, { name: 'Reserved' })).status, 201, 'the reservation is still live');
   assert.ok(Date.now() - now < 300_000);
@@ -297,6 +301,7 @@ pg('users-server copy moves a data directory into an empty database and back wit
   const again = await startTestServer(t, { store: 'journal', data: back, allowIdChange: true }, { env: {} });
   assert.equal((await send(again.url, 'GET', '/users')).text, listingAfter);
   assert.equal((await send(again.url, 'GET', '/', { headers: { cookie } })).status, 200, 'and back: the cookie is still valid');
+  assert.equal((await send(again.url, 'GET', '/', { headers: bearer })).status, 200, 'and back: the API token is still valid');
   assert.equal((await send(again.url, 'POST', '/login', { headers: { authorization: basic('admin', adminPassword) } })).status, 200);
 });
 

@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
 import { openStore } from '../server/store/open-store.js';
-import type { Lookup, Store } from '../server/store/store.js';
+import type { ApiTokenRecord, Lookup, Store } from '../server/store/store.js';
 import { entityTag } from '../server/users/entity-tag.js';
 import type { Preconditions, StoredUser, UserRef, WritePolicy } from '../server/users/rules.js';
 import { tempDir } from './helpers.js';
@@ -250,5 +250,33 @@ for (const kind of STORE_KINDS) {
     const next = await put(again, alias('new'), { name: 'New' });
     assert.ok(next.kind === 'created');
     assert.equal(next.user.id, 6, 'ids continue in turn, past 5, which the move issued');
+  });
+
+  test(name('API tokens: created, refused under a taken name, listed oldest first, found by id, revoked once, and (durable kinds) kept across a reopen'), async (t) => {
+    const opened = await kind.open(t);
+    const { store } = opened;
+    const token = (id: string, name: string, createdAt: number, expiresAt?: number): ApiTokenRecord => ({ id, name, role: 'reader', hash: 'ab'.repeat(32), createdBy: 'admin', createdAt, expiresAt });
+    const first = token('0000000000000001', 'ci', T0, T0 + 1000);
+    const second = { ...token('0000000000000002', 'scraper', T0 + 1), role: 'admin' as const };
+    assert.equal(await store.createToken(first), 'created');
+    assert.equal(await store.createToken(second), 'created');
+    assert.equal(await store.createToken(token('0000000000000003', 'ci', T0 + 2)), 'name-taken');
+    assert.deepEqual(await store.listTokens(), [first, second]);
+    assert.deepEqual(await store.findToken('0000000000000002'), second);
+    assert.equal(await store.findToken('0000000000000003'), undefined);
+    if (opened.reopen !== undefined) {
+      const again = await opened.reopen();
+      assert.deepEqual(await again.listTokens(), [first, second], 'kept across a reopen, expiry included');
+      assert.equal(await again.revokeToken('0000000000000001'), true);
+      assert.equal(await again.revokeToken('0000000000000001'), false);
+      assert.equal(await again.findToken('0000000000000001'), undefined);
+      assert.equal(await again.createToken(token('0000000000000004', 'ci', T0 + 3)), 'created', 'a revoked token\'s name is free again');
+      const reopened = await opened.reopen();
+      assert.deepEqual((await reopened.listTokens()).map((x) => x.name), ['scraper', 'ci'], 'the revocation is kept across a reopen');
+    } else {
+      assert.equal(await store.revokeToken('0000000000000001'), true);
+      assert.equal(await store.revokeToken('0000000000000001'), false);
+      assert.deepEqual(await store.listTokens(), [second]);
+    }
   });
 }

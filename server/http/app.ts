@@ -18,7 +18,9 @@ import { Router, splitTarget } from './router.js';
 import { sessionRoutes } from './routes/login.js';
 import { healthRoute, metricsRoute, openApiRoute, readinessRoute, READY_PATH } from './routes/operations.js';
 import { userRoutes } from './routes/users.js';
+import { tokenRoutes } from './routes/tokens.js';
 import { SessionCookies } from './session-cookies.js';
+import { AccessControl } from './access-control.js';
 
 /** How long a write refused on a full disk is told to wait: the disk is checked again once a second. */
 const DISK_FULL_RETRY_SECONDS = 5;
@@ -72,10 +74,12 @@ class UsersApp implements App {
     this.clock = deps.clock ?? Date.now;
     this.logError = deps.logError ?? ((message: string) => process.stderr.write(message + '\n'));
     this.sessions = new SessionCookies(deps);
-    const routeDeps: RouteDeps = { ...deps, sessions: this.sessions };
+    const access = new AccessControl({ ...deps, sessions: this.sessions });
+    const routeDeps: RouteDeps = { ...deps, sessions: this.sessions, access };
     this.routes = [
       ...sessionRoutes(routeDeps),
       ...userRoutes(routeDeps),
+      ...tokenRoutes(routeDeps),
       healthRoute(),
       readinessRoute(routeDeps),
       metricsRoute(routeDeps, () => this.metrics),

@@ -1,4 +1,4 @@
-import { LOGIN_PATH, SESSION_COOKIE } from '../../shared/endpoints.js';
+import { LOGIN_PATH, MAX_TOKEN_LIFETIME, SESSION_COOKIE } from '../../shared/endpoints.js';
 import { problems, problemType, PROBLEM_CONTENT_TYPE } from '../../shared/problems.js';
 import { ALIAS_MAX_LENGTH, MAX_DEPTH, NAME_MAX_LENGTH } from '../../shared/user.js';
 import type { OperationDoc, Route } from './route.js';
@@ -50,10 +50,12 @@ export function empty(description: string, ...headerNames: string[]): Json {
   return { description, headers: headers(...headerNames) };
 }
 
-/** Optional session: required or not depending on --require-session. */
-export const SESSION_OPTIONAL: Json[] = [{}, { session: [] }];
-export const NEEDS_SESSION = 'Under `--require-session writes` or `all` this needs a valid session (401 without one, 403 for a `reader` session).';
-export const NEEDS_SESSION_TO_READ = 'Under `--require-session all` this needs a valid session (401 without one).';
+/** Optional session or API token: required or not depending on --require-session. */
+export const SESSION_OPTIONAL: Json[] = [{}, { session: [] }, { bearer: [] }];
+/** An admin's session or API token, in every mode. */
+export const ADMIN_ONLY: Json[] = [{ session: [] }, { bearer: [] }];
+export const NEEDS_SESSION = 'Under `--require-session writes` or `all` this needs a valid session or API token (401 without one, 403 for a `reader`). A Bearer token that is sent is checked in every mode (401 `invalid-token`).';
+export const NEEDS_SESSION_TO_READ = 'Under `--require-session all` this needs a valid session or API token (401 without one). A Bearer token that is sent is checked in every mode (401 `invalid-token`).';
 
 /** Titles of statuses that have no entry in the problem catalog. */
 const EXTRA_PROBLEM_TITLES: Record<number, string> = { 429: 'Too many requests: the rate limit (`--rate-limit`, failed logins)' };
@@ -121,6 +123,7 @@ export function buildOpenApi(routes: readonly Route[]): Json {
     tags: [
       { name: 'sessions', description: 'Login, logout and the session check.' },
       { name: 'users', description: 'The user resource, listing and reservations.' },
+      { name: 'tokens', description: 'API tokens for scripts and scrapers (`Authorization: Bearer`).' },
       { name: 'operations', description: 'Health, metrics and this document.' },
     ],
     paths,
@@ -152,6 +155,32 @@ const SCHEMAS: Json = {
     required: ['id', 'expiresAt'],
     properties: { id: { type: 'integer', minimum: 1 }, expiresAt: { type: 'string', format: 'date-time', description: 'RFC 3339, UTC, milliseconds.' } },
   },
+  TokenRequest: {
+    type: 'object',
+    required: ['name'],
+    additionalProperties: false,
+    properties: {
+      name: { type: 'string', pattern: '^[A-Za-z0-9._-]{1,64}$', description: 'Unique among the tokens.' },
+      role: { enum: ['admin', 'reader'], default: 'reader' },
+      expiresIn: { type: 'integer', minimum: 1, maximum: MAX_TOKEN_LIFETIME, description: 'Seconds until it expires; absent: it never does.' },
+    },
+  },
+  Token: {
+    type: 'object',
+    required: ['id', 'name', 'role', 'createdBy', 'createdAt', 'expiresAt', 'expired'],
+    properties: {
+      id: { type: 'string', pattern: '^[0-9a-f]{16}$' },
+      name: { type: 'string' },
+      role: { enum: ['admin', 'reader'] },
+      createdBy: { type: 'string', description: 'The account, or the admin token, that created it.' },
+      createdAt: { type: 'string', format: 'date-time' },
+      expiresAt: { type: ['string', 'null'], format: 'date-time' },
+      expired: { type: 'boolean' },
+    },
+  },
+  NewToken: {
+    allOf: [schema('Token'), { type: 'object', required: ['token'], properties: { token: { type: 'string', pattern: '^ust_[0-9a-f]{16}\\.[A-Za-z0-9_-]{43}$', description: 'The secret: shown here only.' } } }],
+  },
   Health: { type: 'object', required: ['status'], properties: { status: { const: 'ok' } } },
   Ready: { type: 'object', required: ['status'], properties: { status: { const: 'ready' } } },
   Problem: {
@@ -163,7 +192,7 @@ const SCHEMAS: Json = {
       title: { type: 'string', description: 'Fixed per type.' },
       status: { type: 'integer' },
       detail: { type: 'string', description: 'This occurrence; wording may change.' },
-      field: { type: 'string', description: '`invalid-user` only: the path of the offending value, "" for the body itself.' },
+      field: { type: 'string', description: '`invalid-user` and `invalid-token-request` only: the path of the offending value, "" for the body itself.' },
       parameter: { type: 'string', description: '`invalid-query` only: `limit` or `after`.' },
     },
     'x-problem-types': Object.values(problems).map((k) => ({ type: problemType(k), status: k.status, title: k.title })),
@@ -200,7 +229,10 @@ const HEADERS: Json = {
   Location: stringHeader('The URI of the user, e.g. `/users/1`.'),
   'Content-Location': stringHeader('The user\'s canonical URI, `/users/{id}`.'),
   'Set-Cookie': stringHeader(`The \`${SESSION_COOKIE}\` session cookie: \`Path=/; HttpOnly; SameSite=Lax; Max-Age=...\`; with \`--cookie-secure\` it is named \`__Host-${SESSION_COOKIE}\` and also \`Secure\`.`),
-  'WWW-Authenticate': stringHeader(`\`Cookie realm="users", cookie-name="${SESSION_COOKIE}", form-action="${LOGIN_PATH}"\`, or \`Basic realm="users"\` for a failed login.`),
+  'WWW-Authenticate': stringHeader(
+    `Missing credentials: \`Cookie realm="users", cookie-name="${SESSION_COOKIE}", form-action="${LOGIN_PATH}", Bearer realm="users"\` (\`GET /\`: the Cookie challenge alone); ` +
+      `a bad API token: \`Bearer realm="users", error="invalid_token"\`; a failed login: \`Basic realm="users"\`.`,
+  ),
   'Retry-After': { description: 'Seconds to wait before retrying.', schema: { type: 'integer', minimum: 0 } },
   'RateLimit-Policy': stringHeader('The rate limit policy (IETF httpapi RateLimit header fields draft).'),
   RateLimit: stringHeader('The remaining quota and its reset (IETF httpapi RateLimit header fields draft).'),
@@ -211,4 +243,10 @@ const HEADERS: Json = {
 const SECURITY_SCHEMES: Json = {
   session: { type: 'apiKey', in: 'cookie', name: SESSION_COOKIE, description: 'The signed session cookie set by `POST /login`, named `__Host-' + SESSION_COOKIE + '` with `--cookie-secure`. Which requests need it depends on `--require-session`.' },
   basic: { type: 'http', scheme: 'basic', description: '`POST /login` only.' },
+  bearer: {
+    type: 'http',
+    scheme: 'bearer',
+    bearerFormat: 'ust_<16 hex digits>.<43 base64url characters>',
+    description: 'An API token made with `POST /tokens` (`usersctl tokens create`): accepted wherever a session is, with the token\'s role. Wrong, expired or revoked: 401 `invalid-token` with `WWW-Authenticate: Bearer realm="users", error="invalid_token"`.',
+  },
 };

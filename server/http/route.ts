@@ -3,6 +3,7 @@ import type { Config } from '../ops/config.js';
 import type { Accounts } from '../security/credentials.js';
 import type { LoginLimits } from '../security/login-limit.js';
 import type { Store } from '../store/store.js';
+import type { AccessControl } from './access-control.js';
 import type { SessionCookies } from './session-cookies.js';
 
 /**
@@ -58,6 +59,8 @@ export interface RouteDeps {
   readonly store: Store;
   readonly config: Config;
   readonly sessions: SessionCookies;
+  /** Who may do what: sessions and API tokens against --require-session and roles. */
+  readonly access: AccessControl;
   readonly accounts: Accounts;
   /** Looked at before each login, so an account just added can log in at once. */
   readonly accountsFile?: { refresh(): void | Promise<void> };

@@ -1,11 +1,9 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { LOGIN_PATH, sessionCookieName } from '../../shared/endpoints.js';
-import { problems } from '../../shared/problems.js';
-import { HttpError } from '../errors.js';
 import type { Config } from '../ops/config.js';
 import type { Account, Accounts } from '../security/credentials.js';
 import { newSessionId, signSession, verifySession, type SessionPayload, type VerifiedSession } from '../security/session-token.js';
-import { andThen, type MaybePromise, type Store } from '../store/store.js';
+import type { MaybePromise, Store } from '../store/store.js';
 import { cookieValues, serializeCookie } from './cookies.js';
 
 
@@ -30,7 +28,8 @@ const VERIFIED_CACHE_MAX = 10_000;
 
 /**
  * The sessions a request carries in its USER_TOKEN cookies: reading and
- * checking them, issuing and re-issuing them, and `--require-session`. A
+ * checking them, issuing and re-issuing them (access-control.ts decides
+ * what a session may do). A
  * revocation check may need the store to answer asynchronously, so the
  * methods that make one return `T | Promise<T>`.
  */
@@ -143,25 +142,4 @@ export class SessionCookies {
   clearingCookie(): string {
     return serializeCookie(this.name, '', { maxAge: 0, secure: this.deps.config.cookieSecure });
   }
-
-  /**
-   * Enforces `--require-session` for a request under /users: 401 with the
-   * Cookie challenge without a valid session, 403 for a reader's write.
-   * Undefined (nothing to wait for) when the mode asks for no session.
-   */
-  authorize(req: IncomingMessage, res: ServerResponse, now: number, access: Access): MaybePromise<void> {
-    const mode = this.deps.config.requireSession;
-    if (mode === 'none' || (access === 'read' && mode === 'writes')) return undefined;
-    return andThen(this.current(req, res, now), (session) => this.permit(session, access));
-  }
-
-  private permit(session: ActiveSession | undefined, access: Access): void {
-    if (session === undefined) {
-      throw new HttpError(problems.unauthorized, `Log in first: POST ${LOGIN_PATH} with Basic credentials.`, { 'WWW-Authenticate': this.challenge });
-    }
-    if (access === 'write' && session.account.role !== 'admin') {
-      throw new HttpError(problems.forbidden, `The account "${session.account.name}" has role ${session.account.role}, which may only read.`);
-    }
-  }
 }
-

@@ -2,10 +2,12 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { LOGIN_PATH, LOGOUT_PATH } from '../../../shared/endpoints.js';
 import { problems } from '../../../shared/problems.js';
 import { HttpError } from '../../errors.js';
+import { andThen } from '../../store/store.js';
 import { parseBasicAuth } from '../../security/credentials.js';
 import { LoginLimiter, loginLimitKey, type LoginLimits } from '../../security/login-limit.js';
 import { BUSY_RETRY_SECONDS, FailureBudget, HashingGate } from '../../security/login-load.js';
 import { clientAddress } from '../client-address.js';
+import { INVALID_TOKEN_CHALLENGE } from '../access-control.js';
 import { isUrlEncodedForm, JSON_TYPE } from '../media-type.js';
 import { prefersHtml } from '../negotiation.js';
 import { empty, html, json, problemOrPage, SESSION_OPTIONAL } from '../openapi.js';
@@ -59,9 +61,16 @@ class LoginRoutes implements SessionActions {
 
   /** GET /, on the hot path: no promise unless the store makes the session check wait. */
   root({ req, res, now }: Context): void | Promise<void> {
+    const token = this.deps.access.tokenValid(req, now);
+    if (token !== undefined) return andThen(token, (valid) => this.answerToken(res, valid));
     const session = this.deps.sessions.current(req, res, now);
     if (session instanceof Promise) return session.then((s) => this.answerRoot(req, res, s !== undefined));
     this.answerRoot(req, res, session !== undefined);
+  }
+
+  /** GET / with an API token: the same answers, the Bearer challenge on a 401. */
+  private answerToken(res: ServerResponse, valid: boolean): void {
+    sendRoot(res, valid ? 200 : 401, valid ? OK_BODY : NOT_AUTHORIZED_BODY, INVALID_TOKEN_CHALLENGE);
   }
 
   private answerRoot(req: IncomingMessage, res: ServerResponse, signedIn: boolean): void {

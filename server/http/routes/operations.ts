@@ -71,12 +71,12 @@ const READY_BODY = JSON.stringify({ status: 'ready' });
  * (counts and sizes tell something about the data).
  */
 export function metricsRoute(deps: RouteDeps, metrics: () => Metrics): Route {
-  const { store, sessions } = deps;
+  const { store, access } = deps;
   return {
     method: 'GET',
     path: METRICS_PATH,
     handler: async ({ req, res, now }) => {
-      await sessions.authorize(req, res, now, 'read');
+      await access.authorize(req, res, now, 'read');
       const body = metrics().render(await store.stats(now));
       res.writeHead(200, { 'Content-Type': METRICS_CONTENT_TYPE, 'Content-Length': Buffer.byteLength(body), 'Cache-Control': 'no-store' });
       res.end(body);

@@ -63,7 +63,7 @@ export function userRoutes(deps: RouteDeps): Route[] {
 class UserRoutes {
   private readonly store: RouteDeps['store'];
   private readonly config: RouteDeps['config'];
-  private readonly sessions: RouteDeps['sessions'];
+  private readonly access: RouteDeps['access'];
   private readonly policy: WritePolicy;
   /** Idempotency keys whose first request is still being served by this instance. */
   private readonly inProgress = new Set<string>();
@@ -71,7 +71,7 @@ class UserRoutes {
   constructor(deps: RouteDeps) {
     this.store = deps.store;
     this.config = deps.config;
-    this.sessions = deps.sessions;
+    this.access = deps.access;
     this.policy = { allowIdChange: deps.config.allowIdChange, requireIfMatch: deps.config.requireIfMatch };
   }
 
@@ -89,7 +89,7 @@ class UserRoutes {
 
   private answerLookup(ctx: Context, ref: UserRef, found: Lookup): void | Promise<void> {
     if (found !== undefined && 'kind' in found) return sendEmpty(ctx.res, 301, { Location: userPath(found.currentId) });
-    const authorized = this.sessions.authorize(ctx.req, ctx.res, ctx.now, 'read');
+    const authorized = this.access.authorize(ctx.req, ctx.res, ctx.now, 'read');
     if (authorized instanceof Promise) return authorized.then(() => sendUser(ctx, ref, found));
     sendUser(ctx, ref, found);
   }
@@ -132,7 +132,7 @@ class UserRoutes {
     const ref = refOf(ctx);
     const moved = this.answeredMove(ctx, ref);
     if (moved instanceof Promise ? await moved : moved) return undefined;
-    const authorized = this.sessions.authorize(ctx.req, ctx.res, ctx.now, 'write');
+    const authorized = this.access.authorize(ctx.req, ctx.res, ctx.now, 'write');
     if (authorized !== undefined) await authorized;
     return ref;
   }
@@ -150,7 +150,7 @@ class UserRoutes {
   }
 
   async list(ctx: Context): Promise<void> {
-    await this.sessions.authorize(ctx.req, ctx.res, ctx.now, 'read');
+    await this.access.authorize(ctx.req, ctx.res, ctx.now, 'read');
     const params = new URLSearchParams(ctx.query);
     const limit = integerParam(params, 'limit', DEFAULT_PAGE, 1, MAX_PAGE);
     const after = integerParam(params, 'after', 0, 0, Number.MAX_SAFE_INTEGER);
@@ -160,7 +160,7 @@ class UserRoutes {
   }
 
   async create(ctx: Context): Promise<void> {
-    await this.sessions.authorize(ctx.req, ctx.res, ctx.now, 'write');
+    await this.access.authorize(ctx.req, ctx.res, ctx.now, 'write');
     requireJson(ctx.req.headers['content-type']);
     await this.createOnce(ctx, 'create-user', async (raw, idempotency) => {
       // A body that does not parse is refused only if the key has no kept
@@ -179,7 +179,7 @@ class UserRoutes {
   }
 
   async reserve(ctx: Context): Promise<void> {
-    await this.sessions.authorize(ctx.req, ctx.res, ctx.now, 'write');
+    await this.access.authorize(ctx.req, ctx.res, ctx.now, 'write');
     refuseFormBody(ctx.req.headers['content-type']);
     const { reservationTtl, maxReservations } = this.config;
     await this.createOnce(ctx, 'reserve-id', (_raw, idempotency) => this.store.reserveId({ idempotency, now: ctx.now, ttlMs: reservationTtl * 1000, max: maxReservations }));

@@ -1,0 +1,119 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { LOGIN_PATH } from '../../shared/endpoints.js';
+import { problems } from '../../shared/problems.js';
+import { HttpError } from '../errors.js';
+import type { Config } from '../ops/config.js';
+import { apiTokenId, parseBearer, tokenMatches } from '../security/api-token.js';
+import type { Role } from '../security/credentials.js';
+import { andThen, type ApiTokenRecord, type MaybePromise, type Store } from '../store/store.js';
+import type { Access, SessionCookies } from './session-cookies.js';
+
+/** Who a request acts as: an account through its session cookie, or an API token. */
+export interface Principal {
+  /** The account's name, or the token's. */
+  readonly name: string;
+  readonly role: Role;
+  readonly via: 'session' | 'token';
+}
+
+/** The challenge of a 401 that names a bad Bearer token (RFC 6750 section 3). */
+export const INVALID_TOKEN_CHALLENGE = 'Bearer realm="users", error="invalid_token"';
+
+/**
+ * Who may do what: the `Authorization: Bearer` API token when a request
+ * carries one, else its session cookie, checked against `--require-session`
+ * (for /users and /metrics) or against the admin role (for /tokens).
+ *
+ * A Bearer token that is sent is always checked, in every mode: one that is
+ * wrong, expired or revoked is refused with 401 `invalid-token`, so a script
+ * learns at once that its token stopped working, not the day the mode
+ * changes. A request with a token is judged by the token alone: its cookies
+ * are not read.
+ */
+export class AccessControl {
+  /** The challenges of a 401 for missing credentials: the cookie, then Bearer. */
+  readonly challenge: string;
+
+  constructor(private readonly deps: { store: Store; config: Config; sessions: SessionCookies }) {
+    this.challenge = `${deps.sessions.challenge}, Bearer realm="users"`;
+  }
+
+  /**
+   * The request's principal: its token's (refusing a bad one), else its
+   * first valid session's, else undefined.
+   */
+  principal(req: IncomingMessage, res: ServerResponse, now: number): MaybePromise<Principal | undefined> {
+    const bearer = parseBearer(req.headers.authorization);
+    if (bearer !== undefined) return this.tokenPrincipal(bearer, now);
+    return andThen(this.deps.sessions.current(req, res, now), (session) => (session === undefined ? undefined : { name: session.account.name, role: session.account.role, via: 'session' as const }));
+  }
+
+  /**
+   * Enforces `--require-session` for /users and /metrics: 401 without a
+   * valid session or token, 403 for a reader's write. Undefined (nothing to
+   * wait for) when the mode asks for nothing and no token was sent.
+   */
+  authorize(req: IncomingMessage, res: ServerResponse, now: number, access: Access): MaybePromise<void> {
+    const mode = this.deps.config.requireSession;
+    const needed = !(mode === 'none' || (access === 'read' && mode === 'writes'));
+    if (!needed && req.headers.authorization === undefined) return undefined;
+    if (!needed) return andThen(this.tokenOnly(req, now), () => undefined);
+    return andThen(this.principal(req, res, now), (principal) => {
+      this.permit(principal, access === 'write' ? 'admin' : undefined);
+    });
+  }
+
+  /** The /tokens endpoints: an admin's session or token, in every mode. */
+  requireAdmin(req: IncomingMessage, res: ServerResponse, now: number): MaybePromise<Principal> {
+    return andThen(this.principal(req, res, now), (principal) => this.permit(principal, 'admin'));
+  }
+
+  /** For GET /: undefined without a Bearer field, else whether its token is valid now. */
+  tokenValid(req: IncomingMessage, now: number): MaybePromise<boolean> | undefined {
+    const bearer = parseBearer(req.headers.authorization);
+    if (bearer === undefined) return undefined;
+    const id = apiTokenId(bearer);
+    if (id === undefined) return false;
+    return andThen(this.deps.store.findToken(id), (record) => tokenProblem(record, bearer, now) === undefined);
+  }
+
+  /** Checks a Bearer token the request carries, if any, ignoring cookies. */
+  private tokenOnly(req: IncomingMessage, now: number): MaybePromise<Principal | undefined> {
+    const bearer = parseBearer(req.headers.authorization);
+    return bearer === undefined ? undefined : this.tokenPrincipal(bearer, now);
+  }
+
+  private tokenPrincipal(token: string, now: number): MaybePromise<Principal> {
+    const id = apiTokenId(token);
+    if (id === undefined) throw invalidToken('The Bearer credential is not an API token of this server (ust_...).');
+    return andThen(this.deps.store.findToken(id), (record) => principalOfToken(record, token, now));
+  }
+
+  private permit(principal: Principal | undefined, role: Role | undefined): Principal {
+    if (principal === undefined) {
+      throw new HttpError(problems.unauthorized, `Log in first: POST ${LOGIN_PATH} with Basic credentials (usersctl login), or send an API token: Authorization: Bearer ust_... (usersctl --token).`, { 'WWW-Authenticate': this.challenge });
+    }
+    if (role === 'admin' && principal.role !== 'admin') {
+      const who = principal.via === 'token' ? `The API token "${principal.name}"` : `The account "${principal.name}"`;
+      throw new HttpError(problems.forbidden, `${who} has role ${principal.role}, which may only read.`);
+    }
+    return principal;
+  }
+}
+
+function principalOfToken(record: ApiTokenRecord | undefined, token: string, now: number): Principal {
+  const problem = tokenProblem(record, token, now);
+  if (problem !== undefined) throw invalidToken(problem);
+  return { name: record!.name, role: record!.role, via: 'token' };
+}
+
+/** Why `token` is no valid token, or undefined when it is one. */
+function tokenProblem(record: ApiTokenRecord | undefined, token: string, now: number): string | undefined {
+  if (record === undefined || !tokenMatches(token, record.hash)) return 'The API token is not known to this server: it was revoked, or never issued here.';
+  if (record.expiresAt !== undefined && record.expiresAt <= now) return `The API token "${record.name}" expired at ${new Date(record.expiresAt).toISOString()}.`;
+  return undefined;
+}
+
+function invalidToken(detail: string): HttpError {
+  return new HttpError(problems.invalidToken, `${detail} Create a new one with: usersctl tokens create NAME`, { 'WWW-Authenticate': INVALID_TOKEN_CHALLENGE });
+}
