@@ -37,6 +37,8 @@ export interface ClientOptions {
   /** Extra attempts after the first, where retrying is safe. */
   retries: number;
   jarPath: string;
+  /** An API token: sent as `Authorization: Bearer` on every request, and the cookie jar is left alone. */
+  token?: string | undefined;
   /** Called with one line per traced header or event (`-v`); undefined: no tracing. */
   trace?: ((line: string) => void) | undefined;
   /** Non-fatal messages (cookie-jar warnings). */
@@ -167,8 +169,12 @@ export class HttpClient {
   private async once(request: Request, path: string): Promise<Response> {
     const url = this.origin + path;
     const headers: Record<string, string> = { ...request.headers };
-    const cookie = await this.cookieHeader(url);
-    if (cookie !== '') headers.cookie = cookie;
+    const token = this.options.token;
+    if (token !== undefined) headers.authorization ??= `Bearer ${token}`;
+    else {
+      const cookie = await this.cookieHeader(url);
+      if (cookie !== '') headers.cookie = cookie;
+    }
     const trace = this.options.trace;
     if (trace !== undefined) {
       trace(`> ${request.method} ${path} HTTP/1.1`);
@@ -202,7 +208,7 @@ export class HttpClient {
       }
       trace('<');
     }
-    await this.storeCookies(url, res.headers['set-cookie']);
+    if (token === undefined) await this.storeCookies(url, res.headers['set-cookie']);
     return response;
   }
 

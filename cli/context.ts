@@ -24,6 +24,7 @@ export const DEFAULT_RETRIES = 3;
 export interface GlobalFlags {
   url?: string;
   cookieJar?: string;
+  token?: string;
   json?: boolean;
   timeout?: number;
   retries?: number;
@@ -34,6 +35,8 @@ export interface GlobalFlags {
 export interface GlobalOptions {
   url: URL;
   jarPath: string;
+  /** An API token (--token, USERSCTL_TOKEN): used instead of the cookie jar. */
+  token: string | undefined;
   json: boolean;
   timeoutMs: number;
   retries: number;
@@ -55,12 +58,21 @@ export function resolveGlobals(flags: GlobalFlags, env: NodeJS.ProcessEnv): Glob
   return {
     url,
     jarPath: flags.cookieJar ?? nonEmpty(env.USERSCTL_COOKIE_JAR) ?? defaultJarPath(env),
+    token: tokenOf(flags.token ?? nonEmpty(env.USERSCTL_TOKEN), flags.token !== undefined ? '--token' : 'USERSCTL_TOKEN'),
     json: flags.json === true,
     timeoutMs: Math.round((flags.timeout ?? DEFAULT_TIMEOUT_SECONDS) * 1000),
     retries: flags.retries ?? DEFAULT_RETRIES,
     quiet: flags.quiet === true,
     verbose: flags.verbose === true,
   };
+}
+
+/** The token as given, trimmed (a file read with $(cat) may end in a newline); one with spaces or control characters is a usage error. */
+function tokenOf(value: string | undefined, source: string): string | undefined {
+  if (value === undefined) return undefined;
+  const token = value.trim();
+  if (!/^[\x21-\x7e]+$/.test(token)) throw new UsageError(`${source}: an API token is one word of visible characters (ust_...); make one with: usersctl tokens create NAME`);
+  return token;
 }
 
 function nonEmpty(value: string | undefined): string | undefined {
@@ -89,6 +101,7 @@ export class Context {
       timeoutMs: options.timeoutMs,
       retries: options.retries,
       jarPath: options.jarPath,
+      token: options.token,
       trace: options.verbose ? (line) => io.stderr.write(line + '\n') : undefined,
       warn: (message) => this.warn(message),
     });

@@ -6,6 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import * as session from './commands/session-commands.js';
+import * as tokens from './commands/token-commands.js';
 import * as users from './commands/user-commands.js';
 import { Context, DEFAULT_RETRIES, DEFAULT_TIMEOUT_SECONDS, DEFAULT_URL, errorPrefix, resolveGlobals, type GlobalFlags, type Io } from './context.js';
 import { CliError, errorRecord, EXIT } from './exit-codes.js';
@@ -22,6 +23,7 @@ Environment:
   USERSCTL_COOKIE_JAR  cookie jar file (--cookie-jar wins); default
                        $XDG_STATE_HOME/usersctl/cookies.txt, XDG_STATE_HOME
                        defaulting to ~/.local/state
+  USERSCTL_TOKEN       API token (--token wins); with one, the jar is not used
   NO_COLOR             no colour on stderr (colour only on a terminal anyway)
 
 Exit codes:
@@ -109,7 +111,7 @@ function describe(error: unknown): { message: string | undefined; code: number }
 }
 
 /** Global options that take a value, and those that do not: hasCommand steps over them. */
-const VALUE_OPTIONS = new Set(['--url', '--cookie-jar', '--timeout', '--retries']);
+const VALUE_OPTIONS = new Set(['--url', '--cookie-jar', '--token', '--timeout', '--retries']);
 const FLAG_OPTIONS = new Set(['--json', '-q', '--quiet', '-v', '--verbose']);
 
 /**
@@ -182,6 +184,7 @@ function buildProgram(io: Io, setExitCode: (code: number) => void): Command {
   addUserCommands(program, action);
   addCreateCommands(program, action);
   addImportCommand(program, action);
+  addTokenCommands(program, action);
   addShellCommands(program, io);
   return program;
 }
@@ -221,6 +224,7 @@ function newProgram(io: Io): Command {
     })
     .option('--url <url>', `server base URL (env USERSCTL_URL, default ${DEFAULT_URL})`)
     .option('--cookie-jar <file>', 'Netscape cookie file holding the session (env USERSCTL_COOKIE_JAR)')
+    .option('--token <token>', 'API token sent as Authorization: Bearer instead of the session (env USERSCTL_TOKEN, which ps cannot show)')
     .option('--json', 'machine output: the server JSON unchanged, several results as NDJSON; failures as JSON on stderr')
     .option('--timeout <seconds>', `connect and response timeout (default ${DEFAULT_TIMEOUT_SECONDS})`, seconds)
     .option('--retries <n>', `retries where safe, with backoff (default ${DEFAULT_RETRIES})`, integer('--retries', 0, 100))
@@ -351,4 +355,30 @@ Example:
 `,
     )
     .action(action((ctx, options: { file?: string; concurrency: number; aliasField?: string; uuidNamespace?: string }) => importUsers(ctx, options)));
+}
+
+function addTokenCommands(program: Command, action: Action): void {
+  const group = program
+    .command('tokens')
+    .description('API tokens for scripts and scrapers: create, list, revoke (an admin\'s session or token)')
+    .addHelpText('after', '\nExample:\n  export USERSCTL_TOKEN=$(usersctl tokens create backup --role reader --expires 90d)\n');
+  group
+    .command('create')
+    .description('make a token; prints it on stdout, once (--json: the server JSON)')
+    .argument('<name>', 'a name for it, unique: 1 to 64 of A-Z a-z 0-9 . _ -')
+    .addOption(new Option('--role <role>', 'what it may do').choices(['reader', 'admin']).default('reader'))
+    .option('--expires <lifetime>', 'lifetime such as 90d, 12h, 30m, 2w, 3600s, or never (default never)')
+    .addHelpText('after', '\nExample:\n  (umask 077; usersctl tokens create prometheus --expires 365d > prometheus.token)\n')
+    .action(action((ctx, name: string, options: tokens.CreateTokenOptions) => tokens.create(ctx, name, options)));
+  group
+    .command('list')
+    .description('every token: ID NAME ROLE CREATED EXPIRES (--json: one object a line); never the tokens themselves')
+    .addHelpText('after', '\nExample:\n  usersctl tokens list --json | jq -r \'select(.expired) | .id\' | usersctl tokens revoke -\n')
+    .action(action((ctx) => tokens.list(ctx)));
+  group
+    .command('revoke')
+    .description('revoke tokens by id or name (- reads them from stdin, one a line); at once, on every instance')
+    .argument('<token...>', 'token ids or names, or - for stdin')
+    .addHelpText('after', '\nExample:\n  usersctl tokens revoke prometheus\n')
+    .action(action((ctx, refs: string[]) => tokens.revoke(ctx, refs)));
 }

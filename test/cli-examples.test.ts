@@ -1,5 +1,6 @@
 /**
- * Every example of `usersctl --help` and of each command's `--help` runs as
+ * Every example of `usersctl --help` and of each command's `--help` (and
+ * each subcommand's: `tokens create --help`) runs as
  * written (issue 20): in bash with pipefail, with `usersctl` on PATH (the
  * built bin/usersctl.js), jq and the files the examples name, against a
  * server with --allow-id-change (for `mv`). Skips when bash or jq is missing.
@@ -26,6 +27,14 @@ function examplesOf(help: string): string[] {
   return found;
 }
 
+/** The commands a help text lists under "Commands:", help left out. */
+function subcommandsOf(help: string): string[] {
+  const start = help.indexOf('Commands:');
+  if (start === -1) return [];
+  const listed = help.slice(start, help.indexOf('\n\n', start));
+  return [...listed.matchAll(/^ {2}([a-z]+)\b/gm)].map((m) => m[1]!).filter((c) => c !== 'help');
+}
+
 test('every example of usersctl --help and of each command\'s --help runs as written and exits 0', async (t) => {
   for (const tool of ['bash', 'jq']) {
     if ((await runTool(t, 'sh', ['-c', `command -v ${tool}`]).catch(() => undefined))?.code !== 0) return t.skip(`${tool} not found`);
@@ -42,14 +51,19 @@ test('every example of usersctl --help and of each command\'s --help runs as wri
     return out;
   };
   const main = await help(['--help']);
-  const listed = main.slice(main.indexOf('Commands:'), main.indexOf('\n\n', main.indexOf('Commands:')));
-  const commands = [...listed.matchAll(/^ {2}([a-z]+)\b/gm)].map((m) => m[1]!).filter((c) => c !== 'help');
+  const commands = subcommandsOf(main);
   // Each command's own examples first (import's reads users.ndjson as written here), then the main ones.
   writeFileSync(join(home, 'users.ndjson'), '{"name":"Una"}\n{"name":"Vic"}\n');
   const examples: string[] = [];
-  for (const command of commands) examples.push(...examplesOf(await help([command, '--help'])));
+  for (const command of commands) {
+    const own = await help([command, '--help']);
+    examples.push(...examplesOf(own));
+    // A command with commands of its own (tokens): theirs too, in the order listed.
+    for (const sub of subcommandsOf(own)) examples.push(...examplesOf(await help([command, sub, '--help'])));
+  }
   examples.push(...examplesOf(main));
   assert.ok(examples.length >= 15, `only ${examples.length} examples found`);
+  assert.ok(examples.some((e) => e.includes('usersctl tokens revoke prometheus')), 'the subcommands\' examples are run too');
   for (const example of examples) {
     const run = await runTool(t, 'bash', ['-o', 'pipefail', '-c', `cd "$HOME" && ${example}`], { env });
     assert.equal(run.code, 0, `${example}\nexit ${run.code}\nstderr: ${run.stderr}`);

@@ -45,7 +45,7 @@ export interface GetOptions {
  * failure is reported and the rest still run; the exit code is the first
  * failure's. A network failure stops at once: the next ref would fail too.
  */
-async function eachRef(ctx: Context, refs: readonly string[], one: (ref: string) => Promise<void>): Promise<number> {
+export async function eachRef(ctx: Context, refs: readonly string[], one: (ref: string) => Promise<void>): Promise<number> {
   const several = refs.length > 1 || refs.includes('-');
   let exitCode = 0;
   for await (const ref of expandRefs(ctx, refs)) {

@@ -1,0 +1,77 @@
+/** tokens create, list and revoke: API tokens for scripts and scrapers (an admin's session or token). */
+import { MAX_TOKEN_LIFETIME, parseLifetime, TOKEN_NAME, TOKENS_PATH } from '../../shared/endpoints.js';
+import type { Context } from '../context.js';
+import { CliError, EXIT, UsageError } from '../exit-codes.js';
+import { eachRef } from './user-commands.js';
+
+const JSON_HEADERS = { accept: 'application/json', 'content-type': 'application/json' };
+const TOKEN_ID = /^[0-9a-f]{16}$/;
+
+/** A token as GET /tokens lists it. */
+interface TokenInfo {
+  id: string;
+  name: string;
+  role: string;
+  createdBy: string;
+  createdAt: string;
+  expiresAt: string | null;
+  expired: boolean;
+}
+
+export interface CreateTokenOptions {
+  role: 'admin' | 'reader';
+  expires?: string;
+}
+
+/** POST /tokens: prints the token alone on stdout (--json: the server JSON); it is never shown again. */
+export async function create(ctx: Context, name: string, options: CreateTokenOptions): Promise<void> {
+  if (!TOKEN_NAME.test(name)) throw new UsageError(`${JSON.stringify(name)} is not a token name: 1 to 64 of A-Z a-z 0-9 . _ -`);
+  const body: Record<string, unknown> = { name, role: options.role };
+  if (options.expires !== undefined && options.expires !== 'never') {
+    const seconds = parseLifetime(options.expires);
+    if (seconds === undefined || seconds > MAX_TOKEN_LIFETIME) {
+      throw new UsageError(`--expires: give a lifetime such as 90d, 12h, 30m, 2w or 3600s (at most ten years), or never; not ${JSON.stringify(options.expires)}`);
+    }
+    body.expiresIn = seconds;
+  }
+  const response = await ctx.client.expect({ method: 'POST', path: TOKENS_PATH, headers: JSON_HEADERS, body: JSON.stringify(body) }, [201]);
+  const made = JSON.parse(response.text) as TokenInfo & { token: string };
+  await ctx.out.write(ctx.options.json ? `${response.text}\n` : `${made.token}\n`);
+  const expiry = made.expiresAt === null ? 'never expires' : `expires ${made.expiresAt}`;
+  ctx.info(`made API token "${made.name}" (${made.role}, ${expiry}, id ${made.id}); it is shown only now: keep it, e.g. export USERSCTL_TOKEN=...`);
+}
+
+/** GET /tokens: ID NAME ROLE CREATED EXPIRES columns (--json: one JSON object a line). */
+export async function list(ctx: Context): Promise<void> {
+  const tokens = await fetchTokens(ctx);
+  if (ctx.options.json) {
+    for (const token of tokens) await ctx.out.write(JSON.stringify(token) + '\n');
+    return;
+  }
+  const rows = [['ID', 'NAME', 'ROLE', 'CREATED', 'EXPIRES'], ...tokens.map((t) => [t.id, t.name, t.role, t.createdAt, t.expiresAt === null ? 'never' : `${t.expiresAt}${t.expired ? ' (expired)' : ''}`])];
+  const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => row[column]!.length)));
+  for (const row of rows) await ctx.out.write(row.map((cell, column) => (column === row.length - 1 ? cell : cell.padEnd(widths[column]!))).join('  ') + '\n');
+}
+
+/** DELETE /tokens/{id} for each ref: an id, or a name looked up once in GET /tokens; `-` reads refs from stdin. */
+export async function revoke(ctx: Context, refs: readonly string[]): Promise<number> {
+  let byName: Map<string, TokenInfo> | undefined;
+  return eachRef(ctx, refs, async (ref) => {
+    let id = ref;
+    let label = ref;
+    if (!TOKEN_ID.test(ref)) {
+      byName ??= new Map((await fetchTokens(ctx)).map((t) => [t.name, t]));
+      const token = byName.get(ref);
+      if (token === undefined) throw new CliError(`no API token is named ${JSON.stringify(ref)} (usersctl tokens list shows them)`, EXIT.notFound);
+      id = token.id;
+      label = `"${token.name}" (${token.id})`;
+    }
+    await ctx.client.expect({ method: 'DELETE', path: `${TOKENS_PATH}/${id}` }, [204]);
+    ctx.info(`revoked API token ${label}`);
+  });
+}
+
+async function fetchTokens(ctx: Context): Promise<TokenInfo[]> {
+  const response = await ctx.client.expect({ method: 'GET', path: TOKENS_PATH, headers: { accept: 'application/json' } }, [200]);
+  return (JSON.parse(response.text) as { items: TokenInfo[] }).items;
+}
