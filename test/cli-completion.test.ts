@@ -33,7 +33,7 @@ async function complete(t: TestContext, words: string[]): Promise<string[]> {
   return run.stdout.split('\n').filter((l) => l !== '');
 }
 
-test('usersctl completion bash: completes command names, and the options of the command typed', async (t) => {
+test('usersctl completion bash: completes command names, and the options of the command typed (tokens: its commands, then theirs)', async (t) => {
   if (!(await have(t, 'bash'))) return t.skip('bash not found');
   built();
   assert.deepEqual(await complete(t, ['usersctl', 'g']), ['get']);
@@ -41,6 +41,10 @@ test('usersctl completion bash: completes command names, and the options of the 
   assert.ok((await complete(t, ['usersctl', 'get', '--e'])).includes('--etag'));
   assert.ok((await complete(t, ['usersctl', 'import', '--alias'])).includes('--alias-field'));
   assert.ok((await complete(t, ['usersctl', '--json', 'delete', '--if'])).includes('--if-match'));
+  // A command of commands: its command words, then the options of the one typed.
+  assert.deepEqual(await complete(t, ['usersctl', 'tokens', '']), ['create', 'list', 'revoke']);
+  assert.deepEqual(await complete(t, ['usersctl', 'tokens', 'r']), ['revoke']);
+  assert.ok((await complete(t, ['usersctl', 'tokens', 'create', '--ex'])).includes('--expires'));
 });
 
 test('usersctl completion fish and zsh: a script naming every command; an unknown shell is a usage error', async (t) => {
@@ -63,6 +67,8 @@ test('the man pages list every command and option of --help, render with man(1),
   const commands = commandsOf(help);
   assert.ok(commands.length >= 14, commands.join(' '));
   for (const command of commands) assert.match(page, new RegExp(`^\\.SS ${command}\\b`, 'm'), `usersctl(1) lacks ${command}`);
+  for (const sub of ['create', 'list', 'revoke']) assert.match(page, new RegExp(`^\\.SS tokens ${sub}\\b`, 'm'), `usersctl(1) lacks tokens ${sub}`);
+  assert.ok(page.includes('\\-\\-expires'), 'a subcommand\'s options are in the page');
   for (const option of help.matchAll(/^ {2}(?:-\w, )?(--[a-z-]+)/gm)) assert.ok(page.includes(option[1]!.replaceAll('-', '\\-')), `usersctl(1) lacks ${option[1]}`);
   const serverHelp = (await runTool(t, process.execPath, [SERVER_BIN, '--help'])).stdout;
   const serverPage = (await runTool(t, process.execPath, [SERVER_BIN, 'man'])).stdout;
