@@ -147,6 +147,7 @@ const SCHEMAS: Json = {
     required: ['items', 'next'],
     properties: {
       items: { type: 'array', items: schema('User') },
+      aliases: { type: 'object', additionalProperties: { type: 'string' }, description: 'Only with `aliases=true`: listed id (as a string) -> alias, for the users that have one.', examples: [{ '1': 'alice' }] },
       next: { type: ['string', 'null'], description: 'The path of the next page, or null on the last page.', examples: ['/users?after=2&limit=2'] },
     },
   },
@@ -211,6 +212,7 @@ const PARAMETERS: Json = {
   },
   limit: { name: 'limit', in: 'query', description: 'Page size.', schema: { type: 'integer', minimum: 1, maximum: 1000, default: 100 } },
   after: { name: 'after', in: 'query', description: 'List users with ids above this one.', schema: { type: 'integer', minimum: 0, maximum: Number.MAX_SAFE_INTEGER, default: 0 } },
+  aliases: { name: 'aliases', in: 'query', description: '`true`: the page also carries `aliases`, each listed id that has an alias mapped to it (what an export needs to rebuild the users); `next` keeps the parameter.', schema: { const: 'true' } },
   'If-Match': { name: 'If-Match', in: 'header', description: 'Strong comparison; `*` matches any existing user.', schema: { type: 'string' } },
   'If-None-Match': { name: 'If-None-Match', in: 'header', description: 'Weak comparison on GET (304); on PUT, a match or `*` on an existing user is 412.', schema: { type: 'string' } },
   Prefer: { name: 'Prefer', in: 'header', description: '`return=minimal`: answer 204 without a body.', schema: { type: 'string' } },

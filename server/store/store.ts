@@ -64,6 +64,8 @@ export type ReserveOutcome = { readonly kind: 'reserved'; readonly id: number; r
 export interface UserPage {
   /** The representations, in ascending id order. */
   readonly items: readonly string[];
+  /** The id and alias of each listed user that has an alias, in the same order. */
+  readonly aliases: readonly (readonly [number, string])[];
   /** The last id of this page when more users follow; undefined on the last page. */
   readonly next: number | undefined;
 }

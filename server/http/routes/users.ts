@@ -4,7 +4,7 @@ import { NEW_USER_PATH, RESERVATIONS_PATH, USERS_PATH, userPath } from '../../..
 import { problems, type ProblemKind } from '../../../shared/problems.js';
 import { parseRef, UserValidationError, validateUserBody } from '../../../shared/user.js';
 import { HttpError } from '../../errors.js';
-import type { CreateOutcome, Lookup, MaybePromise, ReserveOutcome } from '../../store/store.js';
+import type { CreateOutcome, Lookup, MaybePromise, ReserveOutcome, UserPage } from '../../store/store.js';
 import { etagMatches } from '../../users/entity-tag.js';
 import {
   etagOf,
@@ -154,9 +154,12 @@ class UserRoutes {
     const params = new URLSearchParams(ctx.query);
     const limit = integerParam(params, 'limit', DEFAULT_PAGE, 1, MAX_PAGE);
     const after = integerParam(params, 'after', 0, 0, Number.MAX_SAFE_INTEGER);
+    const withAliases = flagParam(params, 'aliases');
     const page = await this.store.listUsers(after, limit);
-    const next = page.next === undefined ? 'null' : JSON.stringify(`${USERS_PATH}?after=${page.next}&limit=${limit}`);
-    sendJson(ctx.res, 200, `{"items":[${page.items.join(',')}],"next":${next}}`);
+    const query = `after=${page.next}&limit=${limit}${withAliases ? '&aliases=true' : ''}`;
+    const next = page.next === undefined ? 'null' : JSON.stringify(`${USERS_PATH}?${query}`);
+    const aliases = withAliases ? `,"aliases":${aliasMap(page)}` : '';
+    sendJson(ctx.res, 200, `{"items":[${page.items.join(',')}]${aliases},"next":${next}}`);
   }
 
   async create(ctx: Context): Promise<void> {
@@ -299,6 +302,19 @@ function checkUser(value: unknown): UserBody {
   }
 }
 
+/** `aliases=true` (the only value): the page also maps each listed id that has an alias to it. */
+function flagParam(params: URLSearchParams, name: string): boolean {
+  const values = params.getAll(name);
+  if (values.length === 0) return false;
+  if (values.length === 1 && values[0] === 'true') return true;
+  throw new HttpError(problems.invalidQuery, `${name} must be true, or absent.`, {}, { parameter: name });
+}
+
+/** `{"<id>":"<alias>",...}` for the page's users that have an alias. */
+function aliasMap(page: UserPage): string {
+  return `{${page.aliases.map(([id, alias]) => `"${id}":${JSON.stringify(alias)}`).join(',')}}`;
+}
+
 function integerParam(params: URLSearchParams, name: string, fallback: number, min: number, max: number): number {
   const values = params.getAll(name);
   if (values.length === 0) return fallback;
@@ -320,7 +336,7 @@ const LIST_DOC = {
   description: `Unknown query parameters are ignored. ${NEEDS_SESSION_TO_READ}`,
   tags: ['users'],
   security: SESSION_OPTIONAL,
-  parameters: [parameter('limit'), parameter('after')],
+  parameters: [parameter('limit'), parameter('after'), parameter('aliases')],
   responses: { '200': json('A page of users.', schema('UserPage')) },
   problems: [401],
 };

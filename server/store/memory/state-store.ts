@@ -92,8 +92,13 @@ export class StateStore implements Store {
     const start = firstIdAfter(ids, after);
     const end = Math.min(ids.length, start + limit);
     const items = new Array<string>(end - start);
-    for (let i = start; i < end; i++) items[i - start] = this.state.users.get(ids[i]!)!.json;
-    return this.settle({ items, next: end < ids.length ? ids[end - 1] : undefined });
+    const aliases: [number, string][] = [];
+    for (let i = start; i < end; i++) {
+      const user = this.state.users.get(ids[i]!)!;
+      items[i - start] = user.json;
+      if (user.alias !== undefined) aliases.push([user.id, user.alias]);
+    }
+    return this.settle({ items, aliases, next: end < ids.length ? ids[end - 1] : undefined });
   }
 
   putUser(request: PutRequest): MaybePromise<PutOutcome> {

@@ -72,9 +72,13 @@ export class PostgresStore implements Store {
 
   async listUsers(after: number, limit: number): Promise<UserPage> {
     return this.query(async () => {
-      const rows = await this.sql`select id, json from users where id > ${after} order by id limit ${limit + 1}`;
+      const rows = await this.sql`select id, alias, json from users where id > ${after} order by id limit ${limit + 1}`;
       const page = rows.slice(0, limit);
-      return { items: page.map((r) => r.json as string), next: rows.length > limit ? Number(page.at(-1)!.id) : undefined };
+      return {
+        items: page.map((r) => r.json as string),
+        aliases: page.filter((r) => r.alias !== null).map((r) => [Number(r.id), r.alias as string] as const),
+        next: rows.length > limit ? Number(page.at(-1)!.id) : undefined,
+      };
     });
   }
 
