@@ -13,6 +13,8 @@ import { detailOf } from './client.js';
 import { fileProblem } from './file-errors.js';
 import { readLines, type Line } from './streams.js';
 import { isUuid, uuidV5Generator } from './uuid.js';
+import { EXPORT_HEADER, parseRecord, type ExportRecord } from './export-format.js';
+import { Restorer } from './restore.js';
 
 /**
  * UUIDv5(NAMESPACE_URL, "tag:users-server,2026:usersctl/import"): the
@@ -28,16 +30,20 @@ export interface ImportOptions {
   concurrency: number;
   aliasField?: string;
   uuidNamespace?: string;
+  /** An export's records keep their ids (else they get new ones). */
+  keepIds?: boolean;
+  /** An export's record may replace a user that exists with other content. */
+  overwrite?: boolean;
 }
 
-type Job = { kind: 'put'; path: string; body: Buffer } | { kind: 'result'; text: string };
+type Job = { kind: 'put'; path: string; body: Buffer } | { kind: 'restore'; record: ExportRecord } | { kind: 'result'; text: string };
 
 const PROGRESS_INTERVAL_MS = 100;
 const BAR_WIDTH = 24;
 /** Pause reading while this much output waits for a slow stdout. */
 const OUTPUT_HIGH_WATER = 1 << 20;
 
-type Stats = { lines: number; ok: number; created: number; failed: number; bytes: number };
+type Stats = { lines: number; ok: number; created: number; unchanged: number; failed: number; bytes: number };
 
 export async function importUsers(ctx: Context, options: ImportOptions): Promise<number> {
   if (options.aliasField !== undefined && options.uuidNamespace !== undefined) throw new UsageError('--alias-field and --uuid-namespace are alternatives: give one');
@@ -75,12 +81,13 @@ export async function importUsers(ctx: Context, options: ImportOptions): Promise
 function printSummary(ctx: Context, stats: Stats, started: number): void {
   const seconds = ((Date.now() - started) / 1000).toFixed(1);
   const failed = stats.failed === 0 ? '0 failed' : ctx.paint(`${stats.failed} failed`, '31');
-  ctx.io.stderr.write(`usersctl: ${stats.lines} lines in ${seconds} s: ${stats.ok} ok (${stats.created} created, ${stats.ok - stats.created} replaced), ${failed}\n`);
+  const unchanged = stats.unchanged === 0 ? '' : `, ${stats.unchanged} unchanged`;
+  ctx.io.stderr.write(`usersctl: ${stats.lines} lines in ${seconds} s: ${stats.ok} ok (${stats.created} created, ${stats.ok - stats.created - stats.unchanged} replaced${unchanged}), ${failed}\n`);
 }
 
 /** One import: lines in, at most `concurrency` PUTs in flight, results out in input order. */
 class ImportRun {
-  readonly stats: Stats = { lines: 0, ok: 0, created: 0, failed: 0, bytes: 0 };
+  readonly stats: Stats = { lines: 0, ok: 0, created: 0, unchanged: 0, failed: 0, bytes: 0 };
   readonly started = Date.now();
   /** The network failure that stopped the import, if one did. */
   stop: NetworkError | undefined;
@@ -92,6 +99,10 @@ class ImportRun {
   private readonly results: OrderedResults;
   private readonly aliasOf: (name: Uint8Array) => string;
   private readonly window: number;
+  /** Set by the first line: an export (its header) or plain user lines. */
+  private format: 'export' | 'lines' | undefined;
+  private concurrency: number;
+  private readonly restorer: Restorer;
   private sequence = 0;
   private inFlight = 0;
   private wake: (() => void) | undefined;
@@ -102,7 +113,26 @@ class ImportRun {
   ) {
     this.aliasOf = uuidV5Generator(options.uuidNamespace ?? DEFAULT_IMPORT_NAMESPACE);
     this.window = Math.max(256, options.concurrency * 32);
+    this.concurrency = options.concurrency;
+    this.restorer = new Restorer(ctx, { keepIds: options.keepIds === true, overwrite: options.overwrite === true });
     this.results = new OrderedResults(ctx, () => this.wake?.());
+  }
+
+  /** Reads the first line's kind: an export's header is consumed (true), anything else is data. */
+  private takeHeader(line: Line): boolean {
+    if (line.bytes.toString('utf8').trim() === '') return true;
+    const header = line.bytes.toString('utf8').trim() === EXPORT_HEADER;
+    this.format = header ? 'export' : 'lines';
+    if (header) {
+      if (this.options.aliasField !== undefined || this.options.uuidNamespace !== undefined) {
+        throw new UsageError('this input is an export (usersctl export): its records carry their ids and aliases, so --alias-field and --uuid-namespace do not apply');
+      }
+      // Ids are issued in order: keeping them means one record at a time, in the export's id order.
+      if (this.options.keepIds === true) this.concurrency = 1;
+    } else if (this.options.keepIds === true || this.options.overwrite === true) {
+      throw new UsageError('--keep-ids and --overwrite apply to an export (usersctl export); this input is plain user lines');
+    }
+    return header;
   }
 
   async consume(input: Parameters<typeof readLines>[0]): Promise<void> {
@@ -127,7 +157,8 @@ class ImportRun {
         break;
       }
       this.lastLine = line.number;
-      const job = prepare(line, this.options.aliasField, this.aliasOf);
+      if (this.format === undefined && this.takeHeader(line)) continue;
+      const job = this.format === 'export' ? prepareRecord(line) : prepare(line, this.options.aliasField, this.aliasOf);
       if (job === undefined) continue;
       this.stats.lines++;
       const seq = this.sequence++;
@@ -136,10 +167,10 @@ class ImportRun {
         this.results.complete(seq, job.text);
         continue;
       }
-      while (this.inFlight >= this.options.concurrency || seq - this.results.nextToPrint >= this.window) await this.waitForResult();
+      while (this.inFlight >= this.concurrency || seq - this.results.nextToPrint >= this.window) await this.waitForResult();
       if (this.results.pendingChars > OUTPUT_HIGH_WATER) await this.results.flush();
       this.inFlight++;
-      void this.put(seq, line, job.path, job.body);
+      void (job.kind === 'put' ? this.put(seq, line, job.path, job.body) : this.restore(seq, line, job.record));
     }
   }
 
@@ -164,6 +195,30 @@ class ImportRun {
       this.stats.failed++;
       if (error instanceof NetworkError) this.stop ??= error;
       text = failure(line.number, 0, error instanceof Error ? error.message : String(error));
+    } finally {
+      this.inFlight--;
+    }
+    this.results.complete(seq, text);
+  }
+
+  private async restore(seq: number, line: Line, record: ExportRecord): Promise<void> {
+    let text: string;
+    const where = { line: line.number, oldId: record.id, alias: record.alias };
+    try {
+      const restored = await this.restorer.restore(record, this.aliasOf(line.bytes));
+      if (restored.ok) {
+        this.stats.ok++;
+        if (restored.action === 'created') this.stats.created++;
+        if (restored.action === 'unchanged') this.stats.unchanged++;
+        text = JSON.stringify({ ...where, ok: true, action: restored.action, id: restored.id });
+      } else {
+        this.stats.failed++;
+        text = JSON.stringify({ ...where, ok: false, status: restored.status, error: restored.error });
+      }
+    } catch (error) {
+      this.stats.failed++;
+      if (error instanceof NetworkError) this.stop ??= error;
+      text = JSON.stringify({ ...where, ok: false, status: 0, error: error instanceof Error ? error.message : String(error) });
     } finally {
       this.inFlight--;
     }
@@ -256,6 +311,20 @@ function prepare(line: Line, aliasField: string | undefined, aliasOf: (name: Uin
     path = `${USERS_PATH}/${aliasOf(line.bytes)}`;
   }
   return { kind: 'put', path, body: line.bytes };
+}
+
+/** An export's record line: a restore, an immediate failure, or nothing (blank). */
+function prepareRecord(line: Line): Job | undefined {
+  const text = line.bytes.toString('utf8');
+  if (text.trim() === '') return undefined;
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (error) {
+    return { kind: 'result', text: failure(line.number, 0, `invalid JSON: ${(error as Error).message}`) };
+  }
+  const record = parseRecord(value);
+  return typeof record === 'string' ? { kind: 'result', text: failure(line.number, 0, record) } : { kind: 'restore', record };
 }
 
 /** The non-blank lines of `file` from byte `start` on (what an early stop left unsent). */

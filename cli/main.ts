@@ -10,7 +10,7 @@ import * as tokens from './commands/token-commands.js';
 import * as users from './commands/user-commands.js';
 import { Context, DEFAULT_RETRIES, DEFAULT_TIMEOUT_SECONDS, DEFAULT_URL, errorPrefix, resolveGlobals, type GlobalFlags, type Io } from './context.js';
 import { CliError, errorRecord, EXIT } from './exit-codes.js';
-import { DEFAULT_CONCURRENCY, DEFAULT_IMPORT_NAMESPACE, MAX_CONCURRENCY, importUsers } from './import.js';
+import { DEFAULT_CONCURRENCY, DEFAULT_IMPORT_NAMESPACE, MAX_CONCURRENCY, importUsers, type ImportOptions } from './import.js';
 import { completionScript, manPage, SHELLS, type Shell } from './completion.js';
 import { STOP_EXIT } from './streams.js';
 
@@ -296,9 +296,12 @@ function addUserCommands(program: Command, action: Action): void {
 
   program
     .command('export')
-    .description('all users as NDJSON (the input format of import)')
-    .addHelpText('after', '\nExample:\n  usersctl export | gzip > users-$(date +%F).ndjson.gz\n')
-    .action(action((ctx) => users.list(ctx, users.MAX_PAGE_SIZE)));
+    .description('every user with its id and alias, as NDJSON that import rebuilds them from')
+    .addHelpText(
+      'after',
+      '\nA header line, then {"id":N,"alias":"..."|null,"user":{...}} a user, in id order.\nExample:\n  usersctl export | gzip > users-$(date +%F).ndjson.gz\n',
+    )
+    .action(action((ctx) => users.exportUsers(ctx)));
 
   program
     .command('mv')
@@ -342,19 +345,25 @@ function addImportCommand(program: Command, action: Action): void {
     .option('--concurrency <n>', 'requests in flight', integer('--concurrency', 1, MAX_CONCURRENCY), DEFAULT_CONCURRENCY)
     .option('--alias-field <field>', 'PUT each line to /users/<value of this field>')
     .option('--uuid-namespace <uuid>', 'PUT each line to /users/<UUIDv5(namespace, line)>')
+    .option('--keep-ids', 'an export: keep each user\'s id (one at a time, in id order) instead of getting new ones')
+    .option('--overwrite', 'an export: replace a user that exists with other content (over the version read: If-Match)')
     .addHelpText(
       'after',
       `
 A line with a numeric "id" is PUT to /users/<id>. Otherwise the alias comes from
 --alias-field, else from UUIDv5 of the line's bytes (namespace --uuid-namespace,
 default ${DEFAULT_IMPORT_NAMESPACE}), so a re-run creates no duplicates.
+An export (usersctl export) is rebuilt instead: each user gets a new id (its
+result maps oldId to id), or keeps it with --keep-ids; a user that exists with
+other content is left alone and reported, unless --overwrite.
 Exit 8 when some lines failed.
 
-Example:
+Examples:
   usersctl import -f users.ndjson | jq -c 'select(.ok | not)'
+  usersctl export > backup.ndjson && usersctl import --keep-ids -f backup.ndjson | jq -c 'select(.ok | not)'
 `,
     )
-    .action(action((ctx, options: { file?: string; concurrency: number; aliasField?: string; uuidNamespace?: string }) => importUsers(ctx, options)));
+    .action(action((ctx, options: ImportOptions) => importUsers(ctx, options)));
 }
 
 function addTokenCommands(program: Command, action: Action): void {

@@ -28,7 +28,7 @@ test('help for a command names its options and shows an example', async () => {
   assert.equal(result.code, EXIT.ok);
   assert.match(result.stdout, /--alias-field/);
   assert.match(result.stdout, /--uuid-namespace/);
-  assert.match(result.stdout, /Example:/);
+  assert.match(result.stdout, /Examples?:/);
 });
 
 test('`help <command>` prints that command\'s help on stdout and exits 0', async () => {

@@ -124,7 +124,7 @@ test('delete --if-match with a stale ETag exits 5 and deletes nothing', async (t
   assert.equal((await send(cli.server.url, 'GET', '/users/alice')).status, 200);
 });
 
-test('list follows next to the end and prints every user as NDJSON, byte for byte', async (t) => {
+test('list follows next to the end and prints every user as NDJSON, byte for byte; export the same users as records with their aliases', async (t) => {
   const cli = await startCliServer(t);
   for (let i = 0; i < 7; i++) await put(cli.server.url, `/users/u${i}`, { name: `User ${i}`, n: i, tags: ['a', { deep: true }] });
   const all = JSON.parse((await send(cli.server.url, 'GET', '/users?limit=1000')).text) as { items: unknown[] };
@@ -134,7 +134,9 @@ test('list follows next to the end and prints every user as NDJSON, byte for byt
     assert.equal(result.code, EXIT.ok);
     assert.equal(result.stdout, expected, `--limit ${limit}`);
   }
-  assert.equal((await cli.run(['export'])).stdout, expected);
+  const aliases = new Map(all.items.map((u, i) => [(u as { id: number }).id, `u${i}`]));
+  const records = all.items.map((u) => `{"id":${(u as { id: number }).id},"alias":"${aliases.get((u as { id: number }).id)}","user":${JSON.stringify(u)}}\n`).join('');
+  assert.equal((await cli.run(['export'])).stdout, '{"usersctl":"export","version":1}\n' + records, 'export: a header, then id, alias and representation a user');
 });
 
 test('list of an empty server prints nothing and exits 0', async (t) => {

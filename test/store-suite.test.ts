@@ -195,7 +195,7 @@ for (const kind of STORE_KINDS) {
     assert.equal((await store.stats(T0 + 300_001)).reservations, 2);
   });
 
-  test(name('listUsers pages in ascending id order and names the last id of a page when more follow'), async (t) => {
+  test(name('listUsers pages in ascending id order, with the aliases of the listed users, and names the last id of a page when more follow'), async (t) => {
     const { store } = await kind.open(t);
     for (const n of ['a', 'b', 'c', 'd', 'e']) await put(store, alias(`user-${n}`), { name: n });
     await store.deleteUser({ ref: id(3), preconditions: NO_PRECONDITIONS, policy: DEFAULT_POLICY });
@@ -205,7 +205,9 @@ for (const kind of STORE_KINDS) {
     const second = await store.listUsers(2, 2);
     assert.deepEqual(second.items.map((j) => JSON.parse(j).id), [4, 5]);
     assert.equal(second.next, undefined);
-    assert.deepEqual(await store.listUsers(5, 2), { items: [], next: undefined });
+    assert.deepEqual(first.aliases, [[1, 'user-a'], [2, 'user-b']], 'each listed user\'s alias, with its id');
+    assert.deepEqual(second.aliases, [[4, 'user-d'], [5, 'user-e']]);
+    assert.deepEqual(await store.listUsers(5, 2), { items: [], aliases: [], next: undefined });
     assert.equal((await store.stats(T0)).users, 4);
   });
 

@@ -6,6 +6,7 @@ import type { Context } from '../context.js';
 import { CliError, EXIT, NetworkError, UsageError } from '../exit-codes.js';
 import { single, type Response } from '../client.js';
 import { readLines } from '../streams.js';
+import { EXPORT_HEADER } from '../export-format.js';
 
 const JSON_TYPE = 'application/json';
 const ACCEPT = { accept: JSON_TYPE };
@@ -154,18 +155,42 @@ export async function list(ctx: Context, pageSize: number): Promise<void> {
   }
 }
 
-function parsePage(text: string): { items: unknown[]; next: string | null } {
+/**
+ * `export`: the header line, then one record a user in id order:
+ * `{"id":1,"alias":"alice","user":{...}}`, the representation as stored.
+ */
+export async function exportUsers(ctx: Context): Promise<void> {
+  await ctx.out.write(EXPORT_HEADER + '\n');
+  let path: string | null = `${USERS_PATH}?limit=${MAX_PAGE_SIZE}&aliases=true`;
+  while (path !== null && ctx.interruption.reason === undefined) {
+    const response = await ctx.client.expect({ method: 'GET', path, headers: ACCEPT }, [200]);
+    const page = parsePage(response.text);
+    const aliases = (page.aliases ?? {}) as Record<string, unknown>;
+    let lines = '';
+    for (const item of page.items) {
+      const id = (item as { id?: unknown }).id;
+      if (!isId(id)) throw unexpected('a listed user without an id');
+      const alias = aliases[String(id)];
+      lines += `{"id":${id},"alias":${typeof alias === 'string' ? JSON.stringify(alias) : 'null'},"user":${JSON.stringify(item)}}\n`;
+    }
+    await ctx.out.write(lines);
+    if (page.next !== null && !page.next.startsWith('/')) throw unexpected(`a "next" link that is not a path: ${page.next}`);
+    path = page.next;
+  }
+}
+
+function parsePage(text: string): { items: unknown[]; aliases?: unknown; next: string | null } {
   let page: unknown;
   try {
     page = JSON.parse(text);
   } catch {
     throw unexpected('a page of users that is not JSON');
   }
-  const p = page as { items?: unknown; next?: unknown };
+  const p = page as { items?: unknown; aliases?: unknown; next?: unknown };
   if (typeof page !== 'object' || page === null || !Array.isArray(p.items) || (p.next !== null && typeof p.next !== 'string')) {
     throw unexpected('a page of users without "items" and "next"');
   }
-  return { items: p.items, next: p.next };
+  return { items: p.items, aliases: p.aliases, next: p.next };
 }
 
 function unexpected(what: string): CliError {

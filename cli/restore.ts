@@ -1,0 +1,138 @@
+/**
+ * `import` of an export (`usersctl export`): rebuilding users from their
+ * records without ever overwriting a user silently. Each record either
+ * gets a new id (the default) or keeps its id (`--keep-ids`); a user that
+ * already exists with other content is refused unless `--overwrite`, and
+ * then replaced only over the version just read (If-Match), so a change
+ * made meanwhile is never lost. docs/cli.md "Export and import".
+ */
+import { NEW_USER_PATH, RESERVATIONS_PATH, USERS_PATH, userPath } from '../shared/endpoints.js';
+import { detailOf, single, type Response } from './client.js';
+import type { Context } from './context.js';
+import type { ExportRecord } from './export-format.js';
+
+export interface RestoreOptions {
+  keepIds: boolean;
+  overwrite: boolean;
+}
+
+export type Restored =
+  | { readonly ok: true; readonly action: 'created' | 'unchanged' | 'replaced'; readonly id: number }
+  | { readonly ok: false; readonly status: number; readonly error: string };
+
+const JSON_HEADERS = { accept: 'application/json', 'content-type': 'application/json' };
+/** A record whose target keeps changing under it gives up after this many tries. */
+const ATTEMPTS = 3;
+
+export class Restorer {
+  constructor(
+    private readonly ctx: Context,
+    private readonly options: RestoreOptions,
+  ) {}
+
+  /** Rebuilds one record; `key` makes a re-run of an unaliased record's POST /users/new replay instead of duplicating. */
+  restore(record: ExportRecord, key: string): Promise<Restored> {
+    return this.options.keepIds ? this.keepId(record) : this.newId(record, key);
+  }
+
+  /** A new id: POST /users/new (under `key`), or PUT /users/<alias> only if the alias is free. */
+  private async newId(record: ExportRecord, key: string): Promise<Restored> {
+    const { id: _oldId, ...fields } = record.user;
+    const body = JSON.stringify(fields);
+    if (record.alias === null) {
+      const created = await this.send('POST', NEW_USER_PATH, body, { 'idempotency-key': key });
+      // A replay (the same line imported before, within the server's 24 hours) made nothing new.
+      const replayed = single(created.headers['idempotent-replayed']) === 'true';
+      return created.status === 201 ? done(replayed ? 'unchanged' : 'created', created) : failed(created);
+    }
+    const path = `${USERS_PATH}/${record.alias}`;
+    const created = await this.send('PUT', path, body, { 'if-none-match': '*' });
+    if (created.status === 201) return done('created', created);
+    if (created.status !== 412) return failed(created);
+    return this.settleExisting(path, body, (current) => JSON.stringify(withoutId(current)) === body, `the alias ${record.alias}`);
+  }
+
+  /**
+   * The same id: PUT /users/<id> (or /users/<alias>, which binds the alias)
+   * with If-None-Match: *. An id the target never issued is reached by
+   * reserving the ids before it, in order; ids skipped that way (users
+   * deleted before the export) stay reservations and expire, as deleted
+   * ids do: 410 on both servers.
+   */
+  private async keepId(record: ExportRecord): Promise<Restored> {
+    const body = JSON.stringify(record.user);
+    const same = (current: Record<string, unknown>) => JSON.stringify(current) === body;
+    const path = record.alias === null ? userPath(record.id) : `${USERS_PATH}/${record.alias}`;
+    for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
+      const created = await this.send('PUT', path, body, { 'if-none-match': '*' });
+      if (created.status === 201) return done('created', created);
+      if (created.status === 412) return this.settleExisting(path, body, same, record.alias === null ? `the id ${record.id}` : `the alias ${record.alias}`);
+      const reachable = await this.whyNotCreated(record, created);
+      if (reachable !== undefined) return reachable;
+    }
+    return { ok: false, status: 409, error: `the id ${record.id} could not be issued on the target: other clients kept taking ids; run the import again` };
+  }
+
+  /**
+   * After a refused create: reserves the ids up to the record's (and
+   * answers undefined: try again), or says why the id cannot be had.
+   */
+  private async whyNotCreated(record: ExportRecord, refused: Response): Promise<Restored | undefined> {
+    const { id } = record;
+    const gone: Restored = { ok: false, status: 410, error: `the id ${id} was issued on the target and its user deleted: ids are never reused there` };
+    const meanwhile: Restored = { ok: false, status: 409, error: `the id ${id} was already issued on the target (to a reservation, or to a user since deleted): ids are never reused there` };
+    if (record.alias === null) {
+      // 404: never issued here; reserving the ids up to it makes it this import's.
+      if (refused.status === 410) return gone;
+      if (refused.status !== 404) return failed(refused);
+      return (await this.reserveThrough(id)) ? undefined : meanwhile;
+    }
+    // 409: the id is not the next one; the ids before it are reserved, so the alias's PUT gets it.
+    if (refused.status !== 409) return failed(refused);
+    const lookup = await this.send('GET', userPath(id));
+    if (lookup.status === 410) return gone;
+    if (lookup.status === 200) return { ok: false, status: 409, error: `the id ${id} belongs to another user on the target` };
+    if (lookup.status !== 404) return failed(lookup);
+    return (await this.reserveThrough(id - 1)) ? undefined : meanwhile;
+  }
+
+  /** POST /reservations until the id `last` is issued; false when the target went past it. */
+  private async reserveThrough(last: number): Promise<boolean> {
+    for (;;) {
+      const reserved = await this.send('POST', RESERVATIONS_PATH, '');
+      if (reserved.status !== 201) return false;
+      const id = (JSON.parse(reserved.text) as { id: number }).id;
+      if (id >= last) return id === last;
+    }
+  }
+
+  /** The target exists: unchanged when `same`, else refused, or with --overwrite replaced over the version read. */
+  private async settleExisting(path: string, body: string, same: (current: Record<string, unknown>) => boolean, what: string): Promise<Restored> {
+    const current = await this.send('GET', path);
+    if (current.status !== 200) return failed(current);
+    if (same(JSON.parse(current.text) as Record<string, unknown>)) return done('unchanged', current);
+    if (!this.options.overwrite) return { ok: false, status: 412, error: `${what} exists on the target with other content; nothing was changed (--overwrite replaces it)` };
+    const etag = single(current.headers.etag) ?? '';
+    const replaced = await this.send('PUT', path, body, { 'if-match': etag });
+    if (replaced.status === 200) return done('replaced', replaced);
+    if (replaced.status === 412) return { ok: false, status: 412, error: `${what} changed on the target while it was being imported; nothing was overwritten` };
+    return failed(replaced);
+  }
+
+  private send(method: 'GET' | 'PUT' | 'POST', path: string, body?: string, headers: Record<string, string> = {}): Promise<Response> {
+    return this.ctx.client.send({ method, path, headers: { ...JSON_HEADERS, ...headers }, ...(body !== undefined && { body }) });
+  }
+}
+
+function withoutId(user: Record<string, unknown>): Record<string, unknown> {
+  const { id: _id, ...fields } = user;
+  return fields;
+}
+
+function done(action: 'created' | 'unchanged' | 'replaced', response: Response): Restored {
+  return { ok: true, action, id: (JSON.parse(response.text) as { id: number }).id };
+}
+
+function failed(response: Response): Restored {
+  return { ok: false, status: response.status, error: detailOf(response) };
+}

@@ -1,0 +1,141 @@
+/**
+ * `usersctl export` and `import` of an export (docs/cli.md "Export and
+ * import"): every user with its id and alias; rebuilt under new ids (the
+ * default, results mapping oldId to id) or the same ids (--keep-ids); a user
+ * that exists with other content is never overwritten silently.
+ */
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { EXIT } from '../cli/main.js';
+import { lines, shellWithUsersctl, startCliServer, startStub, usersctl } from './cli-helpers.js';
+import { listText, put, send, startTestServer, type TestServer } from './helpers.js';
+import { runTool } from './processes.js';
+
+const HEADER = '{"usersctl":"export","version":1}';
+
+function results(stdout: string): Record<string, unknown>[] {
+  return lines(stdout).map((l) => JSON.parse(l) as Record<string, unknown>);
+}
+
+/** Users under aliases and without, a deleted one, a skipped reserved id, non-ASCII and nested fields. */
+async function populate(server: TestServer): Promise<void> {
+  const url = server.url;
+  assert.equal((await put(url, '/users/alice', { name: 'Alice', tags: ['a', { deep: [1, 2.5, null] }] })).status, 201);
+  assert.equal((await put(url, '/users/bob', { name: 'Bob' })).status, 201);
+  assert.equal((await send(url, 'POST', '/users/new', { json: { name: 'Plain', city: 'Zürich "Z"' } })).status, 201);
+  assert.equal((await send(url, 'DELETE', '/users/bob')).status, 204);
+  assert.equal((await send(url, 'POST', '/reservations')).status, 201);
+  assert.equal((await put(url, '/users/dave', { name: 'Dave', '10': 'digits first' })).status, 201);
+  assert.equal((await send(url, 'POST', '/users/new', { json: { name: 'Last' } })).status, 201);
+}
+
+test('node bin/usersctl.js: export from A, import --keep-ids into an empty B, export from B: byte-identical (ids with gaps, aliases, unaliased users); a second import changes nothing', async (t) => {
+  if ((await runTool(t, 'sh', ['-c', 'command -v bash']).catch(() => undefined))?.code !== 0) return t.skip('bash not found');
+  const a = await startTestServer(t);
+  const b = await startTestServer(t);
+  await populate(a);
+  const { home, env } = shellWithUsersctl(t, a.url);
+  const script = [
+    'set -euo pipefail',
+    'usersctl export > a.ndjson',
+    `usersctl --url ${b.url} import --keep-ids -f a.ndjson > results.ndjson`,
+    `usersctl --url ${b.url} export > b.ndjson`,
+    'cmp a.ndjson b.ndjson',
+    `usersctl --url ${b.url} import --keep-ids -f a.ndjson > again.ndjson`,
+  ].join('\n');
+  const run = await runTool(t, 'bash', ['-c', `cd "$HOME" && ${script}`], { env });
+  assert.equal(run.code, 0, run.stderr);
+  const exported = readFileSync(join(home, 'a.ndjson'), 'utf8');
+  assert.equal(lines(exported)[0], HEADER);
+  assert.deepEqual(lines(exported).slice(1).map((l) => [JSON.parse(l).id, JSON.parse(l).alias]), [[1, 'alice'], [3, null], [5, 'dave'], [6, null]]);
+  assert.deepEqual(results(readFileSync(join(home, 'results.ndjson'), 'utf8')).map((r) => [r.oldId, r.id, r.action]), [[1, 1, 'created'], [3, 3, 'created'], [5, 5, 'created'], [6, 6, 'created']]);
+  assert.deepEqual(results(readFileSync(join(home, 'again.ndjson'), 'utf8')).map((r) => r.action), ['unchanged', 'unchanged', 'unchanged', 'unchanged']);
+  assert.equal(await listText(b), await listText(a));
+  assert.equal((await send(b.url, 'GET', '/users/dave')).headers['content-location'], '/users/5', 'the alias is bound to the same id');
+});
+
+test('import of an export into a server with users of its own: new ids, results map oldId to id, and the unrelated user 1 is untouched', async (t) => {
+  const a = await startCliServer(t);
+  await populate(a.server);
+  const exported = (await a.run(['export'])).stdout;
+  const b = await startCliServer(t);
+  assert.equal((await put(b.server.url, '/users/zed', { name: 'Unrelated' })).status, 201);
+  const imported = await b.run(['import'], { stdin: exported });
+  assert.equal(imported.code, EXIT.ok, imported.stderr);
+  const map = results(imported.stdout);
+  assert.deepEqual(map.map((r) => [r.oldId, r.alias, r.action]), [[1, 'alice', 'created'], [3, null, 'created'], [5, 'dave', 'created'], [6, null, 'created']]);
+  assert.deepEqual(map.map((r) => r.id).sort(), [2, 3, 4, 5], 'new ids, after the target\'s own');
+  // Each result's id is where that user now lives (the order of creation is the requests').
+  const old = new Map(lines(exported).slice(1).map((l) => [JSON.parse(l).id as number, JSON.parse(l).user as Record<string, unknown>]));
+  for (const r of map) assert.deepEqual((await send(b.server.url, 'GET', `/users/${r.id}`)).json(), { ...old.get(r.oldId as number), id: r.id }, `oldId ${r.oldId} -> id ${r.id}`);
+  assert.equal((await send(b.server.url, 'GET', '/users/1')).text, '{"name":"Unrelated","id":1}');
+  assert.equal((await send(b.server.url, 'GET', '/users/alice')).json().name, 'Alice');
+  // A re-run: aliased users are found unchanged, unaliased ones replay their Idempotency-Key.
+  const again = await b.run(['import'], { stdin: exported });
+  assert.deepEqual(results(again.stdout).map((r) => [r.id, r.action]), map.map((r) => [r.id, 'unchanged']));
+  assert.equal(JSON.parse(await listText(b.server)).items.length, 5, 'no duplicates');
+});
+
+test('a user that exists with other content is reported (412, exit 8) and left alone; --overwrite replaces it; ids gone or taken on the target are refused', async (t) => {
+  const a = await startCliServer(t);
+  await populate(a.server);
+  const exported = (await a.run(['export'])).stdout;
+  const b = await startCliServer(t);
+  assert.equal((await b.run(['import', '--keep-ids'], { stdin: exported })).code, EXIT.ok);
+  assert.equal((await put(b.server.url, '/users/alice', { name: 'Alice, changed on B' })).status, 200);
+  const refused = await b.run(['import', '--keep-ids'], { stdin: exported });
+  assert.equal(refused.code, EXIT.partialImport);
+  const first = results(refused.stdout)[0]!;
+  assert.deepEqual([first.ok, first.status], [false, 412]);
+  assert.match(String(first.error), /^the alias alice exists on the target with other content; nothing was changed \(--overwrite replaces it\)$/);
+  assert.equal((await send(b.server.url, 'GET', '/users/alice')).json().name, 'Alice, changed on B');
+  const overwritten = await b.run(['import', '--keep-ids', '--overwrite'], { stdin: exported });
+  assert.equal(overwritten.code, EXIT.ok, overwritten.stdout);
+  assert.deepEqual(results(overwritten.stdout).map((r) => r.action), ['replaced', 'unchanged', 'unchanged', 'unchanged']);
+  assert.equal(await listText(b.server), await listText(a.server));
+
+  // Another target: id 3 deleted there, id 5 held by another user.
+  const c = await startCliServer(t);
+  for (const name of ['c1', 'c2', 'c3', 'c4', 'c5']) await put(c.server.url, `/users/${name}`, { name });
+  assert.equal((await send(c.server.url, 'DELETE', '/users/3')).status, 204);
+  const clash = await c.run(['import', '--keep-ids'], { stdin: exported });
+  assert.equal(clash.code, EXIT.partialImport);
+  const byId = new Map(results(clash.stdout).map((r) => [r.oldId, r]));
+  assert.match(String(byId.get(3)!.error), /^the id 3 was issued on the target and its user deleted/);
+  assert.match(String(byId.get(5)!.error), /^the id 5 belongs to another user on the target$/);
+  assert.equal((await send(c.server.url, 'GET', '/users/5')).json().name, 'c5', 'nothing was overwritten');
+});
+
+test('--overwrite replaces only over the version it read: If-Match carries the ETag of its GET, and a 412 (changed meanwhile) is reported, not retried blindly', async (t) => {
+  const seen: string[] = [];
+  const stub = await startStub(t, (req, res) => {
+    seen.push(`${req.method} ${req.url} ${req.headers['if-match'] ?? ''}${req.headers['if-none-match'] ?? ''}`);
+    const send = (status: number, body: string, headers: Record<string, string> = {}) => {
+      res.writeHead(status, { 'content-type': status >= 400 ? 'application/problem+json' : 'application/json', ...headers });
+      res.end(body);
+    };
+    if (req.method === 'PUT' && req.headers['if-none-match'] === '*') return send(412, '{"type":"about:blank","title":"Precondition failed","status":412,"detail":"exists"}');
+    if (req.method === 'GET') return send(200, '{"name":"Other","id":1}', { etag: '"v1"' });
+    return send(412, '{"type":"about:blank","title":"Precondition failed","status":412,"detail":"changed"}');
+  });
+  const input = `${HEADER}\n{"id":1,"alias":"alice","user":{"name":"Alice","id":1}}\n`;
+  const result = await usersctl(['--url', stub.url, 'import', '--keep-ids', '--overwrite'], { stdin: input });
+  assert.equal(result.code, EXIT.partialImport);
+  assert.deepEqual(seen, ['PUT /users/alice *', 'GET /users/alice ', 'PUT /users/alice "v1"']);
+  assert.match(String(results(result.stdout)[0]!.error), /^the alias alice changed on the target while it was being imported; nothing was overwritten$/);
+});
+
+test('--keep-ids and --overwrite on plain user lines, or --alias-field on an export, are usage errors (exit 2) before anything is sent', async (t) => {
+  const cli = await startCliServer(t);
+  const plain = await cli.run(['import', '--keep-ids'], { stdin: '{"name":"X"}\n' });
+  assert.equal(plain.code, EXIT.usage);
+  assert.match(plain.stderr, /--keep-ids and --overwrite apply to an export/);
+  const aliasField = await cli.run(['import', '--alias-field', 'login'], { stdin: `${HEADER}\n{"id":1,"alias":null,"user":{"name":"X","id":1}}\n` });
+  assert.equal(aliasField.code, EXIT.usage);
+  assert.equal(JSON.parse(await listText(cli.server)).items.length, 0);
+  const bad = await cli.run(['import'], { stdin: `${HEADER}\n{"id":1,"user":{"name":"X","id":2}}\n` });
+  assert.equal(bad.code, EXIT.partialImport);
+  assert.match(String(results(bad.stdout)[0]!.error), /alias/);
+});
