@@ -44,7 +44,7 @@ Examples:
   usersctl get alice | jq -r .id
   usersctl list | jq -r 'select(.name | test("^A")) | .id' | usersctl get -
   usersctl put alice --name Alice --if-match "$(usersctl get --etag alice)"
-  usersctl export > users.ndjson && usersctl import -f users.ndjson > results.ndjson
+  usersctl export > users.ndjson && usersctl import --keep-ids -f users.ndjson > results.ndjson
   usersctl import --alias-field login < people.ndjson | jq -c 'select(.ok | not)'
 `;
 
