@@ -78,7 +78,11 @@ export class HttpClient {
   }
 
   private connections(): Promise<Agent> {
-    this.agent ??= import('undici').then(({ Agent }) => new Agent({ connect: { timeout: this.options.timeoutMs } }));
+    this.agent ??= import('undici').then((undici) => {
+      // undici is CommonJS: Node's import names its exports; the bundle of npm run build gives them as the default export.
+      const { Agent } = 'Agent' in undici ? undici : (undici as { default: typeof undici }).default;
+      return new Agent({ connect: { timeout: this.options.timeoutMs } });
+    });
     return this.agent;
   }
 

@@ -13,8 +13,9 @@ const TEST_DIR = fileURLToPath(new URL('.', import.meta.url));
 
 /** Seconds a file took alone on the 2-core machine (CPU, or wall time where it mostly waits); others count DEFAULT_COST. */
 const COSTS: Record<string, number> = {
-  'cli-bin.test.ts': 12,
-  'cli-examples.test.ts': 9,
+  'cli-bin.test.ts': 9,
+  'docs-examples.test.ts': 8,
+  'cli-examples.test.ts': 6,
   'postgres-instances.test.ts': 8,
   'browser.test.ts': 7,
   'property.test.ts': 6,
@@ -31,6 +32,7 @@ const COSTS: Record<string, number> = {
   'store-suite.test.ts': 3,
   'cli-scripts.test.ts': 3,
   'cli-completion.test.ts': 3,
+  'readme-examples.test.ts': 3,
   'cli-export.test.ts': 2,
   'cli-tokens.test.ts': 2,
 };

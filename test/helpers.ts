@@ -283,7 +283,7 @@ function newestSource(dir: string): number {
  */
 export function buildIfStale(): string | undefined {
   const main = join(REPO, 'dist', 'server', 'main.js');
-  const cli = join(REPO, 'dist', 'cli', 'main.js');
+  const cli = join(REPO, 'dist', 'usersctl', 'main.js');
   const built = Math.min(existsSync(main) ? statSync(main).mtimeMs : 0, existsSync(cli) ? statSync(cli).mtimeMs : 0);
   const stale = built < Math.max(...['server', 'shared', 'cli'].map((d) => newestSource(join(REPO, d))));
   if (!stale) return undefined;
