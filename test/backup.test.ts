@@ -1,0 +1,73 @@
+/**
+ * `users-server backup` (docs/operations.md "Backups"): a consistent copy of
+ * a data directory taken while a server keeps writing and compacting in it.
+ */
+import assert from 'node:assert/strict';
+import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { put, runUsersServer, send, startTestServer, tempDir } from './helpers.js';
+import { runTool, SERVER_BIN, spawnServer } from './processes.js';
+
+test('node bin/users-server.js backup under write load (with compactions): the copy is a data directory of its own, and a server started on it has every write acknowledged before the backup began', async (t) => {
+  const dir = join(tempDir(t), 'data');
+  mkdirSync(dir);
+  const server = await spawnServer(t, ['--port', '0', '--data', dir, '--compaction-floor', '4096']);
+  const acked = new Map<string, string>();
+  let stop = false;
+  let writes = 0;
+  let enough!: () => void;
+  const warmedUp = new Promise<void>((resolve) => (enough = resolve));
+  const writer = async (w: number) => {
+    for (let i = 0; !stop; i++) {
+      // New users and replacements of old ones: the journal grows past its floor and compacts.
+      const ref = `/users/w${w}-${i % 40}`;
+      const reply = await put(server.url, ref, { name: `Writer ${w}`, i, pad: 'x'.repeat(200) });
+      assert.ok(reply.status === 200 || reply.status === 201, reply.text);
+      acked.set(ref, reply.text);
+      if (++writes >= 1500) enough();
+    }
+  };
+  const writers = Promise.all(Array.from({ length: 6 }, (_, w) => writer(w)));
+  await warmedUp;
+  const before = new Map(acked);
+  const dest = join(tempDir(t), 'backup');
+  const backup = await runTool(t, process.execPath, [SERVER_BIN, 'backup', '--data', dir, '--to', dest]);
+  stop = true;
+  await writers;
+  assert.equal(backup.code, 0, backup.stderr);
+  assert.match(backup.stdout, /^backed up \d+ users \((snapshot-\d{8}, )?journal-\d{8}(, journal-\d{8})*: \d+ bytes\) from .* to .* in \d+ ms\n$/);
+  assert.deepEqual(readdirSync(dest).filter((n) => !/^(journal|snapshot)-\d{8}$/.test(n)).sort(), ['secret'], 'the secret (this server\'s admin password comes from its environment)');
+  server.kill('SIGTERM');
+  await server.exited;
+  const restored = await startTestServer(t, { data: dest });
+  for (const [ref, text] of before) {
+    const now = await send(restored.url, 'GET', ref);
+    assert.equal(now.status, 200, `${ref} was acknowledged before the backup began`);
+    // Written again during the backup, it may be newer; never older than what was acknowledged before.
+    assert.ok(JSON.parse(now.text).i >= JSON.parse(text).i, `${ref}: ${now.text} is older than ${text}`);
+  }
+});
+
+test('users-server backup refuses a target that holds anything (no earlier backup is overwritten), a data directory that does not exist, and a PostgreSQL store (pg_dump does that)', async (t) => {
+  const dir = tempDir(t);
+  const server = await startTestServer(t, { data: dir });
+  assert.equal((await put(server.url, '/users/ann', { name: 'Ann' })).status, 201);
+  const full = join(tempDir(t), 'full');
+  mkdirSync(full);
+  writeFileSync(join(full, 'journal-00000001'), 'an earlier backup');
+  const refused = await runUsersServer(['backup', '--data', dir, '--to', full]);
+  assert.equal(refused.code, 1);
+  assert.match(refused.stderr, /^users-server backup: .*full is not empty \(journal-00000001\): back up into a new directory/);
+  const missing = await runUsersServer(['backup', '--data', join(dir, 'nope'), '--to', join(tempDir(t), 'x')]);
+  assert.equal(missing.code, 1);
+  assert.match(missing.stderr, /does not exist: give the server's data directory with --data/);
+  assert.equal(existsSync(join(tempDir(t), 'x')), false);
+  const pg = await runUsersServer(['backup', '--store', 'postgres://db/users', '--to', join(tempDir(t), 'y')]);
+  assert.equal(pg.code, 2);
+  assert.match(pg.stderr, /pg_dump/);
+  // And a backup of a running in-process server, through the command: a directory a server starts on.
+  const dest = join(tempDir(t), 'ok');
+  assert.equal((await runUsersServer(['backup', '--data', dir, '--to', dest])).code, 0);
+  assert.equal((await send((await startTestServer(t, { data: dest })).url, 'GET', '/users/ann')).json().name, 'Ann');
+});
