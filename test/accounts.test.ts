@@ -27,6 +27,13 @@ const READER_PASSWORD = 'reader pass: with spaces';
 
 // ---------------------------------------------------------------- helpers
 
+/** A data directory as a first start leaves it (its secret written): the accounts commands refuse any other. */
+function dataDir(t: TestContext): string {
+  const dir = tempDir(t);
+  writeFileSync(join(dir, 'secret'), 'a-secret-of-a-first-start-0123456789abcdef\n', { mode: 0o600 });
+  return dir;
+}
+
 interface Run {
   code: number | null;
   stdout: string;
@@ -35,12 +42,20 @@ interface Run {
 
 /** `users-server accounts ARGS` in this process (helpers.ts); the tests marked "(bin)" run the real executable instead. */
 function accounts(_t: TestContext, args: string[], options: { stdin?: string; env?: NodeJS.ProcessEnv } = {}): Promise<Run> {
-  return runUsersServer(['accounts', ...args], options);
+  return runUsersServer(['accounts', ...shortPasswordsAllowed(args)], options);
+}
+
+/**
+ * These tests use short passwords where the length is not the point; the
+ * tests of --min-password-length give it themselves.
+ */
+function shortPasswordsAllowed(args: string[]): string[] {
+  return (args[0] === 'add' || args[0] === 'passwd') && !args.some((a) => a.startsWith('--min-password-length')) ? [...args, '--min-password-length', '1'] : args;
 }
 
 /** The same through `node bin/users-server.js accounts ARGS`. */
 async function accountsBin(t: TestContext, args: string[], options: { stdin?: string; env?: NodeJS.ProcessEnv } = {}): Promise<Run> {
-  const child = spawnUsersServer(t, ['accounts', ...args], { stdin: 'pipe', ...(options.env && { env: options.env }) });
+  const child = spawnUsersServer(t, ['accounts', ...shortPasswordsAllowed(args)], { stdin: 'pipe', ...(options.env && { env: options.env }) });
   // The command may exit before reading all of it.
   child.process.stdin!.on('error', () => {});
   child.process.stdin!.end(options.stdin ?? '');
@@ -101,7 +116,7 @@ function countingScrypt(): { calls: ScryptParams[]; scrypt: ScryptFunction } {
 // ---------------------------------------------------------------- the command
 
 test('accounts add (bin): writes <data>/accounts with mode 0600, exits 0, and stores a salted scrypt hash with the default N, r, p, never the password', TEST_OPTIONS, async (t) => {
-  const dir = tempDir(t);
+  const dir = dataDir(t);
   const run = await accountsBin(t, ['add', 'bob', '--data', dir], { stdin: 'secret-of-bob\n', env: { USERS_PASSWORD_COST: undefined } });
   assert.equal(run.code, 0, run.stderr);
   assert.equal(run.stderr, '');
@@ -120,11 +135,11 @@ test('accounts add (bin): writes <data>/accounts with mode 0600, exits 0, and st
   stored.replaceStored(readAccountsFile(dir));
   assert.equal((await stored.verify('bob', 'secret-of-bob'))?.name, 'bob', 'the stored hash verifies the password');
   assert.equal(await stored.verify('bob', 'secret-of-bob '), undefined);
-  assert.deepEqual(readdirSync(dir).sort(), ['accounts'], 'no temp file is left behind');
+  assert.deepEqual(readdirSync(dir).sort(), ['accounts', 'secret'], 'no temp file is left behind');
 });
 
 test('accounts add: each account gets its own salt, so the same password gives different hashes', TEST_OPTIONS, async (t) => {
-  const dir = tempDir(t);
+  const dir = dataDir(t);
   await addAccount(t, dir, 'one', 'reader', 'same');
   await addAccount(t, dir, 'two', 'reader', 'same');
   const [one, two] = readAccountsFile(dir);
@@ -144,7 +159,7 @@ const stdinCases = [
 
 for (const c of stdinCases) {
   test(`accounts add: the password is ${c.name}`, TEST_OPTIONS, async (t) => {
-    const dir = tempDir(t);
+    const dir = dataDir(t);
     const run = await accounts(t, ['add', 'carol', ...c.args, '--data', dir], { stdin: c.stdin });
     assert.equal(run.code, 0, run.stderr);
     const stored = new Accounts();
@@ -154,7 +169,7 @@ for (const c of stdinCases) {
 }
 
 test('accounts list: prints a header, the built-in admin, then each account with its role, in the order added', TEST_OPTIONS, async (t) => {
-  const dir = tempDir(t);
+  const dir = dataDir(t);
   await addAccount(t, dir, 'reader.one', 'reader', 'pw');
   await addAccount(t, dir, 'boss_2', 'admin', 'pw');
   const run = await accounts(t, ['list', '--data', dir]);
@@ -166,7 +181,7 @@ test('accounts list: prints a header, the built-in admin, then each account with
 });
 
 test('accounts list --json: an array of {name, role, created}, the built-in admin first with builtIn: true', TEST_OPTIONS, async (t) => {
-  const dir = tempDir(t);
+  const dir = dataDir(t);
   await addAccount(t, dir, 'bob', 'reader', 'pw');
   const run = await accounts(t, ['list', '--json', '--data', dir]);
   assert.equal(run.code, 0, run.stderr);
@@ -179,16 +194,22 @@ test('accounts list --json: an array of {name, role, created}, the built-in admi
   assert.equal(items[1]!.created, readAccountsFile(dir)[0]!.created);
 });
 
-test('accounts list on a data directory that does not exist lists only the built-in admin and creates nothing', TEST_OPTIONS, async (t) => {
-  const dir = join(tempDir(t), 'missing');
-  const run = await accounts(t, ['list', '--json', '--data', dir]);
-  assert.equal(run.code, 0, run.stderr);
-  assert.deepEqual(JSON.parse(run.stdout), [{ name: 'admin', role: 'admin', builtIn: true }]);
-  assert.equal(existsSync(dir), false);
+test('accounts on a data directory that does not exist, or that no server made (a typo in --data), exits 1 and creates nothing', TEST_OPTIONS, async (t) => {
+  const missing = join(dataDir(t), 'missing');
+  for (const args of [['list'], ['add', 'bob'], ['remove', 'bob'], ['passwd', 'bob'], ['role', 'bob', 'admin']]) {
+    const run = await accounts(t, [...args, '--data', missing], { stdin: 'a long enough password\n' });
+    assert.match(assertOneErrorLine(run, 1), /missing does not exist: give the server's data directory with --data, or start users-server once with --data .* to make it$/);
+    assert.equal(existsSync(missing), false, `${args[0]} created nothing`);
+  }
+  const stranger = tempDir(t);
+  writeFileSync(join(stranger, 'notes.txt'), 'not a data directory');
+  const refused = await accounts(t, ['add', 'bob', '--data', stranger], { stdin: 'a long enough password\n' });
+  assert.match(assertOneErrorLine(refused, 1), /is not a users-server data directory \(no journal, secret or accounts in it\)/);
+  assert.deepEqual(readdirSync(stranger), ['notes.txt']);
 });
 
 test('accounts remove: exits 0 and keeps the other accounts, with their ids', TEST_OPTIONS, async (t) => {
-  const dir = tempDir(t);
+  const dir = dataDir(t);
   await addAccount(t, dir, 'bob', 'reader', 'pw');
   await addAccount(t, dir, 'carol', 'admin', 'pw');
   const carol = readAccountsFile(dir)[1]!;
@@ -198,8 +219,8 @@ test('accounts remove: exits 0 and keeps the other accounts, with their ids', TE
 });
 
 test('accounts: --data defaults to USERS_DATA, and --data beats USERS_DATA', TEST_OPTIONS, async (t) => {
-  const fromEnv = tempDir(t);
-  const fromFlag = tempDir(t);
+  const fromEnv = dataDir(t);
+  const fromFlag = dataDir(t);
   assert.equal((await accounts(t, ['add', 'envy'], { stdin: 'pw\n', env: { USERS_DATA: fromEnv } })).code, 0);
   assert.equal((await accounts(t, ['add', 'flaggy', '--data', fromFlag], { stdin: 'pw\n', env: { USERS_DATA: fromEnv } })).code, 0);
   assert.deepEqual(readAccountsFile(fromEnv).map((a) => a.name), ['envy']);
@@ -238,29 +259,37 @@ const refusals: RefusalCase[] = [
 
 for (const c of refusals) {
   test(`accounts: ${c.name} exits ${c.code} with one stderr line "users-server: ..." and leaves the accounts file unchanged`, TEST_OPTIONS, async (t) => {
-    const dir = tempDir(t);
+    const dir = dataDir(t);
     await addAccount(t, dir, 'bob', 'reader', 'pw');
     const before = readFileSync(join(dir, 'accounts'), 'utf8');
     const run = await accounts(t, [...c.args, '--data', dir], c.stdin === undefined ? {} : { stdin: c.stdin });
     assertOneErrorLine(run, c.code);
     assert.equal(readFileSync(join(dir, 'accounts'), 'utf8'), before);
-    assert.deepEqual(readdirSync(dir).sort(), ['accounts'], 'no temp file is left behind');
+    assert.deepEqual(readdirSync(dir).sort(), ['accounts', 'secret'], 'no temp file is left behind');
   });
 }
 
-test('accounts --help and accounts add --help print the three usage lines and exit 0', TEST_OPTIONS, async (t) => {
+const USAGE_LINES = [
+  'accounts add NAME [--role admin|reader] [--password-stdin] [--min-password-length N] [--data DIR | --store URL]',
+  'accounts passwd NAME [--password-stdin] [--min-password-length N] [--data DIR | --store URL]',
+  'accounts role NAME admin|reader [--data DIR | --store URL]',
+  'accounts remove NAME [--data DIR | --store URL]',
+  'accounts list [--json] [--data DIR | --store URL]',
+];
+
+test('accounts --help and accounts add --help print the five usage lines and exit 0', TEST_OPTIONS, async (t) => {
   for (const args of [['--help'], ['add', '--help']]) {
     const run = await accounts(t, args);
     assert.equal(run.code, 0, run.stderr);
-    for (const line of ['accounts add NAME [--role admin|reader] [--password-stdin] [--data DIR | --store URL]', 'accounts remove NAME [--data DIR | --store URL]', 'accounts list [--json] [--data DIR | --store URL]']) {
+    for (const line of USAGE_LINES) {
       assert.ok(run.stdout.includes(line), `${args.join(' ')} lacks ${line}`);
     }
   }
 });
 
-test('users-server --help lists the accounts add, remove and list usage lines', () => {
+test('users-server --help lists the accounts add, passwd, role, remove and list usage lines', () => {
   const text = usage();
-  for (const line of ['users-server accounts add NAME [--role admin|reader] [--password-stdin] [--data DIR | --store URL]', 'users-server accounts remove NAME [--data DIR | --store URL]', 'users-server accounts list [--json] [--data DIR | --store URL]']) {
+  for (const line of USAGE_LINES.map((l) => `users-server ${l}`)) {
     assert.ok(text.includes(line), `--help lacks ${line}`);
   }
 });
@@ -328,7 +357,7 @@ function runOnTerminal(t: TestContext, dir: string, first: string, second: strin
 }
 
 test('accounts add on a terminal asks for the password twice without echoing it', TEST_OPTIONS, async (t) => {
-  const dir = tempDir(t);
+  const dir = dataDir(t);
   const result = runOnTerminal(t, dir, 'typed-on-a-tty', 'typed-on-a-tty');
   if (result === undefined) return;
   assert.equal(result.code, 0, result.transcript);
@@ -341,7 +370,7 @@ test('accounts add on a terminal asks for the password twice without echoing it'
 });
 
 test('accounts add on a terminal with two different passwords exits 1 and adds nothing', TEST_OPTIONS, (t) => {
-  const dir = tempDir(t);
+  const dir = dataDir(t);
   const result = runOnTerminal(t, dir, 'first-try', 'second-try');
   if (result === undefined) return;
   assert.equal(result.code, 1, result.transcript);
@@ -400,7 +429,7 @@ test('The accounts file: an account stored with other scrypt parameters still lo
 });
 
 test('The accounts file: a server refuses to start on a damaged one, with a DataError naming the file', async (t) => {
-  const dir = tempDir(t);
+  const dir = dataDir(t);
   writeFileSync(join(dir, 'accounts'), '{"format":1,"accounts":[', { mode: 0o600 });
   const { config } = parseConfig([], {});
   await assert.rejects(
@@ -517,6 +546,58 @@ test('Sessions: accounts remove on a running server ends the account\'s sessions
   assertProblem(list, 401, 'unauthorized');
   assertProblem(await login(server.url, 'rita', READER_PASSWORD), 401, 'login-failed');
   assert.equal(await rootStatus(server.url, admin), 200, 'other sessions are untouched');
+});
+
+test('Sessions: accounts passwd on a running server: the new password logs in, the old one fails, and the account\'s sessions end without a restart', TEST_OPTIONS, async (t) => {
+  const { server, admin, reader } = await serverWithReader(t, 'all');
+  const reloaded = server.nextAccountsReload();
+  const run = await accounts(t, ['passwd', 'rita', '--data', server.dataDir], { stdin: 'a brand new reader password\n' });
+  assert.equal(run.code, 0, run.stderr);
+  assert.equal(run.stdout, 'changed the password of "rita"; its sessions end\n');
+  await reloaded;
+  assert.equal(await rootStatus(server.url, reader), 401, 'the old session ended');
+  assertProblem(await login(server.url, 'rita', READER_PASSWORD), 401, 'login-failed');
+  assert.equal(await rootStatus(server.url, await loginCookie(server.url, 'rita', 'a brand new reader password')), 200);
+  assert.equal(await rootStatus(server.url, admin), 200, 'other sessions are untouched');
+});
+
+test('Sessions: accounts role on a running server: the account\'s sessions end, and a new login acts with the new role; the same role again changes nothing', TEST_OPTIONS, async (t) => {
+  const { server, reader } = await serverWithReader(t, 'all');
+  assertProblem(await send(server.url, 'PUT', '/users/x', { json: { name: 'X' }, headers: { cookie: reader } }), 403, 'forbidden');
+  const reloaded = server.nextAccountsReload();
+  const run = await accounts(t, ['role', 'rita', 'admin', '--data', server.dataDir]);
+  assert.equal(run.code, 0, run.stderr);
+  assert.equal(run.stdout, '"rita" now has role admin; its sessions end\n');
+  await reloaded;
+  assert.equal(await rootStatus(server.url, reader), 401);
+  const promoted = await loginCookie(server.url, 'rita', READER_PASSWORD);
+  assert.equal((await send(server.url, 'PUT', '/users/x', { json: { name: 'X' }, headers: { cookie: promoted } })).status, 201);
+  const again = await accounts(t, ['role', 'rita', 'admin', '--data', server.dataDir]);
+  assert.equal(again.stdout, '"rita" already has role admin; nothing changed\n');
+  assert.equal(await rootStatus(server.url, promoted), 200);
+  for (const [args, code, pattern] of [
+    [['role', 'admin', 'reader'], 1, /built in and always admin/],
+    [['role', 'nobody', 'reader'], 1, /no account "nobody"/],
+    [['role', 'rita', 'root'], 2, /the role must be admin or reader/],
+    [['passwd', 'nobody'], 1, /no account "nobody"/],
+  ] as const) {
+    assert.match(assertOneErrorLine(await accounts(t, [...args, '--data', server.dataDir], { stdin: 'a long enough password\n' }), code), pattern);
+  }
+});
+
+test('accounts add and passwd refuse a password under 12 characters (exit 2, nothing changed); --min-password-length sets the limit', TEST_OPTIONS, async (t) => {
+  const dir = dataDir(t);
+  const short = await accounts(t, ['add', 'bob', '--data', dir, '--min-password-length', '12'], { stdin: 'elevenchars\n' });
+  assert.match(assertOneErrorLine(short, 2), /the password has 11 characters; it needs at least 12 \(--min-password-length\)/);
+  assert.equal(existsSync(join(dir, 'accounts')), false);
+  const defaults = await runUsersServer(['accounts', 'add', 'bob', '--data', dir], { stdin: 'elevenchars\n' });
+  assert.equal(defaults.code, 2, 'the default is 12');
+  assert.equal((await runUsersServer(['accounts', 'add', 'bob', '--data', dir], { stdin: 'twelve chars\n' })).code, 0);
+  assert.equal((await accounts(t, ['add', 'carol', '--data', dir, '--min-password-length', '8'], { stdin: 'eight ch\n' })).code, 0);
+  const before = readFileSync(join(dir, 'accounts'), 'utf8');
+  assert.equal((await runUsersServer(['accounts', 'passwd', 'bob', '--data', dir], { stdin: 'short\n' })).code, 2);
+  assert.equal(readFileSync(join(dir, 'accounts'), 'utf8'), before);
+  assertOneErrorLine(await accounts(t, ['add', 'dave', '--data', dir, '--min-password-length', '0'], { stdin: 'whatever password\n' }), 2);
 });
 
 test('Sessions: a name removed and added again does not revive its old sessions; a new login works', TEST_OPTIONS, async (t) => {

@@ -23,6 +23,8 @@ import { join } from 'node:path';
 import { after, test, type TestContext } from 'node:test';
 import type { Config } from '../server/ops/config.js';
 import { repair } from '../server/commands/repair.js';
+import { writeAccountsFile } from '../server/security/accounts-file.js';
+import { hashPassword } from '../server/security/credentials.js';
 import { encodeHeader, encodeRecord, FileKind, FORMAT_VERSION, HEADER_BYTES, recordAt } from '../server/store/journal/codec.js';
 import { recover } from '../server/store/journal/recovery.js';
 import type { StoreState } from '../server/store/memory/state.js';
@@ -547,10 +549,9 @@ for (const c of lostJournals) {
   });
 }
 
-test('a new data directory holding only an accounts file (accounts add before the first start) starts empty', async (t) => {
+test('a new data directory holding only an accounts file (put there before the first start) starts empty', async (t) => {
   const dir = tempDir(t);
-  const added = await runUsersServer(['accounts', 'add', 'reader1', '--role', 'reader', '--data', dir], { stdin: 'a long enough password\n' });
-  assert.equal(added.code, 0, added.stderr);
+  writeAccountsFile(dir, [{ name: 'reader1', role: 'reader', id: 'abcdefghijkl', created: new Date().toISOString(), password: await hashPassword('a long enough password', { cost: 1 }) }]);
   assert.ok(existsSync(join(dir, 'accounts')));
   const server = await startOn(t, dir);
   assert.equal((await put(server.url, '/users/first', { name: 'First' })).headers.location, '/users/1');

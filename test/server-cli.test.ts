@@ -305,7 +305,7 @@ test('Server command line: SIGHUP reads the accounts again, says so on stderr, a
 
 // ---------------------------------------------------------------- data directory
 
-test('Sessions: the first start without USERS_ADMIN_PASSWORD writes <data>/admin-password (mode 0600), prints its path on stderr, and that password logs in', TEST_OPTIONS, async (t) => {
+test('Sessions: the first start without USERS_ADMIN_PASSWORD writes <data>/admin-password (mode 0600), prints its path on stderr (on every start until it is changed), and that password logs in; accounts passwd admin changes it', TEST_OPTIONS, async (t) => {
   const data = tempDir(t);
   const file = join(data, 'admin-password');
   const child = spawnServer(t, ['--port', '0', '--data', data], {}, { adminPassword: false });
@@ -328,13 +328,27 @@ test('Sessions: the first start without USERS_ADMIN_PASSWORD writes <data>/admin
   assert.equal(wrong.status, 401, 'a wrong password also logs in');
   await stopGracefully(child);
 
-  // The second start keeps the password and does not announce a new one.
+  // The second start keeps the password and says again where it is: it is still the generated one.
   const again = spawnServer(t, ['--port', '0', '--data', data], {}, { adminPassword: false });
   const second = await waitListening(again);
   assert.equal(readFileSync(file, 'utf8').trim(), password);
-  assert.equal(again.stderr(), '', 'a second start announced a password again');
-  assert.equal((await login(second.url, password)).status, 200);
+  assert.equal(again.stderr(), `users-server: the password of the account "admin" is in ${file} until you change it (users-server accounts passwd admin)\n`);
+  const session = cookiePair((await login(second.url, password)).headers['set-cookie']);
   await stopGracefully(again);
+
+  // accounts passwd admin: the file holds a hash now, the next start is silent, the new password logs in, the old one and its sessions do not.
+  const changed = await runUsersServer(['accounts', 'passwd', 'admin', '--data', data], { stdin: 'the admin password, chosen\n' });
+  assert.equal(changed.code, 0, changed.stderr);
+  assert.match(changed.stdout, /^changed the password of "admin" in .*admin-password \(kept as a hash\); it applies, and the admin's sessions end, when the server starts again\n$/);
+  assert.ok(!readFileSync(file, 'utf8').includes('the admin password'), 'the new password is not in the file in clear');
+  assert.equal(fileMode(file), 0o600);
+  const third = spawnServer(t, ['--port', '0', '--data', data], {}, { adminPassword: false });
+  const restarted = await waitListening(third);
+  assert.equal(third.stderr(), '', 'no announcement once the password was changed');
+  assert.equal((await login(restarted.url, 'the admin password, chosen')).status, 200);
+  assert.equal((await login(restarted.url, password)).status, 401);
+  assert.equal((await send(restarted.url, 'GET', '/', { headers: { cookie: session } })).status, 401, 'the sessions of the old password ended');
+  await stopGracefully(third);
 });
 
 test('Sessions: with USERS_ADMIN_PASSWORD no admin-password file is written and that password logs in', TEST_OPTIONS, async (t) => {

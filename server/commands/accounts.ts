@@ -1,9 +1,10 @@
-import { resolve } from 'node:path';
+import { existsSync, readdirSync, statSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import { StringDecoder } from 'node:string_decoder';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { CommandError, UsageError } from '../errors.js';
 import { envName, isPostgresStore, passwordCostFrom } from '../ops/config.js';
-import { ensureDataDir } from '../ops/data-dir.js';
+import { replaceFileSync } from '../ops/durable-files.js';
 import { ACCOUNT_NAME, BUILT_IN_ACCOUNT, newAccountId, parseAccount, readAccountsFile, serializeAccount, writeAccountsFile, type AccountRecord } from '../security/accounts-file.js';
 import { hashPassword, ROLES, type Role } from '../security/credentials.js';
 import type { PasswordInput } from './command-io.js';
@@ -17,24 +18,34 @@ export interface AccountsIo {
 
 /** Longest password accepted, in characters: far above any real one, and a bound on what is read. */
 export const MAX_PASSWORD_LENGTH = 1024;
+/** Shortest password accepted by default (--min-password-length), in characters. */
+export const DEFAULT_MIN_PASSWORD_LENGTH = 12;
 
-const USAGE = `usage: users-server accounts add NAME [--role admin|reader] [--password-stdin] [--data DIR | --store URL]
+type Command = 'add' | 'passwd' | 'role' | 'remove' | 'list';
+const COMMANDS: readonly Command[] = ['add', 'passwd', 'role', 'remove', 'list'];
+
+const USAGE = `usage: users-server accounts add NAME [--role admin|reader] [--password-stdin] [--min-password-length N] [--data DIR | --store URL]
+       users-server accounts passwd NAME [--password-stdin] [--min-password-length N] [--data DIR | --store URL]
+       users-server accounts role NAME admin|reader [--data DIR | --store URL]
        users-server accounts remove NAME [--data DIR | --store URL]
        users-server accounts list [--json] [--data DIR | --store URL]
 
 Manages the accounts that may log in, in <data>/accounts (mode 0600). NAME is
 1..64 of A-Z a-z 0-9 . _ -; "admin" is built in (its password comes from
-$USERS_ADMIN_PASSWORD or <data>/admin-password). --role defaults to reader:
-reads only. The password is asked twice without echo on a terminal; else, or
-with --password-stdin, it is the first line of stdin. A running server sees
-changes within a second: a removed account's sessions end, a re-added name
-starts with none. --data defaults to $${envName('data')}, else ./data. With a
-PostgreSQL store (--store postgres://..., or $${envName('store')}) the accounts are
-in the database, shared by every instance. The scrypt cost
-of the new hash is $${envName('password-cost')} (log2 of N, default 15).
-Exit codes: 0 done, 1 failed (name taken, no such account, unreadable file),
-2 usage error.`;
-
+$USERS_ADMIN_PASSWORD, else <data>/admin-password: generated in clear at the
+first start, kept as a hash once "passwd admin" changed it). --role defaults
+to reader: reads only. The password is asked twice without echo on a
+terminal; else, or with --password-stdin, it is the first line of stdin; it
+needs --min-password-length characters (default ${DEFAULT_MIN_PASSWORD_LENGTH}). passwd and role end
+the account's sessions. A running server sees changes within a second (the
+admin's password at its next start). --data defaults to $${envName('data')},
+else ./data, and must be a data directory a server has used (start one to
+make it). With a PostgreSQL store (--store postgres://..., or
+$${envName('store')}) the accounts are in the database, shared by every
+instance. The scrypt cost of a new hash is $${envName('password-cost')} (log2
+of N, default 15).
+Exit codes: 0 done, 1 failed (name taken, no such account, unreadable file,
+not a data directory), 2 usage error.`;
 
 /** `users-server accounts add|remove|list`: exit 0 done, 1 failed, 2 usage error; one line on stderr when not 0. */
 export async function accountsCommand(argv: readonly string[], io: AccountsIo): Promise<number> {
@@ -64,34 +75,58 @@ async function run(argv: readonly string[], io: AccountsIo): Promise<number> {
     io.stdout.write(USAGE + '\n');
     return 0;
   }
-  if (command !== 'add' && command !== 'remove' && command !== 'list') {
-    throw new UsageError(command === undefined ? 'accounts needs a command: add, remove or list' : `unknown accounts command "${command}"`);
+  if (!COMMANDS.includes(command as Command)) {
+    throw new UsageError(command === undefined ? 'accounts needs a command: add, passwd, role, remove or list' : `unknown accounts command "${command}"`);
   }
-  const { values, positionals } = parse(command, rest);
+  const { values, positionals } = parse(command as Command, rest);
   if (values.help === true) {
     io.stdout.write(USAGE + '\n');
     return 0;
   }
-  if (command === 'list' && positionals.length > 0) throw new UsageError(`accounts list takes no NAME, got "${positionals[0]}"`);
-  if (command !== 'list' && positionals.length !== 1) throw new UsageError(`accounts ${command} takes exactly one NAME`);
+  const wanted = command === 'list' ? 0 : command === 'role' ? 2 : 1;
+  if (positionals.length !== wanted) throw new UsageError(command === 'list' ? `accounts list takes no NAME, got "${positionals[0]}"` : `accounts ${command} takes ${command === 'role' ? 'NAME and a role' : 'exactly one NAME'}`);
   const name = positionals[0] ?? '';
   if (command !== 'list' && !ACCOUNT_NAME.test(name)) throw new UsageError(`the account name must be 1..64 of A-Z a-z 0-9 . _ -, not ${JSON.stringify(name)}`);
-  const role = values.role ?? 'reader';
-  if (typeof role !== 'string' || !ROLES.includes(role as Role)) throw new UsageError(`--role must be admin or reader, not "${String(role)}"`);
+  const role = command === 'role' ? positionals[1] : (values.role ?? 'reader');
+  if (typeof role !== 'string' || !ROLES.includes(role as Role)) throw new UsageError(`${command === 'role' ? 'the role' : '--role'} must be admin or reader, not "${String(role)}"`);
+  const password = { fromStdin: values['password-stdin'] === true, min: minLength(values['min-password-length']) };
   const place = await placeOf(values, io.env);
   try {
-    if (command === 'list') return await list(place, values.json === true, io);
-    if (command === 'remove') return await remove(place, name, io);
-    return await add(place, name, role as Role, values['password-stdin'] === true, io);
+    switch (command as Command) {
+      case 'list':
+        return await list(place, values.json === true, io);
+      case 'remove':
+        return await remove(place, name, io);
+      case 'passwd':
+        return await passwd(place, name, password, io);
+      case 'role':
+        return await changeRole(place, name, role as Role, io);
+      case 'add':
+        return await add(place, name, role as Role, password, io);
+    }
   } finally {
     await place.close();
   }
+}
+
+interface PasswordRules {
+  fromStdin: boolean;
+  min: number;
+}
+
+function minLength(value: string | boolean | undefined): number {
+  if (value === undefined) return DEFAULT_MIN_PASSWORD_LENGTH;
+  const n = typeof value === 'string' && /^\d{1,4}$/.test(value) ? Number(value) : NaN;
+  if (!(n >= 1 && n <= MAX_PASSWORD_LENGTH)) throw new UsageError(`--min-password-length must be a number from 1 to ${MAX_PASSWORD_LENGTH}`);
+  return n;
 }
 
 /** Where the accounts are kept: the data directory's file, or a PostgreSQL database every instance shares. */
 interface AccountsPlace {
   /** For messages: the directory, or the database (its password redacted). */
   readonly where: string;
+  /** The data directory, when the accounts are in one (the admin's password file is there too). */
+  readonly dir?: string;
   read(): Promise<AccountRecord[]>;
   /** Replaces the records with what `edit` makes of them, in one step. */
   change(edit: (records: AccountRecord[]) => AccountRecord[]): Promise<void>;
@@ -103,14 +138,12 @@ async function placeOf(values: Record<string, string | boolean | undefined>, env
   const store = typeof values.store === 'string' ? values.store : env[envName('store')];
   if (store !== undefined && isPostgresStore(store)) return databasePlace(store === 'postgres' ? undefined : store);
   const dir = resolve(typeof values.data === 'string' ? values.data : (env[envName('data')] ?? './data'));
+  refuseNonDataDir(dir);
   return {
     where: dir,
+    dir,
     read: async () => readAccountsFile(dir),
-    change: async (edit) => {
-      const next = edit(readAccountsFile(dir));
-      ensureDataDir(dir);
-      writeAccountsFile(dir, next);
-    },
+    change: async (edit) => writeAccountsFile(dir, edit(readAccountsFile(dir))),
     close: async () => {},
   };
 }
@@ -132,13 +165,29 @@ async function databasePlace(url: string | undefined): Promise<AccountsPlace> {
   };
 }
 
-const OPTIONS: Record<'add' | 'remove' | 'list', ParseArgsConfig['options']> = {
-  add: { data: { type: 'string' }, store: { type: 'string' }, help: { type: 'boolean', short: 'h' }, role: { type: 'string' }, 'password-stdin': { type: 'boolean' } },
+/**
+ * A directory no server has used is refused: a typo in --data would
+ * otherwise make a new directory that no server reads.
+ */
+function refuseNonDataDir(dir: string): void {
+  if (!existsSync(dir)) throw new CommandError(`${dir} does not exist: give the server's data directory with --data, or start users-server once with --data ${dir} to make it`);
+  if (!statSync(dir).isDirectory()) throw new CommandError(`${dir} is not a directory: give the server's data directory with --data`);
+  const known = readdirSync(dir).some((name) => DATA_DIR_FILES.has(name) || /^(journal|snapshot)-\d{8}$/.test(name));
+  if (!known) throw new CommandError(`${dir} is not a users-server data directory (no journal, secret or accounts in it): give the server's --data, or start users-server once with --data ${dir} to make it`);
+}
+
+const DATA_DIR_FILES = new Set(['secret', 'admin-password', 'accounts', 'lock']);
+
+const PASSWORD_OPTIONS = { 'password-stdin': { type: 'boolean' }, 'min-password-length': { type: 'string' } } as const;
+const OPTIONS: Record<Command, ParseArgsConfig['options']> = {
+  add: { data: { type: 'string' }, store: { type: 'string' }, help: { type: 'boolean', short: 'h' }, role: { type: 'string' }, ...PASSWORD_OPTIONS },
+  passwd: { data: { type: 'string' }, store: { type: 'string' }, help: { type: 'boolean', short: 'h' }, ...PASSWORD_OPTIONS },
+  role: { data: { type: 'string' }, store: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
   remove: { data: { type: 'string' }, store: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
   list: { data: { type: 'string' }, store: { type: 'string' }, help: { type: 'boolean', short: 'h' }, json: { type: 'boolean' } },
 };
 
-function parse(command: 'add' | 'remove' | 'list', args: string[]): { values: Record<string, string | boolean | undefined>; positionals: string[] } {
+function parse(command: Command, args: string[]): { values: Record<string, string | boolean | undefined>; positionals: string[] } {
   try {
     const { values, positionals } = parseArgs({ args, options: OPTIONS[command], strict: true, allowPositionals: true });
     return { values: values as Record<string, string | boolean | undefined>, positionals };
@@ -147,13 +196,13 @@ function parse(command: 'add' | 'remove' | 'list', args: string[]): { values: Re
   }
 }
 
-async function add(place: AccountsPlace, name: string, role: Role, fromStdin: boolean, io: AccountsIo): Promise<number> {
+async function add(place: AccountsPlace, name: string, role: Role, rules: PasswordRules, io: AccountsIo): Promise<number> {
   if (name === BUILT_IN_ACCOUNT) {
-    throw new CommandError(`the account "${BUILT_IN_ACCOUNT}" is built in: set its password with USERS_ADMIN_PASSWORD or in <data>/admin-password`);
+    throw new CommandError(`the account "${BUILT_IN_ACCOUNT}" is built in: change its password with users-server accounts passwd ${BUILT_IN_ACCOUNT}`);
   }
   // Refuse a taken name before asking for a password.
   if ((await place.read()).some((a) => a.name === name)) throw new CommandError(`the account "${name}" already exists`);
-  const password = await readPassword(name, fromStdin, io);
+  const password = await readPassword(name, rules, io);
   const hashed = await hashPassword(password, { cost: passwordCostFrom(io.env) });
   const record: AccountRecord = { name, role, id: newAccountId(), created: new Date().toISOString(), password: hashed };
   // Looked at again in the change: the accounts may have changed while scrypt ran.
@@ -163,6 +212,48 @@ async function add(place: AccountsPlace, name: string, role: Role, fromStdin: bo
   });
   io.stdout.write(`added the account "${name}" with role ${role}\n`);
   return 0;
+}
+
+/**
+ * A new password, and a new account id: every session of the account ends
+ * (sessions carry the id). The admin's goes, hashed, into
+ * <data>/admin-password in place of the generated one.
+ */
+async function passwd(place: AccountsPlace, name: string, rules: PasswordRules, io: AccountsIo): Promise<number> {
+  if (name === BUILT_IN_ACCOUNT && place.dir === undefined) {
+    throw new CommandError(`with a PostgreSQL store the admin's password is USERS_ADMIN_PASSWORD, set for every instance (or the one generated in the database)`);
+  }
+  if (name !== BUILT_IN_ACCOUNT && !(await place.read()).some((a) => a.name === name)) throw new CommandError(`no account "${name}" in ${place.where}`);
+  const password = await hashPassword(await readPassword(name, rules, io), { cost: passwordCostFrom(io.env) });
+  if (name === BUILT_IN_ACCOUNT) {
+    const record: AccountRecord = { name, role: 'admin', id: newAccountId(), created: new Date().toISOString(), password };
+    replaceFileSync(place.dir!, join(place.dir!, 'admin-password'), serializeAccount(record) + '\n', 0o600);
+    const env = io.env.USERS_ADMIN_PASSWORD !== undefined && io.env.USERS_ADMIN_PASSWORD !== '' ? ' (where USERS_ADMIN_PASSWORD is set for the server, it still wins)' : '';
+    io.stdout.write(`changed the password of "${name}" in ${join(place.dir!, 'admin-password')} (kept as a hash); it applies, and the admin's sessions end, when the server starts again${env}\n`);
+    return 0;
+  }
+  await place.change((records) => replaceRecord(records, name, place.where, (r) => ({ ...r, id: newAccountId(), password })));
+  io.stdout.write(`changed the password of "${name}"; its sessions end\n`);
+  return 0;
+}
+
+/** A new role, and a new account id: the account's sessions end. */
+async function changeRole(place: AccountsPlace, name: string, role: Role, io: AccountsIo): Promise<number> {
+  if (name === BUILT_IN_ACCOUNT) throw new CommandError(`the account "${BUILT_IN_ACCOUNT}" is built in and always admin`);
+  let unchanged = false;
+  await place.change((records) =>
+    replaceRecord(records, name, place.where, (r) => {
+      unchanged = r.role === role;
+      return unchanged ? r : { ...r, role, id: newAccountId() };
+    }),
+  );
+  io.stdout.write(unchanged ? `"${name}" already has role ${role}; nothing changed\n` : `"${name}" now has role ${role}; its sessions end\n`);
+  return 0;
+}
+
+function replaceRecord(records: AccountRecord[], name: string, where: string, edit: (r: AccountRecord) => AccountRecord): AccountRecord[] {
+  if (!records.some((a) => a.name === name)) throw new CommandError(`no account "${name}" in ${where}`);
+  return records.map((r) => (r.name === name ? edit(r) : r));
 }
 
 async function remove(place: AccountsPlace, name: string, io: AccountsIo): Promise<number> {
@@ -190,9 +281,9 @@ async function list(place: AccountsPlace, json: boolean, io: AccountsIo): Promis
   return 0;
 }
 
-async function readPassword(name: string, fromStdin: boolean, io: AccountsIo): Promise<string> {
+async function readPassword(name: string, rules: PasswordRules, io: AccountsIo): Promise<string> {
   let password: string;
-  if (!fromStdin && io.stdin.isTTY === true && io.stdin.setRawMode !== undefined) {
+  if (!rules.fromStdin && io.stdin.isTTY === true && io.stdin.setRawMode !== undefined) {
     password = await promptHidden(`Password for "${name}": `, io);
     const again = await promptHidden('Again: ', io);
     if (again !== password) throw new CommandError('the two passwords differ; nothing was changed');
@@ -201,6 +292,7 @@ async function readPassword(name: string, fromStdin: boolean, io: AccountsIo): P
   }
   if (password === '') throw new UsageError('the password is empty');
   if (password.length > MAX_PASSWORD_LENGTH) throw new UsageError(`the password is longer than ${MAX_PASSWORD_LENGTH} characters`);
+  if ([...password].length < rules.min) throw new UsageError(`the password has ${[...password].length} characters; it needs at least ${rules.min} (--min-password-length)`);
   return password;
 }
 

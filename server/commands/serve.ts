@@ -6,7 +6,7 @@ import { listen, type Listening, type TIMEOUTS } from '../http/server.js';
 import { AccessLog, type LogSink } from '../ops/access-log.js';
 import { isPostgresStore, parseConfig, usage, type Config } from '../ops/config.js';
 import { acquireLock, ensureDataDir, loadOrCreateAdminPassword, loadOrCreateSecret, usedBefore } from '../ops/data-dir.js';
-import { AccountsFileWatcher, SharedAccountsPoller } from '../security/accounts-file.js';
+import { AccountsFileWatcher, parseAdminRecord, SharedAccountsPoller, type AccountRecord } from '../security/accounts-file.js';
 import { Accounts, hashPassword, type ScryptFunction } from '../security/credentials.js';
 import { SharedLoginLimits, type LoginLimits } from '../security/login-limit.js';
 import type { JournalIo } from '../store/journal/journal.js';
@@ -57,8 +57,9 @@ export interface StartOptions {
 /** The settings an instance reads at start: from its data directory, or from a shared store. */
 interface Settings {
   keys: Buffer[];
-  adminPassword: string;
-  /** Where a generated admin password is kept, when it was generated on this start. */
+  /** The admin's password in clear (generated, or USERS_ADMIN_PASSWORD), or its record once `accounts passwd admin` set one. */
+  admin: string | AccountRecord;
+  /** Where the generated admin password is kept in clear, until it is changed. */
   adminPasswordAt: string | undefined;
   /** Keeps the accounts in step with their source; stopped on close. */
   accountsSource: { refresh(): void | Promise<void>; close(): void };
@@ -77,7 +78,7 @@ async function sharedSettings(shared: SharedSettings, config: Config, accounts: 
   const admin = fromEnv !== undefined && fromEnv !== '' ? { password: fromEnv, created: false } : await shared.generatedAdminPassword(() => randomBytes(18).toString('base64url'));
   return {
     keys: secrets.map((s) => Buffer.from(s, 'utf8')),
-    adminPassword: admin.password,
+    admin: admin.password,
     adminPasswordAt: admin.created ? "the database (settings 'admin-password')" : undefined,
     accountsSource: await SharedAccountsPoller.start(shared, accounts, log, onReload),
     loginLimits: new SharedLoginLimits(shared),
@@ -87,10 +88,12 @@ async function sharedSettings(shared: SharedSettings, config: Config, accounts: 
 /** The settings an instance keeps in its own data directory. */
 function dataDirSettings(dataDir: string, config: Config, accounts: Accounts, env: NodeJS.ProcessEnv, log: (m: string) => void, onReload?: () => void): Settings {
   const admin = loadOrCreateAdminPassword(dataDir, env.USERS_ADMIN_PASSWORD);
+  const record = admin.path === undefined ? undefined : parseAdminRecord(admin.password, admin.path);
   return {
     keys: (config.secrets.length > 0 ? config.secrets : [loadOrCreateSecret(dataDir)]).map((s) => Buffer.from(s, 'utf8')),
-    adminPassword: admin.password,
-    adminPasswordAt: admin.created ? admin.path : undefined,
+    admin: record ?? admin.password,
+    // Said on every start while the generated password is the one in use.
+    adminPasswordAt: record === undefined ? admin.path : undefined,
     accountsSource: new AccountsFileWatcher(dataDir, accounts, log, onReload),
     loginLimits: undefined,
   };
@@ -132,7 +135,9 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       store.shared !== undefined
         ? await sharedSettings(store.shared, config, accounts, env, logError, options.onAccountsReload)
         : dataDirSettings(dataDir!, config, accounts, env, logError, options.onAccountsReload));
-    accounts.add('admin', 'admin', await hashPassword(settings.adminPassword, hashing));
+    const admin = settings.admin;
+    if (typeof admin === 'string') accounts.add('admin', 'admin', await hashPassword(admin, hashing));
+    else accounts.add('admin', 'admin', admin.password, admin.id);
     const app = createApp({
       store,
       config,
@@ -289,7 +294,7 @@ export async function serve(argv: readonly string[], io: CommandIo): Promise<num
     return 1;
   }
   if (running.adminPasswordFile !== undefined) {
-    io.stderr.write(`users-server: generated a password for the account "admin" in ${running.adminPasswordFile}\n`);
+    io.stderr.write(`users-server: the password of the account "admin" is in ${running.adminPasswordFile} until you change it (users-server accounts passwd admin)\n`);
   }
   io.stdout.write(`listening on ${running.url}\n`);
   signals.onHangUp = () => {

@@ -229,7 +229,9 @@ export function usage(): string {
   const lines = [
     'usage: users-server [flags]',
     '       users-server repair [--data DIR]   recover a damaged data directory',
-    '       users-server accounts add NAME [--role admin|reader] [--password-stdin] [--data DIR | --store URL]',
+    '       users-server accounts add NAME [--role admin|reader] [--password-stdin] [--min-password-length N] [--data DIR | --store URL]',
+    '       users-server accounts passwd NAME [--password-stdin] [--min-password-length N] [--data DIR | --store URL]',
+    '       users-server accounts role NAME admin|reader [--data DIR | --store URL]',
     '       users-server accounts remove NAME [--data DIR | --store URL]',
     '       users-server accounts list [--json] [--data DIR | --store URL]',
     '       users-server migrate [--store URL]   create or upgrade a PostgreSQL schema',

@@ -92,11 +92,29 @@ export function parseAccounts(text: string): AccountRecord[] {
   return records;
 }
 
-function parseRecord(entry: unknown, where: string): AccountRecord {
+/**
+ * `<data>/admin-password` once `accounts passwd admin` changed it: the
+ * admin's record as one JSON line (a hash, never the password), instead
+ * of the generated password in clear. Undefined for a password in clear.
+ */
+export function parseAdminRecord(text: string, where: string): AccountRecord | undefined {
+  if (!text.startsWith('{')) return undefined;
+  let entry: unknown;
+  try {
+    entry = JSON.parse(text);
+  } catch {
+    throw new DataError(`${where}: not JSON, and not a password either (it starts with "{")`);
+  }
+  const record = parseRecord(entry, where, true);
+  if (record.name !== BUILT_IN_ACCOUNT || record.role !== 'admin') throw new DataError(`${where}: not the record of the account "${BUILT_IN_ACCOUNT}"`);
+  return record;
+}
+
+function parseRecord(entry: unknown, where: string, builtIn = false): AccountRecord {
   if (!isObject(entry)) throw new DataError(`${where}: not an object`);
   const { name, role, id, created, scrypt } = entry;
   if (typeof name !== 'string' || !ACCOUNT_NAME.test(name)) throw new DataError(`${where}: bad name`);
-  if (name === BUILT_IN_ACCOUNT) throw new DataError(`${where}: "${BUILT_IN_ACCOUNT}" is built in and cannot be in the file`);
+  if (name === BUILT_IN_ACCOUNT && !builtIn) throw new DataError(`${where}: "${BUILT_IN_ACCOUNT}" is built in and cannot be in the file`);
   if (typeof role !== 'string' || !ROLES.includes(role as Role)) throw new DataError(`${where} (${name}): bad role`);
   if (typeof id !== 'string' || !ACCOUNT_ID.test(id)) throw new DataError(`${where} (${name}): bad id`);
   if (typeof created !== 'string') throw new DataError(`${where} (${name}): bad created time`);

@@ -20,7 +20,7 @@ export async function readPostgresDump(sql: Sql, now: number): Promise<StoreDump
       secrets: (await tx`select secret from secrets order by position`).map((r) => r.secret as string),
       adminPassword: (admin[0]?.value as string | undefined) ?? undefined,
       accounts: (await tx`select record from accounts order by name`).map((r) => r.record as string),
-      tokens: (await tx`select * from api_tokens order by created_at, id`).map(tokenOfRow),
+      tokens: (await tx`select * from api_tokens order by seq`).map(tokenOfRow),
     };
   })) as StoreDump;
 }

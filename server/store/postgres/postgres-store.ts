@@ -187,7 +187,7 @@ export class PostgresStore implements Store {
   }
 
   async listTokens(): Promise<readonly ApiTokenRecord[]> {
-    return (await this.query(() => this.sql`select * from api_tokens order by created_at, id`)).map(tokenOfRow);
+    return (await this.query(() => this.sql`select * from api_tokens order by seq`)).map(tokenOfRow);
   }
 
   async findToken(id: string): Promise<ApiTokenRecord | undefined> {

@@ -38,7 +38,8 @@ const MIGRATIONS: readonly (readonly string[])[] = [
   ],
   [
     // API tokens: their SHA-256 only, never the token.
-    `create table api_tokens (id text primary key, name text not null unique, role text not null, hash text not null, created_by text not null, created_at bigint not null, expires_at bigint)`,
+    // seq keeps the order of creation (listings are oldest first) when two share a millisecond.
+    `create table api_tokens (id text primary key, seq bigint generated always as identity, name text not null unique, role text not null, hash text not null, created_by text not null, created_at bigint not null, expires_at bigint)`,
   ],
 ];
 
