@@ -351,6 +351,20 @@ test('Sessions: the first start without USERS_ADMIN_PASSWORD writes <data>/admin
   await stopGracefully(third);
 });
 
+test('node bin/users-server.js on an address other than loopback while writes need no session warns at start and names the flag that closes it; with --require-session writes, or on loopback, it does not', TEST_OPTIONS, async (t) => {
+  const warning = /^users-server: warning: listening on 0\.0\.0\.0, not only on this machine, while writes need no session: anyone who can reach it can change and delete users\. --require-session writes \(or all\) closes that$/m;
+  const open = spawnServer(t, ['--port', '0', '--host', '0.0.0.0', '--data', tempDir(t)]);
+  await open.waitForLine(/^listening on /);
+  assert.match(open.stderr(), warning);
+  await stopGracefully(open);
+  for (const args of [['--host', '0.0.0.0', '--require-session', 'writes'], ['--host', '127.0.0.1']]) {
+    const quiet = spawnServer(t, ['--port', '0', '--data', tempDir(t), ...args]);
+    await quiet.waitForLine(/^listening on /);
+    assert.equal(quiet.stderr(), '', args.join(' '));
+    await stopGracefully(quiet);
+  }
+});
+
 test('Sessions: with USERS_ADMIN_PASSWORD no admin-password file is written and that password logs in', TEST_OPTIONS, async (t) => {
   const data = tempDir(t);
   const child = spawnServer(t, ['--port', '0', '--data', data]);

@@ -66,6 +66,20 @@ interface Settings {
   loginLimits: LoginLimits | undefined;
 }
 
+/**
+ * Why the configuration lets anyone who can reach the server change users:
+ * an address other than loopback while writes need no session. Undefined
+ * when it does not.
+ */
+export function openWrites(config: Config): string | undefined {
+  if (config.requireSession !== 'none' || isLoopback(config.host)) return undefined;
+  return `listening on ${config.host}, not only on this machine, while writes need no session: anyone who can reach it can change and delete users. --require-session writes (or all) closes that`;
+}
+
+function isLoopback(host: string): boolean {
+  return host === 'localhost' || host === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
+}
+
 /** A signing secret: 32 random bytes. */
 function newSecret(): string {
   return randomBytes(32).toString('base64url');
@@ -296,6 +310,8 @@ export async function serve(argv: readonly string[], io: CommandIo): Promise<num
   if (running.adminPasswordFile !== undefined) {
     io.stderr.write(`users-server: the password of the account "admin" is in ${running.adminPasswordFile} until you change it (users-server accounts passwd admin)\n`);
   }
+  const exposed = openWrites(parsed.config);
+  if (exposed !== undefined) io.stderr.write(`users-server: warning: ${exposed}\n`);
   io.stdout.write(`listening on ${running.url}\n`);
   signals.onHangUp = () => {
     running.reloadAccounts().then(
