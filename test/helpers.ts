@@ -137,7 +137,7 @@ export async function startTestServer(t: TestContext, overrides: Partial<Config>
   const reloads = new EventEmitter();
   const running = await startServer(
     { ...config, ...TEST_DEFAULTS, store, data: dataDir, ...overrides },
-    { env: { USERS_ADMIN_PASSWORD: ADMIN_PASSWORD }, logError: () => {}, onAccountsReload: () => reloads.emit('reload'), ...options },
+    { env: { USERS_ADMIN_PASSWORD: ADMIN_PASSWORD }, logError: () => {}, log: () => {}, onAccountsReload: () => reloads.emit('reload'), ...options },
   );
   t.after(() => running.stop());
   const url = running.url;

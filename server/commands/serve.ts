@@ -48,6 +48,8 @@ export interface StartOptions {
   accessLog?: LogSink;
   /** Called after the running server re-read a changed accounts file. */
   onAccountsReload?: () => void;
+  /** Where operational lines go (every login); logError's place when absent. */
+  log?: (line: string) => void;
   /** Tests only: a store of their own (one whose writes fail, say) instead of the one `--store` names. */
   store?: Store;
   /** Tests only: the password hash function (one that counts its calls, say). */
@@ -161,6 +163,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       ...(settings.loginLimits && { loginLimits: settings.loginLimits }),
       ...(options.clock && { clock: options.clock }),
       ...(options.logError && { logError: options.logError }),
+      log: options.log ?? logError,
     });
     const accessLog = config.logFormat === 'off' ? undefined : new AccessLog(config.logFormat, options.accessLog ?? ((chunk) => process.stdout.write(chunk)), options.clock);
     const maxConnectionsPerClient = config.trustProxy ? 0 : config.maxConnectionsPerClient;

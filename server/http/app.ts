@@ -42,6 +42,8 @@ export interface AppDeps {
   clock?: () => number;
   /** Where errors that are bugs are reported, with their stacks. */
   logError?: (message: string) => void;
+  /** Where operational lines go (every login): stderr when absent. */
+  log?: (line: string) => void;
 }
 
 export interface App {
@@ -75,7 +77,7 @@ class UsersApp implements App {
     this.logError = deps.logError ?? ((message: string) => process.stderr.write(message + '\n'));
     this.sessions = new SessionCookies(deps);
     const access = new AccessControl({ ...deps, sessions: this.sessions });
-    const routeDeps: RouteDeps = { ...deps, sessions: this.sessions, access };
+    const routeDeps: RouteDeps = { ...deps, sessions: this.sessions, access, log: deps.log ?? ((line: string) => process.stderr.write(line + '\n')) };
     this.routes = [
       ...sessionRoutes(routeDeps),
       ...userRoutes(routeDeps),

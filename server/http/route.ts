@@ -68,4 +68,6 @@ export interface RouteDeps {
   readonly loginLimits?: LoginLimits;
   /** Session signing keys: the first signs, all verify. */
   readonly keys: readonly Buffer[];
+  /** Where operational lines go (every login, for one): stderr unless a test catches them. */
+  readonly log: (line: string) => void;
 }

@@ -29,6 +29,14 @@ function sendRoot(res: ServerResponse, status: 200 | 401, body: string, challeng
   res.end(body);
 }
 
+/** What a login came to, as the log line says it. */
+function outcomeOf(attempt: LoginAttempt, known: boolean): string {
+  if ('account' in attempt) return 'ok';
+  if ('wait' in attempt) return 'rate-limited';
+  if ('busy' in attempt) return 'busy';
+  return known ? 'wrong-password' : 'unknown-account';
+}
+
 /** GET /, POST /login and POST /logout; with --login-page also GET /login, the browser sign-in page. */
 export function sessionRoutes(deps: RouteDeps): Route[] {
   const routes = new LoginRoutes(deps);
@@ -93,7 +101,10 @@ class LoginRoutes implements SessionActions {
     if (this.browser !== undefined && req.headers.authorization === undefined && isUrlEncodedForm(req.headers['content-type'])) return this.browser.login(ctx);
     await readBody(req, this.deps.config.maxBody);
     const credentials = parseBasicAuth(req.headers.authorization);
-    if (!credentials) throw loginFailed('Send Basic credentials: Authorization: Basic base64(user:password).');
+    if (!credentials) {
+      this.logLogin(req, '', now, 'no-credentials');
+      throw loginFailed('Send Basic credentials: Authorization: Basic base64(user:password).');
+    }
     const attempt = await this.checkPassword(req, credentials.user, credentials.password, now);
     if ('wait' in attempt) {
       throw new HttpError(problems.tooManyRequests, `Too many failed logins for this account from this address; try again in ${attempt.wait} s.`, { 'Retry-After': String(attempt.wait) });
@@ -114,7 +125,19 @@ class LoginRoutes implements SessionActions {
     sendEmpty(res, 204, { 'Set-Cookie': this.deps.sessions.clearingCookie(), 'Cache-Control': 'no-store' });
   }
 
+  /** Every login, its client and its outcome, in one line (docs/operations.md "Logins"). */
   async checkPassword(req: IncomingMessage, user: string, password: string, now: number): Promise<LoginAttempt> {
+    const attempt = await this.attempt(req, user, password, now);
+    this.logLogin(req, user, now, outcomeOf(attempt, this.deps.accounts.get(user) !== undefined));
+    return attempt;
+  }
+
+  logLogin(req: IncomingMessage, user: string, now: number, outcome: string): void {
+    const verdict = outcome === 'ok' ? 'ok' : 'failed';
+    this.deps.log(`${new Date(now).toISOString()} users-server: login ${verdict} client=${clientAddress(req, this.deps.config)} account=${JSON.stringify(user)} outcome=${outcome}`);
+  }
+
+  private async attempt(req: IncomingMessage, user: string, password: string, now: number): Promise<LoginAttempt> {
     // Checked before scrypt runs: a limited guess costs the server nothing,
     // and the right password is refused too, so the limit cannot be probed.
     // A signed-in user signing in again is let through a flood of others.
