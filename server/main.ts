@@ -1,5 +1,6 @@
 import { accountsCommand } from './commands/accounts.js';
 import { backupCommand } from './commands/backup.js';
+import { configCommand } from './commands/config-show.js';
 import type { CommandIo } from './commands/command-io.js';
 import { copyCommand } from './commands/copy.js';
 import { manCommand } from './commands/man-page.js';
@@ -10,8 +11,8 @@ import { packageVersion, serve } from './commands/serve.js';
 export type { CommandIo as Io } from './commands/command-io.js';
 
 /**
- * The users-server executable: `repair`, `accounts`, `migrate`, `copy` and
- * `backup` are commands of their own; anything else is the server's flags (commands/serve.ts). Resolves to
+ * The users-server executable: `repair`, `accounts`, `migrate`, `copy`,
+ * `backup` and `config` are commands of their own; anything else is the server's flags (commands/serve.ts). Resolves to
  * the exit code.
  */
 export async function main(argv: readonly string[], io: CommandIo = { stdout: process.stdout, stderr: process.stderr, env: process.env }): Promise<number> {
@@ -20,6 +21,7 @@ export async function main(argv: readonly string[], io: CommandIo = { stdout: pr
   if (argv[0] === 'migrate') return migrateCommand(argv.slice(1), io);
   if (argv[0] === 'copy') return copyCommand(argv.slice(1), io);
   if (argv[0] === 'backup') return backupCommand(argv.slice(1), io);
+  if (argv[0] === 'config') return configCommand(argv.slice(1), io);
   if (argv[0] === 'man') return manCommand(io, packageVersion());
   return serve(argv, io);
 }

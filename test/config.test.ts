@@ -27,6 +27,8 @@ const DEFAULTS: Config = {
   store: 'journal',
   compactionFloor: 8 * 1024 * 1024,
   secrets: [],
+  secretFile: '',
+  configFile: '',
   rateLimit: 0,
   rateBurst: 0,
   trustProxy: false,

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { UsageError } from '../errors.js';
 
@@ -34,6 +35,8 @@ export interface Config {
   compactionFloor: number;
   /** Signing secrets, first signs, all verify; empty means "generate one in the data directory". */
   secrets: string[];
+  /** Where the secrets came from when from a file (--secret-file): read at start. */
+  secretFile: string;
   /** Requests per second per client address (token bucket refill); 0 turns rate limiting off. */
   rateLimit: number;
   /** Bucket size: requests a client may make at once; 0 means "equal to rateLimit". */
@@ -52,6 +55,8 @@ export interface Config {
   loginConcurrency: number;
   /** Failed logins a minute, server-wide, before logins without a session are refused 503; 0: no budget. */
   loginFailuresPerMinute: number;
+  /** The settings file (--config), '' for none. */
+  configFile: string;
 }
 
 
@@ -149,6 +154,11 @@ export const FLAGS: Record<string, FlagSpec> = {
       return secrets;
     },
   },
+  'secret-file': {
+    type: 'string', default: '', description: 'file of signing secrets, one a line, the first signs (instead of --secret)', key: 'secretFile',
+    parse: (v) => String(v),
+  },
+  config: { type: 'string', default: '', description: 'JSON file of settings named like these flags; flags and variables win', key: 'configFile', parse: (v) => String(v) },
 };
 
 /** `--password-cost` from the environment alone, for the commands that hash without the server's flags. */
@@ -180,13 +190,15 @@ function parseBooleanEnv(value: string, name: string): boolean {
 
 export interface ParsedCommandLine {
   config: Config;
+  /** Where each flag's value came from: `--port`, `USERS_PORT`, `FILE: "port"` or `default`. */
+  sources: Record<string, string>;
   help: boolean;
   version: boolean;
 }
 
 /**
  * Parses the server's flags. Precedence: flag, then USERS_* environment
- * variable, then the embedded default. Throws UsageError on any bad flag or value.
+ * variable, then the --config file, then the embedded default. Throws UsageError on any bad flag or value.
  */
 export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): ParsedCommandLine {
   const options: ParseArgsConfig['options'] = { help: { type: 'boolean', short: 'h' }, version: { type: 'boolean' } };
@@ -197,22 +209,90 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Pa
   } catch (error) {
     throw new UsageError((error as Error).message.split('\n')[0]!);
   }
+  const configFile = values.config ?? env[envName('config')] ?? '';
+  const fromFile = configFile === '' ? {} : readConfigFile(String(configFile));
   const config: Record<string, unknown> = {};
+  const sources: Record<string, string> = {};
   for (const [flag, spec] of Object.entries(FLAGS)) {
+    // Flags, then variables, then the file, then the default. A bad value
+    // is named where it came from.
     let raw: string | boolean = spec.default;
+    let source = 'default';
     const fromEnv = env[envName(flag)];
-    // A bad value is named where it came from: the flag, or the variable.
-    let source = `--${flag}`;
-    if (values[flag] !== undefined) raw = values[flag]!;
-    else if (fromEnv !== undefined) {
+    if (values[flag] !== undefined) {
+      raw = values[flag]!;
+      source = `--${flag}`;
+    } else if (fromEnv !== undefined) {
       raw = spec.type === 'boolean' ? parseBooleanEnv(fromEnv, envName(flag)) : fromEnv;
       source = envName(flag);
+    } else if (flag in fromFile) {
+      raw = fromFile[flag]!;
+      source = `${configFile}: "${flag}"`;
     }
-    config[spec.key] = spec.parse(raw, source);
+    config[spec.key] = spec.parse(raw, source === 'default' ? `--${flag}` : source);
+    sources[flag] = source;
   }
   // A burst without a rate is a setup mistake, not a silent no-op.
   if (config.rateBurst !== 0 && config.rateLimit === 0) throw new UsageError('--rate-burst needs --rate-limit');
-  return { config: config as unknown as Config, help: values.help === true, version: values.version === true };
+  if (config.secretFile !== '') {
+    if ((config.secrets as string[]).length > 0) throw new UsageError('give the signing secrets once: --secret or --secret-file, not both');
+    config.secrets = readSecretFile(config.secretFile as string);
+  }
+  return { config: config as unknown as Config, sources, help: values.help === true, version: values.version === true };
+}
+
+/**
+ * `--config FILE`: a JSON object whose keys are flag names without their
+ * dashes (`"port": 8081`, `"require-session": "writes"`). A key no flag has
+ * is refused by name, so a typo is not silently ignored.
+ */
+function readConfigFile(path: string): Record<string, string | boolean> {
+  let doc: unknown;
+  try {
+    doc = JSON.parse(readFileSync(path, 'utf8'));
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    throw new UsageError(`--config ${path}: ${code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'a folder, not a file' : code !== undefined ? `cannot read it (${code})` : 'not JSON'}`);
+  }
+  if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) throw new UsageError(`--config ${path}: the settings must be a JSON object`);
+  const settings: Record<string, string | boolean> = {};
+  for (const [key, value] of Object.entries(doc)) {
+    const spec = FLAGS[key];
+    if (spec === undefined || key === 'config') throw new UsageError(`--config ${path}: unknown setting "${key}" (the settings are named like the flags, without --)`);
+    if (spec.type === 'boolean' ? typeof value !== 'boolean' : typeof value !== 'string' && typeof value !== 'number') {
+      throw new UsageError(`--config ${path}: "${key}" must be ${spec.type === 'boolean' ? 'true or false' : 'a string or a number'}`);
+    }
+    settings[key] = typeof value === 'number' ? String(value) : (value as string | boolean);
+  }
+  return settings;
+}
+
+/** `--secret-file`: one secret a line, the first signs; blank lines and lines starting with # are skipped. */
+function readSecretFile(path: string): string[] {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (error) {
+    throw new UsageError(`--secret-file ${path}: cannot read it (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
+  }
+  const secrets = text.split('\n').map((line) => line.trim()).filter((line) => line !== '' && !line.startsWith('#'));
+  if (secrets.length === 0) throw new UsageError(`--secret-file ${path}: no secret in it (one a line, the first signs)`);
+  for (const secret of secrets) if (Buffer.byteLength(secret) < MIN_SECRET_BYTES) throw new UsageError(`--secret-file ${path}: each secret needs at least ${MIN_SECRET_BYTES} bytes`);
+  return secrets;
+}
+
+/** The effective settings, one a line with where each came from; secrets and database passwords shown as ***. */
+export function describeSettings(parsed: ParsedCommandLine): string {
+  const lines: string[] = [];
+  for (const [flag, spec] of Object.entries(FLAGS)) {
+    const value = (parsed.config as unknown as Record<string, unknown>)[spec.key];
+    let shown = Array.isArray(value) ? value.join(',') : String(value);
+    if (flag === 'secret') shown = value === undefined || (value as string[]).length === 0 ? '' : '***';
+    if (flag === 'store') shown = redactSecrets(shown);
+    lines.push(`${flag} = ${shown === '' ? '(none)' : shown}   (${parsed.sources[flag]})`);
+  }
+  if (parsed.config.secretFile !== '') lines.push(`# the signing secrets (${parsed.config.secrets.length}) come from ${parsed.config.secretFile}`);
+  return lines.join('\n');
 }
 
 /** Every flag as the help and the man page list it: its name with a value placeholder, variable, default and description. */
@@ -236,6 +316,8 @@ export function usage(): string {
     '       users-server accounts list [--json] [--data DIR | --store URL]',
     '       users-server migrate [--store URL]   create or upgrade a PostgreSQL schema',
     '       users-server copy --from DIR|URL --to URL|DIR [--replace]   move a deployment between stores',
+    '       users-server backup --data DIR --to DEST   a consistent copy while the server runs',
+    '       users-server config --show [flags]   the effective settings, where each comes from, secrets hidden',
     '       users-server --help | --version',
     '',
     'flags (each also from its environment variable):',

@@ -1,0 +1,24 @@
+import { UsageError } from '../errors.js';
+import { describeSettings, parseConfig } from '../ops/config.js';
+import type { CommandIo } from './command-io.js';
+
+/**
+ * `users-server config --show [flags]`: the settings a server started with
+ * the same flags, variables and --config file would use, each with where it
+ * came from; signing secrets and database passwords are shown as ***.
+ * Exit 0, or 2 for a bad flag or value (the same message the start gives).
+ */
+export function configCommand(argv: readonly string[], io: CommandIo): number {
+  if (argv[0] !== '--show') {
+    io.stderr.write('users-server config: usage: users-server config --show [the server\'s flags]\n');
+    return 2;
+  }
+  try {
+    io.stdout.write(describeSettings(parseConfig(argv.slice(1), io.env)) + '\n');
+    return 0;
+  } catch (error) {
+    if (!(error instanceof UsageError)) throw error;
+    io.stderr.write(`users-server config: ${error.message}\n`);
+    return 2;
+  }
+}
