@@ -11,12 +11,12 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const TEST_DIR = fileURLToPath(new URL('.', import.meta.url));
 
-/** Seconds a file took alone on the 2-core machine (CPU, or wall time where it mostly waits); others count DEFAULT_COST. */
+/** Seconds a file took alone on the 2-core machine (wall time: some mostly wait, on PostgreSQL or timers); others count DEFAULT_COST. */
 const COSTS: Record<string, number> = {
   'cli-bin.test.ts': 9,
-  'docs-examples.test.ts': 8,
-  'cli-examples.test.ts': 6,
-  'postgres-instances.test.ts': 8,
+  'docs-examples.test.ts': 10,
+  'cli-examples.test.ts': 7,
+  'postgres-instances.test.ts': 12,
   'browser.test.ts': 7,
   'property.test.ts': 6,
   'cookie-interop.test.ts': 6,
@@ -28,13 +28,15 @@ const COSTS: Record<string, number> = {
   'concurrency.test.ts': 4,
   'journal-recovery.test.ts': 4,
   'model.test.ts': 4,
-  'timeouts.test.ts': 4,
+  'timeouts.test.ts': 6,
   'store-suite.test.ts': 3,
   'cli-scripts.test.ts': 3,
   'cli-completion.test.ts': 3,
   'readme-examples.test.ts': 3,
   'cli-export.test.ts': 2,
   'cli-tokens.test.ts': 2,
+  'backup.test.ts': 2.5,
+  'deploy.test.ts': 2.5,
 };
 const DEFAULT_COST = 1.5;
 /** Files that share a process: the PostgreSQL ones start one throwaway cluster per process. */
@@ -52,6 +54,9 @@ export function batchFiles(index: number, count: number): string[] {
     lightest.cost += cost(unit);
     lightest.files.push(...unit);
   }
+  // The heaviest first: the runner starts batch-1 and batch-2 together, and
+  // a long batch that starts last would finish alone.
+  loads.sort((a, b) => b.cost - a.cost);
   return loads[index - 1]!.files;
 }
 

@@ -1,3 +1,3 @@
 import { runBatch } from '../batch.js';
 
-await runBatch(1, 6);
+await runBatch(1, 8);

@@ -1,3 +1,3 @@
 import { runBatch } from '../batch.js';
 
-await runBatch(2, 6);
+await runBatch(2, 8);

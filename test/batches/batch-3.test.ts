@@ -1,3 +1,3 @@
 import { runBatch } from '../batch.js';
 
-await runBatch(3, 6);
+await runBatch(3, 8);

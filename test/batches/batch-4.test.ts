@@ -1,3 +1,3 @@
 import { runBatch } from '../batch.js';
 
-await runBatch(4, 6);
+await runBatch(4, 8);

@@ -1,3 +1,3 @@
 import { runBatch } from '../batch.js';
 
-await runBatch(5, 6);
+await runBatch(5, 8);

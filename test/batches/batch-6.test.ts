@@ -1,3 +1,3 @@
 import { runBatch } from '../batch.js';
 
-await runBatch(6, 6);
+await runBatch(6, 8);

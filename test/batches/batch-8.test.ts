@@ -1,0 +1,3 @@
+import { runBatch } from '../batch.js';
+
+await runBatch(8, 8);
