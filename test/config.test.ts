@@ -29,6 +29,8 @@ const DEFAULTS: Config = {
   secrets: [],
   secretFile: '',
   configFile: '',
+  tlsCert: '',
+  tlsKey: '',
   rateLimit: 0,
   rateBurst: 0,
   trustProxy: false,

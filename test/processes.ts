@@ -137,7 +137,7 @@ export function spawnUsersServer(t: TestContext, args: readonly string[], option
 /** `spawnUsersServer`, then waits for its "listening on" line. */
 export async function spawnServer(t: TestContext, args: readonly string[], options: SpawnOptions = {}): Promise<ServerChild> {
   const child = spawnUsersServer(t, args, options);
-  const match = await child.waitForLine(/^listening on (http:\/\/\S+:(\d+))$/);
+  const match = await child.waitForLine(/^listening on (https?:\/\/\S+:(\d+))$/);
   return Object.assign(child, { url: match[1]!, port: Number(match[2]) });
 }
 

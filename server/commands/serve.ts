@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { createSecureContext } from 'node:tls';
 import { CommandError, UsageError } from '../errors.js';
 import { createApp, type App } from '../http/app.js';
 import { listen, type Listening, type TIMEOUTS } from '../http/server.js';
@@ -29,6 +30,8 @@ export interface RunningServer {
   hurry(): void;
   /** Reads the accounts again now (SIGHUP). */
   reloadAccounts(): Promise<void>;
+  /** HTTPS: reads --tls-cert and --tls-key again for new connections (SIGHUP); throws CommandError when they do not do. */
+  reloadCertificate: (() => void) | undefined;
 }
 
 export interface StartOptions {
@@ -167,7 +170,8 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     });
     const accessLog = config.logFormat === 'off' ? undefined : new AccessLog(config.logFormat, options.accessLog ?? ((chunk) => process.stdout.write(chunk)), options.clock);
     const maxConnectionsPerClient = config.trustProxy ? 0 : config.maxConnectionsPerClient;
-    const listening = await listen(app, { host: config.host, port: config.port, maxBody: config.maxBody, accessLog, maxConnectionsPerClient, ...(options.timeouts && { timeouts: options.timeouts }) });
+    const tls = config.tlsCert === '' ? undefined : readCertificate(config);
+    const listening = await listen(app, { host: config.host, port: config.port, maxBody: config.maxBody, accessLog, maxConnectionsPerClient, ...(tls && { tls }), ...(options.timeouts && { timeouts: options.timeouts }) });
     const sweeper = setInterval(() => void Promise.resolve(store.sweep(Date.now())).catch(() => {}), SWEEP_INTERVAL_MS);
     sweeper.unref();
     let stopped: Promise<void> | undefined;
@@ -181,13 +185,35 @@ export async function startServer(config: Config, options: StartOptions = {}): P
         releaseLock();
       })());
     const reloadAccounts = async () => settings.accountsSource.refresh();
-    return { url: listening.url, server: listening.server, app, store, adminPasswordFile: settings.adminPasswordAt, stop, hurry: () => listening.hurry(), reloadAccounts };
+    const reloadCertificate = tls === undefined ? undefined : () => listening.replaceCertificate(readCertificate(config));
+    return { url: listening.url, server: listening.server, app, store, adminPasswordFile: settings.adminPasswordAt, stop, hurry: () => listening.hurry(), reloadAccounts, reloadCertificate };
   } catch (error) {
     opened.settings?.accountsSource.close();
     await opened.store?.close();
     releaseLock();
     throw error;
   }
+}
+
+/**
+ * --tls-cert and --tls-key, read and checked as a pair (a key that does not
+ * match its certificate is refused here, not at the first handshake).
+ */
+function readCertificate(config: Config): { cert: Buffer; key: Buffer } {
+  const read = (path: string, what: string) => {
+    try {
+      return readFileSync(path);
+    } catch (error) {
+      throw new CommandError(`cannot read the TLS ${what} ${path} (${(error as NodeJS.ErrnoException).code ?? 'unreadable'}): give a PEM file the server's user may read`);
+    }
+  };
+  const pair = { cert: read(config.tlsCert, 'certificate'), key: read(config.tlsKey, 'key') };
+  try {
+    createSecureContext(pair);
+  } catch {
+    throw new CommandError(`the TLS certificate ${config.tlsCert} and key ${config.tlsKey} do not make a pair a server can use: check that both are PEM and that the key is the certificate's`);
+  }
+  return pair;
 }
 
 /**
@@ -321,6 +347,13 @@ export async function serve(argv: readonly string[], io: CommandIo): Promise<num
       () => io.stderr.write('users-server: SIGHUP: accounts read again\n'),
       (error: unknown) => io.stderr.write(`users-server: SIGHUP: cannot read the accounts: ${(error as Error).message}\n`),
     );
+    if (running.reloadCertificate === undefined) return;
+    try {
+      running.reloadCertificate();
+      io.stderr.write('users-server: SIGHUP: TLS certificate and key read again; new connections use them\n');
+    } catch (error) {
+      io.stderr.write(`users-server: SIGHUP: ${(error as Error).message}; the previous certificate stays in use\n`);
+    }
   };
   await signals.signalled;
   signals.onAgain = () => {

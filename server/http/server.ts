@@ -1,4 +1,5 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createTlsServer, type Server as TlsServer } from 'node:https';
 import type { Socket } from 'node:net';
 import { problems, type ProblemKind } from '../../shared/problems.js';
 import type { AccessLog } from '../ops/access-log.js';
@@ -34,6 +35,8 @@ export interface ListenOptions {
   timeouts?: Partial<typeof TIMEOUTS>;
   /** `--max-connections-per-client`; 0 or absent: no limit. */
   maxConnectionsPerClient?: number;
+  /** `--tls-cert` and `--tls-key`: serve HTTPS (node:https) with this certificate chain and key, PEM. */
+  tls?: { cert: Buffer; key: Buffer };
 }
 
 export interface Listening {
@@ -44,6 +47,8 @@ export interface Listening {
   close(): Promise<void>;
   /** During a close: cut the connections still open now instead of after the grace period. */
   hurry(): void;
+  /** HTTPS only: new connections use this certificate and key (SIGHUP); ones open keep theirs. */
+  replaceCertificate(tls: { cert: Buffer; key: Buffer }): void;
 }
 
 /**
@@ -80,14 +85,20 @@ export async function listen(app: App, options: ListenOptions): Promise<Listenin
   const port = typeof address === 'object' && address !== null ? address.port : options.port;
   const host = options.host.includes(':') ? `[${options.host}]` : options.host;
   let closed: Promise<void> | undefined;
-  return { url: `http://${host}:${port}`, server, close: () => (closed ??= serving.close(server)), hurry: () => serving.hurry(server) };
+  return {
+    url: `${options.tls === undefined ? 'http' : 'https'}://${host}:${port}`,
+    server,
+    close: () => (closed ??= serving.close(server)),
+    hurry: () => serving.hurry(server),
+    replaceCertificate: (tls) => (server as unknown as TlsServer).setSecureContext(tls),
+  };
 }
 
 function newServer(options: ListenOptions): Server<typeof IncomingMessage, typeof ObservedResponse> {
   const timeouts = { ...TIMEOUTS, ...options.timeouts };
   // Responses are ObservedResponses: the observer keeps its per-request
   // figures in their fields instead of in closures.
-  const server = createServer<typeof IncomingMessage, typeof ObservedResponse>({
+  const settings = {
     headersTimeout: timeouts.headers,
     requestTimeout: timeouts.request,
     keepAliveTimeout: timeouts.keepAlive,
@@ -95,7 +106,12 @@ function newServer(options: ListenOptions): Server<typeof IncomingMessage, typeo
     ServerResponse: ObservedResponse,
     // The app checks Host itself, to answer with a problem document.
     requireHostHeader: false,
-  });
+  };
+  // node:https's server is node:http's over TLS: the same events, timeouts and responses.
+  const server =
+    options.tls === undefined
+      ? createServer<typeof IncomingMessage, typeof ObservedResponse>(settings)
+      : (createTlsServer<typeof IncomingMessage, typeof ObservedResponse>({ ...settings, cert: options.tls.cert, key: options.tls.key }) as unknown as Server<typeof IncomingMessage, typeof ObservedResponse>);
   // A connection on which nothing moves for this long, neither a byte read
   // nor an answer's byte accepted, is closed (Serving.onTimeout).
   server.timeout = timeouts.unread;

@@ -57,6 +57,9 @@ export interface Config {
   loginFailuresPerMinute: number;
   /** The settings file (--config), '' for none. */
   configFile: string;
+  /** HTTPS: the certificate chain and key files (PEM), '' for plain HTTP. */
+  tlsCert: string;
+  tlsKey: string;
 }
 
 
@@ -154,6 +157,8 @@ export const FLAGS: Record<string, FlagSpec> = {
       return secrets;
     },
   },
+  'tls-cert': { type: 'string', default: '', description: 'serve HTTPS with this PEM certificate chain (with --tls-key; implies --cookie-secure)', key: 'tlsCert', parse: (v) => String(v) },
+  'tls-key': { type: 'string', default: '', description: 'the PEM private key of --tls-cert; both are read again on SIGHUP', key: 'tlsKey', parse: (v) => String(v) },
   'secret-file': {
     type: 'string', default: '', description: 'file of signing secrets, one a line, the first signs (instead of --secret)', key: 'secretFile',
     parse: (v) => String(v),
@@ -234,6 +239,9 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Pa
   }
   // A burst without a rate is a setup mistake, not a silent no-op.
   if (config.rateBurst !== 0 && config.rateLimit === 0) throw new UsageError('--rate-burst needs --rate-limit');
+  if ((config.tlsCert === '') !== (config.tlsKey === '')) throw new UsageError('HTTPS needs both --tls-cert and --tls-key');
+  // Served over TLS, the session cookie can be Secure and __Host- prefixed.
+  if (config.tlsCert !== '') config.cookieSecure = true;
   if (config.secretFile !== '') {
     if ((config.secrets as string[]).length > 0) throw new UsageError('give the signing secrets once: --secret or --secret-file, not both');
     config.secrets = readSecretFile(config.secretFile as string);

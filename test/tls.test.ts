@@ -1,0 +1,74 @@
+/**
+ * HTTPS without a proxy (docs/operations.md "TLS"): --tls-cert and --tls-key
+ * serve node:https, imply --cookie-secure, and are read again on SIGHUP;
+ * checked with curl against self-signed certificates made by openssl.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { copyFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { test, type TestContext } from 'node:test';
+import { ADMIN_PASSWORD, runUsersServer, tempDir } from './helpers.js';
+import { runTool, spawnServer } from './processes.js';
+
+const HAVE = ['openssl', 'curl'].find((tool) => spawnSync(tool, ['--version']).error !== undefined && spawnSync(tool, ['version']).error !== undefined);
+
+/** A self-signed certificate for localhost and 127.0.0.1, and its key, in `dir` as NAME.crt and NAME.key. */
+async function certificate(t: TestContext, dir: string, name: string): Promise<{ cert: string; key: string }> {
+  const cert = join(dir, `${name}.crt`);
+  const key = join(dir, `${name}.key`);
+  const made = await runTool(t, 'openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', key, '-out', cert, '-days', '2', '-subj', `/CN=${name}`, '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1']);
+  assert.equal(made.code, 0, made.stderr);
+  return { cert, key };
+}
+
+function curl(t: TestContext, ca: string, ...args: string[]) {
+  return runTool(t, 'curl', ['-s', '--cacert', ca, ...args]);
+}
+
+test('node bin/users-server.js --tls-cert --tls-key: curl reaches it over HTTPS with the certificate as its CA, the session cookie is __Host- and Secure, and SIGHUP puts a new certificate in place (a broken one is refused, the old one kept)', async (t) => {
+  if (HAVE !== undefined) return t.skip(`${HAVE} not found`);
+  const dir = tempDir(t);
+  const first = await certificate(t, dir, 'first');
+  const second = await certificate(t, dir, 'second');
+  const live = { cert: join(dir, 'live.crt'), key: join(dir, 'live.key') };
+  copyFileSync(first.cert, live.cert);
+  copyFileSync(first.key, live.key);
+  const server = await spawnServer(t, ['--port', '0', '--data', join(dir, 'data'), '--tls-cert', live.cert, '--tls-key', live.key]);
+  assert.match(server.url, /^https:\/\/127\.0\.0\.1:\d+$/);
+  const health = await curl(t, first.cert, `${server.url}/healthz`);
+  assert.equal(health.stdout, '{"status":"ok"}');
+  const login = await curl(t, first.cert, '-i', '-u', `admin:${ADMIN_PASSWORD}`, '-X', 'POST', `${server.url}/login`);
+  assert.match(login.stdout, /^set-cookie: __Host-USER_TOKEN=[^;]+; Path=\/; HttpOnly; SameSite=Lax; Max-Age=\d+; Secure\r$/im);
+  assert.notEqual((await curl(t, second.cert, `${server.url}/healthz`)).code, 0, 'another CA is refused');
+
+  copyFileSync(second.cert, live.cert);
+  copyFileSync(second.key, live.key);
+  server.kill('SIGHUP');
+  await server.waitForLine(/^users-server: SIGHUP: TLS certificate and key read again; new connections use them$/, 'stderr');
+  assert.equal((await curl(t, second.cert, `${server.url}/healthz`)).stdout, '{"status":"ok"}', 'the new certificate is served');
+  assert.notEqual((await curl(t, first.cert, `${server.url}/healthz`)).code, 0, 'the old one no longer');
+
+  writeFileSync(live.key, 'not a key');
+  server.kill('SIGHUP');
+  await server.waitForLine(/^users-server: SIGHUP: the TLS certificate .* do not make a pair a server can use: .*; the previous certificate stays in use$/, 'stderr');
+  assert.equal((await curl(t, second.cert, `${server.url}/healthz`)).stdout, '{"status":"ok"}', 'still served');
+  server.kill('SIGTERM');
+  assert.equal((await server.exited).code, 0);
+});
+
+test('--tls-cert without --tls-key is a usage error (exit 2); a key that is not the certificate\'s, or a missing file, stops the start with one sentence (exit 1)', async (t) => {
+  if (HAVE !== undefined) return t.skip(`${HAVE} not found`);
+  const dir = tempDir(t);
+  const a = await certificate(t, dir, 'a');
+  const b = await certificate(t, dir, 'b');
+  const half = await runUsersServer(['--port', '0', '--data', join(dir, 'd1'), '--tls-cert', a.cert]);
+  assert.equal(half.code, 2);
+  assert.match(half.stderr, /HTTPS needs both --tls-cert and --tls-key/);
+  const mismatch = await runUsersServer(['--port', '0', '--data', join(dir, 'd2'), '--tls-cert', a.cert, '--tls-key', b.key]);
+  assert.equal(mismatch.code, 1);
+  assert.match(mismatch.stderr, /^users-server: the TLS certificate .*a\.crt and key .*b\.key do not make a pair a server can use: check that both are PEM and that the key is the certificate's\n$/);
+  const missing = await runUsersServer(['--port', '0', '--data', join(dir, 'd3'), '--tls-cert', join(dir, 'none.crt'), '--tls-key', a.key]);
+  assert.equal(missing.code, 1);
+  assert.match(missing.stderr, /cannot read the TLS certificate .*none\.crt \(ENOENT\)/);
+});
