@@ -37,6 +37,7 @@ const COSTS: Record<string, number> = {
   'cli-tokens.test.ts': 2,
   'backup.test.ts': 2.5,
   'deploy.test.ts': 2.5,
+  'tls.test.ts': 2,
 };
 const DEFAULT_COST = 1.5;
 /** Files that share a process: the PostgreSQL ones start one throwaway cluster per process. */
