@@ -150,7 +150,14 @@ export async function setPostgresRunning(running: boolean): Promise<void> {
   const data = join(c.dir, 'data');
   const options = serverOptions(c.dir, c.port, durableCluster);
   const up = spawnSync(join(c.bin, 'pg_ctl'), ['-D', data, 'status'], { stdio: 'pipe' }).status === 0 || isRunning(data);
-  if (running && !up) runAsOwner(join(c.bin, 'pg_ctl'), ['-D', data, '-o', options, '-l', join(c.dir, 'log'), '-w', 'start']);
-  else if (!running && up) runAsOwner(join(c.bin, 'pg_ctl'), ['-D', data, '-m', 'fast', '-w', 'stop']);
+  if (running && !up) {
+    runAsOwner(join(c.bin, 'pg_ctl'), ['-D', data, '-o', options, '-l', join(c.dir, 'log'), '-w', 'start']);
+    // A fresh pool: the old one's connections were cut by the stop, and one
+    // may not have noticed yet (its next query would get 57P01).
+    c.admin = await connect(`${c.base}/postgres`, { max: 2, idleSeconds: 1 });
+  } else if (!running && up) {
+    await c.admin.end({ timeout: 0 }).catch(() => {});
+    runAsOwner(join(c.bin, 'pg_ctl'), ['-D', data, '-m', 'fast', '-w', 'stop']);
+  }
 }
 
