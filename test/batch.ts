@@ -32,12 +32,13 @@ const COSTS: Record<string, number> = {
   'store-suite.test.ts': 3,
   'cli-scripts.test.ts': 3,
   'cli-completion.test.ts': 3,
-  'readme-examples.test.ts': 3,
+  'readme-examples.test.ts': 4,
   'cli-export.test.ts': 2,
   'cli-tokens.test.ts': 2,
   'backup.test.ts': 2.5,
   'deploy.test.ts': 2.5,
   'tls.test.ts': 2,
+  'readme-transcripts.test.ts': 2,
 };
 const DEFAULT_COST = 1.5;
 /** Files that share a process: the PostgreSQL ones start one throwaway cluster per process. */

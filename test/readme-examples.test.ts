@@ -43,3 +43,27 @@ test('the README\'s usersctl examples run as written, and print what their comme
     if (shown !== undefined && /^(OK|\d+|\{.*\})$/.test(shown)) assert.equal(run.stdout.trim(), shown, command);
   }
 });
+
+/** The lines of the ```sh block of "## Accounts". */
+function accountsBlock(): string[] {
+  const text = readFileSync(README, 'utf8');
+  const from = text.indexOf('\n## Accounts');
+  const block = /```sh\n([\s\S]*?)```/.exec(text.slice(from))![1]!;
+  return block.split('\n').filter((line) => line.trim() !== '');
+}
+
+test('the README\'s accounts examples run as written against a data directory a server made (DIR), each password typed as the first line of stdin', async (t) => {
+  if ((await runTool(t, 'sh', ['-c', 'command -v bash']).catch(() => undefined))?.code !== 0) return t.skip('bash not found');
+  const server = await startTestServer(t, { store: 'journal' });
+  const lines = accountsBlock();
+  assert.ok(lines.length >= 6 && lines.every((l) => l.startsWith('node bin/users-server.js accounts') || l.includes('| node bin/users-server.js accounts')), lines.join('\n'));
+  const root = fileURLToPath(new URL('..', import.meta.url));
+  for (const line of lines) {
+    const [command] = line.split(/\s+# /);
+    const run = await runTool(t, 'bash', ['-o', 'pipefail', '-c', `cd "${root}" && ${command!.replaceAll('DIR', server.dataDir)}`], {
+      env: { ...process.env, PW: 'the password of bob', USERS_PASSWORD_COST: '1' },
+      input: 'a password typed twice\n',
+    });
+    assert.equal(run.code, 0, `${command}\n${run.stderr}`);
+  }
+});
