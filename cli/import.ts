@@ -282,16 +282,31 @@ class OrderedResults {
   }
 }
 
-/** What to do with one input line: a PUT, an immediate failure, or nothing (blank). */
-function prepare(line: Line, aliasField: string | undefined, aliasOf: (name: Uint8Array) => string): Job | undefined {
+/** A line's JSON value; undefined for a blank line, a failure result for one that is not JSON. */
+function parseLine(line: Line): unknown {
   const text = line.bytes.toString('utf8');
   if (text.trim() === '') return undefined;
-  let user: unknown;
   try {
-    user = JSON.parse(text);
+    return JSON.parse(text);
   } catch (error) {
-    return { kind: 'result', text: failure(line.number, 0, `invalid JSON: ${(error as Error).message}`) };
+    return new LineFailure(failure(line.number, 0, `invalid JSON: ${(error as Error).message}`));
   }
+}
+
+/** A line refused before anything is sent: its result, as a job. */
+class LineFailure {
+  readonly kind = 'result';
+  constructor(readonly text: string) {}
+}
+
+function isFailure(value: unknown): value is LineFailure {
+  return value instanceof LineFailure;
+}
+
+/** What to do with one input line: a PUT, an immediate failure, or nothing (blank). */
+function prepare(line: Line, aliasField: string | undefined, aliasOf: (name: Uint8Array) => string): Job | undefined {
+  const user = parseLine(line);
+  if (user === undefined || isFailure(user)) return user;
   if (typeof user !== 'object' || user === null || Array.isArray(user)) {
     return { kind: 'result', text: failure(line.number, 0, 'a line must be a JSON object') };
   }
@@ -315,14 +330,8 @@ function prepare(line: Line, aliasField: string | undefined, aliasOf: (name: Uin
 
 /** An export's record line: a restore, an immediate failure, or nothing (blank). */
 function prepareRecord(line: Line): Job | undefined {
-  const text = line.bytes.toString('utf8');
-  if (text.trim() === '') return undefined;
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch (error) {
-    return { kind: 'result', text: failure(line.number, 0, `invalid JSON: ${(error as Error).message}`) };
-  }
+  const value = parseLine(line);
+  if (value === undefined || isFailure(value)) return value;
   const record = parseRecord(value);
   return typeof record === 'string' ? { kind: 'result', text: failure(line.number, 0, record) } : { kind: 'restore', record };
 }

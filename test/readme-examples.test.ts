@@ -17,10 +17,10 @@ import { runTool } from './processes.js';
 
 const README = fileURLToPath(new URL('../README.md', import.meta.url));
 
-/** The lines of the first ```sh block after "## usersctl". */
-function usersctlBlock(): string[] {
+/** The non-blank lines of the first ```sh block after the heading `## SECTION`. */
+function shBlockOf(section: string): string[] {
   const text = readFileSync(README, 'utf8');
-  const from = text.indexOf('\n## usersctl');
+  const from = text.indexOf(`\n## ${section}`);
   const block = /```sh\n([\s\S]*?)```/.exec(text.slice(from))![1]!;
   return block.split('\n').filter((line) => line.trim() !== '');
 }
@@ -31,7 +31,7 @@ test('the README\'s usersctl examples run as written, and print what their comme
   const { home, env } = shellWithUsersctl(t, server.url);
   mkdirSync(join(home, 'data'));
   writeFileSync(join(home, 'data', 'admin-password'), ADMIN_PASSWORD + '\n');
-  const lines = usersctlBlock();
+  const lines = shBlockOf('usersctl');
   assert.ok(lines.length >= 8, lines.join('\n'));
   assert.match(lines[0]!, /^export USERSCTL_URL=http:\/\/127\.0\.0\.1:8080$/);
   const exported = `export USERSCTL_URL=${server.url}`;
@@ -44,18 +44,10 @@ test('the README\'s usersctl examples run as written, and print what their comme
   }
 });
 
-/** The lines of the ```sh block of "## Accounts". */
-function accountsBlock(): string[] {
-  const text = readFileSync(README, 'utf8');
-  const from = text.indexOf('\n## Accounts');
-  const block = /```sh\n([\s\S]*?)```/.exec(text.slice(from))![1]!;
-  return block.split('\n').filter((line) => line.trim() !== '');
-}
-
 test('the README\'s accounts examples run as written against a data directory a server made (DIR), each password typed as the first line of stdin', async (t) => {
   if ((await runTool(t, 'sh', ['-c', 'command -v bash']).catch(() => undefined))?.code !== 0) return t.skip('bash not found');
   const server = await startTestServer(t, { store: 'journal' });
-  const lines = accountsBlock();
+  const lines = shBlockOf('Accounts');
   assert.ok(lines.length >= 6 && lines.every((l) => l.startsWith('node bin/users-server.js accounts') || l.includes('| node bin/users-server.js accounts')), lines.join('\n'));
   const root = fileURLToPath(new URL('..', import.meta.url));
   for (const line of lines) {
