@@ -5,10 +5,12 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { copyFileSync, writeFileSync } from 'node:fs';
+import { copyFileSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
-import { ADMIN_PASSWORD, runUsersServer, tempDir } from './helpers.js';
+import { connect as connectTls } from 'node:tls';
+import { PIPELINE_LIMIT } from '../server/http/pipelining.js';
+import { ADMIN_PASSWORD, runUsersServer, startTestServer, tempDir } from './helpers.js';
 import { runTool, spawnServer } from './processes.js';
 
 const HAVE = ['openssl', 'curl'].find((tool) => spawnSync(tool, ['--version']).error !== undefined && spawnSync(tool, ['version']).error !== undefined);
@@ -71,4 +73,20 @@ test('--tls-cert without --tls-key is a usage error (exit 2); a key that is not 
   const missing = await runUsersServer(['--port', '0', '--data', join(dir, 'd3'), '--tls-cert', join(dir, 'none.crt'), '--tls-key', a.key]);
   assert.equal(missing.code, 1);
   assert.match(missing.stderr, /cannot read the TLS certificate .*none\.crt \(ENOENT\)/);
+});
+
+test(`over HTTPS too, a connection pipelining past ${PIPELINE_LIMIT} requests is closed and nothing after the one past the limit is parsed`, async (t) => {
+  if (HAVE !== undefined) return t.skip(`${HAVE} not found`);
+  const { cert, key } = await certificate(t, tempDir(t), 'pipelining');
+  const server = await startTestServer(t, { tlsCert: cert, tlsKey: key, cookieSecure: true });
+  let parsed = 0;
+  server.running.server.on('request', () => parsed++);
+  const { port } = new URL(server.url);
+  const socket = connectTls({ port: Number(port), host: '127.0.0.1', ca: readFileSync(cert), servername: 'localhost' });
+  t.after(() => socket.destroy());
+  socket.on('error', () => {});
+  socket.resume();
+  socket.write('GET /users/1 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n'.repeat(PIPELINE_LIMIT * 40));
+  await new Promise((resolve) => socket.once('close', resolve));
+  assert.equal(parsed, PIPELINE_LIMIT + 1, 'requests parsed');
 });

@@ -2,13 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { ServerResponse, type IncomingMessage, type OutgoingHttpHeader, type OutgoingHttpHeaders } from 'node:http';
 import type { AccessLog } from '../ops/access-log.js';
 import type { Metrics } from '../ops/metrics.js';
-
-/** Per connection: requests parsed and not yet ended, and whether it went past the limit. */
-export interface PipelineCount {
-  open: number;
-  /** Past PIPELINE_LIMIT: the connection was closed, and nothing more on it is served. */
-  over: boolean;
-}
+import type { Pipeline } from './pipelining.js';
 
 /**
  * Per-request observation: the request id, the timing, and the access log
@@ -35,8 +29,8 @@ export class ObservedResponse extends ServerResponse {
    * cost about 1% of a GET's CPU.
    */
   onClose: ((res: ObservedResponse) => void) | undefined = undefined;
-  /** Its connection's count of requests not yet answered (server.ts, the pipelining limit). */
-  pipeline: PipelineCount | undefined = undefined;
+  /** Its connection's count of requests not yet answered (pipelining.ts). */
+  pipeline: Pipeline | undefined = undefined;
 
   override emit(event: string | symbol, ...args: unknown[]): boolean {
     if (event === 'close' && this.onClose !== undefined) {

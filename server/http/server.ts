@@ -4,7 +4,8 @@ import type { Socket } from 'node:net';
 import { problems, type ProblemKind } from '../../shared/problems.js';
 import type { AccessLog } from '../ops/access-log.js';
 import type { App } from './app.js';
-import { InFlight, ObservedResponse, Observer, type PipelineCount } from './observe.js';
+import { InFlight, ObservedResponse, Observer } from './observe.js';
+import { Pipeline, PIPELINE_LIMIT, stopParsingClosedConnections } from './pipelining.js';
 import { limitKey } from '../security/rate-limit.js';
 import { declaresTooLarge } from './request.js';
 import { problemBody, rawProblemResponse } from './response.js';
@@ -13,15 +14,6 @@ import { problemBody, rawProblemResponse } from './response.js';
 export const TIMEOUTS = { headers: 10_000, request: 30_000, keepAlive: 5_000, connectionsCheck: 2_000, unread: 15_000 };
 const STOP_GRACE_MS = 10_000;
 const DRAIN_MS = 1_000;
-
-/**
- * Clients that pipeline and never read (docs/operations.md "Abusive
- * clients"): a connection may have this many requests parsed and not yet
- * answered; with one more it is closed at once, and nothing after is
- * served (RFC 9112 section 9.3.2: a pipelining client retries what was
- * left unanswered).
- */
-export const PIPELINE_LIMIT = 64;
 
 export interface ListenOptions {
   host: string;
@@ -60,6 +52,7 @@ export async function listen(app: App, options: ListenOptions): Promise<Listenin
   const observer = new Observer(app.metrics, options.accessLog);
   const server = newServer(options);
   const serving = new Serving(app, observer);
+  stopParsingClosedConnections(server, options.tls === undefined ? 'connection' : 'secureConnection');
   server.on('request', serving.handle);
   server.on('timeout', serving.onTimeout);
   // Expect: 100-continue (RFC 9110 section 10.1.1): refuse an oversized body
@@ -127,7 +120,7 @@ class Serving {
   private readonly inFlight = new InFlight();
   /** Set by close: called once the last response in flight has ended. */
   private drained: (() => void) | undefined;
-  private readonly connections = new WeakMap<Socket, PipelineCount>();
+  private readonly connections = new WeakMap<Socket, Pipeline>();
 
   constructor(
     private readonly app: App,
@@ -160,13 +153,13 @@ class Serving {
 
   /**
    * Counts the request on its connection: false for one past
-   * PIPELINE_LIMIT, which closes the connection at once (node parses the
-   * rest of what it read; those requests are not served either).
+   * PIPELINE_LIMIT, which closes the connection at once (and node stops
+   * parsing what it read from it: stopParsingClosedConnections).
    */
   private admitPipelined(req: IncomingMessage, res: ObservedResponse): boolean {
     const socket = req.socket;
     let pipeline = this.connections.get(socket);
-    if (pipeline === undefined) this.connections.set(socket, (pipeline = { open: 0, over: false }));
+    if (pipeline === undefined) this.connections.set(socket, (pipeline = new Pipeline()));
     if (pipeline.over) return false;
     if (pipeline.open >= PIPELINE_LIMIT) {
       pipeline.over = true;
@@ -183,8 +176,9 @@ class Serving {
     // emits each as soon as it is parsed, and gives a response its socket
     // only once the one before it has finished: wait for that, so a GET
     // after a PUT sees the PUT.
+    // A connection answers a few in a row, then lets the others have a turn.
     if (res.socket === null) {
-      res.once('socket', () => this.serve(req, res));
+      res.once('socket', () => (res.pipeline?.yieldsTurn() === true ? setImmediate(() => this.serve(req, res)) : this.serve(req, res)));
       return;
     }
     // Parsed behind an answer that closes the connection (a 413, say): it
