@@ -13,7 +13,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { ADMIN_PASSWORD, median, pinSelf, preloadUsers, putReplacing, requestPool, runLoad, spawnServer, type LoadRequest } from './store-bench.js';
+import { ADMIN_PASSWORD, LOAD_FLAGS, median, pinSelf, preloadUsers, putReplacing, requestPool, runLoad, spawnServer, type LoadRequest } from './store-bench.js';
 
 const { values, positionals } = parseArgs({
   options: { a: { type: 'string' }, b: { type: 'string' }, scenario: { type: 'string', default: 'get' }, rounds: { type: 'string', default: '6' }, seconds: { type: 'string', default: '5' } },
@@ -38,7 +38,7 @@ async function requestsFor(url: string): Promise<LoadRequest[]> {
 for (let round = 0; round < Number(values.rounds); round++) {
   for (const label of round % 2 === 0 ? (['A', 'B'] as const) : (['B', 'A'] as const)) {
     const dir = mkdtempSync(join(tmpdir(), 'users-compare-'));
-    const server = await spawnServer(['--port', '0', '--data', join(dir, 'data'), ...positionals], { core: 0, script: builds[label], stdoutFile: join(dir, 'out') });
+    const server = await spawnServer(['--port', '0', '--data', join(dir, 'data'), ...LOAD_FLAGS, ...positionals], { core: 0, script: builds[label], stdoutFile: join(dir, 'out') });
     try {
       await preloadUsers(server.url, USERS, 16);
       const requests = await requestsFor(server.url);

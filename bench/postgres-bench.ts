@@ -17,7 +17,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { postgresSkipReason, testDatabase } from '../test/postgres.js';
-import { cpuSeconds, fmt, median, pinSelf, preloadUsers, putReplacing, requestPool, runLoad, spawnServer, type LoadRequest, type ServerProcess } from './store-bench.js';
+import { cpuSeconds, fmt, LOAD_FLAGS, median, pinSelf, preloadUsers, putReplacing, requestPool, runLoad, spawnServer, type LoadRequest, type ServerProcess } from './store-bench.js';
 
 const { values } = parseArgs({ options: { rounds: { type: 'string', default: '3' }, seconds: { type: 'string', default: '10' }, connections: { type: 'string', default: '48' }, 'db-pool': { type: 'string', default: '10' } } });
 const ROUNDS = Number(values.rounds);
@@ -41,7 +41,7 @@ async function start(setup: Setup, dir: string): Promise<ServerProcess[]> {
   const store = setup.store === 'journal' ? 'journal' : await testDatabase(undefined, { durable: true });
   const servers: ServerProcess[] = [];
   for (let i = 0; i < setup.instances; i++) {
-    servers.push(await spawnServer(['--port', '0', '--data', join(dir, `data-${i}`), '--store', store, '--log-format', 'off', ...(setup.store === 'postgres' ? ['--db-pool', values['db-pool']] : [])], { stdoutFile: join(dir, `out-${i}`) }));
+    servers.push(await spawnServer(['--port', '0', '--data', join(dir, `data-${i}`), '--store', store, '--log-format', 'off', ...LOAD_FLAGS, ...(setup.store === 'postgres' ? ['--db-pool', values['db-pool']] : [])], { stdoutFile: join(dir, `out-${i}`) }));
   }
   await preloadUsers(servers[0]!.url, USERS, 32);
   return servers;

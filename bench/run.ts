@@ -36,6 +36,7 @@ import {
   median,
   pinning,
   pinSelf,
+  LOAD_FLAGS,
   preloadUsers,
   putReplacing,
   requestPool,
@@ -306,10 +307,10 @@ async function benchScenarios(options: Options): Promise<{ figures: ScenarioFigu
     try {
       // The cap on live reservations is raised so POST /reservations never answers 503 here.
       // Every server's stdout goes to a file: the access log is not read by this process, which runs the load generator.
-      const users = await spawnServer(['--port', '0', '--data', join(dir, 'data'), '--max-reservations', '100000000'], { core: 0, stdoutFile: join(dir, 'users.out') });
+      const users = await spawnServer(['--port', '0', '--data', join(dir, 'data'), '--max-reservations', '100000000', ...LOAD_FLAGS], { core: 0, stdoutFile: join(dir, 'users.out') });
       servers.push(users);
       const quiet = figures.some((f) => f.scenario.logOff)
-        ? await spawnServer(['--port', '0', '--data', join(dir, 'data-quiet'), '--max-reservations', '100000000', '--log-format', 'off'], { core: 0, stdoutFile: join(dir, 'quiet.out') })
+        ? await spawnServer(['--port', '0', '--data', join(dir, 'data-quiet'), '--max-reservations', '100000000', '--log-format', 'off', ...LOAD_FLAGS], { core: 0, stdoutFile: join(dir, 'quiet.out') })
         : undefined;
       if (quiet !== undefined) servers.push(quiet);
       const reference = await spawnServer(['--port', '0'], { core: 0, script: REFERENCE_SCRIPT, stdoutFile: join(dir, 'reference.out') });
@@ -392,7 +393,7 @@ async function benchImport(users: number, concurrency: number, quietWait: number
   out.end();
   await finished(out);
   const data = join(dir, 'data');
-  const server = await spawnServer(['--port', '0', '--data', data], { core: 0, stdoutFile: join(dir, 'server.out') });
+  const server = await spawnServer(['--port', '0', '--data', data, ...LOAD_FLAGS], { core: 0, stdoutFile: join(dir, 'server.out') });
   try {
     await waitForQuiet(quietWait);
     log(`import: ${fmt(users, 0)} lines (${fmt(statSync(file).size / 1024 / 1024, 1)} MiB) into ${server.url}, --concurrency ${concurrency}`);

@@ -122,6 +122,13 @@ export interface SpawnOptions {
 }
 
 /**
+ * Server flags for a load: the load generator's connections all come from
+ * one address, and the per-host limit (--max-connections-per-client,
+ * default 32) would close those past it.
+ */
+export const LOAD_FLAGS = ['--max-connections-per-client', '0'];
+
+/**
  * Spawns a server that prints `listening on http://...` on stdout (port 0)
  * and resolves once it has. Rejects when it exits first.
  */
@@ -427,7 +434,7 @@ export async function benchPut(options: PutBenchOptions): Promise<PutFigures[]> 
 /** One measured round on a fresh server: preload, wait for quiet, warm up, measure. */
 async function putRound(store: string, options: PutBenchOptions): Promise<{ result: LoadResult; compactions: number }> {
   const dir = mkdtempSync(join(tmpdir(), 'users-bench-'));
-  const server = await spawnServer(['--port', '0', '--data', dir, '--store', store], { core: 0, nodeFlags: options.nodeFlags });
+  const server = await spawnServer(['--port', '0', '--data', dir, '--store', store, ...LOAD_FLAGS], { core: 0, nodeFlags: options.nodeFlags });
   try {
     await preloadUsers(server.url, options.users, options.connections);
     await waitForQuiet(options.quietWait);
@@ -501,7 +508,7 @@ export async function benchStartup(variant: string, dir: string, rounds: number,
   const figures: StartupFigures = { variant, fileBytes, times: [], listening: [], rss: [] };
   for (let round = 1; round <= rounds; round++) {
     const other = await waitForQuiet(quietWait);
-    const server = await spawnServer(['--port', '0', '--data', dir], { core: 0, nodeFlags });
+    const server = await spawnServer(['--port', '0', '--data', dir, ...LOAD_FLAGS], { core: 0, nodeFlags });
     try {
       const status = await fetchStatus(`${server.url}/healthz`);
       const answered = performance.now();

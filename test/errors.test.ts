@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
+import { HttpError } from '../server/errors.js';
+import { problems } from '../shared/problems.js';
 import { memoryStore } from '../server/store/memory/state-store.js';
 import type { Store } from '../server/store/store.js';
 import { assertProblem, listText, put, send, startTestServer, type TestServer } from './helpers.js';
@@ -71,4 +73,12 @@ test('an unexpected error thrown synchronously by a handler becomes a bare 500 a
   assertBare500(await send(url, 'GET', '/', { headers: { cookie } }));
   assert.equal(logged.length, 1);
   assert.equal((await send(url, 'GET', '/healthz')).status, 200);
+});
+
+test('an HttpError (a refusal) captures no stack, and leaves Error.stackTraceLimit as it was; other errors keep theirs', () => {
+  const before = Error.stackTraceLimit;
+  const refusal = new HttpError(problems.notFound, 'No user 7.');
+  assert.equal(refusal.stack, 'HttpError: No user 7.');
+  assert.equal(Error.stackTraceLimit, before);
+  assert.match(new Error('a bug').stack ?? '', /\n {4}at /);
 });
