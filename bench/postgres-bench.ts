@@ -6,8 +6,9 @@
  *
  * The database is a throwaway cluster started here (test/postgres.ts, with
  * fsync on: a PUT is acknowledged after its commit is on disk, as the
- * journal's is after its fdatasync). The load generator runs in this
- * process on core 1; servers and the database share the machine.
+ * journal's is after its fdatasync). Nothing is pinned: the load
+ * generator in this process, the servers and the database share the
+ * machine's cores.
  *
  * Run: node --import tsx bench/postgres-bench.ts [--rounds 3] [--seconds 10] [--connections 48]
  * (after `npm run build`; needs PostgreSQL's server binaries).
@@ -17,7 +18,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { postgresSkipReason, testDatabase } from '../test/postgres.js';
-import { cpuSeconds, fmt, LOAD_FLAGS, median, pinSelf, preloadUsers, putReplacing, requestPool, runLoad, spawnServer, type LoadRequest, type ServerProcess } from './store-bench.js';
+import { cpuSeconds, fmt, LOAD_FLAGS, median, preloadUsers, putReplacing, requestPool, runLoad, spawnServer, type LoadRequest, type ServerProcess } from './store-bench.js';
 
 const { values } = parseArgs({ options: { rounds: { type: 'string', default: '3' }, seconds: { type: 'string', default: '10' }, connections: { type: 'string', default: '48' }, 'db-pool': { type: 'string', default: '10' } } });
 const ROUNDS = Number(values.rounds);
@@ -47,13 +48,17 @@ async function start(setup: Setup, dir: string): Promise<ServerProcess[]> {
   return servers;
 }
 
-/** CPU seconds used so far by each PostgreSQL process (postmaster, backends, writers). */
+/**
+ * CPU seconds used so far by each PostgreSQL process (postmaster, backends,
+ * writers); the postmaster's include the backends that have ended, which it
+ * has waited for (an instance replaces its pool's connections now and then).
+ */
 function databaseCpu(): Map<number, number> {
   const used = new Map<number, number>();
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     try {
-      if (readFileSync(`/proc/${entry}/comm`, 'utf8').trim() === 'postgres') used.set(Number(entry), cpuSeconds(Number(entry)));
+      if (readFileSync(`/proc/${entry}/comm`, 'utf8').trim() === 'postgres') used.set(Number(entry), cpuSeconds(Number(entry), true));
     } catch {
       // The process ended while the list was read.
     }
@@ -84,7 +89,7 @@ async function load(servers: ServerProcess[], requests: () => LoadRequest[], sec
   const serverCpu = servers.reduce((sum, s) => sum + cpuSeconds(s.pid), 0) - serversBefore;
   const databaseCpuUsed = databaseCpuSince(databaseBefore);
   for (const r of results) if (r.errors > 0 || r.non2xx > 0) throw new Error(`${r.errors} errors, ${r.non2xx} non-2xx answers`);
-  if (results.length > 1) console.error(`  each instance: ${results.map((r) => fmt(r.rps, 0)).join(', ')} req/s`);
+  if (results.length > 1 && seconds === SECONDS) console.error(`  each instance: ${results.map((r) => fmt(r.rps, 0)).join(', ')} req/s`);
   const rps = results.reduce((sum, r) => sum + r.rps, 0);
   const requestsDone = rps * seconds;
   return { rps, serverUs: (serverCpu / requestsDone) * 1e6, databaseUs: (databaseCpuUsed / requestsDone) * 1e6 };
@@ -93,7 +98,8 @@ async function load(servers: ServerProcess[], requests: () => LoadRequest[], sec
 async function main(): Promise<void> {
   const skip = postgresSkipReason();
   if (skip !== undefined) throw new Error(skip);
-  pinSelf(1);
+  // Nothing is pinned: the servers, the database and the load generator share both cores. (Pinning
+  // this process would pin every child started from it, the database and the servers, to its core.)
   // Per setup and load, one entry per round.
   const figures = new Map<string, Figures[]>();
   for (let round = 1; round <= ROUNDS; round++) {

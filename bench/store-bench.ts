@@ -214,11 +214,12 @@ export function peakRss(pid: number): number {
 }
 
 /** CPU seconds a process has used so far, all its threads (utime + stime). */
-export function cpuSeconds(pid: number): number {
+export function cpuSeconds(pid: number, withReapedChildren = false): number {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  // Fields 14 and 15 of proc(5); the slice starts at field 3.
-  return (Number(fields[11]) + Number(fields[12])) / 100;
+  // Fields 14 and 15 of proc(5), and 16 and 17 for the children it has waited for; the slice starts at field 3.
+  const own = Number(fields[11]) + Number(fields[12]);
+  return (withReapedChildren ? own + Number(fields[13]) + Number(fields[14]) : own) / 100;
 }
 
 /** Busy CPU seconds of the whole machine so far (every core; /proc/stat). */

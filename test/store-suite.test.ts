@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
-import { openStore } from '../server/store/open-store.js';
+import { openStore, type StoreOptions } from '../server/store/open-store.js';
 import type { ApiTokenRecord, Lookup, Store } from '../server/store/store.js';
 import { entityTag } from '../server/users/entity-tag.js';
 import type { Preconditions, StoredUser, UserRef, WritePolicy } from '../server/users/rules.js';
@@ -27,18 +27,18 @@ interface StoreKind {
 const quiet = { log: () => {}, onFatal: () => {} };
 
 /** A kind that opens a store of `spec` on a fresh place per test (`where`), closed after it. */
-function durableKind(name: string, where: (t: TestContext) => Promise<{ spec: string; dir: string }>): StoreKind {
+function durableKind(name: string, where: (t: TestContext) => Promise<{ spec: string; dir: string }>, options: Partial<StoreOptions> = {}): StoreKind {
   return {
     name,
     open: async (t) => {
       const { spec, dir } = await where(t);
-      let store = await openStore(spec, dir, quiet);
+      let store = await openStore(spec, dir, { ...quiet, ...options });
       t.after(() => store.close());
       return {
         store,
         reopen: async () => {
           await store.close();
-          store = await openStore(spec, dir, quiet);
+          store = await openStore(spec, dir, { ...quiet, ...options });
           return store;
         },
       };
@@ -51,7 +51,13 @@ export const STORE_KINDS: StoreKind[] = [
   durableKind('journal', async (t) => ({ spec: 'journal', dir: tempDir(t) })),
 ];
 const postgresSkip = postgresSkipReason();
-if (postgresSkip === undefined) STORE_KINDS.push(durableKind('postgres', async (t) => ({ spec: await testDatabase(t), dir: tempDir(t) })));
+if (postgresSkip === undefined) {
+  const database = async (t: TestContext) => ({ spec: await testDatabase(t), dir: tempDir(t) });
+  STORE_KINDS.push(durableKind('postgres', database));
+  // The driver's pool replaced every 3 queries (driver.ts, RECYCLE_AFTER): every operation holds
+  // across a replacement, transactions included.
+  STORE_KINDS.push(durableKind('postgres, pool replaced every 3 queries', database, { postgres: { recycleAfter: 3 } }));
+}
 else console.log(`# store suite: PostgreSQL skipped: ${postgresSkip}`);
 
 const T0 = Date.parse('2026-01-01T00:00:00Z');
@@ -165,6 +171,18 @@ for (const kind of STORE_KINDS) {
     assert.equal(userOf(await store.findUser(alias('ann'))).id, 9);
     assert.equal((await put(store, id(9), { name: 'Ann', id: 7 }, { policy: { allowIdChange: true } })).kind, 'id-conflict', 'an issued id cannot be moved to');
     assert.deepEqual(await put(store, id(1), { name: 'x' }), { kind: 'old-id', currentId: 9 });
+  });
+
+  test(name('30 creates, 30 alias PUTs and 30 replaces at once all succeed, with 60 different ids, and every user reads back as written'), async (t) => {
+    const { store } = await kind.open(t);
+    const created = Promise.all(Array.from({ length: 30 }, (_, i) => store.createUser({ body: { name: `c${i}` }, idempotency: undefined, now: T0 })));
+    const aliased = Promise.all(Array.from({ length: 30 }, (_, i) => put(store, alias(`a${i}`), { name: `a${i}` })));
+    const ids = [...(await created).map((c) => (c.kind === 'created' ? c.user.id : -1)), ...(await aliased).map((p) => ('user' in p ? p.user.id : -1))];
+    assert.equal(new Set(ids).size, 60);
+    assert.ok(ids.every((n) => n > 0));
+    const replaced = await Promise.all(ids.slice(0, 30).map((n, i) => put(store, id(n), { name: `r${i}` })));
+    assert.ok(replaced.every((r) => r.kind === 'replaced'), JSON.stringify(replaced.find((r) => r.kind !== 'replaced')));
+    for (const [i, n] of ids.slice(0, 30).entries()) assert.equal(userOf(await store.findUser(id(n))).json, JSON.stringify({ name: `r${i}`, id: n }));
   });
 
   test(name('createUser assigns the next id, and an Idempotency-Key replays the first answer, refuses another body, and is scoped per operation'), async (t) => {

@@ -18,8 +18,8 @@ export interface StoreOptions {
    * start left, say "its secret"): a missing or empty journal is then refused.
    */
   usedBefore?: string;
-  /** The PostgreSQL pool, statement timeout and start-up wait. */
-  postgres?: { max?: number; timeoutSeconds?: number; startWaitSeconds?: number };
+  /** The PostgreSQL pool, statement timeout and start-up wait (tests: how often the pool is replaced). */
+  postgres?: { max?: number; timeoutSeconds?: number; startWaitSeconds?: number; recycleAfter?: number };
 }
 
 /**
