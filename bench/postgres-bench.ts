@@ -14,11 +14,11 @@
  * (after `npm run build`; needs PostgreSQL's server binaries).
  */
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { postgresSkipReason, testDatabase } from '../test/postgres.js';
-import { cpuSeconds, fmt, LOAD_FLAGS, median, preloadUsers, putReplacing, requestPool, runLoad, spawnServer, type LoadRequest, type ServerProcess } from './store-bench.js';
+import { cpuSeconds, fmt, LOAD_FLAGS, machineBusySeconds, median, preloadUsers, putReplacing, requestPool, runLoad, spawnServer, type LoadRequest, type ServerProcess } from './store-bench.js';
 
 const { values } = parseArgs({ options: { rounds: { type: 'string', default: '3' }, seconds: { type: 'string', default: '10' }, connections: { type: 'string', default: '48' }, 'db-pool': { type: 'string', default: '10' } } });
 const ROUNDS = Number(values.rounds);
@@ -78,6 +78,8 @@ interface Figures {
   /** CPU microseconds per request in the users-server processes, and in PostgreSQL's. */
   serverUs: number;
   databaseUs: number;
+  /** The share of all the machine's cores busy during the load (load generator and everything else included). */
+  machineBusy: number;
 }
 
 /** Every server loaded at once, the connections split among them; the req/s summed. */
@@ -85,14 +87,16 @@ async function load(servers: ServerProcess[], requests: () => LoadRequest[], sec
   const each = Math.max(1, Math.floor(CONNECTIONS / servers.length));
   const serversBefore = servers.reduce((sum, s) => sum + cpuSeconds(s.pid), 0);
   const databaseBefore = databaseCpu();
+  const machineBefore = machineBusySeconds();
   const results = await Promise.all(servers.map((s) => runLoad({ url: s.url, connections: each, seconds, requests: requests() })));
   const serverCpu = servers.reduce((sum, s) => sum + cpuSeconds(s.pid), 0) - serversBefore;
   const databaseCpuUsed = databaseCpuSince(databaseBefore);
+  const machineBusy = (machineBusySeconds() - machineBefore) / (seconds * availableParallelism());
   for (const r of results) if (r.errors > 0 || r.non2xx > 0) throw new Error(`${r.errors} errors, ${r.non2xx} non-2xx answers`);
   if (results.length > 1 && seconds === SECONDS) console.error(`  each instance: ${results.map((r) => fmt(r.rps, 0)).join(', ')} req/s`);
   const rps = results.reduce((sum, r) => sum + r.rps, 0);
   const requestsDone = rps * seconds;
-  return { rps, serverUs: (serverCpu / requestsDone) * 1e6, databaseUs: (databaseCpuUsed / requestsDone) * 1e6 };
+  return { rps, serverUs: (serverCpu / requestsDone) * 1e6, databaseUs: (databaseCpuUsed / requestsDone) * 1e6, machineBusy };
 }
 
 async function main(): Promise<void> {
@@ -111,7 +115,7 @@ async function main(): Promise<void> {
           await load(servers, l.requests, 1);
           const f = await load(servers, l.requests, SECONDS);
           figures.set(`${setup.name}|${l.name}`, [...(figures.get(`${setup.name}|${l.name}`) ?? []), f]);
-          console.error(`round ${round}: ${setup.name}, ${l.name}: ${fmt(f.rps, 0)} req/s, CPU per request ${fmt(f.serverUs, 0)} us in users-server, ${fmt(f.databaseUs, 0)} us in PostgreSQL`);
+          console.error(`round ${round}: ${setup.name}, ${l.name}: ${fmt(f.rps, 0)} req/s, CPU per request ${fmt(f.serverUs, 0)} us in users-server, ${fmt(f.databaseUs, 0)} us in PostgreSQL, machine ${Math.round(f.machineBusy * 100)}% busy`);
         }
       } finally {
         for (const s of servers) await s.stop();
