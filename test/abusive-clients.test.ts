@@ -10,7 +10,7 @@
 import assert from 'node:assert/strict';
 import { connect, type Socket } from 'node:net';
 import { test, type TestContext } from 'node:test';
-import { PIPELINE_LIMIT } from '../server/http/pipelining.js';
+import { ANSWERS_PER_TURN, PIPELINE_LIMIT } from '../server/http/pipelining.js';
 import { put, send, startTestServer } from './helpers.js';
 import { exchangeUntilClosed, parseResponses, RawConnection } from './raw-http.js';
 
@@ -38,6 +38,40 @@ test(`pipelining: ${PIPELINE_LIMIT * 40} GETs in one write: the first ${PIPELINE
   assert.equal(parsed, PIPELINE_LIMIT + 1, 'requests parsed');
   assert.ok(answers.every((a) => a.status === 200 && a.text === '{"name":"Ann","id":1}'));
   assert.equal((await send(server.url, 'GET', '/users/1')).status, 200);
+});
+
+test(`pipelining: a connection's queued answers go out ${ANSWERS_PER_TURN} in a row, then the event loop turns (other connections are read and served in between)`, async (t) => {
+  let release = () => {};
+  let held: Promise<void> | undefined;
+  const scrypt = async (password: string, salt: Buffer, _params: unknown, length: number) => {
+    await held;
+    return Buffer.alloc(length, password.length + salt.length);
+  };
+  const server = await startTestServer(t, {}, { scrypt });
+  await put(server.url, '/users/ann', { name: 'Ann' });
+  held = new Promise<void>((resolve) => (release = resolve));
+  // Every answer on the connection, in the order they finish; when the first (the login) ends, how
+  // many have ended by the event loop's next turn: those answered in a row.
+  const finished: number[] = [];
+  let inARow: (count: number) => void = () => {};
+  const answeredInARow = new Promise<number>((resolve) => (inARow = resolve));
+  let parsed = 0;
+  server.running.server.on('request', (_req, res) => {
+    const n = parsed++;
+    res.once('finish', () => {
+      finished.push(n);
+      if (n === 0) setImmediate(() => inARow(finished.length));
+    });
+  });
+  const connection = await RawConnection.open(t, server.url);
+  const login = `POST /login HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Basic ${Buffer.from('nobody:wrong').toString('base64')}\r\n\r\n`;
+  connection.write(login + GET.repeat(20));
+  await new Promise<void>((resolve) => server.running.server.on('request', () => parsed === 21 && resolve()));
+  release();
+  const count = await answeredInARow;
+  assert.ok(count >= 1 && count <= ANSWERS_PER_TURN, `${count} answers in a row before the loop turned (of 21)`);
+  await connection.until(() => connection.text.split('HTTP/1.1 ').length > 21 && connection.text.endsWith('"id":1}'), 'all 21 answers');
+  assert.deepEqual(finished, Array.from({ length: 21 }, (_, i) => i), 'in order');
 });
 
 /** Opens a connection from `localAddress` and resolves once it is connected, or with 'closed' if the server closes it first. */
