@@ -173,7 +173,7 @@ for (const kind of STORE_KINDS) {
     assert.deepEqual(await put(store, id(1), { name: 'x' }), { kind: 'old-id', currentId: 9 });
   });
 
-  test(name('30 creates, 30 alias PUTs and 30 replaces at once all succeed, with 60 different ids, and every user reads back as written'), async (t) => {
+  test(name('30 creates, 30 alias PUTs and 30 replaces at once all succeed, with 60 different ids, every user reads back as written, and 121 reads at once each find their own'), async (t) => {
     const { store } = await kind.open(t);
     const created = Promise.all(Array.from({ length: 30 }, (_, i) => store.createUser({ body: { name: `c${i}` }, idempotency: undefined, now: T0 })));
     const aliased = Promise.all(Array.from({ length: 30 }, (_, i) => put(store, alias(`a${i}`), { name: `a${i}` })));
@@ -183,6 +183,16 @@ for (const kind of STORE_KINDS) {
     const replaced = await Promise.all(ids.slice(0, 30).map((n, i) => put(store, id(n), { name: `r${i}` })));
     assert.ok(replaced.every((r) => r.kind === 'replaced'), JSON.stringify(replaced.find((r) => r.kind !== 'replaced')));
     for (const [i, n] of ids.slice(0, 30).entries()) assert.equal(userOf(await store.findUser(id(n))).json, JSON.stringify({ name: `r${i}`, id: n }));
+    // Read all at once (one statement on PostgreSQL: IdLookups), each id twice, with a moved id and one never issued.
+    assert.equal((await put(store, id(ids[0]!), { name: 'r0', id: 500 }, { policy: { allowIdChange: true } })).kind, 'moved');
+    const wanted = [...ids, ...ids, 999];
+    const found = await Promise.all(wanted.map((n) => store.findUser(id(n))));
+    assert.deepEqual(found[0], { kind: 'old-id', currentId: 500 });
+    assert.equal(found.at(-1), undefined);
+    for (const [i, n] of wanted.slice(0, -1).entries()) {
+      if (n === ids[0]) continue;
+      assert.equal(userOf(found[i]!).id, n);
+    }
   });
 
   test(name('createUser assigns the next id, and an Idempotency-Key replays the first answer, refuses another body, and is scoped per operation'), async (t) => {

@@ -22,7 +22,20 @@ import {
 import type { ApiTokenRecord, CreateOutcome, CreateRequest, DeleteOutcome, Lookup, PutOutcome, Readiness, ReserveOutcome, ReserveRequest, Revocation, Store, StoreStats, UserPage } from '../store.js';
 import { isRetryable, unavailable, type Sql, type TransactionSql } from './driver.js';
 import { LoadedFacts, loadCounter, loadTarget, recordIssued, tokenOfRow, tokenRow, userOf, userRow } from './facts.js';
+import { IdLookups } from './id-lookups.js';
 import { PostgresSettings } from './shared-settings.js';
+
+/** PostgreSQL's type id of bigint, for an array parameter. */
+const INT8 = 20;
+
+/** A row of PostgresStore.readIds: the move of an id and the user under it. */
+interface IdRow {
+  current_id: string | null;
+  id: string | null;
+  alias: string | null;
+  json: string | null;
+  etag: string | null;
+}
 
 /** How often a transaction that lost a race (a unique key, a deadlock) runs again. */
 const ATTEMPTS = 5;
@@ -43,6 +56,9 @@ export class PostgresStore implements Store {
   private readonly noSyncs = new Histogram(FSYNC_BUCKETS);
   readonly shared: PostgresSettings;
 
+  /** GETs by id of one turn of the event loop, in one statement. */
+  private readonly byId = new IdLookups<IdRow>((ids) => this.readIds(ids));
+
   constructor(readonly sql: Sql) {
     this.shared = new PostgresSettings(sql);
   }
@@ -53,14 +69,20 @@ export class PostgresStore implements Store {
         const [row] = await this.sql`select id, alias, json, etag from users where alias = ${ref.alias}`;
         return row === undefined ? undefined : userOf(row as never);
       }
-      const [row] = await this.sql`
-        select m.current_id, u.id, u.alias, u.json, u.etag
-        from (select ${ref.id}::bigint as id) q
-        left join moves m on m.old_id = q.id
-        left join users u on u.id = q.id`;
+      const row = await this.byId.find(ref.id);
       if (row!.current_id !== null) return { kind: 'old-id', currentId: Number(row!.current_id) };
       return row!.id === null ? undefined : userOf(row as never);
     });
+  }
+
+  /** Each of `ids` with its move, if it moved, and its user, if it has one (the columns are null otherwise). */
+  private async readIds(ids: number[]): Promise<Map<number, IdRow>> {
+    const rows = await this.sql`
+      select q.id as wanted, m.current_id, u.id, u.alias, u.json, u.etag
+      from unnest(${this.sql.array(ids, INT8)}) as q(id)
+      left join moves m on m.old_id = q.id
+      left join users u on u.id = q.id`;
+    return new Map(rows.map((row) => [Number(row.wanted), row as unknown as IdRow]));
   }
 
   async movedTo(id: number): Promise<number | undefined> {
