@@ -25,9 +25,6 @@ import { LoadedFacts, loadCounter, loadTarget, recordIssued, tokenOfRow, tokenRo
 import { IdLookups } from './id-lookups.js';
 import { PostgresSettings } from './shared-settings.js';
 
-/** PostgreSQL's type id of bigint, for an array parameter. */
-const INT8 = 20;
-
 /** A row of PostgresStore.readIds: the move of an id and the user under it. */
 interface IdRow {
   current_id: string | null;
@@ -75,11 +72,18 @@ export class PostgresStore implements Store {
     });
   }
 
-  /** Each of `ids` with its move, if it moved, and its user, if it has one (the columns are null otherwise). */
+  /**
+   * Each of `ids` with its move, if it moved, and its user, if it has one
+   * (the columns are null otherwise). The ids, integers, go as one array
+   * literal cast in the statement, which needs nothing of the driver: an
+   * array parameter depends on its table of array types, loaded per pool
+   * (a statement of that kind, tried for PUTs, failed now and then right
+   * after the pool was replaced).
+   */
   private async readIds(ids: number[]): Promise<Map<number, IdRow>> {
     const rows = await this.sql`
       select q.id as wanted, m.current_id, u.id, u.alias, u.json, u.etag
-      from unnest(${this.sql.array(ids, INT8)}) as q(id)
+      from unnest(${`{${ids.join(',')}}`}::bigint[]) as q(id)
       left join moves m on m.old_id = q.id
       left join users u on u.id = q.id`;
     return new Map(rows.map((row) => [Number(row.wanted), row as unknown as IdRow]));
