@@ -1,12 +1,11 @@
 import { copyFileSync, existsSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { parseArgs } from 'node:util';
 import { CommandError, DataError, UsageError } from '../errors.js';
 import { isPostgresStore } from '../ops/config.js';
 import { fsyncDirSync } from '../ops/durable-files.js';
 import { ACCOUNTS_FILE } from '../security/accounts-file.js';
 import { backupDataFiles } from '../store/journal/backup-files.js';
-import type { CommandIo } from './command-io.js';
+import { commandFlags, type CommandIo } from './command-io.js';
 
 const USAGE = `usage: users-server backup --data DIR --to DEST
 
@@ -35,16 +34,8 @@ export function backupCommand(argv: readonly string[], io: CommandIo): number {
 }
 
 function run(argv: readonly string[], io: CommandIo): number {
-  let values;
-  try {
-    ({ values } = parseArgs({ args: [...argv], options: { data: { type: 'string' }, to: { type: 'string' }, store: { type: 'string' }, help: { type: 'boolean', short: 'h' } }, strict: true, allowPositionals: false }));
-  } catch (error) {
-    throw new UsageError(`${(error as Error).message.split('\n')[0]} (see --help)`);
-  }
-  if (values.help === true) {
-    io.stdout.write(USAGE + '\n');
-    return 0;
-  }
+  const values = commandFlags(argv, { data: { type: 'string' }, to: { type: 'string' }, store: { type: 'string' }, help: { type: 'boolean', short: 'h' } }, USAGE, io);
+  if (values === undefined) return 0;
   const store = values.store ?? io.env.USERS_STORE;
   if (store !== undefined && isPostgresStore(store)) throw new UsageError('a PostgreSQL store is backed up with pg_dump (docs/scaling.md "Backups"), not with this command');
   if (values.to === undefined) throw new UsageError('backup needs --to DEST (see --help)');

@@ -1,3 +1,6 @@
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { UsageError } from '../errors.js';
+
 /** What a users-server command reads and writes: given, so tests run commands in-process. */
 export interface CommandIo {
   stdout: NodeJS.WritableStream;
@@ -11,4 +14,26 @@ export interface CommandIo {
 export interface PasswordInput extends NodeJS.ReadableStream {
   isTTY?: boolean;
   setRawMode?: (mode: boolean) => unknown;
+}
+
+type Options = NonNullable<ParseArgsConfig['options']>;
+type Flags<T extends Options> = ReturnType<typeof parseArgs<{ args: string[]; options: T; strict: true; allowPositionals: false }>>['values'];
+
+/**
+ * A command's flags, parsed strictly: an unknown flag or a missing value is
+ * a UsageError naming it. Undefined once `--help` (or `-h`, which `options`
+ * must declare) has printed `usage`: the command then exits 0.
+ */
+export function commandFlags<T extends Options>(argv: readonly string[], options: T, usage: string, io: CommandIo): Flags<T> | undefined {
+  let values: Flags<T>;
+  try {
+    ({ values } = parseArgs({ args: [...argv], options, strict: true, allowPositionals: false }));
+  } catch (error) {
+    throw new UsageError(`${(error as Error).message.split('\n')[0]} (see --help)`);
+  }
+  if ((values as { help?: boolean }).help === true) {
+    io.stdout.write(usage + '\n');
+    return undefined;
+  }
+  return values;
 }

@@ -1,6 +1,5 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { parseArgs } from 'node:util';
 import { CommandError, UsageError } from '../errors.js';
 import { isPostgresStore, redactSecrets } from '../ops/config.js';
 import { acquireLock, ensureDataDir } from '../ops/data-dir.js';
@@ -8,7 +7,7 @@ import { replaceFileSync } from '../ops/durable-files.js';
 import { readAccountsFile, serializeAccount, parseAccount, writeAccountsFile } from '../security/accounts-file.js';
 import { describeDump, isEmptyDump, type StoreDump } from '../store/dump.js';
 import { hasJournalData, readJournalData, writeJournalData } from '../store/journal/dump-files.js';
-import type { CommandIo } from './command-io.js';
+import { commandFlags, type CommandIo } from './command-io.js';
 
 const USAGE = `usage: users-server copy --from SOURCE --to TARGET [--replace]
 
@@ -39,16 +38,8 @@ export async function copyCommand(argv: readonly string[], io: CommandIo): Promi
 }
 
 async function run(argv: readonly string[], io: CommandIo): Promise<number> {
-  let values;
-  try {
-    ({ values } = parseArgs({ args: [...argv], options: { from: { type: 'string' }, to: { type: 'string' }, replace: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } }, strict: true, allowPositionals: false }));
-  } catch (error) {
-    throw new UsageError(`${(error as Error).message.split('\n')[0]} (see --help)`);
-  }
-  if (values.help === true) {
-    io.stdout.write(USAGE + '\n');
-    return 0;
-  }
+  const values = commandFlags(argv, { from: { type: 'string' }, to: { type: 'string' }, replace: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } }, USAGE, io);
+  if (values === undefined) return 0;
   if (values.from === undefined || values.to === undefined) throw new UsageError('copy needs --from and --to (see --help)');
   const [from, to] = [placeOf(values.from), placeOf(values.to)];
   if (from.kind === to.kind) throw new UsageError('copy goes between a data directory and a PostgreSQL database: one of --from and --to must be postgres://...');

@@ -1,7 +1,6 @@
-import { parseArgs } from 'node:util';
 import { CommandError, UsageError } from '../errors.js';
 import { envName, isPostgresStore, redactSecrets } from '../ops/config.js';
-import type { CommandIo } from './command-io.js';
+import { commandFlags, type CommandIo } from './command-io.js';
 
 const USAGE = `usage: users-server migrate [--store postgres://USER@HOST/DB]
 
@@ -27,16 +26,8 @@ export async function migrateCommand(argv: readonly string[], io: CommandIo): Pr
 }
 
 async function run(argv: readonly string[], io: CommandIo): Promise<number> {
-  let values;
-  try {
-    ({ values } = parseArgs({ args: [...argv], options: { store: { type: 'string' }, help: { type: 'boolean', short: 'h' } }, strict: true, allowPositionals: false }));
-  } catch (error) {
-    throw new UsageError(`${(error as Error).message.split('\n')[0]} (see --help)`);
-  }
-  if (values.help === true) {
-    io.stdout.write(USAGE + '\n');
-    return 0;
-  }
+  const values = commandFlags(argv, { store: { type: 'string' }, help: { type: 'boolean', short: 'h' } }, USAGE, io);
+  if (values === undefined) return 0;
   const spec = values.store ?? io.env[envName('store')] ?? 'postgres';
   if (!isPostgresStore(spec)) throw new UsageError(`--store must be postgres or a postgres:// URL, not "${redactSecrets(spec)}": only a database has a schema to migrate`);
   const url = spec === 'postgres' ? undefined : spec;
