@@ -10,7 +10,7 @@
  * generator in this process, the servers and the database share the
  * machine's cores.
  *
- * Run: node --import tsx bench/postgres-bench.ts [--rounds 3] [--seconds 10] [--connections 48]
+ * Run: node --import tsx bench/postgres-bench.ts [--rounds 3] [--seconds 10] [--connections 48] [--load get|put ...]
  * (after `npm run build`; needs PostgreSQL's server binaries).
  */
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
@@ -20,7 +20,7 @@ import { parseArgs } from 'node:util';
 import { postgresSkipReason, testDatabase } from '../test/postgres.js';
 import { cpuSeconds, fmt, LOAD_FLAGS, machineBusySeconds, median, preloadUsers, putReplacing, requestPool, runLoad, spawnServer, type LoadRequest, type ServerProcess } from './store-bench.js';
 
-const { values } = parseArgs({ options: { rounds: { type: 'string', default: '3' }, seconds: { type: 'string', default: '10' }, connections: { type: 'string', default: '48' }, 'db-pool': { type: 'string', default: '10' } } });
+const { values } = parseArgs({ options: { rounds: { type: 'string', default: '3' }, seconds: { type: 'string', default: '10' }, connections: { type: 'string', default: '48' }, 'db-pool': { type: 'string', default: '10' }, load: { type: 'string', multiple: true } } });
 const ROUNDS = Number(values.rounds);
 const SECONDS = Number(values.seconds);
 const CONNECTIONS = Number(values.connections);
@@ -32,10 +32,11 @@ const SETUPS: Setup[] = [
   { name: 'PostgreSQL, 1 instance', instances: 1, store: 'postgres' },
   { name: 'PostgreSQL, 3 instances', instances: 3, store: 'postgres' },
 ];
-const LOADS: { name: string; requests: () => LoadRequest[] }[] = [
-  { name: 'GET by id', requests: () => requestPool(() => ({ method: 'GET', path: `/users/${1 + Math.floor(Math.random() * USERS)}` })) },
-  { name: 'durable PUT replace', requests: () => putReplacing(USERS) },
+const ALL_LOADS: { name: string; key: string; requests: () => LoadRequest[] }[] = [
+  { name: 'GET by id', key: 'get', requests: () => requestPool(() => ({ method: 'GET', path: `/users/${1 + Math.floor(Math.random() * USERS)}` })) },
+  { name: 'durable PUT replace', key: 'put', requests: () => putReplacing(USERS) },
 ];
+const LOADS = values.load === undefined ? ALL_LOADS : ALL_LOADS.filter((l) => values.load!.includes(l.key));
 
 /** One setup's servers, loaded with the same users. */
 async function start(setup: Setup, dir: string): Promise<ServerProcess[]> {

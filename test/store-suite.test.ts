@@ -183,7 +183,7 @@ for (const kind of STORE_KINDS) {
     const replaced = await Promise.all(ids.slice(0, 30).map((n, i) => put(store, id(n), { name: `r${i}` })));
     assert.ok(replaced.every((r) => r.kind === 'replaced'), JSON.stringify(replaced.find((r) => r.kind !== 'replaced')));
     for (const [i, n] of ids.slice(0, 30).entries()) assert.equal(userOf(await store.findUser(id(n))).json, JSON.stringify({ name: `r${i}`, id: n }));
-    // Read all at once (one statement on PostgreSQL: IdLookups), each id twice, with a moved id and one never issued.
+    // Read all at once (one statement on PostgreSQL: GatheredStatements), each id twice, with a moved id and one never issued.
     assert.equal((await put(store, id(ids[0]!), { name: 'r0', id: 500 }, { policy: { allowIdChange: true } })).kind, 'moved');
     const wanted = [...ids, ...ids, 999];
     const found = await Promise.all(wanted.map((n) => store.findUser(id(n))));
@@ -193,6 +193,37 @@ for (const kind of STORE_KINDS) {
       if (n === ids[0]) continue;
       assert.equal(userOf(found[i]!).id, n);
     }
+  });
+
+  test(name('replaces at once: of one tag, exactly one wins; each keeps its own alias and outcome, beside refusals, moves and unknown ids'), async (t) => {
+    const { store } = await kind.open(t);
+    for (const n of ['a', 'b', 'c', 'd', 'e', 'f']) await put(store, alias(n), { name: n });
+    assert.equal((await put(store, id(6), { name: 'f', id: 60 }, { policy: { allowIdChange: true } })).kind, 'moved');
+    const tagOf1 = entityTag('{"name":"a","id":1}');
+    // On PostgreSQL these are sent while others are under way, so most share a statement:
+    // ten conditional replaces of user 1 on one tag, five unconditional of user 2, one of each other kind.
+    const outcomes = await Promise.all([
+      ...Array.from({ length: 10 }, (_, i) => put(store, id(1), { name: `one-${i}` }, { pre: { ifMatch: tagOf1 } })),
+      ...Array.from({ length: 5 }, (_, i) => put(store, id(2), { name: `two-${i}` })),
+      put(store, id(3), { name: 'three' }, { pre: { ifMatch: '"stale"' } }),
+      put(store, id(4), { name: 'four' }, { pre: { ifMatch: `"x", ${entityTag('{"name":"d","id":4}')}` } }),
+      put(store, id(5), { name: 'five' }),
+      put(store, id(6), { name: 'six' }),
+      put(store, id(99), { name: 'never issued' }, { pre: { ifMatch: '*' } }),
+    ]);
+    const ones = outcomes.slice(0, 10);
+    const winners = ones.filter((o) => o.kind === 'replaced');
+    assert.equal(winners.length, 1, JSON.stringify(ones.map((o) => o.kind)));
+    assert.ok(ones.every((o) => o.kind === 'replaced' || o.kind === 'precondition-failed'));
+    assert.equal(userOf(await store.findUser(id(1))).json, winners[0]!.kind === 'replaced' ? winners[0]!.user.json : '');
+    assert.ok(outcomes.slice(10, 15).every((o) => o.kind === 'replaced' && o.user.alias === 'b'));
+    const two = userOf(await store.findUser(id(2)));
+    assert.match(two.json, /^\{"name":"two-\d","id":2\}$/);
+    assert.equal(two.etag ?? entityTag(two.json), entityTag(two.json));
+    assert.deepEqual(outcomes.slice(15).map((o) => o.kind), ['precondition-failed', 'replaced', 'replaced', 'old-id', 'not-found']);
+    assert.equal(outcomes[16]!.kind === 'replaced' && outcomes[16]!.user.alias, 'd');
+    assert.equal(userOf(await store.findUser(alias('c'))).json, '{"name":"c","id":3}', 'a refused replace changed nothing');
+    assert.equal(userOf(await store.findUser(alias('e'))).json, '{"name":"five","id":5}');
   });
 
   test(name('createUser assigns the next id, and an Idempotency-Key replays the first answer, refuses another body, and is scoped per operation'), async (t) => {

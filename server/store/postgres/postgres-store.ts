@@ -22,7 +22,7 @@ import {
 import type { ApiTokenRecord, CreateOutcome, CreateRequest, DeleteOutcome, Lookup, PutOutcome, Readiness, ReserveOutcome, ReserveRequest, Revocation, Store, StoreStats, UserPage } from '../store.js';
 import { isRetryable, unavailable, type Sql, type TransactionSql } from './driver.js';
 import { LoadedFacts, loadCounter, loadTarget, recordIssued, tokenOfRow, tokenRow, userOf, userRow } from './facts.js';
-import { IdLookups } from './id-lookups.js';
+import { GatheredStatements } from './gathered-statements.js';
 import { PostgresSettings } from './shared-settings.js';
 
 /** A row of PostgresStore.readIds: the move of an id and the user under it. */
@@ -46,15 +46,20 @@ const SWEEP_LOCK = 7_557_300_002;
  * advisory lock on its key, the user's row, the id counter when it may
  * issue an id), reads the facts, decides with users/rules.ts, and writes:
  * never a read in one transaction and a write in another. A replace by id
- * is first tried as one conditional UPDATE, its own transaction. An outcome
+ * is first tried as a conditional UPDATE, gathered with the replaces that
+ * arrive meanwhile into one statement and one transaction. An outcome
  * arrives once its transaction committed, so `settled()` has nothing to wait for.
  */
 export class PostgresStore implements Store {
   private readonly noSyncs = new Histogram(FSYNC_BUCKETS);
   readonly shared: PostgresSettings;
 
-  /** GETs by id of one turn of the event loop, in one statement. */
-  private readonly byId = new IdLookups<IdRow>((ids) => this.readIds(ids));
+  /** GETs by id and replaces by id, each kind gathered into one statement while the previous is under way. */
+  private readonly reads = new GatheredStatements<number, IdRow>((ids) => this.readIds(ids));
+  private readonly replaces = new GatheredStatements<DirectReplace, string | null | undefined>(
+    (puts) => this.replaceAll(puts),
+    (put) => put.id,
+  );
 
   constructor(readonly sql: Sql) {
     this.shared = new PostgresSettings(sql);
@@ -66,7 +71,7 @@ export class PostgresStore implements Store {
         const [row] = await this.sql`select id, alias, json, etag from users where alias = ${ref.alias}`;
         return row === undefined ? undefined : userOf(row as never);
       }
-      const row = await this.byId.find(ref.id);
+      const row = await this.reads.run(ref.id);
       if (row!.current_id !== null) return { kind: 'old-id', currentId: Number(row!.current_id) };
       return row!.id === null ? undefined : userOf(row as never);
     });
@@ -77,16 +82,17 @@ export class PostgresStore implements Store {
    * (the columns are null otherwise). The ids, integers, go as one array
    * literal cast in the statement, which needs nothing of the driver: an
    * array parameter depends on its table of array types, loaded per pool
-   * (a statement of that kind, tried for PUTs, failed now and then right
-   * after the pool was replaced).
+   * (a statement of that kind failed now and then right after the pool was
+   * replaced). An id may be asked for twice; each gets the row.
    */
-  private async readIds(ids: number[]): Promise<Map<number, IdRow>> {
+  private async readIds(ids: number[]): Promise<IdRow[]> {
     const rows = await this.sql`
       select q.id as wanted, m.current_id, u.id, u.alias, u.json, u.etag
       from unnest(${`{${ids.join(',')}}`}::bigint[]) as q(id)
       left join moves m on m.old_id = q.id
       left join users u on u.id = q.id`;
-    return new Map(rows.map((row) => [Number(row.wanted), row as unknown as IdRow]));
+    const byId = new Map(rows.map((row) => [Number(row.wanted), row as unknown as IdRow]));
+    return ids.map((id) => byId.get(id)!);
   }
 
   async movedTo(id: number): Promise<number | undefined> {
@@ -140,19 +146,42 @@ export class PostgresStore implements Store {
   }
 
   /**
-   * A replace as one statement (one round trip, its own transaction): the
-   * row's lock serializes it with every other write of that user, and the
-   * `etag` condition is evaluated again on the newest version when it
-   * waited. No row matched: the caller decides the general way.
+   * A replace as one conditional write, gathered with the others waiting
+   * (`replaceAll`): the user's alias when it was replaced, undefined when no
+   * row matched, and then the caller decides the general way.
    */
   private async replaceDirectly(put: DirectReplace): Promise<PutOutcome | undefined> {
     return this.query(async () => {
-      const { id, json, etag, ifMatch } = put;
-      const [row] =
-        ifMatch === undefined
-          ? await this.sql`update users set json = ${json}, etag = ${etag} where id = ${id} returning alias`
-          : await this.sql`update users set json = ${json}, etag = ${etag} where id = ${id} and etag in ${this.sql(ifMatch)} returning alias`;
-      return row === undefined ? undefined : { kind: 'replaced', user: userOf({ id: String(id), alias: row.alias, json, etag }) };
+      const alias = await this.replaces.run(put);
+      return alias === undefined ? undefined : { kind: 'replaced', user: userOf({ id: String(put.id), alias, json: put.json, etag: put.etag }) };
+    });
+  }
+
+  /**
+   * Replaces by id, at most one per id, as one statement and so one
+   * transaction and one commit: each user's row is locked in id order first
+   * (two statements locking in different orders could deadlock), then
+   * updated where its `etag` is one the replace accepts, evaluated on the
+   * newest version once the lock is held. The result of each: the alias of
+   * the replaced user, or undefined when its row did not match.
+   */
+  private async replaceAll(puts: DirectReplace[]): Promise<(string | null | undefined)[]> {
+    // The input goes as JSON text: a parameter typed jsonb would be encoded again by the driver.
+    // `any(array(...))` lets the planner read the users by their key, not scan them.
+    return retrying(async () => {
+      const input = JSON.stringify(puts.map((p) => ({ id: p.id, json: p.json, etag: p.etag, accept: p.ifMatch ?? null })));
+    const rows = await this.sql`
+      with input as materialized (
+        select * from jsonb_to_recordset(${input}::text::jsonb) as x(id bigint, json text, etag text, accept text[])
+      ), locked as materialized (
+        select u.id, u.etag from users u where u.id = any(array(select id from input)) order by u.id for update
+      )
+      update users u set json = i.json, etag = i.etag
+      from input i join locked l on l.id = i.id
+      where u.id = i.id and (i.accept is null or l.etag = any(i.accept))
+      returning u.id, u.alias`;
+      const replaced = new Map(rows.map((row) => [Number(row.id), row.alias as string | null]));
+      return puts.map((p) => (replaced.has(p.id) ? replaced.get(p.id) : undefined));
     });
   }
 
@@ -295,13 +324,21 @@ export class PostgresStore implements Store {
 
   /** One transaction, run again when it lost a race; a database out of reach is a StoreUnavailableError. */
   private async transaction<T>(run: (tx: TransactionSql) => Promise<T>): Promise<T> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return (await this.sql.begin(run)) as T;
-      } catch (error) {
-        if (attempt < ATTEMPTS && isRetryable(error)) continue;
-        throw unavailable(error);
-      }
+    try {
+      return await retrying(async () => (await this.sql.begin(run)) as T);
+    } catch (error) {
+      throw unavailable(error);
+    }
+  }
+}
+
+/** A statement or transaction run again, up to ATTEMPTS times, while it loses a race (a unique key, a deadlock). */
+async function retrying<T>(run: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await run();
+    } catch (error) {
+      if (attempt >= ATTEMPTS || !isRetryable(error)) throw error;
     }
   }
 }
