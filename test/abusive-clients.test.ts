@@ -110,23 +110,33 @@ test('--max-connections-per-client: one address past the limit is closed before 
   for (const socket of [...held, other]) socket.destroy();
 });
 
-test('answers left unread: a connection that never reads its answers is closed once nothing moves on it for the unread timeout, with the unsent bytes of one answer at most', async (t) => {
-  const server = await startTestServer(t, { maxBody: 1_000_000 }, { timeouts: { unread: 300 } });
-  // A user whose representation is 400 KB: a few answers fill the kernel's buffers, then node's.
-  assert.equal((await put(server.url, '/users/big', { name: 'Big', pad: 'x'.repeat(400_000) })).status, 201);
+/**
+ * A connection that asks for `requests` pipelined GETs of a 400 KB user (a
+ * few answers fill the kernel's buffers, then node's) and never reads; its
+ * server side, and the unsent bytes when its timeout fired.
+ */
+async function neverReading(t: TestContext, server: { url: string; running: { server: import('node:events').EventEmitter } }, requests = PIPELINE_LIMIT - 1) {
   const serverSide = new Promise<Socket>((resolve) => server.running.server.once('connection', resolve));
   const { port } = new URL(server.url);
   // No 'data' listener: this client never reads.
   const client = await open(t, Number(port), '127.0.0.1');
   client.on('error', () => {});
-  const requests = PIPELINE_LIMIT - 1;
-  client.write('GET /users/1 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n'.repeat(requests));
+  client.write(`GET /users/big HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`.repeat(requests));
   const socket = await serverSide;
-  let unsentAtClose = -1;
-  socket.once('timeout', () => (unsentAtClose = socket.writableLength));
-  await new Promise((resolve) => socket.once('close', resolve));
+  let unsentAtTimeout = -1;
+  socket.once('timeout', () => (unsentAtTimeout = socket.writableLength));
+  const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+  return { socket, closed, unsentAtTimeout: () => unsentAtTimeout };
+}
+
+test('answers left unread: a connection that never reads its answers is closed once nothing moves on it for the unread timeout, with the unsent bytes of one answer at most', async (t) => {
+  const server = await startTestServer(t, { maxBody: 1_000_000 }, { timeouts: { unread: 300 } });
+  assert.equal((await put(server.url, '/users/big', { name: 'Big', pad: 'x'.repeat(400_000) })).status, 201);
+  const reader = await neverReading(t, server);
+  await reader.closed;
   // Closed with an answer still unsent (not as an idle keep-alive), and never more than one answer held.
-  assert.ok(unsentAtClose > 0 && unsentAtClose <= 410_000, `unsent bytes at the close: ${unsentAtClose}`);
+  const unsent = reader.unsentAtTimeout();
+  assert.ok(unsent > 0 && unsent <= 410_000, `unsent bytes at the close: ${unsent}`);
   assert.equal((await send(server.url, 'GET', '/healthz')).status, 200, 'the server still serves');
 });
 
@@ -137,15 +147,18 @@ test('a request the server is still working on is not cut by the unread timeout:
     await held;
     return Buffer.alloc(length, password.length + salt.length);
   };
-  const server = await startTestServer(t, {}, { timeouts: { unread: 100 }, scrypt });
+  const server = await startTestServer(t, { maxBody: 1_000_000 }, { timeouts: { unread: 100 }, scrypt });
+  assert.equal((await put(server.url, '/users/big', { name: 'Big', pad: 'x'.repeat(400_000) })).status, 201);
   // Hashes wait from now on (the admin's, at start, did not).
   held = new Promise<void>((resolve) => (release = resolve));
   const connection = new Promise<Socket>((resolve) => server.running.server.once('connection', resolve));
   const login = send(server.url, 'POST', '/login', { headers: { authorization: 'Basic ' + Buffer.from('nobody:wrong').toString('base64') } });
-  // The connection goes idle while the password is hashed: its timeout fires (a socket listener, which
-  // leaves node's own handling as it is), and nothing is cut.
   const socket = await connection;
-  await new Promise((resolve) => socket.once('timeout', resolve));
+  // The unread timeout has passed once a connection that does not read is closed by it.
+  const reader = await neverReading(t, server);
+  await reader.closed;
+  assert.ok(reader.unsentAtTimeout() > 0);
+  assert.ok(!socket.destroyed, 'the connection of the request being worked on is still open');
   release();
   assert.equal((await login).status, 401);
 });

@@ -31,6 +31,24 @@ export class ObservedResponse extends ServerResponse {
   onClose: ((res: ObservedResponse) => void) | undefined = undefined;
   /** Its connection's count of requests not yet answered (pipelining.ts). */
   pipeline: Pipeline | undefined = undefined;
+  /**
+   * ms: when the answer cannot all be sent at once (its client does not
+   * read), its connection times out after this long with nothing moving
+   * (Serving.onTimeout closes it); 0: never.
+   */
+  unreadTimeout = 0;
+
+  /**
+   * Ends the response as node does, then, when part of the answer waits
+   * unsent, gives the connection the unread timeout; once the answer is
+   * sent node replaces it with the keep-alive timeout.
+   */
+  override end(chunk?: unknown, encoding?: unknown, callback?: unknown): this {
+    super.end(chunk as never, encoding as never, callback as never);
+    const socket = this.socket;
+    if (this.unreadTimeout > 0 && socket !== null && socket.writableLength > 0) socket.setTimeout(this.unreadTimeout);
+    return this;
+  }
 
   override emit(event: string | symbol, ...args: unknown[]): boolean {
     if (event === 'close' && this.onClose !== undefined) {
