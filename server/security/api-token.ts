@@ -1,4 +1,4 @@
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { hash, randomBytes, timingSafeEqual } from 'node:crypto';
 
 /**
  * API tokens for scripts and scrapers (docs/api.md "API tokens"): sent as
@@ -28,7 +28,7 @@ export function mintApiToken(): MintedToken {
 
 /** SHA-256 of the whole token, hex: what a store keeps. */
 export function tokenHash(token: string): string {
-  return createHash('sha256').update(token).digest('hex');
+  return hash('sha256', token, 'hex');
 }
 
 /** The id of a string shaped like a token; undefined for anything else. */

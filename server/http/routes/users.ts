@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import { NEW_USER_PATH, RESERVATIONS_PATH, USERS_PATH, userPath } from '../../../shared/endpoints.js';
 import { problems, type ProblemKind } from '../../../shared/problems.js';
@@ -207,7 +207,7 @@ class UserRoutes {
     this.inProgress.add(scoped);
     try {
       const raw = await readBody(ctx.req, this.config.maxBody);
-      const fingerprint = createHash('sha256').update(raw).digest('base64url');
+      const fingerprint = hash('sha256', raw, 'base64url');
       sendOutcome(ctx.res, await run(raw, { key, fingerprint }));
     } finally {
       this.inProgress.delete(scoped);
