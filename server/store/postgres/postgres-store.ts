@@ -34,6 +34,12 @@ interface IdRow {
   etag: string | null;
 }
 
+/** What a GET by id finds: the user, the id it moved to, or nothing. */
+function lookupOf(row: IdRow): Lookup {
+  if (row.current_id !== null) return { kind: 'old-id', currentId: Number(row.current_id) };
+  return row.id === null ? undefined : userOf(row as never);
+}
+
 /** How often a transaction that lost a race (a unique key, a deadlock) runs again. */
 const ATTEMPTS = 5;
 /** The advisory lock key of the sweep: one instance at a time. */
@@ -65,15 +71,16 @@ export class PostgresStore implements Store {
     this.shared = new PostgresSettings(sql);
   }
 
-  async findUser(ref: UserRef): Promise<Lookup> {
+  findUser(ref: UserRef): Promise<Lookup> {
+    if (ref.kind === 'id') {
+      // The hot path: the gathered read's promise, with no async frame around it.
+      return this.reads.run(ref.id).then(lookupOf, (error: unknown) => {
+        throw unavailable(error);
+      });
+    }
     return this.query(async () => {
-      if (ref.kind === 'alias') {
-        const [row] = await this.sql`select id, alias, json, etag from users where alias = ${ref.alias}`;
-        return row === undefined ? undefined : userOf(row as never);
-      }
-      const row = await this.reads.run(ref.id);
-      if (row!.current_id !== null) return { kind: 'old-id', currentId: Number(row!.current_id) };
-      return row!.id === null ? undefined : userOf(row as never);
+      const [row] = await this.sql`select id, alias, json, etag from users where alias = ${ref.alias}`;
+      return row === undefined ? undefined : userOf(row as never);
     });
   }
 
