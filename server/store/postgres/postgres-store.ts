@@ -177,16 +177,16 @@ export class PostgresStore implements Store {
     // `any(array(...))` lets the planner read the users by their key, not scan them.
     return retrying(async () => {
       const input = JSON.stringify(puts.map((p) => ({ id: p.id, json: p.json, etag: p.etag, accept: p.ifMatch ?? null })));
-    const rows = await this.sql`
-      with input as materialized (
-        select * from jsonb_to_recordset(${input}::text::jsonb) as x(id bigint, json text, etag text, accept text[])
-      ), locked as materialized (
-        select u.id, u.etag from users u where u.id = any(array(select id from input)) order by u.id for update
-      )
-      update users u set json = i.json, etag = i.etag
-      from input i join locked l on l.id = i.id
-      where u.id = i.id and (i.accept is null or l.etag = any(i.accept))
-      returning u.id, u.alias`;
+      const rows = await this.sql`
+        with input as materialized (
+          select * from jsonb_to_recordset(${input}::text::jsonb) as x(id bigint, json text, etag text, accept text[])
+        ), locked as materialized (
+          select u.id, u.etag from users u where u.id = any(array(select id from input)) order by u.id for update
+        )
+        update users u set json = i.json, etag = i.etag
+        from input i join locked l on l.id = i.id
+        where u.id = i.id and (i.accept is null or l.etag = any(i.accept))
+        returning u.id, u.alias`;
       const replaced = new Map(rows.map((row) => [Number(row.id), row.alias as string | null]));
       return puts.map((p) => (replaced.has(p.id) ? replaced.get(p.id) : undefined));
     });
