@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { connect, type Socket } from 'node:net';
 import { test, type TestContext } from 'node:test';
 import { ANSWERS_PER_TURN, PIPELINE_LIMIT } from '../server/http/pipelining.js';
-import { put, send, startTestServer } from './helpers.js';
+import { put, send, startTestServer, type TestServer } from './helpers.js';
 import { exchangeUntilClosed, parseResponses, RawConnection } from './raw-http.js';
 
 const GET = 'GET /users/1 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n';
@@ -111,17 +111,18 @@ test('--max-connections-per-client: one address past the limit is closed before 
 });
 
 /**
- * A connection that asks for `requests` pipelined GETs of a 400 KB user (a
- * few answers fill the kernel's buffers, then node's) and never reads; its
- * server side, and the unsent bytes when its timeout fired.
+ * A connection that asks for PIPELINE_LIMIT - 1 pipelined GETs of the 400 KB
+ * user /users/big (a few answers fill the kernel's buffers, then node's)
+ * and never reads; its server side, and the unsent bytes when its timeout
+ * fired.
  */
-async function neverReading(t: TestContext, server: { url: string; running: { server: import('node:events').EventEmitter } }, requests = PIPELINE_LIMIT - 1) {
+async function neverReading(t: TestContext, server: TestServer) {
   const serverSide = new Promise<Socket>((resolve) => server.running.server.once('connection', resolve));
   const { port } = new URL(server.url);
   // No 'data' listener: this client never reads.
   const client = await open(t, Number(port), '127.0.0.1');
   client.on('error', () => {});
-  client.write(`GET /users/big HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`.repeat(requests));
+  client.write('GET /users/big HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n'.repeat(PIPELINE_LIMIT - 1));
   const socket = await serverSide;
   let unsentAtTimeout = -1;
   socket.once('timeout', () => (unsentAtTimeout = socket.writableLength));

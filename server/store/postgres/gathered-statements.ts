@@ -1,13 +1,13 @@
 /**
  * Operations of one kind gathered while the previous statement of that kind
  * is at the database (one at a time per kind and instance), and sent
- * together as the next statement (`send`), each
- * caller getting its own result. Under load an instance receives many GETs
- * and PUTs while a statement is under way, and one statement for all of
- * them saves the round trips, the driver's and the database's cost per
- * statement and, for writes, the commits (docs/performance.md, "Statements
- * gathered"). When nothing is under way an operation is sent on the next
- * turn of the event loop, so a lone request waits for nothing.
+ * together as the next statement (`send`), each caller getting its own
+ * result. Under load an instance receives many GETs and PUTs while a
+ * statement is under way, and one statement for all of them saves the round
+ * trips, the driver's and the database's cost per statement and, for
+ * writes, the commits (docs/performance.md, "Statements gathered"). When
+ * nothing is under way an operation is sent on the next turn of the event
+ * loop, so a lone request waits for that turn only.
  *
  * An operation is sent after the request that asked for it arrived, never
  * before, so a read sees every write acknowledged before it, as it would
