@@ -40,6 +40,11 @@ function lookupOf(row: IdRow): Lookup {
   return row.id === null ? undefined : userOf(row as never);
 }
 
+/** A gathered statement's failure as a request's: a database out of reach is a StoreUnavailableError. */
+function rethrowUnavailable(error: unknown): never {
+  throw unavailable(error);
+}
+
 /** How often a transaction that lost a race (a unique key, a deadlock) runs again. */
 const ATTEMPTS = 5;
 /** The advisory lock key of the sweep: one instance at a time. */
@@ -74,9 +79,7 @@ export class PostgresStore implements Store {
   findUser(ref: UserRef): Promise<Lookup> {
     if (ref.kind === 'id') {
       // The hot path: the gathered read's promise, with no async frame around it.
-      return this.reads.run(ref.id).then(lookupOf, (error: unknown) => {
-        throw unavailable(error);
-      });
+      return this.reads.run(ref.id).then(lookupOf, rethrowUnavailable);
     }
     return this.query(async () => {
       const [row] = await this.sql`select id, alias, json, etag from users where alias = ${ref.alias}`;
@@ -102,11 +105,9 @@ export class PostgresStore implements Store {
     return ids.map((id) => byId.get(id)!);
   }
 
-  async movedTo(id: number): Promise<number | undefined> {
-    return this.query(async () => {
-      const [row] = await this.sql`select current_id from moves where old_id = ${id}`;
-      return row === undefined ? undefined : Number(row.current_id);
-    });
+  /** Asked before every PUT and DELETE by id: gathered with the GETs, whose statement reads the moves too. */
+  movedTo(id: number): Promise<number | undefined> {
+    return this.reads.run(id).then((row) => (row.current_id === null ? undefined : Number(row.current_id)), rethrowUnavailable);
   }
 
   async listUsers(after: number, limit: number): Promise<UserPage> {
