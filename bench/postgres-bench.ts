@@ -10,7 +10,11 @@
  * generator in this process, the servers and the database share the
  * machine's cores.
  *
- * Run: node --import tsx bench/postgres-bench.ts [--rounds 3] [--seconds 10] [--connections 48] [--load get|put ...]
+ * With `--auth session` or `--auth token` the servers require a session
+ * for every /users request (`--require-session all`), and each request of
+ * the loads carries the admin's session cookie or an API token.
+ *
+ * Run: node --import tsx bench/postgres-bench.ts [--rounds 3] [--seconds 10] [--connections 48] [--load get|put ...] [--auth none|session|token]
  * (after `npm run build`; needs PostgreSQL's server binaries).
  */
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
@@ -18,13 +22,15 @@ import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { postgresSkipReason, testDatabase } from '../test/postgres.js';
-import { cpuSeconds, fmt, LOAD_FLAGS, machineBusySeconds, median, preloadUsers, putReplacing, requestPool, runLoad, spawnServer, type LoadRequest, type ServerProcess } from './store-bench.js';
+import { ADMIN_PASSWORD, cpuSeconds, fmt, LOAD_FLAGS, machineBusySeconds, median, preloadUsers, putReplacing, requestPool, runLoad, spawnServer, type LoadRequest, type ServerProcess } from './store-bench.js';
 
-const { values } = parseArgs({ options: { rounds: { type: 'string', default: '3' }, seconds: { type: 'string', default: '10' }, connections: { type: 'string', default: '48' }, 'db-pool': { type: 'string', default: '10' }, load: { type: 'string', multiple: true } } });
+const { values } = parseArgs({ options: { rounds: { type: 'string', default: '3' }, seconds: { type: 'string', default: '10' }, connections: { type: 'string', default: '48' }, 'db-pool': { type: 'string', default: '10' }, load: { type: 'string', multiple: true }, auth: { type: 'string', default: 'none' } } });
 const ROUNDS = Number(values.rounds);
 const SECONDS = Number(values.seconds);
 const CONNECTIONS = Number(values.connections);
 const USERS = 10_000;
+const AUTH = values.auth!;
+if (!['none', 'session', 'token'].includes(AUTH)) throw new Error('--auth is none, session or token');
 
 type Setup = { name: string; instances: number; store: 'journal' | 'postgres' };
 const SETUPS: Setup[] = [
@@ -32,21 +38,44 @@ const SETUPS: Setup[] = [
   { name: 'PostgreSQL, 1 instance', instances: 1, store: 'postgres' },
   { name: 'PostgreSQL, 3 instances', instances: 3, store: 'postgres' },
 ];
-const ALL_LOADS: { name: string; key: string; requests: () => LoadRequest[] }[] = [
-  { name: 'GET by id', key: 'get', requests: () => requestPool(() => ({ method: 'GET', path: `/users/${1 + Math.floor(Math.random() * USERS)}` })) },
-  { name: 'durable PUT replace', key: 'put', requests: () => putReplacing(USERS) },
+const ALL_LOADS: { name: string; key: string; requests: (headers: Headers) => LoadRequest[] }[] = [
+  { name: 'GET by id', key: 'get', requests: (headers) => requestPool(() => ({ method: 'GET', path: `/users/${1 + Math.floor(Math.random() * USERS)}`, headers })) },
+  { name: 'durable PUT replace', key: 'put', requests: (headers) => putReplacing(USERS).map((r) => ({ ...r, headers: { ...r.headers, ...headers } })) },
 ];
 const LOADS = values.load === undefined ? ALL_LOADS : ALL_LOADS.filter((l) => values.load!.includes(l.key));
 
-/** One setup's servers, loaded with the same users. */
-async function start(setup: Setup, dir: string): Promise<ServerProcess[]> {
+type Headers = Record<string, string>;
+
+/** One setup's servers, loaded with the same users, and the headers the loads' requests carry. */
+async function start(setup: Setup, dir: string): Promise<{ servers: ServerProcess[]; headers: Headers }> {
   const store = setup.store === 'journal' ? 'journal' : await testDatabase(undefined, { durable: true });
+  const serve = (i: number, requireSession: string) =>
+    spawnServer(['--port', '0', '--data', join(dir, `data-${i}`), '--store', store, '--log-format', 'off', '--require-session', requireSession, ...LOAD_FLAGS, ...(setup.store === 'postgres' ? ['--db-pool', values['db-pool']] : [])], { stdoutFile: join(dir, `out-${i}-${requireSession}`) });
+  // The users are made before sessions are required: by a server of their own when they will be.
+  const loader = await serve(0, 'none');
+  await preloadUsers(loader.url, USERS, 32);
+  if (AUTH === 'none') return { servers: [loader, ...(await startMore(setup.instances - 1, (i) => serve(i + 1, 'none')))], headers: {} };
+  await loader.stop();
+  const servers = await startMore(setup.instances, (i) => serve(i, 'all'));
+  return { servers, headers: await credentials(servers[0]!.url) };
+}
+
+async function startMore(count: number, serve: (i: number) => Promise<ServerProcess>): Promise<ServerProcess[]> {
   const servers: ServerProcess[] = [];
-  for (let i = 0; i < setup.instances; i++) {
-    servers.push(await spawnServer(['--port', '0', '--data', join(dir, `data-${i}`), '--store', store, '--log-format', 'off', ...LOAD_FLAGS, ...(setup.store === 'postgres' ? ['--db-pool', values['db-pool']] : [])], { stdoutFile: join(dir, `out-${i}`) }));
-  }
-  await preloadUsers(servers[0]!.url, USERS, 32);
+  for (let i = 0; i < count; i++) servers.push(await serve(i));
   return servers;
+}
+
+/** The admin's session cookie (`--auth session`), or an admin API token made with it (`--auth token`). */
+async function credentials(url: string): Promise<Headers> {
+  const login = await fetch(`${url}/login`, { method: 'POST', headers: { authorization: `Basic ${Buffer.from(`admin:${ADMIN_PASSWORD}`).toString('base64')}` } });
+  const cookie = login.headers.get('set-cookie')?.split(';')[0];
+  if (login.status !== 200 || cookie === undefined) throw new Error(`POST /login answered ${login.status}`);
+  if (AUTH === 'session') return { cookie };
+  const made = await fetch(`${url}/tokens`, { method: 'POST', headers: { cookie, origin: url, 'content-type': 'application/json' }, body: JSON.stringify({ name: 'bench', role: 'admin' }) });
+  const body = (await made.json()) as { token?: string };
+  if (made.status !== 201 || body.token === undefined) throw new Error(`POST /tokens answered ${made.status}`);
+  return { authorization: `Bearer ${body.token}` };
 }
 
 /**
@@ -110,11 +139,12 @@ async function main(): Promise<void> {
   for (let round = 1; round <= ROUNDS; round++) {
     for (const setup of SETUPS) {
       const dir = mkdtempSync(join(tmpdir(), 'users-pg-bench-'));
-      const servers = await start(setup, dir);
+      const { servers, headers } = await start(setup, dir);
       try {
         for (const l of LOADS) {
-          await load(servers, l.requests, 1);
-          const f = await load(servers, l.requests, SECONDS);
+          const requests = () => l.requests(headers);
+          await load(servers, requests, 1);
+          const f = await load(servers, requests, SECONDS);
           figures.set(`${setup.name}|${l.name}`, [...(figures.get(`${setup.name}|${l.name}`) ?? []), f]);
           console.error(`round ${round}: ${setup.name}, ${l.name}: ${fmt(f.rps, 0)} req/s, CPU per request ${fmt(f.serverUs, 0)} us in users-server, ${fmt(f.databaseUs, 0)} us in PostgreSQL, machine ${Math.round(f.machineBusy * 100)}% busy`);
         }
@@ -124,7 +154,8 @@ async function main(): Promise<void> {
       }
     }
   }
-  console.log(`PostgreSQL against the journal, ${ROUNDS} rounds x ${SECONDS} s, ${CONNECTIONS} connections (split among the instances);`);
+  const auth = AUTH === 'none' ? '' : `, every request with ${AUTH === 'session' ? 'a session cookie' : 'an API token'}`;
+  console.log(`PostgreSQL against the journal, ${ROUNDS} rounds x ${SECONDS} s, ${CONNECTIONS} connections (split among the instances)${auth};`);
   console.log("ratio: the median of each round's ratio to the journal in the same round; the rest are medians");
   for (const l of LOADS) {
     const base = figures.get(`${SETUPS[0]!.name}|${l.name}`)!;

@@ -281,6 +281,19 @@ for (const kind of STORE_KINDS) {
     assert.equal(await store.isRevoked('s1'), false);
   });
 
+  test(name('revocation checks and token lookups asked at once each get their own answer'), async (t) => {
+    const { store } = await kind.open(t);
+    await store.revokeSessions([{ sessionId: 's1', expiresAt: T0 + 1000 }, { sessionId: 's3', expiresAt: T0 + 1000 }]);
+    const sessions = ['s1', 's2', 's3', 's1', 'missing', "quote'd"];
+    assert.deepEqual(await Promise.all(sessions.map((s) => store.isRevoked(s))), [true, false, true, true, false, false]);
+    const token = (id: string, name: string): ApiTokenRecord => ({ id, name, role: 'reader', hash: 'cd'.repeat(32), createdBy: 'admin', createdAt: T0, expiresAt: undefined });
+    const [a, b] = [token('000000000000000a', 'a'), token('000000000000000b', 'b')];
+    assert.equal(await store.createToken(a), 'created');
+    assert.equal(await store.createToken(b), 'created');
+    const found = await Promise.all(['000000000000000b', '000000000000000c', '000000000000000a', '000000000000000b'].map((id) => store.findToken(id)));
+    assert.deepEqual(found, [b, undefined, a, b]);
+  });
+
   test(name('a durable store reopened holds every acknowledged write: users, aliases, moves, issued ids, reservations, keys, revocations'), async (t) => {
     const opened = await kind.open(t);
     if (opened.reopen === undefined) {

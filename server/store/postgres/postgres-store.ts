@@ -40,6 +40,15 @@ function lookupOf(row: IdRow): Lookup {
   return row.id === null ? undefined : userOf(row as never);
 }
 
+/**
+ * Text keys as the array a gathered statement compares with (`= any(...)`,
+ * which PostgreSQL reads by key). They go as JSON text: an array parameter
+ * depends on the driver's table of array types, loaded per pool.
+ */
+function anyOf(sql: Sql, keys: readonly string[]) {
+  return sql`array(select jsonb_array_elements_text(${JSON.stringify(keys)}::text::jsonb))`;
+}
+
 /** A gathered statement's failure as a request's: a database out of reach is a StoreUnavailableError. */
 function rethrowUnavailable(error: unknown): never {
   throw unavailable(error);
@@ -65,12 +74,19 @@ export class PostgresStore implements Store {
   private readonly noSyncs = new Histogram(FSYNC_BUCKETS);
   readonly shared: PostgresSettings;
 
-  /** GETs by id and replaces by id, each kind gathered into one statement while the previous is under way. */
+  /**
+   * What every request of a kind asks, gathered into one statement per kind
+   * while the previous is under way: GETs by id (with the move check of a
+   * PUT or DELETE by id) and replaces by id.
+   */
   private readonly reads = new GatheredStatements<number, IdRow>((ids) => this.readIds(ids));
   private readonly replaces = new GatheredStatements<DirectReplace, string | null | undefined>(
     (puts) => this.replaceAll(puts),
     (put) => put.id,
   );
+  /** What a request's credentials need: its session's revocation, its API token. */
+  private readonly revocations = new GatheredStatements<string, boolean>((ids) => this.revokedAmong(ids));
+  private readonly tokens = new GatheredStatements<string, ApiTokenRecord | undefined>((ids) => this.tokensOf(ids));
 
   constructor(readonly sql: Sql) {
     this.shared = new PostgresSettings(sql);
@@ -253,9 +269,16 @@ export class PostgresStore implements Store {
     return (await this.query(() => this.sql`select * from api_tokens order by seq`)).map(tokenOfRow);
   }
 
-  async findToken(id: string): Promise<ApiTokenRecord | undefined> {
-    const [row] = await this.query(() => this.sql`select * from api_tokens where id = ${id}`);
-    return row === undefined ? undefined : tokenOfRow(row);
+  /** Asked by every request with an API token: gathered. */
+  findToken(id: string): Promise<ApiTokenRecord | undefined> {
+    return this.tokens.run(id).catch(rethrowUnavailable);
+  }
+
+  /** The API token of each of `ids`, if it has one. */
+  private async tokensOf(ids: string[]): Promise<(ApiTokenRecord | undefined)[]> {
+    const rows = await this.sql`select * from api_tokens where id = any(${anyOf(this.sql, ids)})`;
+    const byId = new Map(rows.map((row) => [row.id as string, tokenOfRow(row)]));
+    return ids.map((id) => byId.get(id));
   }
 
   async revokeToken(id: string): Promise<boolean> {
@@ -268,8 +291,16 @@ export class PostgresStore implements Store {
     await this.query(() => this.sql`insert into revocations ${this.sql(rows)} on conflict (session_id) do nothing`);
   }
 
-  async isRevoked(sessionId: string): Promise<boolean> {
-    return this.query(async () => (await this.sql`select 1 from revocations where session_id = ${sessionId}`).length > 0);
+  /** Asked by every request with a session: gathered. */
+  isRevoked(sessionId: string): Promise<boolean> {
+    return this.revocations.run(sessionId).catch(rethrowUnavailable);
+  }
+
+  /** Whether each of `sessionIds` is revoked. */
+  private async revokedAmong(sessionIds: string[]): Promise<boolean[]> {
+    const rows = await this.sql`select session_id from revocations where session_id = any(${anyOf(this.sql, sessionIds)})`;
+    const revoked = new Set(rows.map((row) => row.session_id as string));
+    return sessionIds.map((id) => revoked.has(id));
   }
 
   /** Drops what has expired; one instance at a time (an advisory lock), the others skip. */
