@@ -45,6 +45,21 @@ pg('a session made on one instance is valid on all, and a logout on one revokes 
   for (const s of servers) assert.equal((await send(s.url, 'GET', '/', { headers: { cookie } })).status, 401, s.url);
 });
 
+pg('an API token made on one instance is valid on all, and its revocation on one is refused on all, also among requests checked together', async (t) => {
+  const { servers } = await instances(t, 3, { requireSession: 'all' });
+  const cookie = await servers[0]!.login();
+  const made = await send(servers[0]!.url, 'POST', '/tokens', { json: { name: 'shared', role: 'reader' }, headers: { cookie } });
+  assert.equal(made.status, 201, made.text);
+  const { token, id } = made.json() as { token: string; id: string };
+  const reads = (headers: Record<string, string>) => Promise.all(servers.flatMap((s) => [1, 2, 3, 4].map(() => send(s.url, 'GET', '/users', { headers }))));
+  // Four requests at once per instance: each instance gathers their checks into shared statements.
+  for (const reply of await reads({ authorization: `Bearer ${token}` })) assert.equal(reply.status, 200, reply.text);
+  assert.equal((await send(servers[2]!.url, 'DELETE', `/tokens/${id}`, { headers: { cookie } })).status, 204);
+  const [refused, stillIn] = await Promise.all([reads({ authorization: `Bearer ${token}` }), reads({ cookie })]);
+  for (const reply of refused) assertProblem(reply, 401, 'invalid-token');
+  for (const reply of stillIn) assert.equal(reply.status, 200, reply.text);
+});
+
 pg('ids are unique and never reused across instances: 60 concurrent creates through three instances', async (t) => {
   const { servers } = await instances(t, 3);
   const replies = await Promise.all(
