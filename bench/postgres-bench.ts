@@ -38,16 +38,16 @@ const SETUPS: Setup[] = [
   { name: 'PostgreSQL, 1 instance', instances: 1, store: 'postgres' },
   { name: 'PostgreSQL, 3 instances', instances: 3, store: 'postgres' },
 ];
-const ALL_LOADS: { name: string; key: string; requests: (headers: Headers) => LoadRequest[] }[] = [
+const ALL_LOADS: { name: string; key: string; requests: (headers: LoadHeaders) => LoadRequest[] }[] = [
   { name: 'GET by id', key: 'get', requests: (headers) => requestPool(() => ({ method: 'GET', path: `/users/${1 + Math.floor(Math.random() * USERS)}`, headers })) },
   { name: 'durable PUT replace', key: 'put', requests: (headers) => putReplacing(USERS).map((r) => ({ ...r, headers: { ...r.headers, ...headers } })) },
 ];
 const LOADS = values.load === undefined ? ALL_LOADS : ALL_LOADS.filter((l) => values.load!.includes(l.key));
 
-type Headers = Record<string, string>;
+type LoadHeaders = Record<string, string>;
 
 /** One setup's servers, loaded with the same users, and the headers the loads' requests carry. */
-async function start(setup: Setup, dir: string): Promise<{ servers: ServerProcess[]; headers: Headers }> {
+async function start(setup: Setup, dir: string): Promise<{ servers: ServerProcess[]; headers: LoadHeaders }> {
   const store = setup.store === 'journal' ? 'journal' : await testDatabase(undefined, { durable: true });
   const serve = (i: number, requireSession: string) =>
     spawnServer(['--port', '0', '--data', join(dir, `data-${i}`), '--store', store, '--log-format', 'off', '--require-session', requireSession, ...LOAD_FLAGS, ...(setup.store === 'postgres' ? ['--db-pool', values['db-pool']] : [])], { stdoutFile: join(dir, `out-${i}-${requireSession}`) });
@@ -67,7 +67,7 @@ async function startMore(count: number, serve: (i: number) => Promise<ServerProc
 }
 
 /** The admin's session cookie (`--auth session`), or an admin API token made with it (`--auth token`). */
-async function credentials(url: string): Promise<Headers> {
+async function credentials(url: string): Promise<LoadHeaders> {
   const login = await fetch(`${url}/login`, { method: 'POST', headers: { authorization: `Basic ${Buffer.from(`admin:${ADMIN_PASSWORD}`).toString('base64')}` } });
   const cookie = login.headers.get('set-cookie')?.split(';')[0];
   if (login.status !== 200 || cookie === undefined) throw new Error(`POST /login answered ${login.status}`);
