@@ -8,13 +8,14 @@
  * fsync on: a PUT is acknowledged after its commit is on disk, as the
  * journal's is after its fdatasync). Nothing is pinned: the load
  * generator in this process, the servers and the database share the
- * machine's cores.
+ * machine's cores, so the loads come from the lean bench/socket-load.ts
+ * (`--generator autocannon` for autocannon's).
  *
  * With `--auth session` or `--auth token` the servers require a session
  * for every /users request (`--require-session all`), and each request of
  * the loads carries the admin's session cookie or an API token.
  *
- * Run: node --import tsx bench/postgres-bench.ts [--rounds 3] [--seconds 10] [--connections 48] [--load get|put ...] [--auth none|session|token]
+ * Run: node --import tsx bench/postgres-bench.ts [--rounds 3] [--seconds 10] [--connections 48] [--load get|put ...] [--auth none|session|token] [--generator sockets|autocannon]
  * (after `npm run build`; needs PostgreSQL's server binaries).
  */
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
@@ -22,15 +23,18 @@ import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { postgresSkipReason, testDatabase } from '../test/postgres.js';
+import { socketLoad } from './socket-load.js';
 import { ADMIN_PASSWORD, cpuSeconds, fmt, LOAD_FLAGS, machineBusySeconds, median, preloadUsers, putReplacing, requestPool, runLoad, spawnServer, type LoadRequest, type ServerProcess } from './store-bench.js';
 
-const { values } = parseArgs({ options: { rounds: { type: 'string', default: '3' }, seconds: { type: 'string', default: '10' }, connections: { type: 'string', default: '48' }, 'db-pool': { type: 'string', default: '10' }, load: { type: 'string', multiple: true }, auth: { type: 'string', default: 'none' } } });
+const { values } = parseArgs({ options: { rounds: { type: 'string', default: '3' }, seconds: { type: 'string', default: '10' }, connections: { type: 'string', default: '48' }, 'db-pool': { type: 'string', default: '10' }, load: { type: 'string', multiple: true }, auth: { type: 'string', default: 'none' }, generator: { type: 'string', default: 'sockets' } } });
 const ROUNDS = Number(values.rounds);
 const SECONDS = Number(values.seconds);
 const CONNECTIONS = Number(values.connections);
 const USERS = 10_000;
 const AUTH = values.auth!;
 if (!['none', 'session', 'token'].includes(AUTH)) throw new Error('--auth is none, session or token');
+const GENERATOR = values.generator!;
+if (!['sockets', 'autocannon'].includes(GENERATOR)) throw new Error('--generator is sockets or autocannon');
 
 type Setup = { name: string; instances: number; store: 'journal' | 'postgres' };
 const SETUPS: Setup[] = [
@@ -108,6 +112,8 @@ interface Figures {
   /** CPU microseconds per request in the users-server processes, and in PostgreSQL's. */
   serverUs: number;
   databaseUs: number;
+  /** CPU microseconds per request in this process, the load generator. */
+  loadUs: number;
   /** The share of all the machine's cores busy during the load (load generator and everything else included). */
   machineBusy: number;
 }
@@ -118,15 +124,18 @@ async function load(servers: ServerProcess[], requests: () => LoadRequest[], sec
   const serversBefore = servers.reduce((sum, s) => sum + cpuSeconds(s.pid), 0);
   const databaseBefore = databaseCpu();
   const machineBefore = machineBusySeconds();
-  const results = await Promise.all(servers.map((s) => runLoad({ url: s.url, connections: each, seconds, requests: requests() })));
+  const loadBefore = process.cpuUsage();
+  const generate = GENERATOR === 'sockets' ? socketLoad : runLoad;
+  const results = await Promise.all(servers.map((s) => generate({ url: s.url, connections: each, seconds, requests: requests() })));
   const serverCpu = servers.reduce((sum, s) => sum + cpuSeconds(s.pid), 0) - serversBefore;
   const databaseCpuUsed = databaseCpuSince(databaseBefore);
+  const loadUsed = process.cpuUsage(loadBefore);
   const machineBusy = (machineBusySeconds() - machineBefore) / (seconds * availableParallelism());
   for (const r of results) if (r.errors > 0 || r.non2xx > 0) throw new Error(`${r.errors} errors, ${r.non2xx} non-2xx answers`);
   if (results.length > 1 && seconds === SECONDS) console.error(`  each instance: ${results.map((r) => fmt(r.rps, 0)).join(', ')} req/s`);
   const rps = results.reduce((sum, r) => sum + r.rps, 0);
   const requestsDone = rps * seconds;
-  return { rps, serverUs: (serverCpu / requestsDone) * 1e6, databaseUs: (databaseCpuUsed / requestsDone) * 1e6, machineBusy };
+  return { rps, serverUs: (serverCpu / requestsDone) * 1e6, databaseUs: (databaseCpuUsed / requestsDone) * 1e6, loadUs: (loadUsed.user + loadUsed.system) / requestsDone, machineBusy };
 }
 
 async function main(): Promise<void> {
@@ -146,7 +155,7 @@ async function main(): Promise<void> {
           await load(servers, requests, 1);
           const f = await load(servers, requests, SECONDS);
           figures.set(`${setup.name}|${l.name}`, [...(figures.get(`${setup.name}|${l.name}`) ?? []), f]);
-          console.error(`round ${round}: ${setup.name}, ${l.name}: ${fmt(f.rps, 0)} req/s, CPU per request ${fmt(f.serverUs, 0)} us in users-server, ${fmt(f.databaseUs, 0)} us in PostgreSQL, machine ${Math.round(f.machineBusy * 100)}% busy`);
+          console.error(`round ${round}: ${setup.name}, ${l.name}: ${fmt(f.rps, 0)} req/s, CPU per request ${fmt(f.serverUs, 0)} us in users-server, ${fmt(f.databaseUs, 0)} us in PostgreSQL, ${fmt(f.loadUs, 0)} us in the load generator, machine ${Math.round(f.machineBusy * 100)}% busy`);
         }
       } finally {
         for (const s of servers) await s.stop();
