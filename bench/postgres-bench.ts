@@ -15,7 +15,7 @@
  * for every /users request (`--require-session all`), and each request of
  * the loads carries the admin's session cookie or an API token.
  *
- * Run: node --import tsx bench/postgres-bench.ts [--rounds 3] [--seconds 10] [--connections 48] [--load get|put ...] [--auth none|session|token] [--generator sockets|autocannon]
+ * Run: node --import tsx bench/postgres-bench.ts [--rounds 3] [--seconds 10] [--connections 48] [--load get|put|create ...] [--auth none|session|token] [--generator sockets|autocannon]
  * (after `npm run build`; needs PostgreSQL's server binaries).
  */
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
@@ -24,7 +24,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { postgresSkipReason, testDatabase } from '../test/postgres.js';
 import { socketLoad } from './socket-load.js';
-import { ADMIN_PASSWORD, cpuSeconds, fmt, LOAD_FLAGS, machineBusySeconds, median, preloadUsers, putReplacing, requestPool, runLoad, spawnServer, type LoadRequest, type ServerProcess } from './store-bench.js';
+import { ADMIN_PASSWORD, cpuSeconds, fmt, JSON_HEADERS, LOAD_FLAGS, machineBusySeconds, median, preloadUsers, putReplacing, requestPool, runLoad, typicalName, spawnServer, type LoadRequest, type ServerProcess } from './store-bench.js';
 
 const { values } = parseArgs({ options: { rounds: { type: 'string', default: '3' }, seconds: { type: 'string', default: '10' }, connections: { type: 'string', default: '48' }, 'db-pool': { type: 'string', default: '10' }, load: { type: 'string', multiple: true }, auth: { type: 'string', default: 'none' }, generator: { type: 'string', default: 'sockets' } } });
 const ROUNDS = Number(values.rounds);
@@ -45,8 +45,10 @@ const SETUPS: Setup[] = [
 const ALL_LOADS: { name: string; key: string; requests: (headers: LoadHeaders) => LoadRequest[] }[] = [
   { name: 'GET by id', key: 'get', requests: (headers) => requestPool(() => ({ method: 'GET', path: `/users/${1 + Math.floor(Math.random() * USERS)}`, headers })) },
   { name: 'durable PUT replace', key: 'put', requests: (headers) => putReplacing(USERS).map((r) => ({ ...r, headers: { ...r.headers, ...headers } })) },
+  { name: 'POST create', key: 'create', requests: (headers) => requestPool(() => ({ method: 'POST', path: '/users/new', headers: { ...JSON_HEADERS, ...headers }, body: JSON.stringify({ name: typicalName(Math.floor(Math.random() * 1e6)) }) })) },
 ];
-const LOADS = values.load === undefined ? ALL_LOADS : ALL_LOADS.filter((l) => values.load!.includes(l.key));
+/** Without --load: the loads of the issue's targets, GET and PUT. */
+const LOADS = ALL_LOADS.filter((l) => (values.load === undefined ? l.key !== 'create' : values.load.includes(l.key)));
 
 type LoadHeaders = Record<string, string>;
 

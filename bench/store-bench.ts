@@ -337,7 +337,7 @@ export function typicalName(n: number): string {
   return `${FIRST[n % FIRST.length]} ${LAST[Math.floor(n / FIRST.length) % LAST.length]} ${n % 10_000}`;
 }
 
-const JSON_HEADERS = { 'content-type': 'application/json' };
+export const JSON_HEADERS = { 'content-type': 'application/json' };
 
 /** Creates users 1..count through POST /users/new (ids are issued in turn) and checks they are there. */
 export async function preloadUsers(url: string, count: number, connections: number): Promise<void> {

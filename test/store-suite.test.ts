@@ -226,6 +226,29 @@ for (const kind of STORE_KINDS) {
     assert.equal(userOf(await store.findUser(alias('e'))).json, '{"name":"five","id":5}');
   });
 
+  test(name('creates at once, beside a refusal, a reservation and a keyed create, issue each id once with no gap, each answered with its own user'), async (t) => {
+    const { store } = await kind.open(t);
+    // On PostgreSQL the creates without a key share transactions (GatheredStatements); the others run beside them.
+    const outcomes = await Promise.all([
+      ...Array.from({ length: 12 }, (_, i) => store.createUser({ body: { name: `n${i}` }, idempotency: undefined, now: T0 })),
+      store.createUser({ body: { name: 'x', id: 3 }, idempotency: undefined, now: T0 }),
+      store.reserveId({ idempotency: undefined, now: T0, ttlMs: 60_000, max: 10 }),
+      store.createUser({ body: { name: 'keyed' }, idempotency: { key: 'k', fingerprint: 'f' }, now: T0 }),
+    ]);
+    assert.equal(outcomes[12]!.kind, 'id-conflict', 'a refused create issues no id');
+    const issued = outcomes.flatMap((o) => (o.kind === 'created' ? [o.user.id] : o.kind === 'reserved' ? [o.id] : []));
+    assert.deepEqual([...issued].sort((a, b) => a - b), Array.from({ length: 14 }, (_, i) => i + 1));
+    for (const [i, o] of outcomes.slice(0, 12).entries()) {
+      assert.ok(o.kind === 'created');
+      const json = JSON.stringify({ name: `n${i}`, id: o.user.id });
+      assert.equal(o.user.json, json);
+      assert.deepEqual(o.answer, { status: 201, body: json, location: `/users/${o.user.id}` });
+      assert.equal(userOf(await store.findUser(id(o.user.id))).json, json);
+    }
+    const next = await store.createUser({ body: { name: 'next' }, idempotency: undefined, now: T0 });
+    assert.equal(next.kind === 'created' && next.user.id, 15);
+  });
+
   test(name('createUser assigns the next id, and an Idempotency-Key replays the first answer, refuses another body, and is scoped per operation'), async (t) => {
     const { store } = await kind.open(t);
     const key = { key: 'k1', fingerprint: 'f1' };

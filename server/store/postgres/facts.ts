@@ -16,6 +16,9 @@ export class LoadedFacts implements UserFacts {
   readonly reservations = new Map<number, number>();
   lastId = 0;
   claimed = new Set<number>();
+  /** The counter and claimed ids as read (`loadCounter`): `writeIssued` writes what changed since. */
+  loadedLastId = 0;
+  loadedClaimed: ReadonlySet<number> = new Set<number>();
 
   userById(id: number): StoredUser | undefined {
     return this.users.get(id);
@@ -49,6 +52,14 @@ export class LoadedFacts implements UserFacts {
     if (this.isIssued(id)) return { lastId: this.lastId, unclaim: [], claim: undefined };
     if (id !== this.nextId()) return { lastId: this.lastId, unclaim: [], claim: id };
     return { lastId: id, unclaim: [...this.claimed].filter((c) => c <= id), claim: undefined };
+  }
+
+  /** Issues `id` in these facts (see `issue`); `writeIssued` then writes the change. */
+  markIssued(id: number): void {
+    const { lastId, unclaim, claim } = this.issue(id);
+    this.lastId = lastId;
+    for (const c of unclaim) this.claimed.delete(c);
+    if (claim !== undefined) this.claimed.add(claim);
   }
 }
 
@@ -94,8 +105,9 @@ export function tokenOfRow(r: Record<string, unknown>): ApiTokenRecord {
  */
 export async function loadCounter(tx: TransactionSql, facts: LoadedFacts, lock: boolean): Promise<void> {
   const [[row], claimed] = await Promise.all([lock ? tx`select last_id from id_counter for update` : tx`select last_id from id_counter`, tx`select id from claimed_ids`]);
-  facts.lastId = Number(row!.last_id);
-  facts.claimed = new Set(claimed.map((r) => Number(r.id)));
+  facts.lastId = facts.loadedLastId = Number(row!.last_id);
+  facts.loadedClaimed = new Set(claimed.map((r) => Number(r.id)));
+  facts.claimed = new Set(facts.loadedClaimed);
 }
 
 /**
@@ -129,13 +141,16 @@ function addUser(facts: LoadedFacts, row: UserRow): void {
   if (user.alias !== undefined) facts.aliases.set(user.alias, user.id);
 }
 
-/** Writes what issuing `id` changed about the counter and the claimed ids. */
-export async function recordIssued(tx: TransactionSql, facts: LoadedFacts, id: number): Promise<void> {
-  const { lastId, unclaim, claim } = facts.issue(id);
-  if (lastId !== facts.lastId) await tx`update id_counter set last_id = ${lastId}`;
-  if (unclaim.length > 0) await tx`delete from claimed_ids where id <= ${lastId}`;
-  if (claim !== undefined) await tx`insert into claimed_ids (id) values (${claim})`;
-  facts.lastId = lastId;
-  for (const c of unclaim) facts.claimed.delete(c);
-  if (claim !== undefined) facts.claimed.add(claim);
+/**
+ * Writes what the ids issued since `loadCounter` (`markIssued`) changed
+ * about the counter and the claimed ids, the statements sent together.
+ * Claimed ids leave only when the counter reaches them.
+ */
+export async function writeIssued(tx: TransactionSql, facts: LoadedFacts): Promise<void> {
+  const writes: Promise<unknown>[] = [];
+  if (facts.lastId !== facts.loadedLastId) writes.push(tx`update id_counter set last_id = ${facts.lastId}`);
+  if ([...facts.loadedClaimed].some((c) => !facts.claimed.has(c))) writes.push(tx`delete from claimed_ids where id <= ${facts.lastId}`);
+  const claims = [...facts.claimed].filter((c) => !facts.loadedClaimed.has(c)).map((id) => ({ id }));
+  if (claims.length > 0) writes.push(tx`insert into claimed_ids ${tx(claims)}`);
+  await Promise.all(writes);
 }

@@ -17,11 +17,12 @@ import {
   type KeptAnswer,
   type PutRequest,
   type Replay,
+  type UserBody,
   type UserRef,
 } from '../../users/rules.js';
 import type { ApiTokenRecord, CreateOutcome, CreateRequest, DeleteOutcome, Lookup, PutOutcome, Readiness, ReserveOutcome, ReserveRequest, Revocation, Store, StoreStats, UserPage } from '../store.js';
 import { isRetryable, unavailable, type Sql, type TransactionSql } from './driver.js';
-import { LoadedFacts, loadCounter, loadTarget, recordIssued, tokenOfRow, tokenRow, userOf, userRow } from './facts.js';
+import { LoadedFacts, loadCounter, loadTarget, tokenOfRow, tokenRow, userOf, userRow, writeIssued } from './facts.js';
 import { GatheredStatements } from './gathered-statements.js';
 import { PostgresSettings } from './shared-settings.js';
 
@@ -85,6 +86,8 @@ export class PostgresStore implements Store {
     (put) => put.id,
   );
   /** What a request's credentials need: its session's revocation, its API token. */
+  /** Creates without an Idempotency-Key: one transaction, one lock of the id counter, one commit for all. */
+  private readonly creates = new GatheredStatements<UserBody, CreateOutcome>((bodies) => this.createAll(bodies));
   private readonly revocations = new GatheredStatements<string, boolean>((ids) => this.revokedAmong(ids));
   private readonly tokens = new GatheredStatements<string, ApiTokenRecord | undefined>((ids) => this.tokensOf(ids));
 
@@ -151,9 +154,8 @@ export class PostgresStore implements Store {
       switch (decision.kind) {
         case 'create': {
           const row = userRow(decision.id, decision.alias, decision.json);
-          await tx`insert into users ${tx(row)}`;
-          await tx`delete from reservations where id = ${decision.id}`;
-          await recordIssued(tx, facts, decision.id);
+          facts.markIssued(decision.id);
+          await Promise.all([tx`insert into users ${tx(row)}`, tx`delete from reservations where id = ${decision.id}`, writeIssued(tx, facts)]);
           return { kind: 'created', user: userOf({ ...row, id: String(row.id) }) };
         }
         case 'replace': {
@@ -222,40 +224,59 @@ export class PostgresStore implements Store {
   }
 
   async createUser(request: CreateRequest): Promise<CreateOutcome> {
+    if (request.idempotency === undefined) return request.body === undefined ? { kind: 'invalid-body' } : this.creates.run(request.body);
     return this.transaction(async (tx) => {
-      const replay = await this.replay(tx, 'create-user', request.idempotency, request.now);
+      const facts = new LoadedFacts();
+      // Sent together, run in this order: the key's lock and its record, then the counter's lock.
+      const [replay] = await Promise.all([this.replay(tx, 'create-user', request.idempotency, request.now), loadCounter(tx, facts, true)]);
       if (replay !== undefined) return replay;
       if (request.body === undefined) return { kind: 'invalid-body' };
+      const created = createIn(facts, request.body);
+      if (created.kind !== 'created') return created;
+      await Promise.all([tx`insert into users ${tx(created.row)}`, writeIssued(tx, facts), keep(tx, 'create-user', request.idempotency, created.answer, request.now)]);
+      return created;
+    });
+  }
+
+  /**
+   * Creates without an Idempotency-Key, gathered (`creates`): every create
+   * waits on the id counter's lock, held until the commit, so one
+   * transaction for all of them locks it once and waits for one commit.
+   */
+  private createAll(bodies: UserBody[]): Promise<CreateOutcome[]> {
+    return this.transaction(async (tx) => {
       const facts = new LoadedFacts();
       await loadCounter(tx, facts, true);
-      const decision = decideCreate(request.body, facts);
-      if (decision.kind !== 'create') return decision;
-      const row = userRow(decision.id, undefined, decision.json);
-      await tx`insert into users ${tx(row)}`;
-      await recordIssued(tx, facts, decision.id);
-      const answer = createdAnswer(decision.id, decision.json);
-      await keep(tx, 'create-user', request.idempotency, answer, request.now);
-      return { kind: 'created', user: userOf({ ...row, id: String(row.id) }), answer };
+      const outcomes = bodies.map((body) => createIn(facts, body));
+      const rows = outcomes.flatMap((o) => (o.kind === 'created' ? [o.row] : []));
+      if (rows.length > 0) await Promise.all([tx`insert into users ${tx(rows)}`, writeIssued(tx, facts)]);
+      return outcomes;
     });
   }
 
   async reserveId(request: ReserveRequest): Promise<ReserveOutcome> {
     return this.transaction(async (tx) => {
       const { now } = request;
-      const replay = await this.replay(tx, 'reserve-id', request.idempotency, now);
-      if (replay !== undefined) return replay;
       const facts = new LoadedFacts();
-      // The counter's lock also serializes the count of live reservations below.
-      await loadCounter(tx, facts, true);
-      const [live] = await tx`select count(*)::int as count, min(expires_at) as earliest from reservations where expires_at > ${now}`;
+      // Sent together, run in this order: the key's lock and its record, then the counter's lock,
+      // which also serializes the count of live reservations after it.
+      const [replay, , [live]] = await Promise.all([
+        this.replay(tx, 'reserve-id', request.idempotency, now),
+        loadCounter(tx, facts, true),
+        tx`select count(*)::int as count, min(expires_at) as earliest from reservations where expires_at > ${now}`,
+      ]);
+      if (replay !== undefined) return replay;
       if (live!.count >= request.max) return tooManyReservations(request.max, Number(live!.earliest), now);
       const id = facts.nextId();
       if (id === undefined) return { kind: 'ids-exhausted', detail: 'Every safe integer id has been issued.' };
       const expiresAt = now + request.ttlMs;
-      await tx`insert into reservations (id, expires_at) values (${id}, ${expiresAt}) on conflict (id) do update set expires_at = excluded.expires_at`;
-      await recordIssued(tx, facts, id);
       const answer = reservationAnswer(id, expiresAt);
-      await keep(tx, 'reserve-id', request.idempotency, answer, now);
+      facts.markIssued(id);
+      await Promise.all([
+        tx`insert into reservations (id, expires_at) values (${id}, ${expiresAt}) on conflict (id) do update set expires_at = excluded.expires_at`,
+        writeIssued(tx, facts),
+        keep(tx, 'reserve-id', request.idempotency, answer, now),
+      ]);
       return { kind: 'reserved', id, expiresAt, answer };
     });
   }
@@ -392,16 +413,30 @@ async function lockKey(tx: TransactionSql, key: string): Promise<void> {
   await tx`select pg_advisory_xact_lock(hashtextextended(${key}, 0))`;
 }
 
-/** The id-change variant: the user at `from` moves to `to`; every old id of it now points at `to`. */
+/** The id-change variant: the user at `from` moves to `to`; every old id of it now points at `to`. The writes go together. */
 async function move(tx: TransactionSql, facts: LoadedFacts, from: number, to: number, alias: string | undefined, json: string) {
   const row = userRow(to, alias, json);
-  await tx`delete from users where id = ${from}`;
-  await tx`insert into users ${tx(row)}`;
-  await tx`update moves set current_id = ${to} where current_id = ${from}`;
-  await tx`insert into moves (old_id, current_id) values (${from}, ${to})`;
-  await recordIssued(tx, facts, to);
+  facts.markIssued(to);
+  await Promise.all([
+    tx`delete from users where id = ${from}`,
+    tx`insert into users ${tx(row)}`,
+    tx`update moves set current_id = ${to} where current_id = ${from}`,
+    tx`insert into moves (old_id, current_id) values (${from}, ${to})`,
+    writeIssued(tx, facts),
+  ]);
   return userOf({ ...row, id: String(row.id) });
 }
+
+/** A create decided in `facts` (its id issued there), with the row to insert and the answer to keep. */
+function createIn(facts: LoadedFacts, body: UserBody): Created | Exclude<ReturnType<typeof decideCreate>, { kind: 'create' }> {
+  const decision = decideCreate(body, facts);
+  if (decision.kind !== 'create') return decision;
+  facts.markIssued(decision.id);
+  const row = userRow(decision.id, undefined, decision.json);
+  return { kind: 'created', user: userOf({ ...row, id: String(row.id) }), answer: createdAnswer(decision.id, decision.json), row };
+}
+
+type Created = Extract<CreateOutcome, { kind: 'created' }> & { row: ReturnType<typeof userRow> };
 
 /** Adds the record that keeps `answer` under its key to the transaction. */
 async function keep(tx: TransactionSql, operation: IdempotentOperation, key: IdempotencyKey | undefined, answer: KeptAnswer, now: number): Promise<void> {
