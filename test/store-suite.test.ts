@@ -249,6 +249,14 @@ for (const kind of STORE_KINDS) {
     assert.equal(next.kind === 'created' && next.user.id, 15);
   });
 
+  test(name('17,000 creates at once all succeed (on PostgreSQL more than one statement could take as parameters)'), async (t) => {
+    const { store } = await kind.open(t);
+    const outcomes = await Promise.all(Array.from({ length: 17_000 }, (_, i) => store.createUser({ body: { name: `n${i}` }, idempotency: undefined, now: T0 })));
+    assert.equal(new Set(outcomes.map((o) => (o.kind === 'created' ? o.user.id : -1))).size, 17_000);
+    assert.equal(Math.max(...outcomes.map((o) => (o.kind === 'created' ? o.user.id : -1))), 17_000);
+    assert.equal(userOf(await store.findUser(id(17_000))).json, JSON.stringify({ name: `n${outcomes.findIndex((o) => o.kind === 'created' && o.user.id === 17_000)}`, id: 17_000 }));
+  });
+
   test(name('createUser assigns the next id, and an Idempotency-Key replays the first answer, refuses another body, and is scoped per operation'), async (t) => {
     const { store } = await kind.open(t);
     const key = { key: 'k1', fingerprint: 'f1' };

@@ -249,7 +249,14 @@ export class PostgresStore implements Store {
       await loadCounter(tx, facts, true);
       const outcomes = bodies.map((body) => createIn(facts, body));
       const rows = outcomes.flatMap((o) => (o.kind === 'created' ? [o.row] : []));
-      if (rows.length > 0) await Promise.all([tx`insert into users ${tx(rows)}`, writeIssued(tx, facts)]);
+      // As JSON text, one parameter however many users: a statement takes at most 65,535 parameters.
+      const input = JSON.stringify(rows);
+      if (rows.length > 0) {
+        await Promise.all([
+          tx`insert into users (id, alias, json, etag) select * from jsonb_to_recordset(${input}::text::jsonb) as x(id bigint, alias text, json text, etag text)`,
+          writeIssued(tx, facts),
+        ]);
+      }
       return outcomes;
     });
   }
