@@ -15,7 +15,7 @@
  * for every /users request (`--require-session all`), and each request of
  * the loads carries the admin's session cookie or an API token.
  *
- * Run: node --import tsx bench/postgres-bench.ts [--rounds 3] [--seconds 10] [--connections 48] [--load get|put|create ...] [--auth none|session|token] [--generator sockets|autocannon]
+ * Run: node --import tsx bench/postgres-bench.ts [--rounds 3] [--seconds 10] [--connections 48] [--load get|put|reserve|create ...] [--auth none|session|token] [--generator sockets|autocannon]
  * (after `npm run build`; needs PostgreSQL's server binaries).
  */
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
@@ -45,10 +45,11 @@ const SETUPS: Setup[] = [
 const ALL_LOADS: { name: string; key: string; requests: (headers: LoadHeaders) => LoadRequest[] }[] = [
   { name: 'GET by id', key: 'get', requests: (headers) => requestPool(() => ({ method: 'GET', path: `/users/${1 + Math.floor(Math.random() * USERS)}`, headers })) },
   { name: 'durable PUT replace', key: 'put', requests: (headers) => putReplacing(USERS).map((r) => ({ ...r, headers: { ...r.headers, ...headers } })) },
+  { name: 'POST reservation', key: 'reserve', requests: (headers) => [{ method: 'POST', path: '/reservations', headers }] },
   { name: 'POST create', key: 'create', requests: (headers) => requestPool(() => ({ method: 'POST', path: '/users/new', headers: { ...JSON_HEADERS, ...headers }, body: JSON.stringify({ name: typicalName(Math.floor(Math.random() * 1e6)) }) })) },
 ];
 /** Without --load: the loads of the issue's targets, GET and PUT. */
-const LOADS = ALL_LOADS.filter((l) => (values.load === undefined ? l.key !== 'create' : values.load.includes(l.key)));
+const LOADS = ALL_LOADS.filter((l) => (values.load === undefined ? ['get', 'put'].includes(l.key) : values.load.includes(l.key)));
 
 type LoadHeaders = Record<string, string>;
 
@@ -56,7 +57,7 @@ type LoadHeaders = Record<string, string>;
 async function start(setup: Setup, dir: string): Promise<{ servers: ServerProcess[]; headers: LoadHeaders }> {
   const store = setup.store === 'journal' ? 'journal' : await testDatabase(undefined, { durable: true });
   const serve = (i: number, requireSession: string) =>
-    spawnServer(['--port', '0', '--data', join(dir, `data-${i}`), '--store', store, '--log-format', 'off', '--require-session', requireSession, ...LOAD_FLAGS, ...(setup.store === 'postgres' ? ['--db-pool', values['db-pool']] : [])], { stdoutFile: join(dir, `out-${i}-${requireSession}`) });
+    spawnServer(['--port', '0', '--data', join(dir, `data-${i}`), '--store', store, '--log-format', 'off', '--require-session', requireSession, '--max-reservations', '100000000', ...LOAD_FLAGS, ...(setup.store === 'postgres' ? ['--db-pool', values['db-pool']] : [])], { stdoutFile: join(dir, `out-${i}-${requireSession}`) });
   // The users are made before sessions are required: by a server of their own when they will be.
   const loader = await serve(0, 'none');
   await preloadUsers(loader.url, USERS, 32);

@@ -217,6 +217,39 @@ pg('the database stopped under load: requests answer 503 store-unavailable with 
   assert.equal((await send(server.url, 'GET', '/users/ann')).status, 200);
 });
 
+pg('a write whose connection to the database is cut inside its transaction answers 503; the instance goes on, and the next writes and reads succeed', async (t) => {
+  const url = await testDatabase(t);
+  const server = await startTestServer(t, { store: url });
+  const admin = await connect(url, { max: 1 });
+  // The PUT's transaction waits for its alias's lock, held here, until its backend is ended.
+  const holder = await admin.reserve();
+  t.after(async () => {
+    holder.release();
+    await admin.end();
+  });
+  await holder`begin`;
+  await holder`select pg_advisory_xact_lock(hashtextextended('alias:cut', 0))`;
+  const cut = put(server.url, '/users/cut', { name: 'Cut' });
+  let waiting: { pid: number }[] = [];
+  while (waiting.length === 0) waiting = await holder`select pid from pg_stat_activity where wait_event_type = 'Lock' and wait_event = 'advisory'`;
+  await holder`select pg_terminate_backend(${waiting[0]!.pid})`;
+  assertProblem(await cut, 503, 'store-unavailable');
+  await holder`rollback`;
+  const after = await Promise.all([
+    ...Array.from({ length: 12 }, (_, i) => put(server.url, `/users/after-${i}`, { name: `After ${i}` })),
+    ...Array.from({ length: 12 }, (_, i) => send(server.url, 'POST', '/users/new', { json: { name: `New ${i}` } })),
+    put(server.url, '/users/cut', { name: 'Cut' }),
+  ]);
+  assert.deepEqual(after.map((r) => r.status), after.map(() => 201), JSON.stringify(after.flatMap((r, i) => (r.status === 201 ? [] : [[i, r.text]]))));
+  // Every connection of the instance ended at once: a read that meets an ended one is tried again on
+  // another (againIfDropped), and those the reconnecting pool still fails answer 503 with Retry-After.
+  await holder`select pg_terminate_backend(pid) from pg_stat_activity where application_name = 'users-server' and pid <> pg_backend_pid()`;
+  const reads = await Promise.all(Array.from({ length: 24 }, (_, i) => send(server.url, 'GET', `/users/after-${i % 12}`)));
+  for (const reply of reads) if (reply.status !== 200) assertProblem(reply, 503, 'store-unavailable');
+  const again = await Promise.all(Array.from({ length: 24 }, (_, i) => send(server.url, 'GET', `/users/after-${i % 12}`)));
+  assert.deepEqual(again.map((r) => r.status), again.map(() => 200), JSON.stringify(again.flatMap((r) => (r.status === 200 ? [] : [r.text]))));
+});
+
 pg('users-server migrate creates the schema of an empty database, then finds nothing to do; a schema newer than this server knows is refused', async (t) => {
   const url = await testDatabase(t, { migrated: false });
   const first = await runUsersServer(['migrate', '--store', url]);

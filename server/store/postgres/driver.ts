@@ -10,6 +10,7 @@ import { StoreUnavailableError, UsageError } from '../../errors.js';
 
 export type Sql = postgresDriver.Sql;
 export type TransactionSql = postgresDriver.TransactionSql;
+export type ReservedSql = postgresDriver.ReservedSql;
 
 export interface ConnectOptions {
   /** Connections in the pool (`--db-pool`). */
@@ -91,8 +92,8 @@ export async function connect(url: string | undefined, options: ConnectOptions =
  * A pool that is replaced by a fresh one (`open`) after `every` calls:
  * later queries and transactions go to the new pool, and the old one is
  * ended a moment later (RETIRE_DELAY_MS), which lets what it had begun
- * finish (RETIRE_SECONDS). Everything else (`begin`, helpers) goes to the
- * pool in use; `end` ends the retiring pools too.
+ * finish (RETIRE_SECONDS). Everything else (`begin`, `reserve`, helpers)
+ * goes to the pool in use; `end` ends the retiring pools too.
  */
 function recycling(open: () => Sql, every: number): Sql {
   let current = open();
@@ -119,7 +120,7 @@ function recycling(open: () => Sql, every: number): Sql {
     },
     get(_target, property) {
       if (property === 'end') return end;
-      if (property === 'begin' && ++calls > every) renew();
+      if ((property === 'begin' || property === 'reserve') && ++calls > every) renew();
       return Reflect.get(current, property);
     },
   });
@@ -187,6 +188,50 @@ const UNAVAILABLE_CODES = new Set([
 export function isUnavailable(error: unknown): boolean {
   const code = (error as { code?: unknown }).code;
   return typeof code === 'string' && (UNAVAILABLE_CODES.has(code) || UNAVAILABLE_STATES.test(code));
+}
+
+/**
+ * True when `error` means the connection itself is gone (the driver's
+ * close codes, a socket error, or a server that ended the session: class
+ * 08, 57P01..03). The driver has then taken the connection back into its
+ * pool by itself; nothing more may be sent on it.
+ */
+export function isConnectionLost(error: unknown): boolean {
+  const code = (error as { code?: unknown }).code;
+  if (typeof code !== 'string') return false;
+  return SESSION_ENDED_STATES.test(code) || (UNAVAILABLE_CODES.has(code) && code !== 'CONNECT_TIMEOUT');
+}
+
+/** The SQLSTATEs a server sends as it ends a session: class 08, and 57P01..03 (shutdown, crash, not accepting). */
+const SESSION_ENDED_STATES = /^(08...|57P0[1-3])$/;
+
+/** The driver's and the socket's codes of an open connection that was dropped. */
+const DROPPED_CODES = new Set(['CONNECTION_CLOSED', 'ECONNRESET', 'EPIPE']);
+
+/**
+ * Runs `run` (a read, or what sends nothing before it fails) again while
+ * it fails on a dropped connection, at most twice `poolSize` more times. After
+ * the database ends its sessions (a restart, a failover,
+ * `pg_terminate_backend`), the driver (3.4.9) still hands out each
+ * connection until its close is read, and a statement given to it fails
+ * with CONNECTION_CLOSED; it also keeps the error the server sent as it
+ * ended the session and gives it again to the first statement of that
+ * connection's next session. Neither statement ran, and each connection
+ * fails at most these two times: without the retries, every connection of
+ * the pool would fail one or two more requests after the database is back. A
+ * database that cannot be reached fails otherwise (refused, timed out), at
+ * once.
+ */
+export async function againIfDropped<T>(run: () => Promise<T>, poolSize: number): Promise<T> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await run();
+    } catch (error) {
+      const code = (error as { code?: unknown }).code;
+      const dropped = typeof code === 'string' && (SESSION_ENDED_STATES.test(code) || DROPPED_CODES.has(code));
+      if (!dropped || attempt >= 2 * poolSize) throw error;
+    }
+  }
 }
 
 /** SQLSTATEs of a transaction that lost a race and should run again: serialization, deadlock, unique violation. */

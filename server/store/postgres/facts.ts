@@ -1,7 +1,7 @@
 import { entityTag } from '../../users/entity-tag.js';
 import type { StoredUser, UserFacts, UserRef } from '../../users/rules.js';
 import type { ApiTokenRecord } from '../store.js';
-import type { TransactionSql } from './driver.js';
+import type { Tx } from './transaction.js';
 
 /**
  * The facts a decision of users/rules.ts looks at, read inside a
@@ -103,7 +103,7 @@ export function tokenOfRow(r: Record<string, unknown>): ApiTokenRecord {
  * (the driver pipelines them on the transaction's connection, and the
  * database runs them in order): one round trip, not one per statement.
  */
-export async function loadCounter(tx: TransactionSql, facts: LoadedFacts, lock: boolean): Promise<void> {
+export async function loadCounter(tx: Tx, facts: LoadedFacts, lock: boolean): Promise<void> {
   const [[row], claimed] = await Promise.all([lock ? tx`select last_id from id_counter for update` : tx`select last_id from id_counter`, tx`select id from claimed_ids`]);
   facts.lastId = facts.loadedLastId = Number(row!.last_id);
   facts.loadedClaimed = new Set(claimed.map((r) => Number(r.id)));
@@ -116,7 +116,7 @@ export async function loadCounter(tx: TransactionSql, facts: LoadedFacts, lock: 
  * read, so two creates under one reservation see each other's user. An id
  * that moved names no user: what was read beside the move is left out.
  */
-export async function loadTarget(tx: TransactionSql, facts: LoadedFacts, ref: UserRef): Promise<void> {
+export async function loadTarget(tx: Tx, facts: LoadedFacts, ref: UserRef): Promise<void> {
   if (ref.kind === 'alias') {
     const rows = await tx<UserRow[]>`select id, alias, json, etag from users where alias = ${ref.alias} for update`;
     for (const row of rows) addUser(facts, row);
@@ -146,7 +146,7 @@ function addUser(facts: LoadedFacts, row: UserRow): void {
  * about the counter and the claimed ids, the statements sent together.
  * Claimed ids leave only when the counter reaches them.
  */
-export async function writeIssued(tx: TransactionSql, facts: LoadedFacts): Promise<void> {
+export async function writeIssued(tx: Tx, facts: LoadedFacts): Promise<void> {
   const writes: Promise<unknown>[] = [];
   if (facts.lastId !== facts.loadedLastId) writes.push(tx`update id_counter set last_id = ${facts.lastId}`);
   if ([...facts.loadedClaimed].some((c) => !facts.claimed.has(c))) writes.push(tx`delete from claimed_ids where id <= ${facts.lastId}`);

@@ -21,10 +21,11 @@ import {
   type UserRef,
 } from '../../users/rules.js';
 import type { ApiTokenRecord, CreateOutcome, CreateRequest, DeleteOutcome, Lookup, PutOutcome, Readiness, ReserveOutcome, ReserveRequest, Revocation, Store, StoreStats, UserPage } from '../store.js';
-import { isRetryable, unavailable, type Sql, type TransactionSql } from './driver.js';
+import { againIfDropped, DEFAULT_DB_POOL, isRetryable, unavailable, type Sql } from './driver.js';
 import { LoadedFacts, loadCounter, loadTarget, tokenOfRow, tokenRow, userOf, userRow, writeIssued } from './facts.js';
 import { GatheredStatements } from './gathered-statements.js';
 import { PostgresSettings } from './shared-settings.js';
+import { inTransaction, type Commit, type Tx } from './transaction.js';
 
 /** A row of PostgresStore.readIds: the move of an id and the user under it. */
 interface IdRow {
@@ -80,7 +81,7 @@ export class PostgresStore implements Store {
    * while the previous is under way: GETs by id (with the move check of a
    * PUT or DELETE by id) and replaces by id.
    */
-  private readonly reads = new GatheredStatements<number, IdRow>((ids) => this.readIds(ids));
+  private readonly reads = new GatheredStatements<number, IdRow>((ids) => againIfDropped(() => this.readIds(ids), this.poolSize));
   private readonly replaces = new GatheredStatements<DirectReplace, string | null | undefined>(
     (puts) => this.replaceAll(puts),
     (put) => put.id,
@@ -88,10 +89,14 @@ export class PostgresStore implements Store {
   /** What a request's credentials need: its session's revocation, its API token. */
   /** Creates without an Idempotency-Key: one transaction, one lock of the id counter, one commit for all. */
   private readonly creates = new GatheredStatements<UserBody, CreateOutcome>((bodies) => this.createAll(bodies));
-  private readonly revocations = new GatheredStatements<string, boolean>((ids) => this.revokedAmong(ids));
-  private readonly tokens = new GatheredStatements<string, ApiTokenRecord | undefined>((ids) => this.tokensOf(ids));
+  private readonly revocations = new GatheredStatements<string, boolean>((ids) => againIfDropped(() => this.revokedAmong(ids), this.poolSize));
+  private readonly tokens = new GatheredStatements<string, ApiTokenRecord | undefined>((ids) => againIfDropped(() => this.tokensOf(ids), this.poolSize));
 
-  constructor(readonly sql: Sql) {
+  constructor(
+    readonly sql: Sql,
+    /** Connections in the pool: how many dropped ones a read or a transaction may meet in a row. */
+    private readonly poolSize = DEFAULT_DB_POOL,
+  ) {
     this.shared = new PostgresSettings(sql);
   }
 
@@ -100,7 +105,7 @@ export class PostgresStore implements Store {
       // The hot path: the gathered read's promise, with no async frame around it.
       return this.reads.run(ref.id).then(lookupOf, rethrowUnavailable);
     }
-    return this.query(async () => {
+    return this.read(async () => {
       const [row] = await this.sql`select id, alias, json, etag from users where alias = ${ref.alias}`;
       return row === undefined ? undefined : userOf(row as never);
     });
@@ -130,7 +135,7 @@ export class PostgresStore implements Store {
   }
 
   async listUsers(after: number, limit: number): Promise<UserPage> {
-    return this.query(async () => {
+    return this.read(async () => {
       const rows = await this.sql`select id, alias, json from users where id > ${after} order by id limit ${limit + 1}`;
       const page = rows.slice(0, limit);
       return {
@@ -144,7 +149,7 @@ export class PostgresStore implements Store {
   async putUser(request: PutRequest): Promise<PutOutcome> {
     const direct = directReplace(request);
     const replaced = direct === undefined ? undefined : await this.replaceDirectly(direct);
-    return replaced ?? this.transaction(async (tx) => {
+    return replaced ?? this.transaction(async (tx, commit) => {
       const { ref } = request;
       const facts = new LoadedFacts();
       // Sent together, run in this order: the key's lock first, then what the decision reads.
@@ -155,16 +160,16 @@ export class PostgresStore implements Store {
         case 'create': {
           const row = userRow(decision.id, decision.alias, decision.json);
           facts.markIssued(decision.id);
-          await Promise.all([tx`insert into users ${tx(row)}`, tx`delete from reservations where id = ${decision.id}`, writeIssued(tx, facts)]);
+          await commit([tx`insert into users ${tx(row)}`, tx`delete from reservations where id = ${decision.id}`, writeIssued(tx, facts)]);
           return { kind: 'created', user: userOf({ ...row, id: String(row.id) }) };
         }
         case 'replace': {
           const row = userRow(decision.user.id, decision.user.alias, decision.json);
-          await tx`update users set json = ${row.json}, etag = ${row.etag} where id = ${row.id}`;
+          await commit([tx`update users set json = ${row.json}, etag = ${row.etag} where id = ${row.id}`]);
           return { kind: 'replaced', user: userOf({ ...row, id: String(row.id) }) };
         }
         case 'move':
-          return { kind: 'moved', user: await move(tx, facts, decision.user.id, decision.to, decision.user.alias, decision.json) };
+          return { kind: 'moved', user: await move(tx, commit, facts, decision.user.id, decision.to, decision.user.alias, decision.json) };
         default:
           return decision;
       }
@@ -212,20 +217,20 @@ export class PostgresStore implements Store {
   }
 
   async deleteUser(request: DeleteRequest): Promise<DeleteOutcome> {
-    return this.transaction(async (tx) => {
+    return this.transaction(async (tx, commit) => {
       const { ref } = request;
       const facts = new LoadedFacts();
       await Promise.all([lockKey(tx, keyOf(ref)), loadTarget(tx, facts, ref)]);
       const decision = decideDelete(request, facts);
       if (decision.kind !== 'delete') return decision;
-      await tx`delete from users where id = ${decision.user.id}`;
+      await commit([tx`delete from users where id = ${decision.user.id}`]);
       return { kind: 'deleted', id: decision.user.id };
     });
   }
 
   async createUser(request: CreateRequest): Promise<CreateOutcome> {
     if (request.idempotency === undefined) return request.body === undefined ? { kind: 'invalid-body' } : this.creates.run(request.body);
-    return this.transaction(async (tx) => {
+    return this.transaction(async (tx, commit) => {
       const facts = new LoadedFacts();
       // Sent together, run in this order: the key's lock and its record, then the counter's lock.
       const [replay] = await Promise.all([this.replay(tx, 'create-user', request.idempotency, request.now), loadCounter(tx, facts, true)]);
@@ -233,7 +238,7 @@ export class PostgresStore implements Store {
       if (request.body === undefined) return { kind: 'invalid-body' };
       const created = createIn(facts, request.body);
       if (created.kind !== 'created') return created;
-      await Promise.all([tx`insert into users ${tx(created.row)}`, writeIssued(tx, facts), keep(tx, 'create-user', request.idempotency, created.answer, request.now)]);
+      await commit([tx`insert into users ${tx(created.row)}`, writeIssued(tx, facts), keep(tx, 'create-user', request.idempotency, created.answer, request.now)]);
       return created;
     });
   }
@@ -244,7 +249,7 @@ export class PostgresStore implements Store {
    * transaction for all of them locks it once and waits for one commit.
    */
   private createAll(bodies: UserBody[]): Promise<CreateOutcome[]> {
-    return this.transaction(async (tx) => {
+    return this.transaction(async (tx, commit) => {
       const facts = new LoadedFacts();
       await loadCounter(tx, facts, true);
       const outcomes = bodies.map((body) => createIn(facts, body));
@@ -252,7 +257,7 @@ export class PostgresStore implements Store {
       // As JSON text, one parameter however many users: a statement takes at most 65,535 parameters.
       const input = JSON.stringify(rows);
       if (rows.length > 0) {
-        await Promise.all([
+        await commit([
           tx`insert into users (id, alias, json, etag) select * from jsonb_to_recordset(${input}::text::jsonb) as x(id bigint, alias text, json text, etag text)`,
           writeIssued(tx, facts),
         ]);
@@ -262,7 +267,7 @@ export class PostgresStore implements Store {
   }
 
   async reserveId(request: ReserveRequest): Promise<ReserveOutcome> {
-    return this.transaction(async (tx) => {
+    return this.transaction(async (tx, commit) => {
       const { now } = request;
       const facts = new LoadedFacts();
       // Sent together, run in this order: the key's lock and its record, then the counter's lock,
@@ -279,7 +284,7 @@ export class PostgresStore implements Store {
       const expiresAt = now + request.ttlMs;
       const answer = reservationAnswer(id, expiresAt);
       facts.markIssued(id);
-      await Promise.all([
+      await commit([
         tx`insert into reservations (id, expires_at) values (${id}, ${expiresAt}) on conflict (id) do update set expires_at = excluded.expires_at`,
         writeIssued(tx, facts),
         keep(tx, 'reserve-id', request.idempotency, answer, now),
@@ -294,7 +299,7 @@ export class PostgresStore implements Store {
   }
 
   async listTokens(): Promise<readonly ApiTokenRecord[]> {
-    return (await this.query(() => this.sql`select * from api_tokens order by seq`)).map(tokenOfRow);
+    return (await this.read(() => this.sql`select * from api_tokens order by seq`)).map(tokenOfRow);
   }
 
   /** Asked by every request with an API token: gathered. */
@@ -333,13 +338,15 @@ export class PostgresStore implements Store {
 
   /** Drops what has expired; one instance at a time (an advisory lock), the others skip. */
   async sweep(now: number): Promise<void> {
-    await this.transaction(async (tx) => {
+    await this.transaction(async (tx, commit) => {
       const [lock] = await tx`select pg_try_advisory_xact_lock(${SWEEP_LOCK}) as got`;
       if (lock?.got !== true) return;
-      await tx`delete from reservations where expires_at <= ${now}`;
-      await tx`delete from idempotency where expires_at <= ${now}`;
-      await tx`delete from revocations where expires_at <= ${now}`;
-      await tx`delete from login_attempts where at <= ${now - 3_600_000}`;
+      await commit([
+        tx`delete from reservations where expires_at <= ${now}`,
+        tx`delete from idempotency where expires_at <= ${now}`,
+        tx`delete from revocations where expires_at <= ${now}`,
+        tx`delete from login_attempts where at <= ${now - 3_600_000}`,
+      ]);
     });
   }
 
@@ -348,7 +355,7 @@ export class PostgresStore implements Store {
   }
 
   async stats(now: number): Promise<StoreStats> {
-    return this.query(async () => {
+    return this.read(async () => {
       const [row] = await this.sql`select (select count(*) from users)::bigint as users, (select count(*) from reservations where expires_at > ${now})::bigint as reservations`;
       return { users: Number(row!.users), reservations: Number(row!.reservations), journalBytes: 0, fsyncSeconds: this.noSyncs };
     });
@@ -369,7 +376,7 @@ export class PostgresStore implements Store {
   }
 
   /** The kept answer for a key seen before, or undefined; the key is locked until the transaction ends. */
-  private async replay(tx: TransactionSql, operation: IdempotentOperation, key: IdempotencyKey | undefined, now: number): Promise<Replay | undefined> {
+  private async replay(tx: Tx, operation: IdempotentOperation, key: IdempotencyKey | undefined, now: number): Promise<Replay | undefined> {
     if (key === undefined) return undefined;
     const scoped = scopedKey(operation, key.key);
     const [, [row]] = await Promise.all([
@@ -378,6 +385,11 @@ export class PostgresStore implements Store {
     ]);
     if (row === undefined) return undefined;
     return replayOf({ fingerprint: row.fingerprint, status: row.status, body: row.body, location: row.location ?? undefined, expiresAt: Number(row.expires_at) }, key.fingerprint);
+  }
+
+  /** Reads outside a transaction, tried again on a dropped connection (`againIfDropped`): a read can run twice. */
+  private read<T>(run: () => Promise<T>): Promise<T> {
+    return this.query(() => againIfDropped(run, this.poolSize));
   }
 
   /** A statement outside a transaction; a database out of reach is a StoreUnavailableError. */
@@ -389,10 +401,14 @@ export class PostgresStore implements Store {
     }
   }
 
-  /** One transaction, run again when it lost a race; a database out of reach is a StoreUnavailableError. */
-  private async transaction<T>(run: (tx: TransactionSql) => Promise<T>): Promise<T> {
+  /**
+   * One transaction (`inTransaction`: `BEGIN` with its first statements,
+   * `COMMIT` with its writes), run again when it lost a race; a database
+   * out of reach is a StoreUnavailableError.
+   */
+  private async transaction<T>(run: (tx: Tx, commit: Commit) => Promise<T>): Promise<T> {
     try {
-      return await retrying(async () => (await this.sql.begin(run)) as T);
+      return await retrying(() => inTransaction(this.sql, this.poolSize, run));
     } catch (error) {
       throw unavailable(error);
     }
@@ -416,15 +432,15 @@ function keyOf(ref: UserRef): string {
 }
 
 /** Serializes, across instances, the transactions on one key (an id, an alias, an Idempotency-Key) until this one ends. */
-async function lockKey(tx: TransactionSql, key: string): Promise<void> {
+async function lockKey(tx: Tx, key: string): Promise<void> {
   await tx`select pg_advisory_xact_lock(hashtextextended(${key}, 0))`;
 }
 
 /** The id-change variant: the user at `from` moves to `to`; every old id of it now points at `to`. The writes go together. */
-async function move(tx: TransactionSql, facts: LoadedFacts, from: number, to: number, alias: string | undefined, json: string) {
+async function move(tx: Tx, commit: Commit, facts: LoadedFacts, from: number, to: number, alias: string | undefined, json: string) {
   const row = userRow(to, alias, json);
   facts.markIssued(to);
-  await Promise.all([
+  await commit([
     tx`delete from users where id = ${from}`,
     tx`insert into users ${tx(row)}`,
     tx`update moves set current_id = ${to} where current_id = ${from}`,
@@ -446,7 +462,7 @@ function createIn(facts: LoadedFacts, body: UserBody): Created | Exclude<ReturnT
 type Created = Extract<CreateOutcome, { kind: 'created' }> & { row: ReturnType<typeof userRow> };
 
 /** Adds the record that keeps `answer` under its key to the transaction. */
-async function keep(tx: TransactionSql, operation: IdempotentOperation, key: IdempotencyKey | undefined, answer: KeptAnswer, now: number): Promise<void> {
+async function keep(tx: Tx, operation: IdempotentOperation, key: IdempotencyKey | undefined, answer: KeptAnswer, now: number): Promise<void> {
   if (key === undefined) return;
   const record = keptRecord(key, answer, now);
   const row = { key: scopedKey(operation, key.key), fingerprint: record.fingerprint, status: record.status, body: record.body, location: record.location ?? null, expires_at: record.expiresAt };
