@@ -285,6 +285,24 @@ for (const kind of STORE_KINDS) {
     assert.equal((await store.stats(T0 + 300_001)).reservations, 2);
   });
 
+  test(name('reservations at once past the cap: exactly the cap is reserved, each with its own id, beside creates; the rest are refused with when to retry'), async (t) => {
+    const { store } = await kind.open(t);
+    // On PostgreSQL the reservations and the creates without a key each share transactions.
+    const [reservations, creates] = await Promise.all([
+      Promise.all(Array.from({ length: 15 }, () => reserve(store, T0, 10))),
+      Promise.all(Array.from({ length: 5 }, (_, i) => store.createUser({ body: { name: `c${i}` }, idempotency: undefined, now: T0 }))),
+    ]);
+    const reserved = reservations.flatMap((o) => (o.kind === 'reserved' ? [o] : []));
+    assert.equal(reserved.length, 10);
+    for (const r of reserved) assert.deepEqual(r.answer, { status: 201, body: JSON.stringify({ id: r.id, expiresAt: new Date(T0 + 300_000).toISOString() }), location: `/users/${r.id}` });
+    for (const refused of reservations.filter((o) => o.kind !== 'reserved')) {
+      assert.ok(refused.kind === 'too-many-reservations' && 'retryAfter' in refused && refused.retryAfter === 300, JSON.stringify(refused));
+    }
+    const ids = [...reserved.map((r) => r.id), ...creates.map((c) => (c.kind === 'created' ? c.user.id : -1))];
+    assert.deepEqual(ids.sort((a, b) => a - b), Array.from({ length: 15 }, (_, i) => i + 1));
+    assert.equal((await store.stats(T0)).reservations, 10);
+  });
+
   test(name('listUsers pages in ascending id order, with the aliases of the listed users, and names the last id of a page when more follow'), async (t) => {
     const { store } = await kind.open(t);
     for (const n of ['a', 'b', 'c', 'd', 'e']) await put(store, alias(`user-${n}`), { name: n });

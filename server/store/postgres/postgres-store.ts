@@ -89,6 +89,8 @@ export class PostgresStore implements Store {
   /** What a request's credentials need: its session's revocation, its API token. */
   /** Creates without an Idempotency-Key: one transaction, one lock of the id counter, one commit for all. */
   private readonly creates = new GatheredStatements<UserBody, CreateOutcome>((bodies) => this.createAll(bodies));
+  /** Reservations without an Idempotency-Key, likewise. */
+  private readonly reservations = new GatheredStatements<ReserveRequest, ReserveOutcome>((requests) => this.reserveAll(requests));
   private readonly revocations = new GatheredStatements<string, boolean>((ids) => againIfDropped(() => this.revokedAmong(ids), this.poolSize));
   private readonly tokens = new GatheredStatements<string, ApiTokenRecord | undefined>((ids) => againIfDropped(() => this.tokensOf(ids), this.poolSize));
 
@@ -267,29 +269,34 @@ export class PostgresStore implements Store {
   }
 
   async reserveId(request: ReserveRequest): Promise<ReserveOutcome> {
+    if (request.idempotency === undefined) return this.reservations.run(request);
     return this.transaction(async (tx, commit) => {
-      const { now } = request;
       const facts = new LoadedFacts();
       // Sent together, run in this order: the key's lock and its record, then the counter's lock,
       // which also serializes the count of live reservations after it.
-      const [replay, , [live]] = await Promise.all([
-        this.replay(tx, 'reserve-id', request.idempotency, now),
-        loadCounter(tx, facts, true),
-        tx`select count(*)::int as count, min(expires_at) as earliest from reservations where expires_at > ${now}`,
-      ]);
+      const [replay, , live] = await Promise.all([this.replay(tx, 'reserve-id', request.idempotency, request.now), loadCounter(tx, facts, true), liveReservations(tx, request.now)]);
       if (replay !== undefined) return replay;
-      if (live!.count >= request.max) return tooManyReservations(request.max, Number(live!.earliest), now);
-      const id = facts.nextId();
-      if (id === undefined) return { kind: 'ids-exhausted', detail: 'Every safe integer id has been issued.' };
-      const expiresAt = now + request.ttlMs;
-      const answer = reservationAnswer(id, expiresAt);
-      facts.markIssued(id);
-      await commit([
-        tx`insert into reservations (id, expires_at) values (${id}, ${expiresAt}) on conflict (id) do update set expires_at = excluded.expires_at`,
-        writeIssued(tx, facts),
-        keep(tx, 'reserve-id', request.idempotency, answer, now),
-      ]);
-      return { kind: 'reserved', id, expiresAt, answer };
+      const reserved = reserveIn(facts, live, request);
+      if (reserved.kind !== 'reserved') return reserved;
+      await commit([insertReservations(tx, [reserved]), writeIssued(tx, facts), keep(tx, 'reserve-id', request.idempotency, reserved.answer, request.now)]);
+      return reserved;
+    });
+  }
+
+  /**
+   * Reservations without an Idempotency-Key, gathered (`reservations`) as
+   * creates are: one lock of the id counter, one count of the live
+   * reservations, one `INSERT` and one commit for all of them.
+   */
+  private reserveAll(requests: ReserveRequest[]): Promise<ReserveOutcome[]> {
+    return this.transaction(async (tx, commit) => {
+      const facts = new LoadedFacts();
+      const earliestNow = requests.reduce((min, r) => Math.min(min, r.now), Infinity);
+      const [, live] = await Promise.all([loadCounter(tx, facts, true), liveReservations(tx, earliestNow)]);
+      const outcomes = requests.map((r) => reserveIn(facts, live, r));
+      const made = outcomes.filter((o): o is Reserved => o.kind === 'reserved');
+      if (made.length > 0) await commit([insertReservations(tx, made), writeIssued(tx, facts)]);
+      return outcomes;
     });
   }
 
@@ -448,6 +455,38 @@ async function move(tx: Tx, commit: Commit, facts: LoadedFacts, from: number, to
     writeIssued(tx, facts),
   ]);
   return userOf({ ...row, id: String(row.id) });
+}
+
+type Reserved = Extract<ReserveOutcome, { kind: 'reserved' }>;
+
+/** The reservations live at `now`, and the earliest of their expiries; counted under the id counter's lock. */
+interface LiveReservations {
+  count: number;
+  earliest: number | undefined;
+}
+
+async function liveReservations(tx: Tx, now: number): Promise<LiveReservations> {
+  const [row] = await tx`select count(*)::int as count, min(expires_at) as earliest from reservations where expires_at > ${now}`;
+  return { count: row!.count as number, earliest: row!.earliest === null ? undefined : Number(row!.earliest) };
+}
+
+/** A reservation decided against the `live` ones (and counted in them) with its id issued in `facts`. */
+function reserveIn(facts: LoadedFacts, live: LiveReservations, request: ReserveRequest): ReserveOutcome {
+  if (live.count >= request.max) return tooManyReservations(request.max, live.earliest ?? request.now, request.now);
+  const id = facts.nextId();
+  if (id === undefined) return { kind: 'ids-exhausted', detail: 'Every safe integer id has been issued.' };
+  const expiresAt = request.now + request.ttlMs;
+  facts.markIssued(id);
+  live.count++;
+  live.earliest = Math.min(live.earliest ?? expiresAt, expiresAt);
+  return { kind: 'reserved', id, expiresAt, answer: reservationAnswer(id, expiresAt) };
+}
+
+/** The reservations made, as JSON text: one parameter however many. */
+function insertReservations(tx: Tx, made: readonly Reserved[]) {
+  const input = JSON.stringify(made.map((r) => ({ id: r.id, expires_at: r.expiresAt })));
+  return tx`insert into reservations (id, expires_at) select * from jsonb_to_recordset(${input}::text::jsonb) as x(id bigint, expires_at bigint)
+    on conflict (id) do update set expires_at = excluded.expires_at`;
 }
 
 /** A create decided in `facts` (its id issued there), with the row to insert and the answer to keep. */
