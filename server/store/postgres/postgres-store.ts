@@ -86,11 +86,11 @@ export class PostgresStore implements Store {
     (puts) => this.replaceAll(puts),
     (put) => put.id,
   );
-  /** What a request's credentials need: its session's revocation, its API token. */
   /** Creates without an Idempotency-Key: one transaction, one lock of the id counter, one commit for all. */
   private readonly creates = new GatheredStatements<UserBody, CreateOutcome>((bodies) => this.createAll(bodies));
   /** Reservations without an Idempotency-Key, likewise. */
   private readonly reservations = new GatheredStatements<ReserveRequest, ReserveOutcome>((requests) => this.reserveAll(requests));
+  /** What a request's credentials need: its session's revocation, its API token. */
   private readonly revocations = new GatheredStatements<string, boolean>((ids) => againIfDropped(() => this.revokedAmong(ids), this.poolSize));
   private readonly tokens = new GatheredStatements<string, ApiTokenRecord | undefined>((ids) => againIfDropped(() => this.tokensOf(ids), this.poolSize));
 
