@@ -217,7 +217,7 @@ pg('the database stopped under load: requests answer 503 store-unavailable with 
   assert.equal((await send(server.url, 'GET', '/users/ann')).status, 200);
 });
 
-pg('a write whose connection to the database is cut inside its transaction answers 503; the instance goes on, and the next writes and reads succeed', async (t) => {
+pg('a write whose connection to the database is cut inside its transaction answers 503 and the instance goes on: the next writes succeed; with every connection cut, reads answer 200 or 503, then all 200', async (t) => {
   const url = await testDatabase(t);
   const server = await startTestServer(t, { store: url });
   const admin = await connect(url, { max: 1 });
