@@ -122,7 +122,11 @@ export async function socketLoad(options: SocketLoadOptions): Promise<SocketLoad
       socket.write(pool[next]!);
       next = next + 1 === pool.length ? 0 : next + 1;
     };
-    socket.on('connect', send);
+    let connected = false;
+    socket.on('connect', () => {
+      connected = true;
+      send();
+    });
     socket.on('data', (chunk: Buffer) => {
       let answered: number;
       try {
@@ -142,7 +146,8 @@ export async function socketLoad(options: SocketLoadOptions): Promise<SocketLoad
       sockets.delete(socket);
       if (!running) return;
       errors++;
-      open(next);
+      // A connection the server closed is opened again; one it refused is not, or the load would spin.
+      if (connected) open(next);
     });
   };
 

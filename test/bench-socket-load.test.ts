@@ -4,6 +4,7 @@
  * figures are known to be true.
  */
 import assert from 'node:assert/strict';
+import { createServer, type AddressInfo } from 'node:net';
 import { test } from 'node:test';
 import { AnswerReader, socketLoad } from '../bench/socket-load.js';
 import { send, startTestServer } from './helpers.js';
@@ -49,4 +50,13 @@ test('socket load: against a real server, it counts the answers the server count
   assert.ok(fromServer - result.requests >= 0 && fromServer - result.requests <= 3, `server ${fromServer}, load ${result.requests}`);
   assert.equal(result.non2xx, result.statuses[404]);
   assert.equal((result.statuses[200] ?? 0) + (result.statuses[404] ?? 0), result.requests);
+});
+
+test('socket load: connections the server refuses are counted as errors once each, not opened again', async () => {
+  const server = createServer();
+  await new Promise<void>((listening) => server.listen(0, '127.0.0.1', listening));
+  const { port } = server.address() as AddressInfo;
+  await new Promise((closed) => server.close(closed));
+  const result = await socketLoad({ url: `http://127.0.0.1:${port}`, connections: 4, seconds: 0.2, requests: [{ path: '/' }] });
+  assert.deepEqual({ requests: result.requests, errors: result.errors }, { requests: 0, errors: 4 });
 });
