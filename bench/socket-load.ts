@@ -156,7 +156,6 @@ export async function socketLoad(options: SocketLoadOptions): Promise<SocketLoad
   await new Promise<void>((done) => setTimeout(done, options.seconds * 1000));
   running = false;
   const seconds = (performance.now() - started) / 1000;
-  const requests = completed;
   for (const socket of sockets) socket.destroy();
   if (failure !== undefined) throw failure;
   const statuses: Record<number, number> = {};
@@ -165,5 +164,5 @@ export async function socketLoad(options: SocketLoadOptions): Promise<SocketLoad
     non2xx += reader.non2xx;
     for (const [status, count] of Object.entries(reader.statuses)) statuses[Number(status)] = (statuses[Number(status)] ?? 0) + count;
   }
-  return { rps: requests / seconds, requests, errors, non2xx, statuses };
+  return { rps: completed / seconds, requests: completed, errors, non2xx, statuses };
 }

@@ -184,22 +184,16 @@ const UNAVAILABLE_CODES = new Set([
   'CONNECT_TIMEOUT',
 ]);
 
-/** True for a failure that a retry a moment later could fix: the database is out of reach or too busy. */
-export function isUnavailable(error: unknown): boolean {
-  const code = (error as { code?: unknown }).code;
-  return typeof code === 'string' && (UNAVAILABLE_CODES.has(code) || UNAVAILABLE_STATES.test(code));
+/** The driver's or the socket's code of a failure (a SQLSTATE, CONNECTION_CLOSED, ECONNRESET, ...); undefined for none. */
+function codeOf(error: unknown): string | undefined {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' ? code : undefined;
 }
 
-/**
- * True when `error` means the connection itself is gone (the driver's
- * close codes, a socket error, or a server that ended the session: class
- * 08, 57P01..03). The driver has then taken the connection back into its
- * pool by itself; nothing more may be sent on it.
- */
-export function isConnectionLost(error: unknown): boolean {
-  const code = (error as { code?: unknown }).code;
-  if (typeof code !== 'string') return false;
-  return SESSION_ENDED_STATES.test(code) || (UNAVAILABLE_CODES.has(code) && code !== 'CONNECT_TIMEOUT');
+/** True for a failure that a retry a moment later could fix: the database is out of reach or too busy. */
+export function isUnavailable(error: unknown): boolean {
+  const code = codeOf(error);
+  return code !== undefined && (UNAVAILABLE_CODES.has(code) || UNAVAILABLE_STATES.test(code));
 }
 
 /** The SQLSTATEs a server sends as it ends a session: class 08, and 57P01..03 (shutdown, crash, not accepting). */
@@ -209,26 +203,37 @@ const SESSION_ENDED_STATES = /^(08...|57P0[1-3])$/;
 const DROPPED_CODES = new Set(['CONNECTION_CLOSED', 'ECONNRESET', 'EPIPE']);
 
 /**
- * Runs `run` (a read, or what sends nothing before it fails) again while
- * it fails on a dropped connection, at most twice `poolSize` more times. After
- * the database ends its sessions (a restart, a failover,
+ * True when `error` means the connection itself is gone (the driver's
+ * close codes, a socket error, or a server that ended the session: class
+ * 08, 57P01..03). The driver has then taken the connection back into its
+ * pool by itself; nothing more may be sent on it.
+ */
+export function isConnectionLost(error: unknown): boolean {
+  const code = codeOf(error);
+  return code !== undefined && (SESSION_ENDED_STATES.test(code) || (UNAVAILABLE_CODES.has(code) && code !== 'CONNECT_TIMEOUT'));
+}
+
+/**
+ * Runs `run` (a read, or what sends nothing before it fails) again while it
+ * fails on a dropped connection, at most twice `poolSize` more times.
+ * After the database ends its sessions (a restart, a failover,
  * `pg_terminate_backend`), the driver (3.4.9) still hands out each
  * connection until its close is read, and a statement given to it fails
  * with CONNECTION_CLOSED; it also keeps the error the server sent as it
  * ended the session and gives it again to the first statement of that
  * connection's next session. Neither statement ran, and each connection
  * fails at most these two times: without the retries, every connection of
- * the pool would fail one or two more requests after the database is back. A
- * database that cannot be reached fails otherwise (refused, timed out), at
- * once.
+ * the pool would fail one or two more requests after the database is
+ * back. A database that cannot be reached fails otherwise (refused, timed
+ * out), at once.
  */
 export async function againIfDropped<T>(run: () => Promise<T>, poolSize: number): Promise<T> {
   for (let attempt = 0; ; attempt++) {
     try {
       return await run();
     } catch (error) {
-      const code = (error as { code?: unknown }).code;
-      const dropped = typeof code === 'string' && (SESSION_ENDED_STATES.test(code) || DROPPED_CODES.has(code));
+      const code = codeOf(error);
+      const dropped = code !== undefined && (SESSION_ENDED_STATES.test(code) || DROPPED_CODES.has(code));
       if (!dropped || attempt >= 2 * poolSize) throw error;
     }
   }
@@ -236,7 +241,7 @@ export async function againIfDropped<T>(run: () => Promise<T>, poolSize: number)
 
 /** SQLSTATEs of a transaction that lost a race and should run again: serialization, deadlock, unique violation. */
 export function isRetryable(error: unknown): boolean {
-  const code = (error as { code?: unknown }).code;
+  const code = codeOf(error);
   return code === '40001' || code === '40P01' || code === '23505';
 }
 

@@ -81,7 +81,7 @@ export class PostgresStore implements Store {
    * while the previous is under way: GETs by id (with the move check of a
    * PUT or DELETE by id) and replaces by id.
    */
-  private readonly reads = new GatheredStatements<number, IdRow>((ids) => againIfDropped(() => this.readIds(ids), this.poolSize));
+  private readonly reads = new GatheredStatements<number, IdRow>((ids) => this.again(() => this.readIds(ids)));
   private readonly replaces = new GatheredStatements<DirectReplace, string | null | undefined>(
     (puts) => this.replaceAll(puts),
     (put) => put.id,
@@ -91,8 +91,8 @@ export class PostgresStore implements Store {
   /** Reservations without an Idempotency-Key, likewise. */
   private readonly reservations = new GatheredStatements<ReserveRequest, ReserveOutcome>((requests) => this.reserveAll(requests));
   /** What a request's credentials need: its session's revocation, its API token. */
-  private readonly revocations = new GatheredStatements<string, boolean>((ids) => againIfDropped(() => this.revokedAmong(ids), this.poolSize));
-  private readonly tokens = new GatheredStatements<string, ApiTokenRecord | undefined>((ids) => againIfDropped(() => this.tokensOf(ids), this.poolSize));
+  private readonly revocations = new GatheredStatements<string, boolean>((ids) => this.again(() => this.revokedAmong(ids)));
+  private readonly tokens = new GatheredStatements<string, ApiTokenRecord | undefined>((ids) => this.again(() => this.tokensOf(ids)));
 
   constructor(
     readonly sql: Sql,
@@ -394,9 +394,14 @@ export class PostgresStore implements Store {
     return replayOf({ fingerprint: row.fingerprint, status: row.status, body: row.body, location: row.location ?? undefined, expiresAt: Number(row.expires_at) }, key.fingerprint);
   }
 
-  /** Reads outside a transaction, tried again on a dropped connection (`againIfDropped`): a read can run twice. */
+  /** Reads outside a transaction, tried again on a dropped connection: a read can run twice. */
   private read<T>(run: () => Promise<T>): Promise<T> {
-    return this.query(() => againIfDropped(run, this.poolSize));
+    return this.query(() => this.again(run));
+  }
+
+  /** `run` tried again on a dropped connection (`againIfDropped`): for reads only, which can run twice. */
+  private again<T>(run: () => Promise<T>): Promise<T> {
+    return againIfDropped(run, this.poolSize);
   }
 
   /** A statement outside a transaction; a database out of reach is a StoreUnavailableError. */
