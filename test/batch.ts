@@ -31,7 +31,7 @@ const COSTS: Record<string, number> = {
   'timeouts.test.ts': 6,
   'store-suite.test.ts': 3,
   'cli-scripts.test.ts': 3,
-  'cli-completion.test.ts': 3,
+  'cli-completion.test.ts': 2,
   'readme-examples.test.ts': 4,
   'cli-export.test.ts': 2,
   'cli-tokens.test.ts': 2,
