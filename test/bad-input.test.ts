@@ -397,6 +397,18 @@ test('Expect: 100-continue with an acceptable Content-Length gets 100 Continue, 
   assert.equal(answers[1]!.text, '{"name":"Cid","id":1}');
 });
 
+test('a UTF-8 byte order mark before a JSON body is skipped (RFC 8259 section 8.1); one after the first byte is invalid JSON', async (t) => {
+  const server = await startTestServer(t);
+  const bom = Buffer.from([0xef, 0xbb, 0xbf]);
+  const headers = { 'content-type': 'application/json' };
+  const created = await send(server.url, 'PUT', '/users/bom', { body: Buffer.concat([bom, Buffer.from('{"name":"Bo\u00f6m"}')]), headers });
+  assert.equal(created.status, 201, created.text);
+  assert.equal(created.text, '{"name":"Boöm","id":1}');
+  const late = await send(server.url, 'PUT', '/users/bom', { body: Buffer.concat([Buffer.from(' '), bom, Buffer.from('{"name":"Late"}')]), headers });
+  assertProblem(late, 400, 'invalid-json');
+  assert.equal((await send(server.url, 'GET', '/users/1')).text, '{"name":"Boöm","id":1}');
+});
+
 // ---------------------------------------------------------------- limits with their defaults
 
 /** `{"name":"x","pad":"..."}` of exactly `size` bytes. */

@@ -50,13 +50,27 @@ export class ObservedResponse extends ServerResponse {
     return this;
   }
 
-  override emit(event: string | symbol, ...args: unknown[]): boolean {
+  /**
+   * A response's events carry at most two arguments ('socket', 'error',
+   * 'unpipe'); naming them spares a rest array on each of the four or so
+   * events of every response. The arguments are passed on as given.
+   */
+  override emit(event: string | symbol, a?: unknown, b?: unknown): boolean {
     if (event === 'close' && this.onClose !== undefined) {
       const onClose = this.onClose;
       this.onClose = undefined;
       onClose(this);
     }
-    return super.emit(event, ...args);
+    switch (arguments.length) {
+      case 1:
+        return super.emit(event);
+      case 2:
+        return super.emit(event, a);
+      case 3:
+        return super.emit(event, a, b);
+      default:
+        return super.emit(event, ...[...arguments].slice(1));
+    }
   }
 
   /**

@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import type { IncomingMessage } from 'node:http';
 import { problems } from '../../shared/problems.js';
 import { HttpError } from '../errors.js';
@@ -18,13 +19,18 @@ export function declaresTooLarge(req: IncomingMessage, limit: number): boolean {
   return length !== undefined && Number(length) > limit;
 }
 
+const NO_BODY = Buffer.alloc(0);
+
 /**
  * Reads the request body, at most `limit` bytes: the declared Content-Length
  * is checked before reading, and bytes are counted while streaming, so a
- * chunked body cannot exceed the limit either (413).
+ * chunked body cannot exceed the limit either (413). A body that came
+ * whole with its headers (most do) is taken at once from the stream's
+ * buffer, without listening for its events.
  */
 export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
   if (declaresTooLarge(req, limit)) return Promise.reject(tooLarge(limit));
+  if (req.complete && req.readableLength <= limit) return Promise.resolve((req.read() as Buffer | null) ?? NO_BODY);
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -56,15 +62,23 @@ export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
   });
 }
 
-const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
-
-/** Parses a JSON body; malformed UTF-8 or JSON is a 400 (bad syntax), not a 422. */
+/**
+ * Parses a JSON body; malformed UTF-8 or JSON is a 400 (bad syntax), not a
+ * 422. A byte order mark before the text is skipped, as RFC 8259 section
+ * 8.1 allows a parser to.
+ */
 export function parseJson(raw: Buffer): unknown {
+  if (!isUtf8(raw)) throw invalidJson();
+  const start = raw[0] === 0xef && raw[1] === 0xbb && raw[2] === 0xbf ? 3 : 0;
   try {
-    return JSON.parse(strictUtf8.decode(raw));
+    return JSON.parse(raw.toString('utf8', start));
   } catch {
-    throw new HttpError(problems.invalidJson, 'The request body is not valid JSON.');
+    throw invalidJson();
   }
+}
+
+function invalidJson(): HttpError {
+  return new HttpError(problems.invalidJson, 'The request body is not valid JSON.');
 }
 
 const utf8 = new TextDecoder('utf-8');

@@ -94,8 +94,12 @@ class UserRoutes {
     sendUser(ctx, ref, found);
   }
 
-  async put(ctx: Context): Promise<void> {
-    const ref = await this.writeTarget(ctx);
+  put(ctx: Context): void | Promise<void> {
+    const ref = this.writeTarget(ctx);
+    return ref instanceof Promise ? ref.then((r) => this.putTo(ctx, r)) : this.putTo(ctx, ref);
+  }
+
+  private async putTo(ctx: Context, ref: UserRef | undefined): Promise<void> {
     if (ref === undefined) return;
     requireJson(ctx.req.headers['content-type']);
     const raw = await readBody(ctx.req, this.config.maxBody);
@@ -128,13 +132,17 @@ class UserRoutes {
    * The reference of a PUT or DELETE, once its session may write; undefined
    * when an old id was answered with 301 (before anything else).
    */
-  private async writeTarget(ctx: Context): Promise<UserRef | undefined> {
+  private writeTarget(ctx: Context): MaybePromise<UserRef | undefined> {
     const ref = refOf(ctx);
     const moved = this.answeredMove(ctx, ref);
-    if (moved instanceof Promise ? await moved : moved) return undefined;
+    if (moved instanceof Promise) return moved.then((m) => (m ? undefined : this.mayWrite(ctx, ref)));
+    return moved ? undefined : this.mayWrite(ctx, ref);
+  }
+
+  /** `ref` once the request's session or token may write (else the refusal is thrown). */
+  private mayWrite(ctx: Context, ref: UserRef): MaybePromise<UserRef> {
     const authorized = this.access.authorize(ctx.req, ctx.res, ctx.now, 'write');
-    if (authorized !== undefined) await authorized;
-    return ref;
+    return authorized === undefined ? ref : authorized.then(() => ref);
   }
 
   /**
