@@ -17,12 +17,23 @@
  * without routing or reading the request body: the floor, i.e. the cost of
  * node:http alone.
  *
+ * `--contract`: also what users-server's contract asks of these answers and
+ * that costs something per request, done the cheapest way: an X-Request-Id
+ * on every answer (a counter), a strong ETag on a GET's 200 (a SHA-256 kept
+ * with the stored JSON), Content-Location on a replacing PUT, and a PUT body
+ * checked to be UTF-8 (400 otherwise). `--log` adds an access log line per
+ * answer on stdout, in users-server's text format, written once per turn of
+ * the event loop. With both it is the ceiling of a users service on
+ * node:http (bench/reference-ceiling.ts measures what they cost).
+ *
  * Plain JavaScript so that it runs as `node bench/reference-server.mjs`, with
  * no loader in front of it, like users-server runs from dist/.
  *
- * Usage: node bench/reference-server.mjs [--host 127.0.0.1] [--port 8080] [--floor]
+ * Usage: node bench/reference-server.mjs [--host 127.0.0.1] [--port 8080] [--floor | --contract [--log]]
  * Prints `listening on http://HOST:PORT` (the real port with --port 0).
  */
+import { isUtf8 } from 'node:buffer';
+import { hash, randomBytes } from 'node:crypto';
 import { createServer } from 'node:http';
 import { parseArgs } from 'node:util';
 
@@ -35,10 +46,56 @@ const BAD_NAME = '{"status":422}';
 
 /** @type {Map<number, string>} id -> the stored JSON */
 const users = new Map();
+/** @type {Map<number, string>} id -> the stored JSON's ETag (--contract) */
+const etags = new Map();
 
-function send(res, status, body) {
-  res.writeHead(status, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) });
+const { values } = parseArgs({
+  options: {
+    host: { type: 'string', default: '127.0.0.1' },
+    port: { type: 'string', default: '8080' },
+    floor: { type: 'boolean', default: false },
+    contract: { type: 'boolean', default: false },
+    log: { type: 'boolean', default: false },
+  },
+});
+const contract = values.contract;
+const idPrefix = randomBytes(6).toString('hex') + '-';
+let idCounter = 0;
+let pending = '';
+let lastMs = -1;
+let lastTime = '';
+const flush = () => {
+  process.stdout.write(pending);
+  pending = '';
+};
+
+function send(res, status, body, extra) {
+  if (!contract) {
+    res.writeHead(status, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) });
+    res.end(body);
+    return;
+  }
+  const length = Buffer.byteLength(body);
+  const id = idPrefix + (++idCounter).toString(36);
+  const headers = extra === undefined ? [] : extra;
+  headers.push('Content-Type', 'application/json', 'Content-Length', String(length), 'X-Request-Id', id);
+  res.writeHead(status, headers);
   res.end(body);
+  if (values.log) logLine(res.req, status, length, id);
+}
+
+/** users-server's text access log line (server/ops/access-log.ts), without its escaping of odd targets. */
+function logLine(req, status, bytes, id) {
+  const ms = performance.now() - req.startedAt;
+  const hundredths = Math.round(ms * 100);
+  const fraction = hundredths % 100;
+  if (pending === '') setImmediate(flush);
+  const now = Math.floor(Date.now());
+  if (now !== lastMs) {
+    lastMs = now;
+    lastTime = new Date(now).toISOString();
+  }
+  pending += `${lastTime} ${req.method} ${req.url} ${status} ${(hundredths - fraction) / 100}.${fraction < 10 ? '0' : ''}${fraction}ms ${bytes}B req=${id}\n`;
 }
 
 /** The id in `/users/<digits>`, or -1 for any other path. */
@@ -59,7 +116,9 @@ function put(req, res, id) {
   req.on('end', () => {
     let body;
     try {
-      body = JSON.parse(chunks.length === 1 ? chunks[0].toString('utf8') : Buffer.concat(chunks).toString('utf8'));
+      const raw = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks);
+      if (contract && !isUtf8(raw)) throw new Error('not UTF-8');
+      body = JSON.parse(raw.toString('utf8'));
     } catch {
       send(res, 400, BAD_JSON);
       return;
@@ -71,11 +130,13 @@ function put(req, res, id) {
     const json = JSON.stringify({ id, name: body.name });
     const status = users.has(id) ? 200 : 201;
     users.set(id, json);
-    send(res, status, json);
+    if (contract) etags.set(id, `"${hash('sha256', json, 'base64url').slice(0, 27)}"`);
+    send(res, status, json, contract ? [status === 200 ? 'Content-Location' : 'Location', PREFIX + id] : undefined);
   });
 }
 
 function handle(req, res) {
+  if (values.log) req.startedAt = performance.now();
   const id = idOf(req.url);
   if (id === -1) {
     send(res, 404, NOT_FOUND);
@@ -85,7 +146,7 @@ function handle(req, res) {
     case 'GET': {
       const json = users.get(id);
       if (json === undefined) send(res, 404, NOT_FOUND);
-      else send(res, 200, json);
+      else send(res, 200, json, contract ? ['ETag', etags.get(id)] : undefined);
       return;
     }
     case 'PUT':
@@ -101,13 +162,6 @@ function floor(_req, res) {
   send(res, 200, FLOOR_BODY);
 }
 
-const { values } = parseArgs({
-  options: {
-    host: { type: 'string', default: '127.0.0.1' },
-    port: { type: 'string', default: '8080' },
-    floor: { type: 'boolean', default: false },
-  },
-});
 const port = Number(values.port);
 if (!Number.isInteger(port) || port < 0 || port > 65535) {
   process.stderr.write('reference-server: --port must be an integer from 0 to 65535\n');

@@ -4,11 +4,12 @@
  * every ratio is measured against is known to do the work it claims.
  */
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { put, send } from './helpers.js';
-import { spawnChild } from './processes.js';
+import { spawnChild, type Child } from './processes.js';
 
 const SCRIPT = join(fileURLToPath(new URL('..', import.meta.url)), 'bench', 'reference-server.mjs');
 const LISTENING_LINE = /^listening on (http:\/\/127\.0\.0\.1:\d+)$/;
@@ -16,13 +17,17 @@ const TEST_OPTIONS = {};
 
 /** Starts the reference server with `args` and `--port 0`; stops it after the test, checking it exits 0. */
 async function startReference(t: TestContext, args: string[] = []): Promise<string> {
+  return (await startReferenceChild(t, args)).url;
+}
+
+async function startReferenceChild(t: TestContext, args: string[]): Promise<{ url: string; child: Child }> {
   const child = spawnChild(t, process.execPath, [SCRIPT, '--port', '0', ...args], {
     stop: async (c) => {
       c.kill('SIGTERM');
       assert.equal((await c.exited).code, 0, 'the reference server exits 0 on SIGTERM');
     },
   });
-  return (await child.waitForLine(LISTENING_LINE))[1]!;
+  return { url: (await child.waitForLine(LISTENING_LINE))[1]!, child };
 }
 
 test('reference server: a GET of an id never PUT answers 404', TEST_OPTIONS, async (t) => {
@@ -92,4 +97,35 @@ test('reference server --floor: every request answers 200 with the same constant
     assert.equal(reply.text, replies[0]!.text);
   }
   assert.equal(typeof replies[0]!.json().name, 'string');
+});
+
+test('reference server --contract --log: X-Request-Id on every answer, the stored version\'s ETag, Content-Location on a replace, 400 for a body that is not UTF-8, and one access log line per answer', TEST_OPTIONS, async (t) => {
+  const { url, child } = await startReferenceChild(t, ['--contract', '--log']);
+  const created = await put(url, '/users/7', { name: 'Ada' });
+  assert.equal(created.status, 201);
+  assert.equal(created.headers.location, '/users/7');
+  const replaced = await put(url, '/users/7', { name: 'Grace' });
+  assert.equal(replaced.status, 200);
+  assert.equal(replaced.headers['content-location'], '/users/7');
+  const read = await send(url, 'GET', '/users/7');
+  const tag = `"${createHash('sha256').update(read.text).digest('base64url').slice(0, 27)}"`;
+  assert.equal(read.headers.etag, tag, 'the tag of the stored JSON, computed as users-server does');
+  const notUtf8 = await send(url, 'PUT', '/users/7', { body: Buffer.from([0x7b, 0x22, 0x6e, 0x61, 0x6d, 0x65, 0x22, 0x3a, 0x22, 0xff, 0x22, 0x7d]), headers: { 'content-type': 'application/json' } });
+  assert.equal(notUtf8.status, 400);
+  const missing = await send(url, 'GET', '/users/8');
+  const replies = [created, replaced, read, notUtf8, missing];
+  const ids = replies.map((r) => r.headers['x-request-id']);
+  assert.equal(new Set(ids).size, 5, `five distinct request ids: ${ids.join(' ')}`);
+  const line = await child.waitForLine(new RegExp(`^\\S+Z GET /users/8 404 \\d+\\.\\d\\dms \\d+B req=${ids[4]}$`));
+  assert.ok(line, 'the last answer is logged with its id');
+  for (const [i, reply] of replies.entries()) assert.match(child.stdout(), new RegExp(` ${reply.status} [0-9.]+ms \\d+B req=${ids[i]}\\n`));
+});
+
+test('reference server without --contract sends none of it: no X-Request-Id, no ETag, no log line', TEST_OPTIONS, async (t) => {
+  const { url, child } = await startReferenceChild(t, []);
+  assert.equal((await put(url, '/users/1', { name: 'Ada' })).headers['x-request-id'], undefined);
+  const read = await send(url, 'GET', '/users/1');
+  assert.equal(read.headers.etag, undefined);
+  assert.equal(read.headers['x-request-id'], undefined);
+  assert.equal(child.stdout().trim().split('\n').length, 1, 'stdout has the listening line only');
 });
