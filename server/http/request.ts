@@ -24,9 +24,11 @@ const NO_BODY = Buffer.alloc(0);
 /**
  * Reads the request body, at most `limit` bytes: the declared Content-Length
  * is checked before reading, and bytes are counted while streaming, so a
- * chunked body cannot exceed the limit either (413). A body that came
- * whole with its headers (most do) is taken at once from the stream's
- * buffer, without listening for its events.
+ * chunked body cannot exceed the limit either (413). A body that has
+ * arrived whole by the time it is read is taken at once from the stream's
+ * buffer, without listening for its events. (node parses a body only after
+ * the `request` event's ticks and microtasks have run, so this happens
+ * when a route waited on something else first, a database say.)
  */
 export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
   if (declaresTooLarge(req, limit)) return Promise.reject(tooLarge(limit));
