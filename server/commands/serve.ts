@@ -118,6 +118,26 @@ function dataDirSettings(dataDir: string, config: Config, accounts: Accounts, en
   };
 }
 
+/** The store `config` names, opened with the server's logging, fatal-error hook and test seams. */
+function openConfiguredStore(
+  config: Config,
+  dataDir: string | undefined,
+  evidence: ReturnType<typeof usedBefore> | undefined,
+  options: StartOptions,
+  logError: (message: string) => void,
+  onFatal: (error: Error) => void,
+): Promise<Store> {
+  return openStore(config.store, dataDir ?? '', {
+    compactionFloor: config.compactionFloor,
+    ...(evidence !== undefined && { usedBefore: evidence }),
+    log: logError,
+    onFatal,
+    postgres: { max: config.dbPool, timeoutSeconds: config.dbTimeout, startWaitSeconds: config.dbStartWait },
+    ...(options.clock && { now: options.clock }),
+    ...(options.journalIo && { io: options.journalIo }),
+  });
+}
+
 /**
  * Boots a server: the data directory and its lock (not for a shared
  * PostgreSQL store, which needs neither), the store, the signing keys and
@@ -139,15 +159,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       if (options.onFatal) options.onFatal(error);
       else void stop();
     };
-    const store = (opened.store = options.store ?? (await openStore(config.store, dataDir ?? '', {
-      compactionFloor: config.compactionFloor,
-      ...(evidence !== undefined && { usedBefore: evidence }),
-      log: logError,
-      onFatal,
-      postgres: { max: config.dbPool, timeoutSeconds: config.dbTimeout, startWaitSeconds: config.dbStartWait },
-      ...(options.clock && { now: options.clock }),
-      ...(options.journalIo && { io: options.journalIo }),
-    })));
+    const store = (opened.store = options.store ?? (await openConfiguredStore(config, dataDir, evidence, options, logError, onFatal)));
     const hashing = { cost: config.passwordCost, ...(options.scrypt && { scrypt: options.scrypt }) };
     const accounts = new Accounts(hashing);
     const settings = (opened.settings =
@@ -293,6 +305,21 @@ function startFailure(error: unknown, config: Config): string | undefined {
   return undefined;
 }
 
+/** SIGHUP: the accounts read again, and the TLS certificate and key when serving HTTPS; each outcome said on stderr. */
+function reload(running: RunningServer, io: CommandIo): void {
+  running.reloadAccounts().then(
+    () => io.stderr.write('users-server: SIGHUP: accounts read again\n'),
+    (error: unknown) => io.stderr.write(`users-server: SIGHUP: cannot read the accounts: ${(error as Error).message}\n`),
+  );
+  if (running.reloadCertificate === undefined) return;
+  try {
+    running.reloadCertificate();
+    io.stderr.write('users-server: SIGHUP: TLS certificate and key read again; new connections use them\n');
+  } catch (error) {
+    io.stderr.write(`users-server: SIGHUP: ${(error as Error).message}; the previous certificate stays in use\n`);
+  }
+}
+
 /**
  * `users-server [flags]`: serve until SIGINT or SIGTERM. Exit codes: 0 after
  * a graceful stop, 1 when it cannot start (data directory, lock, port, a
@@ -342,19 +369,7 @@ export async function serve(argv: readonly string[], io: CommandIo): Promise<num
   const exposed = openWrites(parsed.config);
   if (exposed !== undefined) io.stderr.write(`users-server: warning: ${exposed}\n`);
   io.stdout.write(`listening on ${running.url}\n`);
-  signals.onHangUp = () => {
-    running.reloadAccounts().then(
-      () => io.stderr.write('users-server: SIGHUP: accounts read again\n'),
-      (error: unknown) => io.stderr.write(`users-server: SIGHUP: cannot read the accounts: ${(error as Error).message}\n`),
-    );
-    if (running.reloadCertificate === undefined) return;
-    try {
-      running.reloadCertificate();
-      io.stderr.write('users-server: SIGHUP: TLS certificate and key read again; new connections use them\n');
-    } catch (error) {
-      io.stderr.write(`users-server: SIGHUP: ${(error as Error).message}; the previous certificate stays in use\n`);
-    }
-  };
+  signals.onHangUp = () => reload(running, io);
   await signals.signalled;
   signals.onAgain = () => {
     io.stderr.write('users-server: second signal: closing the open connections now; the store is still flushed\n');
