@@ -4,13 +4,14 @@
  * (X-Request-Id, ETag, Content-Location, a UTF-8 check) and with
  * `--contract --log` (plus an access log line per answer), beside
  * users-server with its access log off and on. The same GET-by-id and
- * PUT-replace loads as `npm run bench`, every server fresh each round, the
- * servers in turn on core 0 and autocannon on core 1. It prints the medians,
- * and each server's ratio to the plain reference: the rows of the contract
- * reference are the ceiling of the issue 17 targets for any server built on
- * node:http that keeps the contract.
+ * PUT-replace loads as `npm run bench`, the servers on core 0, each loaded
+ * in turn, and autocannon on core 1. It prints the medians, and each
+ * server's ratio to the plain reference: the rows of the contract reference
+ * are the ceiling of the issue 17 targets for any server built on node:http
+ * that keeps the contract.
  *
- * Run: npm run build && node --import tsx bench/reference-ceiling.ts [--rounds 3] [--seconds 5]
+ * Run: npm run build && node --import tsx bench/reference-ceiling.ts [--rounds 10] [--seconds 3]
+ * (--rounds: cycles over the five servers and two loads)
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -18,7 +19,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { JSON_HEADERS, LOAD_FLAGS, median, pinSelf, preloadUsers, putReplacing, requestPool, ROOT, runLoad, spawnServer, table, typicalName, waitForQuiet, type LoadRequest, type ServerProcess } from './store-bench.js';
 
-const { values } = parseArgs({ options: { rounds: { type: 'string', default: '3' }, seconds: { type: 'string', default: '5' } } });
+const { values } = parseArgs({ options: { rounds: { type: 'string', default: '10' }, seconds: { type: 'string', default: '3' } } });
 const ROUNDS = Number(values.rounds);
 const SECONDS = Number(values.seconds);
 const USERS = 10_000;
@@ -56,18 +57,28 @@ function requestsOf(load: Load): LoadRequest[] {
 }
 
 pinSelf(1);
-for (let round = 1; round <= ROUNDS; round++) {
-  // Alternate the order so that neither end of a round always gets the quieter machine.
-  for (const setup of round % 2 === 1 ? SETUPS : [...SETUPS].reverse()) {
-    const dir = mkdtempSync(join(tmpdir(), 'users-ceiling-'));
-    const args = setup.reference ? ['--port', '0', ...setup.args] : ['--port', '0', '--data', join(dir, 'data'), ...LOAD_FLAGS, ...setup.args];
-    const server = await spawnServer(args, { core: 0, stdoutFile: join(dir, 'out'), ...(setup.reference && { script: REFERENCE }) });
-    try {
-      await preload(server, setup);
-      for (const load of LOADS) {
-        const requests = requestsOf(load);
+// All five servers run for the whole measurement, each loaded in turn (the
+// others idle), cycle after cycle, the order reversed every other cycle:
+// this machine's speed drifts by a third over minutes, and a ratio taken
+// within one cycle sees little of that drift.
+const dir = mkdtempSync(join(tmpdir(), 'users-ceiling-'));
+const servers: ServerProcess[] = [];
+try {
+  for (const [i, setup] of SETUPS.entries()) {
+    const args = setup.reference ? ['--port', '0', ...setup.args] : ['--port', '0', '--data', join(dir, `data-${i}`), ...LOAD_FLAGS, ...setup.args];
+    const server = await spawnServer(args, { core: 0, stdoutFile: join(dir, `out-${i}`), ...(setup.reference && { script: REFERENCE }) });
+    servers.push(server);
+    await preload(server, setup);
+    for (const load of LOADS) await runLoad({ url: server.url, connections: CONNECTIONS, seconds: 1, requests: requestsOf(load) });
+  }
+  for (let cycle = 1; cycle <= ROUNDS; cycle++) {
+    for (const load of LOADS) {
+      const requests = requestsOf(load);
+      const order = cycle % 2 === 1 ? [...SETUPS.keys()] : [...SETUPS.keys()].reverse();
+      for (const i of order) {
+        const setup = SETUPS[i]!;
+        const server = servers[i]!;
         await waitForQuiet(10);
-        await runLoad({ url: server.url, connections: CONNECTIONS, seconds: 1, requests });
         const r = await runLoad({ url: server.url, connections: CONNECTIONS, seconds: SECONDS, requests, pid: server.pid });
         if (r.non2xx > 0 || r.errors > 0) throw new Error(`${setup.name}, ${load}: ${r.non2xx} non-2xx answers, ${r.errors} errors`);
         const key = `${setup.name}|${load}`;
@@ -75,23 +86,24 @@ for (let round = 1; round <= ROUNDS; round++) {
         entry.rps.push(r.rps);
         entry.cpu.push((r.serverCpu / r.rps) * 1e6);
         figures.set(key, entry);
-        console.error(`round ${round} ${setup.name.padEnd(30)} ${load.padEnd(12)} ${Math.round(r.rps).toString().padStart(6)} req/s, ${((r.serverCpu / r.rps) * 1e6).toFixed(1)} µs of CPU per request`);
+        console.error(`cycle ${cycle} ${setup.name.padEnd(30)} ${load.padEnd(12)} ${Math.round(r.rps).toString().padStart(6)} req/s, ${((r.serverCpu / r.rps) * 1e6).toFixed(1)} µs of CPU per request`);
       }
-    } finally {
-      await server.stop();
-      rmSync(dir, { recursive: true, force: true });
     }
   }
+} finally {
+  for (const server of servers) await server.stop();
+  rmSync(dir, { recursive: true, force: true });
 }
 
 for (const load of LOADS) {
   const base = figures.get(`reference|${load}`)!;
   const rows = SETUPS.map((setup) => {
     const f = figures.get(`${setup.name}|${load}`)!;
-    const rps = median(f.rps);
-    const cpu = median(f.cpu);
-    return [setup.name, Math.round(rps).toLocaleString('en-US'), cpu.toFixed(1), (rps / median(base.rps)).toFixed(2), (median(base.cpu) / cpu).toFixed(2)];
+    // The median of the cycles' ratios, each taken within one cycle.
+    const rpsRatio = median(f.rps.map((rps, i) => rps / base.rps[i]!));
+    const cpuRatio = median(f.cpu.map((cpu, i) => base.cpu[i]! / cpu));
+    return [setup.name, Math.round(median(f.rps)).toLocaleString('en-US'), median(f.cpu).toFixed(1), rpsRatio.toFixed(2), cpuRatio.toFixed(2)];
   });
-  console.log(`\n${load}, medians of ${ROUNDS} rounds of ${SECONDS} s:\n`);
-  console.log(table(['server', 'req/s', 'CPU µs/req', 'req/s ratio to the reference', 'CPU ratio'], rows));
+  console.log(`\n${load}, ${ROUNDS} cycles of ${SECONDS} s per server (medians; ratios: the median of each cycle's ratio to the plain reference):\n`);
+  console.log(table(['server', 'req/s', 'CPU µs/req', 'req/s ratio', 'CPU ratio'], rows));
 }
