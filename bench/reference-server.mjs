@@ -162,6 +162,10 @@ function floor(_req, res) {
   send(res, 200, FLOOR_BODY);
 }
 
+if (values.log && !contract) {
+  process.stderr.write('reference-server: --log goes with --contract (the log line carries the request id)\n');
+  process.exit(2);
+}
 const port = Number(values.port);
 if (!Number.isInteger(port) || port < 0 || port > 65535) {
   process.stderr.write('reference-server: --port must be an integer from 0 to 65535\n');

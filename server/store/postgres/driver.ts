@@ -232,11 +232,15 @@ export async function againIfDropped<T>(run: () => Promise<T>, poolSize: number)
     try {
       return await run();
     } catch (error) {
-      const code = codeOf(error);
-      const dropped = code !== undefined && (SESSION_ENDED_STATES.test(code) || DROPPED_CODES.has(code));
-      if (!dropped || attempt >= 2 * poolSize) throw error;
+      if (!wasDropped(error) || attempt >= 2 * poolSize) throw error;
     }
   }
+}
+
+/** True when `error` is an open connection dropped under a statement, which therefore did not run (not one that could not be opened). */
+function wasDropped(error: unknown): boolean {
+  const code = codeOf(error);
+  return code !== undefined && (SESSION_ENDED_STATES.test(code) || DROPPED_CODES.has(code));
 }
 
 /** SQLSTATEs of a transaction that lost a race and should run again: serialization, deadlock, unique violation. */
