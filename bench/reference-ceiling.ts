@@ -17,39 +17,18 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { JSON_HEADERS, LOAD_FLAGS, median, pinSelf, preloadUsers, putReplacing, requestPool, ROOT, runLoad, spawnServer, table, typicalName, waitForQuiet, type LoadRequest, type ServerProcess } from './store-bench.js';
+import { CEILING_SETUPS, LOAD_FLAGS, median, pinSelf, preloadSetup, putReplacing, requestPool, REFERENCE_SCRIPT, runLoad, spawnServer, table, waitForQuiet, type LoadRequest, type ServerProcess } from './store-bench.js';
 
 const { values } = parseArgs({ options: { rounds: { type: 'string', default: '10' }, seconds: { type: 'string', default: '3' } } });
 const ROUNDS = Number(values.rounds);
 const SECONDS = Number(values.seconds);
 const USERS = 10_000;
 const CONNECTIONS = 50;
-const REFERENCE = join(ROOT, 'bench', 'reference-server.mjs');
 
-interface Setup {
-  name: string;
-  reference: boolean;
-  args: string[];
-}
-
-const SETUPS: Setup[] = [
-  { name: 'reference', reference: true, args: [] },
-  { name: 'reference --contract', reference: true, args: ['--contract'] },
-  { name: 'reference --contract --log', reference: true, args: ['--contract', '--log'] },
-  { name: 'users-server --log-format off', reference: false, args: ['--log-format', 'off'] },
-  { name: 'users-server (access log on)', reference: false, args: [] },
-];
+const SETUPS = CEILING_SETUPS;
 const LOADS = ['GET by id', 'PUT replace'] as const;
 type Load = (typeof LOADS)[number];
 const figures = new Map<string, { rps: number[]; cpu: number[] }>();
-
-async function preload(server: ServerProcess, setup: Setup): Promise<void> {
-  if (!setup.reference) return preloadUsers(server.url, USERS, 16);
-  let n = 0;
-  const requests: LoadRequest[] = [{ method: 'PUT', headers: JSON_HEADERS, setupRequest: (req) => ({ ...req, path: `/users/${++n}`, body: JSON.stringify({ name: typicalName(n) }) }) }];
-  const loaded = await runLoad({ url: server.url, connections: 16, amount: USERS, requests });
-  if (loaded.non2xx > 0 || loaded.errors > 0) throw new Error(`preloading ${setup.name}: ${loaded.non2xx} non-2xx, ${loaded.errors} errors`);
-}
 
 function requestsOf(load: Load): LoadRequest[] {
   if (load === 'PUT replace') return putReplacing(USERS);
@@ -66,9 +45,9 @@ const servers: ServerProcess[] = [];
 try {
   for (const [i, setup] of SETUPS.entries()) {
     const args = setup.reference ? ['--port', '0', ...setup.args] : ['--port', '0', '--data', join(dir, `data-${i}`), ...LOAD_FLAGS, ...setup.args];
-    const server = await spawnServer(args, { core: 0, stdoutFile: join(dir, `out-${i}`), ...(setup.reference && { script: REFERENCE }) });
+    const server = await spawnServer(args, { core: 0, stdoutFile: join(dir, `out-${i}`), ...(setup.reference && { script: REFERENCE_SCRIPT }) });
     servers.push(server);
-    await preload(server, setup);
+    await preloadSetup(server.url, setup, USERS, 16);
     for (const load of LOADS) await runLoad({ url: server.url, connections: CONNECTIONS, seconds: 1, requests: requestsOf(load) });
   }
   for (let cycle = 1; cycle <= ROUNDS; cycle++) {

@@ -35,6 +35,7 @@
 import { isUtf8 } from 'node:buffer';
 import { hash, randomBytes } from 'node:crypto';
 import { createServer } from 'node:http';
+import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 
 const PREFIX = '/users/';

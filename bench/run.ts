@@ -40,6 +40,7 @@ import {
   preloadUsers,
   putReplacing,
   requestPool,
+  REFERENCE_SCRIPT,
   ROOT,
   runLoad,
   spawnServer,
@@ -52,7 +53,6 @@ import {
   type StartupFigures,
 } from './store-bench.js';
 
-const REFERENCE_SCRIPT = join(ROOT, 'bench', 'reference-server.mjs');
 const USERSCTL = join(ROOT, 'bin', 'usersctl.js');
 const JSON_HEADERS = { 'content-type': 'application/json' };
 /** Users created on both servers before the scenarios (ids 1..PRELOAD). */

@@ -30,6 +30,8 @@ import { journalName, recover, snapshotName } from '../server/store/journal/reco
 import { captureImage, writeSnapshot } from '../server/store/journal/snapshot.js';
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+/** The minimal node:http server users-server is measured against. */
+export const REFERENCE_SCRIPT = join(ROOT, 'bench', 'reference-server.mjs');
 const SERVER_BIN = join(ROOT, 'bin', 'users-server.js');
 export const ADMIN_PASSWORD = 'bench-admin-password';
 
@@ -112,6 +114,8 @@ export interface SpawnOptions {
   env?: NodeJS.ProcessEnv;
   /** Command line to run instead of bin/users-server.js (e.g. a reference server). */
   script?: string;
+  /** A command that runs node, put in front of it: ['valgrind', '--tool=callgrind', ...]. */
+  wrapper?: string[];
   /**
    * Send the server's stdout (its access log) to this file instead of a pipe
    * to this process. Under load the log is about 100 bytes a request: read
@@ -135,10 +139,11 @@ export const LOAD_FLAGS = ['--max-connections-per-client', '0'];
 export function spawnServer(args: string[], options: SpawnOptions = {}): Promise<ServerProcess> {
   const nodeArgs = [...(options.nodeFlags ?? []), options.script ?? SERVER_BIN, ...args];
   const pinned = options.core !== undefined && pinning;
-  const [command, argv] = pinned ? ['taskset', ['-c', String(options.core), process.execPath, ...nodeArgs]] : [process.execPath, nodeArgs];
+  const line = [...(pinned ? ['taskset', '-c', String(options.core)] : []), ...(options.wrapper ?? []), process.execPath, ...nodeArgs];
+  const [command, ...argv] = line as [string, ...string[]];
   const spawnedAt = performance.now();
   const outFd = options.stdoutFile === undefined ? undefined : openSync(options.stdoutFile, 'w');
-  const child = spawn(command as string, argv as string[], {
+  const child = spawn(command, argv, {
     cwd: ROOT,
     env: { ...process.env, USERS_ADMIN_PASSWORD: ADMIN_PASSWORD, ...options.env },
     stdio: ['ignore', outFd ?? 'pipe', 'pipe'],
@@ -353,6 +358,38 @@ export async function preloadUsers(url: string, count: number, connections: numb
   }
   const [first, last, past] = await Promise.all([fetchStatus(`${url}/users/1`), fetchStatus(`${url}/users/${count}`), fetchStatus(`${url}/users/${count + 1}`)]);
   if (first !== 200 || last !== 200 || past !== 404) throw new Error(`preload: GET /users/1, /${count}, /${count + 1} answered ${first}, ${last}, ${past}`);
+}
+
+/** One server of bench/reference-ceiling.ts and bench/instructions.ts. */
+export interface CeilingSetup {
+  /** Short name for a command line (`--server`). */
+  id: string;
+  name: string;
+  /** bench/reference-server.mjs, else users-server. */
+  reference: boolean;
+  args: string[];
+}
+
+/**
+ * The reference plain, with the contract's headers, with them and an access
+ * log, and users-server with its log off and on: what the contract costs a
+ * server that does nothing else, beside users-server.
+ */
+export const CEILING_SETUPS: readonly CeilingSetup[] = [
+  { id: 'reference', name: 'reference', reference: true, args: [] },
+  { id: 'contract', name: 'reference --contract', reference: true, args: ['--contract'] },
+  { id: 'contract-log', name: 'reference --contract --log', reference: true, args: ['--contract', '--log'] },
+  { id: 'users-log-off', name: 'users-server --log-format off', reference: false, args: ['--log-format', 'off'] },
+  { id: 'users', name: 'users-server (access log on)', reference: false, args: [] },
+];
+
+/** Users 1..count on either server: users-server through POST /users/new, the reference through PUT /users/{id}. */
+export async function preloadSetup(url: string, setup: CeilingSetup, count: number, connections: number): Promise<void> {
+  if (!setup.reference) return preloadUsers(url, count, connections);
+  let n = 0;
+  const requests: LoadRequest[] = [{ method: 'PUT', headers: JSON_HEADERS, setupRequest: (req) => ({ ...req, path: `/users/${++n}`, body: JSON.stringify({ name: typicalName(n) }) }) }];
+  const loaded = await runLoad({ url, connections, amount: count, requests });
+  if (loaded.non2xx > 0 || loaded.errors > 0) throw new Error(`preloading ${setup.name}: ${loaded.non2xx} non-2xx, ${loaded.errors} errors`);
 }
 
 /** PUT /users/{random existing id} with a new {name}: replaces a user on every request. */

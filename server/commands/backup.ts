@@ -1,5 +1,6 @@
 import { copyFileSync, existsSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import { performance } from 'node:perf_hooks';
 import { CommandError, DataError, UsageError } from '../errors.js';
 import { isPostgresStore } from '../ops/config.js';
 import { fsyncDirSync } from '../ops/durable-files.js';

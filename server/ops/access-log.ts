@@ -5,6 +5,7 @@
  * write for many requests instead of one each. Formats and fields:
  * docs/operations.md, "Logs".
  */
+import { performance } from 'node:perf_hooks';
 
 /** Receives one or more complete lines, each ending in "\n". */
 export type LogSink = (chunk: string) => void;

@@ -7,6 +7,7 @@
  * structured-field Lists of one Item named "default", e.g.
  * `RateLimit-Policy: "default";q=10;w=1` and `RateLimit: "default";r=7;t=1`.
  */
+import { performance } from 'node:perf_hooks';
 
 export interface RateLimiterOptions {
   /** Tokens added per second: the sustained requests per second. At least 1. */

@@ -1,0 +1,114 @@
+/**
+ * Instructions per request: each server runs under valgrind's callgrind,
+ * which counts the instructions its process executes (every thread, user
+ * space only: the kernel's share, the socket writes above all, is not in
+ * it). A count does not depend on what else the machine is doing, so two
+ * servers compare to within a few percent however noisy the machine is,
+ * where their req/s ratio moves by 0.1 to 0.2 between runs. The servers
+ * are those of bench/reference-ceiling.ts: the reference plain, with
+ * `--contract` and with `--contract --log`, and users-server with its
+ * access log off and on.
+ *
+ * Each server: start under callgrind, 1,000 users, the load unmeasured
+ * (warm-up: the JIT compilers settle), counters zeroed, the load again,
+ * counters dumped. The figure is the dump's instructions over the
+ * requests answered, the least of the rounds: the compilers' threads count
+ * too, and a function compiled again, or a major garbage collection, that
+ * lands in one round's window only adds to it.
+ *
+ * Run: npm run build && node --import tsx bench/instructions.ts [--requests 5000] [--warmup 10000] [--load get|put] [--server ID] [--rounds 2]
+ * (--load and --server repeatable; server ids: reference, contract,
+ * contract-log, users-log-off, users)
+ */
+import { execFileSync, spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { CEILING_SETUPS, LOAD_FLAGS, preloadSetup, putReplacing, requestPool, REFERENCE_SCRIPT, runLoad, spawnServer, table, type CeilingSetup, type LoadRequest } from './store-bench.js';
+
+const { values } = parseArgs({
+  options: {
+    requests: { type: 'string', default: '5000' },
+    warmup: { type: 'string', default: '10000' },
+    load: { type: 'string', multiple: true },
+    server: { type: 'string', multiple: true },
+    rounds: { type: 'string', default: '2' },
+  },
+});
+const REQUESTS = Number(values.requests);
+const WARMUP = Number(values.warmup);
+const ROUNDS = Number(values.rounds);
+const LOADS = (values.load ?? ['get', 'put']) as ('get' | 'put')[];
+const USERS = 1000;
+const CONNECTIONS = 20;
+
+if (!LOADS.every((load) => load === 'get' || load === 'put') || !(REQUESTS > 0) || !(WARMUP >= 0) || !(ROUNDS > 0)) usage();
+for (const tool of ['valgrind', 'callgrind_control']) {
+  if (spawnSync(tool, ['--version']).error !== undefined) {
+    console.log(`skipped: ${tool} is not installed (Debian package valgrind)`);
+    process.exit(0);
+  }
+}
+
+const SETUPS = CEILING_SETUPS.filter((setup) => values.server === undefined || values.server.includes(setup.id));
+if (SETUPS.length === 0) usage();
+
+function usage(): never {
+  console.error('usage: node --import tsx bench/instructions.ts [--requests N] [--warmup N] [--load get|put ...] [--server reference|contract|contract-log|users-log-off|users ...] [--rounds N]');
+  process.exit(2);
+}
+
+function requestsOf(load: 'get' | 'put'): LoadRequest[] {
+  if (load === 'put') return putReplacing(USERS);
+  return requestPool(() => ({ method: 'GET', path: `/users/${1 + Math.floor(Math.random() * USERS)}` }));
+}
+
+/** Instructions per request of one server under one load. */
+async function count(setup: CeilingSetup, load: 'get' | 'put'): Promise<number> {
+  const dir = mkdtempSync(join(tmpdir(), 'users-instructions-'));
+  const out = join(dir, 'callgrind.out');
+  const args = setup.reference ? ['--port', '0', ...setup.args] : ['--port', '0', '--data', join(dir, 'data'), ...LOAD_FLAGS, ...setup.args];
+  // --smc-check: V8 writes and rewrites the machine code it runs.
+  const wrapper = ['valgrind', '--tool=callgrind', '--smc-check=all-non-file', `--callgrind-out-file=${out}`];
+  const server = await spawnServer(args, { wrapper, stdoutFile: join(dir, 'stdout'), ...(setup.reference && { script: REFERENCE_SCRIPT }) });
+  try {
+    await preloadSetup(server.url, setup, USERS, 8);
+    const requests = requestsOf(load);
+    if (WARMUP > 0) await runLoad({ url: server.url, connections: CONNECTIONS, amount: WARMUP, requests });
+    execFileSync('callgrind_control', ['--zero', String(server.pid)], { stdio: 'ignore' });
+    const r = await runLoad({ url: server.url, connections: CONNECTIONS, amount: REQUESTS, requests });
+    execFileSync('callgrind_control', ['--dump', String(server.pid)], { stdio: 'ignore' });
+    if (r.non2xx > 0 || r.errors > 0) throw new Error(`${setup.name}, ${load}: ${r.non2xx} non-2xx answers, ${r.errors} errors`);
+    const dump = readdirSync(dir).find((name) => name.startsWith('callgrind.out.'));
+    const summary = dump === undefined ? undefined : /^summary: (\d+)$/m.exec(readFileSync(join(dir, dump), 'utf8'));
+    if (summary === undefined || summary === null) throw new Error(`${setup.name}: callgrind wrote no dump`);
+    return Number(summary[1]) / r.requests;
+  } finally {
+    server.child.kill('SIGKILL');
+    await new Promise((done) => (server.child.exitCode === null && server.child.signalCode === null ? server.child.once('exit', done) : done(undefined)));
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+const figures = new Map<string, number[]>();
+for (let round = 1; round <= ROUNDS; round++) {
+  for (const load of LOADS) {
+    for (const setup of SETUPS) {
+      const perRequest = await count(setup, load);
+      const key = `${setup.name}|${load}`;
+      figures.set(key, [...(figures.get(key) ?? []), perRequest]);
+      console.error(`round ${round} ${setup.name.padEnd(30)} ${load}: ${Math.round(perRequest).toLocaleString('en-US')} instructions per request`);
+    }
+  }
+}
+
+for (const load of LOADS) {
+  const reference = figures.get(`reference|${load}`);
+  const rows = SETUPS.map((setup) => {
+    const perRequest = Math.min(...figures.get(`${setup.name}|${load}`)!);
+    return [setup.name, Math.round(perRequest).toLocaleString('en-US'), reference === undefined ? '-' : (Math.min(...reference) / perRequest).toFixed(3)];
+  });
+  console.log(`\n${load === 'get' ? 'GET by id' : 'PUT replace'}, ${REQUESTS} requests per server after ${WARMUP} unmeasured, the least of ${ROUNDS} round(s) (ratio: the plain reference's count over the server's):\n`);
+  console.log(table(['server', 'instructions per request', 'ratio'], rows));
+}
