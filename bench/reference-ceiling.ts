@@ -25,7 +25,6 @@ const SECONDS = Number(values.seconds);
 const USERS = 10_000;
 const CONNECTIONS = 50;
 
-const SETUPS = CEILING_SETUPS;
 const LOADS = ['GET by id', 'PUT replace'] as const;
 type Load = (typeof LOADS)[number];
 const figures = new Map<string, { rps: number[]; cpu: number[] }>();
@@ -43,7 +42,7 @@ pinSelf(1);
 const dir = mkdtempSync(join(tmpdir(), 'users-ceiling-'));
 const servers: ServerProcess[] = [];
 try {
-  for (const [i, setup] of SETUPS.entries()) {
+  for (const [i, setup] of CEILING_SETUPS.entries()) {
     const args = setup.reference ? ['--port', '0', ...setup.args] : ['--port', '0', '--data', join(dir, `data-${i}`), ...LOAD_FLAGS, ...setup.args];
     const server = await spawnServer(args, { core: 0, stdoutFile: join(dir, `out-${i}`), ...(setup.reference && { script: REFERENCE_SCRIPT }) });
     servers.push(server);
@@ -53,9 +52,9 @@ try {
   for (let cycle = 1; cycle <= ROUNDS; cycle++) {
     for (const load of LOADS) {
       const requests = requestsOf(load);
-      const order = cycle % 2 === 1 ? [...SETUPS.keys()] : [...SETUPS.keys()].reverse();
+      const order = cycle % 2 === 1 ? [...CEILING_SETUPS.keys()] : [...CEILING_SETUPS.keys()].reverse();
       for (const i of order) {
-        const setup = SETUPS[i]!;
+        const setup = CEILING_SETUPS[i]!;
         const server = servers[i]!;
         await waitForQuiet(10);
         const r = await runLoad({ url: server.url, connections: CONNECTIONS, seconds: SECONDS, requests, pid: server.pid });
@@ -76,7 +75,7 @@ try {
 
 for (const load of LOADS) {
   const base = figures.get(`reference|${load}`)!;
-  const rows = SETUPS.map((setup) => {
+  const rows = CEILING_SETUPS.map((setup) => {
     const f = figures.get(`${setup.name}|${load}`)!;
     // The median of the cycles' ratios, each taken within one cycle.
     const rpsRatio = median(f.rps.map((rps, i) => rps / base.rps[i]!));
