@@ -15,7 +15,7 @@ import { fileURLToPath } from 'node:url';
 import { connect } from '../server/store/postgres/driver.js';
 import { SCHEMA_VERSION } from '../server/store/postgres/schema.js';
 import { ADMIN_PASSWORD, assertProblem, basic, buildIfStale, cookiePair, put, runUsersServer, send, startTestServer, tempDir, type TestServer } from './helpers.js';
-import { postgresCluster, postgresSkipReason, setPostgresRunning, testDatabase } from './postgres.js';
+import { cuttingRelay, postgresCluster, postgresSkipReason, setPostgresRunning, testDatabase } from './postgres.js';
 import { cleanEnv, spawnChild, spawnServer, spawnUsersServer } from './processes.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -364,4 +364,38 @@ pg('--store postgres takes the PG* variables, and PGHOST may name the directory 
   const sql = await connect(url.toString(), { max: 1 });
   t.after(() => sql.end());
   assert.deepEqual((await sql`select alias from users`).map((r) => r.alias), ['ann']);
+});
+
+pg("a connection cut while it opens, during the driver's own query for the array types, does not end the instance: the write that opened it succeeds", async (t) => {
+  const relay = await cuttingRelay(t, await testDatabase(t));
+  const server = await spawnServer(t, ['--port', '0'], { env: { USERS_STORE: relay.url } });
+  assert.equal((await put(server.url, '/users/ann', { name: 'Ann' })).status, 201);
+  for (const name of ['bob', 'cy', 'dee']) {
+    // Every connection closed, so the write's transaction opens a new one; that one is cut as it
+    // asks for the array types, which the driver (postgres 3.4.9) does for every new connection.
+    relay.cutAll();
+    const cut = relay.cutOnce('typcategory');
+    const write = put(server.url, `/users/${name}`, { name });
+    await cut;
+    const reply = await write.catch((error: Error) => assert.fail(`the write of ${name}: ${error.message}; the server said: ${server.stderr()}`));
+    assert.equal(reply.status, 201, `the write of ${name}: ${reply.text}`);
+  }
+  assert.equal((await send(server.url, 'GET', '/healthz')).status, 200);
+  assert.equal((await send(server.url, 'GET', '/users/dee')).status, 200);
+});
+
+pg('a reserve that waits for a busy pool still gets a connection when the database ends the session it waited for', async (t) => {
+  const url = await testDatabase(t);
+  const sql = await connect(url, { max: 1 });
+  const admin = await connect(url, { max: 1 });
+  t.after(() => Promise.all([sql.end({ timeout: 1 }), admin.end()]));
+  const busy = await sql.reserve();
+  const [{ pid }] = (await busy`select pg_backend_pid() as pid`) as unknown as [{ pid: number }];
+  // Waits in the driver's queue for the pool's one connection, which the database then ends: the
+  // driver (postgres 3.4.9) hands the waiting reserve to that connection's reconnection, which drops it.
+  const waiting = sql.reserve();
+  await admin`select pg_terminate_backend(${pid})`;
+  const reserved = await waiting;
+  assert.equal((await reserved`select 1 as one`)[0]?.one, 1);
+  reserved.release();
 });

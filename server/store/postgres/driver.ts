@@ -74,28 +74,31 @@ export async function connect(url: string | undefined, options: ConnectOptions =
     throw error;
   }
   const timeout = options.timeoutSeconds ?? DEFAULT_DB_TIMEOUT_SECONDS;
+  const reserves = new Reserves();
   const settings = {
     max: options.max ?? DEFAULT_DB_POOL,
     connect_timeout: timeout,
     idle_timeout: options.idleSeconds ?? 60,
     onnotice: () => {},
+    onclose: reserves.connectionClosed,
     socket: openSocket(),
     // Sent when a connection opens. Generic plans: PostgreSQL planned the GETs' statement anew at
     // every run otherwise (its ids are an array a custom plan can see), at twice the CPU.
     connection: { application_name: 'users-server', plan_cache_mode: 'force_generic_plan', statement_timeout: timeout * 1000, lock_timeout: timeout * 1000 },
   };
   const open = () => (url === undefined ? driver(settings) : driver(url, settings));
-  return recycling(open, options.recycleAfter ?? RECYCLE_AFTER);
+  heedArrayTypesFailures();
+  return recycling(open, options.recycleAfter ?? RECYCLE_AFTER, reserves);
 }
 
 /**
  * A pool that is replaced by a fresh one (`open`) after `every` calls:
  * later queries and transactions go to the new pool, and the old one is
  * ended a moment later (RETIRE_DELAY_MS), which lets what it had begun
- * finish (RETIRE_SECONDS). Everything else (`begin`, `reserve`, helpers)
- * goes to the pool in use; `end` ends the retiring pools too.
+ * finish (RETIRE_SECONDS). Everything else (`begin`, helpers) goes to the
+ * pool in use, `reserve` through `reserves`; `end` ends the retiring pools too.
  */
-function recycling(open: () => Sql, every: number): Sql {
+function recycling(open: () => Sql, every: number, reserves: Reserves): Sql {
   let current = open();
   let calls = 0;
   const retiring = new Map<Sql, NodeJS.Timeout>();
@@ -121,9 +124,88 @@ function recycling(open: () => Sql, every: number): Sql {
     get(_target, property) {
       if (property === 'end') return end;
       if ((property === 'begin' || property === 'reserve') && ++calls > every) renew();
+      if (property === 'reserve') return () => reserves.reserve(() => current);
       return Reflect.get(current, property);
     },
   });
+}
+
+/**
+ * The pool's reserves, each asked again when a connection of the pool
+ * closes while it waits. The driver (3.4.9) hands a reserve waiting in its
+ * queue to the reconnection of a connection that closed, and the
+ * reconnection drops it, so that the reserve never settles
+ * (porsager/postgres#1195): a reserve waiting for a busy pool when the
+ * database ends a session, or the reserve that opened a connection cut
+ * while it fetched the array types. The first connection to come is used;
+ * one that comes after it is released at once.
+ */
+class Reserves {
+  /** The ask of each reserve that has not settled. */
+  private readonly waiting = new Set<() => void>();
+  private askingAgain = false;
+
+  /** The driver's `onclose`: the waiting reserves are asked again once the driver has passed one on (a turn later). */
+  readonly connectionClosed = (): void => {
+    if (this.askingAgain || this.waiting.size === 0) return;
+    this.askingAgain = true;
+    setImmediate(() => {
+      this.askingAgain = false;
+      for (const ask of [...this.waiting]) ask();
+    });
+  };
+
+  /** A connection of `pool()` (the pool in use at each ask), reserved: the driver's `reserve`, asked again after a close. A failure of any ask fails it. */
+  reserve(pool: () => Sql): Promise<ReservedSql> {
+    return new Promise((resolve, reject) => {
+      let settled = false;
+      const settle = () => {
+        settled = true;
+        this.waiting.delete(ask);
+      };
+      const ask = () => {
+        pool()
+          .reserve()
+          .then(
+            (connection) => (settled ? connection.release() : (settle(), resolve(connection))),
+            (error: unknown) => settled || (settle(), reject(error)),
+          );
+      };
+      this.waiting.add(ask);
+      ask();
+    });
+  }
+}
+
+/** The driver's own query for the array types: `from pg_catalog.pg_type a ... where a.typcategory = 'A'`. */
+const ARRAY_TYPES_QUERY = /from pg_catalog\.pg_type a\b[\s\S]*\btypcategory = 'A'/;
+
+let arrayTypesHeeded = false;
+
+/**
+ * The driver (3.4.9) runs a query of its own on every new connection, for
+ * the array types, and leaves its promise unhandled: a connection cut while
+ * that query runs (the database stopped, a backend terminated, the network
+ * dropped) rejects it with nobody listening, and Node ends the process.
+ * Nothing is lost then: the connection is gone, and the driver opens
+ * another for whatever waited on it. So that rejection, and only it, is
+ * heard here, once per process; any other unhandled rejection is thrown
+ * again and ends the process as it would without this listener.
+ * (`fetch_types: false` would avoid the query, but then the driver never
+ * hands out a connection that `reserve()` had to open.)
+ */
+function heedArrayTypesFailures(): void {
+  if (arrayTypesHeeded) return;
+  arrayTypesHeeded = true;
+  process.on('unhandledRejection', (reason) => {
+    if (!isArrayTypesFailure(reason)) throw reason;
+  });
+}
+
+/** True for the driver's array-types query failed because its connection is gone or the database is unavailable. */
+export function isArrayTypesFailure(reason: unknown): boolean {
+  const query = (reason as { query?: unknown } | null)?.query;
+  return typeof query === 'string' && ARRAY_TYPES_QUERY.test(query) && isUnavailable(reason);
 }
 
 /** Where the driver says a connection goes: its hosts and ports in turn, or a Unix socket. */
