@@ -202,8 +202,8 @@ function heedArrayTypesFailures(): void {
   });
 }
 
-/** True for the driver's array-types query failed because its connection is gone or the database is unavailable. */
-export function isArrayTypesFailure(reason: unknown): boolean {
+/** True for a failure of the driver's array-types query because its connection is gone or the database is unavailable. */
+function isArrayTypesFailure(reason: unknown): boolean {
   const query = (reason as { query?: unknown } | null)?.query;
   return typeof query === 'string' && ARRAY_TYPES_QUERY.test(query) && isUnavailable(reason);
 }
