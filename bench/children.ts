@@ -13,17 +13,29 @@ function killAll(): void {
   running.clear();
 }
 
+let exitsOnInterrupt = false;
+
+/**
+ * On SIGINT, SIGTERM or SIGHUP, exits as a process killed by the signal
+ * would (128 + its number), but through process.exit, so that every 'exit'
+ * handler runs: the killing of children, the tests' removal of their temp
+ * folders, the stop of their PostgreSQL cluster. (Killed by the signal
+ * itself, node runs none of them.)
+ */
+export function exitOnInterrupt(): void {
+  if (exitsOnInterrupt) return;
+  exitsOnInterrupt = true;
+  for (const [signal, number] of [['SIGINT', 2], ['SIGTERM', 15], ['SIGHUP', 1]] as const) {
+    process.once(signal, () => process.exit(128 + number));
+  }
+}
+
 /** Tracks `child` until it exits. */
 export function track(child: ChildProcess): void {
   if (!guarded) {
     guarded = true;
     process.once('exit', killAll);
-    // Exit as a process killed by the signal would (128 + its number), but
-    // through process.exit, so every 'exit' handler runs: this one, and the
-    // tests' removal of their temp folders.
-    for (const [signal, number] of [['SIGINT', 2], ['SIGTERM', 15], ['SIGHUP', 1]] as const) {
-      process.once(signal, () => process.exit(128 + number));
-    }
+    exitOnInterrupt();
   }
   running.add(child);
   child.once('exit', () => running.delete(child));

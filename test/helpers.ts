@@ -1,5 +1,6 @@
 import { EventEmitter, once } from 'node:events';
 import { PassThrough, Readable } from 'node:stream';
+import { exitOnInterrupt } from '../bench/children.js';
 import { main } from '../server/main.js';
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { connect } from 'node:net';
@@ -36,11 +37,12 @@ export interface TestServer {
   nextAccountsReload(): Promise<void>;
 }
 
-/** Temp directories not yet removed: whatever a test leaves is removed when the process exits. */
+/** Temp directories not yet removed: whatever a test leaves is removed when the process exits, also when it is interrupted. */
 const tempDirs = new Set<string>();
 process.once('exit', () => {
   for (const dir of tempDirs) rmSync(dir, { recursive: true, force: true });
 });
+exitOnInterrupt();
 
 export interface TestAccount {
   name: string;

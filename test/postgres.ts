@@ -3,7 +3,8 @@
  * (`initdb` and `pg_ctl` from /usr/lib/postgresql/<version>/bin, a free
  * port, a temp folder; run as the `postgres` user when this process is
  * root), and a fresh database per test copied from a migrated template.
- * The cluster is stopped when the process exits. Where no server binaries
+ * The cluster is stopped when the process exits, also when it is
+ * interrupted (SIGINT, SIGTERM, SIGHUP). Where no server binaries
  * exist, `postgresSkipReason()` says why and the tests skip.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
@@ -12,6 +13,7 @@ import { connect as netConnect, createServer, type AddressInfo, type Socket } fr
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
+import { exitOnInterrupt } from '../bench/children.js';
 import { connect, type Sql } from '../server/store/postgres/driver.js';
 import { migrate } from '../server/store/postgres/schema.js';
 
@@ -80,18 +82,20 @@ async function startCluster(): Promise<Cluster> {
   }
   chmodSync(dir, 0o700);
   const data = join(dir, 'data');
-  runAsOwner(join(bin, 'initdb'), ['-D', data, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--locale=C', '--no-sync']);
-  const port = await freePort();
-  runAsOwner(join(bin, 'pg_ctl'), ['-D', data, '-o', serverOptions(dir, port, durableCluster), '-l', join(dir, 'log'), '-w', 'start']);
-  const stop = () => {
+  // Set before initdb: an interrupt that comes while the cluster starts
+  // (a few seconds of synchronous calls) still stops it once they return.
+  process.once('exit', () => {
     try {
       runAsOwner(join(bin, 'pg_ctl'), ['-D', data, '-m', 'immediate', 'stop']);
     } catch {
-      // Already stopped.
+      // Already stopped, or never started.
     }
     rmSync(dir, { recursive: true, force: true });
-  };
-  process.once('exit', stop);
+  });
+  exitOnInterrupt();
+  runAsOwner(join(bin, 'initdb'), ['-D', data, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--locale=C', '--no-sync']);
+  const port = await freePort();
+  runAsOwner(join(bin, 'pg_ctl'), ['-D', data, '-o', serverOptions(dir, port, durableCluster), '-l', join(dir, 'log'), '-w', 'start']);
   const base = `postgres://postgres@127.0.0.1:${port}`;
   // Idle connections close within a second, so they never keep a finished test process alive.
   const admin = await connect(`${base}/postgres`, { max: 2, idleSeconds: 1 });
