@@ -399,3 +399,18 @@ pg('a reserve that waits for a busy pool still gets a connection when the databa
   assert.equal((await reserved`select 1 as one`)[0]?.one, 1);
   reserved.release();
 });
+
+pg('reads on connections that went silent (no answer, no close) answer 503 soon after --db-timeout, and the instance then reads through fresh connections', async (t) => {
+  const relay = await cuttingRelay(t, await testDatabase(t));
+  const server = await startTestServer(t, { store: relay.url, dbTimeout: 1 });
+  assert.equal((await put(server.url, '/users/ann', { name: 'Ann' })).status, 201);
+  assert.equal((await send(server.url, 'GET', '/users/ann')).status, 200);
+  relay.silence();
+  // The read goes to a connection the database can no longer hear: neither the database's
+  // statement timeout nor the driver's connect timeout can end it.
+  assertProblem(await send(server.url, 'GET', '/users/ann'), 503, 'store-unavailable');
+  assert.equal((await send(server.url, 'GET', '/users/ann')).status, 200);
+  assert.equal((await put(server.url, '/users/bob', { name: 'Bob' })).status, 201);
+  // The silent connections closed, so the server's stop need not wait for them (its pool's end timeout).
+  relay.cutAll();
+});

@@ -177,16 +177,18 @@ export interface CuttingRelay {
   cutAll(): void;
   /** Closes the next connection whose client sends `text` (in one write), before the database sees it; resolves once it has. */
   cutOnce(text: string): Promise<void>;
+  /** From now on drops whatever the connections open now send either way, and closes none: a network that went silent. New connections pass. */
+  silence(): void;
 }
 
 /** A relay to the database of `url` on a free port, closed after the test. */
 export async function cuttingRelay(t: TestContext, url: string): Promise<CuttingRelay> {
   const target = new URL(url);
-  const pairs = new Set<{ client: Socket; server: Socket }>();
+  const pairs = new Set<{ client: Socket; server: Socket; silent: boolean }>();
   let armed: { text: string; done: () => void } | undefined;
   const relay = createServer((client) => {
     const server = netConnect({ host: target.hostname, port: Number(target.port) });
-    const pair = { client, server };
+    const pair = { client, server, silent: false };
     pairs.add(pair);
     const close = () => {
       pairs.delete(pair);
@@ -194,6 +196,7 @@ export async function cuttingRelay(t: TestContext, url: string): Promise<Cutting
       server.destroy();
     };
     client.on('data', (data) => {
+      if (pair.silent) return;
       if (armed !== undefined && data.includes(armed.text)) {
         const done = armed.done;
         armed = undefined;
@@ -201,7 +204,7 @@ export async function cuttingRelay(t: TestContext, url: string): Promise<Cutting
         done();
       } else server.write(data);
     });
-    server.on('data', (data) => client.write(data));
+    server.on('data', (data) => pair.silent || client.write(data));
     for (const socket of [client, server]) socket.on('close', close).on('error', close);
   });
   await new Promise<void>((resolve) => relay.listen(0, '127.0.0.1', resolve));
@@ -218,5 +221,8 @@ export async function cuttingRelay(t: TestContext, url: string): Promise<Cutting
       for (const pair of pairs) pair.client.destroy(), pair.server.destroy();
     },
     cutOnce: (text) => new Promise((done) => (armed = { text, done })),
+    silence: () => {
+      for (const pair of pairs) pair.silent = true;
+    },
   };
 }

@@ -123,12 +123,48 @@ function recycling(open: () => Sql, every: number, reserves: Reserves): Sql {
     },
     get(_target, property) {
       if (property === 'end') return end;
+      if (property === REPLACE) return renew;
       if ((property === 'begin' || property === 'reserve') && ++calls > every) renew();
       if (property === 'reserve') return () => reserves.reserve(() => current);
       return Reflect.get(current, property);
     },
   });
 }
+
+/** The recycling pool's own replacement, for `replacePool`. */
+const REPLACE = Symbol('users-server.replace-pool');
+
+/**
+ * Replaces the pool of `connect` with a fresh one at once (the old one is
+ * retired as after RECYCLE_AFTER queries): for a pool whose connections no
+ * longer answer (`withDeadline`).
+ */
+export function replacePool(pool: Sql): void {
+  (pool as unknown as { [REPLACE]?: () => void })[REPLACE]?.();
+}
+
+/**
+ * `running`, or a failure with code DEADLINE_MISSED once `ms` have passed:
+ * a read whose connection went silent (a network that drops packets
+ * without closing the connection, or one of the driver's own stalls after
+ * the database ended many sessions at once) would otherwise wait for ever,
+ * since neither the database's statement timeout nor the driver's connect
+ * timeout can end it. `missed` is called then (the caller replaces the
+ * pool). Reads only: a write told it failed must not commit later.
+ */
+export function withDeadline<T>(running: Promise<T>, ms: number, missed: () => void): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      missed();
+      reject(Object.assign(new Error(`no answer from the database in ${ms} ms`), { code: DEADLINE_MISSED }));
+    }, ms);
+  });
+  return Promise.race([running, deadline]).finally(() => clearTimeout(timer));
+}
+
+/** The code of `withDeadline`'s failure. */
+const DEADLINE_MISSED = 'DEADLINE_MISSED';
 
 /**
  * The pool's reserves, each asked again when a connection of the pool
@@ -264,6 +300,7 @@ const UNAVAILABLE_CODES = new Set([
   'CONNECTION_ENDED',
   'CONNECTION_DESTROYED',
   'CONNECT_TIMEOUT',
+  DEADLINE_MISSED,
 ]);
 
 /** The driver's or the socket's code of a failure (a SQLSTATE, CONNECTION_CLOSED, ECONNRESET, ...); undefined for none. */
@@ -292,7 +329,7 @@ const DROPPED_CODES = new Set(['CONNECTION_CLOSED', 'ECONNRESET', 'EPIPE']);
  */
 export function isConnectionLost(error: unknown): boolean {
   const code = codeOf(error);
-  return code !== undefined && (SESSION_ENDED_STATES.test(code) || (UNAVAILABLE_CODES.has(code) && code !== 'CONNECT_TIMEOUT'));
+  return code !== undefined && (SESSION_ENDED_STATES.test(code) || (UNAVAILABLE_CODES.has(code) && code !== 'CONNECT_TIMEOUT' && code !== DEADLINE_MISSED));
 }
 
 /**

@@ -1,5 +1,5 @@
 import { CommandError } from '../../errors.js';
-import { connect, DEFAULT_DB_POOL, isUnavailable, redactUrl, type ConnectOptions, type Sql } from './driver.js';
+import { connect, DEFAULT_DB_POOL, DEFAULT_DB_TIMEOUT_SECONDS, isUnavailable, redactUrl, type ConnectOptions, type Sql } from './driver.js';
 import { PostgresStore } from './postgres-store.js';
 import { checkNotNewer, migrate, schemaVersion, SCHEMA_VERSION } from './schema.js';
 
@@ -28,7 +28,7 @@ export async function openPostgresStore(url: string | undefined, options: Postgr
     const version = await waitForDatabase(sql, url, options);
     checkNotNewer(version);
     if (version < SCHEMA_VERSION) await upgrade(sql, url, version, options.log);
-    return new PostgresStore(sql, options.max ?? DEFAULT_DB_POOL);
+    return new PostgresStore(sql, options.max ?? DEFAULT_DB_POOL, options.timeoutSeconds ?? DEFAULT_DB_TIMEOUT_SECONDS);
   } catch (error) {
     await sql.end({ timeout: 1 });
     throw error;

@@ -21,7 +21,7 @@ import {
   type UserRef,
 } from '../../users/rules.js';
 import type { ApiTokenRecord, CreateOutcome, CreateRequest, DeleteOutcome, Lookup, PutOutcome, Readiness, ReserveOutcome, ReserveRequest, Revocation, Store, StoreStats, UserPage } from '../store.js';
-import { againIfDropped, DEFAULT_DB_POOL, isRetryable, unavailable, type Sql } from './driver.js';
+import { againIfDropped, DEFAULT_DB_POOL, DEFAULT_DB_TIMEOUT_SECONDS, isRetryable, replacePool, unavailable, withDeadline, type Sql } from './driver.js';
 import { LoadedFacts, loadCounter, loadTarget, tokenOfRow, tokenRow, userOf, userRow, writeIssued } from './facts.js';
 import { GatheredStatements } from './gathered-statements.js';
 import { PostgresSettings } from './shared-settings.js';
@@ -98,6 +98,8 @@ export class PostgresStore implements Store {
     readonly sql: Sql,
     /** Connections in the pool: how many dropped ones a read or a transaction may meet in a row. */
     private readonly poolSize = DEFAULT_DB_POOL,
+    /** `--db-timeout`: seconds a statement may take, and a stop waits for those under way. */
+    private readonly timeoutSeconds = DEFAULT_DB_TIMEOUT_SECONDS,
   ) {
     this.shared = new PostgresSettings(sql);
   }
@@ -371,7 +373,7 @@ export class PostgresStore implements Store {
   /** Ready when the database answers a statement within the timeout. */
   async readiness(): Promise<Readiness> {
     try {
-      await this.sql`select 1`;
+      await this.again(() => this.sql`select 1`);
       return { ready: true };
     } catch (error) {
       return { ready: false, reason: `the database does not answer (${(error as { code?: string }).code ?? 'error'})` };
@@ -379,7 +381,7 @@ export class PostgresStore implements Store {
   }
 
   async close(): Promise<void> {
-    await this.sql.end({ timeout: 5 });
+    await this.sql.end({ timeout: this.timeoutSeconds });
   }
 
   /** The kept answer for a key seen before, or undefined; the key is locked until the transaction ends. */
@@ -399,9 +401,22 @@ export class PostgresStore implements Store {
     return this.query(() => this.again(run));
   }
 
-  /** `run` tried again on a dropped connection (`againIfDropped`): for reads only, which can run twice. */
+  /**
+   * `run` tried again on a dropped connection (`againIfDropped`), within the
+   * read deadline: for reads only, which can run twice and which a failure
+   * leaves undone.
+   */
   private again<T>(run: () => Promise<T>): Promise<T> {
-    return againIfDropped(run, this.poolSize);
+    return withDeadline(againIfDropped(run, this.poolSize), this.readDeadline(), () => replacePool(this.sql));
+  }
+
+  /**
+   * ms a read may take before it fails and the pool is replaced: a second
+   * past `--db-timeout`, so that the database's statement timeout and the
+   * driver's connect timeout end a read first whenever they can.
+   */
+  private readDeadline(): number {
+    return (this.timeoutSeconds + 1) * 1000;
   }
 
   /** A statement outside a transaction; a database out of reach is a StoreUnavailableError. */
@@ -512,3 +527,4 @@ async function keep(tx: Tx, operation: IdempotentOperation, key: IdempotencyKey 
   const row = { key: scopedKey(operation, key.key), fingerprint: record.fingerprint, status: record.status, body: record.body, location: record.location ?? null, expires_at: record.expiresAt };
   await tx`insert into idempotency ${tx(row)} on conflict (key) do update set fingerprint = excluded.fingerprint, status = excluded.status, body = excluded.body, location = excluded.location, expires_at = excluded.expires_at`;
 }
+
