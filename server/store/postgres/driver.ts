@@ -203,8 +203,16 @@ class Reserves {
         pool()
           .reserve()
           .then(
-            (connection) => (settled ? connection.release() : (settle(), resolve(connection))),
-            (error: unknown) => settled || (settle(), reject(error)),
+            (connection) => {
+              if (settled) return connection.release();
+              settle();
+              resolve(connection);
+            },
+            (error: unknown) => {
+              if (settled) return;
+              settle();
+              reject(error);
+            },
           );
       };
       this.waiting.add(ask);

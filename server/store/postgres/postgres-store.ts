@@ -527,4 +527,3 @@ async function keep(tx: Tx, operation: IdempotentOperation, key: IdempotencyKey 
   const row = { key: scopedKey(operation, key.key), fingerprint: record.fingerprint, status: record.status, body: record.body, location: record.location ?? null, expires_at: record.expiresAt };
   await tx`insert into idempotency ${tx(row)} on conflict (key) do update set fingerprint = excluded.fingerprint, status = excluded.status, body = excluded.body, location = excluded.location, expires_at = excluded.expires_at`;
 }
-
