@@ -207,9 +207,15 @@ export async function cuttingRelay(t: TestContext, url: string): Promise<Cutting
     server.on('data', (data) => pair.silent || client.write(data));
     for (const socket of [client, server]) socket.on('close', close).on('error', close);
   });
+  const cutAll = () => {
+    for (const { client, server } of pairs) {
+      client.destroy();
+      server.destroy();
+    }
+  };
   await new Promise<void>((resolve) => relay.listen(0, '127.0.0.1', resolve));
   t.after(() => {
-    for (const pair of pairs) pair.client.destroy(), pair.server.destroy();
+    cutAll();
     relay.close();
   });
   const relayed = new URL(url);
@@ -217,9 +223,7 @@ export async function cuttingRelay(t: TestContext, url: string): Promise<Cutting
   relayed.port = String((relay.address() as AddressInfo).port);
   return {
     url: relayed.toString(),
-    cutAll: () => {
-      for (const pair of pairs) pair.client.destroy(), pair.server.destroy();
-    },
+    cutAll,
     cutOnce: (text) => new Promise((done) => (armed = { text, done })),
     silence: () => {
       for (const pair of pairs) pair.silent = true;
