@@ -168,7 +168,6 @@ export async function setPostgresRunning(running: boolean): Promise<void> {
   }
 }
 
-
 /** A TCP relay to a database that a test can cut: every connection now, or the next whose client sends a given text. */
 export interface CuttingRelay {
   /** `url` with the relay's port. */
