@@ -146,8 +146,7 @@ pg('the signing secret and the generated admin password are made once and shared
   const noAdminPassword = { env: {} };
   const a = await startTestServer(t, { store: url }, noAdminPassword);
   const b = await startTestServer(t, { store: url }, noAdminPassword);
-  assert.equal(a.running.adminPasswordFile, "the database (settings 'admin-password')", 'the first start generates it');
-  assert.equal(b.running.adminPasswordFile, undefined, 'the second finds it');
+  for (const s of [a, b]) assert.equal(s.running.adminPasswordFile, "the database (settings 'admin-password')", 'every start says where the generated password is');
   const sql = await connect(url, { max: 1 });
   t.after(() => sql.end());
   const [row] = await sql`select value from settings where name = 'admin-password'`;
@@ -324,7 +323,7 @@ pg('users-server copy moves a data directory into an empty database and back wit
   const url = await testDatabase(t, { migrated: false });
   const copied = await runUsersServer(['copy', '--from', dir, '--to', url]);
   assert.equal(copied.code, 0, copied.stderr);
-  assert.match(copied.stdout, /^copied 2 users \(1 with an alias\), ids issued up to 7, 1 moved ids, 1 live reservations, 1 Idempotency-Key records, 1 revoked sessions, 1 API tokens, 1 accounts besides admin, 1 signing secrets, the generated admin password from /);
+  assert.match(copied.stdout, /^copied 2 users \(1 with an alias\), ids issued up to 7, 1 moved ids, 1 live reservations, 1 Idempotency-Key records, 1 revoked sessions, 1 API tokens, 1 accounts, 1 signing secrets, the generated admin password from /);
   const db = await startTestServer(t, { store: url, allowIdChange: true }, { env: {} });
   assert.equal((await send(db.url, 'GET', '/users')).text, listing);
   assert.equal((await send(db.url, 'GET', '/users/ann')).json().id, 7);
@@ -338,11 +337,16 @@ pg('users-server copy moves a data directory into an empty database and back wit
   assert.equal((await put(db.url, `/users/${reserved.id}`, { name: 'Reserved' })).status, 201, 'the reservation is still live');
   assert.ok(Date.now() - now < 300_000);
 
+  for (const args of [[], ['--replace']]) {
+    const live = await runUsersServer(['copy', '--from', dir, '--to', url, ...args]);
+    assert.equal(live.code, 1, 'a copy into a database a server uses');
+    assert.ok(live.stderr.includes(`is in use by 1 running users-server instance: ${db.url} on `), live.stderr);
+  }
+  const listingAfter = (await send(db.url, 'GET', '/users')).text;
+  await db.running.stop();
   const refused = await runUsersServer(['copy', '--from', dir, '--to', url]);
   assert.equal(refused.code, 1);
   assert.match(refused.stderr, /is not empty .*pass --replace/);
-  const listingAfter = (await send(db.url, 'GET', '/users')).text;
-  await db.running.stop();
   const back = tempDir(t);
   const returned = await runUsersServer(['copy', '--from', url, '--to', back]);
   assert.equal(returned.code, 0, returned.stderr);

@@ -4,8 +4,7 @@ import { StringDecoder } from 'node:string_decoder';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { CommandError, UsageError } from '../errors.js';
 import { envName, isPostgresStore, passwordCostFrom } from '../ops/config.js';
-import { replaceFileSync } from '../ops/durable-files.js';
-import { ACCOUNT_NAME, BUILT_IN_ACCOUNT, newAccountId, parseAccount, readAccountsFile, serializeAccount, writeAccountsFile, type AccountRecord } from '../security/accounts-file.js';
+import { ACCOUNT_NAME, ADMIN_PASSWORD_FILE, BUILT_IN_ACCOUNT, newAccountId, parseDatabaseAccounts, readAccountsFile, serializeAccount, writeAccountsFile, type AccountRecord } from '../security/accounts-file.js';
 import { hashPassword, ROLES, type Role } from '../security/credentials.js';
 import type { PasswordInput } from './command-io.js';
 
@@ -31,14 +30,14 @@ const USAGE = `usage: users-server accounts add NAME [--role admin|reader] [--pa
        users-server accounts list [--json] [--data DIR | --store URL]
 
 Manages the accounts that may log in, in <data>/accounts (mode 0600). NAME is
-1..64 of A-Z a-z 0-9 . _ -; "admin" is built in (its password comes from
-$USERS_ADMIN_PASSWORD, else <data>/admin-password: generated in clear at the
-first start, kept as a hash once "passwd admin" changed it). --role defaults
-to reader: reads only. The password is asked twice without echo on a
-terminal; else, or with --password-stdin, it is the first line of stdin; it
-needs --min-password-length characters (default ${DEFAULT_MIN_PASSWORD_LENGTH}). passwd and role end
-the account's sessions. A running server sees changes within a second (the
-admin's password at its next start). --data defaults to $${envName('data')},
+1..64 of A-Z a-z 0-9 . _ -; "admin" is built in: its password is the one
+"passwd admin" set, else $USERS_ADMIN_PASSWORD, else the one generated at the
+first start into <data>/admin-password (removed by "passwd admin"). --role
+defaults to reader: reads only. The password is asked twice without echo on
+a terminal; else, or with --password-stdin, it is the first line of stdin;
+it needs --min-password-length characters (default ${DEFAULT_MIN_PASSWORD_LENGTH}). passwd and role end
+the account's sessions. Running servers take every change within a second,
+the admin's password too. --data defaults to $${envName('data')},
 else ./data, and must be a data directory a server has used (start one to
 make it). With a PostgreSQL store (--store postgres://..., or
 $${envName('store')}) the accounts are in the database, shared by every
@@ -154,10 +153,10 @@ async function databasePlace(url: string | undefined): Promise<AccountsPlace> {
   const byName = (records: readonly AccountRecord[]) => new Map(records.map((r) => [r.name, serializeAccount(r)]));
   return {
     where: describeDatabase(url),
-    read: async () => (await store.shared.accountRecords()).map((line, i) => parseAccount(line, `the database's account ${i + 1}`)),
+    read: async () => parseDatabaseAccounts(await store.shared.accountRecords()),
     change: (edit) =>
       store.shared.updateAccountRecords((records) => {
-        const edited = byName(edit([...records.values()].map((line, i) => parseAccount(line, `the database's account ${i + 1}`))));
+        const edited = byName(edit(parseDatabaseAccounts([...records.values()])));
         records.clear();
         for (const [name, line] of edited) records.set(name, line);
       }),
@@ -216,20 +215,18 @@ async function add(place: AccountsPlace, name: string, role: Role, rules: Passwo
 
 /**
  * A new password, and a new account id: every session of the account ends
- * (sessions carry the id). The admin's goes, hashed, into
- * <data>/admin-password in place of the generated one.
+ * (sessions carry the id). The admin's record joins the accounts, which
+ * removes the generated password; running servers take it as they take
+ * any account change.
  */
 async function passwd(place: AccountsPlace, name: string, rules: PasswordRules, io: AccountsIo): Promise<number> {
-  if (name === BUILT_IN_ACCOUNT && place.dir === undefined) {
-    throw new CommandError(`with a PostgreSQL store the admin's password is USERS_ADMIN_PASSWORD, set for every instance (or the one generated in the database)`);
-  }
   if (name !== BUILT_IN_ACCOUNT && !(await place.read()).some((a) => a.name === name)) throw new CommandError(`no account "${name}" in ${place.where}`);
   const password = await hashPassword(await readPassword(name, rules, io), { cost: passwordCostFrom(io.env) });
   if (name === BUILT_IN_ACCOUNT) {
     const record: AccountRecord = { name, role: 'admin', id: newAccountId(), created: new Date().toISOString(), password };
-    replaceFileSync(place.dir!, join(place.dir!, 'admin-password'), serializeAccount(record) + '\n', 0o600);
-    const env = io.env.USERS_ADMIN_PASSWORD !== undefined && io.env.USERS_ADMIN_PASSWORD !== '' ? ' (where USERS_ADMIN_PASSWORD is set for the server, it still wins)' : '';
-    io.stdout.write(`changed the password of "${name}" in ${join(place.dir!, 'admin-password')} (kept as a hash); it applies, and the admin's sessions end, when the server starts again${env}\n`);
+    await place.change((records) => [...records.filter((r) => r.name !== name), record]);
+    const removed = place.dir === undefined ? 'the generated one is no longer in the database' : `${join(place.dir, ADMIN_PASSWORD_FILE)} is removed`;
+    io.stdout.write(`changed the password of "${name}"; running servers take it within a second, its sessions end, and ${removed}\n`);
     return 0;
   }
   await place.change((records) => replaceRecord(records, name, place.where, (r) => ({ ...r, id: newAccountId(), password })));
@@ -269,7 +266,8 @@ async function remove(place: AccountsPlace, name: string, io: AccountsIo): Promi
 
 async function list(place: AccountsPlace, json: boolean, io: AccountsIo): Promise<number> {
   const records = await place.read();
-  const rows = [{ name: BUILT_IN_ACCOUNT, role: 'admin', created: 'built-in' }, ...records.map((a) => ({ name: a.name, role: a.role, created: a.created }))];
+  const others = records.filter((a) => a.name !== BUILT_IN_ACCOUNT);
+  const rows = [{ name: BUILT_IN_ACCOUNT, role: 'admin', created: 'built-in' }, ...others.map((a) => ({ name: a.name, role: a.role, created: a.created }))];
   if (json) {
     const items = rows.map((r, i) => (i === 0 ? { name: r.name, role: r.role, builtIn: true } : { name: r.name, role: r.role, created: r.created }));
     io.stdout.write(JSON.stringify(items) + '\n');

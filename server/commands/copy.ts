@@ -4,7 +4,10 @@ import { CommandError, UsageError } from '../errors.js';
 import { isPostgresStore, redactSecrets } from '../ops/config.js';
 import { acquireLock, ensureDataDir } from '../ops/data-dir.js';
 import { replaceFileSync } from '../ops/durable-files.js';
-import { readAccountsFile, serializeAccount, parseAccount, writeAccountsFile } from '../security/accounts-file.js';
+import type { Sql } from '../store/postgres/driver.js';
+import type { PostgresStore } from '../store/postgres/postgres-store.js';
+import { INSTANCE_GONE_MS } from '../store/store.js';
+import { ADMIN_PASSWORD_FILE, adminRecordOf, parseAccount, parseGeneratedAdminPassword, readAccountsFile, serializeAccount, writeAccountsFile } from '../security/accounts-file.js';
 import { describeDump, isEmptyDump, type StoreDump } from '../store/dump.js';
 import { hasJournalData, readJournalData, writeJournalData } from '../store/journal/dump-files.js';
 import { commandFlags, type CommandIo } from './command-io.js';
@@ -15,8 +18,9 @@ Copies everything a deployment holds from one store to another: a data
 directory (the journal) to a PostgreSQL database (postgres://...), or back.
 Users with their ids and aliases, retired ids and moves, live reservations,
 Idempotency-Key records, revoked sessions, accounts, the signing secrets
-(existing cookies stay valid) and the generated admin password. Run it with
-the servers of both stopped. A target that holds data is refused unless
+(existing cookies stay valid) and the admin's password. A source or target
+that a running server uses is refused, naming the servers: stop them
+first. A target that holds data is refused unless
 --replace is given; then what it held is kept first: a data directory's
 files move to a folder replaced-TIMESTAMP inside it, a database's content
 is copied to a data directory ./users-server-replaced-TIMESTAMP.
@@ -44,9 +48,17 @@ async function run(argv: readonly string[], io: CommandIo): Promise<number> {
   const [from, to] = [placeOf(values.from), placeOf(values.to)];
   if (from.kind === to.kind) throw new UsageError('copy goes between a data directory and a PostgreSQL database: one of --from and --to must be postgres://...');
   const now = Date.now();
-  const dump = await read(from, now);
-  const replaced = await keepTarget(to, now, values.replace === true);
-  await write(to, dump);
+  const release: (() => void)[] = [];
+  let replaced: string | undefined;
+  let dump: StoreDump;
+  try {
+    for (const place of [from, to]) release.push(await refuseInUse(place));
+    dump = adminAsAccount(await read(from, now), labelOf(from));
+    replaced = await keepTarget(to, now, values.replace === true);
+    await write(to, dump);
+  } finally {
+    for (const r of release) r();
+  }
   if (replaced !== undefined) io.stdout.write(`kept what ${labelOf(to)} held in ${replaced}\n`);
   if (to.kind === 'dir' && dump.secrets.length > 1) {
     io.stderr.write(`users-server copy: ${dump.secrets.length - 1} older signing secrets were not copied (a data directory keeps one); to keep their cookies valid, start with --secret and all of them, the first first\n`);
@@ -64,15 +76,26 @@ function labelOf(place: Place): string {
   return place.kind === 'dir' ? place.dir : place.label;
 }
 
+/**
+ * Refuses a place a running server uses, before anything is read or
+ * changed: a data directory's lock is taken (and held until the copy
+ * ends); a database with an instance that gave a sign of life lately is
+ * refused, naming the instances. Answers the release.
+ */
+async function refuseInUse(place: Place): Promise<() => void> {
+  if (place.kind === 'dir') return existsSync(place.dir) ? acquireLock(place.dir) : () => {};
+  const live = await withDatabase(place, (_sql, store) => store.shared.liveInstances());
+  if (live.length === 0) return () => {};
+  const named = live.map((i) => `${i.url} on ${i.host} (pid ${i.pid})`).join(', ');
+  throw new CommandError(
+    `${place.label} is in use by ${live.length} running users-server instance${live.length === 1 ? '' : 's'}: ${named}; stop ${live.length === 1 ? 'it' : 'them'} first (an instance killed without a stop counts as gone ${INSTANCE_GONE_MS / 1000} s after its last sign of life)`,
+  );
+}
+
 async function read(place: Place, now: number): Promise<StoreDump> {
   if (place.kind === 'postgres') return withDatabase(place, async (sql) => (await import('../store/postgres/dump-tables.js')).readPostgresDump(sql, now));
   if (!existsSync(place.dir)) throw new CommandError(`${place.dir} does not exist`);
-  const release = acquireLock(place.dir);
-  try {
-    return { ...readJournalData(place.dir, now), ...readDataDirSettings(place.dir) };
-  } finally {
-    release();
-  }
+  return { ...readJournalData(place.dir, now), ...readDataDirSettings(place.dir) };
 }
 
 /** The settings files of a data directory: signing secret, generated admin password, accounts. */
@@ -81,6 +104,20 @@ function readDataDirSettings(dir: string): Pick<StoreDump, 'secrets' | 'adminPas
   const secret = text('secret');
   const admin = text('admin-password');
   return { secrets: secret === '' ? [] : [secret], adminPassword: admin === '' ? undefined : admin, accounts: readAccountsFile(dir).map(serializeAccount) };
+}
+
+/**
+ * The admin's password as a target must hold it: its record among the
+ * accounts once it was changed (also where an earlier version kept that
+ * record in the generated password's place), else the generated password
+ * in clear. A record is never carried as a password.
+ */
+function adminAsAccount(dump: StoreDump, where: string): StoreDump {
+  if (dump.adminPassword === undefined) return dump;
+  const parsed = parseGeneratedAdminPassword(dump.adminPassword, `${where}: the generated admin password`);
+  const changed = adminRecordOf(dump.accounts.map((line, i) => parseAccount(line, `${where}: account ${i + 1}`))) !== undefined;
+  if ('password' in parsed) return changed ? { ...dump, adminPassword: undefined } : dump;
+  return { ...dump, adminPassword: undefined, accounts: changed ? dump.accounts : [...dump.accounts, serializeAccount(parsed.record)] };
 }
 
 /**
@@ -111,12 +148,14 @@ async function write(place: Place, dump: StoreDump): Promise<void> {
     await withDatabase(place, async (sql) => (await import('../store/postgres/dump-tables.js')).writePostgresDump(sql, dump));
     return;
   }
+  // A directory made here is new: no server can be using it. One that existed is locked (refuseInUse).
+  const made = !existsSync(place.dir);
   const dir = ensureDataDir(place.dir);
-  const release = acquireLock(dir);
+  const release = made ? acquireLock(dir) : () => {};
   try {
     await writeJournalData(dir, dump);
     if (dump.secrets[0] !== undefined) replaceFileSync(dir, join(dir, 'secret'), dump.secrets[0] + '\n', 0o600);
-    if (dump.adminPassword !== undefined) replaceFileSync(dir, join(dir, 'admin-password'), dump.adminPassword + '\n', 0o600);
+    if (dump.adminPassword !== undefined) replaceFileSync(dir, join(dir, ADMIN_PASSWORD_FILE), dump.adminPassword + '\n', 0o600);
     if (dump.accounts.length > 0) writeAccountsFile(dir, dump.accounts.map((line, i) => parseAccount(line, `account ${i + 1}`)));
   } finally {
     release();
@@ -124,11 +163,11 @@ async function write(place: Place, dump: StoreDump): Promise<void> {
 }
 
 /** Opens the database (migrating an empty one), runs `work`, closes it. */
-async function withDatabase<T>(place: Extract<Place, { kind: 'postgres' }>, work: (sql: import('../store/postgres/driver.js').Sql) => Promise<T>): Promise<T> {
+async function withDatabase<T>(place: Extract<Place, { kind: 'postgres' }>, work: (sql: Sql, store: PostgresStore) => Promise<T>): Promise<T> {
   const { openPostgresStore } = await import('../store/postgres/open-postgres.js');
   const store = await openPostgresStore(place.url, { max: 2, startWaitSeconds: 0, log: () => {} });
   try {
-    return await work(store.sql);
+    return await work(store.sql, store);
   } finally {
     await store.close();
   }

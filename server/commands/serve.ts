@@ -1,13 +1,15 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { hostname } from 'node:os';
+import { join } from 'node:path';
 import { createSecureContext } from 'node:tls';
 import { CommandError, UsageError } from '../errors.js';
 import { createApp, type App } from '../http/app.js';
 import { listen, type Listening, type TIMEOUTS } from '../http/server.js';
 import { AccessLog, type LogSink } from '../ops/access-log.js';
 import { isPostgresStore, parseConfig, usage, type Config } from '../ops/config.js';
-import { acquireLock, ensureDataDir, loadOrCreateAdminPassword, loadOrCreateSecret, usedBefore } from '../ops/data-dir.js';
-import { AccountsFileWatcher, parseAdminRecord, SharedAccountsPoller, type AccountRecord } from '../security/accounts-file.js';
+import { acquireLock, loadOrCreateAdminPassword, prepareDataDir, loadOrCreateSecret, newAdminPassword, usedBefore } from '../ops/data-dir.js';
+import { AccountsFileWatcher, ADMIN_PASSWORD_FILE, adminRecordOf, parseGeneratedAdminPassword, readAccountsFile, serializeAccount, SharedAccountsPoller, writeAccountsFile, type AccountRecord } from '../security/accounts-file.js';
 import { Accounts, hashPassword, type ScryptFunction } from '../security/credentials.js';
 import { SharedLoginLimits, type LoginLimits } from '../security/login-limit.js';
 import type { JournalIo } from '../store/journal/journal.js';
@@ -22,7 +24,7 @@ export interface RunningServer {
   readonly server: Listening['server'];
   readonly app: App;
   readonly store: Store;
-  /** Where a generated admin password is kept (a file, or the database), when it was generated on this start. */
+  /** Where the generated admin password is kept (a file, or the database), while it is the one in use. */
   readonly adminPasswordFile: string | undefined;
   /** Graceful stop: refuse new connections, let in-flight requests finish, flush the store. */
   stop(): Promise<void>;
@@ -64,7 +66,7 @@ interface Settings {
   keys: Buffer[];
   /** The admin's password in clear (generated, or USERS_ADMIN_PASSWORD), or its record once `accounts passwd admin` set one. */
   admin: string | AccountRecord;
-  /** Where the generated admin password is kept in clear, until it is changed. */
+  /** Where the generated admin password is kept in clear, while it is the one in use. */
   adminPasswordAt: string | undefined;
   /** Keeps the accounts in step with their source; stopped on close. */
   accountsSource: { refresh(): void | Promise<void>; close(): void };
@@ -93,29 +95,52 @@ function newSecret(): string {
 /** The settings a shared store (PostgreSQL) holds for every instance. */
 async function sharedSettings(shared: SharedSettings, config: Config, accounts: Accounts, env: NodeJS.ProcessEnv, log: (m: string) => void, onReload?: () => void): Promise<Settings> {
   const secrets = config.secrets.length > 0 ? config.secrets : await shared.secrets(newSecret);
-  const fromEnv = env.USERS_ADMIN_PASSWORD;
-  const admin = fromEnv !== undefined && fromEnv !== '' ? { password: fromEnv, created: false } : await shared.generatedAdminPassword(() => randomBytes(18).toString('base64url'));
-  return {
-    keys: secrets.map((s) => Buffer.from(s, 'utf8')),
-    admin: admin.password,
-    adminPasswordAt: admin.created ? "the database (settings 'admin-password')" : undefined,
-    accountsSource: await SharedAccountsPoller.start(shared, accounts, log, onReload),
-    loginLimits: new SharedLoginLimits(shared),
-  };
+  const accountsSource = await SharedAccountsPoller.start(shared, accounts, log, onReload);
+  const where = "the database (settings 'admin-password')";
+  const admin = await adminPassword(accountsSource.records, env, async () => {
+    const { password, created } = await shared.generatedAdminPassword(newAdminPassword);
+    return { text: password, path: where, created };
+  }, (record) => shared.updateAccountRecords((records) => void records.set(record.name, serializeAccount(record))), where);
+  return { keys: secrets.map((s) => Buffer.from(s, 'utf8')), ...admin, accountsSource, loginLimits: new SharedLoginLimits(shared) };
 }
 
 /** The settings an instance keeps in its own data directory. */
-function dataDirSettings(dataDir: string, config: Config, accounts: Accounts, env: NodeJS.ProcessEnv, log: (m: string) => void, onReload?: () => void): Settings {
-  const admin = loadOrCreateAdminPassword(dataDir, env.USERS_ADMIN_PASSWORD);
-  const record = admin.path === undefined ? undefined : parseAdminRecord(admin.password, admin.path);
-  return {
-    keys: (config.secrets.length > 0 ? config.secrets : [loadOrCreateSecret(dataDir)]).map((s) => Buffer.from(s, 'utf8')),
-    admin: record ?? admin.password,
-    // Said on every start while the generated password is the one in use.
-    adminPasswordAt: record === undefined ? admin.path : undefined,
-    accountsSource: new AccountsFileWatcher(dataDir, accounts, log, onReload),
-    loginLimits: undefined,
-  };
+function dataDirSettings(dataDir: string, config: Config, accounts: Accounts, env: NodeJS.ProcessEnv, log: (m: string) => void, onReload?: () => void): Promise<Settings> {
+  const accountsSource = new AccountsFileWatcher(dataDir, accounts, log, onReload);
+  const keys = (config.secrets.length > 0 ? config.secrets : [loadOrCreateSecret(dataDir)]).map((s) => Buffer.from(s, 'utf8'));
+  const adopt = async (record: AccountRecord) => writeAccountsFile(dataDir, [...readAccountsFile(dataDir), record]);
+  return adminPassword(accountsSource.records, env, async () => loadOrCreateAdminPassword(dataDir), adopt, join(dataDir, ADMIN_PASSWORD_FILE)).then(
+    (admin) => ({ keys, ...admin, accountsSource, loginLimits: undefined }),
+    (error: unknown) => {
+      accountsSource.close();
+      throw error;
+    },
+  );
+}
+
+/**
+ * The admin's password, the same way on every store: the record the
+ * accounts hold once `accounts passwd admin` changed it; else
+ * USERS_ADMIN_PASSWORD; else the generated one, said where it is on every
+ * start. A record an earlier version kept where the generated password
+ * goes is moved into the accounts (`adopt`), never taken as a password.
+ */
+async function adminPassword(
+  records: () => readonly AccountRecord[],
+  env: NodeJS.ProcessEnv,
+  generated: () => Promise<{ text: string; path: string; created: boolean }>,
+  adopt: (record: AccountRecord) => Promise<void>,
+  where: string,
+): Promise<Pick<Settings, 'admin' | 'adminPasswordAt'>> {
+  const record = adminRecordOf(records());
+  if (record !== undefined) return { admin: record, adminPasswordAt: undefined };
+  const fromEnv = env.USERS_ADMIN_PASSWORD;
+  if (fromEnv !== undefined && fromEnv !== '') return { admin: fromEnv, adminPasswordAt: undefined };
+  const { text, path } = await generated();
+  const parsed = parseGeneratedAdminPassword(text, where);
+  if ('password' in parsed) return { admin: parsed.password, adminPasswordAt: path };
+  await adopt(parsed.record);
+  return { admin: parsed.record, adminPasswordAt: undefined };
 }
 
 /** The store `config` names, opened with the server's logging, fatal-error hook and test seams. */
@@ -148,10 +173,17 @@ function openConfiguredStore(
 export async function startServer(config: Config, options: StartOptions = {}): Promise<RunningServer> {
   const env = options.env ?? process.env;
   const logError = options.logError ?? ((message: string) => process.stderr.write(message + '\n'));
-  const dataDir = isPostgresStore(config.store) && options.store === undefined ? undefined : ensureDataDir(config.data);
-  const releaseLock = dataDir === undefined ? () => {} : acquireLock(dataDir, logError);
+  const prepared = isPostgresStore(config.store) && options.store === undefined ? undefined : prepareDataDir(config.data);
+  const dataDir = prepared?.path;
+  let releaseLock: () => void;
+  try {
+    releaseLock = dataDir === undefined ? () => {} : acquireLock(dataDir, logError);
+  } catch (error) {
+    prepared?.discard();
+    throw error;
+  }
   const evidence = dataDir === undefined ? undefined : usedBefore(dataDir);
-  const opened: { store?: Store; settings?: Settings } = {};
+  const opened: { store?: Store; settings?: Settings; listening?: Listening; announced?: { close(): Promise<void> } } = {};
   try {
     let stop: () => Promise<void> = async () => {};
     const onFatal = (error: Error) => {
@@ -165,7 +197,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     const settings = (opened.settings =
       store.shared !== undefined
         ? await sharedSettings(store.shared, config, accounts, env, logError, options.onAccountsReload)
-        : dataDirSettings(dataDir!, config, accounts, env, logError, options.onAccountsReload));
+        : await dataDirSettings(dataDir!, config, accounts, env, logError, options.onAccountsReload));
     const admin = settings.admin;
     if (typeof admin === 'string') accounts.add('admin', 'admin', await hashPassword(admin, hashing));
     else accounts.add('admin', 'admin', admin.password, admin.id);
@@ -183,7 +215,8 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     const accessLog = config.logFormat === 'off' ? undefined : new AccessLog(config.logFormat, options.accessLog ?? ((chunk) => process.stdout.write(chunk)), options.clock);
     const maxConnectionsPerClient = config.trustProxy ? 0 : config.maxConnectionsPerClient;
     const tls = config.tlsCert === '' ? undefined : readCertificate(config);
-    const listening = await listen(app, { host: config.host, port: config.port, maxBody: config.maxBody, accessLog, maxConnectionsPerClient, ...(tls && { tls }), ...(options.timeouts && { timeouts: options.timeouts }) });
+    const listening = (opened.listening = await listen(app, { host: config.host, port: config.port, maxBody: config.maxBody, accessLog, maxConnectionsPerClient, ...(tls && { tls }), ...(options.timeouts && { timeouts: options.timeouts }) }));
+    const announced = (opened.announced = await store.shared?.announce({ host: hostname(), pid: process.pid, url: listening.url }));
     const sweeper = setInterval(() => void Promise.resolve(store.sweep(Date.now())).catch(() => {}), SWEEP_INTERVAL_MS);
     sweeper.unref();
     let stopped: Promise<void> | undefined;
@@ -192,6 +225,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
         clearInterval(sweeper);
         settings.accountsSource.close();
         await listening.close();
+        await announced?.close();
         accessLog?.flush();
         await store.close();
         releaseLock();
@@ -201,8 +235,12 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     return { url: listening.url, server: listening.server, app, store, adminPasswordFile: settings.adminPasswordAt, stop, hurry: () => listening.hurry(), reloadAccounts, reloadCertificate };
   } catch (error) {
     opened.settings?.accountsSource.close();
+    await opened.listening?.close();
+    await opened.announced?.close();
     await opened.store?.close();
     releaseLock();
+    // Nothing new is left behind: no directory, secret, password or journal of a start that did not serve.
+    prepared?.discard();
     throw error;
   }
 }

@@ -334,6 +334,6 @@ export function usage(): string {
     const name = spec.type === 'boolean' ? `--${flag}` : `--${flag} ${spec.default === '' ? 'S' : spec.default}`;
     lines.push(`  ${name.padEnd(26)} ${envName(flag).padEnd(24)} ${spec.description}`);
   }
-  lines.push('', 'USERS_ADMIN_PASSWORD sets the admin password; without it one is generated into <data>/admin-password.');
+  lines.push('', 'USERS_ADMIN_PASSWORD sets the admin password until "accounts passwd admin" sets one; without either, one is generated into <data>/admin-password.');
   return lines.join('\n');
 }

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, readlinkSync, symlinkSync, unlinkSync } from 'node:fs';
-import { join, resolve, sep } from 'node:path';
+import { existsSync, mkdirSync, readdirSync, readFileSync, readlinkSync, rmSync, symlinkSync, unlinkSync } from 'node:fs';
+import { dirname, join, resolve, sep } from 'node:path';
 import { CommandError } from '../errors.js';
 import { replaceFileSync } from './durable-files.js';
 
@@ -18,6 +18,25 @@ export function ensureDataDir(dir: string): string {
     throw new CommandError(`cannot create the data directory ${path}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
   }
   return path;
+}
+
+/**
+ * The data directory for a start, made if need be, with the way to take
+ * back what the start added when it fails before serving: the directories
+ * it made, else the entries that were not there before. Nothing that was
+ * there before is touched.
+ */
+export function prepareDataDir(dir: string): { path: string; discard(): void } {
+  const path = resolve(dir);
+  let top: string | undefined;
+  for (let at = path; !existsSync(at); at = dirname(at)) top = at;
+  ensureDataDir(path);
+  const before = new Set(readdirSync(path));
+  const discard = () => {
+    const made = top === undefined ? readdirSync(path).filter((name) => !before.has(name)).map((name) => join(path, name)) : [top];
+    for (const entry of made) rmSync(entry, { recursive: true, force: true });
+  };
+  return { path, discard };
 }
 
 /**
@@ -188,15 +207,20 @@ export function loadOrCreateSecret(dir: string): string {
 }
 
 /**
- * The admin password: from the environment, else `<data>/admin-password`,
- * made on first start. `created` tells the caller to print where it is.
+ * The generated admin password in `<data>/admin-password` (raw text, for
+ * the caller to parse), made on first use. `created` tells the caller to
+ * say where it is.
  */
-export function loadOrCreateAdminPassword(dir: string, fromEnv: string | undefined): { password: string; path?: string; created: boolean } {
-  if (fromEnv !== undefined && fromEnv !== '') return { password: fromEnv, created: false };
+export function loadOrCreateAdminPassword(dir: string): { text: string; path: string; created: boolean } {
   const path = join(dir, 'admin-password');
   const existing = readTrimmed(path);
-  if (existing !== undefined && existing !== '') return { password: existing, path, created: false };
-  const password = randomBytes(18).toString('base64url');
+  if (existing !== undefined && existing !== '') return { text: existing, path, created: false };
+  const password = newAdminPassword();
   replaceFileSync(dir, path, password + '\n', 0o600);
-  return { password, path, created: true };
+  return { text: password, path, created: true };
+}
+
+/** A generated admin password: 24 base64url characters (144 bits), never starting with "{". */
+export function newAdminPassword(): string {
+  return randomBytes(18).toString('base64url');
 }

@@ -60,3 +60,14 @@ export function replaceFileSync(dir: string, path: string, content: string, mode
   }
   fsyncDirSync(dir);
 }
+
+/** Removes `path` durably (the directory synced after); a file already gone is no error. */
+export function removeFileSync(dir: string, path: string): void {
+  try {
+    unlinkSync(path);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return;
+    throw error;
+  }
+  fsyncDirSync(dir);
+}

@@ -3,12 +3,13 @@ import { readFileSync, statSync, unwatchFile, watchFile, type Stats } from 'node
 import { join } from 'node:path';
 import { ROLES, type Accounts, type Role, type ScryptParams, type StoredAccount } from './credentials.js';
 import { DataError } from '../errors.js';
-import { replaceFileSync } from '../ops/durable-files.js';
+import { removeFileSync, replaceFileSync } from '../ops/durable-files.js';
 import type { SharedSettings } from '../store/store.js';
 
 /**
- * `<data>/accounts`: the accounts other than the built-in admin, written by
- * `users-server accounts` and read by the server. JSON, one account a line:
+ * `<data>/accounts`: the accounts, written by `users-server accounts` and
+ * read by the server; the built-in admin is there once `accounts passwd
+ * admin` gave it a password of its own. JSON, one account a line:
  *
  *   {"format":1,"accounts":[
  *   {"name":"bob","role":"reader","id":"...","created":"2026-...Z","scrypt":{"N":32768,"r":8,"p":1,"salt":"<base64>","hash":"<base64>"}}
@@ -20,8 +21,15 @@ import type { SharedSettings } from '../store/store.js';
  */
 
 export const ACCOUNTS_FILE = 'accounts';
-/** The account whose password comes from USERS_ADMIN_PASSWORD or <data>/admin-password; never in the file. */
+/**
+ * The account that always exists, with role admin. Its password is, first
+ * to last: its record in the accounts (set by `accounts passwd admin`),
+ * USERS_ADMIN_PASSWORD, the generated one (ADMIN_PASSWORD_FILE, or the
+ * database's setting).
+ */
 export const BUILT_IN_ACCOUNT = 'admin';
+/** `<data>/admin-password`: the generated admin password in clear, until `accounts passwd admin` removes it. */
+export const ADMIN_PASSWORD_FILE = 'admin-password';
 /** 1..64 of A-Z a-z 0-9 . _ -: no colon (RFC 7617 user-ids cannot hold one), nothing a terminal or a log line would mangle. */
 export const ACCOUNT_NAME = /^[A-Za-z0-9._-]{1,64}$/;
 const FORMAT = 1;
@@ -93,29 +101,29 @@ export function parseAccounts(text: string): AccountRecord[] {
 }
 
 /**
- * `<data>/admin-password` once `accounts passwd admin` changed it: the
- * admin's record as one JSON line (a hash, never the password), instead
- * of the generated password in clear. Undefined for a password in clear.
+ * A generated admin password as kept in clear (the file, the database's
+ * setting): `{ password }`; or, where an earlier version kept the admin's
+ * changed password there as a record line, `{ record }`. Never a record as
+ * a password: a generated password never starts with "{".
  */
-export function parseAdminRecord(text: string, where: string): AccountRecord | undefined {
-  if (!text.startsWith('{')) return undefined;
-  let entry: unknown;
-  try {
-    entry = JSON.parse(text);
-  } catch {
-    throw new DataError(`${where}: not JSON, and not a password either (it starts with "{")`);
-  }
-  const record = parseRecord(entry, where, true);
-  if (record.name !== BUILT_IN_ACCOUNT || record.role !== 'admin') throw new DataError(`${where}: not the record of the account "${BUILT_IN_ACCOUNT}"`);
-  return record;
+export function parseGeneratedAdminPassword(text: string, where: string): { password: string } | { record: AccountRecord } {
+  if (!text.startsWith('{')) return { password: text };
+  const record = parseAccount(text, where);
+  if (record.name !== BUILT_IN_ACCOUNT) throw new DataError(`${where}: not the record of the account "${BUILT_IN_ACCOUNT}"`);
+  return { record };
 }
 
-function parseRecord(entry: unknown, where: string, builtIn = false): AccountRecord {
+/** The built-in admin's record among `records`, once its password was changed. */
+export function adminRecordOf(records: readonly AccountRecord[]): AccountRecord | undefined {
+  return records.find((r) => r.name === BUILT_IN_ACCOUNT);
+}
+
+function parseRecord(entry: unknown, where: string): AccountRecord {
   if (!isObject(entry)) throw new DataError(`${where}: not an object`);
   const { name, role, id, created, scrypt } = entry;
   if (typeof name !== 'string' || !ACCOUNT_NAME.test(name)) throw new DataError(`${where}: bad name`);
-  if (name === BUILT_IN_ACCOUNT && !builtIn) throw new DataError(`${where}: "${BUILT_IN_ACCOUNT}" is built in and cannot be in the file`);
   if (typeof role !== 'string' || !ROLES.includes(role as Role)) throw new DataError(`${where} (${name}): bad role`);
+  if (name === BUILT_IN_ACCOUNT && role !== 'admin') throw new DataError(`${where}: "${BUILT_IN_ACCOUNT}" is built in and always has role admin`);
   if (typeof id !== 'string' || !ACCOUNT_ID.test(id)) throw new DataError(`${where} (${name}): bad id`);
   if (typeof created !== 'string') throw new DataError(`${where} (${name}): bad created time`);
   if (!isObject(scrypt)) throw new DataError(`${where} (${name}): no scrypt hash`);
@@ -169,10 +177,13 @@ export function readAccountsFile(dir: string): AccountRecord[] {
 /**
  * Replaces `<dir>/accounts` atomically and durably, mode 0600 from the
  * start, so a running server never reads half a file and the hashes are
- * never readable by others.
+ * never readable by others. Once the admin has a record, the generated
+ * password is removed: a file people are told to read never holds a
+ * password that no longer logs in.
  */
 export function writeAccountsFile(dir: string, records: readonly AccountRecord[]): void {
   replaceFileSync(dir, accountsPath(dir), serializeAccounts(records), 0o600);
+  if (adminRecordOf(records) !== undefined) removeFileSync(dir, join(dir, ADMIN_PASSWORD_FILE));
 }
 
 function signature(stats: Stats | undefined): string {
@@ -189,8 +200,11 @@ function signature(stats: Stats | undefined): string {
  */
 export class AccountsFileWatcher {
   private seen = '';
+  private current: readonly AccountRecord[] = [];
   private readonly path: string;
   private readonly listener = () => this.refresh();
+  /** The records last read (a bad file: none). */
+  readonly records = (): readonly AccountRecord[] => this.current;
 
   /** Loads the file once (throwing DataError when it is bad) and starts polling. */
   constructor(
@@ -202,7 +216,7 @@ export class AccountsFileWatcher {
   ) {
     this.path = accountsPath(dir);
     const before = this.stat();
-    this.accounts.replaceStored(readAccountsFile(dir));
+    this.take(readAccountsFile(dir));
     this.seen = signature(before);
     watchFile(this.path, { interval: ACCOUNTS_POLL_MS, persistent: false }, this.listener);
   }
@@ -218,9 +232,9 @@ export class AccountsFileWatcher {
     // Recorded before reading: a change landing during the read is seen next time.
     this.seen = current;
     try {
-      this.accounts.replaceStored(readAccountsFile(this.dir));
+      this.take(readAccountsFile(this.dir));
     } catch (error) {
-      this.accounts.replaceStored([]);
+      this.take([]);
       this.log(`users-server: ${(error as Error).message}; only the built-in admin can log in until it is fixed`);
     }
     this.onReload();
@@ -228,6 +242,11 @@ export class AccountsFileWatcher {
 
   close(): void {
     unwatchFile(this.path, this.listener);
+  }
+
+  private take(records: readonly AccountRecord[]): void {
+    this.current = records;
+    this.accounts.replaceStored(records);
   }
 
   private stat(): Stats | undefined {
@@ -247,7 +266,10 @@ export class AccountsFileWatcher {
  */
 export class SharedAccountsPoller {
   private seen = '';
+  private current: readonly AccountRecord[] = [];
   private readonly timer: NodeJS.Timeout;
+  /** The records last read (a bad one: none). */
+  readonly records = (): readonly AccountRecord[] => this.current;
 
   private constructor(
     private readonly shared: Pick<SharedSettings, 'accountRecords'>,
@@ -262,8 +284,9 @@ export class SharedAccountsPoller {
   /** Loads the accounts once (throwing DataError when one is bad) and starts polling. */
   static async start(shared: Pick<SharedSettings, 'accountRecords'>, accounts: Accounts, log: (message: string) => void, onReload: () => void = () => {}): Promise<SharedAccountsPoller> {
     const lines = await shared.accountRecords();
-    accounts.replaceStored(lines.map((line, i) => parseAccount(line, `the database's account ${i + 1}`)));
+    const records = parseDatabaseAccounts(lines);
     const poller = new SharedAccountsPoller(shared, accounts, log, onReload);
+    poller.take(records);
     poller.seen = lines.join('\n');
     return poller;
   }
@@ -275,9 +298,9 @@ export class SharedAccountsPoller {
     if (text === this.seen) return;
     this.seen = text;
     try {
-      this.accounts.replaceStored(lines.map((line, i) => parseAccount(line, `the database's account ${i + 1}`)));
+      this.take(parseDatabaseAccounts(lines));
     } catch (error) {
-      this.accounts.replaceStored([]);
+      this.take([]);
       this.log(`users-server: ${(error as Error).message}; only the built-in admin can log in until it is fixed`);
     }
     this.onReload();
@@ -286,7 +309,17 @@ export class SharedAccountsPoller {
   close(): void {
     clearInterval(this.timer);
   }
+
+  private take(records: readonly AccountRecord[]): void {
+    this.current = records;
+    this.accounts.replaceStored(records);
+  }
+}
+
+/** The database's account lines as records; throws DataError naming the bad one. */
+export function parseDatabaseAccounts(lines: readonly string[]): AccountRecord[] {
+  return lines.map((line, i) => parseAccount(line, `the database's account ${i + 1}`));
 }
 
 /** How often a running server reads the database's accounts. */
-export const DATABASE_POLL_MS = 1000;
+export const DATABASE_POLL_MS = 500;

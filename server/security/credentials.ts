@@ -96,11 +96,15 @@ export class Accounts {
     this.accounts.set(name, account);
   }
 
-  /** Replaces the accounts that are not built in (the accounts file's); a built-in name wins. */
+  /**
+   * Replaces the stored accounts (the accounts file's, the database's). A
+   * stored record of a built-in name (the admin's, once its password was
+   * changed) takes the built-in account's place; without one, the built-in
+   * account stays.
+   */
   replaceStored(stored: Iterable<StoredAccount>): void {
-    const next = new Map<string, StoredAccount>();
+    const next = new Map(this.builtIn);
     for (const account of stored) next.set(account.name, account);
-    for (const [name, account] of this.builtIn) next.set(name, account);
     this.accounts = next;
   }
 

@@ -27,7 +27,7 @@ export interface StoreDump {
   secrets: string[];
   /** The generated admin password, when there is one. */
   adminPassword: string | undefined;
-  /** The accounts besides admin, serialized (security/accounts-file.ts's line format). */
+  /** The accounts (the admin among them once its password was changed), serialized (security/accounts-file.ts's line format). */
   accounts: string[];
 }
 
@@ -37,7 +37,7 @@ export function describeDump(dump: StoreDump): string {
   return (
     `${dump.users.length} users (${aliases} with an alias), ids issued up to ${Math.max(dump.lastId, ...dump.claimed)}, ${dump.redirects.length} moved ids, ` +
     `${dump.reservations.length} live reservations, ${dump.idempotency.length} Idempotency-Key records, ${dump.revoked.length} revoked sessions, ${dump.tokens.length} API tokens, ` +
-    `${dump.accounts.length} accounts besides admin, ${dump.secrets.length} signing secrets, ${dump.adminPassword === undefined ? 'no' : 'the'} generated admin password`
+    `${dump.accounts.length} accounts, ${dump.secrets.length} signing secrets, ${dump.adminPassword === undefined ? 'no' : 'the'} generated admin password`
   );
 }
 

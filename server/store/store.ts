@@ -149,7 +149,7 @@ export interface SharedSettings {
   replaceSecrets(secrets: readonly string[]): Promise<void>;
   /** The generated admin password; `make` makes it when there is none yet. */
   generatedAdminPassword(make: () => string): Promise<{ password: string; created: boolean }>;
-  /** The accounts besides admin, one serialized record each (security/accounts-file.ts's line format). */
+  /** The accounts (the admin among them once its password was changed), one serialized record each (security/accounts-file.ts's line format). */
   accountRecords(): Promise<string[]>;
   /** Changes the accounts in one step: `update` edits the records by name. */
   updateAccountRecords(update: (records: Map<string, string>) => void): Promise<void>;
@@ -157,7 +157,28 @@ export interface SharedSettings {
   takeLoginSlot(key: string, now: number, limit: number, windowMs: number): Promise<number | undefined>;
   /** A successful login: its key starts over. */
   releaseLoginSlots(key: string): Promise<void>;
+  /** Announces a serving instance to others (and to `copy`) until the answer's `close`; refreshed every INSTANCE_BEAT_MS. */
+  announce(instance: InstanceInfo): Promise<{ close(): Promise<void> }>;
+  /** The instances that announced themselves and gave a sign of life within INSTANCE_GONE_MS. */
+  liveInstances(): Promise<LiveInstance[]>;
 }
+
+/** What an instance says of itself to the others. */
+export interface InstanceInfo {
+  readonly host: string;
+  readonly pid: number;
+  readonly url: string;
+}
+
+export interface LiveInstance extends InstanceInfo {
+  /** Milliseconds since its last sign of life. */
+  readonly silentMs: number;
+}
+
+/** How often a serving instance refreshes its sign of life. */
+export const INSTANCE_BEAT_MS = 2000;
+/** An instance silent this long is taken as gone (killed without a stop). */
+export const INSTANCE_GONE_MS = 10_000;
 
 export type Readiness = { readonly ready: true } | { readonly ready: false; readonly reason: string };
 

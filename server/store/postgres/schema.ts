@@ -41,6 +41,10 @@ const MIGRATIONS: readonly (readonly string[])[] = [
     // seq keeps the order of creation (listings are oldest first) when two share a millisecond.
     `create table api_tokens (id text primary key, seq bigint generated always as identity, name text not null unique, role text not null, hash text not null, created_by text not null, created_at bigint not null, expires_at bigint)`,
   ],
+  [
+    // Running instances, each a row it refreshes while it serves (seen_at, the database's clock in ms), so that `copy` can refuse a database in use.
+    `create table instances (id text primary key, host text not null, pid integer not null, url text not null, started_at bigint not null, seen_at bigint not null)`,
+  ],
 ];
 
 /** The newest schema version this users-server knows. */

@@ -1,4 +1,5 @@
-import type { SharedSettings } from '../store.js';
+import { randomUUID } from 'node:crypto';
+import { INSTANCE_BEAT_MS, INSTANCE_GONE_MS, type InstanceInfo, type LiveInstance, type SharedSettings } from '../store.js';
 import { unavailable, type Sql } from './driver.js';
 
 /**
@@ -8,6 +9,9 @@ import { unavailable, type Sql } from './driver.js';
  * secret, the admin password) is inserted only if none is there yet, and
  * read back, so instances starting together agree on one.
  */
+/** The built-in account's name (security/accounts-file.ts's BUILT_IN_ACCOUNT). */
+const ADMIN_ACCOUNT = 'admin';
+
 export class PostgresSettings implements SharedSettings {
   constructor(private readonly sql: Sql) {}
 
@@ -55,6 +59,8 @@ export class PostgresSettings implements SharedSettings {
         for (const [name, record] of records) {
           if (before.get(name) !== record) await tx`insert into accounts (name, record) values (${name}, ${record}) on conflict (name) do update set record = excluded.record`;
         }
+        // Once the admin has a record, its generated password is gone: it no longer logs in.
+        if (records.has(ADMIN_ACCOUNT)) await tx`delete from settings where name = 'admin-password'`;
       }),
     );
   }
@@ -74,6 +80,30 @@ export class PostgresSettings implements SharedSettings {
 
   async releaseLoginSlots(key: string): Promise<void> {
     await this.guard(() => this.sql`delete from login_attempts where key = ${key}`);
+  }
+
+  // Times of instances are the database's clock (ms), so that instances on several hosts agree on who is silent.
+  async announce(instance: InstanceInfo): Promise<{ close(): Promise<void> }> {
+    const id = randomUUID();
+    await this.guard(
+      () => this.sql`insert into instances (id, host, pid, url, started_at, seen_at) values (${id}, ${instance.host}, ${instance.pid}, ${instance.url}, (extract(epoch from clock_timestamp()) * 1000)::bigint, (extract(epoch from clock_timestamp()) * 1000)::bigint)`,
+    );
+    // A beat that fails (the database away) is simply missed: the next one catches up.
+    const timer = setInterval(() => void this.sql`update instances set seen_at = (extract(epoch from clock_timestamp()) * 1000)::bigint where id = ${id}`.catch(() => {}), INSTANCE_BEAT_MS);
+    timer.unref();
+    return {
+      close: async () => {
+        clearInterval(timer);
+        await this.sql`delete from instances where id = ${id}`.catch(() => {});
+      },
+    };
+  }
+
+  async liveInstances(): Promise<LiveInstance[]> {
+    return this.guard(async () => {
+      const rows = await this.sql`select host, pid, url, (extract(epoch from clock_timestamp()) * 1000)::bigint - seen_at as silent from instances where seen_at > (extract(epoch from clock_timestamp()) * 1000)::bigint - ${INSTANCE_GONE_MS} order by started_at`;
+      return rows.map((r) => ({ host: r.host as string, pid: r.pid as number, url: r.url as string, silentMs: Number(r.silent) }));
+    });
   }
 
   private async guard<T>(run: () => Promise<T>): Promise<T> {

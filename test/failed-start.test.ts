@@ -1,0 +1,56 @@
+/**
+ * A start that fails before "listening on" leaves nothing new behind: no
+ * data directory, secret, admin password, lock or journal. Run through the
+ * real binary, the way an operator meets it: a port already in use.
+ */
+import assert from 'node:assert/strict';
+import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import { createServer, type AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { test, type TestContext } from 'node:test';
+import { tempDir } from './helpers.js';
+import { spawnServer, spawnUsersServer } from './processes.js';
+
+/** A port some other program holds for the length of the test. */
+async function busyPort(t: TestContext): Promise<number> {
+  const holder = createServer();
+  await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));
+  t.after(() => new Promise<void>((resolve) => holder.close(() => resolve())));
+  return (holder.address() as AddressInfo).port;
+}
+
+async function failedStart(t: TestContext, args: string[]): Promise<string> {
+  const child = spawnUsersServer(t, args, { env: { USERS_ADMIN_PASSWORD: undefined } });
+  const { code } = await child.exited;
+  assert.equal(code, 1, child.stderr());
+  return child.stderr();
+}
+
+/** Every entry under `dir`, with the content of its files: a picture to compare. */
+function picture(dir: string): string[] {
+  return readdirSync(dir, { recursive: true, withFileTypes: true }).map((e) => `${join(e.parentPath, e.name)}${e.isFile() ? ` ${readFileSync(join(e.parentPath, e.name), 'base64')}` : ''}`).sort();
+}
+
+test('a start on a port in use exits 1 naming the address, and makes no data directory (nor its parents)', async (t) => {
+  const port = await busyPort(t);
+  const root = tempDir(t);
+  const stderr = await failedStart(t, ['--port', String(port), '--data', join(root, 'new', 'fresh')]);
+  assert.equal(stderr, `users-server: the address 127.0.0.1:${port} is already in use\n`);
+  assert.deepEqual(readdirSync(root), [], 'the failed start left a directory behind');
+});
+
+test('a start on a port in use leaves an empty data directory empty, and a used one as it was', async (t) => {
+  const port = await busyPort(t);
+  const empty = join(tempDir(t), 'empty');
+  mkdirSync(empty);
+  await failedStart(t, ['--port', String(port), '--data', empty]);
+  assert.deepEqual(readdirSync(empty), []);
+
+  const used = tempDir(t);
+  const first = await spawnServer(t, ['--port', '0', '--data', used], { env: { USERS_ADMIN_PASSWORD: undefined } });
+  first.kill('SIGTERM');
+  assert.equal((await first.exited).code, 0);
+  const before = picture(used);
+  await failedStart(t, ['--port', String(port), '--data', used]);
+  assert.deepEqual(picture(used), before);
+});
