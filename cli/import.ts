@@ -203,9 +203,11 @@ class ImportRun {
 
   private async restore(seq: number, line: Line, record: ExportRecord): Promise<void> {
     let text: string;
-    const where = { line: line.number, oldId: record.id, alias: record.alias };
+    // With new ids every user is created under an alias, so that a re-run finds it: a record without one gets its line's.
+    const alias = this.options.keepIds === true ? record.alias : (record.alias ?? this.aliasOf(line.bytes));
+    const where = { line: line.number, oldId: record.id, alias };
     try {
-      const restored = await this.restorer.restore(record, this.aliasOf(line.bytes));
+      const restored = await this.restorer.restore({ ...record, alias });
       if (restored.ok) {
         this.stats.ok++;
         if (restored.action === 'created') this.stats.created++;

@@ -1,12 +1,14 @@
 /**
  * `import` of an export (`usersctl export`): rebuilding users from their
  * records without ever overwriting a user silently. Each record either
- * gets a new id (the default) or keeps its id (`--keep-ids`); a user that
+ * gets a new id under its alias (the default; a record without one gets
+ * the alias of its line, so a re-run finds what the first run made) or
+ * keeps its id (`--keep-ids`); a user that
  * already exists with other content is refused unless `--overwrite`, and
  * then replaced only over the version just read (If-Match), so a change
  * made meanwhile is never lost. docs/cli.md "Export and import".
  */
-import { NEW_USER_PATH, RESERVATIONS_PATH, USERS_PATH, userPath } from '../shared/endpoints.js';
+import { RESERVATIONS_PATH, USERS_PATH, userPath } from '../shared/endpoints.js';
 import { detailOf, single, type Response } from './client.js';
 import type { Context } from './context.js';
 import type { ExportRecord } from './export-format.js';
@@ -30,21 +32,15 @@ export class Restorer {
     private readonly options: RestoreOptions,
   ) {}
 
-  /** Rebuilds one record; `key` makes a re-run of an unaliased record's POST /users/new replay instead of duplicating. */
-  restore(record: ExportRecord, key: string): Promise<Restored> {
-    return this.options.keepIds ? this.keepId(record) : this.newId(record, key);
+  /** Rebuilds one record (given an alias by the caller when it is to get a new id). */
+  restore(record: ExportRecord): Promise<Restored> {
+    return this.options.keepIds ? this.keepId(record) : this.newId(record);
   }
 
-  /** A new id: POST /users/new (under `key`), or PUT /users/<alias> only if the alias is free. */
-  private async newId(record: ExportRecord, key: string): Promise<Restored> {
+  /** A new id: PUT /users/<alias> only if the alias is free; a re-run finds the user there. */
+  private async newId(record: ExportRecord): Promise<Restored> {
     const { id: _oldId, ...fields } = record.user;
     const body = JSON.stringify(fields);
-    if (record.alias === null) {
-      const created = await this.send('POST', NEW_USER_PATH, body, { 'idempotency-key': key });
-      // A replay (the same line imported before, within the server's 24 hours) made nothing new.
-      const replayed = single(created.headers['idempotent-replayed']) === 'true';
-      return created.status === 201 ? done(replayed ? 'unchanged' : 'created', created) : failed(created);
-    }
     const path = `${USERS_PATH}/${record.alias}`;
     const created = await this.send('PUT', path, body, { 'if-none-match': '*' });
     if (created.status === 201) return done('created', created);

@@ -65,14 +65,17 @@ test('import of an export into a server with users of its own: new ids, results 
   const imported = await b.run(['import'], { stdin: exported });
   assert.equal(imported.code, EXIT.ok, imported.stderr);
   const map = results(imported.stdout);
-  assert.deepEqual(map.map((r) => [r.oldId, r.alias, r.action]), [[1, 'alice', 'created'], [3, null, 'created'], [5, 'dave', 'created'], [6, null, 'created']]);
+  assert.deepEqual(map.map((r) => [r.oldId, r.action]), [[1, 'created'], [3, 'created'], [5, 'created'], [6, 'created']]);
+  // A record without an alias gets its line's (UUIDv5), under which a re-run finds it.
+  assert.deepEqual(map.map((r) => (typeof r.alias === 'string' && /^[0-9a-f-]{36}$/.test(r.alias) ? 'derived' : r.alias)), ['alice', 'derived', 'dave', 'derived']);
+  for (const r of map) assert.equal((await send(b.server.url, 'GET', `/users/${r.alias}`)).json().id, r.id);
   assert.deepEqual(map.map((r) => r.id).sort(), [2, 3, 4, 5], 'new ids, after the target\'s own');
   // Each result's id is where that user now lives (the order of creation is the requests').
   const old = new Map(lines(exported).slice(1).map((l) => [JSON.parse(l).id as number, JSON.parse(l).user as Record<string, unknown>]));
   for (const r of map) assert.deepEqual((await send(b.server.url, 'GET', `/users/${r.id}`)).json(), { ...old.get(r.oldId as number), id: r.id }, `oldId ${r.oldId} -> id ${r.id}`);
   assert.equal((await send(b.server.url, 'GET', '/users/1')).text, '{"name":"Unrelated","id":1}');
   assert.equal((await send(b.server.url, 'GET', '/users/alice')).json().name, 'Alice');
-  // A re-run: aliased users are found unchanged, unaliased ones replay their Idempotency-Key.
+  // A re-run finds every user under its alias, unchanged.
   const again = await b.run(['import'], { stdin: exported });
   assert.deepEqual(results(again.stdout).map((r) => [r.id, r.action]), map.map((r) => [r.id, 'unchanged']));
   assert.equal(JSON.parse(await listText(b.server)).items.length, 5, 'no duplicates');
@@ -138,4 +141,21 @@ test('--keep-ids and --overwrite on plain user lines, or --alias-field on an exp
   const bad = await cli.run(['import'], { stdin: `${HEADER}\n{"id":1,"user":{"name":"X","id":2}}\n` });
   assert.equal(bad.code, EXIT.partialImport);
   assert.match(String(results(bad.stdout)[0]!.error), /alias/);
+});
+
+test('an export imported again a day later (the server\'s Idempotency-Key records gone) still adds no user: every user, aliased or not, is found under its alias', async (t) => {
+  const a = await startCliServer(t);
+  await populate(a.server);
+  const exported = (await a.run(['export'])).stdout;
+  let now = Date.now();
+  const b = await startTestServer(t, {}, { clock: () => now });
+  const env = { HOME: a.env.HOME, XDG_STATE_HOME: a.env.XDG_STATE_HOME, USERSCTL_URL: b.url };
+  assert.equal((await usersctl(['import'], { stdin: exported, env })).code, EXIT.ok);
+  const listing = await listText(b);
+  now += 25 * 3600_000;
+  await b.running.store.sweep(now);
+  const again = await usersctl(['import'], { stdin: exported, env });
+  assert.equal(again.code, EXIT.ok, again.stderr);
+  assert.deepEqual(results(again.stdout).map((r) => r.action), ['unchanged', 'unchanged', 'unchanged', 'unchanged']);
+  assert.equal(await listText(b), listing);
 });
