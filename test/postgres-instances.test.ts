@@ -15,7 +15,7 @@ import { fileURLToPath } from 'node:url';
 import { connect } from '../server/store/postgres/driver.js';
 import { SCHEMA_VERSION } from '../server/store/postgres/schema.js';
 import { ADMIN_PASSWORD, assertProblem, basic, buildIfStale, cookiePair, put, runUsersServer, send, startTestServer, tempDir, type TestServer } from './helpers.js';
-import { cuttingRelay, postgresCluster, postgresSkipReason, setPostgresRunning, testDatabase } from './postgres.js';
+import { cuttingRelay, postgresCluster, postgresSkipReason, restartPostgres, setPostgresRunning, testDatabase } from './postgres.js';
 import { cleanEnv, spawnChild, spawnServer, spawnUsersServer } from './processes.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -417,4 +417,42 @@ pg('reads on connections that went silent (no answer, no close) answer 503 soon 
   assert.equal((await put(server.url, '/users/bob', { name: 'Bob' })).status, 201);
   // The silent connections closed, so the server's stop need not wait for them (its pool's end timeout).
   relay.cutAll();
+});
+
+pg('node bin/users-server.js, three instances: one killed with SIGKILL, the database restarted (pg_ctl restart -m fast) under load, every session terminated; the others serve again and stop on SIGTERM with exit 0', async (t) => {
+  const url = await testDatabase(t);
+  const servers = [];
+  for (let i = 0; i < 3; i++) servers.push(await spawnServer(t, ['--port', '0', '--store', url, '--db-timeout', '2']));
+  const [killed, ...alive] = servers as [(typeof servers)[0], ...typeof servers];
+  killed.kill('SIGKILL');
+  let loading = true;
+  const answers: number[] = [];
+  const loops = alive.flatMap((s) =>
+    [0, 1, 2].map(async (n) => {
+      for (let i = 0; loading; i++) answers.push((await (i % 2 === 0 ? put(s.url, `/users/u${n}`, { name: `v${i}` }) : send(s.url, 'GET', `/users/u${n}`))).status);
+    }),
+  );
+  const restarted = await restartPostgres();
+  const admin = await connect(url, { max: 1 });
+  await admin`select pg_terminate_backend(pid) from pg_stat_activity where application_name = 'users-server' and pid <> pg_backend_pid()`;
+  await admin.end();
+  loading = false;
+  await Promise.all(loops);
+  assert.ok(answers.every((s) => [200, 201, 404, 503].includes(s)), `unexpected answers: ${[...new Set(answers)].join(', ')}`);
+  // Served again: a dead connection fails a write at most once per connection of the pool (503), then writes succeed.
+  for (const s of alive) {
+    let status = 503;
+    for (let i = 0; i < 21 && status === 503; i++) status = (await put(s.url, '/users/after', { name: 'After' })).status;
+    assert.ok(status === 200 || status === 201, `${s.url}: ${status}`);
+  }
+  const stops = await Promise.all(
+    alive.map(async (s) => {
+      const started = performance.now();
+      s.kill('SIGTERM');
+      const exit = await s.exited;
+      return { exit, ms: performance.now() - started };
+    }),
+  );
+  for (const { exit } of stops) assert.deepEqual(exit, { code: 0, signal: null });
+  t.diagnostic(`restart took ${Math.round(restarted)} ms; ${answers.length} answers; SIGTERM to exit: ${stops.map((s) => Math.round(s.ms)).join(', ')} ms (bench/db-faults.ts measures these)`);
 });

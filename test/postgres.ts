@@ -7,7 +7,8 @@
  * interrupted (SIGINT, SIGTERM, SIGHUP). Where no server binaries
  * exist, `postgresSkipReason()` says why and the tests skip.
  */
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFile, execFileSync, spawnSync } from 'node:child_process';
+import { promisify } from 'node:util';
 import { chmodSync, chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { connect as netConnect, createServer, type AddressInfo, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -166,6 +167,22 @@ export async function setPostgresRunning(running: boolean): Promise<void> {
     await c.admin.end({ timeout: 5 }).catch(() => {});
     runAsOwner(join(c.bin, 'pg_ctl'), ['-D', data, '-m', 'fast', '-w', 'stop']);
   }
+}
+
+/** `pg_ctl restart -m fast`, waiting until the server accepts connections again; how long it took, in ms. */
+export async function restartPostgres(): Promise<number> {
+  const c = await postgresCluster();
+  const data = join(c.dir, 'data');
+  await c.admin.end({ timeout: 5 }).catch(() => {});
+  const started = performance.now();
+  // Not runAsOwner: the event loop goes on during the restart, so a test's load goes on too.
+  const root = process.getuid?.() === 0;
+  const args = ['-D', data, '-o', serverOptions(c.dir, c.port, durableCluster), '-l', join(c.dir, 'log'), '-m', 'fast', '-w', 'restart'];
+  const [command, argv] = root ? ['runuser', ['-u', 'postgres', '--', join(c.bin, 'pg_ctl'), ...args]] : [join(c.bin, 'pg_ctl'), args];
+  await promisify(execFile)(command, argv);
+  const took = performance.now() - started;
+  c.admin = await connect(`${c.base}/postgres`, { max: 2, idleSeconds: 1 });
+  return took;
 }
 
 /** A TCP relay to a database that a test can cut: every connection now, or the next whose client sends a given text. */

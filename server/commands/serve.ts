@@ -224,7 +224,10 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       (stopped ??= (async () => {
         clearInterval(sweeper);
         settings.accountsSource.close();
+        // On PostgreSQL a request waits at most --db-timeout for the database: past it, what still waits is stuck, and is cut.
+        const cut = store.shared === undefined ? undefined : setTimeout(() => listening.hurry(), config.dbTimeout * 1000);
         await listening.close();
+        clearTimeout(cut);
         await announced?.close();
         accessLog?.flush();
         await store.close();
