@@ -89,7 +89,7 @@ async function round(dir: string, index: number): Promise<Record<string, number>
   await running.stop();
   const during = running.answers.filter((a) => a.sent >= before && a.sent < accepting);
   const longest = Math.max(0, ...running.answers.filter((a) => a.answered >= before).map((a) => a.answered - Math.max(a.sent, before)));
-  const slow = running.answers.filter((a) => a.answered > accepting + 1000);
+  const slow = running.answers.filter((a) => a.sent < accepting && a.answered > accepting + 1000);
   if (slow.length > 0) console.log(`  answered over 1 s after accepting: ${slow.map((a) => `${a.method} ${a.status} sent ${Math.round(a.sent - accepting)} ms, answered ${Math.round(a.answered - accepting)} ms after accepting`).join('; ')}`);
   const stalledAfter = Math.max(0, ...running.answers.filter((a) => a.answered > accepting).map((a) => a.answered - Math.max(a.sent, accepting)));
 

@@ -119,7 +119,7 @@ export const FLAGS: Record<string, FlagSpec> = {
     },
   },
   'db-pool': { type: 'string', default: '10', description: 'PostgreSQL connections per instance (up to twice that for a moment when the pool is replaced)', key: 'dbPool', parse: integer(1, 1000) },
-  'db-timeout': { type: 'string', default: '5', description: 'seconds a PostgreSQL statement or connection may take', key: 'dbTimeout', parse: integer(1, 300) },
+  'db-timeout': { type: 'string', default: '5', description: 'seconds a PostgreSQL statement may take (a new connection: at most 0.9)', key: 'dbTimeout', parse: integer(1, 300) },
   'db-start-wait': { type: 'string', default: '30', description: 'seconds to keep trying to reach PostgreSQL at start', key: 'dbStartWait', parse: integer(0, 3600) },
   'compaction-floor': { type: 'string', default: String(8 * 1024 * 1024), description: 'journal bytes before compaction is considered', key: 'compactionFloor', parse: integer(4096, 2 ** 40) },
   'rate-limit': { type: 'string', default: '0', description: 'requests per second per client address (0: no limit)', key: 'rateLimit', parse: integer(0, MAX_RATE) },

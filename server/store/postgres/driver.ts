@@ -71,6 +71,16 @@ export function reconnectDelay(closes: number): number {
 
 const RECONNECT_MAX_SECONDS = 0.25;
 
+/**
+ * Seconds a connection may take to open (less when --db-timeout is less).
+ * A connection the driver opens while the database restarts can hang
+ * until this limit (seen: every restart under load left some), and the
+ * requests queued on it with it: with --db-timeout's 5 s they waited 5 s
+ * after the database was back. A connection that really takes longer than
+ * this to open (a database far away) is tried again at once.
+ */
+export const CONNECT_TIMEOUT_SECONDS = 0.9;
+
 /** The install command named when the driver is missing. */
 export const DRIVER_INSTALL = 'npm install postgres';
 
@@ -93,7 +103,7 @@ export async function connect(url: string | undefined, options: ConnectOptions =
   const reserves = new Reserves();
   const settings = {
     max: options.max ?? DEFAULT_DB_POOL,
-    connect_timeout: timeout,
+    connect_timeout: Math.min(timeout, CONNECT_TIMEOUT_SECONDS),
     idle_timeout: options.idleSeconds ?? 60,
     backoff: reconnectDelay,
     onnotice: () => {},
