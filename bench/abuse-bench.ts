@@ -11,7 +11,10 @@
  *   second, while one client does durable PUTs and a real account logs in
  *   now and then. Prints PUT p99, the flood's statuses, and the real logins.
  *
- * Run: npm run build && node --import tsx bench/abuse-bench.ts [--part pipeline|login]
+ * - connections: a heavy client's 256 connections from one address, then
+ *   one address holding thousands open while another sends GETs.
+ *
+ * Run: npm run build && node --import tsx bench/abuse-bench.ts [--part connections|pipeline|login]
  *      [--connections 1000] [--pipelined 3000] [--seconds 10] [--rate 500]
  */
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -148,6 +151,49 @@ async function withServer(run: (server: ServerProcess) => Promise<void>): Promis
   }
 }
 
+/**
+ * Both sides of the connection limits: a heavy client holding 256
+ * keep-alive connections from one address is served in full; then one
+ * address keeps opening connections (`--connections` at a time, again as
+ * the server closes them) while a well-behaved client from another
+ * address sends GETs one at a time.
+ */
+async function connectionFlood(server: ServerProcess): Promise<void> {
+  const port = Number(new URL(server.url).port);
+  const opened = (localAddress: string) => new Promise<Socket>((resolve) => {
+    const socket = connect({ port, host: '127.0.0.1', localAddress }, () => resolve(socket));
+    socket.on('error', () => resolve(socket));
+  });
+  const heavy = await Promise.all(Array.from({ length: 256 }, () => opened('127.0.0.1')));
+  const statuses = await Promise.all(heavy.map((socket) => new Promise<string>((resolve) => {
+    socket.once('data', (chunk: Buffer) => resolve(chunk.toString('latin1').slice(9, 12)));
+    socket.once('close', () => resolve('closed'));
+    socket.write('GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
+  })));
+  const served = statuses.filter((s) => s === '200').length;
+  console.log(`connection flood: a client with 256 keep-alive connections from one address: ${served} of 256 served`);
+  for (const socket of heavy) socket.destroy();
+  const target = Number(values.connections);
+  let open = 0;
+  let made = 0;
+  let shed = 0;
+  let flooding = true;
+  const refill = () => {
+    while (flooding && open < target) {
+      open++;
+      made++;
+      void opened('127.0.0.3').then((socket) => socket.once('close', () => { open--; shed++; refill(); }));
+    }
+  };
+  refill();
+  const times = await wellBehaved(server.url, SECONDS);
+  flooding = false;
+  console.log(`  one address keeping ${target} connections open (${made} opened, ${shed} closed by the server) while another sends GETs:`);
+  console.log(`  ${summary('well-behaved GET /users/1', times)}`);
+  console.log(`  server peak RSS: ${(peakRss(server.pid) / 1024 / 1024).toFixed(0)} MiB`);
+}
+
+if (values.part === 'all' || values.part === 'connections') await withServer(connectionFlood);
 if (values.part === 'all' || values.part === 'pipeline') await withServer(pipelineFlood);
 if (values.part === 'all' || values.part === 'login') await withServer(loginFlood);
 agent.destroy();

@@ -13,6 +13,7 @@ import { test, type TestContext } from 'node:test';
 import { ANSWERS_PER_TURN, PIPELINE_LIMIT } from '../server/http/pipelining.js';
 import { put, send, startTestServer, type TestServer } from './helpers.js';
 import { exchangeUntilClosed, parseResponses, RawConnection } from './raw-http.js';
+import { spawnServer } from './processes.js';
 
 const GET = 'GET /users/1 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n';
 
@@ -162,4 +163,53 @@ test('a request the server is still working on is not cut by the unread timeout:
   assert.ok(!socket.destroyed, 'the connection of the request being worked on is still open');
   release();
   assert.equal((await login).status, 401);
+});
+
+/** Sends one keep-alive GET /healthz on `socket` and resolves with the status line, or 'closed' if the server closes it first. */
+function ask(socket: Socket): Promise<string> {
+  return new Promise((resolve) => {
+    let text = '';
+    const onData = (chunk: Buffer) => {
+      text += chunk.toString('latin1');
+      if (text.includes('\r\n')) finish(text.slice(0, text.indexOf('\r\n')));
+    };
+    const finish = (line: string) => {
+      socket.off('data', onData);
+      resolve(line);
+    };
+    socket.on('data', onData);
+    socket.once('close', () => finish('closed'));
+    socket.on('error', () => {});
+    socket.write('GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
+  });
+}
+
+test('node bin/users-server.js with default flags: 256 keep-alive connections from one address are all served, none reset', async (t) => {
+  const server = await spawnServer(t, ['--port', '0', '--store', 'memory', '--log-format', 'off']);
+  const port = Number(new URL(server.url).port);
+  const sockets = await Promise.all(Array.from({ length: 256 }, () => open(t, port, '127.0.0.1')));
+  const first = await Promise.all(sockets.map(ask));
+  const second = await Promise.all(sockets.map(ask));
+  assert.deepEqual([...new Set([...first, ...second])], ['HTTP/1.1 200 OK']);
+  for (const s of sockets) s.destroy();
+});
+
+test('--max-connections: one address holding thousands loses only its own newest connections; another address is served throughout, and the total stays at the limit', async (t) => {
+  const server = await startTestServer(t, { maxConnections: 100 });
+  const port = Number(new URL(server.url).port);
+  const flood = await Promise.all(Array.from({ length: 300 }, () => open(t, port, '127.0.0.3')));
+  const closed = flood.map((s) => new Promise<void>((resolve) => (s.destroyed ? resolve() : s.once('close', () => resolve()))));
+  // The flood's first connections are kept; every one past the limit was closed.
+  const answers = await Promise.all(flood.slice(0, 90).map(ask));
+  assert.deepEqual([...new Set(answers)], ['HTTP/1.1 200 OK']);
+  await Promise.all(closed.slice(100));
+  // A good client from another address gets in: the flood's newest connection makes room for it.
+  for (let i = 0; i < 20; i++) {
+    const good = await open(t, port, '127.0.0.2');
+    assert.equal(await ask(good), 'HTTP/1.1 200 OK', `request ${i} of the other address`);
+    good.destroy();
+  }
+  const connections = await new Promise<number>((resolve, reject) => server.running.server.getConnections((e, n) => (e ? reject(e) : resolve(n))));
+  assert.ok(connections <= 100, `${connections} connections open`);
+  for (const s of flood) s.destroy();
 });

@@ -215,7 +215,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     const accessLog = config.logFormat === 'off' ? undefined : new AccessLog(config.logFormat, options.accessLog ?? ((chunk) => process.stdout.write(chunk)), options.clock);
     const maxConnectionsPerClient = config.trustProxy ? 0 : config.maxConnectionsPerClient;
     const tls = config.tlsCert === '' ? undefined : readCertificate(config);
-    const listening = (opened.listening = await listen(app, { host: config.host, port: config.port, maxBody: config.maxBody, accessLog, maxConnectionsPerClient, ...(tls && { tls }), ...(options.timeouts && { timeouts: options.timeouts }) }));
+    const listening = (opened.listening = await listen(app, { host: config.host, port: config.port, maxBody: config.maxBody, accessLog, maxConnectionsPerClient, ...(config.maxConnections > 0 && { maxConnections: config.maxConnections }), ...(tls && { tls }), ...(options.timeouts && { timeouts: options.timeouts }) }));
     const announced = (opened.announced = await store.shared?.announce({ host: hostname(), pid: process.pid, url: listening.url }));
     const sweeper = setInterval(() => void Promise.resolve(store.sweep(Date.now())).catch(() => {}), SWEEP_INTERVAL_MS);
     sweeper.unref();

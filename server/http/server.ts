@@ -6,7 +6,7 @@ import type { AccessLog } from '../ops/access-log.js';
 import type { App } from './app.js';
 import { InFlight, ObservedResponse, Observer } from './observe.js';
 import { Pipeline, PIPELINE_LIMIT, stopParsingClosedConnections } from './pipelining.js';
-import { limitKey } from '../security/rate-limit.js';
+import { connectionLimits, defaultTotalConnections } from './connection-limits.js';
 import { declaresTooLarge } from './request.js';
 import { problemBody, rawProblemResponse } from './response.js';
 
@@ -27,6 +27,8 @@ export interface ListenOptions {
   timeouts?: Partial<typeof TIMEOUTS>;
   /** `--max-connections-per-client`; 0 or absent: no limit. */
   maxConnectionsPerClient?: number;
+  /** `--max-connections`: open connections at most, shedding the heaviest address's newest past it; absent: from the open-files limit. */
+  maxConnections?: number;
   /** `--tls-cert` and `--tls-key`: serve HTTPS (node:https) with this certificate chain and key, PEM. */
   tls?: { cert: Buffer; key: Buffer };
 }
@@ -67,7 +69,7 @@ export async function listen(app: App, options: ListenOptions): Promise<Listenin
   server.on('checkExpectation', serving.handle);
   server.on('clientError', (error: NodeJS.ErrnoException, socket: Socket) => answerClientError(error, socket, observer));
   server.on('connect', (_req: IncomingMessage, socket: Socket) => refuseConnect(socket, observer));
-  if (options.maxConnectionsPerClient) server.on('connection', connectionLimit(options.maxConnectionsPerClient));
+  server.on('connection', connectionLimits({ total: options.maxConnections ?? defaultTotalConnections(), perClient: options.maxConnectionsPerClient ?? 0 }));
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(options.port, options.host, () => {
@@ -221,30 +223,6 @@ class Serving {
     });
     clearTimeout(bound);
   }
-}
-
-/**
- * At most `max` open connections per client address (an IPv6 /64 counts as
- * one, as for the rate limit): a connection past it is closed before
- * anything is read from it, so one host opening a thousand connections
- * cannot make the server parse a thousand floods.
- */
-function connectionLimit(max: number): (socket: Socket) => void {
-  const open = new Map<string, number>();
-  return (socket) => {
-    const key = limitKey(socket.remoteAddress ?? '');
-    const count = open.get(key) ?? 0;
-    if (count >= max) {
-      socket.destroy();
-      return;
-    }
-    open.set(key, count + 1);
-    socket.once('close', () => {
-      const left = open.get(key)! - 1;
-      if (left === 0) open.delete(key);
-      else open.set(key, left);
-    });
-  };
 }
 
 /**

@@ -45,6 +45,8 @@ export interface Config {
   trustProxy: boolean;
   /** Open connections one client address (IPv6: one /64) may hold; 0: no limit. Off behind --trust-proxy. */
   maxConnectionsPerClient: number;
+  /** 0: from the open-files limit (http/connection-limits.ts). */
+  maxConnections: number;
   /** The access log on stdout: one line per request as text or JSON, or none. */
   logFormat: LogFormat;
   /** Serve the browser sign-in page at GET /login and send browsers without a session there from GET /. */
@@ -124,8 +126,11 @@ export const FLAGS: Record<string, FlagSpec> = {
   'compaction-floor': { type: 'string', default: String(8 * 1024 * 1024), description: 'journal bytes before compaction is considered', key: 'compactionFloor', parse: integer(4096, 2 ** 40) },
   'rate-limit': { type: 'string', default: '0', description: 'requests per second per client address (0: no limit)', key: 'rateLimit', parse: integer(0, MAX_RATE) },
   'rate-burst': { type: 'string', default: '0', description: 'requests a client may make at once (0: same as --rate-limit)', key: 'rateBurst', parse: integer(0, MAX_RATE) },
+  'max-connections': {
+    type: 'string', default: '0', description: 'open connections at most; past it the newest of the address holding the most is closed (0: the open-files limit less 256, up to 10000)', key: 'maxConnections', parse: integer(0, 1_000_000),
+  },
   'max-connections-per-client': {
-    type: 'string', default: '32', description: 'open connections per client address, IPv6 per /64 (0: no limit; not applied with --trust-proxy)', key: 'maxConnectionsPerClient', parse: integer(0, 1_000_000),
+    type: 'string', default: '0', description: 'open connections per client address, IPv6 per /64 (0: no limit; not applied with --trust-proxy)', key: 'maxConnectionsPerClient', parse: integer(0, 1_000_000),
   },
   'trust-proxy': { type: 'boolean', default: false, description: 'client address from the last X-Forwarded-For entry (behind a proxy)', key: 'trustProxy', parse: (v) => v },
   'log-format': {
