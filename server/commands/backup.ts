@@ -52,7 +52,7 @@ function run(argv: readonly string[], io: CommandIo): number {
     fsyncDirSync(target);
     const bytes = copied.files.reduce((sum, f) => sum + f.bytes, 0);
     const ms = Math.round(performance.now() - started);
-    io.stdout.write(`backed up ${copied.users} users (${copied.files.map((f) => f.name).join(', ')}: ${bytes} bytes) from ${source} to ${target} in ${ms} ms\n`);
+    io.stdout.write(`backed up ${copied.users} users (${copied.files.map((f) => f.name).join(', ')}: ${bytes} bytes of data) from ${source} to ${target} in ${ms} ms\n`);
     return 0;
   } catch (error) {
     // Leave no half backup that could be mistaken for a whole one.

@@ -25,7 +25,7 @@ const ATTEMPTS = 10;
 const CHUNK = 4 * 1024 * 1024;
 
 export interface BackedUp {
-  /** The data files copied, with their bytes. */
+  /** The data files copied, with the bytes of data each holds (a journal's preallocated zeros after its last record left out). */
   files: { name: string; bytes: number }[];
   users: number;
 }
@@ -65,21 +65,25 @@ function openConsistentSet(dir: string): { name: string; fd: number }[] {
   throw new DataError(`${dir} kept changing under the backup (a compaction every moment?); try again`);
 }
 
-/** Copies what `fd` holds now to a new file at `path` (mode 0600), synced; the bytes copied. */
+/** Copies what `fd` holds now to a new file at `path` (mode 0600), synced; the bytes up to the last that is not zero (the data; a journal's preallocated tail is zeros). */
 function copyOpenFile(fd: number, path: string): number {
   const length = fstatSync(fd).size;
   const out = openSync(path, 'wx', 0o600);
   try {
     const buf = Buffer.allocUnsafe(Math.min(CHUNK, Math.max(1, length)));
     let done = 0;
+    let data = 0;
     while (done < length) {
       const n = readSync(fd, buf, 0, Math.min(buf.length, length - done), done);
       if (n === 0) break;
       writeSync(out, buf, 0, n);
+      let last = n;
+      while (last > 0 && buf[last - 1] === 0) last--;
+      if (last > 0) data = done + last;
       done += n;
     }
     fsyncSync(out);
-    return done;
+    return data;
   } finally {
     closeSync(out);
   }
