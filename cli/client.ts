@@ -156,7 +156,7 @@ export class HttpClient {
   /** Sends and requires one of `ok`; any other status becomes a StatusError carrying the server's detail. */
   async expect(request: Request, ok: readonly number[]): Promise<Response> {
     const response = await this.send(request);
-    if (!ok.includes(response.status)) throw statusError(response);
+    if (!ok.includes(response.status)) throw statusError(response, `${this.origin}${this.prefix}${request.path}`);
     return response;
   }
 
@@ -337,11 +337,27 @@ async function exists(path: string): Promise<boolean> {
   }
 }
 
-/** A StatusError for a failed answer, with the problem's detail as its message. */
-export function statusError(response: Response): StatusError {
+/**
+ * A StatusError for a failed answer, with the problem's detail as its
+ * message, said in usersctl's terms; a path the server does not serve at
+ * all names the URL asked (`url`): --url is then most likely wrong.
+ */
+export function statusError(response: Response, url?: string): StatusError {
   const problem = problemOf(response);
   const text = (field: string) => (typeof problem?.[field] === 'string' ? (problem[field] as string) : undefined);
-  return new StatusError(response.status, detailOf(response), text('type'), text('title'));
+  const detail = detailOf(response);
+  const message = detail === NO_ROUTE && url !== undefined ? `there is nothing at ${url}: --url must be the server's address (it serves /users, /login, ...)` : inUsersctlTerms(detail);
+  return new StatusError(response.status, message, text('type'), text('title'));
+}
+
+/** The server's detail for a path it does not route (http/response.ts). */
+const NO_ROUTE = 'There is nothing at this path.';
+
+/** The server's hints name HTTP requests; usersctl names its own commands for them. */
+const HTTP_HINTS: readonly (readonly [RegExp, string])[] = [[/reserve one with POST \/reservations/, 'reserve one with `usersctl reserve`']];
+
+function inUsersctlTerms(detail: string): string {
+  return HTTP_HINTS.reduce((text, [http, cli]) => text.replace(http, cli), detail);
 }
 
 /** The parsed problem document of an `application/problem+json` answer, if it is one. */

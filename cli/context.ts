@@ -47,6 +47,8 @@ export interface GlobalOptions {
 /** Precedence: flag, then environment, then default. */
 export function resolveGlobals(flags: GlobalFlags, env: NodeJS.ProcessEnv): GlobalOptions {
   const urlText = flags.url ?? nonEmpty(env.USERSCTL_URL) ?? DEFAULT_URL;
+  // "127.0.0.1:8080" parses as a URL of the scheme "127.0.0.1:", and "localhost" not at all.
+  if (/^(\[[0-9a-fA-F:.]+\]|[\w.-]+)(:\d+)?(\/\S*)?$/.test(urlText)) throw new UsageError(`--url: ${urlText} has no scheme: give http://${urlText} (or https://)`);
   let url: URL;
   try {
     url = new URL(urlText);

@@ -9,7 +9,7 @@ import * as session from './commands/session-commands.js';
 import * as tokens from './commands/token-commands.js';
 import * as users from './commands/user-commands.js';
 import { Context, DEFAULT_RETRIES, DEFAULT_TIMEOUT_SECONDS, DEFAULT_URL, errorPrefix, resolveGlobals, type GlobalFlags, type Io } from './context.js';
-import { CliError, errorRecord, EXIT } from './exit-codes.js';
+import { CliError, errorRecord, EXIT, StatusError } from './exit-codes.js';
 import { DEFAULT_CONCURRENCY, DEFAULT_IMPORT_NAMESPACE, MAX_CONCURRENCY, importUsers, type ImportOptions } from './import.js';
 import { completionScript, manPage, SHELLS, type Shell } from './completion.js';
 import { STOP_EXIT } from './streams.js';
@@ -103,6 +103,8 @@ function describe(error: unknown): { message: string | undefined; code: number }
     if (error.code === 'commander.help') return { message: undefined, code: error.exitCode === 0 ? EXIT.ok : EXIT.usage };
     return { message: error.message.replace(/^error: /, ''), code: EXIT.usage };
   }
+  // A user not found is named: "999: No such user."
+  if (error instanceof StatusError && error.status === 404 && error.ref !== undefined && !error.message.includes(error.ref)) return { message: `${error.ref}: ${error.message}`, code: error.exitCode };
   if (error instanceof CliError) return { message: error.message, code: error.exitCode };
   // A bug or an environment failure (disk full writing the jar, ...): the message, never the stack.
   const message = error instanceof Error ? error.message : String(error);

@@ -121,7 +121,7 @@ test('-q silences messages on stderr but not the error line', async (t) => {
   assert.equal(quiet.stderr, '');
   const failing = await cli.run(['-q', 'get', 'nobody']);
   assert.equal(failing.code, EXIT.notFound);
-  assert.equal(failing.stderr, 'usersctl: No such user.\n');
+  assert.equal(failing.stderr, 'usersctl: nobody: No such user.\n');
 });
 
 test('-v prints the exchange on stderr with Authorization, Cookie and Set-Cookie values masked', async (t) => {
@@ -148,9 +148,9 @@ test('colour on stderr only when it is a terminal and NO_COLOR is unset', async 
   assert.equal(tty.code, EXIT.notFound);
   assert.match(tty.stderr, /\x1b\[/);
   const noColor = await cli.run(['get', 'nobody'], { stderrTTY: true, env: { NO_COLOR: '1' } });
-  assert.equal(noColor.stderr, 'usersctl: No such user.\n');
+  assert.equal(noColor.stderr, 'usersctl: nobody: No such user.\n');
   const pipe = await cli.run(['get', 'nobody']);
-  assert.equal(pipe.stderr, 'usersctl: No such user.\n');
+  assert.equal(pipe.stderr, 'usersctl: nobody: No such user.\n');
 });
 
 test('an answer the command cannot understand exits 1 (unexpected) with one line and no stack trace', async (t) => {

@@ -53,7 +53,7 @@ test('the executable\'s exit code reaches the shell: 0 for a found user, 3 for a
   assert.deepEqual(created, { code: 0, stdout: '{"name":"Alice","id":1}\n', stderr: '' });
   const missing = await usersctl(t, ['get', 'bob'], env);
   assert.equal(missing.code, EXIT.notFound);
-  assert.deepEqual(lines(missing.stderr), ['usersctl: No such user.']);
+  assert.deepEqual(lines(missing.stderr), ['usersctl: bob: No such user.']);
 });
 
 test('the executable logs in from a pipe and keeps the session for the next process', async (t) => {

@@ -191,6 +191,6 @@ for (const [status, code] of statusCases) {
   test(`an answer ${status} exits ${code} with the problem's detail as the one stderr line`, async (t) => {
     const stub = await startStub(t, (_req, res) => sendProblem(res, status, `detail of ${status}`));
     const result = await runAt(t, stub.url)(['--retries', '0', 'get', 'alice']);
-    assert.deepEqual(result, { code, stdout: '', stderr: `usersctl: detail of ${status}\n` });
+    assert.deepEqual(result, { code, stdout: '', stderr: `usersctl: ${status === 404 ? 'alice: ' : ''}detail of ${status}\n` });
   });
 }

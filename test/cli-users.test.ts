@@ -21,7 +21,7 @@ test('get prints each user exactly as the server sent it, one per line', async (
 test('get of an unknown user exits 3 with the server\'s detail as the one stderr line', async (t) => {
   const cli = await startCliServer(t);
   const result = await cli.run(['get', 'nobody']);
-  assert.deepEqual(result, { code: EXIT.notFound, stdout: '', stderr: 'usersctl: No such user.\n' });
+  assert.deepEqual(result, { code: EXIT.notFound, stdout: '', stderr: 'usersctl: nobody: No such user.\n' });
 });
 
 test('get with several refs continues after a failure and exits with the first failure\'s code', async (t) => {

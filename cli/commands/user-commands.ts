@@ -1,4 +1,5 @@
 /** get, put, delete, list, export, reserve, create, new and mv. */
+import { jsonErrorPlace, jsonErrorReason } from '../../shared/json-position.js';
 import { randomUUID } from 'node:crypto';
 import { NEW_USER_PATH, RESERVATIONS_PATH, USERS_PATH, userPath } from '../../shared/endpoints.js';
 import { isId, parseRef } from '../../shared/user.js';
@@ -83,14 +84,16 @@ async function userBody(ctx: Context, options: BodyOptions): Promise<string> {
     return JSON.stringify({ name: options.name });
   }
   const text = await ctx.readInput(options.file);
-  if (options.name === undefined) return text;
+  const where = options.file === '-' ? 'stdin' : options.file;
   let user: unknown;
+  // Checked here, not by the server: a bad local file is a usage error that names the file and the place.
   try {
     user = JSON.parse(text);
   } catch (error) {
-    throw new UsageError(`${options.file === '-' ? 'stdin' : options.file} is not JSON: ${(error as Error).message}`);
+    throw new UsageError(`${where} is not JSON at ${jsonErrorPlace(text, error)} (${jsonErrorReason(error)}); fix it and run the command again`);
   }
-  if (typeof user !== 'object' || user === null || Array.isArray(user)) throw new UsageError('the user must be a JSON object');
+  if (typeof user !== 'object' || user === null || Array.isArray(user)) throw new UsageError(`${where}: the user must be a JSON object`);
+  if (options.name === undefined) return text;
   return JSON.stringify({ ...(user as Record<string, unknown>), name: options.name });
 }
 

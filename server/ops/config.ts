@@ -1,3 +1,4 @@
+import { jsonErrorPlace, jsonErrorReason } from '../../shared/json-position.js';
 import { readFileSync } from 'node:fs';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { UsageError } from '../errors.js';
@@ -260,12 +261,18 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Pa
  * is refused by name, so a typo is not silently ignored.
  */
 function readConfigFile(path: string): Record<string, string | boolean> {
-  let doc: unknown;
+  let text: string;
   try {
-    doc = JSON.parse(readFileSync(path, 'utf8'));
+    text = readFileSync(path, 'utf8');
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
-    throw new UsageError(`--config ${path}: ${code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'a folder, not a file' : code !== undefined ? `cannot read it (${code})` : 'not JSON'}`);
+    throw new UsageError(`--config ${path}: ${code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'a folder, not a file' : `cannot read it (${code ?? (error as Error).message})`}`);
+  }
+  let doc: unknown;
+  try {
+    doc = JSON.parse(text);
+  } catch (error) {
+    throw new UsageError(`--config ${path}: not JSON at ${jsonErrorPlace(text, error)} (${jsonErrorReason(error)})`);
   }
   if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) throw new UsageError(`--config ${path}: the settings must be a JSON object`);
   const settings: Record<string, string | boolean> = {};
