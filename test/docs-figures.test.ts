@@ -67,3 +67,14 @@ test('docs: the PostgreSQL figures (a new connection\'s limit, when a killed ins
   assert.ok(gone.length > 0, 'no page says when a killed instance counts as gone');
   for (const p of gone) assert.match(p.text, new RegExp(`gone ${INSTANCE_GONE_MS / 1000} s`), p.where);
 });
+
+test('docs: no heading of the README or docs/ reads as history (an issue number, a session, a date, a re-run)', () => {
+  const history = /\bissue \d+|\bsession\)|\b(first|second|third) session\b|\b20\d\d-\d\d-\d\d\b|\bhistory\b|\bre-run\b|\bre-measured\b/i;
+  for (const page of PAGES) {
+    readFileSync(join(ROOT, page), 'utf8')
+      .split('\n')
+      .forEach((line, i) => {
+        if (/^#{1,6} /.test(line)) assert.doesNotMatch(line, history, `${page}:${i + 1}: "${line}" tells how the product came to be, not what it is`);
+      });
+  }
+});
