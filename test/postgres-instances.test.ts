@@ -15,6 +15,7 @@ import { fileURLToPath } from 'node:url';
 import { connect } from '../server/store/postgres/driver.js';
 import { SCHEMA_VERSION } from '../server/store/postgres/schema.js';
 import { ADMIN_PASSWORD, assertProblem, basic, buildIfStale, cookiePair, put, runUsersServer, send, startTestServer, tempDir, type TestServer } from './helpers.js';
+import { pgbouncerDatabase, pgbouncerSkipReason } from './pgbouncer.js';
 import { cuttingRelay, postgresCluster, postgresSkipReason, restartPostgres, setPostgresRunning, testDatabase } from './postgres.js';
 import { cleanEnv, spawnChild, spawnServer, spawnUsersServer } from './processes.js';
 
@@ -22,9 +23,12 @@ const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const skip = postgresSkipReason();
 if (skip !== undefined) console.log(`# PostgreSQL instance tests skipped: ${skip}`);
 
-/** `count` in-process instances on one fresh database. */
-async function instances(t: TestContext, count: number, overrides: Parameters<typeof startTestServer>[1] = {}): Promise<{ url: string; servers: TestServer[] }> {
-  const url = await testDatabase(t);
+/** A fresh database for a test: on the cluster, or through pgbouncer. */
+type Database = (t: TestContext) => Promise<string>;
+
+/** `count` in-process instances on one fresh database (`database`). */
+async function instances(t: TestContext, count: number, overrides: Parameters<typeof startTestServer>[1] = {}, database: Database = testDatabase): Promise<{ url: string; servers: TestServer[] }> {
+  const url = await database(t);
   const servers: TestServer[] = [];
   for (let i = 0; i < count; i++) servers.push(await startTestServer(t, { store: url, ...overrides }));
   return { url, servers };
@@ -37,16 +41,27 @@ function pg(name: string, body: (t: TestContext) => Promise<void>): void {
   });
 }
 
-pg('a session made on one instance is valid on all, and a logout on one revokes it on all', async (t) => {
-  const { servers } = await instances(t, 3);
+const bouncerSkip = pgbouncerSkipReason();
+
+/** A test of sharing rules, run on the database directly and again through pgbouncer in transaction pooling mode. */
+function shared(name: string, body: (t: TestContext, database: Database) => Promise<void>): void {
+  pg(name, (t) => body(t, testDatabase));
+  test(`PostgreSQL through pgbouncer (transaction pooling), several instances: ${name}`, async (t) => {
+    if (bouncerSkip !== undefined) return t.skip(bouncerSkip);
+    await body(t, pgbouncerDatabase);
+  });
+}
+
+shared('a session made on one instance is valid on all, and a logout on one revokes it on all', async (t, database) => {
+  const { servers } = await instances(t, 3, {}, database);
   const cookie = await servers[0]!.login();
   for (const s of servers) assert.equal((await send(s.url, 'GET', '/', { headers: { cookie } })).status, 200, s.url);
   assert.equal((await send(servers[1]!.url, 'POST', '/logout', { headers: { cookie } })).status, 204);
   for (const s of servers) assert.equal((await send(s.url, 'GET', '/', { headers: { cookie } })).status, 401, s.url);
 });
 
-pg('an API token made on one instance is valid on all, and its revocation on one is refused on all, also among requests checked together', async (t) => {
-  const { servers } = await instances(t, 3, { requireSession: 'all' });
+shared('an API token made on one instance is valid on all, and its revocation on one is refused on all, also among requests checked together', async (t, database) => {
+  const { servers } = await instances(t, 3, { requireSession: 'all' }, database);
   const cookie = await servers[0]!.login();
   const made = await send(servers[0]!.url, 'POST', '/tokens', { json: { name: 'shared', role: 'reader' }, headers: { cookie } });
   assert.equal(made.status, 201, made.text);
@@ -60,8 +75,8 @@ pg('an API token made on one instance is valid on all, and its revocation on one
   for (const reply of stillIn) assert.equal(reply.status, 200, reply.text);
 });
 
-pg('ids are unique and never reused across instances: 60 concurrent creates through three instances', async (t) => {
-  const { servers } = await instances(t, 3);
+shared('ids are unique and never reused across instances: 60 concurrent creates through three instances', async (t, database) => {
+  const { servers } = await instances(t, 3, {}, database);
   const replies = await Promise.all(
     Array.from({ length: 60 }, (_, i) => {
       const s = servers[i % 3]!;
@@ -82,8 +97,8 @@ pg('ids are unique and never reused across instances: 60 concurrent creates thro
   assert.equal((await send(servers[1]!.url, 'POST', '/users/new', { json: { name: 'next' } })).json().id, 61, 'the next id follows the highest, on any instance');
 });
 
-pg('an Idempotency-Key replays on any instance, and the same key with another body is refused', async (t) => {
-  const { servers } = await instances(t, 3);
+shared('an Idempotency-Key replays on any instance, and the same key with another body is refused', async (t, database) => {
+  const { servers } = await instances(t, 3, {}, database);
   const first = await send(servers[0]!.url, 'POST', '/users/new', { json: { name: 'Once' }, headers: { 'idempotency-key': 'k-1' } });
   assert.equal(first.status, 201);
   for (const s of servers.slice(1)) {
@@ -100,8 +115,8 @@ pg('an Idempotency-Key replays on any instance, and the same key with another bo
   assert.equal(list.items.filter((u) => u.name === 'Race').length, 1);
 });
 
-pg('a write acknowledged by one instance is seen by the next read on any other', async (t) => {
-  const { servers } = await instances(t, 3);
+shared('a write acknowledged by one instance is seen by the next read on any other', async (t, database) => {
+  const { servers } = await instances(t, 3, {}, database);
   for (let i = 0; i < 10; i++) {
     const writer = servers[i % 3]!;
     const reader = servers[(i + 1) % 3]!;
@@ -113,8 +128,8 @@ pg('a write acknowledged by one instance is seen by the next read on any other',
   }
 });
 
-pg('If-Match prevents lost updates between instances: clients incrementing one counter through three instances lose no increment', async (t) => {
-  const { servers } = await instances(t, 3);
+shared('If-Match prevents lost updates between instances: clients incrementing one counter through three instances lose no increment', async (t, database) => {
+  const { servers } = await instances(t, 3, {}, database);
   assert.equal((await put(servers[0]!.url, '/users/counter', { name: 'Counter', count: 0 })).status, 201);
   let written = 0;
   await Promise.all(
@@ -132,8 +147,8 @@ pg('If-Match prevents lost updates between instances: clients incrementing one c
   assert.equal((await send(servers[1]!.url, 'GET', '/users/counter')).json().count, written);
 });
 
-pg('the failed-login limit holds across instances: guesses spread over three get no more tries than against one', async (t) => {
-  const { servers } = await instances(t, 3);
+shared('the failed-login limit holds across instances: guesses spread over three get no more tries than against one', async (t, database) => {
+  const { servers } = await instances(t, 3, {}, database);
   const statuses: number[] = [];
   for (let i = 0; i < 12; i++) statuses.push((await send(servers[i % 3]!.url, 'POST', '/login', { headers: { authorization: basic('admin', 'wrong') } })).status);
   assert.deepEqual(statuses, [...Array<number>(10).fill(401), 429, 429]);
@@ -141,8 +156,8 @@ pg('the failed-login limit holds across instances: guesses spread over three get
   assert.equal(refused.status, 429, 'the right password is refused too while the limit holds');
 });
 
-pg('the signing secret and the generated admin password are made once and shared; an account added by the command logs in on every instance', async (t) => {
-  const url = await testDatabase(t);
+shared('the signing secret and the generated admin password are made once and shared; an account added by the command logs in on every instance', async (t, database) => {
+  const url = await database(t);
   const noAdminPassword = { env: {} };
   const a = await startTestServer(t, { store: url }, noAdminPassword);
   const b = await startTestServer(t, { store: url }, noAdminPassword);
@@ -159,8 +174,8 @@ pg('the signing secret and the generated admin password are made once and shared
   assert.deepEqual((JSON.parse(listed.stdout) as { name: string }[]).map((r) => r.name), ['admin', 'rita']);
 });
 
-pg('a PUT to an old id of a moved user answers 301 on every instance', async (t) => {
-  const { servers } = await instances(t, 2, { allowIdChange: true });
+shared('a PUT to an old id of a moved user answers 301 on every instance', async (t, database) => {
+  const { servers } = await instances(t, 2, { allowIdChange: true }, database);
   assert.equal((await put(servers[0]!.url, '/users/ann', { name: 'Ann' })).status, 201);
   assert.equal((await put(servers[0]!.url, '/users/1', { name: 'Ann', id: 50 })).status, 200);
   for (const s of servers) {
@@ -170,8 +185,8 @@ pg('a PUT to an old id of a moved user answers 301 on every instance', async (t)
   }
 });
 
-pg('an instance killed with SIGKILL under writes loses no acknowledged write; the others go on serving', async (t) => {
-  const url = await testDatabase(t);
+shared('an instance killed with SIGKILL under writes loses no acknowledged write; the others go on serving', async (t, database) => {
+  const url = await database(t);
   const env = { USERS_STORE: url };
   const [a, b] = [await spawnServer(t, ['--port', '0'], { env }), await spawnServer(t, ['--port', '0'], { env })];
   const acknowledged: string[] = [];
@@ -280,6 +295,22 @@ test('PostgreSQL: a start that cannot reach the database retries for --db-start-
   assert.ok(!run.stderr.includes('very-secret'), run.stderr);
   assert.match(run.stderr, /^users-server: cannot reach postgres:\/\/app:\*\*\*@127\.0\.0\.1:9\/users \(ECONNREFUSED\); gave up after 1 s\n$/m);
   assert.match(run.stderr, /waiting for postgres:\/\/app:\*\*\*@127\.0\.0\.1:9\/users \(ECONNREFUSED\), attempt 1/);
+});
+
+test('PostgreSQL through pgbouncer: migrate with ?pool_mode=transaction creates the schema; without it a start exits 1 at once naming the parameter; pool_mode=statement is a usage error', async (t) => {
+  if (bouncerSkip !== undefined) return t.skip(bouncerSkip);
+  const url = new URL(await pgbouncerDatabase(t, { migrated: false }));
+  const migrated = await runUsersServer(['migrate', '--store', url.toString()]);
+  assert.equal(migrated.code, 0, migrated.stderr);
+  assert.match(migrated.stdout, new RegExp(`schema version ${SCHEMA_VERSION} of ${SCHEMA_VERSION}`));
+  url.searchParams.delete('pool_mode');
+  const plain = await runUsersServer(['--port', '0', '--store', url.toString()]);
+  assert.equal(plain.code, 1, plain.stderr);
+  assert.match(plain.stderr, /^users-server: cannot use postgres:\/\/\S+: 08P01 unsupported startup parameter: \w+; behind pgbouncer in transaction pooling mode, add \?pool_mode=transaction to the store URL \(docs\/scaling\.md\)\n$/);
+  url.searchParams.set('pool_mode', 'statement');
+  const statement = await runUsersServer(['migrate', '--store', url.toString()]);
+  assert.equal(statement.code, 2, statement.stderr);
+  assert.match(statement.stderr, /pool_mode=statement in the store URL: .*not statement mode/);
 });
 
 test('PostgreSQL: without the driver installed, --store postgres:// exits 2 with one line naming npm install postgres', async (t) => {

@@ -56,7 +56,8 @@ function runAsOwner(bin: string, args: string[]): void {
   execFileSync(command, argv, { stdio: 'pipe' });
 }
 
-async function freePort(): Promise<number> {
+/** A TCP port free on 127.0.0.1 now. */
+export async function freePort(): Promise<number> {
   const server = createServer();
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const port = (server.address() as AddressInfo).port;

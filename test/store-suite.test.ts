@@ -11,6 +11,7 @@ import type { ApiTokenRecord, Lookup, Store } from '../server/store/store.js';
 import { entityTag } from '../server/users/entity-tag.js';
 import type { Preconditions, StoredUser, UserRef, WritePolicy } from '../server/users/rules.js';
 import { tempDir } from './helpers.js';
+import { pgbouncerDatabase, pgbouncerSkipReason } from './pgbouncer.js';
 import { postgresSkipReason, testDatabase } from './postgres.js';
 
 interface Opened {
@@ -59,6 +60,9 @@ if (postgresSkip === undefined) {
   STORE_KINDS.push(durableKind('postgres, pool replaced every 3 queries', database, { postgres: { recycleAfter: 3 } }));
 }
 else console.log(`# store suite: PostgreSQL skipped: ${postgresSkip}`);
+const pgbouncerSkip = pgbouncerSkipReason();
+if (pgbouncerSkip === undefined) STORE_KINDS.push(durableKind('postgres through pgbouncer, transaction pooling', async (t) => ({ spec: await pgbouncerDatabase(t), dir: tempDir(t) })));
+else if (postgresSkip === undefined) console.log(`# store suite: PostgreSQL through pgbouncer skipped: ${pgbouncerSkip}`);
 
 const T0 = Date.parse('2026-01-01T00:00:00Z');
 const NO_PRECONDITIONS: Preconditions = { ifMatch: undefined, ifNoneMatch: undefined };

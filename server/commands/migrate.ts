@@ -31,7 +31,7 @@ async function run(argv: readonly string[], io: CommandIo): Promise<number> {
   const spec = values.store ?? io.env[envName('store')] ?? 'postgres';
   if (!isPostgresStore(spec)) throw new UsageError(`--store must be postgres or a postgres:// URL, not "${redactSecrets(spec)}": only a database has a schema to migrate`);
   const url = spec === 'postgres' ? undefined : spec;
-  const { connect } = await import('../store/postgres/driver.js');
+  const { connect, describeFailure } = await import('../store/postgres/driver.js');
   const { migrate, schemaVersion, SCHEMA_VERSION } = await import('../store/postgres/schema.js');
   const { describeDatabase } = await import('../store/postgres/open-postgres.js');
   const sql = await connect(url, { max: 1 });
@@ -42,7 +42,7 @@ async function run(argv: readonly string[], io: CommandIo): Promise<number> {
     return 0;
   } catch (error) {
     if (error instanceof CommandError) throw error;
-    throw new CommandError(`cannot migrate ${describeDatabase(url)}: ${(error as { code?: string }).code ?? ''} ${(error as Error).message}`.replace(/\s+/g, ' ').trim());
+    throw new CommandError(`cannot migrate ${describeDatabase(url)}: ${describeFailure(error)}`);
   } finally {
     await sql.end({ timeout: 1 });
   }

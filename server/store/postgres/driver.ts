@@ -100,6 +100,7 @@ export async function connect(url: string | undefined, options: ConnectOptions =
     throw error;
   }
   const timeout = options.timeoutSeconds ?? DEFAULT_DB_TIMEOUT_SECONDS;
+  const { target, transactionPooling } = poolingOf(url);
   const reserves = new Reserves();
   const settings = {
     max: options.max ?? DEFAULT_DB_POOL,
@@ -109,13 +110,67 @@ export async function connect(url: string | undefined, options: ConnectOptions =
     onnotice: () => {},
     onclose: reserves.connectionClosed,
     socket: openSocket(),
-    // Sent when a connection opens. Generic plans: PostgreSQL planned the GETs' statement anew at
-    // every run otherwise (its ids are an array a custom plan can see), at twice the CPU.
-    connection: { application_name: 'users-server', plan_cache_mode: 'force_generic_plan', statement_timeout: timeout * 1000, lock_timeout: timeout * 1000 },
+    // Named statements live in one session: behind transaction pooling, the next transaction may run
+    // in another, so every statement is parsed where it runs (unnamed statements).
+    prepare: !transactionPooling,
+    connection: transactionPooling ? { application_name: APPLICATION_NAME } : sessionSettings(timeout),
   };
-  const open = () => (url === undefined ? driver(settings) : driver(url, settings));
+  const open = () => (target === undefined ? driver(settings) : driver(target, settings));
   heedArrayTypesFailures();
-  return recycling(open, options.recycleAfter ?? RECYCLE_AFTER, reserves);
+  const prologue = transactionPooling ? transactionSettings(timeout) : undefined;
+  return recycling(open, options.recycleAfter ?? RECYCLE_AFTER, reserves, prologue);
+}
+
+const APPLICATION_NAME = 'users-server';
+
+/**
+ * Settings sent when a connection opens, for its whole session. Generic
+ * plans: PostgreSQL planned the GETs' statement anew at every run
+ * otherwise (its ids are an array a custom plan can see), at twice the CPU.
+ */
+function sessionSettings(timeoutSeconds: number): Record<string, string | number> {
+  const ms = timeoutSeconds * 1000;
+  return { application_name: APPLICATION_NAME, plan_cache_mode: 'force_generic_plan', statement_timeout: ms, lock_timeout: ms };
+}
+
+/**
+ * The statement that gives one transaction the timeouts that
+ * `sessionSettings` gives a session, for a pool whose sessions are shared
+ * (transaction pooling): a pooler refuses, or drops, settings sent when a
+ * connection opens, since the next client of the database's session would
+ * inherit them.
+ */
+function transactionSettings(timeoutSeconds: number): string {
+  const ms = String(Math.round(timeoutSeconds * 1000));
+  return `select set_config('statement_timeout', '${ms}', true), set_config('lock_timeout', '${ms}', true)`;
+}
+
+/** The query parameter of a store URL that names the pooling of a pooler in front of the database. */
+export const POOL_MODE_PARAMETER = 'pool_mode';
+
+/**
+ * What a store URL says of the pooler in front of the database: with
+ * `?pool_mode=transaction` (pgbouncer's own name for its mode), each
+ * transaction may run in another database session, so nothing may rely on
+ * a session (`session`, or no parameter: a database, or a pooler that
+ * keeps one session per client). The URL is returned without the
+ * parameter, which the driver would otherwise send as a setting.
+ */
+export function poolingOf(url: string | undefined): { target: string | undefined; transactionPooling: boolean } {
+  if (url === undefined) return { target: url, transactionPooling: false };
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    return { target: url, transactionPooling: false };
+  }
+  const mode = parsed.searchParams.get(POOL_MODE_PARAMETER);
+  if (mode === null) return { target: url, transactionPooling: false };
+  if (mode !== 'transaction' && mode !== 'session') {
+    throw new UsageError(`${POOL_MODE_PARAMETER}=${mode} in the store URL: users-server runs behind a pooler in transaction or session mode (${POOL_MODE_PARAMETER}=transaction or ${POOL_MODE_PARAMETER}=session), not statement mode, which refuses transactions`);
+  }
+  parsed.searchParams.delete(POOL_MODE_PARAMETER);
+  return { target: parsed.toString(), transactionPooling: mode === 'transaction' };
 }
 
 /**
@@ -125,7 +180,7 @@ export async function connect(url: string | undefined, options: ConnectOptions =
  * finish (RETIRE_SECONDS). Everything else (`begin`, helpers) goes to the
  * pool in use, `reserve` through `reserves`; `end` ends the retiring pools too.
  */
-function recycling(open: () => Sql, every: number, reserves: Reserves): Sql {
+function recycling(open: () => Sql, every: number, reserves: Reserves, prologue: string | undefined): Sql {
   let current = open();
   let calls = 0;
   const retiring = new Map<Sql, NodeJS.Timeout>();
@@ -153,6 +208,8 @@ function recycling(open: () => Sql, every: number, reserves: Reserves): Sql {
       if (property === REPLACE) return renew;
       if ((property === 'begin' || property === 'reserve') && ++calls > every) renew();
       if (property === 'reserve') return () => reserves.reserve(() => current);
+      if (property === PROLOGUE) return prologue;
+      if (property === 'begin' && prologue !== undefined) return beginWith(current, prologue);
       return Reflect.get(current, property);
     },
   });
@@ -160,6 +217,28 @@ function recycling(open: () => Sql, every: number, reserves: Reserves): Sql {
 
 /** The recycling pool's own replacement, for `replacePool`. */
 const REPLACE = Symbol('users-server.replace-pool');
+
+/** The recycling pool's statement for the start of every transaction, for `transactionPrologue`. */
+const PROLOGUE = Symbol('users-server.transaction-prologue');
+
+/**
+ * The statement to run first in every transaction on `pool` (a pool of
+ * `connect` behind transaction pooling: the timeouts), or undefined.
+ */
+export function transactionPrologue(pool: Sql): string | undefined {
+  return (pool as unknown as { [PROLOGUE]?: string })[PROLOGUE];
+}
+
+/** The driver's `begin` on `pool`, with `prologue` run first in each transaction. */
+function beginWith(pool: Sql, prologue: string): Sql['begin'] {
+  return ((...args: unknown[]) => {
+    const run = args.pop() as (tx: TransactionSql) => unknown;
+    return (pool.begin as (...a: unknown[]) => unknown)(...args, async (tx: TransactionSql) => {
+      await tx.unsafe(prologue);
+      return run(tx);
+    });
+  }) as Sql['begin'];
+}
 
 /**
  * Replaces the pool of `connect` with a fresh one at once (the old one is
@@ -401,6 +480,20 @@ function wasDropped(error: unknown): boolean {
 export function isRetryable(error: unknown): boolean {
   const code = codeOf(error);
   return code === '40001' || code === '40P01' || code === '23505';
+}
+
+/** pgbouncer's refusal of a setting sent when a connection opens: it keeps no session per client. */
+const UNSUPPORTED_STARTUP = /unsupported startup parameter/;
+
+/** True when `error` is a pooler's refusal that `?pool_mode=transaction` avoids. */
+export function needsPoolMode(error: unknown): boolean {
+  return UNSUPPORTED_STARTUP.test((error as Error | null)?.message ?? '');
+}
+
+/** A database failure in one line for a command's message: its code and text, and what to change when a pooler refused the connection. */
+export function describeFailure(error: unknown): string {
+  const line = `${codeOf(error) ?? ''} ${(error as Error).message}`.replace(/\s+/g, ' ').trim();
+  return needsPoolMode(error) ? `${line}; behind pgbouncer in transaction pooling mode, add ?${POOL_MODE_PARAMETER}=transaction to the store URL (docs/scaling.md)` : line;
 }
 
 /** The error a request is answered with when the database failed it. */

@@ -1,5 +1,5 @@
 import { CommandError } from '../../errors.js';
-import { connect, DEFAULT_DB_POOL, DEFAULT_DB_TIMEOUT_SECONDS, isUnavailable, redactUrl, type ConnectOptions, type Sql } from './driver.js';
+import { connect, DEFAULT_DB_POOL, describeFailure, needsPoolMode, DEFAULT_DB_TIMEOUT_SECONDS, isUnavailable, redactUrl, type ConnectOptions, type Sql } from './driver.js';
 import { PostgresStore } from './postgres-store.js';
 import { checkNotNewer, migrate, schemaVersion, SCHEMA_VERSION } from './schema.js';
 
@@ -43,7 +43,7 @@ async function waitForDatabase(sql: Sql, url: string | undefined, options: Postg
       return await schemaVersion(sql);
     } catch (error) {
       const code = (error as { code?: string }).code ?? 'error';
-      if (!isUnavailable(error)) throw new CommandError(`cannot use ${describeDatabase(url)}: ${(error as Error).message}`);
+      if (!isUnavailable(error) || needsPoolMode(error)) throw new CommandError(`cannot use ${describeDatabase(url)}: ${describeFailure(error)}`);
       if (Date.now() >= deadline) throw new CommandError(`cannot reach ${describeDatabase(url)} (${code}); gave up after ${options.startWaitSeconds ?? DEFAULT_START_WAIT_SECONDS} s`);
       options.log(`users-server: waiting for ${describeDatabase(url)} (${code}), attempt ${attempt}`);
       await new Promise((resolve) => setTimeout(resolve, Math.min(1000 * attempt, 5000)));

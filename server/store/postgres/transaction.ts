@@ -1,4 +1,4 @@
-import { againIfDropped, isConnectionLost, type ReservedSql, type Sql } from './driver.js';
+import { againIfDropped, isConnectionLost, transactionPrologue, type ReservedSql, type Sql } from './driver.js';
 
 /**
  * A transaction's statements, on a connection of its own. Each statement is
@@ -37,7 +37,8 @@ export async function inTransaction<T>(pool: Sql, poolSize: number, run: (tx: Tx
     ended = true;
     return made;
   };
-  const begun = tx`begin`;
+  const prologue = transactionPrologue(pool);
+  const begun = prologue === undefined ? tx`begin` : Promise.all([tx`begin`, tx.unsafe(prologue)]);
   const commit: Commit = async (writes) => {
     await Promise.all([begun, ...writes, end('commit')]);
   };
