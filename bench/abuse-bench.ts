@@ -17,12 +17,16 @@
  * Run: npm run build && node --import tsx bench/abuse-bench.ts [--part connections|pipeline|login]
  *      [--connections 1000] [--pipelined 3000] [--seconds 10] [--rate 500]
  */
+import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { request, Agent } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { track } from './children.js';
 import { ADMIN_PASSWORD, peakRss, percentile, spawnServer, type ServerProcess } from './store-bench.js';
 
 const { values } = parseArgs({
@@ -35,6 +39,8 @@ const { values } = parseArgs({
     'password-cost': { type: 'string', default: '15' },
     /** Another build's bin/users-server.js, to measure it the same way (a baseline). */
     server: { type: 'string' },
+    /** Internal: run as the connection flood's process (PORT:TARGET). */
+    flood: { type: 'string' },
   },
 });
 const SECONDS = Number(values.seconds);
@@ -174,27 +180,61 @@ async function connectionFlood(server: ServerProcess): Promise<void> {
   console.log(`connection flood: a client with 256 keep-alive connections from one address: ${served} of 256 served`);
   for (const socket of heavy) socket.destroy();
   const target = Number(values.connections);
-  let open = 0;
-  let made = 0;
-  let shed = 0;
-  let flooding = true;
-  const refill = () => {
-    while (flooding && open < target) {
-      open++;
-      made++;
-      void opened('127.0.0.3').then((socket) => socket.once('close', () => { open--; shed++; refill(); }));
-    }
-  };
-  refill();
+  // The flood runs in a process of its own, so that its CPU is not the well-behaved client's.
+  const flood = spawn(process.execPath, [...process.execArgv, fileURLToPath(import.meta.url), '--flood', `${port}:${target}`], { stdio: ['ignore', 'pipe', 'inherit'] });
+  track(flood);
+  const lines = createInterface({ input: flood.stdout! });
+  const next = () => new Promise<string>((resolve) => lines.once('line', resolve));
+  await next(); // "open": the flood holds its connections
   const times = await wellBehaved(server.url, SECONDS);
-  flooding = false;
-  console.log(`  one address keeping ${target} connections open (${made} opened, ${shed} closed by the server) while another sends GETs:`);
+  flood.kill('SIGTERM');
+  const { made, shed } = JSON.parse(await next()) as { made: number; shed: number };
+  console.log(`  one address keeping ${target} connections open from another process (${made} opened, ${shed} closed by the server) while another sends GETs:`);
   console.log(`  ${summary('well-behaved GET /users/1', times)}`);
   console.log(`  server peak RSS: ${(peakRss(server.pid) / 1024 / 1024).toFixed(0)} MiB`);
 }
 
-if (values.part === 'all' || values.part === 'connections') await withServer(connectionFlood);
-if (values.part === 'all' || values.part === 'pipeline') await withServer(pipelineFlood);
-if (values.part === 'all' || values.part === 'login') await withServer(loginFlood);
-agent.destroy();
-process.exit(0);
+/**
+ * The flood's process (`--flood PORT:TARGET`): keeps TARGET connections
+ * from 127.0.0.3 open, opening a new one as the server closes one, says
+ * "open" once it first holds them all, and on SIGTERM prints how many it
+ * opened and how many the server closed, as JSON, and exits.
+ */
+function floodProcess(spec: string): void {
+  const [port, target] = spec.split(':').map(Number) as [number, number];
+  let open = 0;
+  let made = 0;
+  let connected = 0;
+  let shed = 0;
+  const refill = () => {
+    while (open < target) {
+      open++;
+      made++;
+      const socket = connect({ port, host: '127.0.0.1', localAddress: '127.0.0.3' }, () => {
+        if (++connected === target) console.log('open');
+      });
+      socket.on('error', () => {});
+      socket.once('close', () => {
+        open--;
+        shed++;
+        setImmediate(refill);
+      });
+    }
+  };
+  refill();
+  process.once('SIGTERM', () => {
+    console.log(JSON.stringify({ made, shed }));
+    process.exit(0);
+  });
+}
+
+if (values.flood !== undefined) floodProcess(values.flood);
+else await runParts();
+
+async function runParts(): Promise<void> {
+  if (values.part === 'all' || values.part === 'connections') await withServer(connectionFlood);
+  if (values.part === 'all' || values.part === 'pipeline') await withServer(pipelineFlood);
+  if (values.part === 'all' || values.part === 'login') await withServer(loginFlood);
+  agent.destroy();
+  process.exit(0);
+}
