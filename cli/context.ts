@@ -7,6 +7,7 @@ import { errorRecord, UsageError, type CliError } from './exit-codes.js';
 import { fileProblem } from './file-errors.js';
 import { HttpClient } from './client.js';
 import { defaultJarPath } from './jar.js';
+import { listing, resolveOutput, type Listing, type OutputFormat, type View } from './output-format.js';
 import { Interruption, Output, readAll, withoutBom } from './streams.js';
 
 export interface Io {
@@ -77,6 +78,11 @@ function tokenOf(value: string | undefined, source: string): string | undefined 
   return token;
 }
 
+/** True unless NO_COLOR is set to a non-empty value (no-color.org). */
+export function noColorUnset(env: NodeJS.ProcessEnv): boolean {
+  return env.NO_COLOR === undefined || env.NO_COLOR === '';
+}
+
 function nonEmpty(value: string | undefined): string | undefined {
   return value === undefined || value === '' ? undefined : value;
 }
@@ -97,7 +103,7 @@ export class Context {
   ) {
     this.out = new Output(io.stdout);
     this.interruption = new Interruption(this.out, io.stdout === process.stdout);
-    this.color = io.stderr.isTTY === true && (io.env.NO_COLOR === undefined || io.env.NO_COLOR === '');
+    this.color = io.stderr.isTTY === true && noColorUnset(io.env);
     this.client = new HttpClient({
       baseUrl: options.url,
       timeoutMs: options.timeoutMs,
@@ -107,6 +113,17 @@ export class Context {
       trace: options.verbose ? (line) => io.stderr.write(line + '\n') : undefined,
       warn: (message) => this.warn(message),
     });
+  }
+
+  /** The format of a listing command's `-o` (table on a terminal, NDJSON otherwise; `--json` is NDJSON). */
+  outputFormat(option: string | undefined): OutputFormat {
+    return resolveOutput(option, this.options.json, this.io.stdout.isTTY === true);
+  }
+
+  /** Records of `view` on stdout in `format`; a table's header in bold on a terminal without NO_COLOR. */
+  listing<T>(format: OutputFormat, view: View<T>, options: { single?: boolean } = {}): Listing<T> {
+    const bold = this.io.stdout.isTTY === true && noColorUnset(this.io.env);
+    return listing(this.out, format, view, { ...options, bold });
   }
 
   /** A message for the person at the terminal; -q silences it. */

@@ -15,6 +15,7 @@ import { readLines, type Line } from './streams.js';
 import { isUuid, uuidV5Generator } from './uuid.js';
 import { EXPORT_HEADER, parseRecord, type ExportRecord } from './export-format.js';
 import { Restorer } from './restore.js';
+import { startProgress } from './progress.js';
 
 /**
  * UUIDv5(NAMESPACE_URL, "tag:users-server,2026:usersctl/import"): the
@@ -38,8 +39,6 @@ export interface ImportOptions {
 
 type Job = { kind: 'put'; path: string; body: Buffer } | { kind: 'restore'; record: ExportRecord } | { kind: 'result'; text: string };
 
-const PROGRESS_INTERVAL_MS = 100;
-const BAR_WIDTH = 24;
 /** Pause reading while this much output waits for a slow stdout. */
 const OUTPUT_HIGH_WATER = 1 << 20;
 
@@ -52,7 +51,8 @@ export async function importUsers(ctx: Context, options: ImportOptions): Promise
   await ctx.client.jar();
   const { input, size, close } = await openInput(ctx, options.file);
   const run = new ImportRun(ctx, options);
-  const progress = ctx.io.stderr.isTTY === true && !ctx.options.quiet && !ctx.options.verbose ? startProgress(ctx, run.stats, size, run.started) : undefined;
+  const { stats } = run;
+  const progress = startProgress(ctx, 'lines', () => ({ done: stats.lines, failed: stats.failed, ...(size !== undefined && size > 0 && { fraction: stats.bytes / size }) }), run.started);
   // A signal while waiting for stdin: end the input, so the loop sees the stop.
   if (size === undefined) ctx.interruption.onStop(() => (input as Partial<{ destroy(): void }>).destroy?.());
   try {
@@ -372,26 +372,3 @@ async function openInput(ctx: Context, file: string | undefined): Promise<{ inpu
   };
 }
 
-/** A one-line progress bar on the terminal, redrawn every 100 ms. */
-function startProgress(ctx: Context, stats: { lines: number; failed: number; bytes: number }, size: number | undefined, started: number) {
-  const draw = () => {
-    const seconds = (Date.now() - started) / 1000;
-    const rate = seconds > 0 ? Math.round(stats.lines / seconds) : 0;
-    let bar = '';
-    if (size !== undefined && size > 0) {
-      const fraction = Math.min(1, stats.bytes / size);
-      const filled = Math.round(fraction * BAR_WIDTH);
-      bar = `[${'#'.repeat(filled)}${'-'.repeat(BAR_WIDTH - filled)}] ${String(Math.floor(fraction * 100)).padStart(3)}% `;
-    }
-    const failed = stats.failed === 0 ? '' : `, ${ctx.paint(`${stats.failed} failed`, '31')}`;
-    ctx.io.stderr.write(`\r\x1b[2K${bar}${stats.lines} lines${failed}, ${rate}/s`);
-  };
-  const timer = setInterval(draw, PROGRESS_INTERVAL_MS);
-  timer.unref();
-  return {
-    stop() {
-      clearInterval(timer);
-      ctx.io.stderr.write('\r\x1b[2K');
-    },
-  };
-}

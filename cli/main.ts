@@ -8,7 +8,8 @@ import { Command, CommanderError, InvalidArgumentError, Option } from 'commander
 import * as session from './commands/session-commands.js';
 import * as tokens from './commands/token-commands.js';
 import * as users from './commands/user-commands.js';
-import { Context, DEFAULT_RETRIES, DEFAULT_TIMEOUT_SECONDS, DEFAULT_URL, errorPrefix, resolveGlobals, type GlobalFlags, type Io } from './context.js';
+import { Context, DEFAULT_RETRIES, DEFAULT_TIMEOUT_SECONDS, DEFAULT_URL, errorPrefix, noColorUnset, resolveGlobals, type GlobalFlags, type Io } from './context.js';
+import { OUTPUT_FORMATS } from './output-format.js';
 import { CliError, errorRecord, EXIT, StatusError } from './exit-codes.js';
 import { DEFAULT_CONCURRENCY, DEFAULT_IMPORT_NAMESPACE, MAX_CONCURRENCY, importUsers, type ImportOptions } from './import.js';
 import { completionScript, manPage, SHELLS, type Shell } from './completion.js';
@@ -36,7 +37,8 @@ Exit codes:
   6  server error (5xx) after retries
   7  network: cannot connect, DNS, timeout
   8  import: some lines failed
-  130, 141, 143  interrupted: SIGINT, output closed, SIGTERM (one line says what was done)
+  130, 141, 143  interrupted: SIGINT, output closed, SIGTERM
+                 (one line on stderr says what was done)
 
 Examples:
   printf '%s\\n' "$PASSWORD" | usersctl login --password-stdin
@@ -44,8 +46,10 @@ Examples:
   usersctl get alice | jq -r .id
   usersctl list | jq -r 'select(.name | test("^A")) | .id' | usersctl get -
   usersctl put alice --name Alice --if-match "$(usersctl get --etag alice)"
-  usersctl export > users.ndjson && usersctl import --keep-ids -f users.ndjson > results.ndjson
-  usersctl import --alias-field login < people.ndjson | jq -c 'select(.ok | not)'
+  usersctl list -o wide
+  usersctl export > users.ndjson
+  usersctl import --keep-ids -f users.ndjson > results.ndjson
+  usersctl import --alias-field login < people.ndjson | jq -c 'select(.ok|not)'
 `;
 
 /** argv without node and the script (process.argv.slice(2)); resolves to the exit code; never throws. */
@@ -58,7 +62,7 @@ export async function run(argv: readonly string[], io: Partial<Io> = {}): Promis
   };
   ignoreClosedPipe(fullIo.stdout);
   ignoreClosedPipe(fullIo.stderr);
-  const color = fullIo.stderr.isTTY === true && (fullIo.env.NO_COLOR === undefined || fullIo.env.NO_COLOR === '');
+  const color = fullIo.stderr.isTTY === true && noColorUnset(fullIo.env);
   let exitCode: number = EXIT.ok;
   try {
     if (!hasCommand(argv)) throw new CliError('missing command; see usersctl --help', EXIT.usage);
@@ -157,6 +161,11 @@ function seconds(value: string): number {
   return n;
 }
 
+/** `-o FORMAT` of the listing commands (output-format.ts). */
+export function outputOption(): Option {
+  return new Option('-o, --output <format>', `${OUTPUT_FORMATS.join('|')}: table on a terminal, else ndjson`);
+}
+
 /** A command's body, as `action` wraps it: the context, then commander's arguments. */
 type Action = <A extends unknown[]>(body: (ctx: Context, ...args: A) => Promise<number | void>) => (...args: A) => Promise<void>;
 
@@ -219,8 +228,8 @@ function newProgram(io: Io): Command {
       writeErr: (text) => io.stderr.write(text),
       // run() prints the one error line itself.
       outputError: () => {},
-      getOutHelpWidth: () => 100,
-      getErrHelpWidth: () => 100,
+      getOutHelpWidth: () => 80,
+      getErrHelpWidth: () => 80,
       getOutHasColors: () => false,
       getErrHasColors: () => false,
     })
@@ -252,6 +261,7 @@ function addSessionCommands(program: Command, action: Action): void {
   program
     .command('logout')
     .description('end the session on the server and drop it from the jar')
+    .addHelpText('after', "\nIn a script, after login, to log out whenever it ends:\n\nExample:\n  trap 'usersctl logout' EXIT\n")
     .action(action((ctx) => session.logout(ctx)));
 
   program
@@ -264,9 +274,10 @@ function addSessionCommands(program: Command, action: Action): void {
 function addUserCommands(program: Command, action: Action): void {
   program
     .command('get')
-    .description('print users (ids or aliases; - reads refs from stdin, one a line), one JSON per line')
+    .description('print users (ids or aliases; - reads refs from stdin, one a line)')
     .argument('<ref...>', 'user ids or aliases, or - for stdin')
     .option('--etag', 'print the ETag instead of the user (for put/delete --if-match)')
+    .addOption(outputOption())
     .addHelpText('after', '\nExample:\n  usersctl list | jq -r .id | usersctl get -\n')
     .action(action((ctx, refs: string[], options: users.GetOptions) => users.get(ctx, refs, options)));
 
@@ -291,17 +302,18 @@ function addUserCommands(program: Command, action: Action): void {
 
   program
     .command('list')
-    .description('every user, as NDJSON, following the pages to the end')
+    .description('every user, following the pages to the end')
     .option('--limit <n>', 'users per page', integer('--limit', 1, users.MAX_PAGE_SIZE), users.DEFAULT_PAGE_SIZE)
-    .addHelpText('after', '\nExample:\n  usersctl list | jq -r .name | sort | uniq -c\n')
-    .action(action((ctx, options: { limit: number }) => users.list(ctx, options.limit)));
+    .addOption(outputOption())
+    .addHelpText('after', '\nExamples:\n  usersctl list -o wide\n  usersctl list | jq -r .name | sort | uniq -c\n')
+    .action(action((ctx, options: { limit: number; output?: string }) => users.list(ctx, options.limit, options.output)));
 
   program
     .command('export')
     .description('every user with its id and alias, as NDJSON that import rebuilds them from')
     .addHelpText(
       'after',
-      '\nA header line, then {"id":N,"alias":"..."|null,"user":{...}} a user, in id order.\nExample:\n  usersctl export | gzip > users-$(date +%F).ndjson.gz\n',
+      '\nA header line, then {"id":N,"alias":"..."|null,"user":{...}} a user, by id.\nOn a terminal, the progress goes to stderr.\n\nExample:\n  usersctl export | gzip > users-$(date +%F).ndjson.gz\n',
     )
     .action(action((ctx) => users.exportUsers(ctx)));
 
@@ -352,9 +364,10 @@ function addImportCommand(program: Command, action: Action): void {
     .addHelpText(
       'after',
       `
-A line with a numeric "id" is PUT to /users/<id>. Otherwise the alias comes from
---alias-field, else from UUIDv5 of the line's bytes (namespace --uuid-namespace,
-default ${DEFAULT_IMPORT_NAMESPACE}), so a re-run creates no duplicates.
+A line with a numeric "id" is PUT to /users/<id>. Otherwise the alias comes
+from --alias-field, else from UUIDv5 of the line's bytes (namespace
+--uuid-namespace, default ${DEFAULT_IMPORT_NAMESPACE}),
+so a re-run creates no duplicates.
 An export (usersctl export) is rebuilt instead: each user gets a new id (its
 result maps oldId to id), or keeps it with --keep-ids; a user that exists with
 other content is left alone and reported, unless --overwrite.
@@ -362,7 +375,8 @@ Exit 8 when some lines failed.
 
 Examples:
   usersctl import -f users.ndjson | jq -c 'select(.ok | not)'
-  usersctl export > backup.ndjson && usersctl import --keep-ids -f backup.ndjson | jq -c 'select(.ok | not)'
+  usersctl export > backup.ndjson
+  usersctl import --keep-ids -f backup.ndjson | jq -c 'select(.ok | not)'
 `,
     )
     .action(action((ctx, options: ImportOptions) => importUsers(ctx, options)));
@@ -372,20 +386,21 @@ function addTokenCommands(program: Command, action: Action): void {
   const group = program
     .command('tokens')
     .description('API tokens for scripts and scrapers: create, list, revoke (an admin\'s session or token)')
-    .addHelpText('after', '\nExample:\n  export USERSCTL_TOKEN=$(usersctl tokens create backup --role reader --expires 90d)\n');
+    .addHelpText('after', '\nExample:\n  export USERSCTL_TOKEN=$(usersctl tokens create backup --expires 90d)\n');
   group
     .command('create')
     .description('make a token; prints it on stdout, once (--json: the server JSON)')
     .argument('<name>', 'a name for it, unique: 1 to 64 of A-Z a-z 0-9 . _ -')
     .addOption(new Option('--role <role>', 'what it may do').choices(['reader', 'admin']).default('reader'))
     .option('--expires <lifetime>', 'lifetime such as 90d, 12h, 30m, 2w, 3600s, or never (default never)')
-    .addHelpText('after', '\nExample:\n  (umask 077; usersctl tokens create prometheus --expires 365d > prometheus.token)\n')
+    .addHelpText('after', '\nExample:\n  (umask 077; usersctl tokens create prometheus --expires 52w > prom.token)\n')
     .action(action((ctx, name: string, options: tokens.CreateTokenOptions) => tokens.create(ctx, name, options)));
   group
     .command('list')
-    .description('every token: ID NAME ROLE CREATED EXPIRES (--json: one object a line); never the tokens themselves')
-    .addHelpText('after', '\nExample:\n  usersctl tokens list --json | jq -r \'select(.expired) | .id\' | usersctl tokens revoke -\n')
-    .action(action((ctx) => tokens.list(ctx)));
+    .description('every token (ID NAME ROLE CREATED EXPIRES), never the secrets themselves')
+    .addOption(outputOption())
+    .addHelpText('after', '\nExample:\n  usersctl tokens list | jq -r \'select(.expired).id\' | usersctl tokens revoke -\n')
+    .action(action((ctx, options: { output?: string }) => tokens.list(ctx, options.output)));
   group
     .command('revoke')
     .description('revoke tokens by id or name (- reads them from stdin, one a line); at once, on every instance')

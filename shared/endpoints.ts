@@ -15,6 +15,7 @@ export const RESERVATIONS_PATH = '/reservations';
 export const LOGIN_PATH = '/login';
 export const LOGOUT_PATH = '/logout';
 export const HEALTH_PATH = '/healthz';
+export const METRICS_PATH = '/metrics';
 
 export function userPath(id: number): string {
   return `${USERS_PATH}/${id}`;

@@ -35,7 +35,7 @@ function subcommandsOf(help: string): string[] {
   return [...listed.matchAll(/^ {2}([a-z]+)\b/gm)].map((m) => m[1]!).filter((c) => c !== 'help');
 }
 
-test('every example of usersctl --help and of each command\'s --help runs as written and exits 0', async (t) => {
+test('every help of usersctl fits 80 columns and has an example, and every example runs as written and exits 0', async (t) => {
   for (const tool of ['bash', 'jq']) {
     if ((await runTool(t, 'sh', ['-c', `command -v ${tool}`]).catch(() => undefined))?.code !== 0) return t.skip(`${tool} not found`);
   }
@@ -52,14 +52,24 @@ test('every example of usersctl --help and of each command\'s --help runs as wri
   };
   const main = await help(['--help']);
   const commands = subcommandsOf(main);
+  const texts: Record<string, string> = { usersctl: main };
   // Each command's own examples first (import's reads users.ndjson as written here), then the main ones.
   writeFileSync(join(home, 'users.ndjson'), '{"name":"Una"}\n{"name":"Vic"}\n');
   const examples: string[] = [];
   for (const command of commands) {
     const own = await help([command, '--help']);
+    texts[command] = own;
     examples.push(...examplesOf(own));
     // A command with commands of its own (tokens): theirs too, in the order listed.
-    for (const sub of subcommandsOf(own)) examples.push(...examplesOf(await help([command, sub, '--help'])));
+    for (const sub of subcommandsOf(own)) {
+      texts[`${command} ${sub}`] = await help([command, sub, '--help']);
+      examples.push(...examplesOf(texts[`${command} ${sub}`]!));
+    }
+  }
+  // For a reader at a terminal: every help fits 80 columns and ends with an example.
+  for (const [command, text] of Object.entries(texts)) {
+    for (const line of text.split('\n')) assert.ok(line.length <= 80, `${command} --help: a line of ${line.length} columns: ${line}`);
+    if (command !== 'usersctl' && command !== 'completion' && command !== 'tokens') assert.ok(examplesOf(text).length > 0, `${command} --help has no example`);
   }
   examples.push(...examplesOf(main));
   assert.ok(examples.length >= 15, `only ${examples.length} examples found`);

@@ -20,7 +20,7 @@ test('usersctl tokens create prints the token alone on stdout and a note on stde
   assert.match(made.stdout, TOKEN_LINE);
   assert.match(made.stderr, /^usersctl: made API token "deploy" \(admin, expires \d{4}-\d\d-\d\dT[\d:.]+Z, id [0-9a-f]{16}\); it is shown only now/);
   const token = made.stdout.trim();
-  const listed = await cli.run(['tokens', 'list']);
+  const listed = await cli.run(['tokens', 'list', '-o', 'table']);
   assert.deepEqual(lines(listed.stdout).map((l) => l.split(/ +/).slice(1, 3)), [['NAME', 'ROLE'], ['deploy', 'admin']]);
   assert.ok(!listed.stdout.includes(token.slice(21)));
   const json = await cli.run(['--json', 'tokens', 'list']);

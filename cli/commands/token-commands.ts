@@ -1,6 +1,7 @@
 /** tokens create, list and revoke: API tokens for scripts and scrapers (an admin's session or token). */
 import { MAX_TOKEN_LIFETIME, parseLifetime, TOKEN_NAME, TOKENS_PATH } from '../../shared/endpoints.js';
 import type { Context } from '../context.js';
+import type { View } from '../output-format.js';
 import { CliError, EXIT, UsageError } from '../exit-codes.js';
 import { eachRef } from './user-commands.js';
 
@@ -41,16 +42,24 @@ export async function create(ctx: Context, name: string, options: CreateTokenOpt
   ctx.info(`made API token "${made.name}" (${made.role}, ${expiry}, id ${made.id}); it is shown only now: keep it, e.g. export USERSCTL_TOKEN=...`);
 }
 
-/** GET /tokens: ID NAME ROLE CREATED EXPIRES columns (--json: one JSON object a line). */
-export async function list(ctx: Context): Promise<void> {
-  const tokens = await fetchTokens(ctx);
-  if (ctx.options.json) {
-    for (const token of tokens) await ctx.out.write(JSON.stringify(token) + '\n');
-    return;
-  }
-  const rows = [['ID', 'NAME', 'ROLE', 'CREATED', 'EXPIRES'], ...tokens.map((t) => [t.id, t.name, t.role, t.createdAt, t.expiresAt === null ? 'never' : `${t.expiresAt}${t.expired ? ' (expired)' : ''}`])];
-  const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => row[column]!.length)));
-  for (const row of rows) await ctx.out.write(row.map((cell, column) => (column === row.length - 1 ? cell : cell.padEnd(widths[column]!))).join('  ') + '\n');
+const TOKEN_VIEW: View<TokenInfo> = {
+  json: (token) => JSON.stringify(token),
+  columns: [
+    { header: 'ID', cell: (t) => t.id },
+    { header: 'NAME', cell: (t) => t.name },
+    { header: 'ROLE', cell: (t) => t.role },
+    { header: 'CREATED', cell: (t) => t.createdAt },
+    { header: 'EXPIRES', cell: (t) => (t.expiresAt === null ? 'never' : `${t.expiresAt}${t.expired ? ' (expired)' : ''}`) },
+  ],
+  fields: (token) => token as unknown as Record<string, unknown>,
+  shown: ['id', 'name', 'role', 'createdAt', 'expiresAt', 'expired'],
+};
+
+/** GET /tokens: a table of ID NAME ROLE CREATED EXPIRES on a terminal, else (and with --json) one JSON object a line; `-o` chooses. */
+export async function list(ctx: Context, output?: string): Promise<void> {
+  const printed = ctx.listing(ctx.outputFormat(output), TOKEN_VIEW);
+  await printed.add(await fetchTokens(ctx));
+  await printed.end();
 }
 
 /** DELETE /tokens/{id} for each ref: an id, or a name looked up once in GET /tokens; `-` reads refs from stdin. */

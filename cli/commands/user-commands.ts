@@ -1,13 +1,15 @@
 /** get, put, delete, list, export, reserve, create, new and mv. */
 import { jsonErrorPlace, jsonErrorReason } from '../../shared/json-position.js';
 import { randomUUID } from 'node:crypto';
-import { NEW_USER_PATH, RESERVATIONS_PATH, USERS_PATH, userPath } from '../../shared/endpoints.js';
+import { METRICS_PATH, NEW_USER_PATH, RESERVATIONS_PATH, USERS_PATH, userPath } from '../../shared/endpoints.js';
 import { isId, parseRef } from '../../shared/user.js';
 import type { Context } from '../context.js';
 import { CliError, EXIT, NetworkError, UsageError } from '../exit-codes.js';
 import { single, type Response } from '../client.js';
 import { readLines } from '../streams.js';
 import { EXPORT_HEADER } from '../export-format.js';
+import type { View } from '../output-format.js';
+import { startProgress } from '../progress.js';
 
 const JSON_TYPE = 'application/json';
 const ACCEPT = { accept: JSON_TYPE };
@@ -40,6 +42,33 @@ async function* expandRefs(ctx: Context, refs: readonly string[]): AsyncGenerato
 
 export interface GetOptions {
   etag?: boolean;
+  output?: string;
+}
+
+/** A user as `get` and `list` print it: the server's JSON, and the alias where known. */
+interface Listed {
+  user: Record<string, unknown>;
+  text: string;
+  alias: string | null | undefined;
+}
+
+const USER_VIEW: View<Listed> = {
+  json: (listed) => listed.text,
+  columns: [
+    { header: 'ID', cell: (listed) => listed.user.id },
+    { header: 'ALIAS', cell: (listed) => listed.alias },
+    { header: 'NAME', cell: (listed) => listed.user.name },
+  ],
+  fields: (listed) => listed.user,
+  shown: ['id', 'name'],
+};
+
+/** The alias of the user `id` (a table's ALIAS column for a user got by id): one listing page of that user. */
+async function aliasOf(ctx: Context, id: unknown): Promise<string | null | undefined> {
+  if (!isId(id)) return undefined;
+  const response = await ctx.client.expect({ method: 'GET', path: `${USERS_PATH}?after=${id - 1}&limit=1&aliases=true`, headers: ACCEPT }, [200]);
+  const alias = ((parsePage(response.text).aliases ?? {}) as Record<string, unknown>)[String(id)];
+  return typeof alias === 'string' ? alias : null;
 }
 
 /**
@@ -64,12 +93,20 @@ export async function eachRef(ctx: Context, refs: readonly string[], one: (ref: 
   return exitCode;
 }
 
-/** Prints each user as the server sent it, one per line. */
-export function get(ctx: Context, refs: readonly string[], options: GetOptions): Promise<number> {
-  return eachRef(ctx, refs, async (ref) => {
+/** Prints each user (as the server sent it, or a table's row), or with --etag its ETag. */
+export async function get(ctx: Context, refs: readonly string[], options: GetOptions): Promise<number> {
+  const format = ctx.outputFormat(options.output);
+  const table = format === 'table' || format === 'wide';
+  const printed = ctx.listing(format, USER_VIEW, { single: refs.length === 1 && refs[0] !== '-' });
+  const code = await eachRef(ctx, refs, async (ref) => {
     const response = await ctx.client.expect({ method: 'GET', path: refPath(ref), headers: ACCEPT }, [200]);
-    await ctx.out.write((options.etag === true ? (single(response.headers.etag) ?? '') : response.text) + '\n');
+    if (options.etag === true) return void (await ctx.out.write((single(response.headers.etag) ?? '') + '\n'));
+    const user = JSON.parse(response.text) as Record<string, unknown>;
+    const alias = !table ? undefined : parseRef(ref).kind === 'alias' ? ref : await aliasOf(ctx, user.id);
+    await printed.add([{ user, text: response.text, alias }]);
   });
+  if (options.etag !== true) await printed.end();
+  return code;
 }
 
 export interface BodyOptions {
@@ -143,19 +180,28 @@ export function remove(ctx: Context, refs: readonly string[], options: DeleteOpt
 }
 
 /** Every user, following `next` to the end, as NDJSON (each item as the server stored it). */
-export async function list(ctx: Context, pageSize: number): Promise<void> {
-  let path: string | null = `${USERS_PATH}?limit=${pageSize}`;
+export async function list(ctx: Context, pageSize: number, output?: string): Promise<void> {
+  const format = ctx.outputFormat(output);
+  const printed = ctx.listing(format, USER_VIEW);
+  const aliases = format === 'table' || format === 'wide' ? '&aliases=true' : '';
+  let path: string | null = `${USERS_PATH}?limit=${pageSize}${aliases}`;
   while (path !== null && ctx.interruption.reason === undefined) {
     const response = await ctx.client.expect({ method: 'GET', path, headers: ACCEPT }, [200]);
     const page = parsePage(response.text);
+    const byId = (page.aliases ?? {}) as Record<string, unknown>;
     // The server writes each user with JSON.stringify, so re-serializing a
     // parsed item gives back its exact bytes.
-    let lines = '';
-    for (const item of page.items) lines += JSON.stringify(item) + '\n';
-    await ctx.out.write(lines);
+    await printed.add(
+      page.items.map((item) => {
+        const user = item as Record<string, unknown>;
+        const alias = byId[String(user.id)];
+        return { user, text: JSON.stringify(item), alias: typeof alias === 'string' ? alias : null };
+      }),
+    );
     if (page.next !== null && !page.next.startsWith('/')) throw unexpected(`a "next" link that is not a path: ${page.next}`);
     path = page.next;
   }
+  await printed.end();
 }
 
 /**
@@ -164,6 +210,30 @@ export async function list(ctx: Context, pageSize: number): Promise<void> {
  */
 export async function exportUsers(ctx: Context): Promise<void> {
   await ctx.out.write(EXPORT_HEADER + '\n');
+  let written = 0;
+  const total = ctx.io.stderr.isTTY === true ? await usersStored(ctx) : undefined;
+  const progress = startProgress(ctx, 'users', () => ({ done: written, ...(total !== undefined && total > 0 && { fraction: written / total }) }));
+  try {
+    await exportPages(ctx, (count) => (written += count));
+  } finally {
+    progress?.stop();
+  }
+  if (progress !== undefined && ctx.interruption.reason === undefined) ctx.info(`exported ${written} users`);
+}
+
+/** The users the server holds (its /metrics gauge), for the progress of `export`; undefined when /metrics does not say. */
+async function usersStored(ctx: Context): Promise<number | undefined> {
+  try {
+    const response = await ctx.client.send({ method: 'GET', path: METRICS_PATH });
+    const match = response.status === 200 ? /^users_server_users (\d+)$/m.exec(response.text) : null;
+    return match === null ? undefined : Number(match[1]);
+  } catch {
+    return undefined;
+  }
+}
+
+/** Writes every page of export records; `wrote` hears the count of each page. */
+async function exportPages(ctx: Context, wrote: (count: number) => void): Promise<void> {
   let path: string | null = `${USERS_PATH}?limit=${MAX_PAGE_SIZE}&aliases=true`;
   while (path !== null && ctx.interruption.reason === undefined) {
     const response = await ctx.client.expect({ method: 'GET', path, headers: ACCEPT }, [200]);
@@ -177,6 +247,7 @@ export async function exportUsers(ctx: Context): Promise<void> {
       lines += `{"id":${id},"alias":${typeof alias === 'string' ? JSON.stringify(alias) : 'null'},"user":${JSON.stringify(item)}}\n`;
     }
     await ctx.out.write(lines);
+    wrote(page.items.length);
     if (page.next !== null && !page.next.startsWith('/')) throw unexpected(`a "next" link that is not a path: ${page.next}`);
     path = page.next;
   }

@@ -1,4 +1,4 @@
-import { HEALTH_PATH } from '../../../shared/endpoints.js';
+import { HEALTH_PATH, METRICS_PATH } from '../../../shared/endpoints.js';
 import { problems } from '../../../shared/problems.js';
 import { HttpError } from '../../errors.js';
 import { METRICS_CONTENT_TYPE, type Metrics } from '../../ops/metrics.js';
@@ -8,7 +8,6 @@ import { empty, headers, json, NEEDS_SESSION_TO_READ, parameter, schema, SESSION
 import { sendEmpty } from '../response.js';
 import type { Route, RouteDeps } from '../route.js';
 
-export const METRICS_PATH = '/metrics';
 export const OPENAPI_PATH = '/openapi.json';
 
 const HEALTH_BODY = JSON.stringify({ status: 'ok' });
