@@ -28,7 +28,7 @@ import { HEADER_BYTES } from '../server/store/journal/codec.js';
 import type { JournalIo } from '../server/store/journal/journal.js';
 import type { Store } from '../server/store/store.js';
 import { ADMIN_PASSWORD, assertProblem, listText, put, send, startTestServer, tempDir, type Reply, type TestServer } from './helpers.js';
-import { SERVER_BIN, spawnChild, spawnServer, spawnUsersServer, cleanEnv, type Child } from './processes.js';
+import { beyondDataLine, SERVER_BIN, spawnChild, spawnServer, spawnUsersServer, cleanEnv, type Child } from './processes.js';
 
 const JOURNAL = 'journal-00000001';
 const CHILD_TEST = {};
@@ -411,7 +411,7 @@ test('node bin/users-server.js: when the journal really cannot be written (file-
   const result = await (child).exited;
   assert.equal(result.signal, null, `killed by ${result.signal}: SIGXFSZ was not ignored`);
   assert.equal(result.code, 1, `exit code; stderr=${child.stderr()}`);
-  assert.match(child.stderr(), /^users-server: journal write failed: EFBIG: [^\n]*; stopping: [^\n]+\n$/, 'exactly one stderr line');
+  assert.match(beyondDataLine(child.stderr()), /^users-server: journal write failed: EFBIG: [^\n]*; stopping: [^\n]+\n$/, 'exactly one stderr line');
 
   const restarted = await startTestServer(t, { data: dir }, { logError: () => {} });
   const list = (await send(restarted.url, 'GET', '/users?limit=1000')).json() as { items: unknown[] };

@@ -147,3 +147,8 @@ export function spawnUsersctl(t: TestContext, args: readonly string[], options: 
   if (stale !== undefined) throw new Error(stale);
   return spawnChild(t, process.execPath, [CLI_BIN, ...args], options);
 }
+
+/** A server's stderr without its start line that says where the data is (the rest is what a test checks: warnings, the first-login line). */
+export function beyondDataLine(stderr: string): string {
+  return stderr.replace(/^users-server: (data in .*|users in memory only: .*)\n/m, '');
+}

@@ -13,7 +13,7 @@ import { before, test, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { ADMIN_PASSWORD, runUsersServer, basic, cookiePair, readReply, send, tempDir, type Reply } from './helpers.js';
 import { isAlive, lockOwnerPid } from '../server/ops/data-dir.js';
-import { spawnChild, spawnUsersServer, type Child } from './processes.js';
+import { spawnChild, spawnUsersServer, type Child, beyondDataLine } from './processes.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const TEST_OPTIONS = {};
@@ -188,7 +188,7 @@ test('Server command line (bin): --version prints the package.json version and e
   assert.equal(signal, null);
   assert.equal(code, 0);
   assert.equal(child.stdout(), `${version}\n`);
-  assert.equal(child.stderr(), '');
+  assert.equal(beyondDataLine(child.stderr()), '');
 });
 
 // ---------------------------------------------------------------- graceful stop
@@ -230,7 +230,7 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     const out = lines(child.stdout());
     assert.equal(out.length, 2, `stdout: ${child.stdout()}`);
     assert.match(out[1]!, / PUT \/users\/alice 201 /);
-    assert.equal(child.stderr(), '', 'nothing on stderr after a graceful stop');
+    assert.equal(beyondDataLine(child.stderr()), '', 'nothing on stderr after a graceful stop');
   });
 
   test(`Server command line: ${signal} sent as soon as "listening on" is printed still stops gracefully (exit 0) and releases the lock for the next server`, TEST_OPTIONS, async (t) => {
@@ -289,7 +289,7 @@ for (const [first, second] of [['SIGTERM', 'SIGTERM'], ['SIGINT', 'SIGINT'], ['S
     const again = spawnServer(t, ['--port', '0', '--data', data]);
     const restarted = await waitListening(again);
     assert.equal((await send(restarted.url, 'GET', '/users/alice')).json().name, 'Alice', 'the acknowledged write is there');
-    assert.equal(again.stderr(), '', 'no stale lock to take over');
+    assert.equal(beyondDataLine(again.stderr()), '', 'no stale lock to take over');
     await stopGracefully(again);
   });
 }
@@ -312,7 +312,7 @@ test('Sessions: the first start without USERS_ADMIN_PASSWORD writes <data>/admin
   const { url } = await waitListening(child);
   assert.ok(existsSync(file), 'no admin-password file');
   assert.equal(fileMode(file), 0o600, `mode ${fileMode(file).toString(8)}`);
-  const errLines = lines(child.stderr());
+  const errLines = lines(beyondDataLine(child.stderr()));
   assert.equal(errLines.length, 1, `stderr: ${child.stderr()}`);
   assert.match(errLines[0]!, /^users-server: /);
   assert.ok(errLines[0]!.includes(file), `stderr does not name ${file}: ${errLines[0]}`);
@@ -332,7 +332,10 @@ test('Sessions: the first start without USERS_ADMIN_PASSWORD writes <data>/admin
   const again = spawnServer(t, ['--port', '0', '--data', data], {}, { adminPassword: false });
   const second = await waitListening(again);
   assert.equal(readFileSync(file, 'utf8').trim(), password);
-  assert.equal(again.stderr(), `users-server: the password of the account "admin" is in ${file} until you change it (users-server accounts passwd admin)\n`);
+  assert.equal(
+    again.stderr(),
+    `users-server: data in ${data} (journal)\nusers-server: first login: usersctl --url ${second.url} login --password-stdin < ${file} (then change it: users-server accounts passwd admin --data ${data})\n`,
+  );
   const session = cookiePair((await login(second.url, password)).headers['set-cookie']);
   await stopGracefully(again);
 
@@ -343,7 +346,7 @@ test('Sessions: the first start without USERS_ADMIN_PASSWORD writes <data>/admin
   assert.ok(!existsSync(file), 'the generated password is still on disk');
   const third = spawnServer(t, ['--port', '0', '--data', data], {}, { adminPassword: false });
   const restarted = await waitListening(third);
-  assert.equal(third.stderr(), '', 'no announcement once the password was changed');
+  assert.equal(beyondDataLine(third.stderr()), '', 'no announcement once the password was changed');
   assert.ok(!existsSync(file), 'a start made a new generated password');
   assert.equal((await login(restarted.url, 'the admin password, chosen')).status, 200);
   assert.equal((await login(restarted.url, password)).status, 401);
@@ -360,7 +363,7 @@ test('node bin/users-server.js on an address other than loopback while writes ne
   for (const args of [['--host', '0.0.0.0', '--require-session', 'writes'], ['--host', '127.0.0.1']]) {
     const quiet = spawnServer(t, ['--port', '0', '--data', tempDir(t), ...args]);
     await quiet.waitForLine(/^listening on /);
-    assert.equal(quiet.stderr(), '', args.join(' '));
+    assert.equal(beyondDataLine(quiet.stderr()), '', args.join(' '));
     await stopGracefully(quiet);
   }
 });
@@ -370,7 +373,7 @@ test('Sessions: with USERS_ADMIN_PASSWORD no admin-password file is written and 
   const child = spawnServer(t, ['--port', '0', '--data', data]);
   const { url } = await waitListening(child);
   assert.ok(!existsSync(join(data, 'admin-password')));
-  assert.equal(child.stderr(), '');
+  assert.equal(beyondDataLine(child.stderr()), '');
   assert.equal((await login(url, ADMIN_PASSWORD)).status, 200);
   await stopGracefully(child);
 });

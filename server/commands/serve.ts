@@ -1,13 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { createSecureContext } from 'node:tls';
 import { CommandError, UsageError } from '../errors.js';
 import { createApp, type App } from '../http/app.js';
 import { listen, type Listening, type TIMEOUTS } from '../http/server.js';
 import { AccessLog, type LogSink } from '../ops/access-log.js';
-import { isPostgresStore, parseConfig, usage, type Config } from '../ops/config.js';
+import { isPostgresStore, parseConfig, redactSecrets, usage, type Config } from '../ops/config.js';
 import { acquireLock, loadOrCreateAdminPassword, prepareDataDir, loadOrCreateSecret, newAdminPassword, usedBefore } from '../ops/data-dir.js';
 import { AccountsFileWatcher, ADMIN_PASSWORD_FILE, adminRecordOf, parseGeneratedAdminPassword, readAccountsFile, serializeAccount, SharedAccountsPoller, writeAccountsFile, type AccountRecord } from '../security/accounts-file.js';
 import { Accounts, hashPassword, type ScryptFunction } from '../security/credentials.js';
@@ -85,6 +85,26 @@ export function openWrites(config: Config): string | undefined {
 
 function isLoopback(host: string): boolean {
   return host === 'localhost' || host === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
+}
+
+/** The default --url of usersctl: a server there needs no --url in the login line. */
+const USERSCTL_DEFAULT_URL = 'http://127.0.0.1:8080';
+
+/**
+ * What a person needs at start, besides "listening on": where the data
+ * is, and while the admin's password is the generated one, how to log in
+ * with it and change it, in the commands as installed.
+ */
+export function startLines(config: Config, running: Pick<RunningServer, 'url' | 'adminPasswordFile'>): string[] {
+  const postgres = isPostgresStore(config.store);
+  const where = postgres ? (config.store === 'postgres' ? 'the database of the PG* variables' : redactSecrets(config.store)) : resolve(config.data);
+  const lines = [config.store === 'memory' ? 'users in memory only: they are gone when the server stops' : `data in ${where}${postgres ? '' : ' (journal)'}`];
+  if (running.adminPasswordFile === undefined) return lines;
+  const url = running.url === USERSCTL_DEFAULT_URL ? '' : ` --url ${running.url}`;
+  const store = postgres ? `--store ${config.store === 'postgres' ? 'postgres' : 'URL'}` : `--data ${where}`;
+  const password = postgres ? `the generated password of "admin" is in ${running.adminPasswordFile}` : `usersctl${url} login --password-stdin < ${running.adminPasswordFile}`;
+  lines.push(`first login: ${password} (then change it: users-server accounts passwd admin ${store})`);
+  return lines;
 }
 
 /** A signing secret: 32 random bytes. */
@@ -404,9 +424,7 @@ export async function serve(argv: readonly string[], io: CommandIo): Promise<num
     io.stderr.write(`users-server: ${message}\n`);
     return 1;
   }
-  if (running.adminPasswordFile !== undefined) {
-    io.stderr.write(`users-server: the password of the account "admin" is in ${running.adminPasswordFile} until you change it (users-server accounts passwd admin)\n`);
-  }
+  for (const line of startLines(parsed.config, running)) io.stderr.write(`users-server: ${line}\n`);
   const exposed = openWrites(parsed.config);
   if (exposed !== undefined) io.stderr.write(`users-server: warning: ${exposed}\n`);
   io.stdout.write(`listening on ${running.url}\n`);
