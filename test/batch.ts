@@ -38,7 +38,7 @@ const COSTS: Record<string, number> = {
   'backup.test.ts': 2.5,
   'deploy.test.ts': 2.5,
   'tls.test.ts': 2,
-  'readme-transcripts.test.ts': 2,
+  'curl-walkthrough.test.ts': 2,
 };
 const DEFAULT_COST = 1.5;
 /** Files that share a process: the PostgreSQL ones start one throwaway cluster per process. */

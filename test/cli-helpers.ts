@@ -11,7 +11,7 @@ import { PassThrough, Readable } from 'node:stream';
 import type { TestContext } from 'node:test';
 import { run } from '../cli/main.js';
 import { ADMIN_PASSWORD, buildIfStale, startTestServer, tempDir, type TestServer } from './helpers.js';
-import { CLI_BIN } from './processes.js';
+import { CLI_BIN, SERVER_BIN } from './processes.js';
 import type { Config } from '../server/ops/config.js';
 
 export interface RunResult {
@@ -156,7 +156,7 @@ export function fakeTty(): PassThrough & { isTTY: true; isRaw: boolean; setRawMo
 }
 
 /**
- * A shell environment whose PATH finds `usersctl` (the built bin/usersctl.js,
+ * A shell environment whose PATH finds `usersctl` and `users-server` (the built bin/,
  * as after `npm ci` and `npm link`), rooted in a fresh HOME; for tests that
  * run shell lines as a user would. `dist/` is rebuilt first when stale.
  */
@@ -166,7 +166,9 @@ export function shellWithUsersctl(t: TestContext, url: string): { home: string; 
   const home = tempDir(t, 'usersctl-home-');
   const bin = join(home, 'bin');
   mkdirSync(bin);
-  writeFileSync(join(bin, 'usersctl'), `#!/bin/sh\nexec "${process.execPath}" "${CLI_BIN}" "$@"\n`);
-  chmodSync(join(bin, 'usersctl'), 0o755);
+  for (const [name, script] of [['usersctl', CLI_BIN], ['users-server', SERVER_BIN]]) {
+    writeFileSync(join(bin, name!), `#!/bin/sh\nexec "${process.execPath}" "${script}" "$@"\n`);
+    chmodSync(join(bin, name!), 0o755);
+  }
   return { home, env: { PATH: `${bin}:${process.env.PATH}`, HOME: home, XDG_STATE_HOME: join(home, 'state'), USERSCTL_URL: url } };
 }

@@ -45,15 +45,15 @@ test('docs: every interval at which the accounts are re-read is the one the code
   assert.ok(seen >= 3, `only ${seen} mentions found: the pattern no longer finds them`);
 });
 
-test('docs: the README\'s flag table gives each flag the default the code has', () => {
-  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+test('docs: the flag table of docs/configuration.md gives each flag the default the code has', () => {
+  const readme = readFileSync(join(ROOT, 'docs', 'configuration.md'), 'utf8');
   let rows = 0;
   for (const [name, spec] of Object.entries(FLAGS)) {
     const row = readme.split('\n').find((l) => l.startsWith(`| \`--${name}`) && /\| `USERS_/.test(l));
     if (row === undefined || spec.type === 'boolean' || spec.default === '') continue;
     rows++;
     const cell = row.split('|')[3]!.trim();
-    assert.ok(cell.startsWith(`\`${String(spec.default)}\``), `--${name}: the README says ${cell}, the code's default is ${String(spec.default)}`);
+    assert.ok(cell.startsWith(`\`${String(spec.default)}\``), `--${name}: docs/configuration.md says ${cell}, the code's default is ${String(spec.default)}`);
   }
   assert.ok(rows >= 10, `only ${rows} rows found`);
 });

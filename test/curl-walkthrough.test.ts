@@ -1,6 +1,5 @@
 /**
- * The README's curl walk-through runs as written (issue 20: every example
- * of the README is run by a test). Each ```console block runs in bash, in
+ * The curl walk-through of docs/curl.md runs as written. Each ```console block runs in bash, in
  * order, against one server (the sign-in page's block against one started
  * with --login-page, as it says), with 127.0.0.1:8080 replaced by the test
  * server's address and $PW set to the admin password. For each `$` command
@@ -15,7 +14,7 @@ import { fileURLToPath } from 'node:url';
 import { ADMIN_PASSWORD, startTestServer, tempDir } from './helpers.js';
 import { runTool } from './processes.js';
 
-const README = fileURLToPath(new URL('../README.md', import.meta.url));
+const PAGE = fileURLToPath(new URL('../docs/curl.md', import.meta.url));
 const CHECKED_FIELDS = /^(location|content-location|etag|allow|www-authenticate):/i;
 
 interface Command {
@@ -25,7 +24,7 @@ interface Command {
 
 /** The `$` commands of each console block, continuation lines joined, with the lines the transcript shows after each. */
 function transcripts(): Command[][] {
-  const blocks = [...readFileSync(README, 'utf8').matchAll(/^```console\n([\s\S]*?)^```$/gm)].map((m) => m[1]!.split('\n'));
+  const blocks = [...readFileSync(PAGE, 'utf8').matchAll(/^```console\n([\s\S]*?)^```$/gm)].map((m) => m[1]!.split('\n'));
   return blocks.map((lines) => {
     const commands: Command[] = [];
     for (let i = 0; i < lines.length; i++) {
@@ -47,7 +46,7 @@ function stableBody(lines: string[]): string | undefined {
   return /\d{4}-\d\d-\d\dT|ust_|"expiresAt"/.test(last) ? undefined : last;
 }
 
-test('the README\'s curl walk-through runs as written: every status line, Location, ETag, Allow and challenge, and every stable body, as shown', async (t) => {
+test('docs/curl.md\'s walk-through runs as written: every status line, Location, ETag, Allow and challenge, and every stable body, as shown', async (t) => {
   for (const tool of ['bash', 'curl', 'jq']) {
     if ((await runTool(t, 'sh', ['-c', `command -v ${tool}`])).code !== 0) return t.skip(`${tool} not found`);
   }
@@ -61,7 +60,7 @@ test('the README\'s curl walk-through runs as written: every status line, Locati
     const outputs = run.stdout.split(/\n@@@\d+\n/).slice(1);
     block.forEach((command, i) => {
       const actual = (outputs[i] ?? '').replaceAll('\r', '').split('\n');
-      const where = `README: $ ${command.text}\n--- got:\n${actual.join('\n')}`;
+      const where = `docs/curl.md: $ ${command.text}\n--- got:\n${actual.join('\n')}`;
       const status = command.expected.find((l) => /^HTTP\/1\.1 \d{3}/.test(l));
       if (status !== undefined) assert.ok(actual.some((l) => l.startsWith(status.slice(0, 12))), `${where}\n--- expected ${status}`);
       for (const field of command.expected.filter((l) => CHECKED_FIELDS.test(l))) {
