@@ -33,6 +33,14 @@ test('docs/performance.md has at most 400 lines', () => {
   assert.ok(count <= 400, `docs/performance.md has ${count} lines`);
 });
 
+test('users-server --help and each of its commands\' --help fit 80 columns', async () => {
+  for (const command of [[], ['accounts'], ['repair'], ['migrate'], ['copy'], ['backup'], ['config']]) {
+    const help = (await runUsersServer([...command, '--help'])).stdout;
+    assert.ok(help.length > 100, `users-server ${command.join(' ')} --help printed ${help}`);
+    for (const line of help.split('\n')) assert.ok(line.length <= 80, `users-server ${command.join(' ')} --help: ${line.length} columns: ${line}`);
+  }
+});
+
 /** What a program's help texts name: its commands and its flags. */
 interface Names {
   commands: Set<string>;

@@ -23,11 +23,13 @@ export const DEFAULT_MIN_PASSWORD_LENGTH = 12;
 type Command = 'add' | 'passwd' | 'role' | 'remove' | 'list';
 const COMMANDS: readonly Command[] = ['add', 'passwd', 'role', 'remove', 'list'];
 
-const USAGE = `usage: users-server accounts add NAME [--role admin|reader] [--password-stdin] [--min-password-length N] [--data DIR | --store URL]
-       users-server accounts passwd NAME [--password-stdin] [--min-password-length N] [--data DIR | --store URL]
-       users-server accounts role NAME admin|reader [--data DIR | --store URL]
-       users-server accounts remove NAME [--data DIR | --store URL]
-       users-server accounts list [--json] [--data DIR | --store URL]
+const USAGE = `usage: users-server accounts add NAME [--role admin|reader] [PASSWORD] [PLACE]
+       users-server accounts passwd NAME [PASSWORD] [PLACE]
+       users-server accounts role NAME admin|reader [PLACE]
+       users-server accounts remove NAME [PLACE]
+       users-server accounts list [--json] [PLACE]
+PASSWORD: [--password-stdin] [--min-password-length N]
+PLACE:    --data DIR | --store URL
 
 Manages the accounts that may log in, in <data>/accounts (mode 0600). NAME is
 1..64 of A-Z a-z 0-9 . _ -; "admin" is built in: its password is the one
@@ -44,7 +46,11 @@ $${envName('store')}) the accounts are in the database, shared by every
 instance. The scrypt cost of a new hash is $${envName('password-cost')} (log2
 of N, default 15).
 Exit codes: 0 done, 1 failed (name taken, no such account, unreadable file,
-not a data directory), 2 usage error.`;
+not a data directory), 2 usage error.
+
+Examples:
+  users-server accounts add alice --role reader --data ./data
+  users-server accounts passwd admin --data ./data`;
 
 /** `users-server accounts add|remove|list`: exit 0 done, 1 failed, 2 usage error; one line on stderr when not 0. */
 export async function accountsCommand(argv: readonly string[], io: AccountsIo): Promise<number> {

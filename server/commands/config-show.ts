@@ -8,7 +8,21 @@ import type { CommandIo } from './command-io.js';
  * came from; signing secrets and database passwords are shown as ***.
  * Exit 0, or 2 for a bad flag or value (the same message the start gives).
  */
+const USAGE = `usage: users-server config --show [the server's flags]
+
+Prints the settings a start with the same flags, variables and --config file
+would use, one a line, each with where it came from (flag, variable, file or
+default); secrets are shown as ***. Starts nothing and changes nothing.
+Exit codes: 0 printed, 2 a flag or value a start would refuse.
+
+Example:
+  USERS_PORT=8081 users-server config --show --config /etc/users-server.json`;
+
 export function configCommand(argv: readonly string[], io: CommandIo): number {
+  if (argv[0] === '--help' || argv[0] === '-h') {
+    io.stdout.write(USAGE + '\n');
+    return 0;
+  }
   if (argv[0] !== '--show') {
     io.stderr.write('users-server config: usage: users-server config --show [the server\'s flags]\n');
     return 2;

@@ -328,24 +328,52 @@ export function flagTable(): { name: string; env: string; default: string; descr
 export function usage(): string {
   const lines = [
     'usage: users-server [flags]',
-    '       users-server repair [--data DIR]   recover a damaged data directory',
-    '       users-server accounts add NAME [--role admin|reader] [--password-stdin] [--min-password-length N] [--data DIR | --store URL]',
-    '       users-server accounts passwd NAME [--password-stdin] [--min-password-length N] [--data DIR | --store URL]',
-    '       users-server accounts role NAME admin|reader [--data DIR | --store URL]',
-    '       users-server accounts remove NAME [--data DIR | --store URL]',
-    '       users-server accounts list [--json] [--data DIR | --store URL]',
-    '       users-server migrate [--store URL]   create or upgrade a PostgreSQL schema',
-    '       users-server copy --from DIR|URL --to URL|DIR [--replace]   move a deployment between stores',
-    '       users-server backup --data DIR --to DEST   a consistent copy while the server runs',
-    '       users-server config --show [flags]   the effective settings, where each comes from, secrets hidden',
+    '       users-server accounts add|passwd|role|remove|list NAME ...',
+    '       users-server repair [--data DIR]',
+    '       users-server migrate [--store URL]',
+    '       users-server copy --from DIR|URL --to URL|DIR [--replace]',
+    '       users-server backup --data DIR --to DEST',
+    '       users-server config --show [flags]',
     '       users-server --help | --version',
     '',
-    'flags (each also from its environment variable):',
+    'flags (each also from the environment variable named after it):',
   ];
   for (const [flag, spec] of Object.entries(FLAGS)) {
     const name = spec.type === 'boolean' ? `--${flag}` : `--${flag} ${spec.default === '' ? 'S' : spec.default}`;
-    lines.push(`  ${name.padEnd(26)} ${envName(flag).padEnd(24)} ${spec.description}`);
+    // A name too long for its column goes on a line of its own.
+    if (name.length > 26) lines.push(`  ${name}`);
+    lines.push(...wrapped(`${spec.description}; ${envName(flag)}`, name.length > 26 ? ' '.repeat(29) : `  ${name.padEnd(27)}`));
   }
-  lines.push('', 'USERS_ADMIN_PASSWORD sets the admin password until "accounts passwd admin" sets one; without either, one is generated into <data>/admin-password.');
+  lines.push(
+    '',
+    'commands (each with --help):',
+    '  accounts  the accounts that may log in, and their passwords',
+    '  repair    recover a damaged data directory',
+    '  migrate   create or upgrade a PostgreSQL schema',
+    '  copy      move a deployment between the journal and PostgreSQL',
+    '  backup    a consistent copy of a data directory while the server runs',
+    '  config    the settings a start would use, and where each comes from',
+    '',
+    ...wrapped('USERS_ADMIN_PASSWORD sets the admin password until "accounts passwd admin" sets one; without either, one is generated into <data>/admin-password.', ''),
+    '',
+    'Examples:',
+    '  users-server --port 8081 --data /var/lib/users-server',
+    "  users-server --store 'postgres://users@db/users' --require-session writes",
+  );
   return lines.join('\n');
+}
+
+/** `text` in lines of at most 80 columns, the first after `lead`, the others indented as deep. */
+function wrapped(text: string, lead: string): string[] {
+  const width = 80 - lead.length;
+  const lines: string[] = [];
+  let line = '';
+  for (const word of text.split(' ')) {
+    if (line !== '' && line.length + 1 + word.length > width) {
+      lines.push(line);
+      line = word;
+    } else line = line === '' ? word : `${line} ${word}`;
+  }
+  lines.push(line);
+  return lines.map((l, i) => (i === 0 ? lead : ' '.repeat(lead.length)) + l);
 }
