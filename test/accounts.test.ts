@@ -270,14 +270,16 @@ for (const c of refusals) {
 }
 
 const USAGE_LINES = [
-  'accounts add NAME [--role admin|reader] [--password-stdin] [--min-password-length N] [--data DIR | --store URL]',
-  'accounts passwd NAME [--password-stdin] [--min-password-length N] [--data DIR | --store URL]',
-  'accounts role NAME admin|reader [--data DIR | --store URL]',
-  'accounts remove NAME [--data DIR | --store URL]',
-  'accounts list [--json] [--data DIR | --store URL]',
+  'accounts add NAME [--role admin|reader] [PASSWORD] [PLACE]',
+  'accounts passwd NAME [PASSWORD] [PLACE]',
+  'accounts role NAME admin|reader [PLACE]',
+  'accounts remove NAME [PLACE]',
+  'accounts list [--json] [PLACE]',
+  'PASSWORD: [--password-stdin] [--min-password-length N]',
+  'PLACE:    --data DIR | --store URL',
 ];
 
-test('accounts --help and accounts add --help print the five usage lines and exit 0', TEST_OPTIONS, async (t) => {
+test('accounts --help and accounts add --help print the usage lines and exit 0', TEST_OPTIONS, async (t) => {
   for (const args of [['--help'], ['add', '--help']]) {
     const run = await accounts(t, args);
     assert.equal(run.code, 0, run.stderr);
@@ -287,11 +289,10 @@ test('accounts --help and accounts add --help print the five usage lines and exi
   }
 });
 
-test('users-server --help lists the accounts add, passwd, role, remove and list usage lines', () => {
+test('users-server --help names the accounts commands and where their help is', () => {
   const text = usage();
-  for (const line of USAGE_LINES.map((l) => `users-server ${l}`)) {
-    assert.ok(text.includes(line), `--help lacks ${line}`);
-  }
+  assert.ok(text.includes('users-server accounts add|passwd|role|remove|list NAME ...'), text);
+  assert.match(text, /^ {2}accounts {2}the accounts that may log in/m);
 });
 
 const nameCases = [

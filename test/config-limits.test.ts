@@ -62,6 +62,6 @@ for (const c of bad) {
 test('Server command line: --help lists --rate-limit, --rate-burst and --trust-proxy with their environment variables', () => {
   const help = usage();
   for (const [flag, env] of [['--rate-limit', 'USERS_RATE_LIMIT'], ['--rate-burst', 'USERS_RATE_BURST'], ['--trust-proxy', 'USERS_TRUST_PROXY']] as const) {
-    assert.match(help, new RegExp(`^  ${flag}\\b.*${env}`, 'm'), `--help line of ${flag}`);
+    assert.match(help, new RegExp(`^  ${flag}\\b(?:(?!\\n  --)[\\s\\S])*${env}`, 'm'), `--help lines of ${flag}`);
   }
 });

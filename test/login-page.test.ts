@@ -256,7 +256,7 @@ test('Without --login-page /openapi.json has no GET /login; with it, GET /login 
 });
 
 test('--help lists --login-page with USERS_LOGIN_PAGE', () => {
-  assert.match(usage(), /^ {2}--login-page\b.*USERS_LOGIN_PAGE/m);
+  assert.match(usage(), /^ {2}--login-page\b(?:(?!\n {2}--)[\s\S])*USERS_LOGIN_PAGE/m);
 });
 
 // ---------------------------------------------------------------- GET /login: the page
