@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
 import { openStore, type StoreOptions } from '../server/store/open-store.js';
-import type { ApiTokenRecord, Lookup, Store } from '../server/store/store.js';
+import { DEFAULT_CHANGES_RETENTION_MS, type ApiTokenRecord, type ChangePage, type Lookup, type Store } from '../server/store/store.js';
 import { entityTag } from '../server/users/entity-tag.js';
 import type { Preconditions, StoredUser, UserRef, WritePolicy } from '../server/users/rules.js';
 import { tempDir } from './helpers.js';
@@ -50,6 +50,8 @@ function durableKind(name: string, where: (t: TestContext) => Promise<{ spec: st
 export const STORE_KINDS: StoreKind[] = [
   { name: 'memory', open: async () => ({ store: await openStore('memory', '', quiet) }) },
   durableKind('journal', async (t) => ({ spec: 'journal', dir: tempDir(t) })),
+  // Compaction as soon as the journal holds a few bytes: snapshots keep everything, the feed of changes included.
+  durableKind('journal, compacting early', async (t) => ({ spec: 'journal', dir: tempDir(t) }), { compactionFloor: 1 }),
 ];
 const postgresSkip = postgresSkipReason();
 if (postgresSkip === undefined) {
@@ -377,6 +379,58 @@ for (const kind of STORE_KINDS) {
     const next = await put(again, alias('new'), { name: 'New' });
     assert.ok(next.kind === 'created');
     assert.equal(next.user.id, 6, 'ids continue in turn, past 5, which the move issued');
+  });
+
+  test(name('changes: puts, a move and a delete in commit order, numbered without a gap, each with its representation; reservations, keys, revocations and tokens are none; kept across a reopen, numbered on'), async (t) => {
+    const opened = await kind.open(t);
+    let { store } = opened;
+    let heard = 0;
+    const stop = store.onChanges(() => heard++);
+    t.after(stop);
+    const before = await store.changesAfter(0, 100);
+    assert.deepEqual(before, { changes: [], trimmedThrough: 0, lastSeq: 0 });
+    await put(store, alias('ann'), { name: 'Ann' });
+    await put(store, id(1), { name: 'Anne' });
+    await store.createUser({ body: { name: 'Bob' } as never, idempotency: { key: 'k', fingerprint: 'f' }, now: T0 });
+    await reserve(store);
+    await store.revokeSessions([{ sessionId: 's', expiresAt: T0 + 1000 }]);
+    await put(store, id(1), { name: 'Anne', id: 40 }, { policy: { allowIdChange: true } });
+    await store.deleteUser({ ref: id(2), preconditions: NO_PRECONDITIONS, policy: DEFAULT_POLICY });
+    const shape = (page: ChangePage) => page.changes.map(({ at: _at, ...c }) => c);
+    const expected = [
+      { seq: 1, op: 'put', id: 1, json: '{"name":"Ann","id":1}' },
+      { seq: 2, op: 'put', id: 1, json: '{"name":"Anne","id":1}' },
+      { seq: 3, op: 'put', id: 2, json: '{"name":"Bob","id":2}' },
+      { seq: 4, op: 'move', id: 40, from: 1, json: '{"name":"Anne","id":40}' },
+      { seq: 5, op: 'delete', id: 2 },
+    ];
+    const all = await store.changesAfter(0, 100);
+    assert.deepEqual(shape(all), expected);
+    assert.equal(all.lastSeq, 5);
+    for (const change of all.changes) assert.ok(Math.abs(change.at - Date.now()) < 60_000, `a change's time is the clock's: ${change.at}`);
+    assert.deepEqual(shape(await store.changesAfter(2, 2)), expected.slice(2, 4), 'pages from any number');
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.ok(heard >= 1, 'the listener heard of the changes');
+    if (opened.reopen !== undefined) {
+      store = await opened.reopen();
+      assert.deepEqual(shape(await store.changesAfter(0, 100)), expected, 'kept across a reopen');
+      await put(store, alias('cy'), { name: 'Cy' });
+      const after = await store.changesAfter(5, 100);
+      assert.deepEqual(shape(after), [{ seq: 6, op: 'put', id: 4, json: '{"name":"Cy","id":4}' }], 'numbered on after a reopen');
+    }
+  });
+
+  test(name('changes: a sweep past the retention drops the oldest and says through which number; the numbers go on'), async (t) => {
+    const opened = await kind.open(t);
+    let { store } = opened;
+    await put(store, alias('ann'), { name: 'Ann' });
+    await put(store, alias('bob'), { name: 'Bob' });
+    await store.sweep(Date.now() + DEFAULT_CHANGES_RETENTION_MS + 60_000);
+    assert.deepEqual(await store.changesAfter(0, 100), { changes: [], trimmedThrough: 2, lastSeq: 2 });
+    if (opened.reopen !== undefined) store = await opened.reopen();
+    await put(store, alias('cy'), { name: 'Cy' });
+    const page = await store.changesAfter(0, 100);
+    assert.deepEqual([page.trimmedThrough, page.lastSeq, page.changes.map((c) => c.seq)], [2, 3, [3]]);
   });
 
   test(name('API tokens: created, refused under a taken name, listed oldest first, found by id, revoked once, and (durable kinds) kept across a reopen'), async (t) => {

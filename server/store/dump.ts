@@ -23,6 +23,13 @@ export interface StoreDump {
   revoked: [string, number][];
   /** API tokens, oldest first (their hashes only). */
   tokens: ApiTokenRecord[];
+  /**
+   * The number of the last change of the feed of changes. The changes
+   * themselves are not copied: the copy's feed starts after this number, so
+   * a reader that had seen every change resumes there, and one that had not
+   * is told it missed some (410).
+   */
+  lastChange: number;
   /** Signing secrets, the first signs; empty when none was made yet. */
   secrets: string[];
   /** The generated admin password, when there is one. */

@@ -18,6 +18,8 @@ export interface StoreOptions {
    * start left, say "its secret"): a missing or empty journal is then refused.
    */
   usedBefore?: string;
+  /** How long a change stays in the feed of changes, in ms (DEFAULT_CHANGES_RETENTION_MS). */
+  changesRetentionMs?: number;
   /** The PostgreSQL pool, statement timeout and start-up wait (tests: how often the pool is replaced). */
   postgres?: { max?: number; timeoutSeconds?: number; startWaitSeconds?: number; recycleAfter?: number };
 }
@@ -29,10 +31,10 @@ export interface StoreOptions {
  * connection string): its module and driver are loaded only then.
  */
 export async function openStore(spec: string, dir: string, options: StoreOptions): Promise<Store> {
-  if (spec === 'memory') return memoryStore();
+  if (spec === 'memory') return memoryStore({ ...(options.changesRetentionMs !== undefined && { changesRetentionMs: options.changesRetentionMs }), ...(options.now !== undefined && { now: options.now }) });
   if (spec !== 'journal') {
     const { openPostgresStore } = await import('./postgres/open-postgres.js');
-    return openPostgresStore(spec === 'postgres' ? undefined : spec, { log: options.log, ...options.postgres });
+    return openPostgresStore(spec === 'postgres' ? undefined : spec, { log: options.log, ...options.postgres, ...(options.changesRetentionMs !== undefined && { changesRetentionMs: options.changesRetentionMs }) });
   }
   try {
     return openJournalStore(dir, { compactionFloor: DEFAULT_COMPACTION_FLOOR, ...options });

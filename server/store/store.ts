@@ -97,6 +97,34 @@ export interface ApiTokenRecord {
   readonly expiresAt: number | undefined;
 }
 
+/** A change of a user, as the feed of changes gives it: a put, a delete, or a move (the id-change variant). */
+export interface Change {
+  /** Its number in the store's order of changes: 1, 2, 3, ... with no gap, never reused. */
+  readonly seq: number;
+  readonly op: 'put' | 'delete' | 'move';
+  /** The user's id after the change (a delete: the id deleted). */
+  readonly id: number;
+  /** A move: the id the user had. */
+  readonly from?: number;
+  /** A put or a move: the representation after the change. */
+  readonly json?: string;
+  /** When it was committed, in ms since the epoch (on a restarted journal, at most that late). */
+  readonly at: number;
+}
+
+/** How long a change stays in the feed of changes unless `--changes-retention` says otherwise: an hour. */
+export const DEFAULT_CHANGES_RETENTION_MS = 3_600_000;
+
+/** Changes after a number, and where the kept ones begin and end. */
+export interface ChangePage {
+  /** Oldest first, numbered without a gap. */
+  readonly changes: readonly Change[];
+  /** The newest number that retention dropped (0: none): a reader who saw less than it has missed changes. */
+  readonly trimmedThrough: number;
+  /** The newest change's number (0: none yet). */
+  readonly lastSeq: number;
+}
+
 export interface Store {
   findUser(ref: UserRef): MaybePromise<Lookup>;
   /**
@@ -123,8 +151,15 @@ export interface Store {
   revokeToken(id: string): MaybePromise<boolean>;
   revokeSessions(revocations: readonly Revocation[]): MaybePromise<void>;
   isRevoked(sessionId: string): MaybePromise<boolean>;
-  /** Drops expired reservations, idempotency records and revocations. */
+  /** Drops expired reservations, idempotency records and revocations, and the changes older than the retention. */
   sweep(now: number): MaybePromise<void>;
+  /**
+   * Durable changes of users numbered above `after`, at most `limit`,
+   * oldest first (from the oldest kept when `after` is older than that).
+   */
+  changesAfter(after: number, limit: number): MaybePromise<ChangePage>;
+  /** Calls `listener` after new changes became durable (several at once may make one call); the answer stops it. */
+  onChanges(listener: () => void): () => void;
   /** Resolves when every write this store has shown is durable; undefined when that is already so. */
   settled(): Promise<void> | undefined;
   /** Figures for GET /metrics. */

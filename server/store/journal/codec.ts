@@ -2,7 +2,7 @@ import { crc32 } from 'node:zlib';
 import { DataError } from '../../errors.js';
 import type { IdempotencyRecord } from '../../users/rules.js';
 import type { Mutation, StoreState } from '../memory/state.js';
-import type { ApiTokenRecord } from '../store.js';
+import type { ApiTokenRecord, Change } from '../store.js';
 
 /**
  * The on-disk format shared by journals and snapshots (docs/storage.md).
@@ -28,11 +28,12 @@ import type { ApiTokenRecord } from '../store.js';
 
 export const MAGIC = Buffer.from([0x89, 0x55, 0x53, 0x52, 0x0d, 0x0a, 0x1a, 0x0a]);
 /**
- * Format 2 added API tokens (entries `t` and `x`). This version reads
- * formats 1 and 2 and writes 2; a directory of format 1 is upgraded on
- * start (journal.ts).
+ * Format 2 added API tokens (entries `t` and `x`), format 3 the changes a
+ * snapshot keeps for the feed of changes (`q` and `c`). This version reads
+ * formats 1 to 3 and writes 3; a directory of an older format is upgraded
+ * on start (journal.ts).
  */
-export const FORMAT_VERSION = 2;
+export const FORMAT_VERSION = 3;
 export const OLDEST_FORMAT_VERSION = 1;
 export const HEADER_BYTES = 16;
 export const FRAME_BYTES = 8;
@@ -159,6 +160,9 @@ const TOKEN_REVOKE = 'x';
 const ISSUED = 'n';
 const REDIRECT = 'o';
 const END = 'e';
+const CHANGE_NUMBERS = 'q';
+const CHANGE = 'c';
+const TRIM_CHANGES = 'k';
 
 /** The payload of one journal record: a commit's mutations, a line each. */
 export function encodeMutations(mutations: readonly Mutation[]): string {
@@ -188,6 +192,8 @@ export function encodeMutation(m: Mutation): string {
       return `${TOKEN}\t${JSON.stringify({ ...m.token, expiresAt: m.token.expiresAt ?? null })}`;
     case 'token-revoke':
       return `${TOKEN_REVOKE}\t${m.id}`;
+    case 'trim-changes':
+      return `${TRIM_CHANGES}\t${m.through}`;
   }
 }
 
@@ -198,6 +204,15 @@ export function encodeIssued(lastId: number, claimed: Iterable<number>): string 
 
 export function encodeRedirect(from: number, to: number): string {
   return `${REDIRECT}\t${from}\t${to}`;
+}
+
+/** Snapshot entries of the feed of changes: its numbers, then each kept change. */
+export function encodeChangeNumbers(lastSeq: number, trimmedThrough: number): string {
+  return `${CHANGE_NUMBERS}\t${lastSeq}\t${trimmedThrough}`;
+}
+
+export function encodeChange(c: Change): string {
+  return `${CHANGE}\t${c.seq}\t${c.at}\t${c.op}\t${c.id}\t${c.from ?? ''}\t${c.json ?? ''}`;
 }
 
 export function encodeEnd(users: number): string {
@@ -212,18 +227,18 @@ export function encodeEnd(users: number): string {
  * Puts, nearly every line of a large journal or snapshot, are read straight
  * from the bytes: no line string, no field array, one string per user.
  */
-export function applyPayload(state: StoreState, buf: Buffer, start: number, end: number, kind: FileKind): number | undefined {
+export function applyPayload(state: StoreState, buf: Buffer, start: number, end: number, kind: FileKind, at?: number): number | undefined {
   let mark: number | undefined;
   let line = start;
   while (line <= end) {
-    const stop = applyPut(state, buf, line, end);
+    const stop = applyPut(state, buf, line, end, at);
     if (stop !== -1) {
       line = stop + 1;
       continue;
     }
     let lineEnd = buf.indexOf(NEWLINE, line);
     if (lineEnd === -1 || lineEnd > end) lineEnd = end;
-    const m = applyLine(state, buf.toString('utf8', line, lineEnd), kind);
+    const m = applyLine(state, buf.toString('utf8', line, lineEnd), kind, at);
     if (m !== undefined) mark = m;
     line = lineEnd + 1;
   }
@@ -241,7 +256,7 @@ const NINE = 0x39;
  * alias, representation) and returns where it ends; else -1, and the line
  * takes the general path, which also reports what is wrong with it.
  */
-function applyPut(state: StoreState, buf: Buffer, line: number, end: number): number {
+function applyPut(state: StoreState, buf: Buffer, line: number, end: number, changedAt: number | undefined): number {
   if (buf[line] !== P || buf[line + 1] !== TAB || buf[line + 2] === ZERO) return -1;
   let at = line + 2;
   let id = 0;
@@ -255,25 +270,25 @@ function applyPut(state: StoreState, buf: Buffer, line: number, end: number): nu
   while (stop < end && buf[stop] !== TAB && buf[stop] !== NEWLINE) stop++;
   if (stop < end && buf[stop] !== NEWLINE) return -1;
   const alias = aliasEnd === aliasStart ? undefined : buf.toString('utf8', aliasStart, aliasEnd);
-  state.apply({ op: 'put', id, alias, json: buf.toString('utf8', aliasEnd + 1, stop) });
+  state.apply({ op: 'put', id, alias, json: buf.toString('utf8', aliasEnd + 1, stop) }, changedAt);
   return stop;
 }
 
-function applyLine(state: StoreState, line: string, kind: FileKind): number | undefined {
+function applyLine(state: StoreState, line: string, kind: FileKind, at: number | undefined): number | undefined {
   const fields = line.split('\t');
   const tag = fields[0];
   switch (tag) {
     case PUT:
       if (fields.length !== 4) break;
-      state.apply({ op: 'put', id: idField(fields[1]), alias: fields[2] === '' ? undefined : fields[2], json: fields[3]! });
+      state.apply({ op: 'put', id: idField(fields[1]), alias: fields[2] === '' ? undefined : fields[2], json: fields[3]! }, at);
       return undefined;
     case DELETE:
       if (fields.length !== 2) break;
-      state.apply({ op: 'delete', id: idField(fields[1]) });
+      state.apply({ op: 'delete', id: idField(fields[1]) }, at);
       return undefined;
     case MOVE:
       if (fields.length !== 4) break;
-      state.apply({ op: 'move', from: idField(fields[1]), to: idField(fields[2]), json: fields[3]! });
+      state.apply({ op: 'move', from: idField(fields[1]), to: idField(fields[2]), json: fields[3]! }, at);
       return undefined;
     case RESERVE:
       if (fields.length !== 3) break;
@@ -306,8 +321,29 @@ function applyLine(state: StoreState, line: string, kind: FileKind): number | un
     case END:
       if (kind !== FileKind.Snapshot || fields.length !== 2) break;
       return idField(fields[1], 0);
+    case TRIM_CHANGES:
+      if (fields.length !== 2) break;
+      state.apply({ op: 'trim-changes', through: idField(fields[1]) });
+      return undefined;
+    case CHANGE_NUMBERS:
+      if (kind !== FileKind.Snapshot || fields.length !== 3) break;
+      state.changes.restoreNumbers(idField(fields[1], 0), idField(fields[2], 0));
+      return undefined;
+    case CHANGE:
+      if (kind !== FileKind.Snapshot || fields.length !== 7 || !state.changes.restore(changeField(fields))) break;
+      return undefined;
   }
   throw new DataError(`unreadable entry "${line.slice(0, 40)}"`);
+}
+
+/** A snapshot's change line, split at its tabs. */
+function changeField(fields: readonly string[]): Change {
+  const op = fields[3];
+  if (op !== 'put' && op !== 'delete' && op !== 'move') throw new DataError(`bad change "${op}"`);
+  const change = { seq: idField(fields[1]), at: timeField(fields[2]), op, id: idField(fields[4]) } as const;
+  if (op === 'delete') return change;
+  const json = fields[6]!;
+  return op === 'move' ? { ...change, from: idField(fields[5]), json } : { ...change, json };
 }
 
 function idField(text: string | undefined, min = 1): number {

@@ -17,8 +17,8 @@ export function readJournalData(dir: string, now: number): StoreData {
     throw new DataError(`${dir} is damaged (${recovered.damage.file} at byte offset ${recovered.damage.offset}): run users-server repair --data ${dir} first`);
   }
   recovered.state.sweep(now);
-  const image = captureImage(recovered.state, now);
-  return { ...image, users: image.users.map((u) => ({ id: u.id, alias: u.alias, json: u.json })) };
+  const { changes, ...image } = captureImage(recovered.state, now);
+  return { ...image, users: image.users.map((u) => ({ id: u.id, alias: u.alias, json: u.json })), lastChange: changes.lastSeq };
 }
 
 /** True when `dir` holds no journal or snapshot. */
@@ -29,8 +29,10 @@ export function hasJournalData(dir: string): boolean {
 
 /** Writes `data` into `dir`, which holds no journal yet, as snapshot 1 and an empty journal 1. */
 export async function writeJournalData(dir: string, data: StoreData): Promise<void> {
-  const users = data.users.map((u) => ({ ...u, etag: undefined }));
-  await writeSnapshot({ ...data, users }, 1, join(dir, `${snapshotName(1)}.tmp`), join(dir, snapshotName(1)));
+  const { lastChange, ...image } = data;
+  const users = image.users.map((u) => ({ ...u, etag: undefined }));
+  const changes = { lastSeq: lastChange, trimmedThrough: lastChange, kept: [] };
+  await writeSnapshot({ ...image, users, changes }, 1, join(dir, `${snapshotName(1)}.tmp`), join(dir, snapshotName(1)));
   closeSync(createJournalSync(dir, 1));
   fsyncDirSync(dir);
 }

@@ -52,6 +52,8 @@ export interface JournalOptions {
   io?: JournalIo;
   /** Why the directory must already hold a journal (see StoreOptions): a missing or empty one is refused. */
   usedBefore?: string;
+  /** How long a change stays in the feed of changes, in ms. */
+  changesRetentionMs?: number;
 }
 
 export const DEFAULT_COMPACTION_FLOOR = 8 * 1024 * 1024;
@@ -525,5 +527,5 @@ async function removeOlderThan(dir: string, generation: number): Promise<void> {
 /** `--store journal`: the state recovered from `dir`, every write made durable in its journal. */
 export function openJournalStore(dir: string, options: JournalOptions): StateStore {
   const { state, journal } = Journal.open(dir, options);
-  return new StateStore(state, journal);
+  return new StateStore(state, journal, { ...(options.changesRetentionMs !== undefined && { changesRetentionMs: options.changesRetentionMs }), ...(options.now !== undefined && { now: options.now }) });
 }

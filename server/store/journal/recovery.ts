@@ -1,4 +1,4 @@
-import { closeSync, fstatSync, ftruncateSync, openSync, readdirSync, readFileSync, readSync, unlinkSync } from 'node:fs';
+import { closeSync, fstatSync, ftruncateSync, openSync, readdirSync, readFileSync, readSync, statSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { DataError } from '../../errors.js';
 import { applyPayload, checkHeader, FileKind, FRAME_BYTES, HEADER_BYTES, recordAt, refuseNewerFormat } from './codec.js';
@@ -84,7 +84,9 @@ interface FileScan {
 export function replayFile(path: string, name: string, kind: FileKind, generation: number, state: StoreState): FileScan {
   const fd = openSync(path, 'r');
   try {
-    const size = fstatSync(fd).size;
+    const { size, mtimeMs } = fstatSync(fd);
+    // A journal's commits are changes of the feed, each at most as late as the file's last write.
+    const changedAt = kind === FileKind.Journal ? mtimeMs : undefined;
     const header = Buffer.alloc(HEADER_BYTES);
     const headerBytes = readSync(fd, header, 0, HEADER_BYTES, 0);
     if (headerBytes < HEADER_BYTES) {
@@ -105,7 +107,7 @@ export function replayFile(path: string, name: string, kind: FileKind, generatio
       const length = recordAt(buf, at);
       if (length > 0) {
         try {
-          const mark = applyPayload(state, buf, at + FRAME_BYTES, at + length, kind);
+          const mark = applyPayload(state, buf, at + FRAME_BYTES, at + length, kind, changedAt);
           if (mark !== undefined) endMark = mark;
         } catch (error) {
           if (!(error instanceof DataError)) throw error;
@@ -315,6 +317,7 @@ export function salvage(dir: string): Salvaged {
 /** Applies every verifying record of one file, adding each stretch it skips to `dropped`; returns a snapshot's end mark. */
 function salvageFile(path: string, name: string, kind: FileKind, generation: number, state: StoreState, dropped: Damage[]): number | undefined {
   const buf = readFileSync(path);
+  const changedAt = kind === FileKind.Journal ? statSync(path).mtimeMs : undefined;
   refuseNewerFormat(buf, name);
   const problem = buf.length < HEADER_BYTES ? 'the file header is incomplete' : checkHeader(buf.subarray(0, HEADER_BYTES), kind, generation);
   if (problem !== undefined) dropped.push({ file: name, offset: 0, reason: problem, bytes: Math.min(buf.length, HEADER_BYTES), validAfter: undefined });
@@ -324,7 +327,7 @@ function salvageFile(path: string, name: string, kind: FileKind, generation: num
     const length = recordAt(buf, at);
     if (length > 0) {
       try {
-        endMark = applyPayload(state, buf, at + FRAME_BYTES, at + length, kind) ?? endMark;
+        endMark = applyPayload(state, buf, at + FRAME_BYTES, at + length, kind, changedAt) ?? endMark;
       } catch (error) {
         if (!(error instanceof DataError)) throw error;
         dropped.push({ file: name, offset: at, reason: `a record that verifies but does not parse: ${error.message}`, bytes: length, validAfter: at + length });

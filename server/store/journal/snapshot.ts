@@ -1,9 +1,9 @@
 import { close, fsync, open, rename, write } from 'node:fs';
-import { encodeEnd, encodeHeader, encodeIssued, encodeMutation, encodeRecord, encodeRedirect, FileKind } from './codec.js';
+import { encodeChange, encodeChangeNumbers, encodeEnd, encodeHeader, encodeIssued, encodeMutation, encodeRecord, encodeRedirect, FileKind } from './codec.js';
 import type { StoreState } from '../memory/state.js';
 import { call } from '../../ops/durable-files.js';
 import type { IdempotencyRecord, StoredUser } from '../../users/rules.js';
-import type { ApiTokenRecord } from '../store.js';
+import type { ApiTokenRecord, Change } from '../store.js';
 
 /**
  * A snapshot: the whole state at one instant, written while the server keeps
@@ -22,6 +22,8 @@ export interface Image {
   idempotency: [string, IdempotencyRecord][];
   revoked: [string, number][];
   tokens: ApiTokenRecord[];
+  /** The feed of changes: its numbers and the changes it keeps. */
+  changes: { lastSeq: number; trimmedThrough: number; kept: Change[] };
 }
 
 const CHUNK_CHARS = 1024 * 1024;
@@ -39,6 +41,7 @@ export function captureImage(state: StoreState, now: number): Image {
     idempotency: [...state.idempotency].filter(([, record]) => record.expiresAt > now),
     revoked: [...state.revokedSessions].filter(([, expiresAt]) => expiresAt > now),
     tokens: [...state.tokens.values()],
+    changes: { lastSeq: state.changes.lastSeq, trimmedThrough: state.changes.trimmedThrough, kept: state.changes.kept() },
   };
 }
 
@@ -57,6 +60,8 @@ export function* imageChunks(image: Image): Generator<string> {
   for (const [key, record] of image.idempotency) yield* add(encodeMutation({ op: 'idempotency', key, record }));
   for (const [sessionId, expiresAt] of image.revoked) yield* add(encodeMutation({ op: 'revoke', sessionId, expiresAt }));
   for (const token of image.tokens) yield* add(encodeMutation({ op: 'token', token }));
+  yield* add(encodeChangeNumbers(image.changes.lastSeq, image.changes.trimmedThrough));
+  for (const change of image.changes.kept) yield* add(encodeChange(change));
   yield* add(encodeEnd(image.users.length));
   yield chunk;
 }

@@ -32,7 +32,9 @@ import type {
   UserPage,
   CreateRequest,
   ApiTokenRecord,
+  ChangePage,
 } from '../store.js';
+import { DEFAULT_CHANGES_RETENTION_MS } from '../store.js';
 import { firstIdAfter, StoreState, type Mutation } from './state.js';
 
 /**
@@ -54,6 +56,13 @@ export interface CommitLog {
   unready(): string | undefined;
 }
 
+export interface StateStoreOptions {
+  /** How long a change stays in the feed of changes, in ms (DEFAULT_CHANGES_RETENTION_MS). */
+  changesRetentionMs?: number;
+  /** The clock of a change's time (tests set it). */
+  now?: () => number;
+}
+
 /**
  * The store of the memory and journal kinds: the whole live state in memory
  * (`StoreState`), where every operation decides and applies its writes in
@@ -64,10 +73,14 @@ export interface CommitLog {
  */
 export class StateStore implements Store {
   private readonly noLogStats = { journalBytes: 0, fsyncSeconds: new Histogram(FSYNC_BUCKETS) };
+  private readonly changeListeners = new Set<() => void>();
+  /** True while a call of the change listeners waits for its turn: the changes of one batch make one call. */
+  private changesAnnounced = false;
 
   constructor(
     private readonly state: StoreState,
     private readonly log?: CommitLog,
+    private readonly options: StateStoreOptions = {},
   ) {}
 
   findUser(ref: UserRef): MaybePromise<Lookup> {
@@ -181,8 +194,23 @@ export class StateStore implements Store {
     return this.state.isRevoked(sessionId);
   }
 
-  sweep(now: number): void {
+  sweep(now: number): MaybePromise<void> {
     this.state.sweep(now);
+    // Written like a change, so that a restart does not bring dropped changes back.
+    const { changes } = this.state;
+    const through = changes.committedBefore(now - (this.options.changesRetentionMs ?? DEFAULT_CHANGES_RETENTION_MS));
+    if (through > changes.trimmedThrough) return this.commit([{ op: 'trim-changes', through }], () => undefined);
+  }
+
+  changesAfter(after: number, limit: number): MaybePromise<ChangePage> {
+    const { changes } = this.state;
+    // Read now, answered once durable: every change read was applied, so it is durable then.
+    return this.settle({ changes: changes.after(after, limit), trimmedThrough: changes.trimmedThrough, lastSeq: changes.lastSeq });
+  }
+
+  onChanges(listener: () => void): () => void {
+    this.changeListeners.add(listener);
+    return () => this.changeListeners.delete(listener);
   }
 
   settled(): Promise<void> | undefined {
@@ -212,9 +240,29 @@ export class StateStore implements Store {
   /** Applies a commit (after the log took it) and gives its outcome once it is durable. */
   private commit<T>(mutations: readonly Mutation[], outcome: () => T): MaybePromise<T> {
     const durable = this.log?.append(mutations);
-    for (const m of mutations) this.state.apply(m);
+    const seq = this.state.changes.lastSeq;
+    const at = (this.options.now ?? Date.now)();
+    for (const m of mutations) this.state.apply(m, at);
     const result = outcome();
-    return durable === undefined ? result : durable.then(() => result);
+    const changed = this.state.changes.lastSeq !== seq;
+    if (durable === undefined) {
+      if (changed) this.announceChanges();
+      return result;
+    }
+    return durable.then(() => {
+      if (changed) this.announceChanges();
+      return result;
+    });
+  }
+
+  /** Tells the change listeners, once for the changes that became durable together. */
+  private announceChanges(): void {
+    if (this.changesAnnounced || this.changeListeners.size === 0) return;
+    this.changesAnnounced = true;
+    queueMicrotask(() => {
+      this.changesAnnounced = false;
+      for (const listener of this.changeListeners) listener();
+    });
   }
 
   /** The answer kept for a key seen before, or undefined when the key is new (or absent). */
@@ -231,6 +279,6 @@ export class StateStore implements Store {
 }
 
 /** `--store memory`: fast, and gone on exit. */
-export function memoryStore(): StateStore {
-  return new StateStore(new StoreState());
+export function memoryStore(options: StateStoreOptions = {}): StateStore {
+  return new StateStore(new StoreState(), undefined, options);
 }

@@ -1,5 +1,6 @@
 import type { IdempotencyRecord, StoredUser, UserFacts } from '../../users/rules.js';
 import type { ApiTokenRecord } from '../store.js';
+import { ChangeLog } from './change-log.js';
 import { UserTable } from './user-table.js';
 
 /** One change to the state; the unit a journal writes (a commit is one or more). */
@@ -14,7 +15,9 @@ export type Mutation =
   | { op: 'idempotency'; key: string; record: IdempotencyRecord }
   | { op: 'revoke'; sessionId: string; expiresAt: number }
   | { op: 'token'; token: ApiTokenRecord }
-  | { op: 'token-revoke'; id: string };
+  | { op: 'token-revoke'; id: string }
+  /** The feed of changes drops its changes numbered up to `through` (they are older than the retention). */
+  | { op: 'trim-changes'; through: number };
 
 /**
  * The live state the memory and journal stores keep in memory, and the one
@@ -46,8 +49,16 @@ export class StoreState implements UserFacts {
   private readonly claimed = new Set<number>();
   /** About how many bytes the users take in a snapshot: what compaction weighs the journal against. */
   userBytes = 0;
+  /** The changes of users kept for the feed of changes. */
+  readonly changes = new ChangeLog();
 
-  apply(m: Mutation): void {
+  /**
+   * Applies one mutation. With `at` (a commit's time, ms since the epoch), a
+   * put, delete or move is also a change of the feed; without it (a
+   * snapshot's users, which are state, not changes) it is not.
+   */
+  apply(m: Mutation, at?: number): void {
+    if (at !== undefined) this.recordChange(m, at);
     switch (m.op) {
       case 'put': {
         const existing = this.users.get(m.id);
@@ -104,7 +115,17 @@ export class StoreState implements UserFacts {
       case 'token-revoke':
         this.tokens.delete(m.id);
         break;
+      case 'trim-changes':
+        this.changes.trimThrough(m.through);
+        break;
     }
+  }
+
+  /** The change `m` makes, if it changes a user that way (a delete of nobody does not). */
+  private recordChange(m: Mutation, at: number): void {
+    if (m.op === 'put') this.changes.record({ op: 'put', id: m.id, json: m.json, at });
+    else if (m.op === 'delete' && this.users.get(m.id) !== undefined) this.changes.record({ op: 'delete', id: m.id, at });
+    else if (m.op === 'move' && this.users.get(m.from) !== undefined) this.changes.record({ op: 'move', id: m.to, from: m.from, json: m.json, at });
   }
 
   /**

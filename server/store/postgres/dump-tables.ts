@@ -21,6 +21,7 @@ export async function readPostgresDump(sql: Sql, now: number): Promise<StoreDump
       adminPassword: (admin[0]?.value as string | undefined) ?? undefined,
       accounts: (await tx`select record from accounts order by name`).map((r) => r.record as string),
       tokens: (await tx`select * from api_tokens order by seq`).map(tokenOfRow),
+      lastChange: Number((await tx`select last_seq from change_head`)[0]!.last_seq),
     };
   })) as StoreDump;
 }
@@ -30,8 +31,11 @@ const BATCH = 1000;
 /** Replaces everything the database holds with `dump`, in one transaction. */
 export async function writePostgresDump(sql: Sql, dump: StoreDump): Promise<void> {
   await sql.begin(async (tx) => {
-    await tx`truncate users, moves, claimed_ids, reservations, idempotency, revocations, secrets, settings, accounts, login_attempts, api_tokens`;
+    await tx`truncate users, moves, claimed_ids, reservations, idempotency, revocations, secrets, settings, accounts, login_attempts, api_tokens, changes`;
     await tx`update id_counter set last_id = ${dump.lastId}`;
+    // The copy's users are its state, not changes: its feed starts after the source's last change.
+    await tx`select set_config('users_server.no_changes', 'on', true)`;
+    await tx`update change_head set last_seq = ${dump.lastChange}, trimmed_through = ${dump.lastChange}`;
     for (let i = 0; i < dump.users.length; i += BATCH) {
       const rows = dump.users.slice(i, i + BATCH).map((u) => userRow(u.id, u.alias, u.json));
       await tx`insert into users ${tx(rows)}`;

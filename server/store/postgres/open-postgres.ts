@@ -6,6 +6,8 @@ import { checkNotNewer, migrate, schemaVersion, SCHEMA_VERSION } from './schema.
 export interface PostgresOptions extends ConnectOptions {
   /** Seconds to keep trying to reach the database at start before giving up. */
   startWaitSeconds?: number;
+  /** How long a change stays in the feed of changes, in ms. */
+  changesRetentionMs?: number;
   log: (message: string) => void;
 }
 
@@ -28,7 +30,7 @@ export async function openPostgresStore(url: string | undefined, options: Postgr
     const version = await waitForDatabase(sql, url, options);
     checkNotNewer(version);
     if (version < SCHEMA_VERSION) await upgrade(sql, url, version, options.log);
-    return new PostgresStore(sql, options.max ?? DEFAULT_DB_POOL, options.timeoutSeconds ?? DEFAULT_DB_TIMEOUT_SECONDS);
+    return new PostgresStore(sql, options.max ?? DEFAULT_DB_POOL, options.timeoutSeconds ?? DEFAULT_DB_TIMEOUT_SECONDS, options.changesRetentionMs);
   } catch (error) {
     await sql.end({ timeout: 1 });
     throw error;

@@ -20,7 +20,7 @@ import {
   type UserBody,
   type UserRef,
 } from '../../users/rules.js';
-import type { ApiTokenRecord, CreateOutcome, CreateRequest, DeleteOutcome, Lookup, PutOutcome, Readiness, ReserveOutcome, ReserveRequest, Revocation, Store, StoreStats, UserPage } from '../store.js';
+import { DEFAULT_CHANGES_RETENTION_MS, type ApiTokenRecord, type Change, type ChangePage, type CreateOutcome, type CreateRequest, type DeleteOutcome, type Lookup, type PutOutcome, type Readiness, type ReserveOutcome, type ReserveRequest, type Revocation, type Store, type StoreStats, type UserPage } from '../store.js';
 import { againIfDropped, DEFAULT_DB_POOL, DEFAULT_DB_TIMEOUT_SECONDS, isRetryable, replacePool, unavailable, withDeadline, type Sql } from './driver.js';
 import { LoadedFacts, loadCounter, loadTarget, tokenOfRow, tokenRow, userOf, userRow, writeIssued } from './facts.js';
 import { GatheredStatements } from './gathered-statements.js';
@@ -75,6 +75,20 @@ const SWEEP_LOCK = 7_557_300_002;
 /** Seconds `close` lets the pool's connections end by themselves before cutting them. */
 const CLOSE_SECONDS = 0.5;
 
+/** How often an instance with someone following the feed asks the database whether another instance made changes. */
+export const CHANGE_POLL_MS = 20;
+
+/** Outcomes of a write that changed a user. */
+const CHANGING_OUTCOMES = new Set(['created', 'replaced', 'moved', 'deleted']);
+
+/** A change as its row reads. */
+function changeOf(row: Record<string, unknown>): Change {
+  const op = row.op as Change['op'];
+  const change = { seq: Number(row.seq), at: Number(row.at), op, id: Number(row.id) };
+  if (op === 'delete') return change;
+  return op === 'move' ? { ...change, from: Number(row.from_id), json: row.json as string } : { ...change, json: row.json as string };
+}
+
 export class PostgresStore implements Store {
   private readonly noSyncs = new Histogram(FSYNC_BUCKETS);
   readonly shared: PostgresSettings;
@@ -97,14 +111,70 @@ export class PostgresStore implements Store {
   private readonly revocations = new GatheredStatements<string, boolean>((ids) => this.again(() => this.revokedAmong(ids)));
   private readonly tokens = new GatheredStatements<string, ApiTokenRecord | undefined>((ids) => this.again(() => this.tokensOf(ids)));
 
+  private readonly changeListeners = new Set<() => void>();
+  /** While someone listens for changes: the poll of the head of the feed, for the changes other instances make. */
+  private changePoll: NodeJS.Timeout | undefined;
+  private lastSeqSeen = -1;
+
   constructor(
     readonly sql: Sql,
     /** Connections in the pool: how many dropped ones a read or a transaction may meet in a row. */
     private readonly poolSize = DEFAULT_DB_POOL,
     /** `--db-timeout`: seconds a statement may take, and a stop waits for those under way. */
     private readonly timeoutSeconds = DEFAULT_DB_TIMEOUT_SECONDS,
+    /** How long a change stays in the feed of changes, in ms. */
+    private readonly changesRetentionMs = DEFAULT_CHANGES_RETENTION_MS,
   ) {
     this.shared = new PostgresSettings(sql);
+  }
+
+  async changesAfter(after: number, limit: number): Promise<ChangePage> {
+    return this.read(async () => {
+      // One statement, one snapshot: the head and the rows agree.
+      const rows = await this.sql`
+        select h.last_seq, h.trimmed_through, c.seq, c.at, c.op, c.id, c.from_id, c.json
+        from change_head h left join lateral (select * from changes where seq > ${after} order by seq limit ${limit}) c on true
+        order by c.seq`;
+      const head = rows[0]!;
+      const changes = rows.filter((r) => r.seq !== null).map(changeOf);
+      return { changes, trimmedThrough: Number(head.trimmed_through), lastSeq: Number(head.last_seq) };
+    });
+  }
+
+  onChanges(listener: () => void): () => void {
+    this.changeListeners.add(listener);
+    this.changePoll ??= setInterval(() => void this.pollChanges(), CHANGE_POLL_MS).unref();
+    return () => {
+      this.changeListeners.delete(listener);
+      if (this.changeListeners.size > 0) return;
+      clearInterval(this.changePoll);
+      this.changePoll = undefined;
+    };
+  }
+
+  /** Asks the head of the feed for its number, and tells the listeners when it moved (a change by another instance). */
+  private async pollChanges(): Promise<void> {
+    try {
+      const [head] = await this.sql`select last_seq from change_head`;
+      const seq = Number(head!.last_seq);
+      if (seq !== this.lastSeqSeen) {
+        this.lastSeqSeen = seq;
+        this.announceChanges();
+      }
+    } catch {
+      // The database is away: the next poll asks again.
+    }
+  }
+
+  /** Tells the change listeners (after a write of this instance, or a poll that saw others'). */
+  private announceChanges(): void {
+    for (const listener of this.changeListeners) listener();
+  }
+
+  /** `outcome`, after telling the listeners when it changed a user. */
+  private announced<T extends { kind: string }>(outcome: T): T {
+    if (CHANGING_OUTCOMES.has(outcome.kind)) this.announceChanges();
+    return outcome;
   }
 
   findUser(ref: UserRef): Promise<Lookup> {
@@ -154,6 +224,10 @@ export class PostgresStore implements Store {
   }
 
   async putUser(request: PutRequest): Promise<PutOutcome> {
+    return this.announced(await this.put(request));
+  }
+
+  private async put(request: PutRequest): Promise<PutOutcome> {
     const direct = directReplace(request);
     const replaced = direct === undefined ? undefined : await this.replaceDirectly(direct);
     return replaced ?? this.transaction(async (tx, commit) => {
@@ -224,6 +298,10 @@ export class PostgresStore implements Store {
   }
 
   async deleteUser(request: DeleteRequest): Promise<DeleteOutcome> {
+    return this.announced(await this.remove(request));
+  }
+
+  private async remove(request: DeleteRequest): Promise<DeleteOutcome> {
     return this.transaction(async (tx, commit) => {
       const { ref } = request;
       const facts = new LoadedFacts();
@@ -236,6 +314,10 @@ export class PostgresStore implements Store {
   }
 
   async createUser(request: CreateRequest): Promise<CreateOutcome> {
+    return this.announced(await this.create(request));
+  }
+
+  private async create(request: CreateRequest): Promise<CreateOutcome> {
     if (request.idempotency === undefined) return request.body === undefined ? { kind: 'invalid-body' } : this.creates.run(request.body);
     return this.transaction(async (tx, commit) => {
       const facts = new LoadedFacts();
@@ -358,6 +440,9 @@ export class PostgresStore implements Store {
         tx`delete from idempotency where expires_at <= ${now}`,
         tx`delete from revocations where expires_at <= ${now}`,
         tx`delete from login_attempts where at <= ${now - 3_600_000}`,
+        // Changes past the retention: the oldest ones (numbers follow commit times), then the head says where they end.
+        tx`with dropped as (delete from changes where seq <= (select max(seq) from changes where at < ${now - this.changesRetentionMs}) returning seq)
+           update change_head set trimmed_through = greatest(trimmed_through, (select max(seq) from dropped)) where exists (select 1 from dropped)`,
       ]);
     });
   }
@@ -390,6 +475,7 @@ export class PostgresStore implements Store {
    * are cut after CLOSE_SECONDS.
    */
   async close(): Promise<void> {
+    clearInterval(this.changePoll);
     await this.sql.end({ timeout: CLOSE_SECONDS });
   }
 
@@ -477,6 +563,8 @@ async function move(tx: Tx, commit: Commit, facts: LoadedFacts, from: number, to
   const row = userRow(to, alias, json);
   facts.markIssued(to);
   await commit([
+    // The delete and the insert are one change of the feed: a move (schema.ts, users_change).
+    tx`select set_config('users_server.moving', ${String(from)}, true)`,
     tx`delete from users where id = ${from}`,
     tx`insert into users ${tx(row)}`,
     tx`update moves set current_id = ${to} where current_id = ${from}`,

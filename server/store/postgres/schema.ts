@@ -45,6 +45,48 @@ const MIGRATIONS: readonly (readonly string[])[] = [
     // Running instances, each a row it refreshes while it serves (seen_at, the database's clock in ms), so that `copy` can refuse a database in use.
     `create table instances (id text primary key, host text not null, pid integer not null, url text not null, started_at bigint not null, seen_at bigint not null)`,
   ],
+  [
+    // The feed of changes: every write of a user row, numbered in commit order. The head's row is
+    // locked by each writing transaction from its first change to its commit, so numbers are
+    // taken in commit order and a reader never sees a number before a smaller one.
+    `create table change_head (singleton boolean primary key default true check (singleton), last_seq bigint not null, trimmed_through bigint not null)`,
+    `insert into change_head (singleton, last_seq, trimmed_through) values (true, 0, 0)`,
+    `create table changes (seq bigint primary key, at bigint not null, op text not null, id bigint not null, from_id bigint, json text)`,
+    `create index changes_at on changes (at)`,
+    // Per statement, so that a gathered write of many users takes the head once. users_server.moving
+    // (set for one transaction by a move) makes its delete and insert one change; users_server.no_changes
+    // = on (copy) writes users without changes. A statement's rows are numbered in id order.
+    `create function users_changes_record() returns trigger language plpgsql as $$
+     declare
+       moving text := coalesce(current_setting('users_server.moving', true), '');
+       at bigint := (extract(epoch from clock_timestamp()) * 1000)::bigint;
+       first bigint;
+       n bigint;
+     begin
+       if current_setting('users_server.no_changes', true) = 'on' then return null; end if;
+       if tg_op = 'DELETE' then
+         select count(*) into n from old_rows where id::text <> moving;
+       else
+         select count(*) into n from new_rows;
+       end if;
+       if n = 0 then return null; end if;
+       update change_head set last_seq = last_seq + n returning last_seq - n into first;
+       if tg_op = 'DELETE' then
+         insert into changes (seq, at, op, id)
+           select first + row_number() over (order by id), at, 'delete', id from old_rows where id::text <> moving;
+       elsif tg_op = 'INSERT' and moving <> '' then
+         insert into changes (seq, at, op, id, from_id, json)
+           select first + row_number() over (order by id), at, 'move', id, moving::bigint, json from new_rows;
+       else
+         insert into changes (seq, at, op, id, json)
+           select first + row_number() over (order by id), at, 'put', id, json from new_rows;
+       end if;
+       return null;
+     end $$`,
+    `create trigger users_inserted after insert on users referencing new table as new_rows for each statement execute function users_changes_record()`,
+    `create trigger users_updated after update on users referencing new table as new_rows for each statement execute function users_changes_record()`,
+    `create trigger users_deleted after delete on users referencing old table as old_rows for each statement execute function users_changes_record()`,
+  ],
 ];
 
 /** The newest schema version this users-server knows. */
