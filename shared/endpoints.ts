@@ -16,6 +16,7 @@ export const LOGIN_PATH = '/login';
 export const LOGOUT_PATH = '/logout';
 export const HEALTH_PATH = '/healthz';
 export const METRICS_PATH = '/metrics';
+export const CHANGES_PATH = '/changes';
 
 export function userPath(id: number): string {
   return `${USERS_PATH}/${id}`;

@@ -18,6 +18,7 @@ const DEFAULTS: Config = {
   data: './data',
   reservationTtl: 300,
   sessionTtl: 43200,
+  changesRetention: 3600,
   allowIdChange: false,
   requireSession: 'none',
   requireIfMatch: false,

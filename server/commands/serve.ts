@@ -174,6 +174,7 @@ function openConfiguredStore(
 ): Promise<Store> {
   return openStore(config.store, dataDir ?? '', {
     compactionFloor: config.compactionFloor,
+    changesRetentionMs: config.changesRetention * 1000,
     ...(evidence !== undefined && { usedBefore: evidence }),
     log: logError,
     onFatal,
@@ -246,6 +247,8 @@ export async function startServer(config: Config, options: StartOptions = {}): P
         settings.accountsSource.close();
         // On PostgreSQL a request waits at most --db-timeout for the database: past it, what still waits is stuck, and is cut.
         const cut = store.shared === undefined ? undefined : setTimeout(() => listening.hurry(), config.dbTimeout * 1000);
+        // A following feed of changes never ends by itself: it ends now, and its reader resumes elsewhere.
+        app.feeds.endAll();
         await listening.close();
         clearTimeout(cut);
         await announced?.close();

@@ -16,6 +16,7 @@ import { sendEmpty, sendProblem } from './response.js';
 import type { Context, Route, RouteDeps } from './route.js';
 import { Router, splitTarget } from './router.js';
 import { sessionRoutes } from './routes/login.js';
+import { ChangeFeeds, changesRoute } from './routes/changes.js';
 import { healthRoute, metricsRoute, openApiRoute, readinessRoute, READY_PATH } from './routes/operations.js';
 import { userRoutes } from './routes/users.js';
 import { tokenRoutes } from './routes/tokens.js';
@@ -54,6 +55,8 @@ export interface App {
   readonly metrics: Metrics;
   /** The OpenAPI document served at /openapi.json. */
   readonly openapi: Record<string, unknown>;
+  /** The feeds of changes under way (GET /changes): counted, and ended when the server stops. */
+  readonly feeds: ChangeFeeds;
 }
 
 /** Builds the request listener: routing, error handling and every endpoint. */
@@ -65,6 +68,7 @@ class UsersApp implements App {
   readonly routes: readonly Route[];
   readonly metrics: Metrics;
   readonly openapi: Record<string, unknown>;
+  readonly feeds = new ChangeFeeds();
   private readonly router: Router;
   private readonly sessions: SessionCookies;
   private readonly clock: () => number;
@@ -82,9 +86,10 @@ class UsersApp implements App {
       ...sessionRoutes(routeDeps),
       ...userRoutes(routeDeps),
       ...tokenRoutes(routeDeps),
+      changesRoute(routeDeps, this.feeds),
       healthRoute(),
       readinessRoute(routeDeps),
-      metricsRoute(routeDeps, () => this.metrics),
+      metricsRoute(routeDeps, () => this.metrics, this.feeds),
       openApiRoute(() => this.openapi),
     ];
     this.router = new Router(this.routes);

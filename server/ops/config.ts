@@ -1,4 +1,5 @@
 import { jsonErrorPlace, jsonErrorReason } from '../../shared/json-position.js';
+import { parseLifetime } from '../../shared/endpoints.js';
 import { readFileSync } from 'node:fs';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { UsageError } from '../errors.js';
@@ -34,6 +35,8 @@ export interface Config {
   dbStartWait: number;
   /** Journal bytes below which no compaction starts. */
   compactionFloor: number;
+  /** Seconds a change stays in the feed of changes (GET /changes). */
+  changesRetention: number;
   /** Signing secrets, first signs, all verify; empty means "generate one in the data directory". */
   secrets: string[];
   /** Where the secrets came from when from a file (--secret-file): read at start. */
@@ -124,6 +127,14 @@ export const FLAGS: Record<string, FlagSpec> = {
   'db-pool': { type: 'string', default: '10', description: 'PostgreSQL connections per instance (up to twice that for a moment when the pool is replaced)', key: 'dbPool', parse: integer(1, 1000) },
   'db-timeout': { type: 'string', default: '5', description: 'seconds a PostgreSQL statement may take (a new connection: at most 0.9)', key: 'dbTimeout', parse: integer(1, 300) },
   'db-start-wait': { type: 'string', default: '30', description: 'seconds to keep trying to reach PostgreSQL at start', key: 'dbStartWait', parse: integer(0, 3600) },
+  'changes-retention': {
+    type: 'string', default: '1h', description: 'how long the feed of changes keeps a change: 90s, 30m, 1h, 7d, 2w', key: 'changesRetention',
+    parse: (v, source) => {
+      const seconds = parseLifetime(String(v));
+      if (seconds === undefined || seconds > 366 * 86_400) throw new UsageError(`${source} must be a duration such as 90s, 30m, 1h, 7d or 2w (at most a year), not "${String(v)}"`);
+      return seconds;
+    },
+  },
   'compaction-floor': { type: 'string', default: String(8 * 1024 * 1024), description: 'journal bytes before compaction is considered', key: 'compactionFloor', parse: integer(4096, 2 ** 40) },
   'rate-limit': { type: 'string', default: '0', description: 'requests per second per client address (0: no limit)', key: 'rateLimit', parse: integer(0, MAX_RATE) },
   'rate-burst': { type: 'string', default: '0', description: 'requests a client may make at once (0: same as --rate-limit)', key: 'rateBurst', parse: integer(0, MAX_RATE) },

@@ -41,6 +41,8 @@ export interface Gauges {
   journalBytes: number;
   fsyncSeconds: Histogram;
   diskFull?: boolean;
+  /** The feeds of changes (GET /changes): following now, lines sent and feeds cut since the start. */
+  feeds?: { open: number; lines: number; cut: number };
 }
 
 export class Metrics {
@@ -102,6 +104,13 @@ export class Metrics {
     gauge(out, 'users_server_reservations', 'Live (unexpired) reservations.', gauges.reservations);
     gauge(out, 'users_server_journal_bytes', 'Bytes in the journal files not yet covered by a snapshot (0 with --store memory).', gauges.journalBytes);
     gauge(out, 'users_server_disk_full', '1 while the journal\'s disk is full and writes are refused (503 disk-full), else 0.', gauges.diskFull === true ? 1 : 0);
+    if (gauges.feeds !== undefined) {
+      gauge(out, 'users_server_change_feeds', 'Feeds of changes (GET /changes) following now.', gauges.feeds.open);
+      header(out, 'users_server_change_lines_total', 'counter', 'Changes sent by the feeds of changes.');
+      out.push(`users_server_change_lines_total ${gauges.feeds.lines}`);
+      header(out, 'users_server_change_feeds_cut_total', 'counter', 'Feeds of changes cut because their reader fell too far behind.');
+      out.push(`users_server_change_feeds_cut_total ${gauges.feeds.cut}`);
+    }
     header(out, 'users_server_fsync_duration_seconds', 'histogram', 'Duration of each journal fdatasync; one covers a batch of writes.');
     writeHistogram(out, 'users_server_fsync_duration_seconds', gauges.fsyncSeconds, '');
     const cpu = process.cpuUsage();

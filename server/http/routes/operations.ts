@@ -69,14 +69,15 @@ const READY_BODY = JSON.stringify({ status: 'ready' });
  * except under `--require-session all`, where it needs a session too
  * (counts and sizes tell something about the data).
  */
-export function metricsRoute(deps: RouteDeps, metrics: () => Metrics): Route {
+export function metricsRoute(deps: RouteDeps, metrics: () => Metrics, feeds?: { open: number; lines: number; cut: number }): Route {
   const { store, access } = deps;
   return {
     method: 'GET',
     path: METRICS_PATH,
     handler: async ({ req, res, now }) => {
       await access.authorize(req, res, now, 'read');
-      const body = metrics().render(await store.stats(now));
+      const stats = await store.stats(now);
+      const body = metrics().render(feeds === undefined ? stats : { ...stats, feeds: { open: feeds.open, lines: feeds.lines, cut: feeds.cut } });
       res.writeHead(200, { 'Content-Type': METRICS_CONTENT_TYPE, 'Content-Length': Buffer.byteLength(body), 'Cache-Control': 'no-store' });
       res.end(body);
     },

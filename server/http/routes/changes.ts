@@ -1,0 +1,261 @@
+import type { ServerResponse } from 'node:http';
+import { CHANGES_PATH } from '../../../shared/endpoints.js';
+import { problems } from '../../../shared/problems.js';
+import { HttpError } from '../../errors.js';
+import type { Change, Store } from '../../store/store.js';
+import { headers, NEEDS_SESSION_TO_READ, SESSION_OPTIONAL } from '../openapi.js';
+import type { Context, Route, RouteDeps } from '../route.js';
+
+export const NDJSON_TYPE = 'application/x-ndjson';
+export const EVENT_STREAM_TYPE = 'text/event-stream';
+
+/** Changes read from the store at once, while catching up or following. */
+const PAGE = 1000;
+/** An idle following feed sends an empty line (SSE: a comment) this often, so proxies keep it open. */
+export const FEED_HEARTBEAT_MS = 15_000;
+/** Bytes a following feed may have waiting unsent; a watcher that lets more pile up is cut (and resumes from its cursor). */
+export const FEED_MAX_BUFFERED = 1 << 20;
+/** How long a catching-up feed waits for its reader to take what was sent before it is cut. */
+const DRAIN_WAIT_MS = 30_000;
+
+/** The feeds of changes under way: counted for /metrics, ended when the server stops. */
+export class ChangeFeeds {
+  private readonly following = new Set<ServerResponse>();
+  /** Lines sent, and feeds cut for a reader too slow, since the start. */
+  lines = 0;
+  cut = 0;
+
+  get open(): number {
+    return this.following.size;
+  }
+
+  private ended = false;
+
+  /** Counts a following feed; false once the server stops (the feed ends at once). */
+  add(res: ServerResponse): boolean {
+    if (this.ended) return false;
+    this.following.add(res);
+    return true;
+  }
+
+  delete(res: ServerResponse): void {
+    this.following.delete(res);
+  }
+
+  /** Ends every following feed: the server is stopping, and its readers resume elsewhere with their cursors. */
+  endAll(): void {
+    this.ended = true;
+    for (const res of this.following) res.end();
+    this.following.clear();
+  }
+}
+
+/** The cursor of a change: its number, as text (opaque to clients). */
+export function cursorOf(seq: number): string {
+  return String(seq);
+}
+
+/** A cursor's number, or undefined for text that is no cursor. */
+function parseCursor(text: string): number | undefined {
+  if (!/^(0|[1-9]\d{0,15})$/.test(text)) return undefined;
+  const n = Number(text);
+  return Number.isSafeInteger(n) ? n : undefined;
+}
+
+/** A change's line: `{"cursor","op","id","from"?,"user"?}` (the representation as stored, not parsed again). */
+export function changeLine(change: Change): string {
+  const from = change.from === undefined ? '' : `,"from":${change.from}`;
+  const user = change.json === undefined ? '' : `,"user":${change.json}`;
+  return `{"cursor":"${cursorOf(change.seq)}","op":"${change.op}","id":${change.id}${from}${user}}`;
+}
+
+/** How a feed is written: NDJSON, or Server-Sent Events. */
+interface Framing {
+  type: string;
+  frame(change: Change): string;
+  heartbeat: string;
+}
+
+const NDJSON: Framing = { type: NDJSON_TYPE, frame: (change) => changeLine(change) + '\n', heartbeat: '\n' };
+const SSE: Framing = { type: `${EVENT_STREAM_TYPE}; charset=utf-8`, frame: (change) => `id: ${cursorOf(change.seq)}\nevent: ${change.op}\ndata: ${changeLine(change)}\n\n`, heartbeat: ':\n\n' };
+
+/**
+ * GET /changes: the changes of users committed after a cursor, in commit
+ * order, as NDJSON; `follow=1` keeps the response open and sends each
+ * change once durable; `Accept: text/event-stream` gives the same feed as
+ * Server-Sent Events (always following, resumed with Last-Event-ID). Read
+ * access as GET /users.
+ */
+export function changesRoute(deps: RouteDeps, feeds: ChangeFeeds): Route {
+  const { store, access } = deps;
+  return {
+    method: 'GET',
+    path: CHANGES_PATH,
+    handler: async (ctx) => {
+      await access.authorize(ctx.req, ctx.res, ctx.now, 'read');
+      const sse = (ctx.req.headers.accept ?? '').includes(EVENT_STREAM_TYPE);
+      const params = new URLSearchParams(ctx.query);
+      const follow = sse || params.get('follow') === '1' || params.get('follow') === 'true';
+      const lastEventId = sse ? ctx.req.headers['last-event-id'] : undefined;
+      const after = await startAfter(store, typeof lastEventId === 'string' ? lastEventId : (params.get('since') ?? undefined));
+      await new Feed(store, ctx, sse ? SSE : NDJSON, feeds).run(after.from, follow ? undefined : after.present);
+    },
+    doc: CHANGES_DOC,
+  };
+}
+
+/** Where a feed starts (the number after which it sends) and the newest number now. */
+async function startAfter(store: Store, since: string | undefined): Promise<{ from: number; present: number }> {
+  const head = await store.changesAfter(Number.MAX_SAFE_INTEGER, 0);
+  if (since === undefined) return { from: head.lastSeq, present: head.lastSeq };
+  const n = parseCursor(since);
+  if (n === undefined || n > head.lastSeq) throw new HttpError(problems.invalidCursor, `${JSON.stringify(since.slice(0, 40))} is not a cursor of this server: give one a change carried, 0 for the oldest change kept, or none for changes from now on.`);
+  if (n === 0) return { from: head.trimmedThrough, present: head.lastSeq };
+  if (n < head.trimmedThrough) {
+    throw new HttpError(problems.changesExpired, `The changes after this cursor are no longer kept; the oldest cursor kept is ${cursorOf(head.trimmedThrough)} (since=0 starts there).`, {}, { oldestCursor: cursorOf(head.trimmedThrough) });
+  }
+  return { from: n, present: head.lastSeq };
+}
+
+/** One response of the feed: catches up from a number, then (following) sends changes as they become durable. */
+class Feed {
+  private sent: number;
+  private pumping = false;
+  private again = false;
+  private closed = false;
+
+  constructor(
+    private readonly store: Store,
+    private readonly ctx: Context,
+    private readonly framing: Framing,
+    private readonly feeds: ChangeFeeds,
+  ) {
+    this.sent = 0;
+  }
+
+  /** Sends the changes after `from`; up to `until` and ends, or (undefined) follows until the reader or the server goes. */
+  async run(from: number, until: number | undefined): Promise<void> {
+    const { res } = this.ctx;
+    this.sent = from;
+    res.writeHead(200, { 'Content-Type': this.framing.type, 'Cache-Control': 'no-store', 'X-Accel-Buffering': 'no' });
+    // Sent now, not with the first change: a reader knows at once that it follows from here.
+    res.flushHeaders();
+    res.once('close', () => (this.closed = true));
+    if (until !== undefined) {
+      await this.catchUp(until);
+      if (!this.closed) res.end();
+      return;
+    }
+    if (!this.feeds.add(res)) return void res.end();
+    const stop = this.store.onChanges(() => void this.pump());
+    const heartbeat = setInterval(() => this.write(this.framing.heartbeat), FEED_HEARTBEAT_MS);
+    res.once('close', () => {
+      stop();
+      clearInterval(heartbeat);
+      this.feeds.delete(res);
+    });
+    await this.pump();
+  }
+
+  /** Sends every change up to `until` (catching up), waiting for the reader between pages. */
+  private async catchUp(until: number): Promise<void> {
+    while (!this.closed && this.sent < until) {
+      const page = await this.store.changesAfter(this.sent, Math.min(PAGE, until - this.sent));
+      if (!this.sendPage(page.changes, page.trimmedThrough)) return;
+      if (page.changes.length === 0) return;
+      if (this.ctx.res.writableNeedDrain) await this.drained();
+    }
+  }
+
+  /** Sends what became durable since the last change sent; one pump at a time, again if asked meanwhile. */
+  private async pump(): Promise<void> {
+    if (this.pumping) {
+      this.again = true;
+      return;
+    }
+    this.pumping = true;
+    try {
+      do {
+        this.again = false;
+        for (;;) {
+          if (this.closed) return;
+          const page = await this.store.changesAfter(this.sent, PAGE);
+          if (!this.sendPage(page.changes, page.trimmedThrough) || page.changes.length < PAGE) break;
+        }
+      } while (this.again);
+    } catch {
+      // The store failed a read (the database away): the reader resumes with its cursor.
+      this.ctx.res.destroy();
+    } finally {
+      this.pumping = false;
+    }
+  }
+
+  /** Writes a page; false (and the feed cut) when the reader fell behind the retention or lets too much pile up. */
+  private sendPage(changes: readonly Change[], trimmedThrough: number): boolean {
+    const { res } = this.ctx;
+    // Changes after the last one sent were dropped meanwhile: a resume will say so (410).
+    if (trimmedThrough > this.sent) return this.cut();
+    if (changes.length === 0) return true;
+    let text = '';
+    for (const change of changes) text += this.framing.frame(change);
+    this.sent = changes[changes.length - 1]!.seq;
+    this.feeds.lines += changes.length;
+    this.write(text);
+    return res.writableLength <= FEED_MAX_BUFFERED || this.cut();
+  }
+
+  private write(text: string): void {
+    if (!this.closed) this.ctx.res.write(text);
+  }
+
+  /** Ends the feed at once, counted: the reader resumes with the last cursor it received. */
+  private cut(): false {
+    this.feeds.cut++;
+    this.ctx.res.destroy();
+    return false;
+  }
+
+  /** Resolves once the reader took what was sent, or the feed closed; cuts a reader that takes nothing for DRAIN_WAIT_MS. */
+  private drained(): Promise<void> {
+    const { res } = this.ctx;
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        res.off('drain', done);
+        res.off('close', done);
+        resolve();
+      };
+      const timer = setTimeout(() => {
+        this.cut();
+        done();
+      }, DRAIN_WAIT_MS);
+      res.once('drain', done);
+      res.once('close', done);
+    });
+  }
+}
+
+const CHANGES_DOC = {
+  operationId: 'getChanges',
+  summary: 'The changes of users after a cursor, in commit order',
+  description:
+    'One JSON object a line for each put, delete or move committed after `since` (none: from now on; 0: from the oldest change kept), then the response ends; ' +
+    '`follow=1` keeps it open and sends each change once durable, with an empty line every 15 s. `Accept: text/event-stream` gives the same feed as ' +
+    `Server-Sent Events (id: the cursor, event: the op), resumed after \`Last-Event-ID\`. ${NEEDS_SESSION_TO_READ}`,
+  tags: ['users'],
+  security: SESSION_OPTIONAL,
+  parameters: [
+    { name: 'since', in: 'query', required: false, schema: { type: 'string' }, description: 'A cursor the feed gave, or 0.' },
+    { name: 'follow', in: 'query', required: false, schema: { type: 'string', enum: ['1', 'true'] } },
+    { name: 'Last-Event-ID', in: 'header', required: false, schema: { type: 'string' }, description: 'Server-Sent Events: resume after this cursor.' },
+  ],
+  responses: {
+    '200': {
+      description: 'The changes, a line each: `{"cursor":"...","op":"put"|"delete"|"move","id":N,"from"?:N,"user"?:{...}}`.',
+      headers: headers(),
+      content: { [NDJSON_TYPE]: { schema: { type: 'string' } }, [EVENT_STREAM_TYPE]: { schema: { type: 'string' } } },
+    },
+  },
+  problems: [400, 401, 410],
+} as const;
