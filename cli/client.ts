@@ -85,6 +85,15 @@ async function loadAgent(): Promise<typeof Agent> {
   return agentModule.default;
 }
 
+/** What `HttpClient.stream` does with an answer that streams. */
+export interface StreamHandlers {
+  onHeaders(headers: Response['headers']): void;
+  onChunk(text: string): void | Promise<void>;
+  /** ms a body may stay silent. */
+  idleMs: number;
+  signal?: AbortSignal;
+}
+
 export class HttpClient {
   readonly origin: string;
   private readonly prefix: string;
@@ -189,15 +198,55 @@ export class HttpClient {
     return this.jarLoad;
   }
 
-  private async once(request: Request, path: string): Promise<Response> {
-    const url = this.origin + path;
-    const headers: Record<string, string> = { ...request.headers };
+  /**
+   * Sends a request once (no retry: the caller reconnects) and, on a 200,
+   * gives its headers to `onHeaders` and each chunk of the body to
+   * `onChunk` as it comes (awaited: a slow output slows the reading),
+   * resolving when the body ends (the text is then ''). Another status
+   * resolves with its whole text. A body silent for `idleMs`, or the
+   * `signal`, fails it as a network failure.
+   */
+  async stream(request: Request, handlers: StreamHandlers): Promise<Response> {
+    const path = this.prefix + request.path;
+    const headers = await this.credentials(this.origin + path, request.headers);
+    try {
+      const agent = await this.connections();
+      const res = await agentRequest.call(agent, {
+        origin: this.origin,
+        path,
+        method: request.method,
+        headers,
+        headersTimeout: this.options.timeoutMs,
+        bodyTimeout: handlers.idleMs,
+        ...(handlers.signal !== undefined && { signal: handlers.signal }),
+      });
+      const response = { status: res.statusCode, statusText: res.statusText ?? '', headers: res.headers, text: '' };
+      if (res.statusCode !== 200) return { ...response, text: await res.body.text() };
+      handlers.onHeaders(res.headers);
+      res.body.setEncoding('utf8');
+      for await (const chunk of res.body) await handlers.onChunk(chunk as string);
+      return response;
+    } catch (error) {
+      throw this.networkError(error);
+    }
+  }
+
+  /** `headers` with the request's credentials: the API token, else the jar's cookies for `url`. */
+  private async credentials(url: string, given: Record<string, string> | undefined): Promise<Record<string, string>> {
+    const headers: Record<string, string> = { ...given };
     const token = this.options.token;
     if (token !== undefined) headers.authorization ??= `Bearer ${token}`;
     else {
       const cookie = await this.cookieHeader(url);
       if (cookie !== '') headers.cookie = cookie;
     }
+    return headers;
+  }
+
+  private async once(request: Request, path: string): Promise<Response> {
+    const url = this.origin + path;
+    const headers = await this.credentials(url, request.headers);
+    const token = this.options.token;
     const trace = this.options.trace;
     if (trace !== undefined) {
       trace(`> ${request.method} ${path} HTTP/1.1`);

@@ -8,6 +8,7 @@ import { Command, CommanderError, InvalidArgumentError, Option } from 'commander
 import * as session from './commands/session-commands.js';
 import * as tokens from './commands/token-commands.js';
 import * as users from './commands/user-commands.js';
+import { watch, type WatchOptions } from './commands/watch-command.js';
 import { Context, DEFAULT_RETRIES, DEFAULT_TIMEOUT_SECONDS, DEFAULT_URL, errorPrefix, noColorUnset, resolveGlobals, type GlobalFlags, type Io } from './context.js';
 import { OUTPUT_FORMATS } from './output-format.js';
 import { CliError, errorRecord, EXIT, StatusError } from './exit-codes.js';
@@ -307,6 +308,18 @@ function addUserCommands(program: Command, action: Action): void {
     .addOption(outputOption())
     .addHelpText('after', '\nExamples:\n  usersctl list -o wide\n  usersctl list | jq -r .name | sort | uniq -c\n')
     .action(action((ctx, options: { limit: number; output?: string }) => users.list(ctx, options.limit, options.output)));
+
+  program
+    .command('watch')
+    .description('follow the changes of users (GET /changes), a JSON line each, as they happen')
+    .option('--since <cursor>', 'start after this cursor (one watch printed); default: from now on')
+    .option('--from-start', 'start at the oldest change the server keeps')
+    .option('--no-follow', 'print the changes committed so far, then exit')
+    .addHelpText(
+      'after',
+      '\nReconnects with the last cursor when the connection drops; on Ctrl-C it\nprints the last cursor on stderr, for --since next time.\n\nExample:\n  usersctl watch --from-start --no-follow | jq -r .op | sort | uniq -c\n',
+    )
+    .action(action((ctx, options: WatchOptions) => watch(ctx, options)));
 
   program
     .command('export')

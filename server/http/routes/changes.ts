@@ -137,7 +137,8 @@ class Feed {
   async run(from: number, until: number | undefined): Promise<void> {
     const { res } = this.ctx;
     this.sent = from;
-    res.writeHead(200, { 'Content-Type': this.framing.type, 'Cache-Control': 'no-store', 'X-Accel-Buffering': 'no' });
+    // X-Changes-Cursor: where this feed starts, so that a reader that got no line yet can resume from there.
+    res.writeHead(200, { 'Content-Type': this.framing.type, 'Cache-Control': 'no-store', 'X-Accel-Buffering': 'no', 'X-Changes-Cursor': cursorOf(from) });
     // Sent now, not with the first change: a reader knows at once that it follows from here.
     res.flushHeaders();
     res.once('close', () => (this.closed = true));

@@ -1,0 +1,54 @@
+/**
+ * usersctl watch: the feed of changes on stdout, a line each as the server
+ * sent it; --no-follow, --since and --from-start; reconnection with the last
+ * cursor across a kill -9 and restart of the server (no gap, no duplicate);
+ * and an honest stop on SIGINT and on a closed output.
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { EXIT } from '../cli/exit-codes.js';
+import { lines, startCliServer } from './cli-helpers.js';
+import { put, tempDir } from './helpers.js';
+import { freePort } from './postgres.js';
+import { spawnServer, spawnUsersctl } from './processes.js';
+
+test('usersctl watch --no-follow prints the changes committed so far, from the start or after --since, and exits 0; a bad cursor is refused', async (t) => {
+  const cli = await startCliServer(t);
+  for (const name of ['ann', 'bob', 'cy']) await put(cli.server.url, `/users/${name}`, { name });
+  const all = await cli.run(['watch', '--from-start', '--no-follow']);
+  assert.equal(all.code, EXIT.ok, all.stderr);
+  assert.deepEqual(lines(all.stdout).map((l) => JSON.parse(l).user.name), ['ann', 'bob', 'cy']);
+  assert.equal(lines(all.stdout)[0], '{"cursor":"1","op":"put","id":1,"user":{"name":"ann","id":1}}', 'the line as the server sent it');
+  const after = await cli.run(['watch', '--since', '2', '--no-follow']);
+  assert.deepEqual(lines(after.stdout).map((l) => JSON.parse(l).cursor), ['3']);
+  const usage = await cli.run(['watch', '--since', 'abc']);
+  assert.equal(usage.code, EXIT.usage);
+  assert.match(usage.stderr, /--since "abc" is not a cursor/);
+  const both = await cli.run(['watch', '--since', '1', '--from-start']);
+  assert.equal(both.code, EXIT.usage);
+  const unknown = await cli.run(['watch', '--since', '99', '--no-follow']);
+  assert.notEqual(unknown.code, EXIT.ok);
+  assert.match(unknown.stderr, /is not a cursor of this server/);
+});
+
+test('node bin/usersctl.js watch follows, connects again with its last cursor after the server is killed and restarted, and on SIGINT says the last cursor and exits 130', async (t) => {
+  const dir = tempDir(t);
+  const port = await freePort();
+  const args = ['--port', String(port), '--data', dir];
+  const first = await spawnServer(t, args);
+  const url = first.url;
+  const watcher = spawnUsersctl(t, ['watch', '--from-start'], { env: { PATH: process.env.PATH, USERSCTL_URL: url, HOME: tempDir(t) } });
+  for (const name of ['u1', 'u2']) await put(url, `/users/${name}`, { name });
+  await watcher.waitForLine(/"cursor":"2"/);
+  first.kill('SIGKILL');
+  await first.exited;
+  await watcher.waitForLine(/connecting again in [\d.]+ s from cursor 2/, 'stderr');
+  const second = await spawnServer(t, args);
+  await put(second.url, '/users/u3', { name: 'u3' });
+  await watcher.waitForLine(/"cursor":"3"/);
+  watcher.process.kill('SIGINT');
+  const exit = await watcher.exited;
+  assert.equal(exit.code, 130);
+  assert.deepEqual(lines(watcher.stdout()).map((l) => JSON.parse(l).cursor), ['1', '2', '3'], 'every change once');
+  assert.match(watcher.stderr(), /usersctl: stopped \(SIGINT\); the last cursor is 3: resume with usersctl watch --since 3\n$/);
+});
