@@ -10,6 +10,7 @@ import { connect } from 'node:net';
 import { test, type TestContext } from 'node:test';
 import { DEFAULT_CHANGES_RETENTION_MS } from '../server/store/store.js';
 import { assertProblem, put, send, startTestServer, tempDir } from './helpers.js';
+import { pgbouncerDatabase, pgbouncerSkipReason } from './pgbouncer.js';
 import { postgresSkipReason, testDatabase } from './postgres.js';
 import { spawnServer } from './processes.js';
 
@@ -202,9 +203,17 @@ test('node bin/users-server.js on the journal: a watcher that resumes with its l
 
 const skipPostgres = postgresSkipReason();
 
-test('PostgreSQL: a change made through one instance reaches a watcher on another, in commit order across instances', async (t) => {
-  if (skipPostgres !== undefined) return t.skip(skipPostgres);
-  const url = await testDatabase(t);
+for (const [route, database, skip] of [
+  ['', testDatabase, skipPostgres],
+  [' through pgbouncer (transaction pooling)', pgbouncerDatabase, pgbouncerSkipReason()],
+] as const) {
+  test(`PostgreSQL${route}: a change made through one instance reaches a watcher on another, in commit order across instances`, async (t) => {
+    if (skip !== undefined) return t.skip(skip);
+    await acrossInstances(t, await database(t));
+  });
+}
+
+async function acrossInstances(t: TestContext, url: string): Promise<void> {
   const a = await startTestServer(t, { store: url });
   const b = await startTestServer(t, { store: url });
   const watcher = await watch(t, b.url, '/changes?follow=1');
@@ -213,4 +222,4 @@ test('PostgreSQL: a change made through one instance reaches a watcher on anothe
   assert.deepEqual(lines.map((l) => Number(l.cursor)), Array.from({ length: 10 }, (_, i) => i + 1));
   assert.deepEqual(new Set(lines.map((l) => l.user?.name)).size, 10);
   assert.deepEqual((await feed(a.url, '/changes?since=0')).lines, lines, 'both instances give the same feed');
-});
+}
