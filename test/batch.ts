@@ -33,6 +33,9 @@ const COSTS: Record<string, number> = {
   'cli-scripts.test.ts': 3,
   'cli-completion.test.ts': 2,
   'readme-examples.test.ts': 4,
+  'changes.test.ts': 4,
+  'cli-watch.test.ts': 3,
+  'cli-output.test.ts': 2,
   'cli-export.test.ts': 2,
   'cli-tokens.test.ts': 2,
   'backup.test.ts': 2.5,
@@ -42,7 +45,7 @@ const COSTS: Record<string, number> = {
 };
 const DEFAULT_COST = 1.5;
 /** Files that share a process: the PostgreSQL ones start one throwaway cluster per process. */
-const TOGETHER: readonly (readonly string[])[] = [['store-suite.test.ts', 'postgres-instances.test.ts']];
+const TOGETHER: readonly (readonly string[])[] = [['store-suite.test.ts', 'postgres-instances.test.ts', 'changes.test.ts']];
 
 /** The test files of batch `index` (1-based) of `count`. */
 export function batchFiles(index: number, count: number): string[] {
