@@ -68,7 +68,7 @@ class UsersApp implements App {
   readonly routes: readonly Route[];
   readonly metrics: Metrics;
   readonly openapi: Record<string, unknown>;
-  readonly feeds = new ChangeFeeds();
+  readonly feeds: ChangeFeeds;
   private readonly router: Router;
   private readonly sessions: SessionCookies;
   private readonly clock: () => number;
@@ -81,6 +81,7 @@ class UsersApp implements App {
     this.logError = deps.logError ?? ((message: string) => process.stderr.write(message + '\n'));
     this.sessions = new SessionCookies(deps);
     const access = new AccessControl({ ...deps, sessions: this.sessions });
+    this.feeds = new ChangeFeeds(deps.store);
     const routeDeps: RouteDeps = { ...deps, sessions: this.sessions, access, log: deps.log ?? ((line: string) => process.stderr.write(line + '\n')) };
     this.routes = [
       ...sessionRoutes(routeDeps),

@@ -18,8 +18,24 @@ export const FEED_MAX_BUFFERED = 1 << 20;
 /** How long a catching-up feed waits for its reader to take what was sent before it is cut. */
 const DRAIN_WAIT_MS = 30_000;
 
+/** A page of changes framed for sending: its text, how many, the last one's number, and where the kept ones begin. */
+interface FramedPage {
+  text: string;
+  count: number;
+  lastSeq: number;
+  trimmedThrough: number;
+}
+
 /** The feeds of changes under way: counted for /metrics, ended when the server stops. */
 export class ChangeFeeds {
+  /**
+   * Pages read since the store last announced changes, by place and
+   * framing: following feeds at the same place share one read and one
+   * framing. Emptied at each announcement, which reaches this listener
+   * before the feeds' own (it is added first).
+   */
+  private readonly pages = new Map<string, Promise<FramedPage>>();
+  private unsubscribe: (() => void) | undefined;
   private readonly following = new Set<ServerResponse>();
   /** Lines sent, and feeds cut for a reader too slow, since the start. */
   lines = 0;
@@ -31,15 +47,40 @@ export class ChangeFeeds {
 
   private ended = false;
 
+  constructor(private readonly store: Store) {}
+
   /** Counts a following feed; false once the server stops (the feed ends at once). */
   add(res: ServerResponse): boolean {
     if (this.ended) return false;
     this.following.add(res);
+    this.unsubscribe ??= this.store.onChanges(() => this.pages.clear());
     return true;
   }
 
   delete(res: ServerResponse): void {
     this.following.delete(res);
+    if (this.following.size > 0 || this.unsubscribe === undefined) return;
+    this.unsubscribe();
+    this.unsubscribe = undefined;
+    this.pages.clear();
+  }
+
+  /** The changes after `after` framed by `framing`, read once per announcement for all the feeds that ask. */
+  page(after: number, framing: Framing): Promise<FramedPage> {
+    const key = `${after} ${framing.type}`;
+    let page = this.pages.get(key);
+    if (page === undefined) {
+      page = Promise.resolve(this.store.changesAfter(after, PAGE)).then(({ changes, trimmedThrough }) => {
+        let text = '';
+        for (const change of changes) text += framing.frame(change);
+        return { text, count: changes.length, lastSeq: changes.at(-1)?.seq ?? after, trimmedThrough };
+      });
+      this.pages.set(key, page);
+      // A failed read is not kept: the next feed to ask reads again.
+      const kept = page;
+      kept.then(undefined, () => this.pages.get(key) === kept && this.pages.delete(key));
+    }
+    return page;
   }
 
   /** Ends every following feed: the server is stopping, and its readers resume elsewhere with their cursors. */
@@ -180,8 +221,8 @@ class Feed {
         this.again = false;
         for (;;) {
           if (this.closed) return;
-          const page = await this.store.changesAfter(this.sent, PAGE);
-          if (!this.sendPage(page.changes, page.trimmedThrough) || page.changes.length < PAGE) break;
+          const page = await this.feeds.page(this.sent, this.framing);
+          if (!this.sendFramed(page) || page.count < PAGE) break;
         }
       } while (this.again);
     } catch {
@@ -204,6 +245,16 @@ class Feed {
     this.feeds.lines += changes.length;
     this.write(text);
     return res.writableLength <= FEED_MAX_BUFFERED || this.cut();
+  }
+
+  /** `sendPage` of a page framed once for every feed at the same place. */
+  private sendFramed(page: FramedPage): boolean {
+    if (page.trimmedThrough > this.sent) return this.cut();
+    if (page.count === 0) return true;
+    this.sent = page.lastSeq;
+    this.feeds.lines += page.count;
+    this.write(page.text);
+    return this.ctx.res.writableLength <= FEED_MAX_BUFFERED || this.cut();
   }
 
   private write(text: string): void {
