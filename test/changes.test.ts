@@ -171,6 +171,17 @@ test('a watcher that stops reading is cut once its backlog passes the limit; wri
   assert.match((await send(server.url, 'GET', '/metrics')).text, /users_server_change_feeds_cut_total 1\n/);
 });
 
+test('150 following watchers (their feeds take turns) each get every change once, in order', async (t) => {
+  const server = await startTestServer(t);
+  const watchers = await Promise.all(Array.from({ length: 150 }, () => watch(t, server.url, '/changes?follow=1')));
+  await Promise.all(Array.from({ length: 30 }, (_, i) => put(server.url, `/users/u${i}`, { name: `U${i}` })));
+  for (const watcher of watchers) {
+    const lines = await watcher.until(30);
+    assert.deepEqual(lines.map((l) => Number(l.cursor)), Array.from({ length: 30 }, (_, i) => i + 1));
+  }
+  assert.match((await send(server.url, 'GET', '/metrics')).text, /users_server_change_feeds 150\n/);
+});
+
 test('a stop ends a following feed (the reader resumes elsewhere with its cursor) instead of waiting for it', async (t) => {
   const server = await startTestServer(t);
   await put(server.url, '/users/ann', { name: 'Ann' });
