@@ -139,6 +139,18 @@ test('Accept: text/event-stream gives the feed as Server-Sent Events, and Last-E
   assert.deepEqual((await events.until(3)).map((l) => l.cursor), ['2', '3', '4']);
 });
 
+test('HEAD /changes?follow=1 answers the fields a GET starts with and ends, so the next request on the connection is answered', async (t) => {
+  const server = await startTestServer(t);
+  await put(server.url, '/users/ann', { name: 'Ann' });
+  const socket = connect({ port: Number(new URL(server.url).port), host: '127.0.0.1' });
+  t.after(() => socket.destroy());
+  let text = '';
+  socket.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
+  socket.write('HEAD /changes?follow=1 HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
+  await new Promise<void>((resolve) => socket.on('data', () => text.includes('{"status":"ok"}') && resolve()));
+  assert.match(text, /^HTTP\/1\.1 200 OK\r\n[\s\S]*X-Changes-Cursor: 1\r\n[\s\S]*\r\n\r\nHTTP\/1\.1 200 OK\r\n/);
+});
+
 test('under --require-session all the feed needs a session or a token, as GET /users does', async (t) => {
   const server = await startTestServer(t, { requireSession: 'all' });
   assertProblem(await send(server.url, 'GET', '/changes?since=0'), 401, 'unauthorized');

@@ -170,7 +170,9 @@ export function changesRoute(deps: RouteDeps, feeds: ChangeFeeds): Route {
       const follow = sse || params.get('follow') === '1' || params.get('follow') === 'true';
       const lastEventId = sse ? ctx.req.headers['last-event-id'] : undefined;
       const after = await startAfter(store, typeof lastEventId === 'string' ? lastEventId : (params.get('since') ?? undefined));
-      await new Feed(store, ctx, sse ? SSE : NDJSON, feeds).run(after.from, follow ? undefined : after.present);
+      // HEAD: the fields a GET would start with, and the end: it has no body to follow with.
+      const until = ctx.req.method === 'HEAD' ? after.from : follow ? undefined : after.present;
+      await new Feed(store, ctx, sse ? SSE : NDJSON, feeds).run(after.from, until);
     },
     doc: CHANGES_DOC,
   };
