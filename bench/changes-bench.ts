@@ -6,7 +6,8 @@
  *   journal server while a watcher follows on the same server, and on
  *   PostgreSQL with the watcher on another instance than the writer: how
  *   long after each PUT's answer its change reaches the watcher;
- * - idle watchers: 1,000 following feeds held open against one server,
+ * - idle watchers: 1,000 following feeds held open against one server
+ *   (from a process of their own, bench/feed-watchers.mjs),
  *   the server's RSS with and without them, and GET and PUT req/s with and
  *   without them side by side;
  * - catch-up: a journal of 1,000,000 changes (written directly, as
@@ -15,14 +16,17 @@
  * Nothing is asserted; the figures are printed. Run: npm run build && node --import tsx bench/changes-bench.ts
  * [--part latency|idle|catchup] [--rate 1000] [--seconds 10] [--watchers 1000] [--changes 1000000]
  */
+import { spawn } from 'node:child_process';
 import { request, Agent } from 'node:http';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { postgresSkipReason, testDatabase } from '../test/postgres.js';
+import { track } from './children.js';
 import { socketLoad } from './socket-load.js';
-import { buildJournalDir, LOAD_FLAGS, median, peakRss, percentile, preloadUsers, putReplacing, requestPool, spawnServer, type LoadRequest, type ServerProcess } from './store-bench.js';
+import { buildJournalDir, cpuSeconds, LOAD_FLAGS, median, peakRss, percentile, preloadUsers, putReplacing, requestPool, spawnServer, type LoadRequest, type ServerProcess } from './store-bench.js';
 
 const { values } = parseArgs({
   options: {
@@ -117,11 +121,43 @@ async function latencyPart(): Promise<void> {
   }
 }
 
-/** Req/s of `server` under `requests`, `rounds` rounds of 3 s each, the median. */
-async function throughput(server: ServerProcess, rounds: number, requests: LoadRequest[]): Promise<number> {
-  const rates: number[] = [];
-  for (let i = 0; i < rounds; i++) rates.push((await socketLoad({ url: server.url, connections: 32, seconds: 3, requests })).rps);
-  return median(rates);
+/** Req/s of `server` under `requests`, and the server's CPU per request in µs: `rounds` rounds of 3 s each, the medians. */
+async function throughput(server: ServerProcess, rounds: number, requests: LoadRequest[]): Promise<{ rps: number; us: number }> {
+  const rps: number[] = [];
+  const us: number[] = [];
+  for (let i = 0; i < rounds; i++) {
+    const before = cpuSeconds(server.pid);
+    const r = await socketLoad({ url: server.url, connections: 32, seconds: 3, requests });
+    rps.push(r.rps);
+    us.push(((cpuSeconds(server.pid) - before) / r.requests) * 1e6);
+  }
+  return { rps: median(rps), us: median(us) };
+}
+
+/** `count` following watchers of `url` in a child process (bench/feed-watchers.mjs); resolves once all have their answers. */
+async function startWatchers(url: string, count: number): Promise<{ stop(): Promise<number> }> {
+  const child = spawn(process.execPath, [fileURLToPath(new URL('feed-watchers.mjs', import.meta.url)), url, String(count)], { stdio: ['ignore', 'pipe', 'inherit'] });
+  track(child);
+  let output = '';
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
+  await Promise.race([
+    new Promise<void>((resolve) => child.stdout.on('data', () => output.includes('ready\n') && resolve())),
+    exited.then((code) => Promise.reject(new Error(`the watchers exited (${code}) before they all followed`))),
+  ]);
+  return {
+    async stop() {
+      child.kill('SIGTERM');
+      await exited;
+      return Number(/received (\d+)/.exec(output)?.[1] ?? NaN);
+    },
+  };
+}
+
+/** users_server_change_lines_total of the server at `url`. */
+async function linesSent(url: string): Promise<number> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  return Number(/^users_server_change_lines_total (\d+)/m.exec(text)?.[1] ?? NaN);
 }
 
 async function idlePart(): Promise<void> {
@@ -136,16 +172,19 @@ async function idlePart(): Promise<void> {
     const rssBefore = rssOf(server.pid);
     const getWithout = await throughput(server, rounds, gets);
     const putWithout = await throughput(server, rounds, puts);
-    let received = 0;
-    const stops = await Promise.all(Array.from({ length: count }, () => follow(server.url, () => void received++)));
+    const watchers = await startWatchers(server.url, count);
     const rssWith = rssOf(server.pid);
     // GETs make no change: the watchers stay idle. Each PUT's change then goes to every watcher.
     const getWith = await throughput(server, rounds, gets);
+    const linesBefore = await linesSent(server.url);
     const putWith = await throughput(server, rounds, puts);
-    for (const stop of stops) stop();
-    console.log(`${count} following watchers: server RSS ${mb(rssBefore)} -> ${mb(rssWith)} MiB (+${mb(rssWith - rssBefore)}) while idle, peak ${mb(peakRss(server.pid))} MiB`);
-    console.log(`  GET (the watchers idle): ${Math.round(getWithout)} -> ${Math.round(getWith)} req/s (${(getWith / getWithout).toFixed(3)})`);
-    console.log(`  PUT (each change written to every watcher: ${received.toLocaleString('en-US')} lines): ${Math.round(putWithout)} -> ${Math.round(putWith)} req/s (${(putWith / putWithout).toFixed(3)})`);
+    const lines = (await linesSent(server.url)) - linesBefore;
+    const bytes = await watchers.stop();
+    const row = (name: string, without: { rps: number; us: number }, withThem: { rps: number; us: number }) =>
+      `  ${name}: ${Math.round(without.rps)} -> ${Math.round(withThem.rps)} req/s (${(withThem.rps / without.rps).toFixed(3)}), server CPU ${without.us.toFixed(1)} -> ${withThem.us.toFixed(1)} µs a request`;
+    console.log(`${count} following watchers (in a process of their own): server RSS ${mb(rssBefore)} -> ${mb(rssWith)} MiB (+${mb(rssWith - rssBefore)}) while idle, peak ${mb(peakRss(server.pid))} MiB`);
+    console.log(row('GET (the watchers idle)', getWithout, getWith));
+    console.log(row(`PUT (each change sent to every watcher: ${lines.toLocaleString('en-US')} lines, ${mb(bytes)} MiB)`, putWithout, putWith));
   } finally {
     await server.stop();
   }

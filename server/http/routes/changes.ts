@@ -17,7 +17,7 @@ export const FEED_HEARTBEAT_MS = 15_000;
 export const FEED_MAX_BUFFERED = 1 << 20;
 /**
  * A following feed's share of the wait before all feeds send what they
- * heard of (ChangeFeeds.inTurn), in ms: none below 10 feeds, 10 ms with
+ * heard of (ChangeFeeds.announced), in ms: none below 10 feeds, 10 ms with
  * 100, FEED_TURN_MAX_MS from 1,000 on.
  */
 const FEED_TURN_MS_PER_FEED = 0.1;
@@ -25,25 +25,28 @@ const FEED_TURN_MAX_MS = 100;
 /** How long a catching-up feed waits for its reader to take what was sent before it is cut. */
 const DRAIN_WAIT_MS = 30_000;
 
-/** A page of changes framed for sending: its text, how many, the last one's number, and where the kept ones begin. */
+/** A page of changes framed for sending: its bytes, how many, the last one's number, and where the kept ones begin. */
 interface FramedPage {
-  text: string;
+  /** Bytes, not text: every feed at the same place writes the same buffer, and none encodes it again. */
+  bytes: Buffer;
   count: number;
   lastSeq: number;
   trimmedThrough: number;
 }
 
-/** The feeds of changes under way: counted for /metrics, ended when the server stops. */
+/** The feeds of changes under way: counted for /metrics, sent to at each announcement of the store, ended when the server stops. */
 export class ChangeFeeds {
   /**
    * Pages read since the store last announced changes, by place and
    * framing: following feeds at the same place share one read and one
-   * framing. Emptied at each announcement, which reaches this listener
-   * before the feeds' own (it is added first).
+   * framing. Emptied at each announcement, before the feeds are pumped.
    */
   private readonly pages = new Map<string, Promise<FramedPage>>();
   private unsubscribe: (() => void) | undefined;
-  private readonly following = new Set<ServerResponse>();
+  /** The following feeds, and for each the pump that sends it what it has not had yet. */
+  private readonly following = new Map<ServerResponse, () => Promise<void>>();
+  /** Set while the feeds wait for their next turn (announced). */
+  private turn: NodeJS.Timeout | undefined;
   /** Lines sent, and feeds cut for a reader too slow, since the start. */
   lines = 0;
   cut = 0;
@@ -56,11 +59,11 @@ export class ChangeFeeds {
 
   constructor(private readonly store: Store) {}
 
-  /** Counts a following feed; false once the server stops (the feed ends at once). */
-  add(res: ServerResponse): boolean {
+  /** Counts a following feed, sent to by `pump` at each announcement; false once the server stops (the feed ends at once). */
+  add(res: ServerResponse, pump: () => Promise<void>): boolean {
     if (this.ended) return false;
-    this.following.add(res);
-    this.unsubscribe ??= this.store.onChanges(() => this.pages.clear());
+    this.following.set(res, pump);
+    this.unsubscribe ??= this.store.onChanges(this.announced);
     return true;
   }
 
@@ -70,31 +73,31 @@ export class ChangeFeeds {
     this.unsubscribe();
     this.unsubscribe = undefined;
     this.pages.clear();
+    clearTimeout(this.turn);
+    this.turn = undefined;
   }
-
-  /** Pumps waiting for the next turn of the feeds (inTurn), and its timer. */
-  private readonly due = new Set<() => Promise<void>>();
-  private turn: NodeJS.Timeout | undefined;
 
   /**
-   * Runs `pump` now while few feeds follow; with more, at the next turn of
-   * all of them, FEED_TURN_MS_PER_FEED ms per feed after the first change
-   * heard of (at most FEED_TURN_MAX_MS). Every feed writes once per page
-   * of changes: under a stream of writes, a thousand feeds writing once per
-   * commit would take the event loop from the writes, while a turn gathers
-   * a window of commits into one write per feed.
+   * The store's one listener for all the feeds: the pages read before are
+   * stale. While few feeds follow, each is pumped now; with more, all of
+   * them at their next turn, FEED_TURN_MS_PER_FEED ms per feed after the
+   * first change heard of (at most FEED_TURN_MAX_MS). Every feed then
+   * writes once per page of changes: under a stream of writes, a thousand
+   * feeds writing once per commit would take the event loop from the
+   * writes, while a turn gathers a window of commits into one write per
+   * feed, and an announcement costs the same with one feed or thousands.
    */
-  inTurn(pump: () => Promise<void>): void {
+  private readonly announced = (): void => {
+    this.pages.clear();
     const window = Math.min(FEED_TURN_MAX_MS, Math.floor(this.following.size * FEED_TURN_MS_PER_FEED));
-    if (window < 1) return void pump();
-    this.due.add(pump);
-    this.turn ??= setTimeout(() => {
-      this.turn = undefined;
-      const pumps = [...this.due];
-      this.due.clear();
-      for (const next of pumps) void next();
-    }, window).unref();
-  }
+    if (window < 1) return this.pumpAll();
+    this.turn ??= setTimeout(this.pumpAll, window).unref();
+  };
+
+  private readonly pumpAll = (): void => {
+    this.turn = undefined;
+    for (const pump of [...this.following.values()]) void pump();
+  };
 
   /** The changes after `after` framed by `framing`, read once per announcement for all the feeds that ask. */
   page(after: number, framing: Framing): Promise<FramedPage> {
@@ -104,7 +107,7 @@ export class ChangeFeeds {
       page = Promise.resolve(this.store.changesAfter(after, PAGE)).then(({ changes, trimmedThrough }) => {
         let text = '';
         for (const change of changes) text += framing.frame(change);
-        return { text, count: changes.length, lastSeq: changes.at(-1)?.seq ?? after, trimmedThrough };
+        return { bytes: Buffer.from(text), count: changes.length, lastSeq: changes.at(-1)?.seq ?? after, trimmedThrough };
       });
       this.pages.set(key, page);
       // A failed read is not kept: the next feed to ask reads again.
@@ -117,7 +120,8 @@ export class ChangeFeeds {
   /** Ends every following feed: the server is stopping, and its readers resume elsewhere with their cursors. */
   endAll(): void {
     this.ended = true;
-    for (const res of this.following) res.end();
+    clearTimeout(this.turn);
+    for (const res of this.following.keys()) res.end();
     this.following.clear();
   }
 }
@@ -221,11 +225,9 @@ class Feed {
       if (!this.closed) res.end();
       return;
     }
-    if (!this.feeds.add(res)) return void res.end();
-    const stop = this.store.onChanges(() => this.feeds.inTurn(this.pump));
+    if (!this.feeds.add(res, this.pump)) return void res.end();
     const heartbeat = setInterval(() => this.write(this.framing.heartbeat), FEED_HEARTBEAT_MS);
     res.once('close', () => {
-      stop();
       clearInterval(heartbeat);
       this.feeds.delete(res);
     });
@@ -286,12 +288,12 @@ class Feed {
     if (page.count === 0) return true;
     this.sent = page.lastSeq;
     this.feeds.lines += page.count;
-    this.write(page.text);
+    this.write(page.bytes);
     return this.ctx.res.writableLength <= FEED_MAX_BUFFERED || this.cut();
   }
 
-  private write(text: string): void {
-    if (!this.closed) this.ctx.res.write(text);
+  private write(chunk: string | Buffer): void {
+    if (!this.closed) this.ctx.res.write(chunk);
   }
 
   /** Ends the feed at once, counted: the reader resumes with the last cursor it received. */
