@@ -16,12 +16,19 @@
  * too, and a function compiled again, or a major garbage collection, that
  * lands in one round's window only adds to it.
  *
- * Run: npm run build && node --import tsx bench/instructions.ts [--requests 5000] [--warmup 10000] [--load get|put] [--server ID] [--rounds 2]
+ * `--top N` also names where the instructions go: the N functions with
+ * the most instructions of their own per request, JavaScript included
+ * (node writes where it compiled each function, --perf-basic-prof, and the
+ * dump's instruction addresses are looked up there).
+ *
+ * `--save DIR` keeps each dump (and perf map) there, for callgrind_annotate.
+ *
+ * Run: npm run build && node --import tsx bench/instructions.ts [--requests 5000] [--warmup 10000] [--load get|put] [--server ID] [--rounds 2] [--top N] [--save DIR]
  * (--load and --server repeatable; server ids: reference, contract,
  * contract-log, users-log-off, users)
  */
 import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -34,16 +41,19 @@ const { values } = parseArgs({
     load: { type: 'string', multiple: true },
     server: { type: 'string', multiple: true },
     rounds: { type: 'string', default: '2' },
+    top: { type: 'string', default: '0' },
+    save: { type: 'string' },
   },
 });
 const REQUESTS = Number(values.requests);
 const WARMUP = Number(values.warmup);
 const ROUNDS = Number(values.rounds);
+const TOP = Number(values.top);
 const LOADS = (values.load ?? ['get', 'put']) as ('get' | 'put')[];
 const USERS = 1000;
 const CONNECTIONS = 20;
 
-if (!LOADS.every((load) => load === 'get' || load === 'put') || !(REQUESTS > 0) || !(WARMUP >= 0) || !(ROUNDS > 0)) usage();
+if (!LOADS.every((load) => load === 'get' || load === 'put') || !(REQUESTS > 0) || !(WARMUP >= 0) || !(ROUNDS > 0) || !(TOP >= 0)) usage();
 for (const tool of ['valgrind', 'callgrind_control']) {
   if (spawnSync(tool, ['--version']).error !== undefined) {
     console.log(`skipped: ${tool} is not installed (Debian package valgrind)`);
@@ -55,7 +65,7 @@ const SETUPS = CEILING_SETUPS.filter((setup) => values.server === undefined || v
 if (SETUPS.length === 0) usage();
 
 function usage(): never {
-  console.error('usage: node --import tsx bench/instructions.ts [--requests N] [--warmup N] [--load get|put ...] [--server reference|contract|contract-log|users-log-off|users ...] [--rounds N]');
+  console.error('usage: node --import tsx bench/instructions.ts [--requests N] [--warmup N] [--load get|put ...] [--server reference|contract|contract-log|users-log-off|users ...] [--rounds N] [--top N] [--save DIR]');
   process.exit(2);
 }
 
@@ -70,8 +80,9 @@ async function count(setup: CeilingSetup, load: 'get' | 'put'): Promise<number> 
   const out = join(dir, 'callgrind.out');
   const args = setup.reference ? ['--port', '0', ...setup.args] : ['--port', '0', '--data', join(dir, 'data'), ...LOAD_FLAGS, ...setup.args];
   // --smc-check: V8 writes and rewrites the machine code it runs.
-  const wrapper = ['valgrind', '--tool=callgrind', '--smc-check=all-non-file', `--callgrind-out-file=${out}`];
-  const server = await spawnServer(args, { wrapper, stdoutFile: join(dir, 'stdout'), ...(setup.reference && { script: REFERENCE_SCRIPT }) });
+  const wrapper = ['valgrind', '--tool=callgrind', '--smc-check=all-non-file', `--callgrind-out-file=${out}`, ...(TOP > 0 ? ['--dump-instr=yes', '--dump-line=no'] : [])];
+  const nodeFlags = TOP > 0 ? ['--perf-basic-prof-only-functions'] : [];
+  const server = await spawnServer(args, { wrapper, nodeFlags, stdoutFile: join(dir, 'stdout'), ...(setup.reference && { script: REFERENCE_SCRIPT }) });
   try {
     await preloadSetup(server.url, setup, USERS, 8);
     const requests = requestsOf(load);
@@ -83,6 +94,12 @@ async function count(setup: CeilingSetup, load: 'get' | 'put'): Promise<number> 
     const dump = readdirSync(dir).find((name) => name.startsWith('callgrind.out.'));
     const summary = dump && /^summary: (\d+)$/m.exec(readFileSync(join(dir, dump), 'utf8'));
     if (!summary) throw new Error(`${setup.name}: callgrind wrote no dump`);
+    if (values.save !== undefined) {
+      mkdirSync(values.save, { recursive: true });
+      copyFileSync(join(dir, dump), join(values.save, `${setup.id}-${load}.callgrind`));
+      if (TOP > 0) copyFileSync(`/tmp/perf-${server.pid}.map`, join(values.save, `${setup.id}-${load}.perf-map`));
+    }
+    if (TOP > 0) printTop(`${setup.name}, ${load}`, readFileSync(join(dir, dump), 'utf8'), `/tmp/perf-${server.pid}.map`, r.requests);
     return Number(summary[1]) / r.requests;
   } finally {
     // Killed, not stop(): a graceful exit would write a final dump nobody
@@ -91,6 +108,80 @@ async function count(setup: CeilingSetup, load: 'get' | 'put'): Promise<number> 
     await new Promise((done) => (server.child.exitCode === null && server.child.signalCode === null ? server.child.once('exit', done) : done(undefined)));
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/**
+ * The TOP functions by instructions of their own per request, from a dump
+ * written with --dump-instr=yes --dump-line=no: each cost line starts with
+ * an instruction address (absolute, or +/- the one before, or * for the
+ * same); the line after `calls=` is a call's inclusive cost, not the
+ * function's own. Code callgrind cannot name (V8 compiled it) is named
+ * from node's perf map.
+ */
+function printTop(title: string, dump: string, perfMap: string, requests: number): void {
+  const jit = perfMapOf(perfMap);
+  const own = new Map<string, number>();
+  const add = (name: string, cost: number) => own.set(name, (own.get(name) ?? 0) + cost);
+  const names = new Map<string, string>();
+  let fn = '';
+  let address = 0;
+  let skipNext = false;
+  for (const line of dump.split('\n')) {
+    // Names are compressed: `(id) name` where a function is first named (in fn= or cfn=), `(id)` after.
+    const named = /^c?fn=\((\d+)\)(?: (.*))?$/.exec(line);
+    if (named !== null) {
+      if (named[2] !== undefined) names.set(named[1]!, named[2]);
+      if (line.startsWith('fn=')) fn = names.get(named[1]!) ?? named[1]!;
+      continue;
+    }
+    if (line.startsWith('calls=')) {
+      skipNext = true;
+      continue;
+    }
+    const cost = /^(0x[0-9a-f]+|[+-]\d+|\*) (\d+)$/.exec(line);
+    if (cost === null) continue;
+    const position = cost[1]!;
+    address = position.startsWith('0x') ? parseInt(position, 16) : position === '*' ? address : address + Number(position);
+    if (skipNext) {
+      skipNext = false;
+      continue;
+    }
+    add(fn.startsWith('0x') ? (jitName(jit, address) ?? 'JIT code not in the perf map') : fn, Number(cost[2]));
+  }
+  const rows = [...own].sort((a, b) => b[1] - a[1]).slice(0, TOP);
+  console.log(`\n${title}: the ${TOP} functions with the most instructions of their own, per request\n`);
+  console.log(table(['function', 'instructions'], rows.map(([name, cost]) => [name.slice(0, 100), Math.round(cost / requests).toLocaleString('en-US')])));
+}
+
+/** node's perf map (`start size name` in hex), sorted by start. */
+function perfMapOf(file: string): { start: number; end: number; name: string }[] {
+  let text = '';
+  try {
+    text = readFileSync(file, 'utf8');
+    rmSync(file, { force: true });
+  } catch {
+    return [];
+  }
+  const entries = text.split('\n').flatMap((line) => {
+    const match = /^([0-9a-f]+) ([0-9a-f]+) (.*)$/.exec(line);
+    return match === null ? [] : [{ start: parseInt(match[1]!, 16), end: parseInt(match[1]!, 16) + parseInt(match[2]!, 16), name: match[3]! }];
+  });
+  return entries.sort((a, b) => a.start - b.start);
+}
+
+/** The name of the compiled function holding `address` (the last one compiled there wins). */
+function jitName(map: { start: number; end: number; name: string }[], address: number): string | undefined {
+  let low = 0;
+  let high = map.length - 1;
+  let found: { start: number; end: number; name: string } | undefined;
+  while (low <= high) {
+    const mid = (low + high) >> 1;
+    if (map[mid]!.start <= address) {
+      found = map[mid];
+      low = mid + 1;
+    } else high = mid - 1;
+  }
+  return found !== undefined && address < found.end ? found.name : undefined;
 }
 
 const figures = new Map<string, number[]>();

@@ -27,17 +27,20 @@ export class UserValidationError extends Error {
   }
 }
 
-// C0 controls, DEL and C1 controls (Unicode general category Cc).
-const CONTROL_CHARACTER = /\p{Cc}/u;
-
 /** Checks a user name; returns an error message, or undefined when it is fine. */
 export function checkName(name: unknown): string | undefined {
   if (typeof name !== 'string') return 'name must be a string';
   if (!name.isWellFormed()) return 'name must be well-formed Unicode';
-  let length = 0;
-  for (const _ of name) length++;
+  // Characters are code points: a well-formed string's length less its surrogate pairs.
+  let pairs = 0;
+  for (let i = 0; i < name.length; i++) {
+    const code = name.charCodeAt(i);
+    // C0 controls, DEL and C1 controls (Unicode general category Cc).
+    if (code < 0x20 || (code >= 0x7f && code <= 0x9f)) return 'name must not contain control characters';
+    if (code >= 0xd800 && code <= 0xdbff) pairs++;
+  }
+  const length = name.length - pairs;
   if (length < 1 || length > NAME_MAX_LENGTH) return `name must have 1 to ${NAME_MAX_LENGTH} characters`;
-  if (CONTROL_CHARACTER.test(name)) return 'name must not contain control characters';
   return undefined;
 }
 
@@ -123,40 +126,50 @@ function hexValue(code: number): number {
 
 const MAX_SAFE_DIGITS = String(Number.MAX_SAFE_INTEGER).length;
 
+/** `segment` with its percent-encodings decoded (the segment itself when it has none), or why it is malformed. */
+function decodeSegment(segment: string): string | Ref {
+  let first = 0;
+  while (first < segment.length && segment.charCodeAt(first) !== 0x25) first++;
+  if (first === segment.length) return segment;
+  let decoded = segment.slice(0, first);
+  for (let i = first; i < segment.length; i++) {
+    const code = segment.charCodeAt(i);
+    if (code !== 0x25) {
+      decoded += segment[i];
+      continue;
+    }
+    const high = hexValue(segment.charCodeAt(i + 1));
+    const low = hexValue(segment.charCodeAt(i + 2));
+    if (high < 0 || low < 0) return { kind: 'invalid', reason: 'malformed percent-encoding' };
+    const value = high * 16 + low;
+    if (!isUnreserved(value)) return { kind: 'invalid', reason: 'only unreserved characters are allowed in a reference' };
+    decoded += String.fromCharCode(value);
+    i += 2;
+  }
+  return decoded;
+}
+
 /**
  * Parses one path segment after `/users/`. Percent-encoded unreserved
  * characters equal their plain form (RFC 3986 section 6.2.2.2); any other
  * percent-encoding or character makes the reference malformed.
  */
 export function parseRef(segment: string): Ref {
-  let decoded = segment;
-  if (segment.includes('%')) {
-    decoded = '';
-    for (let i = 0; i < segment.length; i++) {
-      const code = segment.charCodeAt(i);
-      if (code !== 0x25) {
-        decoded += segment[i];
-        continue;
-      }
-      const high = hexValue(segment.charCodeAt(i + 1));
-      const low = hexValue(segment.charCodeAt(i + 2));
-      if (high < 0 || low < 0) return { kind: 'invalid', reason: 'malformed percent-encoding' };
-      const value = high * 16 + low;
-      if (!isUnreserved(value)) return { kind: 'invalid', reason: 'only unreserved characters are allowed in a reference' };
-      decoded += String.fromCharCode(value);
-      i += 2;
-    }
-  }
+  const decoded = decodeSegment(segment);
+  if (typeof decoded !== 'string') return decoded;
   if (decoded.length === 0) return { kind: 'invalid', reason: 'the reference is empty' };
   let allDigits = true;
+  // The digits' value, computed on the way: exact up to 2^53, and past it
+  // no longer a safe integer whatever the rounding.
+  let id = 0;
   for (let i = 0; i < decoded.length; i++) {
     const code = decoded.charCodeAt(i);
     if (!isUnreserved(code)) return { kind: 'invalid', reason: 'only unreserved characters are allowed in a reference' };
     if (code < 0x30 || code > 0x39) allDigits = false;
+    else id = id * 10 + (code - 0x30);
   }
   if (allDigits) {
-    if (decoded[0] === '0' || decoded.length > MAX_SAFE_DIGITS) return { kind: 'no-such-id' };
-    const id = Number(decoded);
+    if (decoded.charCodeAt(0) === 0x30 || decoded.length > MAX_SAFE_DIGITS) return { kind: 'no-such-id' };
     return Number.isSafeInteger(id) ? { kind: 'id', id } : { kind: 'no-such-id' };
   }
   if (decoded.length > ALIAS_MAX_LENGTH) return { kind: 'invalid', reason: `an alias has at most ${ALIAS_MAX_LENGTH} characters` };

@@ -216,12 +216,24 @@ function rateLimitGate(deps: AppDeps, refuse: (res: ServerResponse, error: unkno
 function checkHost(req: IncomingMessage): string | undefined {
   let hosts = 0;
   const raw = req.rawHeaders;
-  for (let i = 0; i < raw.length; i += 2) if (raw[i]!.length === 4 && raw[i]!.toLowerCase() === 'host') hosts++;
+  for (let i = 0; i < raw.length; i += 2) if (isHostName(raw[i]!)) hosts++;
   if (hosts > 1) return 'The request has more than one Host field.';
   if (hosts === 0 && req.httpVersion !== '1.0') return 'An HTTP/1.1 request needs a Host field.';
   const host = req.headers.host;
-  if (host !== undefined && !HOST.test(host)) return 'The Host field is not a host name or address with an optional port.';
+  if (host !== undefined && host !== lastGoodHost) {
+    if (!HOST.test(host)) return 'The Host field is not a host name or address with an optional port.';
+    // A client sends the same Host on every request: the last good one is not tested again.
+    lastGoodHost = host;
+  }
   return undefined;
+}
+
+let lastGoodHost = '';
+
+/** True for "host" in any case, without lowering a copy of every field name. */
+function isHostName(name: string): boolean {
+  // c | 0x20 folds an upper-case letter to its lower case; among ASCII only 'H' and 'h' give 'h', and so on.
+  return name.length === 4 && (name.charCodeAt(0) | 0x20) === 0x68 && (name.charCodeAt(1) | 0x20) === 0x6f && (name.charCodeAt(2) | 0x20) === 0x73 && (name.charCodeAt(3) | 0x20) === 0x74;
 }
 
 // RFC 9110 section 7.2: Host = uri-host [ ":" port ]; RFC 3986 section 3.2.2:

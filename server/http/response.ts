@@ -15,6 +15,11 @@ import { ObservedResponse } from './observe.js';
 export function sendJson(res: ServerResponse, status: number, json: string, headers?: Record<string, string>): void {
   const fields: string[] = [];
   if (headers !== undefined) for (const name in headers) fields.push(name, headers[name]!);
+  sendJsonFields(res, status, json, fields);
+}
+
+/** `sendJson` with the extra headers as a list of names and values, which it extends: a new array for each response. */
+export function sendJsonFields(res: ServerResponse, status: number, json: string, fields: string[]): void {
   const length = Buffer.byteLength(json);
   fields.push('Content-Type', JSON_TYPE, 'Content-Length', String(length));
   res.writeHead(status, res instanceof ObservedResponse ? res.headerList(fields, length) : fields);
@@ -25,6 +30,11 @@ export function sendJson(res: ServerResponse, status: number, json: string, head
 export function sendEmpty(res: ServerResponse, status: number, headers?: Record<string, string>): void {
   const fields: string[] = [];
   if (headers !== undefined) for (const name in headers) fields.push(name, headers[name]!);
+  sendEmptyFields(res, status, fields);
+}
+
+/** `sendEmpty` with the headers as a list of names and values, which it extends. */
+export function sendEmptyFields(res: ServerResponse, status: number, fields: string[]): void {
   if (status !== 204 && status !== 304) fields.push('Content-Length', '0');
   res.writeHead(status, fields);
   res.end();

@@ -6,6 +6,8 @@ interface PathGroup {
   readonly segments: readonly string[];
   /** For each segment: the parameter's name, or undefined for a literal segment. */
   readonly names: readonly (string | undefined)[];
+  /** The params object of the path's parameter values, in order: one shape for every match (paramsFactory). */
+  readonly params: (values: readonly string[]) => Record<string, string>;
   readonly byMethod: Map<string, Route>;
   /** The Allow field for this path (RFC 9110 section 10.2.1). */
   readonly allow: string;
@@ -46,6 +48,7 @@ export class Router {
         slot,
         segments,
         names: segments.map((s) => (s.startsWith(':') ? s.slice(1) : undefined)),
+        params: paramsFactory(segments.filter((s) => s.startsWith(':')).map((s) => s.slice(1))),
         byMethod: new Map(group.map((r) => [r.method, r])),
         allow: methods.join(', '),
       };
@@ -79,22 +82,36 @@ export class Router {
  * in place: no array of segments is made per request.
  */
 function matchSegments(group: PathGroup, path: string): Record<string, string> | undefined {
-  let params: Record<string, string> | undefined;
+  let values: string[] | undefined;
   let start = 1;
   for (let i = 0; i < group.segments.length; i++) {
-    let end = path.indexOf('/', start);
-    if (end === -1) end = path.length;
+    let end = start;
+    while (end < path.length && path.charCodeAt(end) !== 0x2f) end++;
     const name = group.names[i];
     if (name !== undefined) {
       if (end === start) return undefined;
-      (params ??= {})[name] = path.slice(start, end);
+      (values ??= []).push(path.slice(start, end));
     } else {
       const literal = group.segments[i]!;
       if (end - start !== literal.length || !path.startsWith(literal, start)) return undefined;
     }
     start = end + 1;
   }
-  return params ?? {};
+  return group.params(values ?? NO_VALUES);
+}
+
+const NO_VALUES: readonly string[] = [];
+
+/**
+ * A function that makes the params object of a path's parameters from
+ * their values: an object literal with the names as written in the route
+ * table, so that every match of the path gets an object of the same shape
+ * (adding each name in turn costs a keyed store per request on the hot path).
+ */
+function paramsFactory(names: readonly string[]): (values: readonly string[]) => Record<string, string> {
+  if (!names.every((name) => /^[A-Za-z_][A-Za-z0-9_]*$/.test(name))) throw new Error(`route parameter names must be identifiers: ${names.join(', ')}`);
+  // The names are the route table's own, checked above; no request reaches this text.
+  return new Function('values', `return { ${names.map((name, i) => `${name}: values[${i}]`).join(', ')} };`) as (values: readonly string[]) => Record<string, string>;
 }
 
 const UNRESERVED_ESCAPE = /%(?:2[DEde]|3\d|4[1-9A-Fa-f]|5[0-9Aa]|5[Ff]|6[1-9A-Fa-f]|7[0-9Aa]|7[Ee])/g;
@@ -107,18 +124,27 @@ const UNRESERVED_ESCAPE = /%(?:2[DEde]|3\d|4[1-9A-Fa-f]|5[0-9Aa]|5[Ff]|6[1-9A-Fa
  * undefined for a target that is neither (asterisk-form, authority-form, junk).
  */
 export function splitTarget(url: string): { path: string; query: string } | undefined {
-  let target = url;
-  if (target.charCodeAt(0) !== 0x2f) {
-    const absolute = /^https?:\/\/[^/?#]*/i.exec(target);
+  let start = 0;
+  if (url.charCodeAt(0) !== 0x2f) {
+    const absolute = /^https?:\/\/[^/?#]*/i.exec(url);
     if (absolute === null) return undefined;
-    target = target.slice(absolute[0].length);
-    if (target === '' || target[0] === '?') target = '/' + target;
+    start = absolute[0].length;
   }
-  const hash = target.indexOf('#');
-  if (hash !== -1) target = target.slice(0, hash);
-  const question = target.indexOf('?');
-  let path = question === -1 ? target : target.slice(0, question);
-  const query = question === -1 ? '' : target.slice(question + 1);
-  if (path.includes('%')) path = path.replace(UNRESERVED_ESCAPE, (escape) => String.fromCharCode(parseInt(escape.slice(1), 16)));
+  // One pass over the target for '?', '#' and '%' (on the hot path, three
+  // indexOf calls cost more than the loop).
+  let question = -1;
+  let end = url.length;
+  let escaped = false;
+  for (let i = start; i < end; i++) {
+    const c = url.charCodeAt(i);
+    if (c === 0x23) end = i;
+    else if (c === 0x3f) question === -1 && (question = i);
+    else if (c === 0x25 && question === -1) escaped = true;
+  }
+  const pathEnd = question === -1 ? end : question;
+  let path = start === 0 && pathEnd === url.length ? url : url.slice(start, pathEnd);
+  if (start !== 0 && path.charCodeAt(0) !== 0x2f) path = '/' + path;
+  const query = question === -1 ? '' : url.slice(question + 1, end);
+  if (escaped) path = path.replace(UNRESERVED_ESCAPE, (escape) => String.fromCharCode(parseInt(escape.slice(1), 16)));
   return { path, query };
 }

@@ -113,6 +113,9 @@ function newServer(options: ListenOptions, timeouts: typeof TIMEOUTS): Server<ty
   return server;
 }
 
+const PIPELINE = Symbol('users-server.pipeline');
+type PipelinedSocket = Socket & { [PIPELINE]?: Pipeline };
+
 /** The requests under way: each is observed, and a close waits for them. */
 class Serving {
   private stopping = false;
@@ -122,7 +125,6 @@ class Serving {
   private readonly inFlight = new InFlight();
   /** Set by close: called once the last response in flight has ended. */
   private drained: (() => void) | undefined;
-  private readonly connections = new WeakMap<Socket, Pipeline>();
 
   constructor(
     private readonly app: App,
@@ -151,7 +153,7 @@ class Serving {
    * read); left open while the server is still working on a request.
    */
   readonly onTimeout = (socket: Socket): void => {
-    const busy = (this.connections.get(socket)?.open ?? 0) > 0;
+    const busy = ((socket as PipelinedSocket)[PIPELINE]?.open ?? 0) > 0;
     if (!busy || socket.writableLength > 0) socket.destroy();
   };
 
@@ -161,9 +163,10 @@ class Serving {
    * parsing what it read from it: stopParsingClosedConnections).
    */
   private admitPipelined(req: IncomingMessage, res: ObservedResponse): boolean {
-    const socket = req.socket;
-    let pipeline = this.connections.get(socket);
-    if (pipeline === undefined) this.connections.set(socket, (pipeline = new Pipeline()));
+    const socket = req.socket as PipelinedSocket;
+    // On the socket itself: a property every connection gets the same way
+    // is a cheaper lookup, on every request, than a WeakMap.
+    const pipeline = (socket[PIPELINE] ??= new Pipeline());
     if (pipeline.over) return false;
     if (pipeline.open >= PIPELINE_LIMIT) {
       pipeline.over = true;

@@ -23,7 +23,7 @@ import {
 import { isFormEncoding, isJsonType } from '../media-type.js';
 import { empty, json, NEEDS_SESSION, NEEDS_SESSION_TO_READ, parameter, schema, SESSION_OPTIONAL } from '../openapi.js';
 import { header, parseJson, prefersMinimal, readBody } from '../request.js';
-import { notFound, sendEmpty, sendJson } from '../response.js';
+import { notFound, sendEmpty, sendEmptyFields, sendJson, sendJsonFields } from '../response.js';
 import type { Context, Route, RouteDeps } from '../route.js';
 
 const DEFAULT_PAGE = 100;
@@ -107,11 +107,11 @@ class UserRoutes {
     const outcome = await this.store.putUser({ ref, body, preconditions: preconditionsOf(ctx), policy: this.policy, now: ctx.now });
     switch (outcome.kind) {
       case 'created':
-        return sendWritten(ctx, 201, outcome.user, raw, { Location: userPath(outcome.user.id) });
+        return sendWritten(ctx, 201, outcome.user, raw, true);
       case 'replaced':
-        return sendWritten(ctx, 200, outcome.user, raw, {});
+        return sendWritten(ctx, 200, outcome.user, raw, false);
       case 'moved':
-        return sendWritten(ctx, 200, outcome.user, raw, { Location: userPath(outcome.user.id) });
+        return sendWritten(ctx, 200, outcome.user, raw, true);
       case 'old-id':
         return sendEmpty(ctx.res, 301, { Location: userPath(outcome.currentId) });
       default:
@@ -241,30 +241,32 @@ function refOf(ctx: Context): UserRef {
 function sendUser(ctx: Context, ref: UserRef, user: StoredUser | undefined): void {
   if (user === undefined) throw notFound('No such user.');
   const etag = etagOf(user);
-  const headers: Record<string, string> = { ETag: etag };
-  if (ref.kind === 'alias') headers['Content-Location'] = userPath(user.id);
   const ifNoneMatch = ctx.req.headers['if-none-match'];
-  if (ifNoneMatch !== undefined && etagMatches(ifNoneMatch, etag, true)) sendEmpty(ctx.res, 304, headers);
-  else sendJson(ctx.res, 200, user.json, headers);
+  if (ifNoneMatch !== undefined && etagMatches(ifNoneMatch, etag, true)) {
+    return sendEmpty(ctx.res, 304, ref.kind === 'alias' ? { ETag: etag, 'Content-Location': userPath(user.id) } : { ETag: etag });
+  }
+  // A list, not an object: the hot path's headers go to node without a for-in.
+  sendJsonFields(ctx.res, 200, user.json, ref.kind === 'alias' ? ['ETag', etag, 'Content-Location', userPath(user.id)] : ['ETag', etag]);
 }
 
 function preconditionsOf(ctx: Context): Preconditions {
   return { ifMatch: ctx.req.headers['if-match'], ifNoneMatch: ctx.req.headers['if-none-match'] };
 }
 
-/** Sends a user after a write: 201/200, or 204 for Prefer: return=minimal. */
-function sendWritten(ctx: Context, status: 200 | 201, user: StoredUser, raw: Buffer, extra: Record<string, string>): void {
-  const headers: Record<string, string> = { ...extra, 'Content-Location': userPath(user.id) };
+/** Sends a user after a write: 201/200 (with Location when it was created or moved), or 204 for Prefer: return=minimal. */
+function sendWritten(ctx: Context, status: 200 | 201, user: StoredUser, raw: Buffer, withLocation: boolean): void {
+  const path = userPath(user.id);
+  // Header lists, not objects: the hot path of a PUT builds no object to spread.
+  const fields = withLocation ? ['Location', path] : [];
+  const minimal = prefersMinimal(header(ctx.req, 'prefer'));
+  if (!minimal) fields.push('Content-Location', path);
   // RFC 9110 section 9.3.4: a validator only when the stored representation
-  // is exactly the content received.
-  if (raw.length === Buffer.byteLength(user.json) && raw.toString('utf8') === user.json) headers.ETag = etagOf(user);
-  if (prefersMinimal(header(ctx.req, 'prefer'))) {
-    headers['Preference-Applied'] = 'return=minimal';
-    delete headers['Content-Location'];
-    sendEmpty(ctx.res, 204, headers);
-    return;
-  }
-  sendJson(ctx.res, status, user.json, headers);
+  // is exactly the content received (UTF-8 has at least a byte per UTF-16 unit,
+  // so a shorter body cannot be it).
+  if (raw.length >= user.json.length && raw.length === Buffer.byteLength(user.json) && raw.toString('utf8') === user.json) fields.push('ETag', etagOf(user));
+  if (!minimal) return sendJsonFields(ctx.res, status, user.json, fields);
+  fields.push('Preference-Applied', 'return=minimal');
+  sendEmptyFields(ctx.res, 204, fields);
 }
 
 function sendOutcome(res: ServerResponse, outcome: CreateOutcome | ReserveOutcome): void {
