@@ -46,13 +46,45 @@ export function checkName(name: unknown): string | undefined {
 
 /**
  * Checks a parsed PUT or POST body and returns it as a user without its id.
- * Walks the value with an explicit stack, so a deeply nested body cannot
- * overflow the call stack. Throws UserValidationError naming the field.
+ * Throws UserValidationError naming the field.
  */
 export function validateUserBody(value: unknown): Record<string, unknown> {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     throw new UserValidationError('', 'the body must be a JSON object');
   }
+  if (!checkFlat(value as Record<string, unknown>)) checkNested(value);
+  const user = value as Record<string, unknown>;
+  if (!Object.hasOwn(user, 'name')) throw new UserValidationError('name', 'name is required');
+  const nameError = checkName(user.name);
+  if (nameError !== undefined) throw new UserValidationError('name', nameError);
+  if (Object.hasOwn(user, 'id') && !isId(user.id)) {
+    throw new UserValidationError('id', 'id must be a positive safe integer');
+  }
+  return user;
+}
+
+/**
+ * The checks of `checkNested` on an object whose fields are all scalars,
+ * the usual body, without its stack: false (nothing thrown) as soon as a
+ * field holds an object or array, which `checkNested` then walks.
+ */
+function checkFlat(object: Record<string, unknown>): boolean {
+  for (const key of Object.keys(object)) {
+    const field = object[key];
+    if (typeof field === 'object' && field !== null) return false;
+    checkKey(key, key);
+    checkScalar(field, key);
+  }
+  return true;
+}
+
+function checkKey(key: string, path: string): void {
+  if (FORBIDDEN_KEYS.has(key)) throw new UserValidationError(path, `the key "${key}" is not allowed`);
+  if (!key.isWellFormed()) throw new UserValidationError(path, 'a key must be well-formed Unicode (no lone surrogates)');
+}
+
+/** Walks a body with an explicit stack, so a deeply nested one cannot overflow the call stack. */
+function checkNested(value: object): void {
   const stack: Array<{ value: unknown; path: string; depth: number }> = [{ value, path: '', depth: 1 }];
   while (stack.length > 0) {
     const item = stack.pop()!;
@@ -69,19 +101,10 @@ export function validateUserBody(value: unknown): Record<string, unknown> {
     }
     for (const key of Object.keys(item.value)) {
       const path = item.path === '' ? key : `${item.path}.${key}`;
-      if (FORBIDDEN_KEYS.has(key)) throw new UserValidationError(path, `the key "${key}" is not allowed`);
-      if (!key.isWellFormed()) throw new UserValidationError(path, 'a key must be well-formed Unicode (no lone surrogates)');
+      checkKey(key, path);
       stack.push({ value: (item.value as Record<string, unknown>)[key], path, depth: item.depth + 1 });
     }
   }
-  const user = value as Record<string, unknown>;
-  if (!Object.hasOwn(user, 'name')) throw new UserValidationError('name', 'name is required');
-  const nameError = checkName(user.name);
-  if (nameError !== undefined) throw new UserValidationError('name', nameError);
-  if (Object.hasOwn(user, 'id') && !isId(user.id)) {
-    throw new UserValidationError('id', 'id must be a positive safe integer');
-  }
-  return user;
 }
 
 /**

@@ -93,9 +93,7 @@ export function encodeRecord(payload: string): Buffer {
   const record = Buffer.allocUnsafe(FRAME_BYTES + length);
   record.writeUInt32LE(length, 0);
   record.write(payload, FRAME_BYTES, 'utf8');
-  const end = FRAME_BYTES + length;
-  const sum = length < SMALL_RECORD ? crc32Bytes(record, FRAME_BYTES, end, crc32Bytes(record, 0, 4, 0)) : crc32(record.subarray(FRAME_BYTES), crc32(record.subarray(0, 4)));
-  record.writeUInt32LE(sum, 4);
+  record.writeUInt32LE(crc32(record.subarray(FRAME_BYTES), crc32(record.subarray(0, 4))), 4);
   return record;
 }
 

@@ -19,7 +19,10 @@ export class ChangeLog {
 
   /** Adds a change committed at `at` (ms since the epoch) under the next number. */
   record(change: Omit<Change, 'seq'>): void {
-    this.entries.push({ seq: ++this.lastSeq, ...change });
+    const seq = ++this.lastSeq;
+    const { op, id, from, json, at } = change;
+    // Literals, not a spread of `change`: a spread costs about 1% of a durable PUT.
+    this.entries.push(from !== undefined ? { seq, op, id, from, json, at } : json !== undefined ? { seq, op, id, json, at } : { seq, op, id, at });
   }
 
   /** Changes numbered above `after`, at most `limit`, oldest first; from the oldest kept when `after` is older. */
