@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { HEALTH_PATH, LOGIN_PATH, LOGOUT_PATH } from '../../shared/endpoints.js';
+import { HEALTH_PATH, LOGIN_PATH, LOGOUT_PATH, USERS_PATH } from '../../shared/endpoints.js';
 import { problems } from '../../shared/problems.js';
 import { HttpError, StoreFailedError, StoreFullError, StoreUnavailableError } from '../errors.js';
 import type { Config } from '../ops/config.js';
@@ -75,6 +75,8 @@ class UsersApp implements App {
   private readonly logError: (message: string) => void;
   /** The rate-limit check; undefined with --rate-limit 0. */
   private readonly admit: Gate | undefined;
+  /** The routes of /users/{ref} by method, for the direct path of `/users/<digits>`; undefined with a rate limit, which sees every target first. */
+  private readonly userById: Map<string, NonNullable<ReturnType<Router['route']>>> | undefined;
 
   constructor(private readonly deps: AppDeps) {
     this.clock = deps.clock ?? Date.now;
@@ -97,6 +99,15 @@ class UsersApp implements App {
     this.metrics = new Metrics(this.router.paths);
     this.openapi = buildOpenApi(this.routes);
     this.admit = deps.config.rateLimit > 0 ? rateLimitGate(deps, (res, error) => this.answerFailure(res, error)) : undefined;
+    if (this.admit === undefined) {
+      this.userById = new Map();
+      for (const method of ['GET', 'PUT', 'DELETE']) {
+        const direct = this.router.route(method, USER_BY_REF);
+        if (direct !== undefined) this.userById.set(method, direct);
+      }
+    }
+    // The direct path is the router's answer for these targets only while no literal path looks like an id.
+    if (this.routes.some((route) => USER_ID_TARGET.test(route.path))) throw new Error(`a route's path looks like ${USER_BY_REF}`);
   }
 
   readonly handle = (req: IncomingMessage, res: ServerResponse): void => {
@@ -104,6 +115,12 @@ class UsersApp implements App {
     if (hostError !== undefined) return this.fail(res, new HttpError(problems.badRequest, hostError, { Connection: 'close' }));
     const coding = unknownCoding(req);
     if (coding !== undefined) return this.fail(res, new HttpError(problems.notImplemented, `This server decodes no transfer coding but chunked; the request used ${JSON.stringify(coding)}.`, { Connection: 'close' }));
+    const direct = this.userById !== undefined && isUserIdTarget(req.url!) ? this.userById.get(req.method === 'HEAD' ? 'GET' : req.method!) : undefined;
+    if (direct !== undefined) {
+      // What splitTarget and the router would find for this target, found
+      // without them: the same route, slot and params, the same handler.
+      return this.dispatch(req, res, direct.route, direct.slot, direct.params([req.url!.slice(USER_ID_PREFIX.length)]), '');
+    }
     const target = splitTarget(req.url ?? '');
     // With --rate-limit 0 this one comparison is all rate limiting costs.
     if (this.admit !== undefined && !this.admit(req, res, target?.path)) return;
@@ -112,10 +129,7 @@ class UsersApp implements App {
     if (res instanceof ObservedResponse) res.routeSlot = match.slot;
     switch (match.kind) {
       case 'route':
-        if (this.forgedBySite(req, match.route)) {
-          return this.fail(res, new HttpError(problems.forbidden, 'A page of another site may not change anything with this server\'s session cookie; send the request from this server\'s own pages, or without the cookie.'));
-        }
-        return this.run(match.route, { req, res, params: match.params, query: target.query, now: this.clock() });
+        return this.dispatch(req, res, match.route, match.slot, match.params, target.query);
       case 'options':
         return sendEmpty(res, 204, { Allow: match.allow });
       case 'method-not-allowed':
@@ -124,6 +138,15 @@ class UsersApp implements App {
         return this.fail(res, new HttpError(problems.notFound, 'There is nothing at this path.'));
     }
   };
+
+  /** Runs a matched route, unless the request is a forgery of another site. */
+  private dispatch(req: IncomingMessage, res: ServerResponse, route: Route, slot: number, params: Record<string, string>, query: string): void {
+    if (res instanceof ObservedResponse) res.routeSlot = slot;
+    if (this.forgedBySite(req, route)) {
+      return this.fail(res, new HttpError(problems.forbidden, 'A page of another site may not change anything with this server\'s session cookie; send the request from this server\'s own pages, or without the cookie.'));
+    }
+    this.run(route, { req, res, params, query, now: this.clock() });
+  }
 
   /**
    * Cross-site request forgery: a request that could change state (any
@@ -178,6 +201,26 @@ class UsersApp implements App {
     if (hasLargeUnreadBody(res.req)) res.setHeader('Connection', 'close');
     sendProblem(res, error as HttpError);
   }
+}
+
+const USER_BY_REF = `${USERS_PATH}/:ref`;
+const USER_ID_PREFIX = `${USERS_PATH}/`;
+const USER_ID_TARGET = new RegExp(`^${USER_ID_PREFIX}\\d+$`);
+
+/**
+ * True for `/users/` and 1 to 20 digits, nothing else (no query, no
+ * percent-encoding): the GETs most clients make most, routed directly.
+ */
+function isUserIdTarget(url: string): boolean {
+  const length = url.length;
+  if (length <= USER_ID_PREFIX.length || length > USER_ID_PREFIX.length + 20) return false;
+  // By char code: a call of startsWith costs more than the comparisons.
+  for (let i = 0; i < USER_ID_PREFIX.length; i++) if (url.charCodeAt(i) !== USER_ID_PREFIX.charCodeAt(i)) return false;
+  for (let i = USER_ID_PREFIX.length; i < length; i++) {
+    const c = url.charCodeAt(i);
+    if (c < 0x30 || c > 0x39) return false;
+  }
+  return true;
 }
 
 type Gate = (req: IncomingMessage, res: ServerResponse, path: string | undefined) => boolean;

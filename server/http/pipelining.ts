@@ -1,4 +1,3 @@
-import type { EventEmitter } from 'node:events';
 import type { Socket } from 'node:net';
 
 /**
@@ -50,27 +49,34 @@ interface ParserObject {
  * node reads up to 64 KiB from a connection and parses all of it before
  * any listener can stop it: 1,600 pipelined GETs per read, each a request
  * and a response object, even when the connection was closed at the
- * first of them. This wraps the callback that node's parser calls at
- * each request's end of headers (the parser object's
- * `parserOnHeadersComplete` slot, node 20 to 24): once the connection is
- * destroyed it answers 2, which llhttp takes as "no body, then another
- * protocol" and stops parsing that read there. A parser is reused across
- * connections, so each is wrapped once. Should a node version name the
- * callback otherwise, nothing is wrapped and the limit still closes the
- * connection, only later.
+ * first of them. Called when a connection is destroyed for going past
+ * PIPELINE_LIMIT, this wraps the callback that node's parser calls at each
+ * request's end of headers (the parser object's `parserOnHeadersComplete`
+ * slot, node 20 to 24, which node's C++ side looks up at every call): once
+ * the connection is destroyed it answers 2, which llhttp takes as "no
+ * body, then another protocol" and stops parsing that read there. Only
+ * the parsers of such connections are wrapped (a parser is reused across
+ * connections, and keeps its wrapper): the wrapper costs every request it
+ * sees about 500 instructions. Should a node version name the callback
+ * otherwise, nothing is wrapped and the connection is still closed, only
+ * after the rest of the read has been parsed.
  */
-export function stopParsingClosedConnections(server: EventEmitter, event: 'connection' | 'secureConnection'): void {
-  server.on(event, (socket: Socket) => {
-    const parser = (socket as Socket & { parser?: ParserObject | null }).parser;
-    if (parser === null || parser === undefined || parser[guarded]) return;
-    const slot = Object.keys(parser).find((key) => (parser[key] as { name?: string } | undefined)?.name === 'parserOnHeadersComplete');
-    if (slot === undefined) return;
-    const onHeadersComplete = parser[slot] as HeadersComplete;
-    // node passes nine arguments; naming them spares a rest array per request.
-    parser[slot] = function (this: ParserObject, a: unknown, b: unknown, c: unknown, d: unknown, e: unknown, f: unknown, g: unknown, h: unknown, i: unknown) {
-      const result = onHeadersComplete.call(this, a, b, c, d, e, f, g, h, i);
-      return this.socket?.destroyed === true ? 2 : result;
-    };
-    parser[guarded] = true;
-  });
+export function stopParsing(socket: Socket): void {
+  const parser = (socket as Socket & { parser?: ParserObject | null }).parser;
+  if (parser === null || parser === undefined || parser[guarded]) return;
+  const slot = Object.keys(parser).find((key) => (parser[key] as { name?: string } | undefined)?.name === 'parserOnHeadersComplete');
+  if (slot === undefined) return;
+  const onHeadersComplete = parser[slot] as HeadersComplete;
+  // node passes nine arguments; naming them spares a rest array per request.
+  parser[slot] = function (this: ParserObject, a: unknown, b: unknown, c: unknown, d: unknown, e: unknown, f: unknown, g: unknown, h: unknown, i: unknown) {
+    // Wrapped after the request that went past the limit had its headers: the next one is not made at all.
+    if (closed(this)) return 2;
+    const result = onHeadersComplete.call(this, a, b, c, d, e, f, g, h, i);
+    return closed(this) ? 2 : result;
+  };
+  parser[guarded] = true;
+}
+
+function closed(parser: ParserObject): boolean {
+  return parser.socket?.destroyed === true;
 }

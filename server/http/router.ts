@@ -59,6 +59,20 @@ export class Router {
     }
   }
 
+  /**
+   * The route of `method` at `pattern` as written in the table, with its
+   * slot and its params factory, for a caller that recognizes some of its
+   * targets itself (UsersApp's direct path); undefined when the table has none.
+   */
+  route(method: string, pattern: string): { route: Route; slot: number; params: (values: readonly string[]) => Record<string, string> } | undefined {
+    for (const groups of this.bySegments) {
+      const group = groups?.find((g) => '/' + g.segments.join('/') === pattern);
+      const route = group?.byMethod.get(method);
+      if (group !== undefined && route !== undefined) return { route, slot: group.slot, params: group.params };
+    }
+    return undefined;
+  }
+
   /** `path` starts with "/" (as `splitTarget` returns it). */
   match(method: string, path: string): Match {
     let slashes = 0;

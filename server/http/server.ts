@@ -5,7 +5,7 @@ import { problems, type ProblemKind } from '../../shared/problems.js';
 import type { AccessLog } from '../ops/access-log.js';
 import type { App } from './app.js';
 import { InFlight, ObservedResponse, Observer } from './observe.js';
-import { Pipeline, PIPELINE_LIMIT, stopParsingClosedConnections } from './pipelining.js';
+import { Pipeline, PIPELINE_LIMIT, stopParsing } from './pipelining.js';
 import { connectionLimits, defaultTotalConnections } from './connection-limits.js';
 import { declaresTooLarge } from './request.js';
 import { problemBody, rawProblemResponse } from './response.js';
@@ -55,7 +55,6 @@ export async function listen(app: App, options: ListenOptions): Promise<Listenin
   const timeouts = { ...TIMEOUTS, ...options.timeouts };
   const server = newServer(options, timeouts);
   const serving = new Serving(app, observer, timeouts.unread);
-  stopParsingClosedConnections(server, options.tls === undefined ? 'connection' : 'secureConnection');
   server.on('request', serving.handle);
   server.on('timeout', serving.onTimeout);
   // Expect: 100-continue (RFC 9110 section 10.1.1): refuse an oversized body
@@ -160,7 +159,7 @@ class Serving {
   /**
    * Counts the request on its connection: false for one past
    * PIPELINE_LIMIT, which closes the connection at once (and node stops
-   * parsing what it read from it: stopParsingClosedConnections).
+   * parsing what it read from it: stopParsing).
    */
   private admitPipelined(req: IncomingMessage, res: ObservedResponse): boolean {
     const socket = req.socket as PipelinedSocket;
@@ -170,6 +169,7 @@ class Serving {
     if (pipeline.over) return false;
     if (pipeline.open >= PIPELINE_LIMIT) {
       pipeline.over = true;
+      stopParsing(socket);
       socket.destroy();
       return false;
     }
