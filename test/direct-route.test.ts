@@ -8,7 +8,8 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { ADMIN_PASSWORD, put, send, startTestServer, type Reply } from './helpers.js';
+import { ADMIN_PASSWORD, put, send, startTestServer, tempDir, type Reply } from './helpers.js';
+import { cleanEnv, SERVER_BIN, spawnChild } from './processes.js';
 
 /** An answer without what differs between any two requests. */
 function comparable(reply: Reply): unknown {
@@ -87,4 +88,12 @@ test('PUT and DELETE /users/<digits> by the direct path: the same answers, and a
   assert.equal(await sameAnswers(server.url, '1', 'PUT', crossSite, '{"name":"Forged"}'), 403);
   assert.equal((await send(server.url, 'DELETE', '/users/1', { headers: crossSite })).status, 403);
   assert.equal((await send(server.url, 'GET', '/users/1')).text, '{"name":"Ann","id":1}');
+});
+
+test('under node --disallow-code-generation-from-strings the server starts, and routes /users/<digits> both ways', async (t) => {
+  const env = { ...cleanEnv(), USERS_ADMIN_PASSWORD: ADMIN_PASSWORD, USERS_PASSWORD_COST: '1' };
+  const child = spawnChild(t, process.execPath, ['--disallow-code-generation-from-strings', SERVER_BIN, '--port', '0', '--data', tempDir(t)], { env });
+  const url = (await child.waitForLine(/^listening on (http:\/\/\S+)$/))[1]!;
+  await put(url, '/users/ann', { name: 'Ann' });
+  assert.equal(await sameAnswers(url, '1', 'GET'), 200);
 });

@@ -124,8 +124,13 @@ const NO_VALUES: readonly string[] = [];
  */
 function paramsFactory(names: readonly string[]): (values: readonly string[]) => Record<string, string> {
   if (!names.every((name) => /^[A-Za-z_][A-Za-z0-9_]*$/.test(name))) throw new Error(`route parameter names must be identifiers: ${names.join(', ')}`);
-  // The names are the route table's own, checked above; no request reaches this text.
-  return new Function('values', `return { ${names.map((name, i) => `${name}: values[${i}]`).join(', ')} };`) as (values: readonly string[]) => Record<string, string>;
+  try {
+    // The names are the route table's own, checked above; no request reaches this text.
+    return new Function('values', `return { ${names.map((name, i) => `${name}: values[${i}]`).join(', ')} };`) as (values: readonly string[]) => Record<string, string>;
+  } catch {
+    // node --disallow-code-generation-from-strings: the same objects, made name by name.
+    return (values) => Object.fromEntries(names.map((name, i) => [name, values[i]!]));
+  }
 }
 
 const UNRESERVED_ESCAPE = /%(?:2[DEde]|3\d|4[1-9A-Fa-f]|5[0-9Aa]|5[Ff]|6[1-9A-Fa-f]|7[0-9Aa]|7[Ee])/g;
