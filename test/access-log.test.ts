@@ -172,6 +172,19 @@ test('lines written in one turn of the event loop reach the sink in one chunk, a
   assert.deepEqual(chunks[0]!.split('\n'), [0, 1, 2, 3, 4].map((i) => `${TIME} GET /users/${i} 200 0.50ms 10B req=r${i}`).concat(''));
 });
 
+test('the time of each line is toISOString of its millisecond, across milliseconds, seconds, days and before 1970', () => {
+  const moments = [NOW, NOW + 1, NOW + 9, NOW + 10, NOW + 99, NOW + 100, NOW + 999, NOW + 1000, NOW + 1000.7, NOW + 86_399_999, NOW + 86_400_000, NOW, 0, -1, -999, -1000, -1001, 951_782_400_000];
+  let now = 0;
+  const chunks: string[] = [];
+  const log = new AccessLog('text', (chunk) => chunks.push(chunk), () => now);
+  for (const moment of moments) {
+    now = moment;
+    log.record({ method: 'GET', target: '/', status: 200, ms: 0, bytes: 0, id: 'r' });
+    log.flush();
+    assert.equal(chunks.at(-1)!.split(' ')[0], new Date(Math.floor(moment)).toISOString(), `clock at ${moment}`);
+  }
+});
+
 test(`pending lines are handed over as soon as they reach ${FLUSH_BYTES} bytes, each chunk made of whole lines`, async () => {
   const chunks: string[] = [];
   const log = new AccessLog('json', (chunk) => chunks.push(chunk), () => NOW);
