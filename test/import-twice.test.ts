@@ -2,7 +2,9 @@
  * An operator's story through the real binaries, on the journal and on
  * PostgreSQL: export a server's users, import them into another, restart
  * it, import the same file again. The second run leaves the target as the
- * first left it, for users with an alias and without one.
+ * first left it, for users with an alias and without one. And plain lines
+ * imported twice: the feed of changes has the first run's users once and
+ * nothing of the second run, which changed nothing.
  */
 import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
@@ -59,4 +61,36 @@ test('import of an export, run twice on a journal server restarted in between: t
 test('import of an export, run twice on a PostgreSQL server restarted in between: the second run finds every user unchanged and adds none', async (t) => {
   if (skipPostgres !== undefined) return t.skip(skipPostgres);
   await importTwice(t, ['--store', await testDatabase(t)]);
+});
+
+/** The lines of `usersctl watch --from-start --no-follow`: every change the server keeps. */
+async function changesSoFar(t: TestContext, url: string): Promise<{ op: string; user?: { name: string } }[]> {
+  const watched = await usersctl(t, url, ['watch', '--from-start', '--no-follow']);
+  assert.equal(watched.code, 0, watched.stderr);
+  return watched.stdout.trim().split('\n').map((line) => JSON.parse(line));
+}
+
+async function linesTwiceWatched(t: TestContext, serverArgs: string[]): Promise<void> {
+  const server = await spawnServer(t, ['--port', '0', ...serverArgs]);
+  const file = join(tempDir(t), 'people.ndjson');
+  writeFileSync(file, '{"name":"Ann"}\n{"name":"Ben"}\n{"name":"Cy"}\n');
+  for (const run of ['first', 'second']) {
+    const imported = await usersctl(t, server.url, ['import', '-f', file]);
+    assert.equal(imported.code, 0, `${run} run: ${imported.stderr}`);
+  }
+  // Lines go several at a time: the order of the creates is not the file's.
+  const named = (changes: { op: string; user?: { name: string } }[]) => changes.map((c) => `${c.op} ${c.user?.name}`).sort();
+  assert.deepEqual(named(await changesSoFar(t, server.url)), ['put Ann', 'put Ben', 'put Cy'], 'the second run is no change');
+  writeFileSync(file, '{"name":"Ann"}\n{"name":"Ben"}\n{"name":"Cy"}\n{"name":"Dee"}\n');
+  assert.equal((await usersctl(t, server.url, ['import', '-f', file])).code, 0);
+  assert.deepEqual(named((await changesSoFar(t, server.url)).slice(3)), ['put Dee'], 'a third run with a line more: that line alone');
+}
+
+test('plain lines imported twice on a journal server: usersctl watch shows each user once, and nothing of the second run', async (t) => {
+  await linesTwiceWatched(t, ['--data', tempDir(t)]);
+});
+
+test('plain lines imported twice on a PostgreSQL server: usersctl watch shows each user once, and nothing of the second run', async (t) => {
+  if (skipPostgres !== undefined) return t.skip(skipPostgres);
+  await linesTwiceWatched(t, ['--store', await testDatabase(t)]);
 });

@@ -420,6 +420,27 @@ for (const kind of STORE_KINDS) {
     }
   });
 
+  test(name('changes: a replace with the representation the user already has is answered as a replace and is no change, by id (with If-Match or without) and by alias; a different one is again'), async (t) => {
+    const { store } = await kind.open(t);
+    const created = await put(store, alias('ann'), { name: 'Ann' });
+    assert.ok(created.kind === 'created');
+    const tag = entityTag(created.user.json);
+    const same = [
+      await put(store, id(1), { name: 'Ann' }),
+      await put(store, id(1), { name: 'Ann', id: 1 }, { pre: { ifMatch: tag } }),
+      await put(store, alias('ann'), { name: 'Ann' }),
+    ];
+    for (const outcome of same) {
+      assert.ok(outcome.kind === 'replaced', JSON.stringify(outcome));
+      assert.deepEqual([outcome.user.id, outcome.user.alias, outcome.user.json], [1, 'ann', '{"name":"Ann","id":1}']);
+    }
+    assert.equal((await put(store, id(1), { name: 'Ann' }, { pre: { ifMatch: '"other"' } })).kind, 'precondition-failed', 'preconditions still hold');
+    assert.equal((await store.changesAfter(0, 100)).lastSeq, 1, 'only the create is a change');
+    assert.equal(userOf(await store.findUser(id(1))).etag ?? tag, tag);
+    assert.equal((await put(store, id(1), { name: 'Anne' })).kind, 'replaced');
+    assert.deepEqual((await store.changesAfter(1, 100)).changes.map((c) => [c.seq, c.op, c.json]), [[2, 'put', '{"name":"Anne","id":1}']]);
+  });
+
   test(name('changes: a sweep past the retention drops the oldest and says through which number; the numbers go on'), async (t) => {
     const opened = await kind.open(t);
     let { store } = opened;

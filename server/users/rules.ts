@@ -98,6 +98,8 @@ export interface PutRequest {
 export type PutDecision =
   | { readonly kind: 'create'; readonly id: number; readonly alias: string | undefined; readonly json: string }
   | { readonly kind: 'replace'; readonly user: StoredUser; readonly json: string }
+  /** A replace whose representation is the stored one byte for byte: nothing to write, and no change for the feed. */
+  | { readonly kind: 'unchanged'; readonly user: StoredUser }
   | { readonly kind: 'move'; readonly user: StoredUser; readonly to: number; readonly json: string }
   | OldId
   | Refusal;
@@ -218,7 +220,10 @@ function decideExisting(request: PutRequest, user: StoredUser, facts: UserFacts)
   const refusal = checkPreconditions(request.preconditions, user, request.policy);
   if (refusal !== undefined) return refusal;
   const bodyId = request.body.id as number | undefined;
-  if (bodyId === undefined || bodyId === user.id) return { kind: 'replace', user, json: represent(request.body, user.id) };
+  if (bodyId === undefined || bodyId === user.id) {
+    const json = represent(request.body, user.id);
+    return json === user.json ? { kind: 'unchanged', user } : { kind: 'replace', user, json };
+  }
   if (!request.policy.allowIdChange) return refuse('id-conflict', `The body says id ${bodyId} but this user is ${user.id}; ids are assigned by the server. To move a user to a new id, start users-server with --allow-id-change.`);
   if (facts.isIssued(bodyId)) return refuse('id-conflict', `The id ${bodyId} has already been issued; a user can only move to an id never issued before.`);
   return { kind: 'move', user, to: bodyId, json: represent(request.body, bodyId) };

@@ -121,6 +121,8 @@ export class StateStore implements Store {
         return this.commit([{ op: 'put', id: decision.id, alias: decision.alias, json: decision.json }], () => ({ kind: 'created', user: this.state.users.get(decision.id)! }));
       case 'replace':
         return this.commit([{ op: 'put', id: decision.user.id, json: decision.json }], () => ({ kind: 'replaced', user: this.state.users.get(decision.user.id)! }));
+      case 'unchanged':
+        return this.settle({ kind: 'replaced', user: decision.user });
       case 'move':
         return this.commit([{ op: 'move', from: decision.user.id, to: decision.to, json: decision.json }], () => ({ kind: 'moved', user: this.state.users.get(decision.to)! }));
       default:

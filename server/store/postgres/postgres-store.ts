@@ -249,6 +249,8 @@ export class PostgresStore implements Store {
           await commit([tx`update users set json = ${row.json}, etag = ${row.etag} where id = ${row.id}`]);
           return { kind: 'replaced', user: userOf({ ...row, id: String(row.id) }) };
         }
+        case 'unchanged':
+          return { kind: 'replaced', user: decision.user };
         case 'move':
           return { kind: 'moved', user: await move(tx, commit, facts, decision.user.id, decision.to, decision.user.alias, decision.json) };
         default:
@@ -274,8 +276,10 @@ export class PostgresStore implements Store {
    * transaction and one commit: each user's row is locked in id order first
    * (two statements locking in different orders could deadlock), then
    * updated where its `etag` is one the replace accepts, evaluated on the
-   * newest version once the lock is held. The result of each: the alias of
-   * the replaced user, or undefined when its row did not match.
+   * newest version once the lock is held; a row that already holds the new
+   * representation is left as it is (no write, no change for the feed) and
+   * counts as replaced. The result of each: the alias of the replaced user,
+   * or undefined when its row did not match.
    */
   private async replaceAll(puts: DirectReplace[]): Promise<(string | null | undefined)[]> {
     // The input goes as JSON text: a parameter typed jsonb would be encoded again by the driver.
@@ -286,12 +290,15 @@ export class PostgresStore implements Store {
         with input as materialized (
           select * from jsonb_to_recordset(${input}::text::jsonb) as x(id bigint, json text, etag text, accept text[])
         ), locked as materialized (
-          select u.id, u.etag from users u where u.id = any(array(select id from input)) order by u.id for update
+          select u.id, u.etag, u.alias, u.json from users u where u.id = any(array(select id from input)) order by u.id for update
+        ), matched as materialized (
+          select i.id, i.json, i.etag, l.alias, l.json = i.json as unchanged
+          from input i join locked l on l.id = i.id
+          where i.accept is null or l.etag = any(i.accept)
+        ), updated as (
+          update users u set json = m.json, etag = m.etag from matched m where u.id = m.id and not m.unchanged
         )
-        update users u set json = i.json, etag = i.etag
-        from input i join locked l on l.id = i.id
-        where u.id = i.id and (i.accept is null or l.etag = any(i.accept))
-        returning u.id, u.alias`;
+        select id, alias from matched`;
       const replaced = new Map(rows.map((row) => [Number(row.id), row.alias as string | null]));
       return puts.map((p) => (replaced.has(p.id) ? replaced.get(p.id) : undefined));
     });
