@@ -158,6 +158,35 @@ test('under --require-session all the feed needs a session or a token, as GET /u
   assert.equal((await send(server.url, 'GET', '/changes?since=0', { headers: { cookie } })).status, 200);
 });
 
+test('a following feed checks its session or token again (every 15 s): a token revoked or expired and a session logged out end theirs, the others go on, and the reconnect is refused', async (t) => {
+  let now = Date.now();
+  const server = await startTestServer(t, { requireSession: 'all' }, { clock: () => now });
+  const admin = await server.login();
+  const token = async (body: Record<string, unknown>) => {
+    const made = await send(server.url, 'POST', '/tokens', { json: body, headers: { cookie: admin } });
+    assert.equal(made.status, 201, made.text);
+    return made.json() as { id: string; token: string };
+  };
+  const [revoked, brief, stays] = [await token({ name: 'revoked' }), await token({ name: 'brief', expiresIn: 60 }), await token({ name: 'stays' })];
+  const session = await server.login();
+  const bearer = (t: { token: string }) => ({ authorization: `Bearer ${t.token}` });
+  const follow = (headers: Record<string, string>) => watch(t, server.url, '/changes?follow=1', headers);
+  const feeds = { revoked: await follow(bearer(revoked)), brief: await follow(bearer(brief)), loggedOut: await follow({ cookie: session }), stays: await follow(bearer(stays)), sse: await follow({ ...bearer(revoked), accept: 'text/event-stream' }) };
+  const ended = (w: Watcher) => new Promise<void>((resolve) => (w.response.complete ? resolve() : w.response.once('end', resolve)));
+
+  assert.equal((await send(server.url, 'DELETE', `/tokens/${revoked.id}`, { headers: { cookie: admin } })).status, 204);
+  assert.equal((await send(server.url, 'POST', '/logout', { headers: { cookie: session } })).status, 204);
+  now += 61_000;
+  server.running.app.feeds.recheck();
+  await Promise.all([feeds.revoked, feeds.brief, feeds.loggedOut, feeds.sse].map(ended));
+  assert.equal((await put(server.url, '/users/ann', { name: 'Ann' }, { cookie: admin })).status, 201);
+  assert.deepEqual((await feeds.stays.until(1)).map((l) => l.user?.name), ['Ann'], 'a feed whose token holds goes on');
+  for (const [headers, type] of [[bearer(revoked), 'invalid-token'], [bearer(brief), 'invalid-token'], [{ cookie: session }, 'unauthorized']] as const) {
+    assertProblem(await send(server.url, 'GET', '/changes?since=0', { headers }), 401, type);
+  }
+  for (const w of [feeds.revoked, feeds.brief, feeds.loggedOut]) assert.deepEqual(w.lines, [], 'an ended feed got nothing after its end');
+});
+
 test('a watcher that stops reading is cut once its backlog passes the limit; writes and other watchers go on, and /metrics counts it', async (t) => {
   const server = await startTestServer(t);
   const reader = await watch(t, server.url, '/changes?follow=1');

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { EXIT } from '../cli/exit-codes.js';
 import { lines, startCliServer } from './cli-helpers.js';
-import { put, tempDir } from './helpers.js';
+import { put, send, startTestServer, tempDir } from './helpers.js';
 import { freePort } from './postgres.js';
 import { spawnServer, spawnUsersctl } from './processes.js';
 
@@ -51,4 +51,19 @@ test('node bin/usersctl.js watch follows, connects again with its last cursor af
   assert.equal(exit.code, 130);
   assert.deepEqual(lines(watcher.stdout()).map((l) => JSON.parse(l).cursor), ['1', '2', '3'], 'every change once');
   assert.match(watcher.stderr(), /usersctl: stopped \(SIGINT\); the last cursor is 3: resume with usersctl watch --since 3\n$/);
+});
+
+test('node bin/usersctl.js watch with an API token that is revoked while it follows: the server ends the feed at its next check, and watch exits 4 with the server\'s sentence and the cursor to resume from', async (t) => {
+  const server = await startTestServer(t, { requireSession: 'all' });
+  const admin = await server.login();
+  const made = await send(server.url, 'POST', '/tokens', { json: { name: 'feeder' }, headers: { cookie: admin } });
+  const { id, token } = made.json() as { id: string; token: string };
+  const watcher = spawnUsersctl(t, ['watch', '--from-start'], { env: { PATH: process.env.PATH, USERSCTL_URL: server.url, USERSCTL_TOKEN: token, HOME: tempDir(t) } });
+  await put(server.url, '/users/ann', { name: 'Ann' }, { cookie: admin });
+  await watcher.waitForLine(/"cursor":"1"/);
+  assert.equal((await send(server.url, 'DELETE', `/tokens/${id}`, { headers: { cookie: admin } })).status, 204);
+  server.running.app.feeds.recheck();
+  const exit = await watcher.exited;
+  assert.equal(exit.code, EXIT.unauthorized, watcher.stderr());
+  assert.match(watcher.stderr(), /^usersctl: The API token is not known to this server: it was revoked, or never issued here\..* The last cursor is 1: resume with usersctl watch --since 1\n$/);
 });

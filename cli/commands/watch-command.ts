@@ -2,7 +2,7 @@
 import { CHANGES_PATH } from '../../shared/endpoints.js';
 import { single, statusError } from '../client.js';
 import type { Context } from '../context.js';
-import { EXIT, NetworkError, UsageError } from '../exit-codes.js';
+import { EXIT, NetworkError, StatusError, UsageError } from '../exit-codes.js';
 
 export interface WatchOptions {
   since?: string;
@@ -22,7 +22,9 @@ const RECONNECT_MAX_MS = 10_000;
  * following. When the connection drops or the server stops, it connects
  * again (with backoff) from the last cursor it printed, so nothing is
  * missed or printed twice. A refusal (a cursor no longer kept, no access)
- * ends it with the server's sentence. On SIGINT, SIGTERM or a closed
+ * ends it with the server's sentence; after the feed was followed (a
+ * session or token that stopped holding), with the cursor to resume from
+ * as well. On SIGINT, SIGTERM or a closed
  * output it stops and says the last cursor, for `--since` next time.
  */
 export async function watch(ctx: Context, options: WatchOptions): Promise<number> {
@@ -30,6 +32,8 @@ export async function watch(ctx: Context, options: WatchOptions): Promise<number
   if (options.since !== undefined && !/^\d{1,16}$/.test(options.since)) throw new UsageError(`--since ${JSON.stringify(options.since)} is not a cursor: give one the feed printed (its "cursor")`);
   let cursor = options.fromStart === true ? '0' : options.since;
   const aborts = new AbortController();
+  /** Set once a feed was answered: a refusal after that says where to resume. */
+  let followed = false;
   ctx.interruption.onStop(() => aborts.abort());
   for (let failures = 0; ctx.interruption.reason === undefined; ) {
     try {
@@ -43,6 +47,7 @@ export async function watch(ctx: Context, options: WatchOptions): Promise<number
           signal: aborts.signal,
           onHeaders: (headers) => {
             failures = 0;
+            followed = true;
             cursor ??= single(headers['x-changes-cursor']);
           },
           onChunk: async (text) => {
@@ -59,7 +64,7 @@ export async function watch(ctx: Context, options: WatchOptions): Promise<number
           },
         },
       );
-      if (response.status !== 200) throw statusError(response, `${ctx.client.origin}${CHANGES_PATH}`);
+      if (response.status !== 200) throw resumable(statusError(response, `${ctx.client.origin}${CHANGES_PATH}`), followed ? cursor : undefined);
       if (!follow) break;
       // The server ended the feed (it stopped): connect again at once, to it or another instance.
     } catch (error) {
@@ -80,4 +85,10 @@ export async function watch(ctx: Context, options: WatchOptions): Promise<number
     ctx.stopReported = true;
   }
   return EXIT.ok;
+}
+
+/** A refusal of a feed that was followed before, with where to resume (not for 410: that cursor is gone). */
+function resumable(error: StatusError, cursor: string | undefined): StatusError {
+  if (cursor === undefined || error.status === 410) return error;
+  return new StatusError(error.status, `${error.detail} The last cursor is ${cursor}: resume with usersctl watch --since ${cursor}`, error.type, error.title);
 }

@@ -42,7 +42,7 @@ export class AccessControl {
    * The request's principal: its token's (refusing a bad one), else its
    * first valid session's, else undefined.
    */
-  principal(req: IncomingMessage, res: ServerResponse, now: number): MaybePromise<Principal | undefined> {
+  principal(req: IncomingMessage, res: ServerResponse | undefined, now: number): MaybePromise<Principal | undefined> {
     const bearer = parseBearer(req.headers.authorization);
     if (bearer !== undefined) return this.tokenPrincipal(bearer, now);
     return andThen(this.deps.sessions.current(req, res, now), (session) => (session === undefined ? undefined : { name: session.account.name, role: session.account.role, via: 'session' as const }));
@@ -51,9 +51,11 @@ export class AccessControl {
   /**
    * Enforces `--require-session` for /users and /metrics: 401 without a
    * valid session or token, 403 for a reader's write. Undefined (nothing to
-   * wait for) when the mode asks for nothing and no token was sent.
+   * wait for) when the mode asks for nothing and no token was sent. `res`
+   * undefined: a check again while the answer runs (a following feed), which
+   * re-issues no cookie.
    */
-  authorize(req: IncomingMessage, res: ServerResponse, now: number, access: Access): MaybePromise<void> {
+  authorize(req: IncomingMessage, res: ServerResponse | undefined, now: number, access: Access): MaybePromise<void> {
     const mode = this.deps.config.requireSession;
     const needed = !(mode === 'none' || (access === 'read' && mode === 'writes'));
     if (!needed && req.headers.authorization === undefined) return undefined;

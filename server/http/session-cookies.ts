@@ -73,15 +73,15 @@ export class SessionCookies {
     return sessions;
   }
 
-  /** The first valid session, re-issued on `res` when an older key signed it. */
-  current(req: IncomingMessage, res: ServerResponse, now: number): MaybePromise<ActiveSession | undefined> {
+  /** The first valid session, re-issued on `res` when an older key signed it (none: a check after the answer began, say a feed's). */
+  current(req: IncomingMessage, res: ServerResponse | undefined, now: number): MaybePromise<ActiveSession | undefined> {
     const header = req.headers.cookie;
     if (header === undefined) return undefined;
     return this.firstValid(cookieValues(header, this.name), 0, res, now);
   }
 
   /** The first valid session from `tokens[from]` on; a plain loop while the store answers at once. */
-  private firstValid(tokens: readonly string[], from: number, res: ServerResponse, now: number): MaybePromise<ActiveSession | undefined> {
+  private firstValid(tokens: readonly string[], from: number, res: ServerResponse | undefined, now: number): MaybePromise<ActiveSession | undefined> {
     const nowSeconds = Math.floor(now / 1000);
     for (let i = from; i < tokens.length; i++) {
       const session = this.check(tokens[i]!, nowSeconds);
@@ -91,8 +91,8 @@ export class SessionCookies {
     return undefined;
   }
 
-  private reissue(session: ActiveSession, res: ServerResponse, now: number): ActiveSession {
-    if (session.stale) res.appendHeader('Set-Cookie', this.cookie(session.payload, now));
+  private reissue(session: ActiveSession, res: ServerResponse | undefined, now: number): ActiveSession {
+    if (session.stale && res !== undefined) res.appendHeader('Set-Cookie', this.cookie(session.payload, now));
     return session;
   }
 

@@ -2,7 +2,8 @@ import type { ServerResponse } from 'node:http';
 import { CHANGES_PATH } from '../../../shared/endpoints.js';
 import { problems } from '../../../shared/problems.js';
 import { HttpError } from '../../errors.js';
-import type { Change, Store } from '../../store/store.js';
+import type { Change, MaybePromise, Store } from '../../store/store.js';
+import type { AccessControl } from '../access-control.js';
 import { headers, NEEDS_SESSION_TO_READ, SESSION_OPTIONAL } from '../openapi.js';
 import type { Context, Route, RouteDeps } from '../route.js';
 
@@ -11,7 +12,11 @@ export const EVENT_STREAM_TYPE = 'text/event-stream';
 
 /** Changes read from the store at once, while catching up or following. */
 const PAGE = 1000;
-/** An idle following feed sends an empty line (SSE: a comment) this often, so proxies keep it open. */
+/**
+ * A following feed checks its session or token again this often, and when
+ * they still hold and nothing else was sent, sends an empty line (SSE: a
+ * comment) so that proxies keep it open.
+ */
 export const FEED_HEARTBEAT_MS = 15_000;
 /** Bytes a following feed may have waiting unsent; a watcher that lets more pile up is cut (and resumes from its cursor). */
 export const FEED_MAX_BUFFERED = 1 << 20;
@@ -24,6 +29,14 @@ const FEED_TURN_MS_PER_FEED = 0.1;
 const FEED_TURN_MAX_MS = 100;
 /** How long a catching-up feed waits for its reader to take what was sent before it is cut. */
 const DRAIN_WAIT_MS = 30_000;
+
+/** A following feed, as the feeds see it. */
+interface Following {
+  /** Sends what became durable since its last change sent. */
+  readonly pump: () => Promise<void>;
+  /** Checks its credentials again; ends it once they no longer hold. */
+  recheck(): void;
+}
 
 /** A page of changes framed for sending: its bytes, how many, the last one's number, and where the kept ones begin. */
 interface FramedPage {
@@ -43,8 +56,8 @@ export class ChangeFeeds {
    */
   private readonly pages = new Map<string, Promise<FramedPage>>();
   private unsubscribe: (() => void) | undefined;
-  /** The following feeds, and for each the pump that sends it what it has not had yet. */
-  private readonly following = new Map<ServerResponse, () => Promise<void>>();
+  /** The following feeds, by response. */
+  private readonly following = new Map<ServerResponse, Following>();
   /** Set while the feeds wait for their next turn (announced). */
   private turn: NodeJS.Timeout | undefined;
   /** Lines sent, and feeds cut for a reader too slow, since the start. */
@@ -59,10 +72,10 @@ export class ChangeFeeds {
 
   constructor(private readonly store: Store) {}
 
-  /** Counts a following feed, sent to by `pump` at each announcement; false once the server stops (the feed ends at once). */
-  add(res: ServerResponse, pump: () => Promise<void>): boolean {
+  /** Counts a following feed, pumped at each announcement; false once the server stops (the feed ends at once). */
+  add(res: ServerResponse, feed: Following): boolean {
     if (this.ended) return false;
-    this.following.set(res, pump);
+    this.following.set(res, feed);
     this.unsubscribe ??= this.store.onChanges(this.announced);
     return true;
   }
@@ -96,8 +109,13 @@ export class ChangeFeeds {
 
   private readonly pumpAll = (): void => {
     this.turn = undefined;
-    for (const pump of [...this.following.values()]) void pump();
+    for (const feed of [...this.following.values()]) void feed.pump();
   };
+
+  /** Checks every following feed's session or token now, as each does every FEED_HEARTBEAT_MS: those no longer valid end. */
+  recheck(): void {
+    for (const feed of [...this.following.values()]) feed.recheck();
+  }
 
   /** The changes after `after` framed by `framing`, read once per announcement for all the feeds that ask. */
   page(after: number, framing: Framing): Promise<FramedPage> {
@@ -176,7 +194,7 @@ export function changesRoute(deps: RouteDeps, feeds: ChangeFeeds): Route {
       const after = await startAfter(store, typeof lastEventId === 'string' ? lastEventId : (params.get('since') ?? undefined));
       // HEAD: the fields a GET would start with, and the end: it has no body to follow with.
       const until = ctx.req.method === 'HEAD' ? after.from : follow ? undefined : after.present;
-      await new Feed(store, ctx, sse ? SSE : NDJSON, feeds).run(after.from, until);
+      await new Feed(store, { access, clock: deps.clock ?? Date.now }, ctx, sse ? SSE : NDJSON, feeds).run(after.from, until);
     },
     doc: CHANGES_DOC,
   };
@@ -196,7 +214,7 @@ async function startAfter(store: Store, since: string | undefined): Promise<{ fr
 }
 
 /** One response of the feed: catches up from a number, then (following) sends changes as they become durable. */
-class Feed {
+class Feed implements Following {
   private sent: number;
   private pumping = false;
   private again = false;
@@ -204,6 +222,8 @@ class Feed {
 
   constructor(
     private readonly store: Store,
+    /** What a check of the feed's credentials again asks. */
+    private readonly credentials: { access: AccessControl; clock: () => number },
     private readonly ctx: Context,
     private readonly framing: Framing,
     private readonly feeds: ChangeFeeds,
@@ -225,8 +245,8 @@ class Feed {
       if (!this.closed) res.end();
       return;
     }
-    if (!this.feeds.add(res, this.pump)) return void res.end();
-    const heartbeat = setInterval(() => this.write(this.framing.heartbeat), FEED_HEARTBEAT_MS);
+    if (!this.feeds.add(res, this)) return void res.end();
+    const heartbeat = setInterval(() => this.recheck(() => this.write(this.framing.heartbeat)), FEED_HEARTBEAT_MS);
     res.once('close', () => {
       clearInterval(heartbeat);
       this.feeds.delete(res);
@@ -245,7 +265,7 @@ class Feed {
   }
 
   /** Sends what became durable since the last change sent; one pump at a time, again if asked meanwhile. */
-  private readonly pump = async (): Promise<void> => {
+  readonly pump = async (): Promise<void> => {
     if (this.pumping) {
       this.again = true;
       return;
@@ -267,6 +287,34 @@ class Feed {
       this.pumping = false;
     }
   };
+
+  /**
+   * Checks the session or token the feed began with, as at its start: once
+   * it is revoked, expired or its account gone (401, 403), the feed ends,
+   * and the reader's next request is told why. `then` runs while it holds,
+   * and also when the store cannot answer now (the next check asks again).
+   */
+  recheck(then?: () => void): void {
+    const settle = (error?: unknown) => {
+      if (error instanceof HttpError && (error.status === 401 || error.status === 403)) this.end();
+      else then?.();
+    };
+    let checked: MaybePromise<void>;
+    try {
+      checked = this.credentials.access.authorize(this.ctx.req, undefined, this.credentials.clock(), 'read');
+    } catch (error) {
+      return settle(error);
+    }
+    if (checked instanceof Promise) checked.then(() => settle(), settle);
+    else settle();
+  }
+
+  /** Ends the response in order (what was sent stays whole): the reader resumes with its last cursor. */
+  private end(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.ctx.res.end();
+  }
 
   /** Writes a page; false (and the feed cut) when the reader fell behind the retention or lets too much pile up. */
   private sendPage(changes: readonly Change[], trimmedThrough: number): boolean {
