@@ -497,6 +497,9 @@ test('node bin/users-server.js on a real full disk (a 4 MiB tmpfs): writes answe
     for (const ref of acked) assert.equal((await send(first.url, 'GET', ref)).status, 200, `GET ${ref}`);
     assert.equal((await send(first.url, 'GET', '/readyz')).status, 503);
     assert.match((await send(first.url, 'GET', '/metrics')).text, /^users_server_disk_full 1$/m);
+    // A PUT of what a user already holds changes nothing, so it needs no room.
+    const held = await send(first.url, 'GET', acked[0]!);
+    assert.equal((await send(first.url, 'PUT', acked[0]!, { body: held.text, headers: { 'content-type': 'application/json' } })).status, 200, 'a PUT that changes nothing on the full disk');
     // Space freed: within a second or so a write finds it (each try is a request, no sleep).
     unlinkSync(ballast);
     let reply = await put(first.url, '/users/after-free', { name: 'After' });
