@@ -330,7 +330,7 @@ test('PostgreSQL: without the driver installed, --store postgres:// exits 2 with
   assert.equal((await journal.exited).code, 0);
 });
 
-pg('users-server copy moves a data directory into an empty database and back with everything: users, aliases, moves, reservations, keys, revocations, API tokens, accounts, secrets; cookies and tokens stay valid', async (t) => {
+pg('users-server copy moves a data directory into an empty database and back with everything: users, aliases, moves, reservations, keys, revocations, API tokens, accounts, secrets; cookies and tokens stay valid, and a watcher resumes with its last cursor', async (t) => {
   const dir = tempDir(t);
   const now = Date.now();
   const journal = await startTestServer(t, { store: 'journal', data: dir, allowIdChange: true }, { env: {}, accounts: [{ name: 'rita', role: 'reader', password: 'rita-password' }] });
@@ -349,6 +349,12 @@ pg('users-server copy moves a data directory into an empty database and back wit
   assert.equal(made.status, 201, made.text);
   const bearer = { authorization: `Bearer ${made.json().token}` };
   const listing = (await send(journal.url, 'GET', '/users')).text;
+  const changes = async (url: string, since: string | number) => {
+    const reply = await send(url, 'GET', `/changes?since=${since}`);
+    assert.equal(reply.status, 200, reply.text);
+    return reply.text.split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as { cursor: string; op: string; id: number });
+  };
+  const lastCursor = Number((await changes(journal.url, 0)).at(-1)!.cursor);
   await journal.running.stop();
 
   const url = await testDatabase(t, { migrated: false });
@@ -366,6 +372,9 @@ pg('users-server copy moves a data directory into an empty database and back wit
   assert.equal((await send(db.url, 'GET', '/', { headers: bearer })).status, 200, 'an API token of the journal server is still valid');
   assert.equal((await send(db.url, 'POST', '/login', { headers: { authorization: basic('rita', 'rita-password') } })).status, 200);
   assert.equal((await put(db.url, `/users/${reserved.id}`, { name: 'Reserved' })).status, 201, 'the reservation is still live');
+  // The feed keeps its numbering, not its changes: the last cursor resumes, an older one is told so.
+  assert.deepEqual((await changes(db.url, lastCursor)).map((c) => [c.cursor, c.op, c.id]), [[String(lastCursor + 1), 'put', reserved.id]]);
+  assertProblem(await send(db.url, 'GET', `/changes?since=${lastCursor - 1}`), 410, 'changes-expired');
   assert.ok(Date.now() - now < 300_000);
 
   for (const args of [[], ['--replace']]) {
@@ -383,6 +392,7 @@ pg('users-server copy moves a data directory into an empty database and back wit
   assert.equal(returned.code, 0, returned.stderr);
   const again = await startTestServer(t, { store: 'journal', data: back, allowIdChange: true }, { env: {} });
   assert.equal((await send(again.url, 'GET', '/users')).text, listingAfter);
+  assert.deepEqual(await changes(again.url, lastCursor + 1), [], 'and back: the last cursor resumes');
   assert.equal((await send(again.url, 'GET', '/', { headers: { cookie } })).status, 200, 'and back: the cookie is still valid');
   assert.equal((await send(again.url, 'GET', '/', { headers: bearer })).status, 200, 'and back: the API token is still valid');
   assert.equal((await send(again.url, 'POST', '/login', { headers: { authorization: basic('admin', adminPassword) } })).status, 200);
