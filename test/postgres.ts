@@ -14,7 +14,7 @@ import { connect as netConnect, createServer, type AddressInfo, type Socket } fr
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
-import { exitOnInterrupt } from '../bench/children.js';
+import { exitOnInterrupt, waitGone } from '../bench/children.js';
 import { connect, type Sql } from '../server/store/postgres/driver.js';
 import { migrate } from '../server/store/postgres/schema.js';
 
@@ -87,11 +87,14 @@ async function startCluster(): Promise<Cluster> {
   // Set before initdb: an interrupt that comes while the cluster starts
   // (a few seconds of synchronous calls) still stops it once they return.
   process.once('exit', () => {
+    const postmaster = postmasterPid(data);
     try {
       runAsOwner(join(bin, 'pg_ctl'), ['-D', data, '-m', 'immediate', 'stop']);
     } catch {
       // Already stopped, or never started.
     }
+    // pg_ctl returns once the pid file is gone, which the server removes just before it exits.
+    if (postmaster !== undefined) waitGone([postmaster]);
     rmSync(dir, { recursive: true, force: true });
   });
   exitOnInterrupt();
@@ -139,10 +142,20 @@ export async function testDatabase(t: TestContext | undefined, options: { migrat
   return `${c.base}/${name}`;
 }
 
+/** The pid its postmaster.pid names, if the file is there. */
+function postmasterPid(data: string): number | undefined {
+  try {
+    return Number(readFileSync(join(data, 'postmaster.pid'), 'utf8').split('\n')[0]);
+  } catch {
+    return undefined;
+  }
+}
+
 /** True while the cluster's server runs (its postmaster.pid names a live process). */
 function isRunning(data: string): boolean {
+  const pid = postmasterPid(data);
+  if (pid === undefined) return false;
   try {
-    const pid = Number(readFileSync(join(data, 'postmaster.pid'), 'utf8').split('\n')[0]);
     process.kill(pid, 0);
     return true;
   } catch {
