@@ -4,7 +4,7 @@
  * test runner or a shell does). Used by the tests and the bench harnesses.
  */
 import type { ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { isAlive } from '../server/ops/data-dir.js';
 
 const running = new Set<ChildProcess>();
 let guarded = false;
@@ -19,26 +19,16 @@ function killAll(): void {
   waitGone(pids);
 }
 
-/** True while `pid` runs: it exists and is no zombie (dead, not yet reaped). */
-function runs(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat[stat.lastIndexOf(')') + 2] !== 'Z';
-  } catch {
-    return false;
-  }
-}
-
 /**
  * Waits, synchronously (for 'exit' handlers), until each of `pids` has
  * stopped running: a killed process takes a moment to free its memory and
- * die, and nothing of this process's should outlive it. At most 5 s.
+ * die, and nothing of this process's should outlive it (a zombie, dead but
+ * not yet reaped, counts as gone). At most 5 s.
  */
 export function waitGone(pids: readonly number[]): void {
   const pause = new Int32Array(new SharedArrayBuffer(4));
   const until = Date.now() + 5000;
-  for (const pid of pids) while (runs(pid) && Date.now() < until) Atomics.wait(pause, 0, 0, 1);
+  for (const pid of pids) while (isAlive(pid) && Date.now() < until) Atomics.wait(pause, 0, 0, 1);
 }
 
 let exitsOnInterrupt = false;
