@@ -2,15 +2,19 @@
  * usersctl watch: the feed of changes on stdout, a line each as the server
  * sent it; --no-follow, --since and --from-start; reconnection with the last
  * cursor across a kill -9 and restart of the server (no gap, no duplicate);
- * and an honest stop on SIGINT and on a closed output.
+ * an honest stop on SIGINT and on a closed output; and the sync.sh recipe
+ * of docs/cli.md, run as written.
  */
 import assert from 'node:assert/strict';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
 import { EXIT } from '../cli/exit-codes.js';
-import { lines, startCliServer } from './cli-helpers.js';
-import { put, send, startTestServer, tempDir } from './helpers.js';
+import { lines, shellWithUsersctl, startCliServer } from './cli-helpers.js';
+import { ADMIN_PASSWORD, put, send, startTestServer, tempDir } from './helpers.js';
 import { freePort } from './postgres.js';
-import { spawnServer, spawnUsersctl } from './processes.js';
+import { runTool, spawnChild, spawnServer, spawnUsersctl } from './processes.js';
 
 test('usersctl watch --no-follow prints the changes committed so far, from the start or after --since, and exits 0; a bad cursor is refused', async (t) => {
   const cli = await startCliServer(t);
@@ -66,4 +70,63 @@ test('node bin/usersctl.js watch with an API token that is revoked while it foll
   const exit = await watcher.exited;
   assert.equal(exit.code, EXIT.unauthorized, watcher.stderr());
   assert.match(watcher.stderr(), /^usersctl: The API token is not known to this server: it was revoked, or never issued here\..* The last cursor is 1: resume with usersctl watch --since 1\n$/);
+});
+
+/** Sends `signal` to the process group `pid` leads, if it is still there. */
+function signalGroup(pid: number, signal: NodeJS.Signals): void {
+  try {
+    process.kill(-pid, signal);
+  } catch {
+    // Gone already.
+  }
+}
+
+/** The sync.sh recipe of docs/cli.md "watch", as written. */
+function syncRecipe(): string {
+  const text = readFileSync(fileURLToPath(new URL('../docs/cli.md', import.meta.url)), 'utf8');
+  const match = /```sh\n(#!\/usr\/bin\/env bash\n# sync\.sh:[\s\S]*?)```/.exec(text);
+  assert.ok(match !== null, 'docs/cli.md has the sync.sh recipe');
+  return match[1]!;
+}
+
+test('the sync.sh recipe of docs/cli.md loads every user, then applies each change; a restart resumes after the last cursor saved; it exits 4 when its session ends', async (t) => {
+  if ((await runTool(t, 'sh', ['-c', 'command -v jq && command -v bash'])).code !== 0) return t.skip('jq or bash not found');
+  const server = await startTestServer(t, { requireSession: 'all' });
+  const { home, env } = shellWithUsersctl(t, server.url);
+  writeFileSync(join(home, 'sync.sh'), syncRecipe(), { mode: 0o755 });
+  // The other system: prints what it is given.
+  writeFileSync(join(home, 'bin', 'apply-change'), '#!/bin/sh\nprintf "applied %s\\n" "$1"\n', { mode: 0o755 });
+  const login = await runTool(t, 'sh', ['-c', 'usersctl login --password-stdin'], { env, input: `${ADMIN_PASSWORD}\n` });
+  assert.equal(login.code, 0, login.stderr);
+  const admin = await server.login();
+  for (const name of ['ann', 'bob']) await put(server.url, `/users/${name}`, { name }, { cookie: admin });
+  // Each run in a process group of its own, stopped as a whole, as Ctrl-C or a service manager
+  // stops a pipeline. Whatever is left goes first at the test's end (the hooks run in order).
+  const groups: number[] = [];
+  t.after(() => groups.forEach((pid) => signalGroup(pid, 'SIGKILL')));
+  const sync = () => {
+    const child = spawnChild(t, 'setsid', ['sh', '-c', 'cd "$HOME" && exec ./sync.sh'], { env });
+    groups.push(child.pid);
+    return child;
+  };
+  const first = sync();
+  await first.waitForLine(/^applied \{"op":"put","id":2,"user":\{"name":"bob","id":2\}\}$/);
+  await put(server.url, '/users/cy', { name: 'cy' }, { cookie: admin });
+  await first.waitForLine(/^applied \{"cursor":"3","op":"put","id":3/);
+  signalGroup(first.pid, 'SIGTERM');
+  await first.exited;
+  await send(server.url, 'DELETE', '/users/1', { headers: { cookie: admin } });
+  const again = sync();
+  await again.waitForLine(/^applied \{"cursor":"4","op":"delete","id":1\}$/);
+  assert.equal((await runTool(t, 'sh', ['-c', 'usersctl logout -q'], { env })).code, 0);
+  server.running.app.feeds.recheck();
+  const exit = await again.exited;
+  assert.equal(exit.code, EXIT.unauthorized, again.stderr());
+  const applied = (child: { stdout(): string }) => lines(child.stdout()).map((l) => l.replace(/^applied /, ''));
+  assert.deepEqual(applied(first), ['{"op":"put","id":1,"user":{"name":"ann","id":1}}', '{"op":"put","id":2,"user":{"name":"bob","id":2}}', '{"cursor":"3","op":"put","id":3,"user":{"name":"cy","id":3}}']);
+  // Stopped between applying cy and saving its cursor, the script gets cy again: at least once, never a gap.
+  const after = applied(again);
+  assert.deepEqual(after.slice(-1), ['{"cursor":"4","op":"delete","id":1}']);
+  assert.ok(after.length === 1 || (after.length === 2 && after[0] === applied(first)[2]), `the restart resumes after the last cursor saved: ${after.join(' ')}`);
+  assert.equal(readFileSync(join(home, 'sync.cursor'), 'utf8'), '4\n');
 });
