@@ -7,6 +7,8 @@ import type { ChildProcess } from 'node:child_process';
 import { isAlive } from '../server/ops/data-dir.js';
 
 const running = new Set<ChildProcess>();
+/** Process groups that children lead (spawned `detached`): what is left of each goes with it. */
+const groups = new Set<number>();
 let guarded = false;
 
 function killAll(): void {
@@ -15,8 +17,19 @@ function killAll(): void {
     child.kill('SIGKILL');
     if (child.pid !== undefined) pids.push(child.pid);
   }
+  for (const pid of groups) killGroup(pid, 'SIGKILL');
   running.clear();
+  groups.clear();
   waitGone(pids);
+}
+
+/** Sends `signal` to every process of the group `pid` leads, if any is left. */
+export function killGroup(pid: number, signal: NodeJS.Signals): void {
+  try {
+    process.kill(-pid, signal);
+  } catch {
+    // None left.
+  }
 }
 
 /**
@@ -48,14 +61,24 @@ export function exitOnInterrupt(): void {
   }
 }
 
-/** Tracks `child` until it exits. */
-export function track(child: ChildProcess): void {
+/**
+ * Tracks `child` until it exits; with `group` (it was spawned `detached`,
+ * leading a process group of its own), its group until this process
+ * exits: a shell's pipeline may outlive the shell.
+ */
+export function track(child: ChildProcess, group = false): void {
   if (!guarded) {
     guarded = true;
     process.once('exit', killAll);
     exitOnInterrupt();
   }
   running.add(child);
+  if (group && child.pid !== undefined) groups.add(child.pid);
   child.once('exit', () => running.delete(child));
   child.once('error', () => running.delete(child));
+}
+
+/** Stops tracking the group `pid` leads: it has been killed. */
+export function untrackGroup(pid: number): void {
+  groups.delete(pid);
 }

@@ -72,15 +72,6 @@ test('node bin/usersctl.js watch with an API token that is revoked while it foll
   assert.match(watcher.stderr(), /^usersctl: The API token is not known to this server: it was revoked, or never issued here\..* The last cursor is 1: resume with usersctl watch --since 1\n$/);
 });
 
-/** Sends `signal` to the process group `pid` leads, if it is still there. */
-function signalGroup(pid: number, signal: NodeJS.Signals): void {
-  try {
-    process.kill(-pid, signal);
-  } catch {
-    // Gone already.
-  }
-}
-
 /** The sync.sh recipe of docs/cli.md "watch", as written. */
 function syncRecipe(): string {
   const text = readFileSync(fileURLToPath(new URL('../docs/cli.md', import.meta.url)), 'utf8');
@@ -100,20 +91,13 @@ test('the sync.sh recipe of docs/cli.md loads every user, then applies each chan
   assert.equal(login.code, 0, login.stderr);
   const admin = await server.login();
   for (const name of ['ann', 'bob']) await put(server.url, `/users/${name}`, { name }, { cookie: admin });
-  // Each run in a process group of its own, stopped as a whole, as Ctrl-C or a service manager
-  // stops a pipeline. Whatever is left goes first at the test's end (the hooks run in order).
-  const groups: number[] = [];
-  t.after(() => groups.forEach((pid) => signalGroup(pid, 'SIGKILL')));
-  const sync = () => {
-    const child = spawnChild(t, 'setsid', ['sh', '-c', 'cd "$HOME" && exec ./sync.sh'], { env });
-    groups.push(child.pid);
-    return child;
-  };
+  // Stopped as Ctrl-C or a service manager stops it: the whole pipeline.
+  const sync = () => spawnChild(t, 'sh', ['-c', 'cd "$HOME" && exec ./sync.sh'], { env, group: true });
   const first = sync();
   await first.waitForLine(/^applied \{"op":"put","id":2,"user":\{"name":"bob","id":2\}\}$/);
   await put(server.url, '/users/cy', { name: 'cy' }, { cookie: admin });
   await first.waitForLine(/^applied \{"cursor":"3","op":"put","id":3/);
-  signalGroup(first.pid, 'SIGTERM');
+  first.kill('SIGTERM');
   await first.exited;
   await send(server.url, 'DELETE', '/users/1', { headers: { cookie: admin } });
   const again = sync();

@@ -7,7 +7,7 @@
  * the process closed), never on sleeps or time limits.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { track } from '../bench/children.js';
+import { killGroup, track, untrackGroup } from '../bench/children.js';
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -43,6 +43,12 @@ export interface SpawnOptions {
   stdin?: 'pipe' | 'ignore';
   /** How the test's end stops it while it still runs (say, SIGTERM and a check of the exit); SIGKILL after it if need be. */
   stop?: (child: Child) => Promise<void>;
+  /**
+   * Runs it in a process group of its own, which `kill` signals as a whole
+   * (as Ctrl-C or a service manager stops a shell's pipeline); whatever is
+   * left of the group is killed when the test ends.
+   */
+  group?: boolean;
 }
 
 /** The test process's environment without USERS_* (so nothing leaks in) and without node:test's marker. */
@@ -57,8 +63,9 @@ export function cleanEnv(): NodeJS.ProcessEnv {
  * running (without a test, by its owner or when this process exits).
  */
 export function spawnChild(t: TestContext | undefined, command: string, args: readonly string[], options: SpawnOptions = {}): Child {
-  const child = spawn(command, args, { cwd: options.cwd, env: options.env ?? cleanEnv(), stdio: [options.stdin ?? 'ignore', 'pipe', 'pipe'] });
-  track(child);
+  const group = options.group === true;
+  const child = spawn(command, args, { cwd: options.cwd, env: options.env ?? cleanEnv(), stdio: [options.stdin ?? 'ignore', 'pipe', 'pipe'], detached: group });
+  track(child, group);
   const text = { stdout: '', stderr: '' };
   child.stdout!.setEncoding('utf8').on('data', (s: string) => (text.stdout += s));
   child.stderr!.setEncoding('utf8').on('data', (s: string) => (text.stderr += s));
@@ -70,6 +77,10 @@ export function spawnChild(t: TestContext | undefined, command: string, args: re
   t?.after(async () => {
     if (stillRunning() && options.stop !== undefined) await options.stop(handle);
     if (stillRunning()) child.kill('SIGKILL');
+    if (group) {
+      killGroup(child.pid!, 'SIGKILL');
+      untrackGroup(child.pid!);
+    }
     await exited;
   });
   const waitForLine = (pattern: RegExp, stream: 'stdout' | 'stderr' = 'stdout') =>
@@ -99,7 +110,7 @@ export function spawnChild(t: TestContext | undefined, command: string, args: re
     exited,
     waitForLine,
     write: (s) => child.stdin!.write(s),
-    kill: (signal = 'SIGTERM') => child.kill(signal),
+    kill: (signal = 'SIGTERM') => (group ? killGroup(child.pid!, signal) : child.kill(signal)),
   };
   return handle;
 }
