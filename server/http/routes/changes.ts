@@ -13,9 +13,9 @@ export const EVENT_STREAM_TYPE = 'text/event-stream';
 /** Changes read from the store at once, while catching up or following. */
 const PAGE = 1000;
 /**
- * A following feed checks its session or token again this often, and when
- * they still hold and nothing else was sent, sends an empty line (SSE: a
- * comment) so that proxies keep it open.
+ * A following feed checks its session or token again this often and, while
+ * they hold, sends an empty line (SSE: a comment), so that proxies keep an
+ * idle feed open.
  */
 export const FEED_HEARTBEAT_MS = 15_000;
 /** Bytes a following feed may have waiting unsent; a watcher that lets more pile up is cut (and resumes from its cursor). */
