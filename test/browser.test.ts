@@ -4,18 +4,19 @@
  * `bin/users-server.js`: redirected from / to /login, sign in, stay signed
  * in across a reload, an HttpOnly cookie that scripts cannot read, sign out,
  * and a wrong password shown in the page. The sign-in page is saved as a
- * screenshot in test-artifacts/ for a human to look at.
+ * screenshot in test-artifacts/ for a human to look at. And the feed of
+ * changes in the browser: the EventSource example of docs/api.md.
  *
  * Needs Debian's chromium at /usr/bin/chromium (.ci/run installs it when it
  * can); without it the tests skip and say why.
  */
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, test } from 'node:test';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
-import { ADMIN_PASSWORD, buildIfStale, tempDir } from './helpers.js';
+import { ADMIN_PASSWORD, buildIfStale, put, startTestServer, tempDir } from './helpers.js';
 import { SERVER_BIN, spawnChild, type Child } from './processes.js';
 
 const REPO = fileURLToPath(new URL('..', import.meta.url));
@@ -147,4 +148,39 @@ test('Browser sign-in in Chromium: a wrong password shows the error in the page 
   await page.getByLabel('Password').fill(ADMIN_PASSWORD);
   await Promise.all([page.waitForURL(`${base}/`), page.getByRole('button', { name: 'Sign in' }).click()]);
   assert.equal(await bodyText(page), '"OK"', 'the re-rendered form signs in');
+});
+
+/** The EventSource example of docs/api.md, as written there (without its list indent). */
+function eventSourceExample(): string {
+  const match = /```js\n([\s\S]*?new EventSource[\s\S]*?)```/.exec(readFileSync(join(REPO, 'docs', 'api.md'), 'utf8'));
+  assert.ok(match !== null, 'docs/api.md has the EventSource example');
+  return match[1]!.replace(/^ {2}/gm, '');
+}
+
+test('Browser feed of changes in Chromium: the EventSource example of docs/api.md, signed in on the sign-in page under --require-session all, gets each change once, resumes after a cut connection with Last-Event-ID, and closes once its session is signed out', TEST_OPTIONS, async (t) => {
+  const opened = await newPage(t);
+  if (opened === undefined) return;
+  const { page } = opened;
+  // In process: the test ends the feeds' wait for their next check of the session (every 15 s).
+  const server = await startTestServer(t, { requireSession: 'all', loginPage: true });
+  await page.goto(`${server.url}/login`);
+  await page.getByLabel('User name').fill('admin');
+  await page.getByLabel('Password').fill(ADMIN_PASSWORD);
+  await Promise.all([page.waitForURL(`${server.url}/`), page.getByRole('button', { name: 'Sign in' }).click()]);
+  await page.evaluate(`(() => { window.seen = []; const render = (change) => window.seen.push(change.cursor + ' ' + change.op + ' ' + change.id); ${eventSourceExample()}; window.feed = feed; })()`);
+  await page.waitForFunction('window.feed.readyState === EventSource.OPEN');
+  const admin = await server.login();
+  assert.equal((await put(server.url, '/users/ann', { name: 'Ann' }, { cookie: admin })).status, 201);
+  await page.waitForFunction('window.seen.length === 1');
+
+  // Every connection cut: the browser connects again with Last-Event-ID and gets what it missed, once.
+  server.running.server.closeAllConnections();
+  assert.equal((await put(server.url, '/users/bob', { name: 'Bob' }, { cookie: admin })).status, 201);
+  await page.waitForFunction('window.seen.length === 2');
+  assert.deepEqual(await page.evaluate('window.seen'), ['1 put 1', '2 put 2']);
+
+  assert.equal(await page.evaluate("fetch('/logout', { method: 'POST' }).then((r) => r.status)"), 204);
+  server.running.app.feeds.recheck();
+  await page.waitForFunction('window.feed.readyState === EventSource.CLOSED');
+  assert.deepEqual(await page.evaluate('window.seen'), ['1 put 1', '2 put 2'], 'nothing after the session ended');
 });
