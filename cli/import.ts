@@ -213,6 +213,8 @@ class ImportRun {
         if (restored.action === 'created') this.stats.created++;
         if (restored.action === 'unchanged') this.stats.unchanged++;
         text = JSON.stringify({ ...where, ok: true, action: restored.action, id: restored.id });
+        // The replaced version as the target stored it, byte for byte (parsed, a large number could change).
+        if (restored.previous !== undefined) text = `${text.slice(0, -1)},"previous":${restored.previous}}`;
       } else {
         this.stats.failed++;
         text = JSON.stringify({ ...where, ok: false, status: restored.status, error: restored.error });

@@ -6,7 +6,8 @@
  * keeps its id (`--keep-ids`); a user that
  * already exists with other content is refused unless `--overwrite`, and
  * then replaced only over the version just read (If-Match), so a change
- * made meanwhile is never lost. docs/cli.md "Export and import".
+ * made meanwhile is never lost, and that version goes into the result, so
+ * nothing is overwritten without a copy. docs/cli.md "Export and import".
  */
 import { RESERVATIONS_PATH, USERS_PATH, userPath } from '../shared/endpoints.js';
 import { detailOf, single, type Response } from './client.js';
@@ -19,7 +20,13 @@ export interface RestoreOptions {
 }
 
 export type Restored =
-  | { readonly ok: true; readonly action: 'created' | 'unchanged' | 'replaced'; readonly id: number }
+  | {
+      readonly ok: true;
+      readonly action: 'created' | 'unchanged' | 'replaced';
+      readonly id: number;
+      /** Replaced: the representation it replaced, as the target stored it (the text of its GET). */
+      readonly previous?: string;
+    }
   | { readonly ok: false; readonly status: number; readonly error: string };
 
 const JSON_HEADERS = { accept: 'application/json', 'content-type': 'application/json' };
@@ -110,7 +117,7 @@ export class Restorer {
     if (!this.options.overwrite) return { ok: false, status: 412, error: `${what} exists on the target with other content; nothing was changed (--overwrite replaces it)` };
     const etag = single(current.headers.etag) ?? '';
     const replaced = await this.send('PUT', path, body, { 'if-match': etag });
-    if (replaced.status === 200) return done('replaced', replaced);
+    if (replaced.status === 200) return { ...done('replaced', replaced), previous: current.text };
     if (replaced.status === 412) return { ok: false, status: 412, error: `${what} changed on the target while it was being imported; nothing was overwritten` };
     return failed(replaced);
   }
@@ -125,7 +132,7 @@ function withoutId(user: Record<string, unknown>): Record<string, unknown> {
   return fields;
 }
 
-function done(action: 'created' | 'unchanged' | 'replaced', response: Response): Restored {
+function done(action: 'created' | 'unchanged' | 'replaced', response: Response): Extract<Restored, { ok: true }> {
   return { ok: true, action, id: (JSON.parse(response.text) as { id: number }).id };
 }
 

@@ -98,6 +98,9 @@ test('a user that exists with other content is reported (412, exit 8) and left a
   assert.equal(overwritten.code, EXIT.ok, overwritten.stdout);
   assert.deepEqual(results(overwritten.stdout).map((r) => r.action), ['replaced', 'unchanged', 'unchanged', 'unchanged']);
   assert.equal(await listText(b.server), await listText(a.server));
+  // What it overwrote is in its result, as B stored it: no original is lost.
+  assert.equal(lines(overwritten.stdout)[0], `{"line":2,"oldId":1,"alias":"alice","ok":true,"action":"replaced","id":1,"previous":{"name":"Alice, changed on B","id":1}}`);
+  assert.ok(results(overwritten.stdout).slice(1).every((r) => !('previous' in r)), 'only a replaced user carries previous');
 
   // Another target: id 3 deleted there, id 5 held by another user.
   const c = await startCliServer(t);
