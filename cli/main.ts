@@ -295,7 +295,7 @@ function addUserCommands(program: Command, action: Action): void {
 
   program
     .command('delete')
-    .description('delete users (ids or aliases; - reads refs from stdin, one a line)')
+    .description('delete users (ids or aliases; - reads refs from stdin, one a line), printing each as it was')
     .argument('<ref...>', 'user ids or aliases, or - for stdin')
     .option('--if-match <etag>', 'only if the user still has this ETag (one ref)')
     .addHelpText('after', '\nExample:\n  usersctl list | jq -r \'select(.name == "Test") | .id\' | usersctl delete -\n')

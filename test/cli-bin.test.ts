@@ -97,8 +97,9 @@ test('bin: delete takes many refs and - for refs on stdin; a missing one is repo
   const many = await usersctl(t, ['delete', 'a', 'nobody', '2'], env);
   assert.equal(many.code, EXIT.notFound, many.stderr);
   assert.deepEqual(lines(many.stderr), ['usersctl: nobody: No such user.']);
+  assert.deepEqual(lines(many.stdout), ['{"name":"A","id":1}', '{"name":"B","id":2}'], 'each user deleted, as it was');
   const fromStdin = await usersctl(t, ['delete', '-'], env, 'c\n\n4\n');
-  assert.deepEqual(fromStdin, { code: 0, stdout: '', stderr: '' });
+  assert.deepEqual(fromStdin, { code: 0, stdout: '{"name":"C","id":3}\n{"name":"D","id":4}\n', stderr: '' });
   const left = await usersctl(t, ['list'], env);
   assert.equal(left.stdout, '', `users left: ${left.stdout}`);
   const oneEtag = await usersctl(t, ['delete', 'x', 'y', '--if-match', '"e"'], env);

@@ -108,10 +108,10 @@ test('put to an id that was never issued exits 3; to an id whose user was delete
   assert.match(gone.stderr, /was issued/);
 });
 
-test('delete removes the user (nothing on stdout); a second delete exits 3', async (t) => {
+test('delete removes the user and prints it as it was (a copy of what is gone); a second delete exits 3', async (t) => {
   const cli = await startCliServer(t);
-  await put(cli.server.url, '/users/alice', { name: 'Alice' });
-  assert.deepEqual(await cli.run(['delete', 'alice']), { code: EXIT.ok, stdout: '', stderr: '' });
+  await put(cli.server.url, '/users/alice', { name: 'Alice', note: 'kept' });
+  assert.deepEqual(await cli.run(['delete', 'alice']), { code: EXIT.ok, stdout: '{"name":"Alice","note":"kept","id":1}\n', stderr: '' });
   assert.equal((await send(cli.server.url, 'GET', '/users/1')).status, 404);
   assert.equal((await cli.run(['delete', 'alice'])).code, EXIT.notFound);
 });

@@ -185,6 +185,22 @@ test('DELETE /users/{id} answers 204 with no body; then GET answers 404 and a re
   assert.equal(await listText(server), '{"items":[],"next":null}');
 });
 
+test('DELETE with Prefer: return=representation answers 200 with the user as it was and Preference-Applied; return=minimal or another preference keeps 204', async (t) => {
+  const server = await seeded(t);
+  assert.equal((await put(server.url, '/users/bob', { name: 'Bob', tags: ['x'] })).status, 201);
+  const kept = await send(server.url, 'DELETE', '/users/bob', { headers: { prefer: 'respond-async, return=representation' } });
+  assert.equal(kept.status, 200);
+  assert.equal(kept.text, '{"name":"Bob","tags":["x"],"id":2}');
+  assert.equal(kept.headers['content-type'], 'application/json');
+  assert.equal(kept.headers['preference-applied'], 'return=representation');
+  assertProblem(await get(server, '/users/2'), 404, 'not-found', 'deleted all the same');
+  for (const prefer of ['return=minimal', 'handling=lenient']) {
+    assert.equal((await put(server.url, '/users/cy', { name: 'Cy' })).status, 201);
+    const plain = await send(server.url, 'DELETE', '/users/cy', { headers: { prefer } });
+    assert.deepEqual([plain.status, plain.text, plain.headers['preference-applied']], [204, '', undefined], prefer);
+  }
+});
+
 test('DELETE /users/{alias} deletes the user the alias names, reachable by neither afterwards', async (t) => {
   const server = await seeded(t);
   assert.equal((await put(server.url, '/users/bob', { name: 'Bob' })).headers.location, '/users/2');

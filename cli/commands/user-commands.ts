@@ -169,13 +169,19 @@ export interface DeleteOptions {
   ifMatch?: string;
 }
 
-/** DELETE each ref; --if-match names one user's ETag, so it takes one ref. */
+/**
+ * DELETE each ref, printing each user as it was when deleted (the server's
+ * answer to Prefer: return=representation), so nothing is deleted without a
+ * copy; --if-match names one user's ETag, so it takes one ref.
+ */
 export function remove(ctx: Context, refs: readonly string[], options: DeleteOptions): Promise<number> {
   if (options.ifMatch !== undefined && (refs.length > 1 || refs.includes('-'))) throw new UsageError('--if-match is the ETag of one user: give one ref with it');
-  const headers: Record<string, string> = {};
+  const headers: Record<string, string> = { ...ACCEPT, prefer: 'return=representation' };
   if (options.ifMatch !== undefined) headers['if-match'] = options.ifMatch;
   return eachRef(ctx, refs, async (ref) => {
-    await ctx.client.expect({ method: 'DELETE', path: refPath(ref), headers }, [200, 204]);
+    const response = await ctx.client.expect({ method: 'DELETE', path: refPath(ref), headers }, [200, 204]);
+    // 204: a server that does not send it back.
+    if (response.status === 200) await ctx.out.write(response.text + '\n');
   });
 }
 

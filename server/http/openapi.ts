@@ -215,7 +215,7 @@ const PARAMETERS: Json = {
   aliases: { name: 'aliases', in: 'query', description: '`true`: the page also carries `aliases`, each listed id that has an alias mapped to it (what an export needs to rebuild the users); `next` keeps the parameter.', schema: { const: 'true' } },
   'If-Match': { name: 'If-Match', in: 'header', description: 'Strong comparison; `*` matches any existing user.', schema: { type: 'string' } },
   'If-None-Match': { name: 'If-None-Match', in: 'header', description: 'Weak comparison on GET (304); on PUT, a match or `*` on an existing user is 412.', schema: { type: 'string' } },
-  Prefer: { name: 'Prefer', in: 'header', description: '`return=minimal`: answer 204 without a body.', schema: { type: 'string' } },
+  Prefer: { name: 'Prefer', in: 'header', description: 'PUT: `return=minimal` answers 204 without a body. DELETE: `return=representation` answers 200 with the user as it was.', schema: { type: 'string' } },
   'Idempotency-Key': { name: 'Idempotency-Key', in: 'header', description: '1..255 visible ASCII characters.', schema: { type: 'string', pattern: '^[\\x21-\\x7e]{1,255}$' } },
   'X-Request-Id': {
     name: 'X-Request-Id',
@@ -239,7 +239,7 @@ const HEADERS: Json = {
   'RateLimit-Policy': stringHeader('The rate limit policy (IETF httpapi RateLimit header fields draft).'),
   RateLimit: stringHeader('The remaining quota and its reset (IETF httpapi RateLimit header fields draft).'),
   'Idempotent-Replayed': stringHeader('`true` when the response replays the one kept for the Idempotency-Key.', { const: 'true' }),
-  'Preference-Applied': stringHeader('`return=minimal`.', { const: 'return=minimal' }),
+  'Preference-Applied': stringHeader('The `return` preference honoured.', { enum: ['return=minimal', 'return=representation'] }),
 };
 
 const SECURITY_SCHEMES: Json = {

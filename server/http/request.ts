@@ -95,12 +95,14 @@ export function header(req: IncomingMessage, name: string): string | undefined {
   return Array.isArray(value) ? value.join(', ') : value;
 }
 
-/** True when a Prefer field (RFC 7240) asks for return=minimal. */
-export function prefersMinimal(field: string | undefined): boolean {
-  if (field === undefined) return false;
+/** The `return` preference of a Prefer field (RFC 7240 section 4.2), when it asks for one this server knows. */
+export function preferredReturn(field: string | undefined): 'minimal' | 'representation' | undefined {
+  if (field === undefined) return undefined;
   for (const preference of field.split(',')) {
     const [token] = preference.split(';');
-    if (token!.trim().toLowerCase().replaceAll(' ', '') === 'return=minimal') return true;
+    const asked = token!.trim().toLowerCase().replaceAll(' ', '');
+    if (asked === 'return=minimal') return 'minimal';
+    if (asked === 'return=representation') return 'representation';
   }
-  return false;
+  return undefined;
 }

@@ -39,7 +39,8 @@ export type PutOutcome =
   | OldId
   | Refusal;
 
-export type DeleteOutcome = { readonly kind: 'deleted'; readonly id: number } | OldId | Refusal;
+/** `user`: the version deleted, for a client that asks to see it (Prefer: return=representation). */
+export type DeleteOutcome = { readonly kind: 'deleted'; readonly id: number; readonly user: StoredUser } | OldId | Refusal;
 
 export interface CreateRequest {
   /** The validated body; undefined when it failed to parse or validate, which is refused unless the key replays. */

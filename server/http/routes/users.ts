@@ -22,7 +22,7 @@ import {
 } from '../../users/rules.js';
 import { isFormEncoding, isJsonType } from '../media-type.js';
 import { empty, json, NEEDS_SESSION, NEEDS_SESSION_TO_READ, parameter, schema, SESSION_OPTIONAL } from '../openapi.js';
-import { header, parseJson, prefersMinimal, readBody } from '../request.js';
+import { header, parseJson, preferredReturn, readBody } from '../request.js';
 import { notFound, sendEmpty, sendEmptyFields, sendJson, sendJsonFields } from '../response.js';
 import type { Context, Route, RouteDeps } from '../route.js';
 
@@ -123,7 +123,7 @@ class UserRoutes {
     const ref = await this.writeTarget(ctx);
     if (ref === undefined) return;
     const outcome = await this.store.deleteUser({ ref, preconditions: preconditionsOf(ctx), policy: this.policy });
-    if (outcome.kind === 'deleted') return sendEmpty(ctx.res, 204);
+    if (outcome.kind === 'deleted') return sendDeleted(ctx, outcome.user);
     if (outcome.kind === 'old-id') return sendEmpty(ctx.res, 301, { Location: userPath(outcome.currentId) });
     throw refusalError(outcome);
   }
@@ -258,7 +258,7 @@ function sendWritten(ctx: Context, status: 200 | 201, user: StoredUser, raw: Buf
   const path = userPath(user.id);
   // Header lists, not objects: the hot path of a PUT builds no object to spread.
   const fields = withLocation ? ['Location', path] : [];
-  const minimal = prefersMinimal(header(ctx.req, 'prefer'));
+  const minimal = preferredReturn(header(ctx.req, 'prefer')) === 'minimal';
   if (!minimal) fields.push('Content-Location', path);
   // RFC 9110 section 9.3.4: a validator only when the stored representation
   // is exactly the content received (UTF-8 has at least a byte per UTF-16 unit,
@@ -267,6 +267,16 @@ function sendWritten(ctx: Context, status: 200 | 201, user: StoredUser, raw: Buf
   if (!minimal) return sendJsonFields(ctx.res, status, user.json, fields);
   fields.push('Preference-Applied', 'return=minimal');
   sendEmptyFields(ctx.res, 204, fields);
+}
+
+/**
+ * 204 after a delete; with `Prefer: return=representation`, 200 and the
+ * user as it was (RFC 9110 section 9.3.5), so that a client keeps what it
+ * deleted.
+ */
+function sendDeleted(ctx: Context, user: StoredUser): void {
+  if (preferredReturn(header(ctx.req, 'prefer')) !== 'representation') return sendEmpty(ctx.res, 204);
+  sendJson(ctx.res, 200, user.json, { 'Preference-Applied': 'return=representation' });
 }
 
 function sendOutcome(res: ServerResponse, outcome: CreateOutcome | ReserveOutcome): void {
@@ -401,8 +411,12 @@ const DELETE_DOC = {
   description: NEEDS_SESSION,
   tags: ['users'],
   security: SESSION_OPTIONAL,
-  parameters: [parameter('ref'), parameter('If-Match')],
-  responses: { '204': empty('Deleted.'), '301': MOVED },
+  parameters: [parameter('ref'), parameter('If-Match'), parameter('Prefer')],
+  responses: {
+    '200': json('Deleted, with `Prefer: return=representation`: the user as it was.', schema('User'), 'Preference-Applied'),
+    '204': empty('Deleted.'),
+    '301': MOVED,
+  },
   problems: [401, 403, 404, 412, 428],
 };
 

@@ -134,7 +134,7 @@ export class StateStore implements Store {
     const decision = decideDelete(request, this.state);
     if (decision.kind !== 'delete') return this.settle(decision);
     const id = decision.user.id;
-    return this.commit([{ op: 'delete', id }], () => ({ kind: 'deleted', id }));
+    return this.commit([{ op: 'delete', id }], () => ({ kind: 'deleted', id, user: decision.user }));
   }
 
   createUser(request: CreateRequest): MaybePromise<CreateOutcome> {

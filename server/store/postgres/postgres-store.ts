@@ -316,7 +316,7 @@ export class PostgresStore implements Store {
       const decision = decideDelete(request, facts);
       if (decision.kind !== 'delete') return decision;
       await commit([tx`delete from users where id = ${decision.user.id}`]);
-      return { kind: 'deleted', id: decision.user.id };
+      return { kind: 'deleted', id: decision.user.id, user: decision.user };
     });
   }
 
