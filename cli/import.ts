@@ -186,7 +186,9 @@ class ImportRun {
       if (response.status === 200 || response.status === 201) {
         this.stats.ok++;
         if (response.status === 201) this.stats.created++;
-        text = `{"line":${line.number},"ok":true,"user":${response.text === '' ? 'null' : response.text}}`;
+        // The status says what the PUT did: 201 a user created, 200 one replaced (or left as it was).
+        const action = response.status === 201 ? 'created' : 'replaced';
+        text = `{"line":${line.number},"ok":true,"action":"${action}","user":${response.text === '' ? 'null' : response.text}}`;
       } else {
         this.stats.failed++;
         text = failure(line.number, response.status, detailOf(response));

@@ -10,7 +10,7 @@ import { lines, sendJsonText, startCliServer, startStub, usersctl } from './cli-
 
 // usersctl import: NDJSON in, one result per line out, in input order.
 
-type Result = { line: number; ok: boolean; status?: number; error?: string; user?: Record<string, unknown> };
+type Result = { line: number; ok: boolean; action?: string; status?: number; error?: string; user?: Record<string, unknown> };
 
 function results(stdout: string): Result[] {
   return lines(stdout).map((l) => JSON.parse(l) as Result);
@@ -82,10 +82,12 @@ test('--uuid-namespace derives the aliases under that namespace', async (t) => {
 test('--alias-field PUTs each line under its field\'s value: a changed line replaces instead of duplicating', async (t) => {
   const cli = await startCliServer(t);
   // One line at a time: ann gets id 1 whatever the store (PostgreSQL may order concurrent creates otherwise).
-  assert.equal((await cli.run(['import', '--alias-field', 'login', '--concurrency', '1'], { stdin: '{"login":"ann","name":"Ann"}\n{"login":"bo","name":"Bo"}\n' })).code, EXIT.ok);
+  const first = await cli.run(['import', '--alias-field', 'login', '--concurrency', '1'], { stdin: '{"login":"ann","name":"Ann"}\n{"login":"bo","name":"Bo"}\n' });
+  assert.equal(first.code, EXIT.ok);
+  assert.deepEqual(results(first.stdout).map((r) => r.action), ['created', 'created']);
   const again = await cli.run(['import', '--alias-field', 'login'], { stdin: '{"login":"ann","name":"Ann Smith"}\n' });
   assert.equal(again.code, EXIT.ok);
-  assert.deepEqual(results(again.stdout)[0]!.user, { login: 'ann', name: 'Ann Smith', id: 1 });
+  assert.equal(lines(again.stdout)[0], '{"line":1,"ok":true,"action":"replaced","user":{"login":"ann","name":"Ann Smith","id":1}}');
   assert.equal(userCount(await listText(cli.server)), 2);
   const missing = await cli.run(['import', '--alias-field', 'login'], { stdin: '{"name":"No login"}\n{"login":"a b","name":"Bad"}\n' });
   assert.equal(missing.code, EXIT.partialImport);
