@@ -392,12 +392,19 @@ export async function preloadSetup(url: string, setup: CeilingSetup, count: numb
   if (loaded.non2xx > 0 || loaded.errors > 0) throw new Error(`preloading ${setup.name}: ${loaded.non2xx} non-2xx, ${loaded.errors} errors`);
 }
 
-/** PUT /users/{random existing id} with a new {name}: replaces a user on every request. */
+/**
+ * PUT /users/{random existing id} with a {name} no request sent before: each
+ * one changes its user. (A fixed pool cannot: its connections send the same
+ * request one after another, and users-server writes nothing for a PUT of
+ * what a user already holds, where the reference writes.) Built per request
+ * (`setupRequest`) from precomputed paths and names, a counter making each
+ * name new.
+ */
 export function putReplacing(users: number): LoadRequest[] {
-  return requestPool(() => {
-    const id = 1 + Math.floor(Math.random() * users);
-    return { method: 'PUT', headers: JSON_HEADERS, path: `/users/${id}`, body: `{"name":${JSON.stringify(typicalName(Math.floor(Math.random() * 1e6)))}}` };
-  });
+  const paths = Array.from({ length: POOL_SIZE }, () => `/users/${1 + Math.floor(Math.random() * users)}`);
+  const names = Array.from({ length: POOL_SIZE }, (_, i) => `{"name":"${typicalName(Math.floor(Math.random() * 1e6) + i)} `);
+  let n = 0;
+  return [{ method: 'PUT', headers: JSON_HEADERS, setupRequest: (req) => ({ ...req, path: paths[n % POOL_SIZE]!, body: `${names[n++ % POOL_SIZE]!}${n}"}` }) }];
 }
 
 /** Requests in a pool, each connection cycling through it. */
@@ -407,8 +414,9 @@ export const POOL_SIZE = 1000;
  * A pool of POOL_SIZE fixed requests drawn from `make`. autocannon builds a
  * fixed request's bytes once, but rebuilds a `setupRequest` one on every
  * send: on one core that cost capped the load generator near 15,000-20,000
- * req/s and pressed every ratio toward 1. Reads and replacing writes use
- * pools; only requests that must be unique (creates) use `setupRequest`.
+ * req/s and pressed every ratio toward 1. Reads use pools; only requests
+ * that must be unique (creates, and replaces that must change their user)
+ * use `setupRequest`.
  */
 export function requestPool(make: () => LoadRequest): LoadRequest[] {
   return Array.from({ length: POOL_SIZE }, make);
