@@ -22,7 +22,7 @@ import {
 } from '../../users/rules.js';
 import { isFormEncoding, isJsonType } from '../media-type.js';
 import { empty, json, NEEDS_SESSION, NEEDS_SESSION_TO_READ, parameter, schema, SESSION_OPTIONAL } from '../openapi.js';
-import { header, parseJson, preferredReturn, readBody } from '../request.js';
+import { header, parseJson, parseJsonText, preferredReturn, readBody, readJsonText } from '../request.js';
 import { notFound, sendEmpty, sendEmptyFields, sendJson, sendJsonFields } from '../response.js';
 import type { Context, Route, RouteDeps } from '../route.js';
 
@@ -102,16 +102,16 @@ class UserRoutes {
   private async putTo(ctx: Context, ref: UserRef | undefined): Promise<void> {
     if (ref === undefined) return;
     requireJson(ctx.req.headers['content-type']);
-    const raw = await readBody(ctx.req, this.config.maxBody);
-    const body = checkUser(parseJson(raw));
+    const text = await readJsonText(ctx.req, this.config.maxBody);
+    const body = checkUser(parseJsonText(text));
     const outcome = await this.store.putUser({ ref, body, preconditions: preconditionsOf(ctx), policy: this.policy, now: ctx.now });
     switch (outcome.kind) {
       case 'created':
-        return sendWritten(ctx, 201, outcome.user, raw, true);
+        return sendWritten(ctx, 201, outcome.user, text, true);
       case 'replaced':
-        return sendWritten(ctx, 200, outcome.user, raw, false);
+        return sendWritten(ctx, 200, outcome.user, text, false);
       case 'moved':
-        return sendWritten(ctx, 200, outcome.user, raw, true);
+        return sendWritten(ctx, 200, outcome.user, text, true);
       case 'old-id':
         return sendEmpty(ctx.res, 301, { Location: userPath(outcome.currentId) });
       default:
@@ -254,16 +254,15 @@ function preconditionsOf(ctx: Context): Preconditions {
 }
 
 /** Sends a user after a write: 201/200 (with Location when it was created or moved), or 204 for Prefer: return=minimal. */
-function sendWritten(ctx: Context, status: 200 | 201, user: StoredUser, raw: Buffer, withLocation: boolean): void {
+function sendWritten(ctx: Context, status: 200 | 201, user: StoredUser, text: string, withLocation: boolean): void {
   const path = userPath(user.id);
   // Header lists, not objects: the hot path of a PUT builds no object to spread.
   const fields = withLocation ? ['Location', path] : [];
   const minimal = preferredReturn(header(ctx.req, 'prefer')) === 'minimal';
   if (!minimal) fields.push('Content-Location', path);
   // RFC 9110 section 9.3.4: a validator only when the stored representation
-  // is exactly the content received (UTF-8 has at least a byte per UTF-16 unit,
-  // so a shorter body cannot be it).
-  if (raw.length >= user.json.length && raw.length === Buffer.byteLength(user.json) && raw.toString('utf8') === user.json) fields.push('ETag', etagOf(user));
+  // is exactly the content received (as UTF-8 text: the same text is the same bytes).
+  if (text === user.json) fields.push('ETag', etagOf(user));
   if (!minimal) return sendJsonFields(ctx.res, status, user.json, fields);
   fields.push('Preference-Applied', 'return=minimal');
   sendEmptyFields(ctx.res, 204, fields);
