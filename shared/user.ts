@@ -27,21 +27,24 @@ export class UserValidationError extends Error {
   }
 }
 
+/** A C0 control, DEL, a C1 control (Unicode general category Cc) or a lone surrogate. */
+const UNFIT_IN_NAME = /[\u0000-\u001f\u007f-\u009f\p{Cs}]/u;
+
 /** Checks a user name; returns an error message, or undefined when it is fine. */
 export function checkName(name: unknown): string | undefined {
   if (typeof name !== 'string') return 'name must be a string';
-  if (!name.isWellFormed()) return 'name must be well-formed Unicode';
-  // Characters are code points: a well-formed string's length less its surrogate pairs.
-  let pairs = 0;
-  for (let i = 0; i < name.length; i++) {
-    const code = name.charCodeAt(i);
-    // C0 controls, DEL and C1 controls (Unicode general category Cc).
-    if (code < 0x20 || (code >= 0x7f && code <= 0x9f)) return 'name must not contain control characters';
-    if (code >= 0xd800 && code <= 0xdbff) pairs++;
-  }
-  const length = name.length - pairs;
-  if (length < 1 || length > NAME_MAX_LENGTH) return `name must have 1 to ${NAME_MAX_LENGTH} characters`;
+  // One scan for the usual name; which rule failed is looked up only after.
+  if (UNFIT_IN_NAME.test(name)) return name.isWellFormed() ? 'name must not contain control characters' : 'name must be well-formed Unicode';
+  // Characters are code points: never more than the UTF-16 length, counted only past it.
+  if (name.length === 0 || (name.length > NAME_MAX_LENGTH && codePoints(name) > NAME_MAX_LENGTH)) return `name must have 1 to ${NAME_MAX_LENGTH} characters`;
   return undefined;
+}
+
+/** The number of code points of a well-formed string. */
+function codePoints(text: string): number {
+  let count = 0;
+  for (let i = 0; i < text.length; i++) if ((text.charCodeAt(i) & 0xfc00) !== 0xdc00) count++;
+  return count;
 }
 
 /**

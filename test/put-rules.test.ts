@@ -123,6 +123,9 @@ const refusals: Refusal[] = [
   { rule: '1', name: 'a body without name', path: '/users/1', body: '{"nick":"Bo"}', status: 422, code: 'invalid-user', field: 'name' },
   { rule: '1', name: 'an empty name', path: '/users/1', body: '{"name":""}', status: 422, code: 'invalid-user', field: 'name' },
   { rule: '1', name: 'a name of 201 characters', path: '/users/1', body: JSON.stringify({ name: 'n'.repeat(201) }), status: 422, code: 'invalid-user', field: 'name' },
+  { rule: '1', name: 'a name of 201 characters outside the BMP (402 UTF-16 units)', path: '/users/1', body: JSON.stringify({ name: '😀'.repeat(201) }), status: 422, code: 'invalid-user', field: 'name' },
+  { rule: '1', name: 'a name with a lone surrogate (\\ud800)', path: '/users/1', body: '{"name":"a\\ud800b"}', status: 422, code: 'invalid-user', field: 'name' },
+  { rule: '1', name: 'a name with a lone low surrogate and a control character', path: '/users/1', body: '{"name":"\\udc00\\u0001"}', status: 422, code: 'invalid-user', field: 'name' },
   { rule: '1', name: 'a name with a C0 control character (U+0001)', path: '/users/1', body: '{"name":"a\\u0001b"}', status: 422, code: 'invalid-user', field: 'name' },
   { rule: '1', name: 'a name with a newline', path: '/users/1', body: '{"name":"a\\nb"}', status: 422, code: 'invalid-user', field: 'name' },
   { rule: '1', name: 'a name with DEL (U+007F)', path: '/users/1', body: '{"name":"a\\u007fb"}', status: 422, code: 'invalid-user', field: 'name' },
@@ -214,6 +217,8 @@ for (const contentType of ['application/json', 'application/json; charset=utf-8'
 const acceptedNames: Array<{ name: string; value: string }> = [
   { name: 'a name of 1 character', value: 'x' },
   { name: 'a name of exactly 200 characters', value: 'n'.repeat(200) },
+  { name: 'a name of 200 characters outside the BMP (400 UTF-16 units)', value: '😀'.repeat(200) },
+  { name: 'a name of 199 BMP characters and one outside it (201 UTF-16 units)', value: 'n'.repeat(199) + '😀' },
   { name: 'a name with non-ASCII letters and a space', value: 'Zoë Ångström' },
   { name: 'a name with punctuation and quotes', value: 'O\'Brien-Smith, Jr. "Bo" <b@x>' },
 ];

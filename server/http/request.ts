@@ -34,60 +34,61 @@ export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
   return readBodyAs(req, limit, (raw) => raw);
 }
 
-/**
- * A JSON body's text (`readBody`, then 400 invalid-json unless it is
- * UTF-8). A string, not the bytes: a promise fulfilled with an object looks
- * up its `then` first, four prototypes up for a Buffer, and the text is
- * what the route compares and parses anyway.
- */
-export function readJsonText(req: IncomingMessage, limit: number): Promise<string> {
-  return readBodyAs(req, limit, jsonText);
-}
-
 /** `readBody` whose promise is fulfilled with `finish(body)`, or rejected with what it throws. */
 function readBodyAs<T>(req: IncomingMessage, limit: number, finish: (raw: Buffer) => T): Promise<T> {
-  if (declaresTooLarge(req, limit)) return Promise.reject(tooLarge(limit));
-  if (req.complete && req.readableLength <= limit) {
-    try {
-      return Promise.resolve(finish((req.read() as Buffer | null) ?? NO_BODY));
-    } catch (error) {
-      return Promise.reject(error);
-    }
-  }
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    const cleanup = () => {
-      req.off('data', onData);
-      req.off('end', onEnd);
-      req.off('error', onError);
-    };
-    const onData = (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > limit) {
-        cleanup();
-        reject(tooLarge(limit));
-        return;
-      }
-      chunks.push(chunk);
-    };
-    // After 'end' nothing more comes, and a late 'error' meets a settled
-    // promise: the listeners stay (removing three costs more than the rest of the read).
-    const onEnd = () => {
-      try {
-        resolve(finish(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size)));
-      } catch (error) {
-        reject(error);
-      }
-    };
-    const onError = () => {
+  return new Promise((resolve, reject) => readBodyThen(req, limit, finish, resolve, reject));
+}
+
+/**
+ * `readBodyAs` without its promise, for the PUT route, which has one
+ * promise of its own: `done(finish(body))` once the body is read, or
+ * `failed` with what the read or `finish` threw: one of them, once (at
+ * once when the body has already arrived).
+ */
+export function readBodyThen<T>(req: IncomingMessage, limit: number, finish: (raw: Buffer) => T, done: (value: T) => void, failed: (error: unknown) => void): void {
+  if (declaresTooLarge(req, limit)) return failed(tooLarge(limit));
+  if (req.complete && req.readableLength <= limit) return finishWith(finish, (req.read() as Buffer | null) ?? NO_BODY, done, failed);
+  const chunks: Buffer[] = [];
+  let size = 0;
+  const cleanup = () => {
+    req.off('data', onData);
+    req.off('end', onEnd);
+    req.off('error', onError);
+  };
+  const onData = (chunk: Buffer) => {
+    size += chunk.length;
+    if (size > limit) {
       cleanup();
-      reject(new HttpError(problems.badRequest, 'The request body was cut off.', { Connection: 'close' }));
-    };
-    req.on('data', onData);
-    req.on('end', onEnd);
-    req.on('error', onError);
-  });
+      failed(tooLarge(limit));
+      return;
+    }
+    chunks.push(chunk);
+  };
+  // After 'end' nothing more comes, and a late 'error' finds `failed`
+  // already past: the listeners stay (removing three costs more than the
+  // rest of the read), and what `done` throws is not called `failed` for.
+  let ended = false;
+  const onEnd = () => {
+    ended = true;
+    finishWith(finish, chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size), done, failed);
+  };
+  const onError = () => {
+    cleanup();
+    if (!ended) failed(new HttpError(problems.badRequest, 'The request body was cut off.', { Connection: 'close' }));
+  };
+  req.on('data', onData);
+  req.on('end', onEnd);
+  req.on('error', onError);
+}
+
+function finishWith<T>(finish: (raw: Buffer) => T, raw: Buffer, done: (value: T) => void, failed: (error: unknown) => void): void {
+  let value: T;
+  try {
+    value = finish(raw);
+  } catch (error) {
+    return failed(error);
+  }
+  done(value);
 }
 
 /**
@@ -100,12 +101,12 @@ export function parseJson(raw: Buffer): unknown {
 }
 
 /** A JSON body's bytes as text; 400 invalid-json when they are not UTF-8. */
-function jsonText(raw: Buffer): string {
+export function jsonText(raw: Buffer): string {
   if (!isUtf8(raw)) throw invalidJson();
   return raw.toString('utf8');
 }
 
-/** Parses a JSON body's text (`readJsonText`), a byte order mark before it skipped. */
+/** Parses a JSON body's text (`jsonText`), a byte order mark before it skipped. */
 export function parseJsonText(text: string): unknown {
   try {
     return JSON.parse(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text);

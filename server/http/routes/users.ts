@@ -4,7 +4,7 @@ import { NEW_USER_PATH, RESERVATIONS_PATH, USERS_PATH, userPath } from '../../..
 import { problems, type ProblemKind } from '../../../shared/problems.js';
 import { parseRef, UserValidationError, validateUserBody } from '../../../shared/user.js';
 import { HttpError } from '../../errors.js';
-import type { CreateOutcome, Lookup, MaybePromise, ReserveOutcome, UserPage } from '../../store/store.js';
+import type { CreateOutcome, Lookup, MaybePromise, PutOutcome, ReserveOutcome, UserPage } from '../../store/store.js';
 import { etagMatches } from '../../users/entity-tag.js';
 import {
   etagOf,
@@ -22,7 +22,7 @@ import {
 } from '../../users/rules.js';
 import { isFormEncoding, isJsonType } from '../media-type.js';
 import { empty, json, NEEDS_SESSION, NEEDS_SESSION_TO_READ, parameter, schema, SESSION_OPTIONAL } from '../openapi.js';
-import { header, parseJson, parseJsonText, preferredReturn, readBody, readJsonText } from '../request.js';
+import { header, jsonText, parseJson, parseJsonText, preferredReturn, readBody, readBodyThen } from '../request.js';
 import { notFound, sendEmpty, sendEmptyFields, sendJson, sendJsonFields } from '../response.js';
 import type { Context, Route, RouteDeps } from '../route.js';
 
@@ -99,24 +99,33 @@ class UserRoutes {
     return ref instanceof Promise ? ref.then((r) => this.putTo(ctx, r)) : this.putTo(ctx, ref);
   }
 
-  private async putTo(ctx: Context, ref: UserRef | undefined): Promise<void> {
-    if (ref === undefined) return;
+  /**
+   * The PUT once its target is known: one promise for the whole request,
+   * callbacks inside it (each await of an async function is a promise and
+   * a microtask more). Whatever a step throws rejects it.
+   */
+  private putTo(ctx: Context, ref: UserRef | undefined): Promise<void> | undefined {
+    if (ref === undefined) return undefined;
     requireJson(ctx.req.headers['content-type']);
-    const text = await readJsonText(ctx.req, this.config.maxBody);
-    const body = checkUser(parseJsonText(text));
-    const outcome = await this.store.putUser({ ref, body, preconditions: preconditionsOf(ctx), policy: this.policy, now: ctx.now });
-    switch (outcome.kind) {
-      case 'created':
-        return sendWritten(ctx, 201, outcome.user, text, true);
-      case 'replaced':
-        return sendWritten(ctx, 200, outcome.user, text, false);
-      case 'moved':
-        return sendWritten(ctx, 200, outcome.user, text, true);
-      case 'old-id':
-        return sendEmpty(ctx.res, 301, { Location: userPath(outcome.currentId) });
-      default:
-        throw refusalError(outcome);
-    }
+    return new Promise((resolve, reject) => {
+      const attempt = (step: () => void) => {
+        try {
+          step();
+        } catch (error) {
+          reject(error);
+        }
+      };
+      const answer = (outcome: PutOutcome, text: string) => {
+        answerPut(ctx, outcome, text);
+        resolve();
+      };
+      const store = (text: string) => {
+        const outcome = this.store.putUser({ ref, body: checkUser(parseJsonText(text)), preconditions: preconditionsOf(ctx), policy: this.policy, now: ctx.now });
+        if (outcome instanceof Promise) outcome.then((settled) => attempt(() => answer(settled, text)), reject);
+        else answer(outcome, text);
+      };
+      readBodyThen(ctx.req, this.config.maxBody, jsonText, (text) => attempt(() => store(text)), reject);
+    });
   }
 
   async delete(ctx: Context): Promise<void> {
@@ -220,6 +229,22 @@ class UserRoutes {
     } finally {
       this.inProgress.delete(scoped);
     }
+  }
+}
+
+/** The answer to a PUT the store decided: the user written, a 301 to its current id, or the refusal thrown. */
+function answerPut(ctx: Context, outcome: PutOutcome, text: string): void {
+  switch (outcome.kind) {
+    case 'created':
+      return sendWritten(ctx, 201, outcome.user, text, true);
+    case 'replaced':
+      return sendWritten(ctx, 200, outcome.user, text, false);
+    case 'moved':
+      return sendWritten(ctx, 200, outcome.user, text, true);
+    case 'old-id':
+      return sendEmpty(ctx.res, 301, { Location: userPath(outcome.currentId) });
+    default:
+      throw refusalError(outcome);
   }
 }
 
