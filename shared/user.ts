@@ -57,10 +57,12 @@ export function validateUserBody(value: unknown): Record<string, unknown> {
   }
   if (!checkFlat(value as Record<string, unknown>)) checkNested(value);
   const user = value as Record<string, unknown>;
-  if (!Object.hasOwn(user, 'name')) throw new UserValidationError('name', 'name is required');
+  // A parsed JSON object holds no undefined, and Object.prototype has no
+  // name or id: undefined means absent, without a call of Object.hasOwn.
+  if (user.name === undefined) throw new UserValidationError('name', 'name is required');
   const nameError = checkName(user.name);
   if (nameError !== undefined) throw new UserValidationError('name', nameError);
-  if (Object.hasOwn(user, 'id') && !isId(user.id)) {
+  if (user.id !== undefined && !isId(user.id)) {
     throw new UserValidationError('id', 'id must be a positive safe integer');
   }
   return user;
