@@ -65,14 +65,15 @@ export async function run(argv: readonly string[], io: Partial<Io> = {}): Promis
   ignoreClosedPipe(fullIo.stderr);
   const color = fullIo.stderr.isTTY === true && noColorUnset(fullIo.env);
   let exitCode: number = EXIT.ok;
+  let program: Command | undefined;
   try {
-    if (!hasCommand(argv)) throw new CliError('missing command; see usersctl --help', EXIT.usage);
-    const program = buildProgram(fullIo, (code) => (exitCode = code));
+    if (commandWord(argv) === undefined) throw new CliError('missing command; see usersctl --help', EXIT.usage);
+    program = buildProgram(fullIo, (code) => (exitCode = code));
     await program.parseAsync([...argv], { from: 'user' });
     return exitCode;
   } catch (error) {
     try {
-      const { message, code } = describe(error);
+      const { message, code } = describe(error, helpFor(program, argv));
       // --json: a script reads the failure as JSON too, one object a line.
       if (message !== undefined && argv.includes('--json')) fullIo.stderr.write(JSON.stringify(errorRecord(message, code, error)) + '\n');
       else if (message !== undefined) fullIo.stderr.write(`${errorPrefix(color)} ${message}\n`);
@@ -99,14 +100,18 @@ function ignoreClosedPipe(stream: object): void {
   });
 }
 
-/** The message line and exit code for anything a command threw. */
-function describe(error: unknown): { message: string | undefined; code: number } {
+/**
+ * The message line and exit code for anything a command threw. A usage
+ * error of commander's is one line that names the help to read: `help` is
+ * that command, e.g. `usersctl put --help`.
+ */
+function describe(error: unknown, help: string): { message: string | undefined; code: number } {
   if (error instanceof CommanderError) {
     // --help, `help <command>` and --version printed what they print: success.
     if (error.code === 'commander.helpDisplayed' || error.code === 'commander.version') return { message: undefined, code: EXIT.ok };
     // Help shown by commander itself; on stderr (exit code 1 in commander's terms) it answered a usage error.
     if (error.code === 'commander.help') return { message: undefined, code: error.exitCode === 0 ? EXIT.ok : EXIT.usage };
-    return { message: error.message.replace(/^error: /, ''), code: EXIT.usage };
+    return { message: `${usageMessage(error.message)}; see ${GLOBAL_OPTION_VALUE.test(error.message) ? 'usersctl --help' : help}`, code: EXIT.usage };
   }
   // A user not found is named: "999: No such user."
   if (error instanceof StatusError && error.status === 404 && error.ref !== undefined && !error.message.includes(error.ref)) return { message: `${error.ref}: ${error.message}`, code: error.exitCode };
@@ -117,22 +122,51 @@ function describe(error: unknown): { message: string | undefined; code: number }
   return { message: `unexpected error: ${message}${code !== undefined && !message.includes(code) ? ` (${code})` : ''}`, code: EXIT.unexpected };
 }
 
-/** Global options that take a value, and those that do not: hasCommand steps over them. */
+/**
+ * commander's usage error as one line: "unknown command 'getx'\n(Did you
+ * mean get?)" with the suggestion joined, and "option '--limit <n>'
+ * argument '0' is invalid. --limit must be ..." as our own sentence with
+ * the value given.
+ */
+function usageMessage(text: string): string {
+  const message = text.replace(/^error: /, '').replace(/\.?\n\(Did you mean (.*)\?\)$/, ' (did you mean $1?)');
+  const invalid = /^option '(\S+)[^']*' argument '(.*)' is invalid\. (.*?)\.?$/s.exec(message);
+  if (invalid === null) return message.replace(/\.$/, '');
+  const [, flag, value, reason] = invalid as unknown as [string, string, string, string];
+  return `${reason.replace(/^Allowed choices are /, `${flag} must be one of `)} (not '${value}')`;
+}
+
+/** A bad value of a global option (--retries, --timeout): the help to read is the program's. */
+const GLOBAL_OPTION_VALUE = /^error: option '--(retries|timeout|url|cookie-jar|token)\b/;
+
+/** Global options that take a value, and those that do not: commandWord steps over them. */
 const VALUE_OPTIONS = new Set(['--url', '--cookie-jar', '--token', '--timeout', '--retries']);
 const FLAG_OPTIONS = new Set(['--json', '-q', '--quiet', '-v', '--verbose']);
 
 /**
- * False when argv holds only global options and no command word: a usage
- * error in one line instead of commander's whole help on stderr. Anything
- * else (an unknown option too) is left to commander.
+ * The first word of argv past the global options; undefined when there is
+ * none, a usage error in one line instead of commander's whole help on
+ * stderr. Anything else (an unknown option too) is left to commander.
  */
-function hasCommand(argv: readonly string[]): boolean {
+function commandWord(argv: readonly string[]): string | undefined {
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
     if (VALUE_OPTIONS.has(arg)) i++;
-    else if (!FLAG_OPTIONS.has(arg) && !VALUE_OPTIONS.has(arg.split('=')[0]!)) return true;
+    else if (!FLAG_OPTIONS.has(arg) && !VALUE_OPTIONS.has(arg.split('=')[0]!)) return arg;
   }
-  return false;
+  return undefined;
+}
+
+/** The help that answers a usage error: the command's own when argv names one. */
+function helpFor(program: Command | undefined, argv: readonly string[]): string {
+  const word = commandWord(argv);
+  const command = program?.commands.find((c) => c.name() === word && word !== 'help');
+  if (command === undefined) return 'usersctl --help';
+  const names = [command.name()];
+  // `usersctl token create ...`: the subcommand's help, when argv names one.
+  const sub = command.commands.find((c) => argv.includes(c.name()));
+  if (sub !== undefined) names.push(sub.name());
+  return `usersctl ${names.join(' ')} --help`;
 }
 
 function version(): string {
@@ -158,7 +192,7 @@ function integer(name: string, min: number, max: number) {
 
 function seconds(value: string): number {
   const n = /^\d+(\.\d+)?$/.test(value) ? Number(value) : NaN;
-  if (!(n > 0) || n > 86_400) throw new InvalidArgumentError('the timeout must be a number of seconds above 0 (at most 86400).');
+  if (!(n > 0) || n > 86_400) throw new InvalidArgumentError('--timeout must be a number of seconds above 0, at most 86400.');
   return n;
 }
 
