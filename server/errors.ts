@@ -53,6 +53,27 @@ export class UsageError extends UsersServerError {
   override readonly name: string = 'UsageError';
 }
 
+/**
+ * node's parseArgs error as one of our usage sentences: lower case, one
+ * line, and what to type instead. `commands` names what a stray word could
+ * have been meant as (the server's commands), if anything.
+ */
+export function flagUsageError(error: unknown, commands?: readonly string[]): UsageError {
+  const message = (error as Error).message;
+  const unknown = /^Unknown option '([^']*)'/.exec(message);
+  if (unknown !== null) return new UsageError(`unknown option '${unknown[1]}'`);
+  const missing = /^Option '(\S+?)(?: <value>)?' argument missing/.exec(message);
+  if (missing !== null) return new UsageError(`${missing[1]} needs a value`);
+  const ambiguous = /^Option '(\S+?)(?: <value>)?' argument is ambiguous/.exec(message);
+  if (ambiguous !== null) return new UsageError(`${ambiguous[1]} needs a value; for one that starts with "-", write ${ambiguous[1]}=VALUE`);
+  const stray = /^Unexpected argument '([^']*)'/.exec(message);
+  if (stray !== null) {
+    return new UsageError(commands === undefined ? `unexpected argument '${stray[1]}': this command takes flags only` : `unknown command '${stray[1]}': the commands are ${commands.join(', ')}`);
+  }
+  const line = message.split('\n')[0]!;
+  return new UsageError(line.charAt(0).toLowerCase() + line.slice(1));
+}
+
 /** The server or a command cannot do its work (data directory, lock, port, a taken name): exit 1 with this one line. */
 export class CommandError extends UsersServerError {
   override readonly name: string = 'CommandError';

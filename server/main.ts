@@ -7,21 +7,29 @@ import { manCommand } from './commands/man-page.js';
 import { migrateCommand } from './commands/migrate.js';
 import { repair } from './commands/repair.js';
 import { packageVersion, serve } from './commands/serve.js';
+import type { SERVER_COMMANDS } from './ops/config.js';
 
 export type { CommandIo as Io } from './commands/command-io.js';
 
+type ServerCommand = (typeof SERVER_COMMANDS)[number] | 'man';
+
+/** Each command's entry: the names are SERVER_COMMANDS (which usage errors list), and the hidden `man`. */
+const COMMANDS: Record<ServerCommand, (args: string[], io: CommandIo) => number | Promise<number>> = {
+  repair: (args, io) => repair(args, io),
+  accounts: (args, io) => accountsCommand(args, { ...io, stdin: io.stdin ?? process.stdin }),
+  migrate: migrateCommand,
+  copy: copyCommand,
+  backup: backupCommand,
+  config: configCommand,
+  man: (_args, io) => manCommand(io, packageVersion()),
+};
+
 /**
  * The users-server executable: `repair`, `accounts`, `migrate`, `copy`,
- * `backup` and `config` are commands of their own; anything else is the server's flags (commands/serve.ts). Resolves to
- * the exit code.
+ * `backup` and `config` are commands of their own; anything else is the
+ * server's flags (commands/serve.ts). Resolves to the exit code.
  */
 export async function main(argv: readonly string[], io: CommandIo = { stdout: process.stdout, stderr: process.stderr, env: process.env }): Promise<number> {
-  if (argv[0] === 'repair') return repair(argv.slice(1), io);
-  if (argv[0] === 'accounts') return accountsCommand(argv.slice(1), { ...io, stdin: io.stdin ?? process.stdin });
-  if (argv[0] === 'migrate') return migrateCommand(argv.slice(1), io);
-  if (argv[0] === 'copy') return copyCommand(argv.slice(1), io);
-  if (argv[0] === 'backup') return backupCommand(argv.slice(1), io);
-  if (argv[0] === 'config') return configCommand(argv.slice(1), io);
-  if (argv[0] === 'man') return manCommand(io, packageVersion());
-  return serve(argv, io);
+  const command = Object.hasOwn(COMMANDS, argv[0] ?? '') ? COMMANDS[argv[0] as ServerCommand] : undefined;
+  return command === undefined ? serve(argv, io) : command(argv.slice(1), io);
 }

@@ -54,5 +54,5 @@ test('users-server --config FILE that is not JSON names the line and column (exi
   writeFileSync(file, '{\n  "port": 8081,\n}\n');
   const got = await runUsersServer(['--config', file]);
   assert.equal(got.code, 2);
-  assert.match(got.stderr, new RegExp(`^users-server: --config ${file.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}: not JSON at line 3, column 1 \\(.+\\) \\(see --help\\)\\n$`));
+  assert.match(got.stderr, new RegExp(`^users-server: --config ${file.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}: not JSON at line 3, column 1 \\(.+\\) \\(see users-server --help\\)\\n$`));
 });

@@ -149,6 +149,27 @@ for (const c of badStarts) {
   });
 }
 
+const usageSentences: Array<{ args: string[]; line: string }> = [
+  { args: ['--nope'], line: "users-server: unknown option '--nope' (see users-server --help)" },
+  { args: ['--port'], line: 'users-server: --port needs a value (see users-server --help)' },
+  { args: ['--port', '-1'], line: 'users-server: --port needs a value; for one that starts with "-", write --port=VALUE (see users-server --help)' },
+  { args: ['bakup'], line: "users-server: unknown command 'bakup': the commands are accounts, backup, config, copy, migrate, repair (see users-server --help)" },
+  { args: ['backup', '--nope'], line: "users-server backup: unknown option '--nope' (see users-server backup --help)" },
+  { args: ['backup', '--to'], line: 'users-server backup: --to needs a value (see users-server backup --help)' },
+  { args: ['copy', '--from', 'data'], line: 'users-server copy: copy needs --from and --to (see users-server copy --help)' },
+  { args: ['migrate', '--nope'], line: "users-server migrate: unknown option '--nope' (see users-server migrate --help)" },
+  { args: ['repair', '--nope'], line: "users-server repair: unknown option '--nope' (see users-server repair --help)" },
+  { args: ['accounts', 'add', '--nope'], line: "users-server: unknown option '--nope' (see users-server accounts --help)" },
+];
+for (const c of usageSentences) {
+  test(`Server command line: users-server ${c.args.join(' ')} is a usage error in one sentence that names the help to read`, TEST_OPTIONS, async () => {
+    const run = await runUsersServer(c.args);
+    assert.equal(run.code, 2, run.stderr);
+    assert.equal(run.stderr, `${c.line}\n`);
+    assert.equal(run.stdout, '');
+  });
+}
+
 test('Server command line (bin): USERS_PORT=abc names the variable, not --port, in its one stderr line', TEST_OPTIONS, async (t) => {
   const child = spawnServer(t, ['--data', join(tempDir(t), 'never')], { USERS_PORT: 'abc' });
   const line = assertOneLineFailure(await waitExit(child), child, 2);

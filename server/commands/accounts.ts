@@ -2,7 +2,7 @@ import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { StringDecoder } from 'node:string_decoder';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { CommandError, UsageError } from '../errors.js';
+import { CommandError, flagUsageError, UsageError } from '../errors.js';
 import { envName, isPostgresStore, passwordCostFrom } from '../ops/config.js';
 import { ACCOUNT_NAME, ADMIN_PASSWORD_FILE, BUILT_IN_ACCOUNT, newAccountId, parseDatabaseAccounts, readAccountsFile, serializeAccount, writeAccountsFile, type AccountRecord } from '../security/accounts-file.js';
 import { hashPassword, ROLES, type Role } from '../security/credentials.js';
@@ -197,7 +197,7 @@ function parse(command: Command, args: string[]): { values: Record<string, strin
     const { values, positionals } = parseArgs({ args, options: OPTIONS[command], strict: true, allowPositionals: true });
     return { values: values as Record<string, string | boolean | undefined>, positionals };
   } catch (error) {
-    throw new UsageError((error as Error).message.split('\n')[0]!);
+    throw flagUsageError(error);
   }
 }
 

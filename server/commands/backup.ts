@@ -35,11 +35,11 @@ export function backupCommand(argv: readonly string[], io: CommandIo): number {
 }
 
 function run(argv: readonly string[], io: CommandIo): number {
-  const values = commandFlags(argv, { data: { type: 'string' }, to: { type: 'string' }, store: { type: 'string' }, help: { type: 'boolean', short: 'h' } }, USAGE, io);
+  const values = commandFlags('backup', argv, { data: { type: 'string' }, to: { type: 'string' }, store: { type: 'string' }, help: { type: 'boolean', short: 'h' } }, USAGE, io);
   if (values === undefined) return 0;
   const store = values.store ?? io.env.USERS_STORE;
   if (store !== undefined && isPostgresStore(store)) throw new UsageError('a PostgreSQL store is backed up with pg_dump (docs/scaling.md "Backups"), not with this command');
-  if (values.to === undefined) throw new UsageError('backup needs --to DEST (see --help)');
+  if (values.to === undefined) throw new UsageError('backup needs --to DEST (see users-server backup --help)');
   const source = resolve(values.data ?? nonEmpty(io.env.USERS_DATA) ?? 'data');
   const target = resolve(values.to);
   if (!existsSync(source)) throw new CommandError(`${source} does not exist: give the server's data directory with --data`);

@@ -1,5 +1,5 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { UsageError } from '../errors.js';
+import { flagUsageError, UsageError } from '../errors.js';
 
 /** What a users-server command reads and writes: given, so tests run commands in-process. */
 export interface CommandIo {
@@ -24,12 +24,12 @@ type Flags<T extends Options> = ReturnType<typeof parseArgs<{ args: string[]; op
  * a UsageError naming it. Undefined once `--help` (or `-h`, which `options`
  * must declare) has printed `usage`: the command then exits 0.
  */
-export function commandFlags<T extends Options>(argv: readonly string[], options: T, usage: string, io: CommandIo): Flags<T> | undefined {
+export function commandFlags<T extends Options>(command: string, argv: readonly string[], options: T, usage: string, io: CommandIo): Flags<T> | undefined {
   let values: Flags<T>;
   try {
     ({ values } = parseArgs({ args: [...argv], options, strict: true, allowPositionals: false }));
   } catch (error) {
-    throw new UsageError(`${(error as Error).message.split('\n')[0]} (see --help)`);
+    throw new UsageError(`${flagUsageError(error).message} (see users-server ${command} --help)`);
   }
   if ((values as { help?: boolean }).help === true) {
     io.stdout.write(usage + '\n');

@@ -42,9 +42,9 @@ export async function copyCommand(argv: readonly string[], io: CommandIo): Promi
 }
 
 async function run(argv: readonly string[], io: CommandIo): Promise<number> {
-  const values = commandFlags(argv, { from: { type: 'string' }, to: { type: 'string' }, replace: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } }, USAGE, io);
+  const values = commandFlags('copy', argv, { from: { type: 'string' }, to: { type: 'string' }, replace: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } }, USAGE, io);
   if (values === undefined) return 0;
-  if (values.from === undefined || values.to === undefined) throw new UsageError('copy needs --from and --to (see --help)');
+  if (values.from === undefined || values.to === undefined) throw new UsageError('copy needs --from and --to (see users-server copy --help)');
   const [from, to] = [placeOf(values.from), placeOf(values.to)];
   if (from.kind === to.kind) throw new UsageError('copy goes between a data directory and a PostgreSQL database: one of --from and --to must be postgres://...');
   const now = Date.now();

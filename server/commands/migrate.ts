@@ -26,7 +26,7 @@ export async function migrateCommand(argv: readonly string[], io: CommandIo): Pr
 }
 
 async function run(argv: readonly string[], io: CommandIo): Promise<number> {
-  const values = commandFlags(argv, { store: { type: 'string' }, help: { type: 'boolean', short: 'h' } }, USAGE, io);
+  const values = commandFlags('migrate', argv, { store: { type: 'string' }, help: { type: 'boolean', short: 'h' } }, USAGE, io);
   if (values === undefined) return 0;
   const spec = values.store ?? io.env[envName('store')] ?? 'postgres';
   if (!isPostgresStore(spec)) throw new UsageError(`--store must be postgres or a postgres:// URL, not "${redactSecrets(spec)}": only a database has a schema to migrate`);

@@ -2,7 +2,7 @@ import { closeSync, linkSync, mkdirSync, statSync, unlinkSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { envName } from '../ops/config.js';
-import { CommandError } from '../errors.js';
+import { CommandError, flagUsageError } from '../errors.js';
 import { acquireLock } from '../ops/data-dir.js';
 import { fsyncDirSync } from '../ops/durable-files.js';
 import { createJournalSync } from '../store/journal/journal.js';
@@ -39,7 +39,7 @@ export async function repair(argv: readonly string[], io: RepairIo): Promise<num
   try {
     ({ values } = parseArgs({ args: [...argv], options: { data: { type: 'string' }, help: { type: 'boolean', short: 'h' } }, strict: true, allowPositionals: false }));
   } catch (error) {
-    io.stderr.write(`users-server repair: ${(error as Error).message.split('\n')[0]} (see --help)\n`);
+    io.stderr.write(`users-server repair: ${flagUsageError(error).message} (see users-server repair --help)\n`);
     return 2;
   }
   if (values.help) {

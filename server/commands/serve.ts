@@ -396,7 +396,7 @@ export async function serve(argv: readonly string[], io: CommandIo): Promise<num
     parsed = parseConfig(argv, io.env);
   } catch (error) {
     if (!(error instanceof UsageError)) throw error;
-    io.stderr.write(`users-server: ${error.message} (see --help)\n`);
+    io.stderr.write(`users-server: ${error.message} (see users-server --help)\n`);
     return 2;
   }
   if (parsed.help || parsed.version) {

@@ -2,7 +2,7 @@ import { jsonErrorPlace, jsonErrorReason } from '../../shared/json-position.js';
 import { parseLifetime } from '../../shared/endpoints.js';
 import { readFileSync } from 'node:fs';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { UsageError } from '../errors.js';
+import { flagUsageError, UsageError } from '../errors.js';
 
 export type RequireSession = 'none' | 'writes' | 'all';
 export type LogFormat = 'text' | 'json' | 'off';
@@ -222,6 +222,9 @@ export interface ParsedCommandLine {
  * Parses the server's flags. Precedence: flag, then USERS_* environment
  * variable, then the --config file, then the embedded default. Throws UsageError on any bad flag or value.
  */
+/** The commands of the executable besides serving (server/main.ts runs them), as a usage error lists them. */
+export const SERVER_COMMANDS = ['accounts', 'backup', 'config', 'copy', 'migrate', 'repair'] as const;
+
 export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): ParsedCommandLine {
   const options: ParseArgsConfig['options'] = { help: { type: 'boolean', short: 'h' }, version: { type: 'boolean' } };
   for (const [flag, spec] of Object.entries(FLAGS)) options[flag] = { type: spec.type };
@@ -229,7 +232,7 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Pa
   try {
     ({ values } = parseArgs({ args: [...argv], options, strict: true, allowPositionals: false }) as { values: Record<string, string | boolean | undefined> });
   } catch (error) {
-    throw new UsageError((error as Error).message.split('\n')[0]!);
+    throw flagUsageError(error, SERVER_COMMANDS);
   }
   const configFile = values.config ?? env[envName('config')] ?? '';
   const fromFile = configFile === '' ? {} : readConfigFile(String(configFile));
