@@ -113,6 +113,19 @@ test('GET /changes refuses a cursor the server never gave (400 invalid-cursor) a
   assert.deepEqual((await feed(server.url, '/changes?since=2')).lines.map((l) => l.user?.name), ['Cy'], 'the oldest cursor kept resumes');
 });
 
+test('GET /changes: follow=0 and follow=false end after the changes kept, as no follow does; any other follow, or two, is 400 invalid-query', async (t) => {
+  const server = await startTestServer(t);
+  await put(server.url, '/users/ann', { name: 'Ann' });
+  for (const path of ['/changes?since=0&follow=0', '/changes?since=0&follow=false', '/changes?since=0']) {
+    assert.deepEqual((await feed(server.url, path)).lines.map((l) => l.user?.name), ['Ann'], path);
+  }
+  for (const bad of ['yes', 'on', '', 'TRUE', '1&follow=1']) {
+    const refused = await send(server.url, 'GET', `/changes?since=0&follow=${bad}`);
+    assertProblem(refused, 400, 'invalid-query');
+    assert.equal(refused.json().parameter, 'follow');
+  }
+});
+
 test('GET /changes?follow=1 stays open and sends each change as it is acknowledged; reservations and tokens are not changes', async (t) => {
   const server = await startTestServer(t);
   await put(server.url, '/users/ann', { name: 'Ann' });

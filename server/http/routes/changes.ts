@@ -189,7 +189,7 @@ export function changesRoute(deps: RouteDeps, feeds: ChangeFeeds): Route {
       await access.authorize(ctx.req, ctx.res, ctx.now, 'read');
       const sse = (ctx.req.headers.accept ?? '').includes(EVENT_STREAM_TYPE);
       const params = new URLSearchParams(ctx.query);
-      const follow = sse || params.get('follow') === '1' || params.get('follow') === 'true';
+      const follow = followParam(params) || sse;
       const lastEventId = sse ? ctx.req.headers['last-event-id'] : undefined;
       const after = await startAfter(store, typeof lastEventId === 'string' ? lastEventId : (params.get('since') ?? undefined));
       // HEAD: the fields a GET would start with, and the end: it has no body to follow with.
@@ -199,6 +199,25 @@ export function changesRoute(deps: RouteDeps, feeds: ChangeFeeds): Route {
     doc: CHANGES_DOC,
   };
 }
+
+/**
+ * `follow`: 1 or true follows, 0 or false (or none) ends after the changes
+ * kept; anything else is refused rather than read as "no", which would end
+ * a feed its reader meant to follow.
+ */
+function followParam(params: URLSearchParams): boolean {
+  const values = params.getAll('follow');
+  if (values.length === 0) return false;
+  if (values.length === 1 && FOLLOW_VALUES.has(values[0]!)) return FOLLOW_VALUES.get(values[0]!)!;
+  throw new HttpError(problems.invalidQuery, 'follow must be 1 or true (0, false or absent: the feed ends after the changes kept).', {}, { parameter: 'follow' });
+}
+
+const FOLLOW_VALUES = new Map([
+  ['1', true],
+  ['true', true],
+  ['0', false],
+  ['false', false],
+]);
 
 /** Where a feed starts (the number after which it sends) and the newest number now. */
 async function startAfter(store: Store, since: string | undefined): Promise<{ from: number; present: number }> {
@@ -382,7 +401,7 @@ const CHANGES_DOC = {
   security: SESSION_OPTIONAL,
   parameters: [
     { name: 'since', in: 'query', required: false, schema: { type: 'string' }, description: 'A cursor the feed gave, or 0.' },
-    { name: 'follow', in: 'query', required: false, schema: { type: 'string', enum: ['1', 'true'] } },
+    { name: 'follow', in: 'query', required: false, schema: { type: 'string', enum: ['1', 'true', '0', 'false'] }, description: '1 or true: keep the response open. Any other value is 400.' },
     { name: 'Last-Event-ID', in: 'header', required: false, schema: { type: 'string' }, description: 'Server-Sent Events: resume after this cursor.' },
   ],
   responses: {
