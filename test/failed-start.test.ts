@@ -35,7 +35,7 @@ test('a start on a port in use exits 1 naming the address, and makes no data dir
   const port = await busyPort(t);
   const root = tempDir(t);
   const stderr = await failedStart(t, ['--port', String(port), '--data', join(root, 'new', 'fresh')]);
-  assert.equal(stderr, `users-server: the address 127.0.0.1:${port} is already in use\n`);
+  assert.equal(stderr, `users-server: the address 127.0.0.1:${port} is already in use: stop what listens there, or give another --port\n`);
   assert.deepEqual(readdirSync(root), [], 'the failed start left a directory behind');
 });
 

@@ -428,7 +428,7 @@ test('node bin/users-server.js: a second server on the same data directory exits
   const result = await (second).exited;
   assert.equal(result.code, 1, `exit code; stderr=${second.stderr()}`);
   assert.equal(second.stdout(), '');
-  assert.match(second.stderr(), new RegExp(`^users-server: another users-server \\(pid ${first.process.pid}\\) is using the data directory [^\\n]+\\n$`));
+  assert.match(second.stderr(), new RegExp(`^users-server: another users-server \\(pid ${first.process.pid}\\) is using the data directory [^\\n]+: stop it first, or give another --data\\n$`));
   assert.equal((await send(url, 'GET', '/users/ann')).status, 200, 'the first server still serves');
   assert.equal(String(lockOwnerPid(dir)), String(first.process.pid));
   first.process.kill('SIGTERM');

@@ -363,8 +363,8 @@ function startFailure(error: unknown, config: Config): string | undefined {
   if (error instanceof CommandError) return error.message;
   const code = (error as NodeJS.ErrnoException).code;
   const address = `${config.host}:${config.port}`;
-  if (code === 'EADDRINUSE') return `the address ${address} is already in use`;
-  if (code === 'EACCES') return `no permission to listen on ${address}`;
+  if (code === 'EADDRINUSE') return `the address ${address} is already in use: stop what listens there, or give another --port`;
+  if (code === 'EACCES') return `no permission to listen on ${address}: give a --port above 1023, or run with the right to bind it`;
   if (code === 'EADDRNOTAVAIL' || code === 'ENOTFOUND') return `cannot listen on ${config.host}: no such local address`;
   return undefined;
 }

@@ -165,7 +165,7 @@ export function acquireLock(dir: string, log: (line: string) => void = () => {})
     }
     const owner = readOwner(path);
     const stale = owner === undefined ? 'it names no process' : owner.pid === process.pid ? 'it was left by this process' : staleReason(owner);
-    if (stale === undefined) throw new CommandError(`another users-server (pid ${owner!.pid}) is using the data directory ${dir}`);
+    if (stale === undefined) throw new CommandError(`another users-server (pid ${owner!.pid}) is using the data directory ${dir}: stop it first, or give another --data`);
     try {
       unlinkSync(path);
       log(`users-server: took over the lock of ${dir}: ${stale}`);
