@@ -8,7 +8,7 @@ import type { Agent } from 'undici';
 import type { CookieJar } from 'tough-cookie';
 import { PROBLEM_CONTENT_TYPE, PROBLEM_TYPE_PREFIX, problems } from '../shared/problems.js';
 import { CliError, EXIT, NetworkError, StatusError } from './exit-codes.js';
-import { fileProblem } from './file-errors.js';
+import { fileProblem } from '../shared/file-errors.js';
 import { loadJar, saveJar } from './jar.js';
 
 export type Method = 'GET' | 'HEAD' | 'PUT' | 'DELETE' | 'POST';

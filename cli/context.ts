@@ -4,7 +4,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import { errorRecord, UsageError, type CliError } from './exit-codes.js';
-import { fileProblem } from './file-errors.js';
+import { fileProblem } from '../shared/file-errors.js';
 import { HttpClient } from './client.js';
 import { defaultJarPath } from './jar.js';
 import { listing, resolveOutput, type Listing, type OutputFormat, type View } from './output-format.js';

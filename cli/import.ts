@@ -10,7 +10,7 @@ import { isId, parseRef } from '../shared/user.js';
 import type { Context } from './context.js';
 import { CliError, EXIT, NetworkError, UsageError } from './exit-codes.js';
 import { detailOf } from './client.js';
-import { fileProblem } from './file-errors.js';
+import { fileProblem } from '../shared/file-errors.js';
 import { readLines, type Line } from './streams.js';
 import { isUuid, uuidV5Generator } from './uuid.js';
 import { EXPORT_HEADER, parseRecord, type ExportRecord } from './export-format.js';

@@ -562,7 +562,19 @@ test('node bin/users-server.js: --data under /proc (a pseudo file system) exits 
   const child = spawnUsersServer(t, ['--port', '0', '--data', '/proc/self/users-data']);
   const exit = await child.exited;
   assert.equal(exit.code, 1, child.stderr());
-  assert.match(child.stderr(), /^users-server: cannot create the data directory \/proc\/self\/users-data: \w+\n$/);
+  assert.equal(child.stderr(), 'users-server: cannot create the data directory: /proc/self/users-data cannot be made there; give a path on a writable file system\n');
+});
+
+test('node bin/users-server.js: --data naming a file, or a path through one, exits 1 with one line that says so, and leaves the file as it was', async (t) => {
+  const file = join(tempDir(t), 'notes.txt');
+  writeFileSync(file, 'keep me\n');
+  const onFile = spawnUsersServer(t, ['--port', '0', '--data', file]);
+  assert.equal((await onFile.exited).code, 1, onFile.stderr());
+  assert.equal(onFile.stderr(), `users-server: the data directory ${file} is a file, not a folder; give --data a folder\n`);
+  const through = spawnUsersServer(t, ['--port', '0', '--data', join(file, 'data')]);
+  assert.equal((await through.exited).code, 1, through.stderr());
+  assert.equal(through.stderr(), `users-server: cannot create the data directory: a part of ${join(file, 'data')} is a file, not a folder; check the path\n`);
+  assert.equal(readFileSync(file, 'utf8'), 'keep me\n');
 });
 
 // ---------------------------------------------------------------- the real command

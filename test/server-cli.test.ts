@@ -5,7 +5,7 @@
  * bin/ imports dist/: run `npm run build` first.
  */
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { connect, createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -169,6 +169,35 @@ for (const c of usageSentences) {
     assert.equal(run.stdout, '');
   });
 }
+
+test('Server command line: repair, backup, accounts and copy --from, given a file, a missing path or a folder no server made, exit 1 with one sentence naming the flag, and change nothing', TEST_OPTIONS, async (t) => {
+  const root = tempDir(t);
+  const file = join(root, 'notes.txt');
+  writeFileSync(file, 'keep me\n');
+  const empty = join(root, 'empty');
+  mkdirSync(empty);
+  const commands: Array<[string[], string, string]> = [
+    [['repair', '--data'], 'users-server repair: ', '--data'],
+    [['backup', '--to', join(root, 'backup'), '--data'], 'users-server backup: ', '--data'],
+    [['accounts', 'list', '--data'], 'users-server: ', '--data'],
+    [['copy', '--to', 'postgres://nobody@127.0.0.1:1/none', '--from'], 'users-server copy: ', '--from'],
+  ];
+  for (const [args, prefix, flag] of commands) {
+    const cases: Array<[string, string]> = [
+      [file, `${file} is a file, not a folder: give the server's data directory with ${flag}`],
+      [join(root, 'missing'), `${join(root, 'missing')} does not exist: give the server's data directory with ${flag}, or start users-server once with --data ${join(root, 'missing')} to make it`],
+      [empty, `${empty} is not a users-server data directory (no journal, secret or accounts in it): give the server's data directory with ${flag}, or start users-server once with --data ${empty} to make it`],
+    ];
+    for (const [path, sentence] of cases) {
+      const run = await runUsersServer([...args, path]);
+      assert.equal(run.code, 1, `${args.join(' ')} ${path}: ${run.stderr}`);
+      assert.equal(run.stderr, `${prefix}${sentence}\n`);
+    }
+  }
+  assert.deepEqual(readdirSync(root).sort(), ['empty', 'notes.txt']);
+  assert.deepEqual(readdirSync(empty), []);
+  assert.equal(readFileSync(file, 'utf8'), 'keep me\n');
+});
 
 test('Server command line (bin): USERS_PORT=abc names the variable, not --port, in its one stderr line', TEST_OPTIONS, async (t) => {
   const child = spawnServer(t, ['--data', join(tempDir(t), 'never')], { USERS_PORT: 'abc' });

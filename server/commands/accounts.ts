@@ -1,9 +1,9 @@
-import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { StringDecoder } from 'node:string_decoder';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { CommandError, flagUsageError, UsageError } from '../errors.js';
 import { envName, isPostgresStore, passwordCostFrom } from '../ops/config.js';
+import { requireDataDir } from '../ops/data-dir.js';
 import { ACCOUNT_NAME, ADMIN_PASSWORD_FILE, BUILT_IN_ACCOUNT, newAccountId, parseDatabaseAccounts, readAccountsFile, serializeAccount, writeAccountsFile, type AccountRecord } from '../security/accounts-file.js';
 import { hashPassword, ROLES, type Role } from '../security/credentials.js';
 import type { PasswordInput } from './command-io.js';
@@ -143,7 +143,7 @@ async function placeOf(values: Record<string, string | boolean | undefined>, env
   const store = typeof values.store === 'string' ? values.store : env[envName('store')];
   if (store !== undefined && isPostgresStore(store)) return databasePlace(store === 'postgres' ? undefined : store);
   const dir = resolve(typeof values.data === 'string' ? values.data : (env[envName('data')] ?? './data'));
-  refuseNonDataDir(dir);
+  requireDataDir(dir);
   return {
     where: dir,
     dir,
@@ -170,18 +170,7 @@ async function databasePlace(url: string | undefined): Promise<AccountsPlace> {
   };
 }
 
-/**
- * A directory no server has used is refused: a typo in --data would
- * otherwise make a new directory that no server reads.
- */
-function refuseNonDataDir(dir: string): void {
-  if (!existsSync(dir)) throw new CommandError(`${dir} does not exist: give the server's data directory with --data, or start users-server once with --data ${dir} to make it`);
-  if (!statSync(dir).isDirectory()) throw new CommandError(`${dir} is not a directory: give the server's data directory with --data`);
-  const known = readdirSync(dir).some((name) => DATA_DIR_FILES.has(name) || /^(journal|snapshot)-\d{8}$/.test(name));
-  if (!known) throw new CommandError(`${dir} is not a users-server data directory (no journal, secret or accounts in it): give the server's --data, or start users-server once with --data ${dir} to make it`);
-}
 
-const DATA_DIR_FILES = new Set(['secret', 'admin-password', 'accounts', 'lock']);
 
 const PASSWORD_OPTIONS = { 'password-stdin': { type: 'boolean' }, 'min-password-length': { type: 'string' } } as const;
 const OPTIONS: Record<Command, ParseArgsConfig['options']> = {

@@ -3,6 +3,7 @@ import { join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { CommandError, DataError, UsageError } from '../errors.js';
 import { isPostgresStore } from '../ops/config.js';
+import { requireDataDir } from '../ops/data-dir.js';
 import { fsyncDirSync } from '../ops/durable-files.js';
 import { ACCOUNTS_FILE } from '../security/accounts-file.js';
 import { backupDataFiles } from '../store/journal/backup-files.js';
@@ -42,7 +43,7 @@ function run(argv: readonly string[], io: CommandIo): number {
   if (values.to === undefined) throw new UsageError('backup needs --to DEST (see users-server backup --help)');
   const source = resolve(values.data ?? nonEmpty(io.env.USERS_DATA) ?? 'data');
   const target = resolve(values.to);
-  if (!existsSync(source)) throw new CommandError(`${source} does not exist: give the server's data directory with --data`);
+  requireDataDir(source);
   if (target === source) throw new UsageError('--to must be another directory than --data');
   const made = prepareTarget(target);
   const started = performance.now();

@@ -1,8 +1,8 @@
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { CommandError, UsageError } from '../errors.js';
 import { isPostgresStore, redactSecrets } from '../ops/config.js';
-import { acquireLock, ensureDataDir } from '../ops/data-dir.js';
+import { acquireLock, ensureDataDir, requireDataDir } from '../ops/data-dir.js';
 import { replaceFileSync } from '../ops/durable-files.js';
 import type { Sql } from '../store/postgres/driver.js';
 import type { PostgresStore } from '../store/postgres/postgres-store.js';
@@ -51,6 +51,8 @@ async function run(argv: readonly string[], io: CommandIo): Promise<number> {
   const release: (() => void)[] = [];
   let replaced: string | undefined;
   let dump: StoreDump;
+  if (from.kind === 'dir') requireDataDir(from.dir, '--from');
+  if (to.kind === 'dir' && existsSync(to.dir) && !statSync(to.dir).isDirectory()) throw new CommandError(`${to.dir} is a file, not a folder: give --to a data directory, new or empty`);
   try {
     for (const place of [from, to]) release.push(await refuseInUse(place));
     dump = adminAsAccount(await read(from, now), labelOf(from));

@@ -1,9 +1,9 @@
-import { closeSync, linkSync, mkdirSync, statSync, unlinkSync } from 'node:fs';
+import { closeSync, linkSync, mkdirSync, unlinkSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { envName } from '../ops/config.js';
 import { CommandError, flagUsageError } from '../errors.js';
-import { acquireLock } from '../ops/data-dir.js';
+import { acquireLock, requireDataDir } from '../ops/data-dir.js';
 import { fsyncDirSync } from '../ops/durable-files.js';
 import { createJournalSync } from '../store/journal/journal.js';
 import { journalName, listDataFiles, salvage, snapshotName, type Damage } from '../store/journal/recovery.js';
@@ -49,11 +49,11 @@ export async function repair(argv: readonly string[], io: RepairIo): Promise<num
   const dir = resolve(values.data ?? io.env[envName('data')] ?? './data');
   let release: () => void;
   try {
-    statSync(dir);
+    requireDataDir(dir);
     release = acquireLock(dir, (line) => io.stderr.write(line + '\n'));
   } catch (error) {
-    const message = error instanceof CommandError ? error.message : `cannot open the data directory ${dir}: ${(error as NodeJS.ErrnoException).code}`;
-    io.stderr.write(`users-server repair: ${message}\n`);
+    if (!(error instanceof CommandError)) throw error;
+    io.stderr.write(`users-server repair: ${error.message}\n`);
     return 1;
   }
   try {

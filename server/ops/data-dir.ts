@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readdirSync, readFileSync, readlinkSync, rmSync, symlinkSync, unlinkSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, symlinkSync, unlinkSync } from 'node:fs';
 import { dirname, join, resolve, sep } from 'node:path';
+import { fileProblem } from '../../shared/file-errors.js';
 import { CommandError } from '../errors.js';
 import { replaceFileSync } from './durable-files.js';
 
@@ -15,10 +16,33 @@ export function ensureDataDir(dir: string): string {
   try {
     makeDirectories(path);
   } catch (error) {
-    throw new CommandError(`cannot create the data directory ${path}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
+    throw new CommandError(`cannot create the data directory: ${fileProblem('create', path, error)}`);
   }
+  if (!statSync(path).isDirectory()) throw new CommandError(`the data directory ${path} is a file, not a folder; give --data a folder`);
   return path;
 }
+
+/**
+ * The data directory of a command that reads one a server made (accounts,
+ * repair, backup, copy --from): a path that does not exist, is a file, or
+ * holds nothing of a server is refused, since a typo in --data would
+ * otherwise read or make a directory no server uses.
+ */
+export function requireDataDir(dir: string, flag = '--data'): void {
+  if (!existsSync(dir)) throw new CommandError(`${dir} does not exist: give the server's data directory with ${flag}, or start users-server once with --data ${dir} to make it`);
+  if (!statSync(dir).isDirectory()) throw new CommandError(`${dir} is a file, not a folder: give the server's data directory with ${flag}`);
+  let names: string[];
+  try {
+    names = readdirSync(dir);
+  } catch (error) {
+    throw new CommandError(`cannot read the data directory: ${fileProblem('read', dir, error)}`);
+  }
+  const known = names.some((name) => DATA_DIR_FILES.has(name) || /^(journal|snapshot)-\d{8}$/.test(name));
+  if (!known) throw new CommandError(`${dir} is not a users-server data directory (no journal, secret or accounts in it): give the server's data directory with ${flag}, or start users-server once with --data ${dir} to make it`);
+}
+
+/** Files only a data directory holds, besides its journals and snapshots. */
+const DATA_DIR_FILES = new Set(['secret', 'admin-password', 'accounts', 'lock']);
 
 /**
  * The data directory for a start, made if need be, with the way to take
@@ -160,7 +184,7 @@ export function acquireLock(dir: string, log: (line: string) => void = () => {})
       };
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'EEXIST') {
-        throw new CommandError(`cannot lock the data directory ${dir}: ${(error as NodeJS.ErrnoException).code}`);
+        throw new CommandError(`cannot lock the data directory: ${fileProblem('write', path, error)}`);
       }
     }
     const owner = readOwner(path);

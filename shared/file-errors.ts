@@ -1,11 +1,13 @@
 /**
  * A failed file operation as one plain sentence with a next step, never a
- * raw errno (docs/cli.md "Conventions").
+ * raw errno (docs/cli.md "Conventions"): usersctl's files, and the
+ * server's data directory (`create`).
  */
-export function fileProblem(action: 'read' | 'write', path: string, error: unknown): string {
+export function fileProblem(action: 'read' | 'write' | 'create', path: string, error: unknown): string {
   const code = (error as NodeJS.ErrnoException | undefined)?.code;
   switch (code) {
     case 'ENOENT':
+      if (action === 'create') return `${path} cannot be made there; give a path on a writable file system`;
       return action === 'read' ? `${path} does not exist; check the path` : `the folder of ${path} does not exist; create it or give another path`;
     case 'EISDIR':
       return `${path} is a folder, not a file; give the path of a file`;
