@@ -169,16 +169,20 @@ export class HttpClient {
     return response;
   }
 
+  /** Writes the jar back now if a response set or cleared a cookie: `login` says where the session is only once it is there. */
+  async saveJar(): Promise<void> {
+    if (!this.jarChanged || this.jarLoad === undefined) return;
+    const jar = await this.jarLoad;
+    await saveJar(jar, this.options.jarPath).catch((error: unknown) => {
+      throw new CliError(`the cookie jar: ${fileProblem('write', this.options.jarPath, error)} (or give another with --cookie-jar)`, EXIT.unexpected);
+    });
+    this.jarChanged = false;
+  }
+
   /** Writes the jar back when a response set or cleared a cookie, then closes the connections. */
   async close(): Promise<void> {
     try {
-      if (this.jarChanged && this.jarLoad !== undefined) {
-        const jar = await this.jarLoad;
-        await saveJar(jar, this.options.jarPath).catch((error: unknown) => {
-          throw new CliError(`the cookie jar: ${fileProblem('write', this.options.jarPath, error)} (or give another with --cookie-jar)`, EXIT.unexpected);
-        });
-        this.jarChanged = false;
-      }
+      await this.saveJar();
     } finally {
       if (this.agent !== undefined) await (await this.agent).close();
     }

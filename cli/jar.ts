@@ -4,11 +4,12 @@
  * MozillaCookieJar can share the session with usersctl.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdir, open, readFile, rename, unlink } from 'node:fs/promises';
+import { open, readFile, rename, unlink } from 'node:fs/promises';
 import { homedir } from 'node:os';
-import { basename, dirname, isAbsolute, join } from 'node:path';
+import { basename, dirname, isAbsolute, join, resolve } from 'node:path';
 import type { Cookie, CookieJar } from 'tough-cookie';
 import { formatCookieFile, parseCookieFile, type CookieLine } from '../shared/cookie-file.js';
+import { makeDirectories } from '../shared/directories.js';
 
 // The latest instant a JS Date holds (ECMA-262 "Time Values"), in seconds. A
 // file may carry a later expiry (curl writes up to 2^63-1 on overflow).
@@ -107,9 +108,9 @@ function toLine(cookie: Cookie, now: number): CookieLine | undefined {
 
 async function writeFileAtomic(path: string, text: string): Promise<void> {
   const dir = dirname(path);
-  // recursive: an existing directory keeps its mode; new ones get 0700 (the
-  // jar holds a session, so the directory is as private as the file).
-  await mkdir(dir, { recursive: true, mode: 0o700 });
+  // An existing directory keeps its mode; new ones get 0700 (the jar holds
+  // a session, so the directory is as private as the file).
+  makeDirectories(resolve(dir), 0o700);
   const temp = join(dir, `.${basename(path)}.${randomBytes(6).toString('hex')}.tmp`);
   const handle = await open(temp, 'wx', 0o600);
   try {

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { readFileSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import { test } from 'node:test';
 import { EXIT } from '../cli/main.js';
 import { ADMIN_PASSWORD, startTestServer } from './helpers.js';
@@ -29,6 +29,15 @@ test('login --password-stdin saves the session in the jar (mode 0600) and status
   assert.match(readFileSync(cli.jarPath, 'utf8'), /^#HttpOnly_127\.0\.0\.1\tFALSE\t\/\tFALSE\t\d+\tUSER_TOKEN\t\S+$/m);
   const status = await cli.run(['status']);
   assert.deepEqual(status, { code: EXIT.ok, stdout: 'OK\n', stderr: '' });
+});
+
+test('login whose jar cannot be written (a path under /proc, where mkdir never succeeds) exits 1 at once with one line, and does not say it logged in', async (t) => {
+  if (!existsSync('/proc/self')) return t.skip('no /proc on this system');
+  const cli = await startCliServer(t);
+  const login = await cli.run(['--cookie-jar', '/proc/self/usersctl/cookies.txt', 'login', '--password-stdin'], { stdin: `${ADMIN_PASSWORD}\n` });
+  assert.equal(login.code, EXIT.unexpected, login.stderr);
+  assert.equal(login.stdout, '');
+  assert.match(login.stderr, /^usersctl: the cookie jar: [^\n]*\/proc\/self\/usersctl\/cookies\.txt[^\n]*--cookie-jar\)\n$/);
 });
 
 test('status --json prints the server\'s JSON body unchanged', async (t) => {

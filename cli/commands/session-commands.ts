@@ -16,6 +16,7 @@ export async function login(ctx: Context, options: LoginOptions): Promise<void> 
   const password = await readPassword(ctx, options);
   const credentials = Buffer.from(`${options.user}:${password}`, 'utf8').toString('base64');
   await ctx.client.expect({ method: 'POST', path: LOGIN_PATH, headers: { authorization: `Basic ${credentials}` } }, [200]);
+  await ctx.client.saveJar();
   ctx.info(`logged in as ${options.user}; the session is in ${ctx.options.jarPath}`);
 }
 

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, symlinkSync, unlinkSync } from 'node:fs';
-import { dirname, join, resolve, sep } from 'node:path';
+import { existsSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, symlinkSync, unlinkSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { makeDirectories } from '../../shared/directories.js';
 import { fileProblem } from '../../shared/file-errors.js';
 import { CommandError } from '../errors.js';
 import { replaceFileSync } from './durable-files.js';
@@ -14,7 +15,7 @@ import { replaceFileSync } from './durable-files.js';
 export function ensureDataDir(dir: string): string {
   const path = resolve(dir);
   try {
-    makeDirectories(path);
+    makeDirectories(path, 0o700);
   } catch (error) {
     throw new CommandError(`cannot create the data directory: ${fileProblem('create', path, error)}`);
   }
@@ -61,23 +62,6 @@ export function prepareDataDir(dir: string): { path: string; discard(): void } {
     for (const entry of made) rmSync(entry, { recursive: true, force: true });
   };
   return { path, discard };
-}
-
-/**
- * `mkdir -p`, one level at a time and each tried once: node's recursive
- * mkdirSync never returns under /proc (mkdir answers ENOENT there although
- * the parent exists), which would hang a start on `--data /proc/...`.
- */
-function makeDirectories(path: string): void {
-  const parts = path.split(sep).filter((part) => part !== '');
-  for (let i = 1; i <= parts.length; i++) {
-    const prefix = sep + parts.slice(0, i).join(sep);
-    try {
-      mkdirSync(prefix, { mode: 0o700 });
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
-    }
-  }
 }
 
 export function isAlive(pid: number): boolean {
