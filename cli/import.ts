@@ -57,7 +57,8 @@ export async function importUsers(ctx: Context, options: ImportOptions): Promise
   if (size === undefined) ctx.interruption.onStop(() => (input as Partial<{ destroy(): void }>).destroy?.());
   try {
     await run.consume(input);
-    if (ctx.interruption.reason !== undefined && size !== undefined && options.file !== undefined) run.notSent += await countLinesFrom(options.file, run.stoppedAt);
+    // Only when reading stopped at a line: a stop after the last line was read (a result that could not be printed) left nothing unsent.
+    if (run.stoppedAt > 0 && size !== undefined && options.file !== undefined) run.notSent += await countLinesFrom(options.file, run.stoppedAt);
   } finally {
     progress?.stop();
     await close();
@@ -66,7 +67,7 @@ export async function importUsers(ctx: Context, options: ImportOptions): Promise
   const stop = ctx.interruption.reason;
   if (stop !== undefined) {
     const rest = size === undefined ? `${run.notSent > 0 ? `${run.notSent} line and ` : ''}the rest of stdin` : String(run.notSent);
-    ctx.fail(`interrupted (${stop}): imported ${run.stats.ok}, failed ${run.stats.failed}, not sent ${rest}`);
+    ctx.fail(`interrupted (${ctx.interruption.label}): imported ${run.stats.ok}, failed ${run.stats.failed}, not sent ${rest}`);
     ctx.stopReported = true;
     return EXIT.ok;
   }

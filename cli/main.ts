@@ -89,15 +89,14 @@ const guarded = new WeakSet<object>();
 /**
  * `usersctl --help | head` closes the pipe early: that is the reader's
  * choice, not an error to report, and without a listener node would throw
- * it as an uncaught 'error' event.
+ * it as an uncaught 'error' event. Any other write error (a full disk) is
+ * the command's Output's to report: here it is only kept from crashing.
  */
 function ignoreClosedPipe(stream: object): void {
   const emitter = stream as Partial<NodeJS.EventEmitter>;
   if (typeof emitter.on !== 'function' || guarded.has(stream)) return;
   guarded.add(stream);
-  emitter.on('error', (error: NodeJS.ErrnoException) => {
-    if (error.code !== 'EPIPE') throw error;
-  });
+  emitter.on('error', () => {});
 }
 
 /**
@@ -217,7 +216,7 @@ function buildProgram(io: Io, setExitCode: (code: number) => void): Command {
         const code = (await body(ctx, ...args)) ?? EXIT.ok;
         // Stopped early (a signal, a closed output): the command said what it did; the exit code says it stopped.
         const stop = ctx.interruption.reason;
-        if (stop !== undefined && !ctx.stopReported) ctx.fail(`stopped early (${stop}): what was written before is complete`);
+        if (stop !== undefined && !ctx.stopReported) ctx.fail(`stopped early (${ctx.interruption.label}): ${stop === 'output failed' ? 'the output may end in a cut line; run the command again once it can be written' : 'what was written before is complete'}`);
         setExitCode(stop === undefined ? code : STOP_EXIT[stop]);
         failed = false;
       } finally {

@@ -22,12 +22,20 @@ function isEventful(stream: Writable): stream is EventfulWritable {
   return typeof s.once === 'function' && typeof s.on === 'function' && typeof s.off === 'function';
 }
 
-/** stdout for data: waits for 'drain', and stops quietly once the reader has closed the pipe. */
+/**
+ * stdout for data: waits for 'drain', stops quietly once the reader has
+ * closed the pipe, and stops with the cause when a write fails (a full
+ * disk under `> file`).
+ */
 export class Output {
   /** True once the reader is gone (EPIPE): commands stop producing. */
   closed = false;
+  /** Why a write failed, as words (`no space left on the device`); commands stop producing. */
+  failure: string | undefined;
   private readonly onError = (error: unknown) => {
-    if ((error as NodeJS.ErrnoException).code === 'EPIPE') this.closed = true;
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'EPIPE') this.closed = true;
+    else this.failure ??= writeFailure(code);
   };
 
   constructor(private readonly stream: Writable) {
@@ -35,8 +43,15 @@ export class Output {
   }
 
   async write(text: string): Promise<void> {
-    if (this.closed || text === '') return;
-    const flushed = this.stream.write(text);
+    if (this.closed || this.failure !== undefined || text === '') return;
+    let flushed: unknown;
+    try {
+      flushed = this.stream.write(text);
+    } catch (error) {
+      // A file's stream writes synchronously and may throw its error here.
+      this.onError(error);
+      return;
+    }
     if (flushed !== false || !isEventful(this.stream)) return;
     const stream = this.stream;
     await new Promise<void>((resolve) => {
@@ -53,17 +68,35 @@ export class Output {
   }
 
   dispose(): void {
-    // After EPIPE, writes still queued may fail too: keep the listener so
-    // they do not become an uncaught 'error' event.
-    if (isEventful(this.stream) && !this.closed) this.stream.off('error', this.onError);
+    // After EPIPE or a failed write, writes still queued may fail too: keep
+    // the listener so they do not become an uncaught 'error' event.
+    if (isEventful(this.stream) && !this.closed && this.failure === undefined) this.stream.off('error', this.onError);
+  }
+}
+
+function writeFailure(code: string | undefined): string {
+  switch (code) {
+    case 'ENOSPC':
+    case 'EDQUOT':
+      return 'no space left on the device';
+    case 'EFBIG':
+      return 'the file is too large for its file system';
+    case 'EIO':
+      return 'an input/output error of the device';
+    default:
+      return `the write failed${code === undefined ? '' : ` (${code})`}`;
   }
 }
 
 /** Why a streaming command stopped before its input ended. */
-export type StopReason = 'SIGINT' | 'SIGTERM' | 'output closed';
+export type StopReason = 'SIGINT' | 'SIGTERM' | 'output closed' | 'output failed';
 
-/** Exit codes of an interrupted command, as a shell reports a process ended by that signal (128 + its number; SIGPIPE for a closed output). */
-export const STOP_EXIT: Record<StopReason, number> = { SIGINT: 130, SIGTERM: 143, 'output closed': 141 };
+/**
+ * Exit codes of an interrupted command, as a shell reports a process ended
+ * by that signal (128 + its number; SIGPIPE for a closed output); a failed
+ * write is the environment failing, 1.
+ */
+export const STOP_EXIT: Record<StopReason, number> = { SIGINT: 130, SIGTERM: 143, 'output closed': 141, 'output failed': EXIT.unexpected };
 
 /**
  * Watches what ends a streaming command early: SIGINT, SIGTERM (only when
@@ -93,7 +126,13 @@ export class Interruption {
   }
 
   get reason(): StopReason | undefined {
-    return this.signal ?? (this.out.closed ? 'output closed' : undefined);
+    return this.signal ?? (this.out.failure !== undefined ? 'output failed' : this.out.closed ? 'output closed' : undefined);
+  }
+
+  /** The reason as a message says it: `SIGINT`, `output closed`, `output failed: no space left on the device`. */
+  get label(): string | undefined {
+    const reason = this.reason;
+    return reason === 'output failed' ? `${reason}: ${this.out.failure}` : reason;
   }
 
   /** Calls `listener` when a signal arrives (to stop waiting for input). */

@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createServer as createTlsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { test, type TestContext } from 'node:test';
 import { EXIT } from '../cli/main.js';
-import { ADMIN_PASSWORD, buildIfStale, startTestServer, tempDir } from './helpers.js';
+import { ADMIN_PASSWORD, buildIfStale, put, send, startTestServer, tempDir } from './helpers.js';
 import { lines } from './cli-helpers.js';
 import { CLI_BIN, runTool } from './processes.js';
 
@@ -168,6 +168,25 @@ test('bin: import into a reader that closes the pipe stops sending, says "import
   assert.ok(summary !== null, piped.stderr);
   assert.equal(Number(summary[1]) + Number(summary[2]) + Number(summary[3]), 3000);
   assert.ok(Number(summary[3]) > 0, 'some lines were not sent');
+});
+
+test('bin: output to a full device (/dev/full) stops each command with one sentence that names the cause, exit 1, no stack trace; import says what it did, and watch resumes before what it could not print', async (t) => {
+  if (!existsSync('/dev/full')) return t.skip('no /dev/full on this system');
+  const { server, env } = await setup(t);
+  for (const name of ['Ann', 'Bob']) await put(server.url, `/users/${name.toLowerCase()}`, { name });
+  const file = join(tempDir(t, 'usersctl-files-'), 'users.ndjson');
+  writeFileSync(file, '{"name":"Cy"}\n{"name":"Di"}\n\n');
+  const full = (args: string[]) => spawnText(t, 'bash', ['-c', '"$0" "$@" > /dev/full', process.execPath, BIN, ...args], env);
+  const cut = 'usersctl: stopped early (output failed: no space left on the device): the output may end in a cut line; run the command again once it can be written\n';
+  for (const args of [['export'], ['list'], ['get', 'ann', 'bob']]) {
+    const run = await full(args);
+    assert.deepEqual([run.code, run.stderr], [1, cut], args.join(' '));
+  }
+  const watched = await full(['watch', '--from-start', '--no-follow']);
+  assert.deepEqual([watched.code, watched.stderr], [1, 'usersctl: stopped (output failed: no space left on the device); the last cursor is 0: resume with usersctl watch --since 0\n']);
+  const imported = await full(['import', '-f', file]);
+  assert.deepEqual([imported.code, imported.stderr], [1, 'usersctl: interrupted (output failed: no space left on the device): imported 2, failed 0, not sent 0\n']);
+  assert.equal((await send(server.url, 'GET', '/users')).json().items.length, 4, 'the import was made, only its results were not printed');
 });
 
 test('bin: SIGINT during import stops sending, waits for the requests in flight, leaves a results file complete up to there, prints the summary and exits 130', async (t) => {

@@ -54,12 +54,15 @@ export async function watch(ctx: Context, options: WatchOptions): Promise<number
             const lines = (partial + text).split('\n');
             partial = lines.pop()!;
             let out = '';
+            let last = cursor;
             for (const line of lines) {
               if (line === '') continue;
               out += line + '\n';
-              cursor = (JSON.parse(line) as { cursor: string }).cursor;
+              last = (JSON.parse(line) as { cursor: string }).cursor;
             }
             await ctx.out.write(out);
+            // A write that failed (a full disk) did not print these lines: the cursor to resume from stays before them.
+            if (ctx.out.failure === undefined) cursor = last;
             if (ctx.interruption.reason !== undefined) aborts.abort();
           },
         },
@@ -81,7 +84,7 @@ export async function watch(ctx: Context, options: WatchOptions): Promise<number
   }
   const stop = ctx.interruption.reason;
   if (stop !== undefined) {
-    ctx.fail(`stopped (${stop})${cursor === undefined ? '' : `; the last cursor is ${cursor}: resume with usersctl watch --since ${cursor}`}`);
+    ctx.fail(`stopped (${ctx.interruption.label})${cursor === undefined ? '' : `; the last cursor is ${cursor}: resume with usersctl watch --since ${cursor}`}`);
     ctx.stopReported = true;
   }
   return EXIT.ok;
