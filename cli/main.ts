@@ -3,7 +3,6 @@
  * command line with commander, runs one command, and is the one place that
  * turns an error into an exit code and one line on stderr.
  */
-import { readFileSync } from 'node:fs';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import * as session from './commands/session-commands.js';
 import * as tokens from './commands/token-commands.js';
@@ -15,6 +14,7 @@ import { CliError, errorRecord, EXIT, StatusError } from './exit-codes.js';
 import { DEFAULT_CONCURRENCY, DEFAULT_IMPORT_NAMESPACE, MAX_CONCURRENCY, importUsers, type ImportOptions } from './import.js';
 import { completionScript, manPage, SHELLS, type Shell } from './completion.js';
 import { STOP_EXIT } from './streams.js';
+import { packageVersion } from '../shared/package-version.js';
 
 export type { Io } from './context.js';
 export { EXIT } from './exit-codes.js';
@@ -168,18 +168,6 @@ function helpFor(program: Command | undefined, argv: readonly string[]): string 
   return `usersctl ${names.join(' ')} --help`;
 }
 
-function version(): string {
-  // cli/main.ts runs from the source tree (tests) and from dist/cli/main.js.
-  for (const relative of ['../package.json', '../../package.json']) {
-    try {
-      const pkg = JSON.parse(readFileSync(new URL(relative, import.meta.url), 'utf8')) as { name?: string; version?: string };
-      if (pkg.name === 'users-server' && typeof pkg.version === 'string') return pkg.version;
-    } catch {
-      // try the next candidate
-    }
-  }
-  return 'unknown';
-}
 
 function integer(name: string, min: number, max: number) {
   return (value: string): number => {
@@ -248,7 +236,7 @@ function addShellCommands(program: Command, io: Io): void {
   program
     .command('man', { hidden: true })
     .description('print the usersctl(1) man page (npm run build writes it to dist/man/)')
-    .action(() => void io.stdout.write(manPage(program, new Date().toISOString().slice(0, 10), version(), HELP_AFTER)));
+    .action(() => void io.stdout.write(manPage(program, new Date().toISOString().slice(0, 10), packageVersion(import.meta.url), HELP_AFTER)));
 }
 
 /** The program with its global options, help and output wired to `io`. */
@@ -275,7 +263,7 @@ function newProgram(io: Io): Command {
     .option('--retries <n>', `retries where safe, with backoff (default ${DEFAULT_RETRIES})`, integer('--retries', 0, 100))
     .option('-q, --quiet', 'no messages on stderr except errors')
     .option('-v, --verbose', 'print the HTTP exchange on stderr, secrets masked')
-    .version(version(), '--version', 'print the version')
+    .version(packageVersion(import.meta.url), '--version', 'print the version')
     .helpOption('-h, --help', 'show help')
     .helpCommand('help [command]', 'show help for a command')
     .addHelpText('after', HELP_AFTER)

@@ -6,8 +6,9 @@ import { copyCommand } from './commands/copy.js';
 import { manCommand } from './commands/man-page.js';
 import { migrateCommand } from './commands/migrate.js';
 import { repair } from './commands/repair.js';
-import { packageVersion, serve } from './commands/serve.js';
+import { serve } from './commands/serve.js';
 import type { SERVER_COMMANDS } from './ops/config.js';
+import { packageVersion } from '../shared/package-version.js';
 
 export type { CommandIo as Io } from './commands/command-io.js';
 
@@ -21,7 +22,7 @@ const COMMANDS: Record<ServerCommand, (args: string[], io: CommandIo) => number 
   copy: copyCommand,
   backup: backupCommand,
   config: configCommand,
-  man: (_args, io) => manCommand(io, packageVersion()),
+  man: (_args, io) => manCommand(io, packageVersion(import.meta.url)),
 };
 
 /**

@@ -92,7 +92,7 @@ test('npm pack ships LICENSE, the README, docs/, deploy/, the man pages, bin/ an
   const pack = await runTool(t, 'npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], { env: { ...process.env, npm_config_loglevel: 'silent' } });
   assert.equal(pack.code, 0, pack.stderr);
   const files = new Set((JSON.parse(pack.stdout) as { files: { path: string }[] }[])[0]!.files.map((f) => f.path));
-  const must = ['LICENSE', 'README.md', 'package.json', 'bin/users-server.js', 'bin/usersctl.js', 'dist/server/main.js', 'dist/usersctl/main.js', 'dist/man/usersctl.1', 'dist/man/users-server.1', 'deploy/users-server.service', 'deploy/Dockerfile'];
+  const must = ['LICENSE', 'README.md', 'package.json', 'bin/users-server.js', 'bin/usersctl.js', 'dist/users-server/main.js', 'dist/usersctl/main.js', 'dist/man/usersctl.1', 'dist/man/users-server.1', 'deploy/users-server.service', 'deploy/Dockerfile'];
   for (const doc of readdirSync(join(ROOT, 'docs'))) must.push(`docs/${doc}`);
   for (const path of must) assert.ok(files.has(path), `the package lacks ${path}`);
   for (const path of files) assert.ok(!/^(server|cli|shared|test|bench|\.ci)\//.test(path) && !path.endsWith('.ts'), `the package ships ${path}`);

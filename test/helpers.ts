@@ -291,7 +291,7 @@ function newestSource(dir: string): number {
  * test must skip when the build fails, else undefined.
  */
 export function buildIfStale(): string | undefined {
-  const main = join(REPO, 'dist', 'server', 'main.js');
+  const main = join(REPO, 'dist', 'users-server', 'main.js');
   const cli = join(REPO, 'dist', 'usersctl', 'main.js');
   const built = Math.min(existsSync(main) ? statSync(main).mtimeMs : 0, existsSync(cli) ? statSync(cli).mtimeMs : 0);
   const stale = built < Math.max(...['server', 'shared', 'cli'].map((d) => newestSource(join(REPO, d))));

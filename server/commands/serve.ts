@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
 import { createSecureContext } from 'node:tls';
+import { packageVersion } from '../../shared/package-version.js';
 import { CommandError, UsageError } from '../errors.js';
 import { createApp, type App } from '../http/app.js';
 import { listen, type Listening, type TIMEOUTS } from '../http/server.js';
@@ -309,11 +310,6 @@ function stdoutSink(io: CommandIo): (chunk: string) => void {
   };
 }
 
-export function packageVersion(): string {
-  const pkg = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string };
-  return pkg.version;
-}
-
 interface Signals {
   /** Resolves at the first SIGINT or SIGTERM (or stopNow). */
   readonly signalled: Promise<void>;
@@ -400,7 +396,7 @@ export async function serve(argv: readonly string[], io: CommandIo): Promise<num
     return 2;
   }
   if (parsed.help || parsed.version) {
-    io.stdout.write((parsed.help ? usage() : packageVersion()) + '\n');
+    io.stdout.write((parsed.help ? usage() : packageVersion(import.meta.url)) + '\n');
     return 0;
   }
   // Signals are watched first, so a stop asked for as soon as "listening on"
