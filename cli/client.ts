@@ -428,7 +428,7 @@ export function problemOf(response: Response): Record<string, unknown> | undefin
 /**
  * The one line to show for a failed answer: the problem's `detail` (else
  * its `title`), a JSON string body such as GET /'s "not authorized", or the
- * status line.
+ * status line with what to check.
  */
 export function detailOf(response: Response): string {
   const problem = problemOf(response);
@@ -442,7 +442,9 @@ export function detailOf(response: Response): string {
   } catch {
     // not JSON: fall through to the status line
   }
-  return `the server answered ${response.status} ${response.statusText}`.trimEnd();
+  // Not users-server's answer (it always sends a problem document): something else answered at --url.
+  const next = response.status >= 500 ? 'try again later, or check what stands between usersctl and users-server (a proxy)' : 'check that --url is the address of users-server';
+  return `${`the server answered ${response.status} ${response.statusText}`.trimEnd()}; ${next}`;
 }
 
 function oneLine(text: string): string {

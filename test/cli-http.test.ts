@@ -171,7 +171,18 @@ test('a failed answer without a problem document is reported by its status line'
   });
   const result = await runAt(t, stub.url)(['get', 'alice']);
   assert.equal(result.code, EXIT.conflict);
-  assert.deepEqual(lines(result.stderr), ["usersctl: the server answered 418 I'm a Teapot"]);
+  assert.deepEqual(lines(result.stderr), ["usersctl: the server answered 418 I'm a Teapot; check that --url is the address of users-server"]);
+});
+
+test('a 502 without a problem document (a proxy whose backend is down) is reported with what to check, after the retries, exit 6', async (t) => {
+  const stub = await startStub(t, (_req, res) => {
+    res.writeHead(502, { 'content-type': 'text/html' });
+    res.end('<html><body>Bad Gateway</body></html>');
+  });
+  const result = await runAt(t, stub.url)(['--retries', '1', 'get', 'alice']);
+  assert.equal(result.code, EXIT.server);
+  assert.deepEqual(lines(result.stderr), ['usersctl: the server answered 502 Bad Gateway; try again later, or check what stands between usersctl and users-server (a proxy)']);
+  assert.equal(stub.requests.length, 2, 'the GET was tried again once');
 });
 
 test('--url with a path prefix puts every request under it', async (t) => {
