@@ -366,6 +366,11 @@ async function openInput(ctx: Context, file: string | undefined): Promise<{ inpu
     throw new UsageError(fileProblem('read', file, error));
   }
   const stat = await handle.stat();
+  // A folder opens for reading on Linux; its first read would fail with EISDIR.
+  if (stat.isDirectory()) {
+    await handle.close();
+    throw new UsageError(fileProblem('read', file, Object.assign(new Error('a folder'), { code: 'EISDIR' })));
+  }
   const stream = handle.createReadStream({ highWaterMark: 256 * 1024, autoClose: false });
   return {
     input: stream,

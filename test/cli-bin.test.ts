@@ -208,12 +208,14 @@ test('bin: SIGINT during import stops sending, waits for the requests in flight,
   assert.deepEqual(written.map((l) => JSON.parse(l).line), Array.from({ length: written.length }, (_, i) => i + 1));
 });
 
-test('bin: failures are plain sentences with a next step, never a raw errno or OpenSSL text (a folder given as a file, a missing file, a folder as the jar, https to an http port, a self-signed certificate)', async (t) => {
+test('bin: failures are plain sentences with a next step, never a raw errno or OpenSSL text (a folder given as a file to put, new or import, a missing file, a folder as the jar, https to an http port, a self-signed certificate)', async (t) => {
   const { server, env } = await setup(t);
   const folder = tempDir(t);
   const cases: [string[], number, RegExp][] = [
     [['put', 'x', '-f', folder], EXIT.usage, /is a folder, not a file; give the path of a file$/],
     [['import', '-f', join(folder, 'missing.ndjson')], EXIT.usage, /missing\.ndjson does not exist; check the path$/],
+    [['import', '-f', folder], EXIT.usage, /is a folder, not a file; give the path of a file$/],
+    [['new', '-f', folder], EXIT.usage, /is a folder, not a file; give the path of a file$/],
     [['--cookie-jar', folder, 'get', '1'], EXIT.unexpected, /^usersctl: the cookie jar: .* is a folder, not a file; .*--cookie-jar\)$/],
     [['--url', server.url.replace('http:', 'https:'), 'get', '1'], EXIT.network, /does not speak TLS on that port; try http:\/\/ instead of https:\/\/ in --url$/],
   ];
