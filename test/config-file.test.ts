@@ -48,7 +48,7 @@ test('--config FILE refuses an unknown key by name, a value of the wrong type, a
   }
   const missing = await runUsersServer(['--config', join(tempDir(t), 'none.json')]);
   assert.equal(missing.code, 2);
-  assert.match(missing.stderr, /none\.json: no such file/);
+  assert.match(missing.stderr, /--config: \S*none\.json does not exist; check the path/);
 });
 
 test('users-server config --show prints every effective setting with where it came from; signing secrets and database passwords are ***', async (t) => {
@@ -95,7 +95,8 @@ test('node bin/users-server.js --secret-file: sessions are signed with its first
 
 test('--secret-file refuses a missing file, an empty one, a short secret, and --secret beside it (exit 2)', async (t) => {
   const cases: [string[], RegExp][] = [
-    [['--secret-file', join(tempDir(t), 'none')], /cannot read it \(ENOENT\)/],
+    [['--secret-file', join(tempDir(t), 'none')], /--secret-file: \S*none does not exist; check the path/],
+    [['--secret-file', tempDir(t)], /--secret-file: \S+ is a folder, not a file; give the path of a file/],
     [['--secret-file', file(t, 'empty', '# nothing\n\n')], /no secret in it/],
     [['--secret-file', file(t, 'short', 'too-short\n')], /each secret needs at least 32 bytes/],
     [['--secret-file', file(t, 'ok', `${SECRET_A}\n`), '--secret', SECRET_B], /--secret or --secret-file, not both/],

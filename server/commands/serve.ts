@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
 import { createSecureContext } from 'node:tls';
+import { fileProblem } from '../../shared/file-errors.js';
 import { packageVersion } from '../../shared/package-version.js';
 import { CommandError, UsageError } from '../errors.js';
 import { createApp, type App } from '../http/app.js';
@@ -281,7 +282,7 @@ function readCertificate(config: Config): { cert: Buffer; key: Buffer } {
     try {
       return readFileSync(path);
     } catch (error) {
-      throw new CommandError(`cannot read the TLS ${what} ${path} (${(error as NodeJS.ErrnoException).code ?? 'unreadable'}): give a PEM file the server's user may read`);
+      throw new CommandError(`the TLS ${what}: ${fileProblem('read', path, error)}`);
     }
   };
   const pair = { cert: read(config.tlsCert, 'certificate'), key: read(config.tlsKey, 'key') };

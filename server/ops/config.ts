@@ -1,5 +1,6 @@
 import { jsonErrorPlace, jsonErrorReason } from '../../shared/json-position.js';
 import { parseLifetime } from '../../shared/endpoints.js';
+import { fileProblem } from '../../shared/file-errors.js';
 import { readFileSync } from 'node:fs';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { flagUsageError, UsageError } from '../errors.js';
@@ -279,8 +280,7 @@ function readConfigFile(path: string): Record<string, string | boolean> {
   try {
     text = readFileSync(path, 'utf8');
   } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    throw new UsageError(`--config ${path}: ${code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'a folder, not a file' : `cannot read it (${code ?? (error as Error).message})`}`);
+    throw new UsageError(`--config: ${fileProblem('read', path, error)}`);
   }
   let doc: unknown;
   try {
@@ -307,7 +307,7 @@ function readSecretFile(path: string): string[] {
   try {
     text = readFileSync(path, 'utf8');
   } catch (error) {
-    throw new UsageError(`--secret-file ${path}: cannot read it (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
+    throw new UsageError(`--secret-file: ${fileProblem('read', path, error)}`);
   }
   const secrets = text.split('\n').map((line) => line.trim()).filter((line) => line !== '' && !line.startsWith('#'));
   if (secrets.length === 0) throw new UsageError(`--secret-file ${path}: no secret in it (one a line, the first signs)`);
