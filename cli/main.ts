@@ -13,7 +13,7 @@ import { OUTPUT_FORMATS } from './output-format.js';
 import { CliError, errorRecord, EXIT, StatusError } from './exit-codes.js';
 import { DEFAULT_CONCURRENCY, DEFAULT_IMPORT_NAMESPACE, MAX_CONCURRENCY, importUsers, type ImportOptions } from './import.js';
 import { completionScript, manPage, SHELLS, type Shell } from './completion.js';
-import { STOP_EXIT } from './streams.js';
+import { STOP_EXIT, writeFailure } from './streams.js';
 import { packageVersion } from '../shared/package-version.js';
 
 export type { Io } from './context.js';
@@ -70,10 +70,11 @@ export async function run(argv: readonly string[], io: Partial<Io> = {}): Promis
     if (commandWord(argv) === undefined) throw new CliError('missing command; see usersctl --help', EXIT.usage);
     program = buildProgram(fullIo, (code) => (exitCode = code));
     await program.parseAsync([...argv], { from: 'user' });
-    return exitCode;
+    return await unwrittenOutput(fullIo, exitCode);
   } catch (error) {
     try {
       const { message, code } = describe(error, helpFor(program, argv));
+      if (message === undefined) return await unwrittenOutput(fullIo, code);
       // --json: a script reads the failure as JSON too, one object a line.
       if (message !== undefined && argv.includes('--json')) fullIo.stderr.write(JSON.stringify(errorRecord(message, code, error)) + '\n');
       else if (message !== undefined) fullIo.stderr.write(`${errorPrefix(color)} ${message}\n`);
@@ -84,19 +85,34 @@ export async function run(argv: readonly string[], io: Partial<Io> = {}): Promis
   }
 }
 
-const guarded = new WeakSet<object>();
+/** Streams already watched, and the code of a write that failed on one (not EPIPE). */
+const guarded = new WeakMap<object, { failed?: string }>();
 
 /**
  * `usersctl --help | head` closes the pipe early: that is the reader's
  * choice, not an error to report, and without a listener node would throw
  * it as an uncaught 'error' event. Any other write error (a full disk) is
- * the command's Output's to report: here it is only kept from crashing.
+ * kept: a data command's Output reports it, and `unwrittenOutput` reports
+ * it for what commander wrote (help, version, completion).
  */
 function ignoreClosedPipe(stream: object): void {
   const emitter = stream as Partial<NodeJS.EventEmitter>;
   if (typeof emitter.on !== 'function' || guarded.has(stream)) return;
-  guarded.add(stream);
-  emitter.on('error', () => {});
+  const state: { failed?: string } = {};
+  guarded.set(stream, state);
+  emitter.on('error', (error: NodeJS.ErrnoException) => {
+    if (error.code !== 'EPIPE') state.failed ??= error.code ?? 'EIO';
+  });
+}
+
+/** `code`, or 1 with one line on stderr when a write to stdout failed and nothing said so yet. */
+async function unwrittenOutput(io: Io, code: number): Promise<number> {
+  // A stream reports a failed write on a later tick.
+  await new Promise((resolve) => setImmediate(resolve));
+  const failed = guarded.get(io.stdout)?.failed;
+  if (failed === undefined || code !== EXIT.ok) return code;
+  io.stderr.write(`usersctl: cannot write the output: ${writeFailure(failed)}; run the command again once it can be written\n`);
+  return EXIT.unexpected;
 }
 
 /**

@@ -74,7 +74,8 @@ export class Output {
   }
 }
 
-function writeFailure(code: string | undefined): string {
+/** A failed write's code in words, for a message. */
+export function writeFailure(code: string | undefined): string {
   switch (code) {
     case 'ENOSPC':
     case 'EDQUOT':

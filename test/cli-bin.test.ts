@@ -170,7 +170,7 @@ test('bin: import into a reader that closes the pipe stops sending, says "import
   assert.ok(Number(summary[3]) > 0, 'some lines were not sent');
 });
 
-test('bin: output to a full device (/dev/full) stops each command with one sentence that names the cause, exit 1, no stack trace; import says what it did, and watch resumes before what it could not print', async (t) => {
+test('bin: output to a full device (/dev/full) stops each command (help and completion too) with one sentence that names the cause, exit 1, no stack trace; import says what it did, and watch resumes before what it could not print', async (t) => {
   if (!existsSync('/dev/full')) return t.skip('no /dev/full on this system');
   const { server, env } = await setup(t);
   for (const name of ['Ann', 'Bob']) await put(server.url, `/users/${name.toLowerCase()}`, { name });
@@ -184,6 +184,10 @@ test('bin: output to a full device (/dev/full) stops each command with one sente
   }
   const watched = await full(['watch', '--from-start', '--no-follow']);
   assert.deepEqual([watched.code, watched.stderr], [1, 'usersctl: stopped (output failed: no space left on the device); the last cursor is 0: resume with usersctl watch --since 0\n']);
+  for (const args of [['--help'], ['--version'], ['completion', 'bash']]) {
+    const run = await full(args);
+    assert.deepEqual([run.code, run.stderr], [1, 'usersctl: cannot write the output: no space left on the device; run the command again once it can be written\n'], args.join(' '));
+  }
   const imported = await full(['import', '-f', file]);
   assert.deepEqual([imported.code, imported.stderr], [1, 'usersctl: interrupted (output failed: no space left on the device): imported 2, failed 0, not sent 0\n']);
   assert.equal((await send(server.url, 'GET', '/users')).json().items.length, 4, 'the import was made, only its results were not printed');
