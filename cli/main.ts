@@ -13,7 +13,8 @@ import { OUTPUT_FORMATS } from './output-format.js';
 import { CliError, errorRecord, EXIT, StatusError } from './exit-codes.js';
 import { DEFAULT_CONCURRENCY, DEFAULT_IMPORT_NAMESPACE, MAX_CONCURRENCY, importUsers, type ImportOptions } from './import.js';
 import { completionScript, manPage, SHELLS, type Shell } from './completion.js';
-import { STOP_EXIT, writeFailure } from './streams.js';
+import { STOP_EXIT } from './streams.js';
+import { writeFailure } from '../shared/file-errors.js';
 import { packageVersion } from '../shared/package-version.js';
 
 export type { Io } from './context.js';

@@ -5,6 +5,7 @@
  */
 import { StringDecoder } from 'node:string_decoder';
 import { CliError, EXIT } from './exit-codes.js';
+import { writeFailure } from '../shared/file-errors.js';
 
 export interface Writable {
   write(chunk: string): unknown;
@@ -74,20 +75,6 @@ export class Output {
   }
 }
 
-/** A failed write's code in words, for a message. */
-export function writeFailure(code: string | undefined): string {
-  switch (code) {
-    case 'ENOSPC':
-    case 'EDQUOT':
-      return 'no space left on the device';
-    case 'EFBIG':
-      return 'the file is too large for its file system';
-    case 'EIO':
-      return 'an input/output error of the device';
-    default:
-      return `the write failed${code === undefined ? '' : ` (${code})`}`;
-  }
-}
 
 /** Why a streaming command stopped before its input ended. */
 export type StopReason = 'SIGINT' | 'SIGTERM' | 'output closed' | 'output failed';

@@ -1,7 +1,7 @@
 import { accountsCommand } from './commands/accounts.js';
 import { backupCommand } from './commands/backup.js';
 import { configCommand } from './commands/config-show.js';
-import type { CommandIo } from './commands/command-io.js';
+import { finishOutput, watchOutput, type CommandIo } from './commands/command-io.js';
 import { copyCommand } from './commands/copy.js';
 import { manCommand } from './commands/man-page.js';
 import { migrateCommand } from './commands/migrate.js';
@@ -31,6 +31,9 @@ const COMMANDS: Record<ServerCommand, (args: string[], io: CommandIo) => number 
  * server's flags (commands/serve.ts). Resolves to the exit code.
  */
 export async function main(argv: readonly string[], io: CommandIo = { stdout: process.stdout, stderr: process.stderr, env: process.env }): Promise<number> {
+  watchOutput(io.stdout);
+  watchOutput(io.stderr);
   const command = Object.hasOwn(COMMANDS, argv[0] ?? '') ? COMMANDS[argv[0] as ServerCommand] : undefined;
-  return command === undefined ? serve(argv, io) : command(argv.slice(1), io);
+  // The server reports a failed write of its log itself, and goes on.
+  return command === undefined ? serve(argv, io) : finishOutput(io, await command(argv.slice(1), io));
 }

@@ -25,3 +25,18 @@ export function fileProblem(action: 'read' | 'write' | 'create', path: string, e
       return `cannot ${action} ${path}${code === undefined ? '' : ` (${code})`}`;
   }
 }
+
+/** A failed write's code in words, for a message. */
+export function writeFailure(code: string | undefined): string {
+  switch (code) {
+    case 'ENOSPC':
+    case 'EDQUOT':
+      return 'no space left on the device';
+    case 'EFBIG':
+      return 'the file is too large for its file system';
+    case 'EIO':
+      return 'an input/output error of the device';
+    default:
+      return `the write failed${code === undefined ? '' : ` (${code})`}`;
+  }
+}

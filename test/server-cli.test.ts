@@ -13,7 +13,7 @@ import { before, test, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { ADMIN_PASSWORD, runUsersServer, basic, cookiePair, readReply, send, tempDir, type Reply } from './helpers.js';
 import { isAlive, lockOwnerPid } from '../server/ops/data-dir.js';
-import { spawnChild, spawnUsersServer, type Child, beyondDataLine } from './processes.js';
+import { runTool, SERVER_BIN, spawnChild, spawnUsersServer, type Child, beyondDataLine } from './processes.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const TEST_OPTIONS = {};
@@ -197,6 +197,17 @@ test('Server command line: repair, backup, accounts and copy --from, given a fil
   assert.deepEqual(readdirSync(root).sort(), ['empty', 'notes.txt']);
   assert.deepEqual(readdirSync(empty), []);
   assert.equal(readFileSync(file, 'utf8'), 'keep me\n');
+});
+
+test('Server command line (bin): output that cannot be written (/dev/full) is one line and exit 1, not a stack trace; a reader that leaves early (| head) is no error', TEST_OPTIONS, async (t) => {
+  if (!existsSync('/dev/full')) return t.skip('no /dev/full on this system');
+  for (const args of [['--help'], ['--version'], ['man'], ['config', '--show']]) {
+    const run = await runTool(t, 'bash', ['-c', '"$0" "$@" > /dev/full', process.execPath, SERVER_BIN, ...args]);
+    assert.deepEqual([run.code, run.stderr], [1, 'users-server: cannot write the output: no space left on the device; the command ran, but what it printed is lost\n'], args.join(' '));
+  }
+  const piped = await runTool(t, 'bash', ['-c', 'set -o pipefail; "$0" "$1" man | head -n 1', process.execPath, SERVER_BIN]);
+  assert.deepEqual([piped.code, piped.stderr], [0, '']);
+  assert.match(piped.stdout, /^\.TH USERS-SERVER 1 /);
 });
 
 test('Server command line (bin): USERS_PORT=abc names the variable, not --port, in its one stderr line', TEST_OPTIONS, async (t) => {

@@ -1,4 +1,5 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { writeFailure } from '../../shared/file-errors.js';
 import { flagUsageError, UsageError } from '../errors.js';
 
 /** What a users-server command reads and writes: given, so tests run commands in-process. */
@@ -36,4 +37,30 @@ export function commandFlags<T extends Options>(command: string, argv: readonly 
     return undefined;
   }
   return values;
+}
+
+/** The code of a failed write to a stream `watchOutput` watches (not EPIPE: a reader that left is its own choice). */
+const failedWrites = new WeakMap<object, { code?: string }>();
+
+/**
+ * Keeps a failed write to stdout (a full disk under `> file`) from being
+ * an uncaught 'error' event, and keeps its code for `finishOutput`; on
+ * stderr, where nothing could be reported, only the first.
+ */
+export function watchOutput(stream: NodeJS.WritableStream): void {
+  if (failedWrites.has(stream)) return;
+  const state: { code?: string } = {};
+  failedWrites.set(stream, state);
+  stream.on('error', (error: NodeJS.ErrnoException) => {
+    if (error.code !== 'EPIPE') state.code ??= error.code ?? 'EIO';
+  });
+}
+
+/** `code`, or 1 with one line on stderr when a write to stdout failed (a stream reports it a tick later). */
+export async function finishOutput(io: CommandIo, code: number): Promise<number> {
+  await new Promise((resolve) => setImmediate(resolve));
+  const failed = failedWrites.get(io.stdout)?.code;
+  if (failed === undefined || code !== 0) return code;
+  io.stderr.write(`users-server: cannot write the output: ${writeFailure(failed)}; the command ran, but what it printed is lost\n`);
+  return 1;
 }

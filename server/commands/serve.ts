@@ -17,7 +17,7 @@ import { SharedLoginLimits, type LoginLimits } from '../security/login-limit.js'
 import type { JournalIo } from '../store/journal/journal.js';
 import { openStore } from '../store/open-store.js';
 import type { SharedSettings, Store } from '../store/store.js';
-import type { CommandIo } from './command-io.js';
+import { finishOutput, type CommandIo } from './command-io.js';
 
 const SWEEP_INTERVAL_MS = 60_000;
 
@@ -398,7 +398,7 @@ export async function serve(argv: readonly string[], io: CommandIo): Promise<num
   }
   if (parsed.help || parsed.version) {
     io.stdout.write((parsed.help ? usage() : packageVersion(import.meta.url)) + '\n');
-    return 0;
+    return finishOutput(io, 0);
   }
   // Signals are watched first, so a stop asked for as soon as "listening on"
   // appears is still a graceful one. A journal that cannot sync stops the
