@@ -11,9 +11,9 @@ import { connect, createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { before, test, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { ADMIN_PASSWORD, runUsersServer, basic, cookiePair, readReply, send, tempDir, type Reply } from './helpers.js';
+import { ADMIN_PASSWORD, buildIfStale, runUsersServer, basic, cookiePair, readReply, send, tempDir, type Reply } from './helpers.js';
 import { isAlive, lockOwnerPid } from '../server/ops/data-dir.js';
-import { runTool, SERVER_BIN, spawnChild, spawnUsersServer, type Child, beyondDataLine } from './processes.js';
+import { cleanEnv, runTool, SERVER_BIN, spawnChild, spawnUsersServer, type Child, beyondDataLine } from './processes.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const TEST_OPTIONS = {};
@@ -208,6 +208,22 @@ test('Server command line (bin): output that cannot be written (/dev/full) is on
   const piped = await runTool(t, 'bash', ['-c', 'set -o pipefail; "$0" "$1" man | head -n 1', process.execPath, SERVER_BIN]);
   assert.deepEqual([piped.code, piped.stderr], [0, '']);
   assert.match(piped.stdout, /^\.TH USERS-SERVER 1 /);
+});
+
+test('Server command line (bin): a server whose stderr cannot be written (/dev/full, a full log disk) keeps serving and keeps its writes', TEST_OPTIONS, async (t) => {
+  if (!existsSync('/dev/full')) return t.skip('no /dev/full on this system');
+  const stale = buildIfStale();
+  if (stale !== undefined) throw new Error(stale);
+  const data = join(tempDir(t), 'data');
+  const env = { ...cleanEnv(), USERS_ADMIN_PASSWORD: ADMIN_PASSWORD, USERS_PASSWORD_COST: '1' };
+  // exec: the shell becomes the server, so the harness's signals reach it.
+  const child = spawnChild(t, 'bash', ['-c', 'exec "$0" "$@" 2>/dev/full', process.execPath, SERVER_BIN, '--port', '0', '--data', data], { env });
+  const url = (await child.waitForLine(/^listening on (http:\/\/\S+)$/))[1]!;
+  assert.equal((await send(url, 'PUT', '/users/ann', { json: { name: 'Ann' } })).status, 201);
+  assert.equal((await send(url, 'GET', '/users/ann')).status, 200);
+  assert.equal((await send(url, 'GET', '/healthz')).status, 200);
+  child.kill('SIGTERM');
+  assert.equal((await child.exited).code, 0, child.stderr());
 });
 
 test('Server command line (bin): USERS_PORT=abc names the variable, not --port, in its one stderr line', TEST_OPTIONS, async (t) => {
