@@ -150,31 +150,39 @@ export interface Line {
  * line ending still counts.
  */
 export async function* readLines(input: AsyncIterable<Buffer | string>): AsyncGenerator<Line> {
-  let rest: Buffer = Buffer.alloc(0);
+  // A line that spans chunks is kept as its parts and joined once at its
+  // end: joining at every chunk made a long line cost its length squared.
+  let parts: Buffer[] = [];
+  let partsLength = 0;
   let number = 0;
-  let first = true;
-  /** Input bytes before `buffer[0]`. */
+  /** Input bytes before the current chunk. */
   let base = 0;
   for await (const chunk of input) {
-    let data = typeof chunk === 'string' ? Buffer.from(chunk, 'utf8') : chunk;
-    if (first && data.length > 0) {
-      const length = data.length;
-      data = withoutBom(data);
-      base += length - data.length;
-      first = false;
-    }
-    const buffer = rest.length === 0 ? data : Buffer.concat([rest, data]);
+    const data = typeof chunk === 'string' ? Buffer.from(chunk, 'utf8') : chunk;
     let start = 0;
-    for (let end = buffer.indexOf(0x0a, start); end !== -1; end = buffer.indexOf(0x0a, start)) {
+    for (let end = data.indexOf(0x0a); end !== -1; end = data.indexOf(0x0a, start)) {
       number++;
-      yield { number, bytes: stripCr(buffer.subarray(start, end)), end: base + end + 1 };
+      const head = data.subarray(start, end);
+      const bytes = partsLength === 0 ? head : Buffer.concat([...parts, head], partsLength + head.length);
+      parts = [];
+      partsLength = 0;
+      yield { number, bytes: lineBytes(bytes, number), end: base + end + 1 };
       start = end + 1;
     }
-    base += start;
-    // Copy the tail: a subarray would keep the whole chunk alive.
-    rest = Buffer.from(buffer.subarray(start));
+    if (start < data.length) {
+      // Copied: a subarray would keep the whole chunk alive.
+      const tail = Buffer.from(data.subarray(start));
+      parts.push(tail);
+      partsLength += tail.length;
+    }
+    base += data.length;
   }
-  if (rest.length > 0) yield { number: number + 1, bytes: stripCr(rest), end: base + rest.length };
+  if (partsLength > 0) yield { number: number + 1, bytes: lineBytes(Buffer.concat(parts, partsLength), number + 1), end: base };
+}
+
+/** A line's bytes without its CR, and the first without a byte order mark (however the input was cut). */
+function lineBytes(bytes: Buffer, number: number): Buffer {
+  return stripCr(number === 1 ? withoutBom(bytes) : bytes);
 }
 
 // A UTF-8 byte order mark, as Windows editors put at the start of a file: not part of the text.

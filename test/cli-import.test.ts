@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { DEFAULT_IMPORT_NAMESPACE } from '../cli/import.js';
 import { EXIT } from '../cli/main.js';
+import { readLines } from '../cli/streams.js';
 import { NAMESPACE_URL, uuidV5 } from '../cli/uuid.js';
 import { listText, put, send, tempDir } from './helpers.js';
 import { lines, sendJsonText, startCliServer, startStub, usersctl } from './cli-helpers.js';
@@ -171,4 +172,37 @@ test('import usage errors exit 2: a missing file, a bad namespace, two alias sou
   assert.equal((await cli.run(['import', '--uuid-namespace', 'not-a-uuid'])).code, EXIT.usage);
   assert.equal((await cli.run(['import', '--alias-field', 'a', '--uuid-namespace', DEFAULT_IMPORT_NAMESPACE])).code, EXIT.usage);
   assert.equal((await cli.run(['import', '--concurrency', '0'])).code, EXIT.usage);
+});
+
+test('readLines gives the same lines and byte offsets however the input is cut into chunks: CRLF across a cut, a line over many chunks, a BOM, no final newline', async () => {
+  const long = 'x'.repeat(20_000);
+  const text = `\ufeff{"a":1}\r\n\n${long}\r\nmiddle\n\r\n{"tail":true}`;
+  const input = Buffer.from(text, 'utf8');
+  // The lines by one split of the whole input, the BOM and each line's CR dropped.
+  const expected: { number: number; text: string; end: number }[] = [];
+  let offset = 3;
+  input
+    .subarray(3)
+    .toString('latin1')
+    .split('\n')
+    .forEach((line, i, all) => {
+      offset += Buffer.byteLength(line, 'latin1') + (i < all.length - 1 ? 1 : 0);
+      if (i < all.length - 1 || line !== '') expected.push({ number: i + 1, text: line.replace(/\r$/, ''), end: offset });
+    });
+  let seed = 7;
+  const random = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
+  for (const size of [1, 2, 3, 7, 4096, 8192, input.length, 0]) {
+    const chunks: Buffer[] = [];
+    // size 0: cuts at random places, CRs and LFs among them.
+    for (let at = 0; at < input.length; ) {
+      const next = Math.min(input.length, at + (size === 0 ? 1 + Math.floor(random() * 20_000) : size));
+      chunks.push(input.subarray(at, next));
+      at = next;
+    }
+    const got: { number: number; text: string; end: number }[] = [];
+    for await (const line of readLines((async function* () { yield* chunks; })())) got.push({ number: line.number, text: line.bytes.toString('latin1'), end: line.end });
+    // Long texts by their length: a failure stays readable.
+    const brief = (lines: typeof got) => lines.map((l) => ({ ...l, text: l.text.length > 40 ? `${l.text.length} bytes` : l.text }));
+    assert.deepEqual(brief(got), brief(expected), `chunks of ${size || 'random sizes'}`);
+  }
 });
