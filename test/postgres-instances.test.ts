@@ -297,6 +297,17 @@ test('PostgreSQL: a start that cannot reach the database retries for --db-start-
   assert.match(run.stderr, /waiting for postgres:\/\/app:\*\*\*@127\.0\.0\.1:9\/users \(ECONNREFUSED\), attempt 1/);
 });
 
+test('node bin/users-server.js: SIGINT or SIGTERM while the start waits for the database stops it at once, exit 0, with one line (not after --db-start-wait)', async (t) => {
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    // A wait of an hour: only the signal can end it within the test's time.
+    const child = spawnUsersServer(t, ['--port', '0', '--store', 'postgres://app@127.0.0.1:9/users', '--db-start-wait', '3600']);
+    await child.waitForLine(/^users-server: waiting for postgres:\/\/app@127\.0\.0\.1:9\/users \(ECONNREFUSED\), attempt 1$/, 'stderr');
+    child.kill(signal);
+    assert.equal((await child.exited).code, 0, child.stderr());
+    assert.match(child.stderr(), /\nusers-server: stopped before it served anything\n$/);
+  }
+});
+
 test('PostgreSQL through pgbouncer: migrate with ?pool_mode=transaction creates the schema; without it a start exits 1 at once naming the parameter; pool_mode=statement is a usage error', async (t) => {
   if (bouncerSkip !== undefined) return t.skip(bouncerSkip);
   const url = new URL(await pgbouncerDatabase(t, { migrated: false }));

@@ -61,6 +61,8 @@ export interface StartOptions {
   store?: Store;
   /** Tests only: the password hash function (one that counts its calls, say). */
   scrypt?: ScryptFunction;
+  /** Aborted by a stop asked for during the start: the wait for a database ends at once. */
+  signal?: AbortSignal;
 }
 
 /** The settings an instance reads at start: from its data directory, or from a shared store. */
@@ -180,7 +182,7 @@ function openConfiguredStore(
     ...(evidence !== undefined && { usedBefore: evidence }),
     log: logError,
     onFatal,
-    postgres: { max: config.dbPool, timeoutSeconds: config.dbTimeout, startWaitSeconds: config.dbStartWait },
+    postgres: { max: config.dbPool, timeoutSeconds: config.dbTimeout, startWaitSeconds: config.dbStartWait, ...(options.signal && { signal: options.signal }) },
     ...(options.clock && { now: options.clock }),
     ...(options.journalIo && { io: options.journalIo }),
   });
@@ -314,6 +316,8 @@ function stdoutSink(io: CommandIo): (chunk: string) => void {
 interface Signals {
   /** Resolves at the first SIGINT or SIGTERM (or stopNow). */
   readonly signalled: Promise<void>;
+  /** Aborted at the first SIGINT or SIGTERM: what the start waits for gives up. */
+  readonly stopAsked: AbortSignal;
   stopNow(): void;
   /** What a second SIGINT or SIGTERM does, and what SIGHUP does. */
   onAgain: () => void;
@@ -331,9 +335,11 @@ interface Signals {
 function watchSignals(): Signals {
   let stopNow = () => {};
   let stopping = false;
+  const stop = new AbortController();
   const signalled = new Promise<void>((resolve) => (stopNow = () => resolve()));
   const signals: Signals = {
     signalled,
+    stopAsked: stop.signal,
     stopNow: () => stopNow(),
     onAgain: () => {},
     onHangUp: () => {},
@@ -346,6 +352,7 @@ function watchSignals(): Signals {
   const onStop = () => {
     if (stopping) signals.onAgain();
     stopping = true;
+    stop.abort();
     stopNow();
   };
   const onHangUp = () => signals.onHangUp();
@@ -411,9 +418,14 @@ export async function serve(argv: readonly string[], io: CommandIo): Promise<num
   };
   let running: RunningServer;
   try {
-    running = await startServer(parsed.config, { env: io.env, onFatal, logError: (message) => io.stderr.write(message + '\n'), accessLog: stdoutSink(io) });
+    running = await startServer(parsed.config, { env: io.env, onFatal, logError: (message) => io.stderr.write(message + '\n'), accessLog: stdoutSink(io), signal: signals.stopAsked });
   } catch (error) {
     signals.unwatch();
+    // Stopped while it started (Ctrl-C while it waited for the database): a stop, not a failure.
+    if (signals.stopAsked.aborted) {
+      io.stderr.write('users-server: stopped before it served anything\n');
+      return 0;
+    }
     // A setting that cannot work (the PostgreSQL driver missing): exit 2.
     if (error instanceof UsageError) {
       io.stderr.write(`users-server: ${error.message}\n`);

@@ -21,7 +21,7 @@ export interface StoreOptions {
   /** How long a change stays in the feed of changes, in ms (DEFAULT_CHANGES_RETENTION_MS). */
   changesRetentionMs?: number;
   /** The PostgreSQL pool, statement timeout and start-up wait (tests: how often the pool is replaced). */
-  postgres?: { max?: number; timeoutSeconds?: number; startWaitSeconds?: number; recycleAfter?: number };
+  postgres?: { max?: number; timeoutSeconds?: number; startWaitSeconds?: number; recycleAfter?: number; signal?: AbortSignal };
 }
 
 /**

@@ -6,6 +6,8 @@ import { checkNotNewer, migrate, schemaVersion, SCHEMA_VERSION } from './schema.
 export interface PostgresOptions extends ConnectOptions {
   /** Seconds to keep trying to reach the database at start before giving up. */
   startWaitSeconds?: number;
+  /** Aborted: stop waiting for the database now (a stop asked for during the start). */
+  signal?: AbortSignal;
   /** How long a change stays in the feed of changes, in ms. */
   changesRetentionMs?: number;
   log: (message: string) => void;
@@ -40,6 +42,7 @@ export async function openPostgresStore(url: string | undefined, options: Postgr
 /** The schema version, once the database answers; a CommandError after the start wait. */
 async function waitForDatabase(sql: Sql, url: string | undefined, options: PostgresOptions): Promise<number> {
   const deadline = Date.now() + (options.startWaitSeconds ?? DEFAULT_START_WAIT_SECONDS) * 1000;
+  const stopped = () => options.signal?.aborted === true;
   for (let attempt = 1; ; attempt++) {
     try {
       return await schemaVersion(sql);
@@ -47,10 +50,25 @@ async function waitForDatabase(sql: Sql, url: string | undefined, options: Postg
       const code = (error as { code?: string }).code ?? 'error';
       if (!isUnavailable(error) || needsPoolMode(error)) throw new CommandError(`cannot use ${describeDatabase(url)}: ${describeFailure(error)}`);
       if (Date.now() >= deadline) throw new CommandError(`cannot reach ${describeDatabase(url)} (${code}); gave up after ${options.startWaitSeconds ?? DEFAULT_START_WAIT_SECONDS} s`);
+      if (stopped()) throw new CommandError(`stopped while waiting for ${describeDatabase(url)}`);
       options.log(`users-server: waiting for ${describeDatabase(url)} (${code}), attempt ${attempt}`);
-      await new Promise((resolve) => setTimeout(resolve, Math.min(1000 * attempt, 5000)));
+      await pause(Math.min(1000 * attempt, 5000), options.signal);
+      if (stopped()) throw new CommandError(`stopped while waiting for ${describeDatabase(url)}`);
     }
   }
+}
+
+/** Waits `ms`, or less once `signal` is aborted. */
+function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal?.addEventListener('abort', done, { once: true });
+  });
 }
 
 async function upgrade(sql: Sql, url: string | undefined, version: number, log: (message: string) => void): Promise<void> {
