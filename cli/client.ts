@@ -10,6 +10,7 @@ import { PROBLEM_CONTENT_TYPE, PROBLEM_TYPE_PREFIX, problems } from '../shared/p
 import { CliError, EXIT, NetworkError, StatusError } from './exit-codes.js';
 import { fileProblem } from '../shared/file-errors.js';
 import { loadJar, saveJar } from './jar.js';
+import { STOP_EXIT, type Interruption } from './streams.js';
 
 export type Method = 'GET' | 'HEAD' | 'PUT' | 'DELETE' | 'POST';
 
@@ -43,6 +44,8 @@ export interface ClientOptions {
   trace?: ((line: string) => void) | undefined;
   /** Non-fatal messages (cookie-jar warnings). */
   warn: (message: string) => void;
+  /** What stops the command (Ctrl-C): a wait before a retry ends, and no retry follows. */
+  interruption?: Pick<Interruption, 'reason' | 'label' | 'onStop'>;
 }
 
 // Retry policy (docs/cli.md "Retries").
@@ -104,9 +107,13 @@ export class HttpClient {
   private cookieCache: { key: string; value: string; at: number } | undefined;
   private pathSpecific: boolean | undefined;
 
+  /** Ends the wait before a retry, once the command is stopped. */
+  private wake: (() => void) | undefined;
+
   constructor(private readonly options: ClientOptions) {
     this.origin = options.baseUrl.origin;
     this.prefix = options.baseUrl.pathname.replace(/\/+$/, '');
+    options.interruption?.onStop(() => this.wake?.());
   }
 
   private connections(): Promise<Agent> {
@@ -336,8 +343,17 @@ export class HttpClient {
       const ceiling = Math.min(BACKOFF_CAP_MS, BACKOFF_BASE_MS * 2 ** attempt);
       delay = Math.round(ceiling / 2 + (Math.random() * ceiling) / 2);
     }
+    const stopped = () => {
+      const reason = this.options.interruption?.reason;
+      if (reason !== undefined) throw new CliError(`${why}; stopped (${this.options.interruption?.label}) instead of trying again`, STOP_EXIT[reason]);
+    };
+    stopped();
     this.options.trace?.(`* ${why}; retry ${attempt + 1} of ${this.options.retries} in ${delay} ms`);
-    await new Promise((resolve) => setTimeout(resolve, delay));
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(() => (this.wake = undefined, resolve()), delay);
+      this.wake = () => (clearTimeout(timer), (this.wake = undefined), resolve());
+    });
+    stopped();
   }
 
   private networkError(error: unknown): NetworkError {

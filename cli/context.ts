@@ -112,6 +112,7 @@ export class Context {
       token: options.token,
       trace: options.verbose ? (line) => io.stderr.write(line + '\n') : undefined,
       warn: (message) => this.warn(message),
+      interruption: this.interruption,
     });
   }
 

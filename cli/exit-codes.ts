@@ -17,6 +17,8 @@ export const EXIT = {
 } as const;
 
 export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
+/** A command stopped early, as a shell reports a process a signal ended (streams.ts STOP_EXIT). */
+export type StopExitCode = 130 | 141 | 143;
 
 /** An error with a chosen exit code and a message meant for the user. */
 export class CliError extends Error {
@@ -25,7 +27,7 @@ export class CliError extends Error {
   ref: string | undefined;
   constructor(
     message: string,
-    readonly exitCode: ExitCode,
+    readonly exitCode: ExitCode | StopExitCode,
   ) {
     super(message);
   }

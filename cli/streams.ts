@@ -4,7 +4,7 @@
  * readers that keep each line's exact bytes, and the no-echo password prompt.
  */
 import { StringDecoder } from 'node:string_decoder';
-import { CliError, EXIT } from './exit-codes.js';
+import { CliError, EXIT, type ExitCode, type StopExitCode } from './exit-codes.js';
 import { writeFailure } from '../shared/file-errors.js';
 
 export interface Writable {
@@ -84,7 +84,7 @@ export type StopReason = 'SIGINT' | 'SIGTERM' | 'output closed' | 'output failed
  * by that signal (128 + its number; SIGPIPE for a closed output); a failed
  * write is the environment failing, 1.
  */
-export const STOP_EXIT: Record<StopReason, number> = { SIGINT: 130, SIGTERM: 143, 'output closed': 141, 'output failed': EXIT.unexpected };
+export const STOP_EXIT: Record<StopReason, ExitCode | StopExitCode> = { SIGINT: 130, SIGTERM: 143, 'output closed': 141, 'output failed': EXIT.unexpected };
 
 /**
  * Watches what ends a streaming command early: SIGINT, SIGTERM (only when

@@ -6,7 +6,7 @@ import type { AddressInfo } from 'node:net';
 import { test, type TestContext } from 'node:test';
 import { EXIT } from '../cli/main.js';
 import { ADMIN_PASSWORD, buildIfStale, put, send, startTestServer, tempDir } from './helpers.js';
-import { lines } from './cli-helpers.js';
+import { closedPortUrl, lines } from './cli-helpers.js';
 import { CLI_BIN, runTool } from './processes.js';
 
 // The real executable as a child process: the exit code reaches the shell,
@@ -191,6 +191,19 @@ test('bin: output to a full device (/dev/full) stops each command (help and comp
   const imported = await full(['import', '-f', file]);
   assert.deepEqual([imported.code, imported.stderr], [1, 'usersctl: interrupted (output failed: no space left on the device): imported 2, failed 0, not sent 0\n']);
   assert.equal((await send(server.url, 'GET', '/users')).json().items.length, 4, 'the import was made, only its results were not printed');
+});
+
+test('bin: SIGINT while a request waits to be tried again stops the command at once, exit 130, naming the failure and the stop', async (t) => {
+  const { env } = await setup(t);
+  const dir = tempDir(t, 'usersctl-files-');
+  const trace = join(dir, 'trace.txt');
+  // -v traces each retry: the shell sends SIGINT once the second one is announced (its wait is 100 to 200 ms, then more).
+  const script = '"$0" "$1" --url "$2" --retries 8 -v get 1 2> "$3" & p=$!; until grep -q "retry 2 of 8" "$3"; do :; done; kill -INT $p; wait $p';
+  const run = await spawnText(t, 'bash', ['-c', script, process.execPath, BIN, await closedPortUrl(), trace], env);
+  assert.equal(run.code, 130, readFileSync(trace, 'utf8'));
+  const last = lines(readFileSync(trace, 'utf8')).at(-1);
+  assert.match(last ?? '', /^usersctl: cannot connect to http:\/\/127\.0\.0\.1:\d+: connection refused; stopped \(SIGINT\) instead of trying again$/);
+  assert.ok(!readFileSync(trace, 'utf8').includes('retry 3 of 8'), 'no retry after the stop');
 });
 
 test('bin: SIGINT during import stops sending, waits for the requests in flight, leaves a results file complete up to there, prints the summary and exits 130', async (t) => {
