@@ -3,7 +3,8 @@
  * cookie jar on every request, retries where they are safe, `-v` tracing
  * with secrets masked, and the problem `detail` of a failed answer.
  */
-import { access } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { access, copyFile } from 'node:fs/promises';
 import type { Agent } from 'undici';
 import type { CookieJar } from 'tough-cookie';
 import { PROBLEM_CONTENT_TYPE, PROBLEM_TYPE_PREFIX, problems } from '../shared/problems.js';
@@ -53,6 +54,8 @@ const BACKOFF_BASE_MS = 100;
 const BACKOFF_CAP_MS = 5_000;
 const RETRY_AFTER_CAP_MS = 30_000;
 const MAX_REDIRECTS = 10;
+/** Jar lines skipped that are each named on stderr; the rest are counted in one line. */
+const MAX_JAR_WARNINGS = 3;
 /** Statuses that say "try again" without saying the request was wrong. */
 const RETRYABLE_STATUS: ReadonlySet<number> = new Set([408, 429, 502, 503, 504]);
 /** Methods whose repetition is harmless (RFC 9110 section 9.2.2). */
@@ -104,6 +107,8 @@ export class HttpClient {
   private agent: Promise<Agent> | undefined;
   private jarLoad: Promise<CookieJar> | undefined;
   private jarChanged = false;
+  /** Lines of the jar file that were not cookies: kept aside before the file is rewritten without them. */
+  private jarSkipped = 0;
   private cookieCache: { key: string; value: string; at: number } | undefined;
   private pathSpecific: boolean | undefined;
 
@@ -180,10 +185,28 @@ export class HttpClient {
   async saveJar(): Promise<void> {
     if (!this.jarChanged || this.jarLoad === undefined) return;
     const jar = await this.jarLoad;
+    await this.keepSkippedLines();
     await saveJar(jar, this.options.jarPath).catch((error: unknown) => {
       throw new CliError(`the cookie jar: ${fileProblem('write', this.options.jarPath, error)} (or give another with --cookie-jar)`, EXIT.unexpected);
     });
     this.jarChanged = false;
+  }
+
+  /**
+   * Rewriting a jar drops the lines that were not cookies: the file as it
+   * was is copied aside first (a --cookie-jar that named the wrong file
+   * keeps its content), and a warning says where.
+   */
+  private async keepSkippedLines(): Promise<void> {
+    if (this.jarSkipped === 0) return;
+    const aside = `${this.options.jarPath}.before-${new Date().toISOString().replaceAll(':', '')}`;
+    try {
+      await copyFile(this.options.jarPath, aside, constants.COPYFILE_EXCL);
+    } catch (error) {
+      throw new CliError(`the cookie jar: it holds ${this.jarSkipped} lines that are not cookies and cannot be kept aside (${fileProblem('write', aside, error)}), so it was left as it was; give another --cookie-jar`, EXIT.unexpected);
+    }
+    this.options.warn(`cookie jar ${this.options.jarPath}: the file as it was, with the ${this.jarSkipped} lines that are not cookies, is kept in ${aside}`);
+    this.jarSkipped = 0;
   }
 
   /** Writes the jar back when a response set or cleared a cookie, then closes the connections. */
@@ -199,7 +222,11 @@ export class HttpClient {
   jar(): Promise<CookieJar> {
     this.jarLoad ??= loadJar(this.options.jarPath).then(
       ({ jar, warnings }) => {
-        for (const warning of warnings) this.options.warn(`cookie jar ${this.options.jarPath}: ${warning}`);
+        this.jarSkipped = warnings.length;
+        // A file that is not a jar at all (a wrong --cookie-jar) would give a line per line of it.
+        for (const warning of warnings.slice(0, MAX_JAR_WARNINGS)) this.options.warn(`cookie jar ${this.options.jarPath}: ${warning}`);
+        const more = warnings.length - MAX_JAR_WARNINGS;
+        if (more > 0) this.options.warn(`cookie jar ${this.options.jarPath}: ${more} more line${more === 1 ? '' : 's'} skipped; is it the cookie file you meant to give?`);
         return jar;
       },
       (error: unknown) => {

@@ -184,3 +184,16 @@ test('malformed lines in the cookie jar are skipped with a warning on stderr', a
   assert.equal(result.stdout, 'OK\n');
   assert.match(result.stderr, /^usersctl: warning: cookie jar .*cookies\.txt: line \d+/m);
 });
+
+test('a cookie jar that is not a cookie file at all names three skipped lines and counts the rest in one line', async (t) => {
+  const cli = await startCliServer(t);
+  await cli.login();
+  const { appendFileSync } = await import('node:fs');
+  appendFileSync(cli.jarPath, Array.from({ length: 40 }, (_, i) => `not a cookie ${i}`).join('\n') + '\n');
+  const result = await cli.run(['status']);
+  assert.equal(result.code, EXIT.ok, result.stderr);
+  const warnings = lines(result.stderr);
+  assert.equal(warnings.length, 4, result.stderr);
+  assert.match(warnings[2]!, /^usersctl: warning: cookie jar .*cookies\.txt: line \d+: expected 7 tab-separated fields, found 1$/);
+  assert.match(warnings[3]!, /^usersctl: warning: cookie jar .*cookies\.txt: 37 more lines skipped; is it the cookie file you meant to give\?$/);
+});

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
 import { test } from 'node:test';
 import { EXIT } from '../cli/main.js';
 import { ADMIN_PASSWORD, startTestServer } from './helpers.js';
@@ -38,6 +39,21 @@ test('login whose jar cannot be written (a path under /proc, where mkdir never s
   assert.equal(login.code, EXIT.unexpected, login.stderr);
   assert.equal(login.stdout, '');
   assert.match(login.stderr, /^usersctl: the cookie jar: [^\n]*\/proc\/self\/usersctl\/cookies\.txt[^\n]*--cookie-jar\)\n$/);
+});
+
+test('login into a --cookie-jar that names some other file keeps that file as it was beside the jar, and says where', async (t) => {
+  const cli = await startCliServer(t);
+  const original = 'export PATH=/usr/local/bin:/usr/bin\nalias ll="ls -l"\n';
+  mkdirSync(dirname(cli.jarPath), { recursive: true });
+  writeFileSync(cli.jarPath, original);
+  const login = await cli.run(['login', '--password-stdin'], { stdin: `${ADMIN_PASSWORD}\n` });
+  assert.equal(login.code, EXIT.ok, login.stderr);
+  const kept = /is kept in (\S+)\n/.exec(login.stderr)?.[1];
+  assert.ok(kept !== undefined, login.stderr);
+  assert.equal(readFileSync(kept, 'utf8'), original);
+  assert.match(login.stderr, /the file as it was, with the 2 lines that are not cookies, is kept in /);
+  assert.match(readFileSync(cli.jarPath, 'utf8'), /\tUSER_TOKEN\t/);
+  assert.deepEqual(await cli.run(['status']), { code: EXIT.ok, stdout: 'OK\n', stderr: '' });
 });
 
 test('status --json prints the server\'s JSON body unchanged', async (t) => {
