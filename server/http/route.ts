@@ -22,6 +22,11 @@ export interface Context {
   readonly query: string;
   /** Milliseconds since the epoch, read once per request. */
   readonly now: number;
+  /**
+   * Answers a refusal found after the handler returned, as a thrown one
+   * would be: for a handler that runs on callbacks and returns no promise.
+   */
+  fail(error: unknown): void;
 }
 
 /** Answers a request; a refusal is thrown (HttpError), sync or as a rejected promise. */

@@ -100,32 +100,32 @@ class UserRoutes {
   }
 
   /**
-   * The PUT once its target is known: one promise for the whole request,
-   * callbacks inside it (each await of an async function is a promise and
-   * a microtask more). Whatever a step throws rejects it.
+   * The PUT once its target is known, on callbacks: no promise of its own
+   * (each is a promise, a reaction and a microtask more on the hottest
+   * write). What a step throws is answered through `ctx.fail`.
    */
-  private putTo(ctx: Context, ref: UserRef | undefined): Promise<void> | undefined {
-    if (ref === undefined) return undefined;
+  private putTo(ctx: Context, ref: UserRef | undefined): void {
+    if (ref === undefined) return;
     requireJson(ctx.req.headers['content-type']);
-    return new Promise((resolve, reject) => {
-      const attempt = (step: () => void) => {
-        try {
-          step();
-        } catch (error) {
-          reject(error);
-        }
-      };
-      const answer = (outcome: PutOutcome, text: string) => {
+    const failed = (error: unknown) => ctx.fail(error);
+    const answer = (outcome: PutOutcome, text: string) => {
+      try {
         answerPut(ctx, outcome, text);
-        resolve();
-      };
-      const store = (text: string) => {
-        const outcome = this.store.putUser({ ref, body: checkUser(parseJsonText(text)), preconditions: preconditionsOf(ctx), policy: this.policy, now: ctx.now });
-        if (outcome instanceof Promise) outcome.then((settled) => attempt(() => answer(settled, text)), reject);
-        else answer(outcome, text);
-      };
-      readBodyThen(ctx.req, this.config.maxBody, jsonText, (text) => attempt(() => store(text)), reject);
-    });
+      } catch (error) {
+        ctx.fail(error);
+      }
+    };
+    const store = (text: string) => {
+      let outcome: MaybePromise<PutOutcome>;
+      try {
+        outcome = this.store.putUser({ ref, body: checkUser(parseJsonText(text)), preconditions: preconditionsOf(ctx), policy: this.policy, now: ctx.now });
+      } catch (error) {
+        return ctx.fail(error);
+      }
+      if (outcome instanceof Promise) outcome.then((settled) => answer(settled, text), failed);
+      else answer(outcome, text);
+    };
+    readBodyThen(ctx.req, this.config.maxBody, jsonText, store, failed);
   }
 
   async delete(ctx: Context): Promise<void> {
