@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { test } from 'node:test';
 import { crc32 } from 'node:zlib';
 import { DataError } from '../server/errors.js';
-import { applyPayload, crc32Bytes, encodeMutations, encodeRecord, FileKind, recordAt } from '../server/store/journal/codec.js';
+import { applyPayload, checkRecordSize, crc32Bytes, encodeMutations, encodeRecord, FileKind, recordAt, recordBound, writeRecord } from '../server/store/journal/codec.js';
 import { StoreState, type Mutation } from '../server/store/memory/state.js';
 import { UserTable } from '../server/store/memory/user-table.js';
 import type { StoredUser } from '../server/users/rules.js';
@@ -29,6 +29,24 @@ test('codec: records of every size class verify, and any single flipped bit make
       assert.equal(recordAt(copy, 0), 0, `size ${size}, bit ${bit}`);
     }
   }
+});
+
+test('codec: records written one after another into a buffer sized by their bounds (a batch) are the bytes of each record alone, in 1- to 4-byte UTF-8', () => {
+  const payloads = ['p\t1\t\t{"name":"a","id":1}', 'Ålice ☃ \u{1F600} \u{10FFFF}', '☃'.repeat(1000), '\u{1F600}'.repeat(500), 'x'];
+  const buf = Buffer.alloc(payloads.reduce((sum, payload) => sum + recordBound(payload), 0));
+  let offset = 0;
+  for (const payload of payloads) {
+    checkRecordSize(payload);
+    offset += writeRecord(buf, offset, payload);
+  }
+  assert.deepEqual(buf.subarray(0, offset), Buffer.concat(payloads.map(encodeRecord)));
+  let at = 0;
+  for (const payload of payloads) {
+    const length = recordAt(buf, at);
+    assert.equal(buf.toString('utf8', at + 8, at + length), payload);
+    at += length;
+  }
+  assert.equal(at, offset);
 });
 
 test('codec: a commit read back from its record rebuilds the same state, puts with and without alias, non-ASCII and escaped JSON included', () => {

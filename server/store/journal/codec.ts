@@ -88,15 +88,44 @@ export function checkHeader(header: Buffer, kind: FileKind, generation: number):
 /** Frames a payload: length, checksum, bytes. */
 export function encodeRecord(payload: string): Buffer {
   const length = Buffer.byteLength(payload);
-  // A record recovery would refuse must never be acknowledged.
-  if (length > MAX_RECORD_BYTES) throw new RangeError(`a ${length}-byte record exceeds the journal's ${MAX_RECORD_BYTES}-byte limit`);
+  if (length > MAX_RECORD_BYTES) throw recordTooLarge(length);
   const record = Buffer.allocUnsafe(FRAME_BYTES + length);
-  record.writeUInt32LE(length, 0);
-  record.write(payload, FRAME_BYTES);
-  // The checksum of the payload's text is that of its UTF-8 bytes, and the
-  // length's is four table steps: one native call, no views of the record.
-  record.writeUInt32LE(crc32(payload, lengthCrc(length)), 4);
+  writeRecord(record, 0, payload);
   return record;
+}
+
+/**
+ * Throws when `payload` would make a record recovery refuses, which must
+ * never be acknowledged. Its UTF-16 length bounds its bytes (`recordBound`),
+ * so the bytes are counted only for a payload that could be too long.
+ */
+export function checkRecordSize(payload: string): void {
+  if (payload.length * 3 <= MAX_RECORD_BYTES) return;
+  const length = Buffer.byteLength(payload);
+  if (length > MAX_RECORD_BYTES) throw recordTooLarge(length);
+}
+
+function recordTooLarge(length: number): RangeError {
+  return new RangeError(`a ${length}-byte record exceeds the journal's ${MAX_RECORD_BYTES}-byte limit`);
+}
+
+/** The most bytes the record of `payload` can take: a UTF-16 unit is at most 3 bytes of UTF-8. */
+export function recordBound(payload: string): number {
+  return FRAME_BYTES + payload.length * 3;
+}
+
+/**
+ * Writes the record of `payload` into `buf` at `offset`, which has room
+ * for `recordBound(payload)` bytes; returns the bytes it took. The UTF-8
+ * text is written once and its length is what the write returns; the
+ * checksum of the payload's text is that of its UTF-8 bytes, and the
+ * length's is four table steps: one native call, no views of the buffer.
+ */
+export function writeRecord(buf: Buffer, offset: number, payload: string): number {
+  const length = buf.write(payload, offset + FRAME_BYTES);
+  buf.writeUInt32LE(length, offset);
+  buf.writeUInt32LE(crc32(payload, lengthCrc(length)), offset + 4);
+  return FRAME_BYTES + length;
 }
 
 /** zlib.crc32 of `length` as four little-endian bytes. */

@@ -6,7 +6,7 @@ import { call, fsyncDir, fsyncDirSync } from '../../ops/durable-files.js';
 import { FSYNC_BUCKETS, Histogram } from '../../ops/histogram.js';
 import type { Mutation, StoreState } from '../memory/state.js';
 import { StateStore, type CommitLog } from '../memory/state-store.js';
-import { encodeHeader, encodeMutations, encodeRecord, FileKind, FORMAT_VERSION, HEADER_BYTES, headerVersion } from './codec.js';
+import { checkRecordSize, encodeHeader, FRAME_BYTES, encodeMutations, FileKind, FORMAT_VERSION, HEADER_BYTES, headerVersion, recordBound, writeRecord } from './codec.js';
 import { journalName, listDataFiles, recover, snapshotName, type Recovered } from './recovery.js';
 import { captureImage, writeSnapshot, type Image } from './snapshot.js';
 
@@ -70,8 +70,10 @@ function isNoSpace(error: NodeJS.ErrnoException): boolean {
 let zeros: Buffer | undefined;
 
 interface Batch {
-  buffers: Buffer[];
-  bytes: number;
+  /** The records' payloads, framed into one buffer when the batch is written (`encodeBatch`). */
+  payloads: string[];
+  /** The most bytes their records can take (`recordBound`). */
+  bound: number;
   promise: Promise<void>;
   resolve: () => void;
   reject: (error: Error) => void;
@@ -189,15 +191,17 @@ export class Journal implements CommitLog {
       this.probeSpace();
       throw this.full;
     }
-    // Encoded first: a commit that cannot be written changes nothing.
-    const record = encodeRecord(encodeMutations(mutations));
+    // Encoded and measured first: a commit that cannot be written changes
+    // nothing. Its bytes are made with the batch's (flushNext).
+    const payload = encodeMutations(mutations);
+    checkRecordSize(payload);
     let batch = this.batches.at(-1);
     if (batch === undefined || batch.sealed) {
       batch = newBatch();
       this.batches.push(batch);
     }
-    batch.buffers.push(record);
-    batch.bytes += record.length;
+    batch.payloads.push(payload);
+    batch.bound += recordBound(payload);
     // Wait for the rest of this turn of the event loop, so requests read in
     // the same poll share the batch.
     if (!this.flushing) {
@@ -245,31 +249,32 @@ export class Journal implements CommitLog {
       return;
     }
     batch.sealed = true;
-    if (batch.bytes === 0) {
+    if (batch.payloads.length === 0) {
       this.finishBatch(batch);
       return;
     }
-    let end = this.size + batch.bytes;
-    let buffers = batch.buffers;
+    const records = encodeBatch(batch);
+    let end = this.size + records.length;
+    let buffers = [records];
     if (end > this.allocated) {
       const allocated = Math.ceil(end / PREALLOCATION) * PREALLOCATION;
       zeros ??= Buffer.alloc(PREALLOCATION);
       buffers = [...buffers, zeros.subarray(0, allocated - end)];
       end = allocated;
     }
-    this.writeBatch(batch, buffers, this.size, end);
+    this.writeBatch(batch, records.length, buffers, this.size, end);
   }
 
-  /** Writes `buffers`, which end at `end`, at `position`, then syncs. */
-  private writeBatch(batch: Batch, buffers: Buffer[], position: number, end: number): void {
+  /** Writes `buffers`, which end at `end`, at `position`, then syncs; the batch's records are `bytes` of them. */
+  private writeBatch(batch: Batch, bytes: number, buffers: Buffer[], position: number, end: number): void {
     this.io.writev(this.fd, buffers, position, (error, written) => {
       if (error) return isNoSpace(error) ? this.noSpace(error) : this.fail(error);
-      if (position + written < end) return this.writeBatch(batch, remainder(buffers, written), position + written, end);
+      if (position + written < end) return this.writeBatch(batch, bytes, remainder(buffers, written), position + written, end);
       const syncStarted = performance.now();
       this.io.fdatasync(this.fd, (error) => {
         if (error) return this.fail(error);
         this.fsyncSeconds.observe((performance.now() - syncStarted) / 1000);
-        this.size += batch.bytes;
+        this.size += bytes;
         if (end > this.allocated) this.allocated = end;
         this.finishBatch(batch);
       });
@@ -448,7 +453,24 @@ function newBatch(): Batch {
   });
   // A failed batch may have no waiter left (its requests were abandoned).
   promise.catch(() => {});
-  return { buffers: [], bytes: 0, promise, resolve, reject, sealed: false, image: undefined };
+  return { payloads: [], bound: 0, promise, resolve, reject, sealed: false, image: undefined };
+}
+
+/** Past this bound a batch's buffer is sized by counting its bytes. */
+const EXACT_SIZE_PAST = 4 * 1024 * 1024;
+
+/**
+ * The batch's records in one buffer: one allocation and one write per
+ * batch, where a buffer per record cost each commit an allocation and a
+ * second pass over its text to count its bytes.
+ */
+function encodeBatch(batch: Batch): Buffer {
+  // A batch of large writes is sized exactly: its bound can be three times its bytes.
+  const size = batch.bound <= EXACT_SIZE_PAST ? batch.bound : batch.payloads.reduce((sum, payload) => sum + FRAME_BYTES + Buffer.byteLength(payload), 0);
+  const buf = Buffer.allocUnsafe(size);
+  let offset = 0;
+  for (const payload of batch.payloads) offset += writeRecord(buf, offset, payload);
+  return buf.subarray(0, offset);
 }
 
 /** The buffers still to write after the first `written` bytes. */
