@@ -9,7 +9,7 @@ import { lockOwnerPid } from '../server/ops/data-dir.js';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, readdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, statfsSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -18,7 +18,7 @@ import { Accounts, DEFAULT_SCRYPT_PARAMS, hashPassword, type ScryptFunction, typ
 import { parseConfig, usage, type RequireSession } from '../server/ops/config.js';
 import { startServer } from '../server/commands/serve.js';
 import { signSession } from '../server/security/session-token.js';
-import { buildIfStale, runUsersServer } from './helpers.js';
+import { buildIfStale, onSmallDisk, runUsersServer } from './helpers.js';
 import { cleanEnv, SERVER_BIN, spawnUsersServer } from './processes.js';
 import { ADMIN_PASSWORD, assertProblem, basic, cookiePair, send, startTestServer, tempDir, type Reply } from './helpers.js';
 
@@ -653,4 +653,24 @@ test('Sessions: a damaged accounts file on a running server ends the file accoun
   renameSync(path + '.good', path);
   await fixed;
   assert.equal(await rootStatus(server.url, reader), 200, 'the reader session passes again once the file is fixed');
+});
+
+test('accounts add on a disk too full for the new accounts file (a 128 KiB tmpfs) fails in one sentence with exit 1, and every account stays as it was: a write that took part of the file is not taken for the file', TEST_OPTIONS, async (t) => {
+  await onSmallDisk(t, '128k', async (disk) => {
+    const dir = join(disk, 'data');
+    mkdirSync(dir);
+    await startTestServer(t, { data: dir, secrets: ['a test secret of at least thirty-two bytes'] });
+    for (let i = 0; i < 40; i++) {
+      const added = await runUsersServer(['accounts', 'add', `reader${i}`, '--data', dir, '--password-stdin'], { stdin: 'a-password-long-enough\n' });
+      assert.equal(added.code, 0, added.stderr);
+    }
+    const before = readFileSync(join(dir, 'accounts'));
+    assert.ok(before.length > 8192, `${before.length} bytes: more than the room left below`);
+    const { bavail, bsize } = statfsSync(disk);
+    writeFileSync(join(disk, 'filler'), Buffer.alloc(bavail * bsize - 4096));
+    const refused = await runUsersServer(['accounts', 'add', 'one-more', '--data', dir, '--password-stdin'], { stdin: 'a-password-long-enough\n' });
+    assert.deepEqual([refused.code, refused.stdout, refused.stderr], [1, '', 'users-server: no space left to write the accounts file; free some space\n']);
+    assert.deepEqual(readFileSync(join(dir, 'accounts')), before);
+    assert.deepEqual(readdirSync(dir).filter((name) => name.endsWith('.tmp')), []);
+  });
 });

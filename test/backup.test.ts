@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { put, runUsersServer, send, startTestServer, tempDir } from './helpers.js';
+import { onSmallDisk, put, runUsersServer, send, startTestServer, tempDir } from './helpers.js';
 import { runTool, SERVER_BIN, spawnServer } from './processes.js';
 
 test('node bin/users-server.js backup under write load (with compactions): the copy is a data directory of its own, and a server started on it has every write acknowledged before the backup began', async (t) => {
@@ -72,4 +72,37 @@ test('users-server backup refuses a target that holds anything (no earlier backu
   const dest = join(tempDir(t), 'ok');
   assert.equal((await runUsersServer(['backup', '--data', dir, '--to', dest])).code, 0);
   assert.equal((await send((await startTestServer(t, { data: dest })).url, 'GET', '/users/ann')).json().name, 'Ann');
+});
+
+test('users-server backup names what is wrong with --to, in one sentence and without a stack: a file, a folder inside --data, a path that cannot be made (under /proc, under a file)', async (t) => {
+  const dir = tempDir(t);
+  await startTestServer(t, { data: dir });
+  const file = join(tempDir(t), 'a-file');
+  writeFileSync(file, 'not a folder');
+  const cases: [string, number, RegExp][] = [
+    [file, 2, /^users-server backup: --to .*a-file is a file, not a folder; give a new or empty folder\n$/],
+    [join(dir, 'inside'), 2, /^users-server backup: --to must be outside --data: a backup inside the data directory is lost with it\n$/],
+    ['/proc/users-server-backup', 1, /^users-server backup: cannot create the backup folder: \/proc\/users-server-backup cannot be made there; give a path on a writable file system\n$/],
+    [join(file, 'below'), 1, /^users-server backup: cannot create the backup folder: a part of .*a-file\/below is a file, not a folder; check the path\n$/],
+  ];
+  for (const [to, code, stderr] of cases) {
+    const run = await runUsersServer(['backup', '--data', dir, '--to', to]);
+    assert.deepEqual([run.code, run.stdout], [code, ''], to);
+    assert.match(run.stderr, stderr);
+  }
+  assert.equal(existsSync(join(dir, 'inside')), false);
+});
+
+test('users-server backup onto a disk that fills up during the copy (a 256 KiB tmpfs, a journal of 400 KB) fails in one sentence with exit 1 and leaves nothing: never a copy short of acknowledged writes', async (t) => {
+  const dir = tempDir(t);
+  const server = await startTestServer(t, { data: dir, secrets: ['a test secret of at least thirty-two bytes'] });
+  for (let i = 0; i < 40; i++) assert.equal((await put(server.url, `/users/u${i}`, { name: `User ${i}`, pad: 'p'.repeat(10_000) })).status, 201);
+  // The journal is the last file the backup writes (the secret and the admin password come from the test's settings): a short write of it is not followed by a write that fails.
+  assert.deepEqual(readdirSync(dir).sort(), ['journal-00000001', 'lock']);
+  await onSmallDisk(t, '256k', async (disk) => {
+    const run = await runUsersServer(['backup', '--data', dir, '--to', join(disk, 'backup')]);
+    assert.deepEqual([run.code, run.stdout], [1, '']);
+    assert.match(run.stderr, /^users-server backup: the backup failed, and what it had written was removed: no space left to write .*\/disk\/backup; free some space\n$/);
+    assert.deepEqual(readdirSync(disk), []);
+  });
 });

@@ -4,8 +4,8 @@ import { exitOnInterrupt } from '../bench/children.js';
 import { main } from '../server/main.js';
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { connect } from 'node:net';
-import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -161,6 +161,24 @@ export async function startTestServer(t: TestContext, overrides: Partial<Config>
       return cookiePair(res.headers['set-cookie']);
     },
   };
+}
+
+/**
+ * Runs `body` on a tmpfs of `size` (mount's size=, "4m") mounted for it
+ * (root only), unmounted after it whatever happens; skips the test with the
+ * reason when it cannot mount: a real full disk.
+ */
+export async function onSmallDisk(t: TestContext, size: string, body: (disk: string) => Promise<void>): Promise<void> {
+  if (process.getuid?.() !== 0) return t.skip('mounting a tmpfs needs root');
+  const disk = join(tempDir(t), 'disk');
+  mkdirSync(disk);
+  const mounted = spawnSync('mount', ['-t', 'tmpfs', '-o', `size=${size}`, 'tmpfs', disk]);
+  if (mounted.status !== 0) return t.skip(`mount -t tmpfs failed: ${mounted.stderr.toString().trim()}`);
+  try {
+    await body(disk);
+  } finally {
+    spawnSync('umount', ['-l', disk]);
+  }
 }
 
 export function basic(user: string, password: string): string {

@@ -27,7 +27,7 @@ import { lockOwnerPid } from '../server/ops/data-dir.js';
 import { HEADER_BYTES } from '../server/store/journal/codec.js';
 import type { JournalIo } from '../server/store/journal/journal.js';
 import type { Store } from '../server/store/store.js';
-import { ADMIN_PASSWORD, assertProblem, listText, put, send, startTestServer, tempDir, type Reply, type TestServer } from './helpers.js';
+import { ADMIN_PASSWORD, assertProblem, listText, onSmallDisk, put, send, startTestServer, tempDir, type Reply, type TestServer } from './helpers.js';
 import { beyondDataLine, SERVER_BIN, spawnChild, spawnServer, spawnUsersServer, cleanEnv, type Child } from './processes.js';
 
 const JOURNAL = 'journal-00000001';
@@ -455,23 +455,6 @@ test('node bin/users-server.js: the lock left by a server killed with SIGKILL do
 
 // ---------------------------------------------------------------- a real full disk
 
-/**
- * Runs `body` on a 4 MiB tmpfs mounted for it (root only), unmounted after
- * it whatever happens; skips the test with the reason when it cannot mount.
- */
-async function onSmallDisk(t: TestContext, body: (disk: string) => Promise<void>): Promise<void> {
-  if (process.getuid?.() !== 0) return t.skip('mounting a tmpfs needs root');
-  const disk = join(tempDir(t), 'disk');
-  mkdirSync(disk);
-  const mounted = spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=4m', 'tmpfs', disk]);
-  if (mounted.status !== 0) return t.skip(`mount -t tmpfs failed: ${mounted.stderr.toString().trim()}`);
-  try {
-    await body(disk);
-  } finally {
-    spawnSync('umount', ['-l', disk]);
-  }
-}
-
 /** PUTs 20 KB users until one is refused; the acknowledged ones' references. */
 async function fillUp(url: string, prefix: string): Promise<{ acked: string[]; refused: Reply }> {
   const acked: string[] = [];
@@ -483,7 +466,7 @@ async function fillUp(url: string, prefix: string): Promise<{ acked: string[]; r
 }
 
 test('node bin/users-server.js on a real full disk (a 4 MiB tmpfs): writes answer 503 disk-full, reads go on, space freed makes writes work again without a restart, and after kill -9 the server starts on the full disk and serves every acknowledged write', CHILD_TEST, async (t) => {
-  await onSmallDisk(t, async (disk) => {
+  await onSmallDisk(t, '4m', async (disk) => {
     const dir = join(disk, 'data');
     mkdirSync(dir);
     const ballast = join(disk, 'ballast');
@@ -523,7 +506,7 @@ test('node bin/users-server.js on a real full disk (a 4 MiB tmpfs): writes answe
 });
 
 test('node bin/users-server.js: a compaction that runs out of disk (a 4 MiB tmpfs) removes its partial snapshot, leaves the journals in charge, and after kill -9 a start has every acknowledged write', CHILD_TEST, async (t) => {
-  await onSmallDisk(t, async (disk) => {
+  await onSmallDisk(t, '4m', async (disk) => {
     const dir = join(disk, 'data');
     mkdirSync(dir);
     const args = ['--port', '0', '--data', dir, '--max-body', '100000', '--compaction-floor', '4096'];

@@ -1,3 +1,4 @@
+import { fileProblem } from '../../shared/file-errors.js';
 import { join, resolve } from 'node:path';
 import { StringDecoder } from 'node:string_decoder';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
@@ -67,7 +68,7 @@ export async function accountsCommand(argv: readonly string[], io: AccountsIo): 
     }
     const e = error as NodeJS.ErrnoException;
     if (e.code !== undefined && e.syscall !== undefined) {
-      io.stderr.write(`users-server: cannot write the accounts file: ${e.code} (${e.syscall} ${e.path ?? ''})\n`);
+      io.stderr.write(`users-server: ${fileProblem('write', e.path ?? 'the accounts file', e)}\n`);
       return 1;
     }
     throw error;

@@ -1,6 +1,8 @@
-import { copyFileSync, existsSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { copyFileSync, existsSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { join, resolve, sep } from 'node:path';
 import { performance } from 'node:perf_hooks';
+import { makeDirectories } from '../../shared/directories.js';
+import { fileProblem } from '../../shared/file-errors.js';
 import { CommandError, DataError, UsageError } from '../errors.js';
 import { isPostgresStore } from '../ops/config.js';
 import { requireDataDir } from '../ops/data-dir.js';
@@ -12,11 +14,12 @@ import { commandFlags, type CommandIo } from './command-io.js';
 const USAGE = `usage: users-server backup --data DIR --to DEST
 
 Writes a consistent copy of the data directory DIR to DEST, which must not
-exist or be empty, while a server may keep serving and writing on DIR: every
-write acknowledged before the backup began is in the copy. DEST is a data
-directory of its own (its secret, generated admin password and accounts
-included): start a server on it to restore. --data defaults to USERS_DATA,
-then ./data. A PostgreSQL store is backed up with pg_dump instead.
+exist or be empty and must be outside DIR, while a server may keep serving
+and writing on DIR: every write acknowledged before the backup began is in
+the copy. DEST is a data directory of its own (its secret, generated admin
+password and accounts included): start a server on it to restore. --data
+defaults to USERS_DATA, then ./data. A PostgreSQL store is backed up with
+pg_dump instead.
 Exit codes: 0 written, 1 failed (DEST removed again), 2 usage error.`;
 
 /** The small files of a data directory besides the journal, copied as they are. */
@@ -45,6 +48,7 @@ function run(argv: readonly string[], io: CommandIo): number {
   const target = resolve(values.to);
   requireDataDir(source);
   if (target === source) throw new UsageError('--to must be another directory than --data');
+  if (target.startsWith(source + sep)) throw new UsageError('--to must be outside --data: a backup inside the data directory is lost with it');
   const made = prepareTarget(target);
   const started = performance.now();
   try {
@@ -59,18 +63,32 @@ function run(argv: readonly string[], io: CommandIo): number {
     // Leave no half backup that could be mistaken for a whole one.
     if (made) rmSync(target, { recursive: true, force: true });
     else for (const name of readdirSync(target)) rmSync(join(target, name), { recursive: true, force: true });
-    throw error;
+    throw copyFailure(error, target);
   }
+}
+
+/** A file error of the copy as one sentence (a full disk, say); anything else as it is. */
+function copyFailure(error: unknown, target: string): unknown {
+  const failed = error as NodeJS.ErrnoException & { dest?: string };
+  if (typeof failed?.code !== 'string') return error;
+  const path = failed.dest ?? failed.path ?? target;
+  const problem = path === target || path.startsWith(target + sep) ? fileProblem('write', path, error) : fileProblem('read', path, error);
+  return new CommandError(`the backup failed, and what it had written was removed: ${problem}`);
 }
 
 /** Makes `target` (or accepts it empty); true when this command made it. */
 function prepareTarget(target: string): boolean {
   if (existsSync(target)) {
+    if (!statSync(target).isDirectory()) throw new UsageError(`--to ${target} is a file, not a folder; give a new or empty folder`);
     const held = readdirSync(target);
     if (held.length > 0) throw new CommandError(`${target} is not empty (${held.slice(0, 3).join(', ')}${held.length > 3 ? ', ...' : ''}): back up into a new directory, so no earlier backup is overwritten`);
     return false;
   }
-  mkdirSync(target, { recursive: true, mode: 0o700 });
+  try {
+    makeDirectories(target, 0o700);
+  } catch (error) {
+    throw new CommandError(`cannot create the backup folder: ${fileProblem('create', target, error)}`);
+  }
   return true;
 }
 

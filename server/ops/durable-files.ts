@@ -32,6 +32,17 @@ export function fsyncDirSync(dir: string): void {
 }
 
 /**
+ * Writes all of `data` at the file's position: on a disk that fills up, a
+ * write may take only part of the bytes without an error, and the next one
+ * fails (ENOSPC); one writeSync alone would leave a short file behind.
+ */
+export function writeAllSync(fd: number, data: Buffer | string): void {
+  const bytes = typeof data === 'string' ? Buffer.from(data) : data;
+  let done = 0;
+  while (done < bytes.length) done += writeSync(fd, bytes, done, bytes.length - done);
+}
+
+/**
  * Replaces `path` with `content` atomically and durably: a reader sees the
  * old file or the new one, never a mix, and after a crash the directory
  * holds one of the two. The temp file is created with `mode` (so a secret is
@@ -44,7 +55,7 @@ export function replaceFileSync(dir: string, path: string, content: string, mode
   const fd = openSync(temp, 'wx', mode);
   try {
     try {
-      writeSync(fd, content);
+      writeAllSync(fd, content);
       fsyncSync(fd);
     } finally {
       closeSync(fd);

@@ -1,7 +1,7 @@
-import { closeSync, fstatSync, fsyncSync, openSync, readSync, writeSync } from 'node:fs';
+import { closeSync, fstatSync, fsyncSync, openSync, readSync } from 'node:fs';
 import { join } from 'node:path';
 import { DataError } from '../../errors.js';
-import { fsyncDirSync } from '../../ops/durable-files.js';
+import { fsyncDirSync, writeAllSync } from '../../ops/durable-files.js';
 import { journalName, listDataFiles, recover, snapshotName } from './recovery.js';
 
 /**
@@ -76,7 +76,7 @@ function copyOpenFile(fd: number, path: string): number {
     while (done < length) {
       const n = readSync(fd, buf, 0, Math.min(buf.length, length - done), done);
       if (n === 0) break;
-      writeSync(out, buf, 0, n);
+      writeAllSync(out, buf.subarray(0, n));
       let last = n;
       while (last > 0 && buf[last - 1] === 0) last--;
       if (last > 0) data = done + last;

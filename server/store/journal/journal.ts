@@ -1,8 +1,8 @@
-import { close, closeSync, fdatasync, fsync, fsyncSync, ftruncate, ftruncateSync, open, openSync, readSync, unlink, write, writeSync, writev } from 'node:fs';
+import { close, closeSync, fdatasync, fsync, fsyncSync, ftruncate, ftruncateSync, open, openSync, readSync, unlink, write, writev } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { DataError, StoreFailedError, StoreFullError } from '../../errors.js';
-import { call, fsyncDir, fsyncDirSync } from '../../ops/durable-files.js';
+import { call, fsyncDir, fsyncDirSync, writeAllSync } from '../../ops/durable-files.js';
 import { FSYNC_BUCKETS, Histogram } from '../../ops/histogram.js';
 import type { Mutation, StoreState } from '../memory/state.js';
 import { StateStore, type CommitLog } from '../memory/state-store.js';
@@ -534,7 +534,7 @@ function fileVersion(fd: number): number {
 /** createJournal, at start-up, before anything is served. */
 export function createJournalSync(dir: string, generation: number): number {
   const fd = openSync(join(dir, journalName(generation)), 'w', 0o600);
-  writeSync(fd, encodeHeader(FileKind.Journal, generation));
+  writeAllSync(fd, encodeHeader(FileKind.Journal, generation));
   fsyncSync(fd);
   fsyncDirSync(dir);
   return fd;
