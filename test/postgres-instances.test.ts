@@ -8,13 +8,13 @@
  * without PostgreSQL binaries every test skips and says why.
  */
 import assert from 'node:assert/strict';
-import { cpSync, mkdirSync, readFileSync } from 'node:fs';
+import { cpSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { connect } from '../server/store/postgres/driver.js';
 import { SCHEMA_VERSION } from '../server/store/postgres/schema.js';
-import { ADMIN_PASSWORD, assertProblem, basic, buildIfStale, cookiePair, put, runUsersServer, send, startTestServer, tempDir, type TestServer } from './helpers.js';
+import { ADMIN_PASSWORD, assertProblem, basic, buildIfStale, cookiePair, onSmallDisk, put, runUsersServer, send, startTestServer, tempDir, type TestServer } from './helpers.js';
 import { pgbouncerDatabase, pgbouncerSkipReason } from './pgbouncer.js';
 import { cuttingRelay, postgresCluster, postgresSkipReason, restartPostgres, setPostgresRunning, testDatabase } from './postgres.js';
 import { cleanEnv, spawnChild, spawnServer, spawnUsersServer } from './processes.js';
@@ -407,6 +407,32 @@ pg('users-server copy moves a data directory into an empty database and back wit
   assert.equal((await send(again.url, 'GET', '/', { headers: { cookie } })).status, 200, 'and back: the cookie is still valid');
   assert.equal((await send(again.url, 'GET', '/', { headers: bearer })).status, 200, 'and back: the API token is still valid');
   assert.equal((await send(again.url, 'POST', '/login', { headers: { authorization: basic('admin', adminPassword) } })).status, 200);
+});
+
+pg('copy from a database onto a disk that fills up (a 1.5 MiB tmpfs, 1.6 MB of users): one sentence, exit 1, and the target as it was: gone when the copy made it, its own files back in place after --replace', async (t) => {
+  const url = await testDatabase(t);
+  const db = await startTestServer(t, { store: url, maxBody: 65_536 });
+  for (let i = 0; i < 80; i++) assert.equal((await put(db.url, `/users/u${i}`, { name: `User ${i}`, pad: 'p'.repeat(20_000) })).status, 201);
+  await db.running.stop();
+  // Room for the 1 MiB a journal takes at its first write, not for the copy.
+  await onSmallDisk(t, '1536k', async (disk) => {
+    const made = await runUsersServer(['copy', '--from', url, '--to', join(disk, 'new')]);
+    assert.deepEqual([made.code, made.stdout], [1, '']);
+    assert.match(made.stderr, /^users-server copy: the copy failed, and what it had written was removed: no space left to write .*\/disk\/new; free some space\n$/);
+    assert.deepEqual(readdirSync(disk), []);
+    // A data directory of its own on the small disk, replaced: it is whole again after the failure.
+    const held = join(disk, 'held');
+    const small = await startTestServer(t, { data: held });
+    assert.equal((await put(small.url, '/users/kept', { name: 'Kept' })).status, 201);
+    await small.running.stop();
+    const before = readdirSync(held).sort();
+    const replaced = await runUsersServer(['copy', '--from', url, '--to', held, '--replace']);
+    assert.equal(replaced.code, 1, replaced.stderr);
+    assert.match(replaced.stderr, /^users-server copy: the copy failed, and what it had written was removed: no space left to write /);
+    assert.deepEqual(readdirSync(held).sort(), before);
+    const again = await startTestServer(t, { data: held });
+    assert.deepEqual((await send(again.url, 'GET', '/users')).json().items.map((u: { name: string }) => u.name), ['Kept']);
+  });
 });
 
 pg('--store postgres takes the PG* variables, and PGHOST may name the directory of a Unix socket', async (t) => {

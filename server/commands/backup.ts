@@ -9,7 +9,7 @@ import { requireDataDir } from '../ops/data-dir.js';
 import { fsyncDirSync } from '../ops/durable-files.js';
 import { ACCOUNTS_FILE } from '../security/accounts-file.js';
 import { backupDataFiles } from '../store/journal/backup-files.js';
-import { commandFlags, type CommandIo } from './command-io.js';
+import { commandFlags, writtenFilesFailure, type CommandIo } from './command-io.js';
 
 const USAGE = `usage: users-server backup --data DIR --to DEST
 
@@ -63,17 +63,8 @@ function run(argv: readonly string[], io: CommandIo): number {
     // Leave no half backup that could be mistaken for a whole one.
     if (made) rmSync(target, { recursive: true, force: true });
     else for (const name of readdirSync(target)) rmSync(join(target, name), { recursive: true, force: true });
-    throw copyFailure(error, target);
+    throw writtenFilesFailure('backup', error, target);
   }
-}
-
-/** A file error of the copy as one sentence (a full disk, say); anything else as it is. */
-function copyFailure(error: unknown, target: string): unknown {
-  const failed = error as NodeJS.ErrnoException & { dest?: string };
-  if (typeof failed?.code !== 'string') return error;
-  const path = failed.dest ?? failed.path ?? target;
-  const problem = path === target || path.startsWith(target + sep) ? fileProblem('write', path, error) : fileProblem('read', path, error);
-  return new CommandError(`the backup failed, and what it had written was removed: ${problem}`);
 }
 
 /** Makes `target` (or accepts it empty); true when this command made it. */

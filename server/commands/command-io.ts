@@ -1,6 +1,7 @@
+import { sep } from 'node:path';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { writeFailure } from '../../shared/file-errors.js';
-import { flagUsageError, UsageError } from '../errors.js';
+import { fileProblem, writeFailure } from '../../shared/file-errors.js';
+import { CommandError, flagUsageError, UsageError } from '../errors.js';
 
 /** What a users-server command reads and writes: given, so tests run commands in-process. */
 export interface CommandIo {
@@ -63,4 +64,16 @@ export async function finishOutput(io: CommandIo, code: number): Promise<number>
   if (failed === undefined || code !== 0) return code;
   io.stderr.write(`users-server: cannot write the output: ${writeFailure(failed)}; the command ran, but what it printed is lost\n`);
   return 1;
+}
+
+/**
+ * A file error of a command that writes into `target` (a full disk, say)
+ * as one sentence, once what it wrote there is removed; anything else as it is.
+ */
+export function writtenFilesFailure(command: 'backup' | 'copy', error: unknown, target: string): unknown {
+  const failed = error as NodeJS.ErrnoException & { dest?: string };
+  if (typeof failed?.code !== 'string') return error;
+  const path = failed.dest ?? failed.path ?? target;
+  const problem = path === target || path.startsWith(target + sep) ? fileProblem('write', path, error) : fileProblem('read', path, error);
+  return new CommandError(`the ${command} failed, and what it had written was removed: ${problem}`);
 }

@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { CommandError, UsageError } from '../errors.js';
 import { isPostgresStore, redactSecrets } from '../ops/config.js';
@@ -7,10 +7,11 @@ import { replaceFileSync } from '../ops/durable-files.js';
 import type { Sql } from '../store/postgres/driver.js';
 import type { PostgresStore } from '../store/postgres/postgres-store.js';
 import { INSTANCE_GONE_MS } from '../store/store.js';
-import { ADMIN_PASSWORD_FILE, adminRecordOf, parseAccount, parseGeneratedAdminPassword, readAccountsFile, serializeAccount, writeAccountsFile } from '../security/accounts-file.js';
+import { ACCOUNTS_FILE, ADMIN_PASSWORD_FILE, adminRecordOf, parseAccount, parseGeneratedAdminPassword, readAccountsFile, serializeAccount, writeAccountsFile } from '../security/accounts-file.js';
 import { describeDump, isEmptyDump, type StoreDump } from '../store/dump.js';
 import { hasJournalData, readJournalData, writeJournalData } from '../store/journal/dump-files.js';
-import { commandFlags, type CommandIo } from './command-io.js';
+import { journalName, snapshotName } from '../store/journal/recovery.js';
+import { commandFlags, writtenFilesFailure, type CommandIo } from './command-io.js';
 
 const USAGE = `usage: users-server copy --from SOURCE --to TARGET [--replace]
 
@@ -57,7 +58,13 @@ async function run(argv: readonly string[], io: CommandIo): Promise<number> {
     for (const place of [from, to]) release.push(await refuseInUse(place));
     dump = adminAsAccount(await read(from, now), labelOf(from));
     replaced = await keepTarget(to, now, values.replace === true);
-    await write(to, dump);
+    try {
+      await write(to, dump);
+    } catch (error) {
+      // Nothing was changed: what the target held goes back in place.
+      if (to.kind === 'dir' && replaced !== undefined) putBack(to.dir, replaced);
+      throw error;
+    }
   } finally {
     for (const r of release) r();
   }
@@ -154,14 +161,31 @@ async function write(place: Place, dump: StoreDump): Promise<void> {
   const made = !existsSync(place.dir);
   const dir = ensureDataDir(place.dir);
   const release = made ? acquireLock(dir) : () => {};
+  let failure: unknown;
   try {
     await writeJournalData(dir, dump);
     if (dump.secrets[0] !== undefined) replaceFileSync(dir, join(dir, 'secret'), dump.secrets[0] + '\n', 0o600);
     if (dump.adminPassword !== undefined) replaceFileSync(dir, join(dir, ADMIN_PASSWORD_FILE), dump.adminPassword + '\n', 0o600);
     if (dump.accounts.length > 0) writeAccountsFile(dir, dump.accounts.map((line, i) => parseAccount(line, `account ${i + 1}`)));
+  } catch (error) {
+    failure = error;
   } finally {
     release();
   }
+  if (failure === undefined) return;
+  // Leave no part of a copy that a server would start on as if it were whole.
+  if (made) rmSync(dir, { recursive: true, force: true });
+  else for (const name of WRITTEN_FILES) rmSync(join(dir, name), { force: true });
+  throw writtenFilesFailure('copy', failure, dir);
+}
+
+/** What a copy writes into a data directory. */
+const WRITTEN_FILES = [snapshotName(1), `${snapshotName(1)}.tmp`, journalName(1), 'secret', ADMIN_PASSWORD_FILE, ACCOUNTS_FILE];
+
+/** Moves what `keepTarget` set aside in `aside` back into `dir`. */
+function putBack(dir: string, aside: string): void {
+  for (const name of readdirSync(aside)) renameSync(join(aside, name), join(dir, name));
+  rmSync(aside, { recursive: true, force: true });
 }
 
 /** Opens the database (migrating an empty one), runs `work`, closes it. */
