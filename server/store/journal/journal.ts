@@ -495,7 +495,9 @@ async function createJournal(dir: string, generation: number): Promise<number> {
   const fd = await call<number>((cb) => open(join(dir, journalName(generation)), 'w', 0o600, cb));
   try {
     const header = encodeHeader(FileKind.Journal, generation);
-    await call<number>((cb) => write(fd, header, 0, header.length, null, cb));
+    // A disk with less room than a header takes part of it without an error.
+    const written = await call<number>((cb) => write(fd, header, 0, header.length, null, cb));
+    if (written < header.length) throw Object.assign(new Error(`no space left for the header of ${journalName(generation)}`), { code: 'ENOSPC' });
     await call<void>((cb) => fsync(fd, cb));
     await fsyncDir(dir);
   } catch (error) {
