@@ -18,7 +18,7 @@
  * refusal and `repair` once (needs `npm run build`).
  */
 import assert from 'node:assert/strict';
-import { cpSync, existsSync, readdirSync, readFileSync, rmSync, statSync, truncateSync, unlinkSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, readdirSync, readFileSync, rmSync, statfsSync, statSync, truncateSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, test, type TestContext } from 'node:test';
 import type { Config } from '../server/ops/config.js';
@@ -28,7 +28,7 @@ import { hashPassword } from '../server/security/credentials.js';
 import { encodeHeader, encodeRecord, FileKind, FORMAT_VERSION, HEADER_BYTES, recordAt } from '../server/store/journal/codec.js';
 import { recover } from '../server/store/journal/recovery.js';
 import type { StoreState } from '../server/store/memory/state.js';
-import { ADMIN_PASSWORD, listText, put, runUsersServer, send, startTestServer, tempDir, type TestServer } from './helpers.js';
+import { ADMIN_PASSWORD, listText, onSmallDisk, put, runUsersServer, send, startTestServer, tempDir, type TestServer } from './helpers.js';
 import { spawnServer, spawnUsersServer, beyondDataLine } from './processes.js';
 
 const JOURNAL = 'journal-00000001';
@@ -422,6 +422,26 @@ test('repair: one flipped byte in the middle of a 5,000-user journal brings back
   assert.equal(list.items[0]!.id, 1);
   assert.equal((await send(server.url, 'GET', '/users/2501')).status, 404, 'the damaged record is the one user lost');
   assert.equal((await send(server.url, 'GET', '/users/5000')).status, 200, 'the records after the damage are back');
+});
+
+test('repair on a disk with no room for the repaired copy (a full tmpfs) fails in one sentence with exit 1, and the directory is as it was: no partial snapshot, no new journal, no repair- folder', async (t) => {
+  const f = await journalFixture();
+  const middle = Math.floor((f.ends.length - 1) / 2);
+  const damaged = copyWith(t, f, flipped(f, middle, flips[0]!).bytes);
+  await onSmallDisk(t, '4m', async (disk) => {
+    const dir = join(disk, 'data');
+    cpSync(damaged, dir, { recursive: true });
+    const { bavail, bsize } = statfsSync(disk);
+    writeFileSync(join(disk, 'filler'), Buffer.alloc(bavail * bsize));
+    const before = snapshotDir(dir);
+    const { code, out, err } = await runRepair(dir);
+    assert.equal(code, 1, out);
+    assert.equal(err, `users-server repair: failed, nothing was removed: no space left to write ${dir}; free some space\n`);
+    assert.deepEqual(snapshotDir(dir), before);
+    // Once there is room, the same command repairs.
+    rmSync(join(disk, 'filler'));
+    assert.equal((await runRepair(dir)).code, 3);
+  });
 });
 
 test('repair: a journal written by a newer format is refused (exit 1, nothing changed), and the start says to upgrade, never to repair', async (t) => {

@@ -1,7 +1,8 @@
-import { closeSync, linkSync, mkdirSync, unlinkSync } from 'node:fs';
+import { closeSync, linkSync, mkdirSync, rmSync, unlinkSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { envName } from '../ops/config.js';
+import { fileProblem } from '../../shared/file-errors.js';
 import { CommandError, flagUsageError } from '../errors.js';
 import { acquireLock, requireDataDir } from '../ops/data-dir.js';
 import { fsyncDirSync } from '../ops/durable-files.js';
@@ -59,7 +60,9 @@ export async function repair(argv: readonly string[], io: RepairIo): Promise<num
   try {
     return await repairLocked(dir, io);
   } catch (error) {
-    io.stderr.write(`users-server repair: failed, nothing was removed: ${(error as Error).message}\n`);
+    const code = (error as NodeJS.ErrnoException).code;
+    const problem = typeof code === 'string' ? fileProblem('write', (error as NodeJS.ErrnoException).path ?? dir, error) : (error as Error).message;
+    io.stderr.write(`users-server repair: failed, nothing was removed: ${problem}\n`);
     return 1;
   } finally {
     release();
@@ -81,12 +84,19 @@ async function repairLocked(dir: string, io: RepairIo): Promise<number> {
   state.restoreIssued(mark, [...state.claimedIds()].filter((id) => id > mark));
   state.sweep(Date.now());
   const aside = keepOriginals(dir);
-  say(`kept the original files in ${aside}`);
   const files = listDataFiles(dir);
   const generation = Math.max(0, ...files.journals, ...files.snapshots) + 1;
-  await writeSnapshot(captureImage(state, Date.now()), generation, join(dir, `${snapshotName(generation)}.tmp`), join(dir, snapshotName(generation)));
-  closeSync(createJournalSync(dir, generation));
-  fsyncDirSync(dir);
+  try {
+    await writeSnapshot(captureImage(state, Date.now()), generation, join(dir, `${snapshotName(generation)}.tmp`), join(dir, snapshotName(generation)));
+    closeSync(createJournalSync(dir, generation));
+    fsyncDirSync(dir);
+  } catch (error) {
+    // The originals are all still in place: what was written goes, and so does the copy kept of them.
+    for (const name of [snapshotName(generation), journalName(generation)]) rmSync(join(dir, name), { force: true });
+    rmSync(aside, { recursive: true, force: true });
+    throw error;
+  }
+  say(`kept the original files in ${aside}`);
   for (const name of dataFileNames(files)) unlinkSync(join(dir, name));
   fsyncDirSync(dir);
   say(`recovered ${state.users.size} users into ${snapshotName(generation)}; dropped ${bytes} bytes in ${dropped.length} place${dropped.length === 1 ? '' : 's'}`);

@@ -347,9 +347,8 @@ export class Journal implements CommitLog {
         const ms = Math.round(performance.now() - started);
         this.options.log(`users-server: compacted ${before} journal bytes into a ${snapshotBytes}-byte snapshot of ${image.users.length} users in ${ms} ms`);
       })
-      .catch(async (error: unknown) => {
-        // The journals still hold everything; the partial snapshot goes.
-        await call<void>((cb) => unlink(temp, cb)).catch(() => {});
+      .catch((error: unknown) => {
+        // The journals still hold everything (writeSnapshot removed its partial file).
         this.compactionFailed(error as Error);
       })
       .finally(() => (this.compacting = undefined));

@@ -1,4 +1,4 @@
-import { close, fsync, open, rename, write } from 'node:fs';
+import { close, fsync, open, rename, unlink, write } from 'node:fs';
 import { encodeChange, encodeChangeNumbers, encodeEnd, encodeHeader, encodeIssued, encodeMutation, encodeRecord, encodeRedirect, FileKind } from './codec.js';
 import type { StoreState } from '../memory/state.js';
 import { call } from '../../ops/durable-files.js';
@@ -75,19 +75,25 @@ export async function writeSnapshot(image: Image, generation: number, temp: stri
   const fd = await call<number>((cb) => open(temp, 'w', 0o600, cb));
   let size = 0;
   try {
-    const header = encodeHeader(FileKind.Snapshot, generation);
-    await writeAll(fd, header);
-    size += header.length;
-    for (const chunk of imageChunks(image)) {
-      const record = encodeRecord(chunk);
-      await writeAll(fd, record);
-      size += record.length;
+    try {
+      const header = encodeHeader(FileKind.Snapshot, generation);
+      await writeAll(fd, header);
+      size += header.length;
+      for (const chunk of imageChunks(image)) {
+        const record = encodeRecord(chunk);
+        await writeAll(fd, record);
+        size += record.length;
+      }
+      await call<void>((cb) => fsync(fd, cb));
+    } finally {
+      await call<void>((cb) => close(fd, cb));
     }
-    await call<void>((cb) => fsync(fd, cb));
-  } finally {
-    await call<void>((cb) => close(fd, cb));
+    await call<void>((cb) => rename(temp, path, cb));
+  } catch (error) {
+    // A partial snapshot is left for no one (a full disk, say).
+    await call<void>((cb) => unlink(temp, cb)).catch(() => {});
+    throw error;
   }
-  await call<void>((cb) => rename(temp, path, cb));
   return size;
 }
 
