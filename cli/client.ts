@@ -5,7 +5,7 @@
  */
 import { constants } from 'node:fs';
 import { access, copyFile } from 'node:fs/promises';
-import type { Agent } from 'undici';
+import type { Agent, Dispatcher } from 'undici';
 import type { CookieJar } from 'tough-cookie';
 import { PROBLEM_CONTENT_TYPE, PROBLEM_TYPE_PREFIX, problems } from '../shared/problems.js';
 import { CliError, EXIT, NetworkError, StatusError } from './exit-codes.js';
@@ -259,7 +259,7 @@ export class HttpClient {
         ...(handlers.signal !== undefined && { signal: handlers.signal }),
       });
       const response = { status: res.statusCode, statusText: res.statusText ?? '', headers: res.headers, text: '' };
-      if (res.statusCode !== 200) return { ...response, text: await res.body.text() };
+      if (res.statusCode !== 200) return { ...response, text: await answerText(res, this.origin) };
       handlers.onHeaders(res.headers);
       res.body.setEncoding('utf8');
       for await (const chunk of res.body) await handlers.onChunk(chunk as string);
@@ -307,8 +307,9 @@ export class HttpClient {
         headersTimeout: timeout,
         bodyTimeout: timeout,
       });
-      text = await res.body.text();
+      text = await answerText(res, this.origin);
     } catch (error) {
+      if (error instanceof CliError) throw error;
       throw this.networkError(error);
     }
     const response: Response = { status: res.statusCode, statusText: res.statusText ?? '', headers: res.headers, text };
@@ -488,6 +489,30 @@ export function detailOf(response: Response): string {
   // Not users-server's answer (it always sends a problem document): something else answered at --url.
   const next = response.status >= 500 ? 'try again later, or check what stands between usersctl and users-server (a proxy)' : 'check that --url is the address of users-server';
   return `${`the server answered ${response.status} ${response.statusText}`.trimEnd()}; ${next}`;
+}
+
+/**
+ * The most bytes of one answer usersctl reads (a page of users; the feed
+ * of changes is read line by line instead): a string in node holds at most
+ * 512 MiB, and something that is not users-server can send without end.
+ */
+const MAX_ANSWER_BYTES = 256 * 1024 * 1024;
+
+/** An answer's body as text, refused past MAX_ANSWER_BYTES before its bytes fill the memory. */
+async function answerText(res: Dispatcher.ResponseData<unknown>, origin: string): Promise<string> {
+  const tooLarge = () => {
+    res.body.destroy();
+    return new CliError(`the answer of ${origin} is larger than ${MAX_ANSWER_BYTES / 1024 / 1024} MiB, more than usersctl reads; check that --url is the address of users-server, or list fewer users a page (--limit)`, EXIT.unexpected);
+  };
+  if (Number(single(res.headers['content-length']) ?? 0) > MAX_ANSWER_BYTES) throw tooLarge();
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of res.body) {
+    size += (chunk as Buffer).length;
+    if (size > MAX_ANSWER_BYTES) throw tooLarge();
+    chunks.push(chunk as Buffer);
+  }
+  return (chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size)).toString('utf8');
 }
 
 function oneLine(text: string): string {

@@ -205,3 +205,30 @@ for (const [status, code] of statusCases) {
     assert.deepEqual(result, { code, stdout: '', stderr: `usersctl: ${status === 404 ? 'alice: ' : ''}detail of ${status}\n` });
   });
 }
+
+test('an answer larger than 256 MiB (something that is not users-server at --url) is refused before it fills the memory: one sentence, exit 1, whether it declares its length or streams without end', async (t) => {
+  const chunk = Buffer.alloc(1024 * 1024, 0x61);
+  const stub = await startStub(t, (req, res) => {
+    if (req.url === '/users/1') {
+      // Declared: refused from the header, before the body is read.
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': String(300 * chunk.length) });
+      res.write(chunk);
+      return;
+    }
+    res.writeHead(200, { 'content-type': 'application/json' });
+    let sent = 0;
+    const pump = () => {
+      while (!res.destroyed && sent < 300) {
+        sent++;
+        if (!res.write(chunk)) return void res.once('drain', pump);
+      }
+      res.end();
+    };
+    pump();
+  });
+  const message = `usersctl: the answer of ${stub.url} is larger than 256 MiB, more than usersctl reads; check that --url is the address of users-server, or list fewer users a page (--limit)\n`;
+  for (const ref of ['1', '2']) {
+    const run = await usersctl(['--url', stub.url, 'get', ref]);
+    assert.deepEqual([run.code, run.stdout, run.stderr], [1, '', message], ref);
+  }
+});
