@@ -23,7 +23,7 @@
  *
  * `--save DIR` keeps each dump (and perf map) there, for callgrind_annotate.
  *
- * Run: npm run build && node --import tsx bench/instructions.ts [--requests 5000] [--warmup 10000] [--load get|put] [--server ID] [--rounds 2] [--top N] [--save DIR]
+ * Run: npm run build && node --import tsx bench/instructions.ts [--requests 5000] [--warmup 20000] [--load get|put] [--server ID] [--rounds 2] [--top N] [--save DIR]
  * (--load and --server repeatable; server ids: reference, contract,
  * contract-log, users-log-off, users)
  */
@@ -37,7 +37,7 @@ import { CEILING_SETUPS, LOAD_FLAGS, preloadSetup, putReplacing, requestPool, RE
 const { values } = parseArgs({
   options: {
     requests: { type: 'string', default: '5000' },
-    warmup: { type: 'string', default: '10000' },
+    warmup: { type: 'string', default: '20000' },
     load: { type: 'string', multiple: true },
     server: { type: 'string', multiple: true },
     rounds: { type: 'string', default: '2' },

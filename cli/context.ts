@@ -2,13 +2,13 @@
  * What every command receives: its I/O, the resolved global options and the
  * HTTP client. Tests run commands in-process with their own Io.
  */
-import { readFile } from 'node:fs/promises';
-import { errorRecord, UsageError, type CliError } from './exit-codes.js';
+import { createReadStream } from 'node:fs';
+import { CliError, errorRecord, UsageError } from './exit-codes.js';
 import { fileProblem } from '../shared/file-errors.js';
 import { HttpClient } from './client.js';
 import { defaultJarPath } from './jar.js';
 import { listing, resolveOutput, type Listing, type OutputFormat, type View } from './output-format.js';
-import { Interruption, Output, readAll, withoutBom } from './streams.js';
+import { Interruption, Output, readAll } from './streams.js';
 
 export interface Io {
   stdout: { write(chunk: string): unknown; isTTY?: boolean };
@@ -153,10 +153,11 @@ export class Context {
 
   /** `-f FILE` or `-f -` (stdin) as text; an unreadable file is a usage error. */
   async readInput(file: string): Promise<string> {
-    if (file === '-') return readAll(this.io.stdin as AsyncIterable<Buffer | string>);
+    if (file === '-') return readAll(this.io.stdin as AsyncIterable<Buffer | string>, 'stdin');
     try {
-      return withoutBom(await readFile(file)).toString('utf8');
+      return await readAll(createReadStream(file), file);
     } catch (error) {
+      if (error instanceof CliError) throw error;
       throw new UsageError(fileProblem('read', file, error));
     }
   }

@@ -121,7 +121,7 @@ class ImportRun {
 
   /** Reads the first line's kind: an export's header is consumed (true), anything else is data. */
   private takeHeader(line: Line): boolean {
-    if (line.bytes.toString('utf8').trim() === '') return true;
+    if (line.tooLong === undefined && line.bytes.toString('utf8').trim() === '') return true;
     const header = line.bytes.toString('utf8').trim() === EXPORT_HEADER;
     this.format = header ? 'export' : 'lines';
     if (header) {
@@ -149,7 +149,7 @@ class ImportRun {
 
   private async readAll(input: Parameters<typeof readLines>[0]): Promise<void> {
     for await (const line of readLines(input)) {
-      this.stats.bytes += line.bytes.length + 1;
+      this.stats.bytes += (line.tooLong ?? line.bytes.length) + 1;
       if (this.stop !== undefined) break;
       if (this.ctx.interruption.reason !== undefined) {
         // This line and the rest of the input are not sent.
@@ -291,6 +291,7 @@ class OrderedResults {
 
 /** A line's JSON value; undefined for a blank line, a failure result for one that is not JSON. */
 function parseLine(line: Line): unknown {
+  if (line.tooLong !== undefined) return new LineFailure(failure(line.number, 0, `the line is ${line.tooLong} bytes long, more than the 64 MiB users-server takes in a body; it was not sent`));
   const text = line.bytes.toString('utf8');
   if (text.trim() === '') return undefined;
   try {

@@ -4,7 +4,7 @@
  * readers that keep each line's exact bytes, and the no-echo password prompt.
  */
 import { StringDecoder } from 'node:string_decoder';
-import { CliError, EXIT, type ExitCode, type StopExitCode } from './exit-codes.js';
+import { CliError, EXIT, UsageError, type ExitCode, type StopExitCode } from './exit-codes.js';
 import { writeFailure } from '../shared/file-errors.js';
 
 export interface Writable {
@@ -138,10 +138,24 @@ export class Interruption {
 export interface Line {
   /** 1-based physical line number. */
   number: number;
-  /** The line's bytes without its line ending (LF or CRLF). */
+  /** The line's bytes without its line ending (LF or CRLF); none when `tooLong`. */
   bytes: Buffer;
   /** The input's byte offset just after this line (and its ending). */
   end: number;
+  /** Set for a line longer than MAX_INPUT_BYTES, to its length: its bytes were not kept. */
+  tooLong?: number;
+}
+
+/**
+ * The most bytes usersctl reads as one line or one body: users-server takes
+ * no larger body (its --max-body is at most 64 MiB), and input without a
+ * line ending (a binary file, /dev/zero) must not fill the memory.
+ */
+export const MAX_INPUT_BYTES = 64 * 1024 * 1024;
+
+/** The refusal of an input past MAX_INPUT_BYTES: `what` names it. */
+export function inputTooLong(what: string): UsageError {
+  return new UsageError(`${what} is longer than 64 MiB, more than users-server takes in a body`);
 }
 
 /**
@@ -154,6 +168,8 @@ export async function* readLines(input: AsyncIterable<Buffer | string>): AsyncGe
   // end: joining at every chunk made a long line cost its length squared.
   let parts: Buffer[] = [];
   let partsLength = 0;
+  /** The length so far of a line past MAX_INPUT_BYTES, whose bytes are dropped; 0 for none. */
+  let skipped = 0;
   let number = 0;
   /** Input bytes before the current chunk. */
   let base = 0;
@@ -163,13 +179,24 @@ export async function* readLines(input: AsyncIterable<Buffer | string>): AsyncGe
     for (let end = data.indexOf(0x0a); end !== -1; end = data.indexOf(0x0a, start)) {
       number++;
       const head = data.subarray(start, end);
-      const bytes = partsLength === 0 ? head : Buffer.concat([...parts, head], partsLength + head.length);
+      if (skipped > 0 || partsLength + head.length > MAX_INPUT_BYTES) {
+        yield { number, bytes: NO_BYTES, end: base + end + 1, tooLong: skipped + partsLength + head.length };
+        skipped = 0;
+      } else {
+        const bytes = partsLength === 0 ? head : Buffer.concat([...parts, head], partsLength + head.length);
+        yield { number, bytes: lineBytes(bytes, number), end: base + end + 1 };
+      }
       parts = [];
       partsLength = 0;
-      yield { number, bytes: lineBytes(bytes, number), end: base + end + 1 };
       start = end + 1;
     }
-    if (start < data.length) {
+    const rest = data.length - start;
+    if (skipped > 0) skipped += rest;
+    else if (partsLength + rest > MAX_INPUT_BYTES) {
+      skipped = partsLength + rest;
+      parts = [];
+      partsLength = 0;
+    } else if (rest > 0) {
       // Copied: a subarray would keep the whole chunk alive.
       const tail = Buffer.from(data.subarray(start));
       parts.push(tail);
@@ -177,8 +204,11 @@ export async function* readLines(input: AsyncIterable<Buffer | string>): AsyncGe
     }
     base += data.length;
   }
-  if (partsLength > 0) yield { number: number + 1, bytes: lineBytes(Buffer.concat(parts, partsLength), number + 1), end: base };
+  if (skipped > 0) yield { number: number + 1, bytes: NO_BYTES, end: base, tooLong: skipped };
+  else if (partsLength > 0) yield { number: number + 1, bytes: lineBytes(Buffer.concat(parts, partsLength), number + 1), end: base };
 }
+
+const NO_BYTES = Buffer.alloc(0);
 
 /** A line's bytes without its CR, and the first without a byte order mark (however the input was cut). */
 function lineBytes(bytes: Buffer, number: number): Buffer {
@@ -197,17 +227,37 @@ function stripCr(line: Buffer): Buffer {
   return line.length > 0 && line[line.length - 1] === 0x0d ? line.subarray(0, line.length - 1) : line;
 }
 
-/** The whole stream as UTF-8 text. */
-export async function readAll(input: AsyncIterable<Buffer | string>): Promise<string> {
+/** The whole stream as UTF-8 text; `what` names it when it is longer than MAX_INPUT_BYTES. */
+export async function readAll(input: AsyncIterable<Buffer | string>, what: string): Promise<string> {
   const chunks: Buffer[] = [];
-  for await (const chunk of input) chunks.push(typeof chunk === 'string' ? Buffer.from(chunk, 'utf8') : chunk);
-  return withoutBom(Buffer.concat(chunks)).toString('utf8');
+  let size = 0;
+  for await (const chunk of input) {
+    const data = typeof chunk === 'string' ? Buffer.from(chunk, 'utf8') : chunk;
+    size += data.length;
+    if (size > MAX_INPUT_BYTES) throw inputTooLong(what);
+    chunks.push(data);
+  }
+  return withoutBom(Buffer.concat(chunks, size)).toString('utf8');
 }
 
-/** The first line of the stream (without its ending), or undefined when it is empty. */
-export async function readFirstLine(input: AsyncIterable<Buffer | string>): Promise<string | undefined> {
-  for await (const line of readLines(input)) return line.bytes.toString('utf8');
-  return undefined;
+/**
+ * The first line of the stream (without its ending), or undefined when it
+ * is empty. Refused as soon as it passes MAX_INPUT_BYTES (`what` names it),
+ * not at its end: stdin may be a device that never ends (/dev/zero).
+ */
+export async function readFirstLine(input: AsyncIterable<Buffer | string>, what: string): Promise<string | undefined> {
+  const parts: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of input) {
+    const data = typeof chunk === 'string' ? Buffer.from(chunk, 'utf8') : chunk;
+    const end = data.indexOf(0x0a);
+    const part = end === -1 ? data : data.subarray(0, end);
+    size += part.length;
+    if (size > MAX_INPUT_BYTES) throw inputTooLong(what);
+    parts.push(part);
+    if (end !== -1) break;
+  }
+  return parts.length === 0 ? undefined : lineBytes(Buffer.concat(parts, size), 1).toString('utf8');
 }
 
 export interface TtyInput {

@@ -1,10 +1,11 @@
 import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
+import { Readable } from 'node:stream';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { DEFAULT_IMPORT_NAMESPACE } from '../cli/import.js';
 import { EXIT } from '../cli/main.js';
-import { readLines } from '../cli/streams.js';
+import { MAX_INPUT_BYTES, readLines } from '../cli/streams.js';
 import { NAMESPACE_URL, uuidV5 } from '../cli/uuid.js';
 import { listText, put, send, tempDir } from './helpers.js';
 import { lines, sendJsonText, startCliServer, startStub, usersctl } from './cli-helpers.js';
@@ -205,4 +206,41 @@ test('readLines gives the same lines and byte offsets however the input is cut i
     const brief = (lines: typeof got) => lines.map((l) => ({ ...l, text: l.text.length > 40 ? `${l.text.length} bytes` : l.text }));
     assert.deepEqual(brief(got), brief(expected), `chunks of ${size || 'random sizes'}`);
   }
+});
+
+/** `before`, then `size` bytes of "x" in 1 MiB chunks (one buffer, never copied here), then `after`: input of any length, made as it is read. */
+async function* longInput(before: string, size: number, after: string): AsyncGenerator<Buffer> {
+  const chunk = Buffer.alloc(1024 * 1024, 'x');
+  yield Buffer.from(before);
+  for (let left = size; left > 0; left -= chunk.length) yield left >= chunk.length ? chunk : chunk.subarray(0, left);
+  yield Buffer.from(after);
+}
+
+test('readLines: a line longer than 64 MiB is not kept but given as too long with its length, in its place, and the lines around it are whole', async () => {
+  const size = MAX_INPUT_BYTES + 5;
+  const got = [];
+  for await (const line of readLines(longInput('{"a":1}\n', size, '\n{"b":2}\n'))) got.push([line.number, line.bytes.toString(), line.tooLong, line.end]);
+  const first = '{"a":1}\n'.length;
+  assert.deepEqual(got, [
+    [1, '{"a":1}', undefined, first],
+    [2, '', size, first + size + 1],
+    [3, '{"b":2}', undefined, first + size + 1 + '{"b":2}\n'.length],
+  ]);
+  const last = [];
+  for await (const line of readLines(longInput('', size, ''))) last.push([line.number, line.tooLong, line.end]);
+  assert.deepEqual(last, [[1, size, size]], 'without a final newline');
+});
+
+test('usersctl import: a line longer than the 64 MiB users-server takes is a failed result, not sent, and the lines after it are imported (exit 8); put -f and login --password-stdin refuse such input at once, exit 2, even when it never ends', async (t) => {
+  const { run } = await startCliServer(t);
+  const imported = await run(['import'], { stdin: Readable.from(longInput('', MAX_INPUT_BYTES + 1, '\n{"name":"After"}\n')) });
+  assert.equal(imported.code, EXIT.partialImport, imported.stderr);
+  const results = lines(imported.stdout).map((l) => JSON.parse(l));
+  assert.deepEqual(results[0], { line: 1, ok: false, status: 0, error: `the line is ${MAX_INPUT_BYTES + 1} bytes long, more than the 64 MiB users-server takes in a body; it was not sent` });
+  assert.equal(results[1].user.name, 'After');
+  const endless = () => Readable.from((async function* () { const chunk = Buffer.alloc(1024 * 1024); for (;;) yield chunk; })());
+  const put = await run(['put', 'ann', '-f', '-'], { stdin: endless() });
+  assert.deepEqual([put.code, put.stderr], [EXIT.usage, 'usersctl: stdin is longer than 64 MiB, more than users-server takes in a body\n']);
+  const login = await run(['login', '--password-stdin'], { stdin: endless() });
+  assert.deepEqual([login.code, login.stderr], [EXIT.usage, 'usersctl: the password on stdin is longer than 64 MiB, more than users-server takes in a body\n']);
 });

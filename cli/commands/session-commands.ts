@@ -23,7 +23,7 @@ export async function login(ctx: Context, options: LoginOptions): Promise<void> 
 async function readPassword(ctx: Context, options: LoginOptions): Promise<string> {
   const stdin = ctx.io.stdin;
   if (options.passwordStdin === true) {
-    const line = await readFirstLine(stdin as AsyncIterable<Buffer | string>);
+    const line = await readFirstLine(stdin as AsyncIterable<Buffer | string>, 'the password on stdin');
     if (line === undefined) throw new UsageError('--password-stdin: stdin is empty');
     return line;
   }

@@ -6,7 +6,7 @@ import { isId, parseRef } from '../../shared/user.js';
 import type { Context } from '../context.js';
 import { CliError, EXIT, NetworkError, UsageError } from '../exit-codes.js';
 import { single, type Response } from '../client.js';
-import { readLines } from '../streams.js';
+import { inputTooLong, readLines } from '../streams.js';
 import { EXPORT_HEADER } from '../export-format.js';
 import type { View } from '../output-format.js';
 import { startProgress } from '../progress.js';
@@ -34,6 +34,7 @@ async function* expandRefs(ctx: Context, refs: readonly string[]): AsyncGenerato
     if (stdinUsed) continue;
     stdinUsed = true;
     for await (const line of readLines(ctx.io.stdin as AsyncIterable<Buffer | string>)) {
+      if (line.tooLong !== undefined) throw inputTooLong(`line ${line.number} of stdin`);
       const text = line.bytes.toString('utf8').trim();
       if (text !== '') yield text;
     }
