@@ -424,6 +424,18 @@ test('repair: one flipped byte in the middle of a 5,000-user journal brings back
   assert.equal((await send(server.url, 'GET', '/users/5000')).status, 200, 'the records after the damage are back');
 });
 
+test('a batch of large writes (three 3 MB users at once, past the size where a batch is measured byte by byte) is written whole: a restart reads every one back', async (t) => {
+  const dir = tempDir(t);
+  const server = await startTestServer(t, { data: dir, maxBody: 8 * 1024 * 1024 });
+  // Multi-byte characters, so the bytes differ from the UTF-16 length the batch is first bounded by.
+  const pads = ['a', 'é', '☃'].map((c) => c.repeat(3_000_000 / Buffer.byteLength(c)));
+  const replies = await Promise.all(pads.map((pad, i) => put(server.url, `/users/big${i}`, { name: `Big ${i}`, pad })));
+  assert.deepEqual(replies.map((r) => r.status), [201, 201, 201]);
+  await server.running.stop();
+  const again = await startTestServer(t, { data: dir });
+  for (const [i, pad] of pads.entries()) assert.equal((await send(again.url, 'GET', `/users/big${i}`)).json().pad, pad, `big${i}`);
+});
+
 test('repair on a disk with no room for the repaired copy (a full tmpfs) fails in one sentence with exit 1, and the directory is as it was: no partial snapshot, no new journal, no repair- folder', async (t) => {
   const f = await journalFixture();
   const middle = Math.floor((f.ends.length - 1) / 2);
