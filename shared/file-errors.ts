@@ -26,6 +26,22 @@ export function fileProblem(action: 'read' | 'write' | 'create', path: string, e
   }
 }
 
+/** The system calls of reading a file or a folder, and of writing one (a socket's are neither). */
+const READ_CALLS = new Set(['open', 'read', 'scandir', 'stat', 'lstat', 'fstat', 'access', 'readlink']);
+const WRITE_CALLS = new Set(['write', 'writev', 'mkdir', 'rename', 'fsync', 'fdatasync', 'ftruncate', 'unlink', 'rmdir', 'close', 'copyfile', 'link', 'chmod', 'fchmod']);
+
+/**
+ * A node file error (its `syscall` reads or writes a file) as
+ * `fileProblem` words it, about its own path or else `path`; undefined for
+ * any other error (a socket's among them).
+ */
+export function systemFileProblem(error: unknown, path: string): string | undefined {
+  const failed = error as (NodeJS.ErrnoException & { dest?: string }) | undefined;
+  if (typeof failed?.code !== 'string' || typeof failed.syscall !== 'string') return undefined;
+  const action = READ_CALLS.has(failed.syscall) ? 'read' : WRITE_CALLS.has(failed.syscall) ? 'write' : undefined;
+  return action === undefined ? undefined : fileProblem(action, failed.dest ?? failed.path ?? path, error);
+}
+
 /** A failed write's code in words, for a message. */
 export function writeFailure(code: string | undefined): string {
   switch (code) {

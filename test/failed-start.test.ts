@@ -4,11 +4,11 @@
  * real binary, the way an operator meets it: a port already in use.
  */
 import assert from 'node:assert/strict';
-import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, statfsSync, writeFileSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
-import { tempDir } from './helpers.js';
+import { onSmallDisk, tempDir } from './helpers.js';
 import { spawnServer, spawnUsersServer } from './processes.js';
 
 /** A port some other program holds for the length of the test. */
@@ -53,4 +53,20 @@ test('a start on a port in use leaves an empty data directory empty, and a used 
   const before = picture(used);
   await failedStart(t, ['--port', String(port), '--data', used]);
   assert.deepEqual(picture(used), before);
+});
+
+test('a start on a full disk (a 64 KiB tmpfs) exits 1 with one sentence, no stack trace, and leaves no data directory: with no room for the folder, and with room for it but not for its secret', async (t) => {
+  await onSmallDisk(t, '64k', async (disk) => {
+    const fill = (leave: number) => {
+      const { bavail, bsize } = statfsSync(disk);
+      writeFileSync(join(disk, `filler-${leave}`), Buffer.alloc(Math.max(0, bavail * bsize - leave)));
+    };
+    const data = join(disk, 'data');
+    fill(0);
+    assert.equal(await failedStart(t, ['--port', '0', '--data', data]), `users-server: cannot open the store in ${data}: no space left to write ${data}; free some space\n`);
+    for (const name of readdirSync(disk)) if (name.startsWith('filler')) writeFileSync(join(disk, name), '');
+    fill(8192);
+    assert.equal(await failedStart(t, ['--port', '0', '--data', data]), `users-server: cannot write the data directory: no space left to write ${data}; free some space\n`);
+    assert.deepEqual(readdirSync(disk).filter((name) => !name.startsWith('filler')), []);
+  });
 });

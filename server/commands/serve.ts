@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
 import { createSecureContext } from 'node:tls';
-import { fileProblem } from '../../shared/file-errors.js';
+import { fileProblem, systemFileProblem } from '../../shared/file-errors.js';
 import { packageVersion } from '../../shared/package-version.js';
 import { CommandError, UsageError } from '../errors.js';
 import { createApp, type App } from '../http/app.js';
@@ -271,7 +271,8 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     releaseLock();
     // Nothing new is left behind: no directory, secret, password or journal of a start that did not serve.
     prepared?.discard();
-    throw error;
+    const problem = error instanceof CommandError || dataDir === undefined ? undefined : systemFileProblem(error, dataDir);
+    throw problem === undefined ? error : new CommandError(`cannot write the data directory: ${problem}`);
   }
 }
 

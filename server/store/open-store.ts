@@ -1,3 +1,4 @@
+import { systemFileProblem } from '../../shared/file-errors.js';
 import { CommandError } from '../errors.js';
 import { DEFAULT_COMPACTION_FLOOR, openJournalStore, type JournalIo } from './journal/journal.js';
 import { memoryStore } from './memory/state-store.js';
@@ -39,8 +40,8 @@ export async function openStore(spec: string, dir: string, options: StoreOptions
   try {
     return openJournalStore(dir, { compactionFloor: DEFAULT_COMPACTION_FLOOR, ...options });
   } catch (error) {
-    const e = error as NodeJS.ErrnoException;
-    if (e.code !== undefined && e.syscall !== undefined) throw new CommandError(`cannot open the store in ${dir}: ${e.code} (${e.syscall} ${e.path ?? ''})`);
+    const problem = systemFileProblem(error, dir);
+    if (problem !== undefined) throw new CommandError(`cannot open the store in ${dir}: ${problem}`);
     throw error;
   }
 }
