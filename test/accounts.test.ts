@@ -9,17 +9,17 @@ import { lockOwnerPid } from '../server/ops/data-dir.js';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, statfsSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, statfsSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { ACCOUNT_NAME, parseAccounts, readAccountsFile, serializeAccounts, writeAccountsFile, type AccountRecord } from '../server/security/accounts-file.js';
+import { ACCOUNT_NAME, newAccountId, parseAccounts, readAccountsFile, serializeAccounts, writeAccountsFile, type AccountRecord } from '../server/security/accounts-file.js';
 import { Accounts, DEFAULT_SCRYPT_PARAMS, hashPassword, type ScryptFunction, type ScryptParams } from '../server/security/credentials.js';
 import { parseConfig, usage, type RequireSession } from '../server/ops/config.js';
 import { startServer } from '../server/commands/serve.js';
 import { signSession } from '../server/security/session-token.js';
 import { buildIfStale, onSmallDisk, runUsersServer } from './helpers.js';
-import { cleanEnv, SERVER_BIN, spawnUsersServer } from './processes.js';
+import { cleanEnv, runTool, SERVER_BIN, spawnUsersServer } from './processes.js';
 import { ADMIN_PASSWORD, assertProblem, basic, cookiePair, send, startTestServer, tempDir, type Reply } from './helpers.js';
 
 const TEST_OPTIONS = {};
@@ -673,4 +673,25 @@ test('accounts add on a disk too full for the new accounts file (a 128 KiB tmpfs
     assert.deepEqual(readFileSync(join(dir, 'accounts')), before);
     assert.deepEqual(readdirSync(dir).filter((name) => name.endsWith('.tmp')), []);
   });
+});
+
+test('accounts add (bin) run by twelve processes at once on one data directory: every account is kept (the edits take turns), and an edit lock left by a killed process is taken over', TEST_OPTIONS, async (t) => {
+  buildIfStale();
+  const dir = tempDir(t);
+  await startTestServer(t, { data: dir });
+  const add = (name: string) => runTool(t, process.execPath, [SERVER_BIN, 'accounts', 'add', name, '--data', dir, '--password-stdin'], { input: 'a-password-long-enough\n', env: { ...cleanEnv(), USERS_PASSWORD_COST: '1' } });
+  // A file of some size, so that each edit's read and write take a while, as they do for a real team.
+  assert.equal((await add('first')).code, 0);
+  const first = readAccountsFile(dir)[0]!;
+  writeAccountsFile(dir, Array.from({ length: 3000 }, (_, i) => ({ ...first, name: `existing${i}`, id: newAccountId() })));
+  const names = Array.from({ length: 12 }, (_, i) => `parallel${i}`);
+  const runs = await Promise.all(names.map(add));
+  for (const run of runs) assert.equal(run.code, 0, run.stderr);
+  assert.deepEqual(readAccountsFile(dir).map((a) => a.name).filter((name) => name.startsWith('parallel')).sort(), [...names].sort());
+  assert.equal(readAccountsFile(dir).length, 3000 + names.length);
+  // A lock naming a process that is gone (an edit killed midway) is no reason to wait.
+  symlinkSync('999999999', join(dir, 'accounts.lock'));
+  assert.equal((await add('after-a-kill')).code, 0);
+  assert.ok(readAccountsFile(dir).some((a) => a.name === 'after-a-kill'));
+  assert.equal(existsSync(join(dir, 'accounts.lock')), false);
 });

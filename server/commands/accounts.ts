@@ -4,8 +4,8 @@ import { StringDecoder } from 'node:string_decoder';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { CommandError, flagUsageError, UsageError } from '../errors.js';
 import { envName, isPostgresStore, passwordCostFrom } from '../ops/config.js';
-import { requireDataDir } from '../ops/data-dir.js';
-import { ACCOUNT_NAME, ADMIN_PASSWORD_FILE, BUILT_IN_ACCOUNT, newAccountId, parseDatabaseAccounts, readAccountsFile, serializeAccount, writeAccountsFile, type AccountRecord } from '../security/accounts-file.js';
+import { requireDataDir, withEditLock } from '../ops/data-dir.js';
+import { ACCOUNT_NAME, ACCOUNTS_FILE, ADMIN_PASSWORD_FILE, BUILT_IN_ACCOUNT, newAccountId, parseDatabaseAccounts, readAccountsFile, serializeAccount, writeAccountsFile, type AccountRecord } from '../security/accounts-file.js';
 import { hashPassword, ROLES, type Role } from '../security/credentials.js';
 import type { PasswordInput } from './command-io.js';
 
@@ -149,7 +149,7 @@ async function placeOf(values: Record<string, string | boolean | undefined>, env
     where: dir,
     dir,
     read: async () => readAccountsFile(dir),
-    change: async (edit) => writeAccountsFile(dir, edit(readAccountsFile(dir))),
+    change: (edit) => withEditLock(dir, ACCOUNTS_FILE, () => writeAccountsFile(dir, edit(readAccountsFile(dir)))),
     close: async () => {},
   };
 }

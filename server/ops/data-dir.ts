@@ -154,36 +154,83 @@ export function acquireLock(dir: string, log: (line: string) => void = () => {})
   const path = join(dir, 'lock');
   // The pid in the lock cannot tell two servers of this process apart.
   if (heldLocks.has(path)) throw new CommandError(`another users-server in this process is using the data directory ${dir}`);
+  const taken = takeLink(path, 'the data directory', (stale) => log(`users-server: took over the lock of ${dir}: ${stale}`));
+  if ('owner' in taken) {
+    if (taken.owner === undefined) throw new CommandError(`cannot lock the data directory ${dir}: another server is starting on it`);
+    throw new CommandError(`another users-server (pid ${taken.owner.pid}) is using the data directory ${dir}: stop it first, or give another --data`);
+  }
+  heldLocks.add(path);
+  return () => {
+    heldLocks.delete(path);
+    taken.release();
+  };
+}
+
+/**
+ * Creates the lock link `path` naming this process: its release, or the
+ * live owner that holds it (undefined when others kept taking it over). A
+ * link whose owner is gone is taken over once, `tookOver` told why;
+ * `label` names what is locked in a failure.
+ */
+function takeLink(path: string, label: string, tookOver: (stale: string) => void): { release: () => void } | { owner: LockOwner | undefined } {
+  let owner: LockOwner | undefined;
   for (let attempt = 0; attempt < 2; attempt++) {
     try {
       symlinkSync(ownerText(process.pid), path);
-      heldLocks.add(path);
-      return () => {
-        heldLocks.delete(path);
-        try {
-          unlinkSync(path);
-        } catch {
-          // Already gone: nothing to release.
-        }
+      return {
+        release: () => {
+          try {
+            unlinkSync(path);
+          } catch {
+            // Already gone: nothing to release.
+          }
+        },
       };
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') {
-        throw new CommandError(`cannot lock the data directory: ${fileProblem('write', path, error)}`);
-      }
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw new CommandError(`cannot lock ${label}: ${fileProblem('write', path, error)}`);
     }
-    const owner = readOwner(path);
+    owner = readOwner(path);
     const stale = owner === undefined ? 'it names no process' : owner.pid === process.pid ? 'it was left by this process' : staleReason(owner);
-    if (stale === undefined) throw new CommandError(`another users-server (pid ${owner!.pid}) is using the data directory ${dir}: stop it first, or give another --data`);
+    if (stale === undefined) return { owner };
     try {
       unlinkSync(path);
-      log(`users-server: took over the lock of ${dir}: ${stale}`);
+      tookOver(stale);
     } catch {
       // Someone else removed it first; the next attempt decides.
     }
+    owner = undefined;
   }
-  throw new CommandError(`cannot lock the data directory ${dir}: another server is starting on it`);
+  return { owner };
 }
 
+/** How long an edit of a settings file waits for another process's edit of it. */
+const EDIT_WAIT_MS = 10_000;
+
+/**
+ * Runs `edit` (a read, a change and a write of one file of `dir`, all
+ * synchronous) holding `<dir>/<name>.lock`, a lock link like the data
+ * directory's: commands run at once by several processes (`accounts add`
+ * from a script, in parallel) edit one after another, and none loses what
+ * another wrote. Waits up to EDIT_WAIT_MS for an edit under way.
+ */
+export async function withEditLock<T>(dir: string, name: string, edit: () => T): Promise<T> {
+  const path = join(dir, `${name}.lock`);
+  const deadline = Date.now() + EDIT_WAIT_MS;
+  for (;;) {
+    const taken = takeLink(path, join(dir, name), () => {});
+    if ('release' in taken) {
+      try {
+        return edit();
+      } finally {
+        taken.release();
+      }
+    }
+    if (Date.now() > deadline) {
+      throw new CommandError(`${join(dir, name)} is being changed by another process${taken.owner === undefined ? '' : ` (pid ${taken.owner.pid})`} for more than ${EDIT_WAIT_MS / 1000} s; try again once it has finished`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 2 + Math.random() * 10));
+  }
+}
 
 /**
  * What shows that an earlier start used `dir` (the secret or the admin
