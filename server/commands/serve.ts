@@ -10,8 +10,8 @@ import { createApp, type App } from '../http/app.js';
 import { listen, type Listening, type TIMEOUTS } from '../http/server.js';
 import { AccessLog, type LogSink } from '../ops/access-log.js';
 import { isPostgresStore, parseConfig, redactSecrets, usage, type Config } from '../ops/config.js';
-import { acquireLock, loadOrCreateAdminPassword, prepareDataDir, loadOrCreateSecret, newAdminPassword, usedBefore } from '../ops/data-dir.js';
-import { AccountsFileWatcher, ADMIN_PASSWORD_FILE, adminRecordOf, parseGeneratedAdminPassword, readAccountsFile, serializeAccount, SharedAccountsPoller, writeAccountsFile, type AccountRecord } from '../security/accounts-file.js';
+import { acquireLock, loadOrCreateAdminPassword, prepareDataDir, loadOrCreateSecret, newAdminPassword, usedBefore, withEditLock } from '../ops/data-dir.js';
+import { ACCOUNTS_FILE, AccountsFileWatcher, ADMIN_PASSWORD_FILE, adminRecordOf, parseGeneratedAdminPassword, readAccountsFile, serializeAccount, SharedAccountsPoller, writeAccountsFile, type AccountRecord } from '../security/accounts-file.js';
 import { Accounts, hashPassword, type ScryptFunction } from '../security/credentials.js';
 import { SharedLoginLimits, type LoginLimits } from '../security/login-limit.js';
 import type { JournalIo } from '../store/journal/journal.js';
@@ -132,7 +132,8 @@ async function sharedSettings(shared: SharedSettings, config: Config, accounts: 
 function dataDirSettings(dataDir: string, config: Config, accounts: Accounts, env: NodeJS.ProcessEnv, log: (m: string) => void, onReload?: () => void): Promise<Settings> {
   const accountsSource = new AccountsFileWatcher(dataDir, accounts, log, onReload);
   const keys = (config.secrets.length > 0 ? config.secrets : [loadOrCreateSecret(dataDir)]).map((s) => Buffer.from(s, 'utf8'));
-  const adopt = async (record: AccountRecord) => writeAccountsFile(dataDir, [...readAccountsFile(dataDir), record]);
+  // Under the accounts' edit lock: an accounts command may be editing the file meanwhile.
+  const adopt = (record: AccountRecord) => withEditLock(dataDir, ACCOUNTS_FILE, () => writeAccountsFile(dataDir, [...readAccountsFile(dataDir), record]));
   return adminPassword(accountsSource.records, env, async () => loadOrCreateAdminPassword(dataDir), adopt, join(dataDir, ADMIN_PASSWORD_FILE)).then(
     (admin) => ({ keys, ...admin, accountsSource, loginLimits: undefined }),
     (error: unknown) => {
