@@ -197,19 +197,10 @@ function openConfiguredStore(
  * later step fails.
  */
 export async function startServer(config: Config, options: StartOptions = {}): Promise<RunningServer> {
-  const env = options.env ?? process.env;
   const logError = options.logError ?? ((message: string) => process.stderr.write(message + '\n'));
-  const prepared = isPostgresStore(config.store) && options.store === undefined ? undefined : prepareDataDir(config.data);
-  const dataDir = prepared?.path;
-  let releaseLock: () => void;
-  try {
-    releaseLock = dataDir === undefined ? () => {} : acquireLock(dataDir, logError);
-  } catch (error) {
-    prepared?.discard();
-    throw error;
-  }
+  const { prepared, dataDir, releaseLock } = lockDataDir(config, options, logError);
   const evidence = dataDir === undefined ? undefined : usedBefore(dataDir);
-  const opened: { store?: Store; settings?: Settings; listening?: Listening; announced?: { close(): Promise<void> } } = {};
+  const opened: Opened = {};
   try {
     let stop: () => Promise<void> = async () => {};
     const onFatal = (error: Error) => {
@@ -220,6 +211,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     const store = (opened.store = options.store ?? (await openConfiguredStore(config, dataDir, evidence, options, logError, onFatal)));
     const hashing = { cost: config.passwordCost, ...(options.scrypt && { scrypt: options.scrypt }) };
     const accounts = new Accounts(hashing);
+    const env = options.env ?? process.env;
     const settings = (opened.settings =
       store.shared !== undefined
         ? await sharedSettings(store.shared, config, accounts, env, logError, options.onAccountsReload)
@@ -239,42 +231,97 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       log: options.log ?? logError,
     });
     const accessLog = config.logFormat === 'off' ? undefined : new AccessLog(config.logFormat, options.accessLog ?? ((chunk) => process.stdout.write(chunk)), options.clock);
-    const maxConnectionsPerClient = config.trustProxy ? 0 : config.maxConnectionsPerClient;
     const tls = config.tlsCert === '' ? undefined : readCertificate(config);
-    const listening = (opened.listening = await listen(app, { host: config.host, port: config.port, maxBody: config.maxBody, accessLog, maxConnectionsPerClient, ...(config.maxConnections > 0 && { maxConnections: config.maxConnections }), ...(tls && { tls }), ...(options.timeouts && { timeouts: options.timeouts }) }));
+    const listening = (opened.listening = await listenFor(app, config, accessLog, tls, options));
     const announced = (opened.announced = await store.shared?.announce({ host: hostname(), pid: process.pid, url: listening.url }));
-    const sweeper = setInterval(() => void Promise.resolve(store.sweep(Date.now())).catch(() => {}), SWEEP_INTERVAL_MS);
-    sweeper.unref();
-    let stopped: Promise<void> | undefined;
-    stop = () =>
-      (stopped ??= (async () => {
-        clearInterval(sweeper);
-        settings.accountsSource.close();
-        // On PostgreSQL a request waits at most --db-timeout for the database: past it, what still waits is stuck, and is cut.
-        const cut = store.shared === undefined ? undefined : setTimeout(() => listening.hurry(), config.dbTimeout * 1000);
-        // A following feed of changes never ends by itself: it ends now, and its reader resumes elsewhere.
-        app.feeds.endAll();
-        await listening.close();
-        clearTimeout(cut);
-        await announced?.close();
-        accessLog?.flush();
-        await store.close();
-        releaseLock();
-      })());
+    stop = stopper({ config, store, settings, app, listening, announced, accessLog, releaseLock });
     const reloadAccounts = async () => settings.accountsSource.refresh();
     const reloadCertificate = tls === undefined ? undefined : () => listening.replaceCertificate(readCertificate(config));
     return { url: listening.url, server: listening.server, app, store, adminPasswordFile: settings.adminPasswordAt, stop, hurry: () => listening.hurry(), reloadAccounts, reloadCertificate };
   } catch (error) {
-    opened.settings?.accountsSource.close();
-    await opened.listening?.close();
-    await opened.announced?.close();
-    await opened.store?.close();
+    await closeOpened(opened);
     releaseLock();
     // Nothing new is left behind: no directory, secret, password or journal of a start that did not serve.
     prepared?.discard();
     const problem = error instanceof CommandError || dataDir === undefined ? undefined : systemFileProblem(error, dataDir);
     throw problem === undefined ? error : new CommandError(`cannot write the data directory: ${problem}`);
   }
+}
+
+/** What a start has opened so far, closed again when a later step fails. */
+interface Opened {
+  store?: Store;
+  settings?: Settings;
+  listening?: Listening;
+  announced?: { close(): Promise<void> } | undefined;
+}
+
+async function closeOpened(opened: Opened): Promise<void> {
+  opened.settings?.accountsSource.close();
+  await opened.listening?.close();
+  await opened.announced?.close();
+  await opened.store?.close();
+}
+
+/** The data directory, made if new, and its lock: none for a shared PostgreSQL store. */
+function lockDataDir(config: Config, options: StartOptions, logError: (message: string) => void) {
+  const prepared = isPostgresStore(config.store) && options.store === undefined ? undefined : prepareDataDir(config.data);
+  const dataDir = prepared?.path;
+  try {
+    const releaseLock = dataDir === undefined ? () => {} : acquireLock(dataDir, logError);
+    return { prepared, dataDir, releaseLock };
+  } catch (error) {
+    prepared?.discard();
+    throw error;
+  }
+}
+
+function listenFor(app: App, config: Config, accessLog: AccessLog | undefined, tls: { cert: Buffer; key: Buffer } | undefined, options: StartOptions): Promise<Listening> {
+  return listen(app, {
+    host: config.host,
+    port: config.port,
+    maxBody: config.maxBody,
+    accessLog,
+    maxConnectionsPerClient: config.trustProxy ? 0 : config.maxConnectionsPerClient,
+    ...(config.maxConnections > 0 && { maxConnections: config.maxConnections }),
+    ...(tls && { tls }),
+    ...(options.timeouts && { timeouts: options.timeouts }),
+  });
+}
+
+/**
+ * Starts the sweep of expired records and returns the graceful stop: it
+ * runs once however often it is called, and ends with the lock released.
+ */
+function stopper(running: {
+  config: Config;
+  store: Store;
+  settings: Settings;
+  app: App;
+  listening: Listening;
+  announced: { close(): Promise<void> } | undefined;
+  accessLog: AccessLog | undefined;
+  releaseLock: () => void;
+}): () => Promise<void> {
+  const { config, store, settings, app, listening, announced, accessLog, releaseLock } = running;
+  const sweeper = setInterval(() => void Promise.resolve(store.sweep(Date.now())).catch(() => {}), SWEEP_INTERVAL_MS);
+  sweeper.unref();
+  let stopped: Promise<void> | undefined;
+  return () =>
+    (stopped ??= (async () => {
+      clearInterval(sweeper);
+      settings.accountsSource.close();
+      // On PostgreSQL a request waits at most --db-timeout for the database: past it, what still waits is stuck, and is cut.
+      const cut = store.shared === undefined ? undefined : setTimeout(() => listening.hurry(), config.dbTimeout * 1000);
+      // A following feed of changes never ends by itself: it ends now, and its reader resumes elsewhere.
+      app.feeds.endAll();
+      await listening.close();
+      clearTimeout(cut);
+      await announced?.close();
+      accessLog?.flush();
+      await store.close();
+      releaseLock();
+    })());
 }
 
 /**
