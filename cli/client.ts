@@ -8,7 +8,8 @@ import { access, copyFile } from 'node:fs/promises';
 import type { Agent, Dispatcher } from 'undici';
 import type { CookieJar } from 'tough-cookie';
 import { PROBLEM_CONTENT_TYPE, PROBLEM_TYPE_PREFIX, problems } from '../shared/problems.js';
-import { CliError, EXIT, NetworkError, StatusError } from './exit-codes.js';
+import { isId } from '../shared/user.js';
+import { CliError, EXIT, NetworkError, StatusError, UnexpectedAnswerError } from './exit-codes.js';
 import { fileProblem } from '../shared/file-errors.js';
 import { loadJar, saveJar } from './jar.js';
 import { STOP_EXIT, type Interruption } from './streams.js';
@@ -455,6 +456,25 @@ const HTTP_HINTS: readonly (readonly [RegExp, string])[] = [[/reserve one with P
 
 function inUsersctlTerms(detail: string): string {
   return HTTP_HINTS.reduce((text, [http, cli]) => text.replace(http, cli), detail);
+}
+
+/** The JSON object `text` holds; `what` names it in the sentence when it is not one. */
+export function jsonObject(text: string, what: string): Record<string, unknown> {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    throw new UnexpectedAnswerError(`${what} that is not JSON`);
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new UnexpectedAnswerError(`${what} that is not a JSON object`);
+  return value as Record<string, unknown>;
+}
+
+/** The user a 2xx answer carries: a JSON object with an id, or UnexpectedAnswerError. */
+export function answerUser(response: Response): Record<string, unknown> & { id: number } {
+  const user = jsonObject(response.text, 'a user');
+  if (!isId(user.id)) throw new UnexpectedAnswerError('a user without an id');
+  return user as Record<string, unknown> & { id: number };
 }
 
 /** The parsed problem document of an `application/problem+json` answer, if it is one. */

@@ -54,6 +54,17 @@ export class NetworkError extends CliError {
 }
 
 /** The server answered with a status the command treats as a failure. */
+/**
+ * A 2xx answer that is not what users-server sends (a web server's page at
+ * --url, say): exit 1, with what was expected and what to check.
+ */
+export class UnexpectedAnswerError extends CliError {
+  override readonly name = 'UnexpectedAnswerError';
+  constructor(what: string) {
+    super(`unexpected answer from the server: ${what}; check that --url is the address of users-server`, EXIT.unexpected);
+  }
+}
+
 export class StatusError extends CliError {
   override readonly name = 'StatusError';
   constructor(

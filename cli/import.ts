@@ -8,8 +8,8 @@ import { open } from 'node:fs/promises';
 import { USERS_PATH, userPath } from '../shared/endpoints.js';
 import { isId, parseRef } from '../shared/user.js';
 import type { Context } from './context.js';
-import { CliError, EXIT, NetworkError, UsageError } from './exit-codes.js';
-import { detailOf } from './client.js';
+import { CliError, EXIT, NetworkError, UnexpectedAnswerError, UsageError } from './exit-codes.js';
+import { answerUser, detailOf } from './client.js';
 import { fileProblem } from '../shared/file-errors.js';
 import { readLines, type Line } from './streams.js';
 import { isUuid, uuidV5Generator } from './uuid.js';
@@ -71,7 +71,7 @@ export async function importUsers(ctx: Context, options: ImportOptions): Promise
     ctx.stopReported = true;
     return EXIT.ok;
   }
-  if (run.stop !== undefined) throw new CliError(`${run.stop.message}; import stopped after line ${run.lastLine}`, EXIT.network);
+  if (run.stop !== undefined) throw new CliError(`${run.stop.message}; import stopped after line ${run.lastLine}`, run.stop.exitCode);
   if (run.stats.failed > 0) {
     if (progress === undefined) ctx.fail(`${run.stats.failed} of ${run.stats.lines} lines failed; their results on stdout say why`);
     return EXIT.partialImport;
@@ -91,7 +91,8 @@ class ImportRun {
   readonly stats: Stats = { lines: 0, ok: 0, created: 0, unchanged: 0, failed: 0, bytes: 0 };
   readonly started = Date.now();
   /** The network failure that stopped the import, if one did. */
-  stop: NetworkError | undefined;
+  /** Why the import stopped early: the server could not be reached, or what answered is not users-server. */
+  stop: NetworkError | UnexpectedAnswerError | undefined;
   lastLine = 0;
   /** Input lines left unsent by an early stop (counted to the end of a file; stdin's rest is unknown). */
   notSent = 0;
@@ -185,6 +186,7 @@ class ImportRun {
     try {
       const response = await this.ctx.client.send({ method: 'PUT', path, headers: PUT_HEADERS, body });
       if (response.status === 200 || response.status === 201) {
+        if (response.text !== '') answerUser(response);
         this.stats.ok++;
         if (response.status === 201) this.stats.created++;
         // The status says what the PUT did: 201 a user created, 200 one replaced (or left as it was).
@@ -196,7 +198,7 @@ class ImportRun {
       }
     } catch (error) {
       this.stats.failed++;
-      if (error instanceof NetworkError) this.stop ??= error;
+      if (error instanceof NetworkError || error instanceof UnexpectedAnswerError) this.stop ??= error;
       text = failure(line.number, 0, error instanceof Error ? error.message : String(error));
     } finally {
       this.inFlight--;
@@ -224,7 +226,7 @@ class ImportRun {
       }
     } catch (error) {
       this.stats.failed++;
-      if (error instanceof NetworkError) this.stop ??= error;
+      if (error instanceof NetworkError || error instanceof UnexpectedAnswerError) this.stop ??= error;
       text = JSON.stringify({ ...where, ok: false, status: 0, error: error instanceof Error ? error.message : String(error) });
     } finally {
       this.inFlight--;

@@ -10,7 +10,9 @@
  * nothing is overwritten without a copy. docs/cli.md "Export and import".
  */
 import { RESERVATIONS_PATH, USERS_PATH, userPath } from '../shared/endpoints.js';
-import { detailOf, single, type Response } from './client.js';
+import { answerUser, detailOf, jsonObject, single, type Response } from './client.js';
+import { UnexpectedAnswerError } from './exit-codes.js';
+import { isId } from '../shared/user.js';
 import type { Context } from './context.js';
 import type { ExportRecord } from './export-format.js';
 
@@ -104,7 +106,8 @@ export class Restorer {
     for (;;) {
       const reserved = await this.send('POST', RESERVATIONS_PATH, '');
       if (reserved.status !== 201) return false;
-      const id = (JSON.parse(reserved.text) as { id: number }).id;
+      const id = jsonObject(reserved.text, 'a reservation').id;
+      if (!isId(id)) throw new UnexpectedAnswerError('a reservation without "id"');
       if (id >= last) return id === last;
     }
   }
@@ -113,7 +116,7 @@ export class Restorer {
   private async settleExisting(path: string, body: string, same: (current: Record<string, unknown>) => boolean, what: string): Promise<Restored> {
     const current = await this.send('GET', path);
     if (current.status !== 200) return failed(current);
-    if (same(JSON.parse(current.text) as Record<string, unknown>)) return done('unchanged', current);
+    if (same(answerUser(current))) return done('unchanged', current);
     if (!this.options.overwrite) return { ok: false, status: 412, error: `${what} exists on the target with other content; nothing was changed (--overwrite replaces it)` };
     const etag = single(current.headers.etag) ?? '';
     const replaced = await this.send('PUT', path, body, { 'if-match': etag });
@@ -133,7 +136,7 @@ function withoutId(user: Record<string, unknown>): Record<string, unknown> {
 }
 
 function done(action: 'created' | 'unchanged' | 'replaced', response: Response): Extract<Restored, { ok: true }> {
-  return { ok: true, action, id: (JSON.parse(response.text) as { id: number }).id };
+  return { ok: true, action, id: answerUser(response).id };
 }
 
 function failed(response: Response): Restored {

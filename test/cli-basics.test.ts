@@ -160,7 +160,7 @@ test('an answer the command cannot understand exits 1 (unexpected) with one line
   const home = tempDir(t, 'usersctl-home-');
   const result = await usersctl(['--url', stub.url, 'list'], { env: { HOME: home, XDG_STATE_HOME: home } });
   assert.equal(result.code, EXIT.unexpected);
-  assert.deepEqual(lines(result.stderr), ['usersctl: unexpected answer from the server: a page of users without "items" and "next"']);
+  assert.deepEqual(lines(result.stderr), ['usersctl: unexpected answer from the server: a page of users without "items" and "next"; check that --url is the address of users-server']);
   assert.ok(!/\n\s+at /.test(result.stderr));
 });
 

@@ -232,3 +232,58 @@ test('an answer larger than 256 MiB (something that is not users-server at --url
     assert.deepEqual([run.code, run.stdout, run.stderr], [1, '', message], ref);
   }
 });
+
+test('a web page answered 200 at --url (another server there) is never printed as a user: every command says so in one sentence and exits 1; import stops, its results still NDJSON', async (t) => {
+  const PAGE = '<!DOCTYPE html><html><body>Welcome</body></html>';
+  const stub = await startStub(t, (req, res) => {
+    res.writeHead(req.method === 'POST' ? 201 : 200, { 'content-type': 'text/html', 'content-length': Buffer.byteLength(PAGE) });
+    res.end(PAGE);
+  });
+  const run = runAt(t, stub.url);
+  const commands: Array<[string[], string]> = [
+    [['get', '1'], 'a user that is not JSON'],
+    [['put', '1', '--name', 'A'], 'a user that is not JSON'],
+    [['create', '--name', 'A'], 'a user that is not JSON'],
+    [['new', '--name', 'A'], 'a user that is not JSON'],
+    [['delete', '1'], 'a user that is not JSON'],
+    [['mv', '1', '2'], 'a user that is not JSON'],
+    [['reserve'], 'a reservation that is not JSON'],
+    [['list'], 'a page of users that is not JSON'],
+    [['tokens', 'list'], 'a list of API tokens that is not JSON'],
+    [['tokens', 'create', 'ci'], 'a new API token that is not JSON'],
+    [['status'], 'GET / answered 200 without the JSON string "OK"'],
+    [['watch', '--no-follow'], 'a feed of changes that ends within a line'],
+  ];
+  for (const [args, what] of commands) {
+    const result = await run(['--retries', '0', ...args]);
+    const sentence = `usersctl: unexpected answer from the server: ${what}; check that --url is the address of users-server`;
+    assert.deepEqual([result.code, result.stdout, lines(result.stderr)], [EXIT.unexpected, '', [sentence]], args.join(' '));
+  }
+  const imported = await run(['import'], { stdin: '{"name":"A","id":1}\n{"name":"B","id":2}\n{"name":"C","id":3}\n' });
+  assert.equal(imported.code, EXIT.unexpected, imported.stderr);
+  for (const line of lines(imported.stdout)) assert.equal((JSON.parse(line) as { ok: boolean }).ok, false, line);
+  assert.match(imported.stderr, /^usersctl: unexpected answer from the server: a user that is not JSON; check that --url is the address of users-server; import stopped after line \d\n$/);
+});
+
+test('watch prints the changes of a feed up to a line that is not a change, then stops with one sentence, exit 1', async (t) => {
+  const feed = '{"cursor":"6","op":"put","id":1,"user":{"name":"A","id":1}}\n[1,2]\n{"cursor":"7","op":"delete","id":1}\n';
+  const stub = await startStub(t, (_req, res) => {
+    res.writeHead(200, { 'content-type': 'application/x-ndjson', 'x-changes-cursor': '5', 'content-length': Buffer.byteLength(feed) });
+    res.end(feed);
+  });
+  const result = await runAt(t, stub.url)(['watch', '--no-follow']);
+  assert.deepEqual([result.code, lines(result.stdout), lines(result.stderr)], [
+    EXIT.unexpected,
+    ['{"cursor":"6","op":"put","id":1,"user":{"name":"A","id":1}}'],
+    ['usersctl: unexpected answer from the server: a change that is not a JSON object; check that --url is the address of users-server'],
+  ]);
+});
+
+test('watch --no-follow gives up on an unreachable server after --retries, like every other command: exit 7', async (t) => {
+  const result = await runAt(t, await closedPortUrl())(['--retries', '1', 'watch', '--no-follow']);
+  assert.equal(result.code, EXIT.network);
+  const said = lines(result.stderr);
+  assert.equal(said.length, 2, result.stderr);
+  assert.match(said[0]!, /^usersctl: cannot connect to http:\/\/127\.0\.0\.1:\d+: connection refused; connecting again in \d\.\d s$/);
+  assert.match(said[1]!, /^usersctl: cannot connect to http:\/\/127\.0\.0\.1:\d+: connection refused$/);
+});

@@ -1,7 +1,7 @@
 /** login, logout and status: the session cookie in the jar. */
 import { LOGIN_PATH, LOGOUT_PATH } from '../../shared/endpoints.js';
 import type { Context } from '../context.js';
-import { UsageError } from '../exit-codes.js';
+import { UnexpectedAnswerError, UsageError } from '../exit-codes.js';
 import { statusError } from '../client.js';
 import { promptHidden, readFirstLine, type TtyInput } from '../streams.js';
 
@@ -41,5 +41,14 @@ export async function logout(ctx: Context): Promise<void> {
 export async function status(ctx: Context): Promise<void> {
   const response = await ctx.client.send({ method: 'GET', path: '/', headers: { accept: 'application/json' } });
   if (response.status !== 200) throw statusError(response);
+  if (!isOk(response.text)) throw new UnexpectedAnswerError('GET / answered 200 without the JSON string "OK"');
   await ctx.out.write(ctx.options.json ? `${response.text}\n` : 'OK\n');
+}
+
+function isOk(text: string): boolean {
+  try {
+    return JSON.parse(text) === 'OK';
+  } catch {
+    return false;
+  }
 }

@@ -2,7 +2,8 @@
 import { MAX_TOKEN_LIFETIME, parseLifetime, TOKEN_NAME, TOKENS_PATH } from '../../shared/endpoints.js';
 import type { Context } from '../context.js';
 import type { View } from '../output-format.js';
-import { CliError, EXIT, UsageError } from '../exit-codes.js';
+import { CliError, EXIT, UnexpectedAnswerError, UsageError } from '../exit-codes.js';
+import { jsonObject } from '../client.js';
 import { eachRef } from './user-commands.js';
 
 const JSON_HEADERS = { accept: 'application/json', 'content-type': 'application/json' };
@@ -36,7 +37,8 @@ export async function create(ctx: Context, name: string, options: CreateTokenOpt
     body.expiresIn = seconds;
   }
   const response = await ctx.client.expect({ method: 'POST', path: TOKENS_PATH, headers: JSON_HEADERS, body: JSON.stringify(body) }, [201]);
-  const made = JSON.parse(response.text) as TokenInfo & { token: string };
+  const made = jsonObject(response.text, 'a new API token') as unknown as TokenInfo & { token: string };
+  if (typeof made.token !== 'string') throw new UnexpectedAnswerError('a new API token without "token"');
   await ctx.out.write(ctx.options.json ? `${response.text}\n` : `${made.token}\n`);
   const expiry = made.expiresAt === null ? 'never expires' : `expires ${made.expiresAt}`;
   ctx.info(`made API token "${made.name}" (${made.role}, ${expiry}, id ${made.id}); it is shown only now: keep it, e.g. export USERSCTL_TOKEN=...`);
@@ -82,5 +84,7 @@ export async function revoke(ctx: Context, refs: readonly string[]): Promise<num
 
 async function fetchTokens(ctx: Context): Promise<TokenInfo[]> {
   const response = await ctx.client.expect({ method: 'GET', path: TOKENS_PATH, headers: { accept: 'application/json' } }, [200]);
-  return (JSON.parse(response.text) as { items: TokenInfo[] }).items;
+  const { items } = jsonObject(response.text, 'a list of API tokens');
+  if (!Array.isArray(items)) throw new UnexpectedAnswerError('a list of API tokens without "items"');
+  return items as TokenInfo[];
 }

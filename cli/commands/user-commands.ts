@@ -4,8 +4,8 @@ import { randomUUID } from 'node:crypto';
 import { METRICS_PATH, NEW_USER_PATH, RESERVATIONS_PATH, USERS_PATH, userPath } from '../../shared/endpoints.js';
 import { isId, parseRef } from '../../shared/user.js';
 import type { Context } from '../context.js';
-import { CliError, EXIT, NetworkError, UsageError } from '../exit-codes.js';
-import { single, type Response } from '../client.js';
+import { CliError, EXIT, NetworkError, UnexpectedAnswerError, UsageError } from '../exit-codes.js';
+import { answerUser, jsonObject, single, type Response } from '../client.js';
 import { inputTooLong, readLines } from '../streams.js';
 import { EXPORT_HEADER } from '../export-format.js';
 import type { View } from '../output-format.js';
@@ -102,7 +102,7 @@ export async function get(ctx: Context, refs: readonly string[], options: GetOpt
   const code = await eachRef(ctx, refs, async (ref) => {
     const response = await ctx.client.expect({ method: 'GET', path: refPath(ref), headers: ACCEPT }, [200]);
     if (options.etag === true) return void (await ctx.out.write((single(response.headers.etag) ?? '') + '\n'));
-    const user = JSON.parse(response.text) as Record<string, unknown>;
+    const user = answerUser(response);
     const alias = !table ? undefined : parseRef(ref).kind === 'alias' ? ref : await aliasOf(ctx, user.id);
     await printed.add([{ user, text: response.text, alias }]);
   });
@@ -182,7 +182,7 @@ export function remove(ctx: Context, refs: readonly string[], options: DeleteOpt
   return eachRef(ctx, refs, async (ref) => {
     const response = await ctx.client.expect({ method: 'DELETE', path: refPath(ref), headers }, [200, 204]);
     // 204: a server that does not send it back.
-    if (response.status === 200) await ctx.out.write(response.text + '\n');
+    if (response.status === 200) await writeUser(ctx, response);
   });
 }
 
@@ -205,7 +205,7 @@ export async function list(ctx: Context, pageSize: number, output?: string): Pro
         return { user, text: JSON.stringify(item), alias: typeof alias === 'string' ? alias : null };
       }),
     );
-    if (page.next !== null && !page.next.startsWith('/')) throw unexpected(`a "next" link that is not a path: ${page.next}`);
+    if (page.next !== null && !page.next.startsWith('/')) throw new UnexpectedAnswerError(`a "next" link that is not a path: ${page.next}`);
     path = page.next;
   }
   await printed.end();
@@ -249,45 +249,30 @@ async function exportPages(ctx: Context, wrote: (count: number) => void): Promis
     let lines = '';
     for (const item of page.items) {
       const id = (item as { id?: unknown }).id;
-      if (!isId(id)) throw unexpected('a listed user without an id');
+      if (!isId(id)) throw new UnexpectedAnswerError('a listed user without an id');
       const alias = aliases[String(id)];
       lines += `{"id":${id},"alias":${typeof alias === 'string' ? JSON.stringify(alias) : 'null'},"user":${JSON.stringify(item)}}\n`;
     }
     await ctx.out.write(lines);
     wrote(page.items.length);
-    if (page.next !== null && !page.next.startsWith('/')) throw unexpected(`a "next" link that is not a path: ${page.next}`);
+    if (page.next !== null && !page.next.startsWith('/')) throw new UnexpectedAnswerError(`a "next" link that is not a path: ${page.next}`);
     path = page.next;
   }
 }
 
 function parsePage(text: string): { items: unknown[]; aliases?: unknown; next: string | null } {
-  let page: unknown;
-  try {
-    page = JSON.parse(text);
-  } catch {
-    throw unexpected('a page of users that is not JSON');
+  const page = jsonObject(text, 'a page of users');
+  if (!Array.isArray(page.items) || (page.next !== null && typeof page.next !== 'string')) {
+    throw new UnexpectedAnswerError('a page of users without "items" and "next"');
   }
-  const p = page as { items?: unknown; aliases?: unknown; next?: unknown };
-  if (typeof page !== 'object' || page === null || !Array.isArray(p.items) || (p.next !== null && typeof p.next !== 'string')) {
-    throw unexpected('a page of users without "items" and "next"');
-  }
-  return { items: p.items, aliases: p.aliases, next: p.next };
-}
-
-function unexpected(what: string): CliError {
-  return new CliError(`unexpected answer from the server: ${what}`, EXIT.unexpected);
+  return { items: page.items, aliases: page.aliases, next: page.next };
 }
 
 /** POST /reservations, safe to retry: the same Idempotency-Key on every attempt. */
 async function reserveId(ctx: Context): Promise<{ response: Response; id: number; expiresAt: string }> {
   const response = await ctx.client.expect({ method: 'POST', path: RESERVATIONS_PATH, headers: { ...ACCEPT, 'idempotency-key': randomUUID() } }, [201]);
-  let body: { id?: unknown; expiresAt?: unknown };
-  try {
-    body = JSON.parse(response.text) as typeof body;
-  } catch {
-    throw unexpected('a reservation that is not JSON');
-  }
-  if (!isId(body.id) || typeof body.expiresAt !== 'string') throw unexpected('a reservation without "id" and "expiresAt"');
+  const body = jsonObject(response.text, 'a reservation');
+  if (!isId(body.id) || typeof body.expiresAt !== 'string') throw new UnexpectedAnswerError('a reservation without "id" and "expiresAt"');
   return { response, id: body.id, expiresAt: body.expiresAt };
 }
 
@@ -334,13 +319,7 @@ export function move(ctx: Context, ref: string, newId: string): Promise<void> {
 async function moveUser(ctx: Context, ref: string, newId: string): Promise<void> {
   if (!/^[1-9]\d*$/.test(newId) || !isId(Number(newId))) throw new UsageError(`the new id must be a positive integer, not ${JSON.stringify(newId)}`);
   const current = await ctx.client.expect({ method: 'GET', path: refPath(ref), headers: ACCEPT }, [200]);
-  let user: Record<string, unknown>;
-  try {
-    user = JSON.parse(current.text) as Record<string, unknown>;
-  } catch {
-    throw unexpected('a user that is not JSON');
-  }
-  if (!isId(user.id)) throw unexpected('a user without an id');
+  const user = answerUser(current);
   const headers: Record<string, string> = { ...ACCEPT, 'content-type': JSON_TYPE };
   const etag = single(current.headers.etag);
   if (etag !== undefined) headers['if-match'] = etag;
@@ -349,7 +328,9 @@ async function moveUser(ctx: Context, ref: string, newId: string): Promise<void>
   await writeUser(ctx, response);
 }
 
-/** A written user as the server answered it; a 204 (no body) prints nothing. */
+/** A user as the server answered it, checked to be one; a 204 (no body) prints nothing. */
 async function writeUser(ctx: Context, response: Response): Promise<void> {
-  if (response.text !== '') await ctx.out.write(response.text + '\n');
+  if (response.text === '') return;
+  answerUser(response);
+  await ctx.out.write(response.text + '\n');
 }

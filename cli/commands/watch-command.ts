@@ -1,8 +1,8 @@
 /** watch: follows the feed of changes (GET /changes), reconnecting with the last cursor. */
 import { CHANGES_PATH } from '../../shared/endpoints.js';
-import { single, statusError } from '../client.js';
+import { jsonObject, single, statusError } from '../client.js';
 import type { Context } from '../context.js';
-import { EXIT, NetworkError, StatusError, UsageError } from '../exit-codes.js';
+import { EXIT, NetworkError, StatusError, UnexpectedAnswerError, UsageError } from '../exit-codes.js';
 
 export interface WatchOptions {
   since?: string;
@@ -29,17 +29,17 @@ const RECONNECT_MAX_MS = 10_000;
  */
 export async function watch(ctx: Context, options: WatchOptions): Promise<number> {
   if (options.since !== undefined && options.fromStart === true) throw new UsageError('--since and --from-start are alternatives: give one');
-  if (options.since !== undefined && !/^\d{1,16}$/.test(options.since)) throw new UsageError(`--since ${JSON.stringify(options.since)} is not a cursor: give one the feed printed (its "cursor")`);
-  let cursor = options.fromStart === true ? '0' : options.since;
+  if (options.since !== undefined && !CURSOR.test(options.since)) throw new UsageError(`--since ${JSON.stringify(options.since)} is not a cursor: give one the feed printed (its "cursor")`);
+  const follow = options.follow !== false;
+  const feed = new FeedReader(ctx, options.fromStart === true ? '0' : options.since);
   const aborts = new AbortController();
   /** Set once a feed was answered: a refusal after that says where to resume. */
   let followed = false;
   ctx.interruption.onStop(() => aborts.abort());
   for (let failures = 0; ctx.interruption.reason === undefined; ) {
     try {
-      const since = cursor === undefined ? '' : `&since=${cursor}`;
-      const follow = options.follow !== false;
-      let partial = '';
+      const since = feed.cursor === undefined ? '' : `&since=${feed.cursor}`;
+      feed.partial = '';
       const response = await ctx.client.stream(
         { method: 'GET', path: `${CHANGES_PATH}?follow=${follow ? 1 : 0}${since}`, headers: { accept: 'application/x-ndjson' } },
         {
@@ -48,46 +48,83 @@ export async function watch(ctx: Context, options: WatchOptions): Promise<number
           onHeaders: (headers) => {
             failures = 0;
             followed = true;
-            cursor ??= single(headers['x-changes-cursor']);
+            feed.cursor ??= single(headers['x-changes-cursor']);
           },
           onChunk: async (text) => {
-            const lines = (partial + text).split('\n');
-            partial = lines.pop()!;
-            let out = '';
-            let last = cursor;
-            for (const line of lines) {
-              if (line === '') continue;
-              out += line + '\n';
-              last = (JSON.parse(line) as { cursor: string }).cursor;
-            }
-            await ctx.out.write(out);
-            // A write that failed (a full disk) did not print these lines: the cursor to resume from stays before them.
-            if (ctx.out.failure === undefined) cursor = last;
+            await feed.print(text);
             if (ctx.interruption.reason !== undefined) aborts.abort();
           },
         },
       );
-      if (response.status !== 200) throw resumable(statusError(response, `${ctx.client.origin}${CHANGES_PATH}`), followed ? cursor : undefined);
+      if (response.status !== 200) throw resumable(statusError(response, `${ctx.client.origin}${CHANGES_PATH}`), followed ? feed.cursor : undefined);
+      // users-server ends every change with a newline: a feed that ends within a line was not its.
+      if (feed.partial.trim() !== '' && ctx.interruption.reason === undefined) throw new UnexpectedAnswerError('a feed of changes that ends within a line');
       if (!follow) break;
       // The server ended the feed (it stopped): connect again at once, to it or another instance.
     } catch (error) {
       if (ctx.interruption.reason !== undefined) break;
       if (!(error instanceof NetworkError)) throw error;
       failures++;
-      const wait = (0.5 + Math.random() / 2) * Math.min(RECONNECT_FIRST_MS * 2 ** (failures - 1), RECONNECT_MAX_MS);
-      ctx.info(`${error.message}; connecting again in ${(wait / 1000).toFixed(1)} s${cursor === undefined ? '' : ` from cursor ${cursor}`}`);
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, wait);
-        aborts.signal.addEventListener('abort', () => (clearTimeout(timer), resolve()), { once: true });
-      });
+      // Without --no-follow it waits for the server however long; with it, a script waits no longer than any other command's retries.
+      if (!follow && failures > ctx.options.retries) throw withCursor(error, followed ? feed.cursor : undefined);
+      await backOff(ctx, error, failures, feed.cursor, aborts.signal);
     }
   }
   const stop = ctx.interruption.reason;
   if (stop !== undefined) {
-    ctx.fail(`stopped (${ctx.interruption.label})${cursor === undefined ? '' : `; the last cursor is ${cursor}: resume with usersctl watch --since ${cursor}`}`);
+    ctx.fail(`stopped (${ctx.interruption.label})${feed.cursor === undefined ? '' : `; the last cursor is ${feed.cursor}: resume with usersctl watch --since ${feed.cursor}`}`);
     ctx.stopReported = true;
   }
   return EXIT.ok;
+}
+
+const CURSOR = /^\d{1,16}$/;
+
+/** Prints the feed's complete lines as they come, and keeps the cursor of the last one printed. */
+class FeedReader {
+  /** The start of a line whose end has not come yet. */
+  partial = '';
+
+  constructor(
+    private readonly ctx: Context,
+    public cursor: string | undefined,
+  ) {}
+
+  async print(text: string): Promise<void> {
+    const lines = (this.partial + text).split('\n');
+    this.partial = lines.pop()!;
+    let out = '';
+    let last = this.cursor;
+    try {
+      for (const line of lines) {
+        if (line === '') continue;
+        const { cursor } = jsonObject(line, 'a change');
+        if (typeof cursor !== 'string' || !CURSOR.test(cursor)) throw new UnexpectedAnswerError('a change without a "cursor"');
+        out += line + '\n';
+        last = cursor;
+      }
+    } finally {
+      // What came before a line that is not a change is printed all the same.
+      await this.ctx.out.write(out);
+      // A write that failed (a full disk) did not print these lines: the cursor to resume from stays before them.
+      if (this.ctx.out.failure === undefined) this.cursor = last;
+    }
+  }
+}
+
+/** Says why and waits before connecting again: from RECONNECT_FIRST_MS, doubling, jittered; an abort ends the wait. */
+async function backOff(ctx: Context, error: NetworkError, failures: number, cursor: string | undefined, signal: AbortSignal): Promise<void> {
+  const wait = (0.5 + Math.random() / 2) * Math.min(RECONNECT_FIRST_MS * 2 ** (failures - 1), RECONNECT_MAX_MS);
+  ctx.info(`${error.message}; connecting again in ${(wait / 1000).toFixed(1)} s${cursor === undefined ? '' : ` from cursor ${cursor}`}`);
+  await new Promise<void>((resolve) => {
+    const timer = setTimeout(resolve, wait);
+    signal.addEventListener('abort', () => (clearTimeout(timer), resolve()), { once: true });
+  });
+}
+
+/** A network failure that ends a --no-follow run, with where to go on from when something was printed. */
+function withCursor(error: NetworkError, cursor: string | undefined): NetworkError {
+  return cursor === undefined ? error : new NetworkError(`${error.message}; the last cursor is ${cursor}: resume with usersctl watch --since ${cursor}`, error.code);
 }
 
 /** A refusal of a feed that was followed before, with where to resume (not for 410: that cursor is gone). */
