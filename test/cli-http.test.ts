@@ -287,3 +287,15 @@ test('watch --no-follow gives up on an unreachable server after --retries, like 
   assert.match(said[0]!, /^usersctl: cannot connect to http:\/\/127\.0\.0\.1:\d+: connection refused; connecting again in \d\.\d s$/);
   assert.match(said[1]!, /^usersctl: cannot connect to http:\/\/127\.0\.0\.1:\d+: connection refused$/);
 });
+
+test('list and export stop at a "next" link back to a page already read, which would be followed without end: one sentence, exit 1', async (t) => {
+  const page = JSON.stringify({ items: [{ name: 'A', id: 1 }], next: '/users?after=0&limit=1' });
+  const stub = await startStub(t, (_req, res) => sendJsonText(res, 200, page));
+  const sentence = 'usersctl: unexpected answer from the server: a "next" link back to a page already read (/users?after=0&limit=1); check that --url is the address of users-server';
+  for (const command of ['list', 'export']) {
+    const result = await runAt(t, stub.url)([command]);
+    assert.deepEqual([result.code, lines(result.stderr)], [EXIT.unexpected, [sentence]], command);
+    assert.equal(lines(result.stdout).filter((line) => line.includes('"A"')).length, 2, command);
+  }
+  assert.equal(stub.requests.length, 4);
+});

@@ -192,6 +192,7 @@ export async function list(ctx: Context, pageSize: number, output?: string): Pro
   const printed = ctx.listing(format, USER_VIEW);
   const aliases = format === 'table' || format === 'wide' ? '&aliases=true' : '';
   let path: string | null = `${USERS_PATH}?limit=${pageSize}${aliases}`;
+  const read = new Set<string>();
   while (path !== null && ctx.interruption.reason === undefined) {
     const response = await ctx.client.expect({ method: 'GET', path, headers: ACCEPT }, [200]);
     const page = parsePage(response.text);
@@ -205,8 +206,7 @@ export async function list(ctx: Context, pageSize: number, output?: string): Pro
         return { user, text: JSON.stringify(item), alias: typeof alias === 'string' ? alias : null };
       }),
     );
-    if (page.next !== null && !page.next.startsWith('/')) throw new UnexpectedAnswerError(`a "next" link that is not a path: ${page.next}`);
-    path = page.next;
+    path = nextPath(page, read);
   }
   await printed.end();
 }
@@ -242,6 +242,7 @@ async function usersStored(ctx: Context): Promise<number | undefined> {
 /** Writes every page of export records; `wrote` hears the count of each page. */
 async function exportPages(ctx: Context, wrote: (count: number) => void): Promise<void> {
   let path: string | null = `${USERS_PATH}?limit=${MAX_PAGE_SIZE}&aliases=true`;
+  const read = new Set<string>();
   while (path !== null && ctx.interruption.reason === undefined) {
     const response = await ctx.client.expect({ method: 'GET', path, headers: ACCEPT }, [200]);
     const page = parsePage(response.text);
@@ -255,9 +256,21 @@ async function exportPages(ctx: Context, wrote: (count: number) => void): Promis
     }
     await ctx.out.write(lines);
     wrote(page.items.length);
-    if (page.next !== null && !page.next.startsWith('/')) throw new UnexpectedAnswerError(`a "next" link that is not a path: ${page.next}`);
-    path = page.next;
+    path = nextPath(page, read);
   }
+}
+
+/**
+ * The path of the page after `page`: a path, and one not read before (a
+ * server whose `next` links back would be read without end); null at the end.
+ */
+function nextPath(page: { next: string | null }, read: Set<string>): string | null {
+  const next = page.next;
+  if (next === null) return null;
+  if (!next.startsWith('/')) throw new UnexpectedAnswerError(`a "next" link that is not a path: ${next}`);
+  if (read.has(next)) throw new UnexpectedAnswerError(`a "next" link back to a page already read (${next})`);
+  read.add(next);
+  return next;
 }
 
 function parsePage(text: string): { items: unknown[]; aliases?: unknown; next: string | null } {
