@@ -3,11 +3,12 @@
  * a data directory taken while a server keeps writing and compacting in it.
  */
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, watch, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { onSmallDisk, put, runUsersServer, send, startTestServer, tempDir } from './helpers.js';
-import { runTool, SERVER_BIN, spawnServer } from './processes.js';
+import { runTool, SERVER_BIN, spawnServer, spawnUsersServer } from './processes.js';
+import { writeJournalData } from '../server/store/journal/dump-files.js';
 
 test('node bin/users-server.js backup under write load (with compactions): the copy is a data directory of its own, and a server started on it has every write acknowledged before the backup began', async (t) => {
   const dir = join(tempDir(t), 'data');
@@ -105,4 +106,36 @@ test('users-server backup onto a disk that fills up during the copy (a 256 KiB t
     assert.match(run.stderr, /^users-server backup: the backup failed, and what it had written was removed: no space left to write .*\/disk\/backup; free some space\n$/);
     assert.deepEqual(readdirSync(disk), []);
   });
+});
+
+test('a backup killed while it copies (SIGKILL) leaves a folder that a start, repair, backup and accounts refuse, saying it is not whole; taken again, the backup is whole', async (t) => {
+  const dir = join(tempDir(t), 'data');
+  mkdirSync(dir);
+  // 40,000 users, 10 MB: the copy and its check take a while, so the kill lands in them.
+  const users = Array.from({ length: 40_000 }, (_, i) => ({ id: i + 1, alias: undefined, json: JSON.stringify({ name: `User ${i + 1}`, note: 'x'.repeat(200), id: i + 1 }) }));
+  await writeJournalData(dir, { lastId: users.length, claimed: [], users, redirects: [], reservations: [], idempotency: [], revoked: [], tokens: [], lastChange: 0 });
+  const dest = join(tempDir(t), 'backup');
+  mkdirSync(dest);
+  let watcher: ReturnType<typeof watch> | undefined;
+  const marked = new Promise<void>((resolve) => (watcher = watch(dest, (_event, name) => name === 'unfinished' && resolve())));
+  t.after(() => watcher?.close());
+  const backup = spawnUsersServer(t, ['backup', '--data', dir, '--to', dest]);
+  await Promise.race([marked, backup.exited]);
+  backup.process.kill('SIGKILL');
+  const { code, signal } = await backup.exited;
+  if (signal === 'SIGKILL') {
+    assert.ok(readdirSync(dest).includes('unfinished'));
+    for (const args of [['--port', '0', '--data', dest], ['repair', '--data', dest], ['backup', '--data', dest, '--to', join(tempDir(t), 'copy')], ['accounts', 'list', '--data', dest]]) {
+      const refused = await runUsersServer(args);
+      assert.equal(refused.code, 1, `${args.join(' ')}: ${refused.stderr}`);
+      assert.match(refused.stderr, new RegExp(`^users-server(?: repair| backup)?: ${dest} is not whole: the backup from ${dir} stopped before it finished \\(unfinished says so\\), so it may hold part of the data; make it again, or remove ${dest}/unfinished to use what it holds\n$`), args.join(' '));
+    }
+  } else assert.equal(code, 0, 'finished before the kill: then it is whole');
+  const again = join(tempDir(t), 'again');
+  const retaken = await runTool(t, process.execPath, [SERVER_BIN, 'backup', '--data', dir, '--to', again]);
+  assert.equal(retaken.code, 0, retaken.stderr);
+  assert.match(retaken.stdout, /^backed up 40000 users /);
+  assert.ok(!readdirSync(again).includes('unfinished'));
+  const server = await spawnServer(t, ['--port', '0', '--data', again]);
+  assert.equal((await send(server.url, 'GET', '/users/40000')).status, 200);
 });

@@ -5,7 +5,7 @@ import { makeDirectories } from '../../shared/directories.js';
 import { fileProblem } from '../../shared/file-errors.js';
 import { CommandError, DataError, UsageError } from '../errors.js';
 import { isPostgresStore } from '../ops/config.js';
-import { requireDataDir } from '../ops/data-dir.js';
+import { markUnfinished, requireDataDir } from '../ops/data-dir.js';
 import { fsyncDirSync } from '../ops/durable-files.js';
 import { ACCOUNTS_FILE } from '../security/accounts-file.js';
 import { backupDataFiles } from '../store/journal/backup-files.js';
@@ -52,9 +52,11 @@ function run(argv: readonly string[], io: CommandIo): number {
   const made = prepareTarget(target);
   const started = performance.now();
   try {
+    const mark = markUnfinished(target, `backup from ${source}`);
     const copied = backupDataFiles(source, target);
     for (const name of SETTINGS_FILES) if (existsSync(join(source, name))) copyFileSync(join(source, name), join(target, name));
     fsyncDirSync(target);
+    mark.finish();
     const bytes = copied.files.reduce((sum, f) => sum + f.bytes, 0);
     const ms = Math.round(performance.now() - started);
     io.stdout.write(`backed up ${copied.users} users (${copied.files.map((f) => f.name).join(', ')}: ${bytes} bytes of data) from ${source} to ${target} in ${ms} ms\n`);

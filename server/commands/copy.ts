@@ -2,7 +2,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, s
 import { join, resolve } from 'node:path';
 import { CommandError, UsageError } from '../errors.js';
 import { isPostgresStore, redactSecrets } from '../ops/config.js';
-import { acquireLock, ensureDataDir, requireDataDir } from '../ops/data-dir.js';
+import { acquireLock, ensureDataDir, markUnfinished, requireDataDir, UNFINISHED_FILE } from '../ops/data-dir.js';
 import { replaceFileSync } from '../ops/durable-files.js';
 import type { Sql } from '../store/postgres/driver.js';
 import type { PostgresStore } from '../store/postgres/postgres-store.js';
@@ -59,7 +59,7 @@ async function run(argv: readonly string[], io: CommandIo): Promise<number> {
     dump = adminAsAccount(await read(from, now), labelOf(from));
     replaced = await keepTarget(to, now, values.replace === true);
     try {
-      await write(to, dump);
+      await write(to, dump, labelOf(from));
     } catch (error) {
       // Nothing was changed: what the target held goes back in place.
       if (to.kind === 'dir' && replaced !== undefined) putBack(to.dir, replaced);
@@ -148,11 +148,12 @@ async function keepTarget(place: Place, now: number, replace: boolean): Promise<
   if (isEmptyDump(held)) return undefined;
   if (!replace) throw new CommandError(`${place.label} is not empty (${describeDump(held)}); pass --replace to keep a copy and copy anyway`);
   const aside = resolve(`users-server-replaced-${stamp}`);
-  await write({ kind: 'dir', dir: aside }, held);
+  await write({ kind: 'dir', dir: aside }, held, place.label);
   return aside;
 }
 
-async function write(place: Place, dump: StoreDump): Promise<void> {
+/** Writes `dump` (read from `source`) into `place`: all of it, or, in a data directory, nothing a server would start on. */
+async function write(place: Place, dump: StoreDump, source: string): Promise<void> {
   if (place.kind === 'postgres') {
     await withDatabase(place, async (sql) => (await import('../store/postgres/dump-tables.js')).writePostgresDump(sql, dump));
     return;
@@ -163,10 +164,12 @@ async function write(place: Place, dump: StoreDump): Promise<void> {
   const release = made ? acquireLock(dir) : () => {};
   let failure: unknown;
   try {
+    const mark = markUnfinished(dir, `copy from ${source}`);
     await writeJournalData(dir, dump);
     if (dump.secrets[0] !== undefined) replaceFileSync(dir, join(dir, 'secret'), dump.secrets[0] + '\n', 0o600);
     if (dump.adminPassword !== undefined) replaceFileSync(dir, join(dir, ADMIN_PASSWORD_FILE), dump.adminPassword + '\n', 0o600);
     if (dump.accounts.length > 0) writeAccountsFile(dir, dump.accounts.map((line, i) => parseAccount(line, `account ${i + 1}`)));
+    mark.finish();
   } catch (error) {
     failure = error;
   } finally {
@@ -180,7 +183,7 @@ async function write(place: Place, dump: StoreDump): Promise<void> {
 }
 
 /** What a copy writes into a data directory. */
-const WRITTEN_FILES = [snapshotName(1), `${snapshotName(1)}.tmp`, journalName(1), 'secret', ADMIN_PASSWORD_FILE, ACCOUNTS_FILE];
+const WRITTEN_FILES = [snapshotName(1), `${snapshotName(1)}.tmp`, journalName(1), 'secret', ADMIN_PASSWORD_FILE, ACCOUNTS_FILE, UNFINISHED_FILE];
 
 /** Moves what `keepTarget` set aside in `aside` back into `dir`. */
 function putBack(dir: string, aside: string): void {

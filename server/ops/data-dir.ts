@@ -4,7 +4,7 @@ import { dirname, join, resolve } from 'node:path';
 import { makeDirectories } from '../../shared/directories.js';
 import { fileProblem } from '../../shared/file-errors.js';
 import { CommandError } from '../errors.js';
-import { replaceFileSync } from './durable-files.js';
+import { removeFileSync, replaceFileSync } from './durable-files.js';
 
 /**
  * The data directory's files that are not the store: the lock, the
@@ -38,6 +38,7 @@ export function requireDataDir(dir: string, flag = '--data'): void {
   } catch (error) {
     throw new CommandError(`cannot read the data directory: ${fileProblem('read', dir, error)}`);
   }
+  refuseUnfinished(dir);
   const known = names.some((name) => DATA_DIR_FILES.has(name) || /^(journal|snapshot)-\d{8}$/.test(name));
   if (!known) throw new CommandError(`${dir} is not a users-server data directory (no journal, secret or accounts in it): give the server's data directory with ${flag}, or start users-server once with --data ${dir} to make it`);
 }
@@ -56,12 +57,33 @@ export function prepareDataDir(dir: string): { path: string; discard(): void } {
   let top: string | undefined;
   for (let at = path; !existsSync(at); at = dirname(at)) top = at;
   ensureDataDir(path);
+  refuseUnfinished(path);
   const before = new Set(readdirSync(path));
   const discard = () => {
     const made = top === undefined ? readdirSync(path).filter((name) => !before.has(name)).map((name) => join(path, name)) : [top];
     for (const entry of made) rmSync(entry, { recursive: true, force: true });
   };
   return { path, discard };
+}
+
+/**
+ * In a directory that `backup` or `copy` is filling, until it is whole. A
+ * copy stopped part way (killed, the machine went down) keeps it, and a
+ * server, repair, backup, copy or accounts refuses the directory: what it
+ * holds may be cut short, and a server started on it would look whole.
+ */
+export const UNFINISHED_FILE = 'unfinished';
+
+/** Marks `dir` as being filled by `what` (synced); the returned `finish` removes the mark once everything is written and synced. */
+export function markUnfinished(dir: string, what: string): { finish(): void } {
+  replaceFileSync(dir, join(dir, UNFINISHED_FILE), `${what}\nbegun ${new Date().toISOString()}; this directory is not whole while this file is here\n`, 0o600);
+  return { finish: () => removeFileSync(dir, join(dir, UNFINISHED_FILE)) };
+}
+
+function refuseUnfinished(dir: string): void {
+  const mark = readTrimmed(join(dir, UNFINISHED_FILE));
+  if (mark === undefined) return;
+  throw new CommandError(`${dir} is not whole: the ${mark.split('\n')[0]} stopped before it finished (${UNFINISHED_FILE} says so), so it may hold part of the data; make it again, or remove ${join(dir, UNFINISHED_FILE)} to use what it holds`);
 }
 
 export function isAlive(pid: number): boolean {
