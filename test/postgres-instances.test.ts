@@ -293,8 +293,17 @@ test('PostgreSQL: a start that cannot reach the database retries for --db-start-
   const run = await runUsersServer(['--port', '0', '--store', 'postgres://app:very-secret@127.0.0.1:9/users', '--db-start-wait', '1']);
   assert.equal(run.code, 1);
   assert.ok(!run.stderr.includes('very-secret'), run.stderr);
-  assert.match(run.stderr, /^users-server: cannot reach postgres:\/\/app:\*\*\*@127\.0\.0\.1:9\/users \(ECONNREFUSED\); gave up after 1 s\n$/m);
+  assert.match(run.stderr, /^users-server: cannot reach postgres:\/\/app:\*\*\*@127\.0\.0\.1:9\/users \(ECONNREFUSED\) in 1 s of waiting \(--db-start-wait\): check that PostgreSQL runs there and that the URL \(or PGHOST and PGPORT\) names it\n$/m);
   assert.match(run.stderr, /waiting for postgres:\/\/app:\*\*\*@127\.0\.0\.1:9\/users \(ECONNREFUSED\), attempt 1/);
+});
+
+test('PostgreSQL: migrate, accounts and copy against a database that cannot be reached say so in one sentence with what to check, exit 1, no password shown', async () => {
+  const url = 'postgres://app:very-secret@127.0.0.1:9/users';
+  const sentence = 'cannot reach postgres://app:***@127.0.0.1:9/users (ECONNREFUSED): check that PostgreSQL runs there and that the URL (or PGHOST and PGPORT) names it';
+  for (const [args, prefix] of [[['migrate', '--store', url], 'users-server migrate'], [['accounts', 'list', '--store', url], 'users-server'], [['copy', '--from', url, '--to', '/nonexistent/copy'], 'users-server copy']] as const) {
+    const run = await runUsersServer(args);
+    assert.deepEqual([run.code, run.stdout, run.stderr], [1, '', `${prefix}: ${sentence}\n`], args.join(' '));
+  }
 });
 
 test('node bin/users-server.js: SIGINT or SIGTERM while the start waits for the database stops it at once, exit 0, with one line (not after --db-start-wait)', async (t) => {

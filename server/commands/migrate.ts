@@ -31,9 +31,9 @@ async function run(argv: readonly string[], io: CommandIo): Promise<number> {
   const spec = values.store ?? io.env[envName('store')] ?? 'postgres';
   if (!isPostgresStore(spec)) throw new UsageError(`--store must be postgres or a postgres:// URL, not "${redactSecrets(spec)}": only a database has a schema to migrate`);
   const url = spec === 'postgres' ? undefined : spec;
-  const { connect, describeFailure } = await import('../store/postgres/driver.js');
+  const { connect, describeFailure, isUnavailable } = await import('../store/postgres/driver.js');
   const { migrate, schemaVersion, SCHEMA_VERSION } = await import('../store/postgres/schema.js');
-  const { describeDatabase } = await import('../store/postgres/open-postgres.js');
+  const { describeDatabase, unreachable } = await import('../store/postgres/open-postgres.js');
   const sql = await connect(url, { max: 1 });
   try {
     const applied = await migrate(sql, (line) => io.stdout.write(line.replace(/^users-server: /, '') + '\n'));
@@ -42,6 +42,7 @@ async function run(argv: readonly string[], io: CommandIo): Promise<number> {
     return 0;
   } catch (error) {
     if (error instanceof CommandError) throw error;
+    if (isUnavailable(error)) throw unreachable(url, (error as { code: string }).code, 0);
     throw new CommandError(`cannot migrate ${describeDatabase(url)}: ${describeFailure(error)}`);
   } finally {
     await sql.end({ timeout: 1 });

@@ -49,13 +49,19 @@ async function waitForDatabase(sql: Sql, url: string | undefined, options: Postg
     } catch (error) {
       const code = (error as { code?: string }).code ?? 'error';
       if (!isUnavailable(error) || needsPoolMode(error)) throw new CommandError(`cannot use ${describeDatabase(url)}: ${describeFailure(error)}`);
-      if (Date.now() >= deadline) throw new CommandError(`cannot reach ${describeDatabase(url)} (${code}); gave up after ${options.startWaitSeconds ?? DEFAULT_START_WAIT_SECONDS} s`);
+      if (Date.now() >= deadline) throw unreachable(url, code, options.startWaitSeconds ?? DEFAULT_START_WAIT_SECONDS);
       if (stopped()) throw new CommandError(`stopped while waiting for ${describeDatabase(url)}`);
       options.log(`users-server: waiting for ${describeDatabase(url)} (${code}), attempt ${attempt}`);
       await pause(Math.min(1000 * attempt, 5000), options.signal);
       if (stopped()) throw new CommandError(`stopped while waiting for ${describeDatabase(url)}`);
     }
   }
+}
+
+/** The database did not answer (a connection refused, a host not found), after waiting `seconds`: what to check. */
+export function unreachable(url: string | undefined, code: string, seconds: number): CommandError {
+  const waited = seconds > 0 ? ` in ${seconds} s of waiting (--db-start-wait)` : '';
+  return new CommandError(`cannot reach ${describeDatabase(url)} (${code})${waited}: check that PostgreSQL runs there and that the URL (or PGHOST and PGPORT) names it`);
 }
 
 /** Waits `ms`, or less once `signal` is aborted. */
