@@ -512,11 +512,11 @@ export function detailOf(response: Response): string {
 }
 
 /**
- * The most bytes of one answer usersctl reads (a page of users; the feed
- * of changes is read line by line instead): a string in node holds at most
- * 512 MiB, and something that is not users-server can send without end.
+ * The most bytes of one answer usersctl reads (a page of users), or of one
+ * line of the feed of changes: a string in node holds at most 512 MiB, and
+ * something that is not users-server can send without end.
  */
-const MAX_ANSWER_BYTES = 256 * 1024 * 1024;
+export const MAX_ANSWER_BYTES = 256 * 1024 * 1024;
 
 /** An answer's body as text, refused past MAX_ANSWER_BYTES before its bytes fill the memory. */
 async function answerText(res: Dispatcher.ResponseData<unknown>, origin: string): Promise<string> {

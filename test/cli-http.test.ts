@@ -299,3 +299,21 @@ test('list and export stop at a "next" link back to a page already read, which w
   }
   assert.equal(stub.requests.length, 4);
 });
+
+test('watch refuses a line of the feed that never ends (past 256 MiB) instead of holding it all: one sentence, exit 1', async (t) => {
+  const chunk = 'a'.repeat(1024 * 1024);
+  const stub = await startStub(t, (_req, res) => {
+    res.writeHead(200, { 'content-type': 'application/x-ndjson', 'x-changes-cursor': '5' });
+    res.write('{"cursor":"6","op":"delete","id":1}\n');
+    const pump = () => {
+      while (!res.destroyed) if (!res.write(chunk)) return void res.once('drain', pump);
+    };
+    pump();
+  });
+  const result = await runAt(t, stub.url)(['watch', '--no-follow']);
+  assert.deepEqual([result.code, result.stdout, lines(result.stderr)], [
+    EXIT.unexpected,
+    '{"cursor":"6","op":"delete","id":1}\n',
+    ['usersctl: unexpected answer from the server: a change longer than 256 MiB; check that --url is the address of users-server'],
+  ]);
+});

@@ -1,6 +1,6 @@
 /** watch: follows the feed of changes (GET /changes), reconnecting with the last cursor. */
 import { CHANGES_PATH } from '../../shared/endpoints.js';
-import { jsonObject, single, statusError } from '../client.js';
+import { jsonObject, MAX_ANSWER_BYTES, single, statusError } from '../client.js';
 import type { Context } from '../context.js';
 import { EXIT, NetworkError, StatusError, UnexpectedAnswerError, UsageError } from '../exit-codes.js';
 
@@ -39,7 +39,7 @@ export async function watch(ctx: Context, options: WatchOptions): Promise<number
   for (let failures = 0; ctx.interruption.reason === undefined; ) {
     try {
       const since = feed.cursor === undefined ? '' : `&since=${feed.cursor}`;
-      feed.partial = '';
+      feed.reset();
       const response = await ctx.client.stream(
         { method: 'GET', path: `${CHANGES_PATH}?follow=${follow ? 1 : 0}${since}`, headers: { accept: 'application/x-ndjson' } },
         {
@@ -58,7 +58,7 @@ export async function watch(ctx: Context, options: WatchOptions): Promise<number
       );
       if (response.status !== 200) throw resumable(statusError(response, `${ctx.client.origin}${CHANGES_PATH}`), followed ? feed.cursor : undefined);
       // users-server ends every change with a newline: a feed that ends within a line was not its.
-      if (feed.partial.trim() !== '' && ctx.interruption.reason === undefined) throw new UnexpectedAnswerError('a feed of changes that ends within a line');
+      if (feed.cutOff() && ctx.interruption.reason === undefined) throw new UnexpectedAnswerError('a feed of changes that ends within a line');
       if (!follow) break;
       // The server ended the feed (it stopped): connect again at once, to it or another instance.
     } catch (error) {
@@ -80,19 +80,42 @@ export async function watch(ctx: Context, options: WatchOptions): Promise<number
 
 const CURSOR = /^\d{1,16}$/;
 
-/** Prints the feed's complete lines as they come, and keeps the cursor of the last one printed. */
+/**
+ * Prints the feed's complete lines as they come, and keeps the cursor of
+ * the last one printed. The start of a line whose end has not come yet is
+ * kept in pieces, joined once its end comes: a long line costs its length
+ * once, and one past MAX_ANSWER_BYTES (no change of users-server is) ends
+ * the command instead of filling the memory.
+ */
 class FeedReader {
-  /** The start of a line whose end has not come yet. */
-  partial = '';
+  private pieces: string[] = [];
+  private held = 0;
 
   constructor(
     private readonly ctx: Context,
     public cursor: string | undefined,
   ) {}
 
+  /** Forgets a line cut off with its connection: it comes again whole after the cursor. */
+  reset(): void {
+    this.pieces = [];
+    this.held = 0;
+  }
+
+  /** True when the feed ended within a line. */
+  cutOff(): boolean {
+    return this.pieces.join('').trim() !== '';
+  }
+
   async print(text: string): Promise<void> {
-    const lines = (this.partial + text).split('\n');
-    this.partial = lines.pop()!;
+    const end = text.lastIndexOf('\n');
+    if (end < 0) {
+      this.hold(text);
+      return;
+    }
+    const lines = (this.pieces.join('') + text.slice(0, end)).split('\n');
+    this.reset();
+    this.hold(text.slice(end + 1));
     let out = '';
     let last = this.cursor;
     try {
@@ -109,6 +132,13 @@ class FeedReader {
       // A write that failed (a full disk) did not print these lines: the cursor to resume from stays before them.
       if (this.ctx.out.failure === undefined) this.cursor = last;
     }
+  }
+
+  private hold(piece: string): void {
+    if (piece === '') return;
+    this.held += piece.length;
+    if (this.held > MAX_ANSWER_BYTES) throw new UnexpectedAnswerError(`a change longer than ${MAX_ANSWER_BYTES / 1024 / 1024} MiB`);
+    this.pieces.push(piece);
   }
 }
 
