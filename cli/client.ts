@@ -387,7 +387,10 @@ export class HttpClient {
 
   private networkError(error: unknown): NetworkError {
     if (error instanceof NetworkError) return error;
+    // Something answered, but not in HTTP/1.1 (an SSH or mail server, a raw socket): not a network failure to retry.
+    if (hasName(error, 'HTTPParserError')) throw new UnexpectedAnswerError('not HTTP/1.1');
     const code = errorCode(error);
+    if (code === 'UND_ERR_HEADERS_OVERFLOW') throw new UnexpectedAnswerError('header fields larger than usersctl reads (16 KiB)');
     if (code === undefined || PROGRAMMING_CODES.has(code)) throw error;
     const host = new URL(this.origin).host;
     const seconds = this.options.timeoutMs / 1000;
@@ -560,6 +563,12 @@ export function retryAfterMs(value: string | string[] | undefined, now = Date.no
 }
 
 /** The error code of a network failure; AggregateError (happy eyeballs) carries it on its members. */
+/** True when `error`, or an error it was caused by, has this name. */
+function hasName(error: unknown, name: string): boolean {
+  for (let e = error; typeof e === 'object' && e !== null; e = (e as { cause?: unknown }).cause) if ((e as { name?: unknown }).name === name) return true;
+  return false;
+}
+
 function errorCode(error: unknown): string | undefined {
   if (typeof error !== 'object' || error === null) return undefined;
   const e = error as { code?: unknown; errors?: unknown; cause?: unknown; name?: unknown };

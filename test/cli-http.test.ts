@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { createServer as createNetServer, type AddressInfo } from 'node:net';
 import { test } from 'node:test';
 import { EXIT } from '../cli/main.js';
 import { maskSetCookie, retryAfterMs } from '../cli/client.js';
@@ -316,4 +317,24 @@ test('watch refuses a line of the feed that never ends (past 256 MiB) instead of
     '{"cursor":"6","op":"delete","id":1}\n',
     ['usersctl: unexpected answer from the server: a change longer than 256 MiB; check that --url is the address of users-server'],
   ]);
+});
+
+test('a server at --url that does not speak HTTP/1.1 (an SSH banner, a bare body), or sends more header fields than usersctl reads, is one sentence, exit 1, not retried', async (t) => {
+  const answers: Record<string, string> = {
+    'not HTTP/1.1': 'SSH-2.0-OpenSSH_9.2\r\n',
+    'header fields larger than usersctl reads (16 KiB)': `HTTP/1.1 200 OK\r\n${Array.from({ length: 300 }, (_, i) => `Set-Cookie: c${i}=${'v'.repeat(100)}\r\n`).join('')}Content-Length: 2\r\n\r\n{}`,
+  };
+  for (const [what, answer] of Object.entries(answers)) {
+    let connections = 0;
+    const server = createNetServer((socket) => {
+      connections++;
+      socket.once('data', () => socket.end(answer));
+      socket.on('error', () => {});
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    t.after(() => new Promise<void>((resolve) => server.close(() => resolve())));
+    const result = await runAt(t, `http://127.0.0.1:${(server.address() as AddressInfo).port}`)(['--retries', '2', 'get', '1']);
+    assert.deepEqual([result.code, result.stdout, lines(result.stderr)], [EXIT.unexpected, '', [`usersctl: unexpected answer from the server: ${what}; check that --url is the address of users-server`]], what);
+    assert.equal(connections, 1, what);
+  }
 });
