@@ -175,10 +175,15 @@ export class HttpClient {
     }
   }
 
+  /** The full URL of `path` under --url (its path prefix included). */
+  urlOf(path: string): string {
+    return `${this.origin}${this.prefix}${path}`;
+  }
+
   /** Sends and requires one of `ok`; any other status becomes a StatusError carrying the server's detail. */
   async expect(request: Request, ok: readonly number[]): Promise<Response> {
     const response = await this.send(request);
-    if (!ok.includes(response.status)) throw statusError(response, `${this.origin}${this.prefix}${request.path}`);
+    if (!ok.includes(response.status)) throw statusError(response, this.urlOf(request.path), request.path);
     return response;
   }
 
@@ -443,12 +448,34 @@ async function exists(path: string): Promise<boolean> {
  * message, said in usersctl's terms; a path the server does not serve at
  * all names the URL asked (`url`): --url is then most likely wrong.
  */
-export function statusError(response: Response, url?: string): StatusError {
+export function statusError(response: Response, url?: string, path?: string): StatusError {
   const problem = problemOf(response);
   const text = (field: string) => (typeof problem?.[field] === 'string' ? (problem[field] as string) : undefined);
   const detail = detailOf(response);
-  const message = detail === NO_ROUTE && url !== undefined ? `there is nothing at ${url}: --url must be the server's address (it serves /users, /login, ...)` : inUsersctlTerms(detail);
+  const elsewhere = url === undefined ? undefined : redirectElsewhere(response, url, path);
+  const message = elsewhere ?? (detail === NO_ROUTE && url !== undefined ? `there is nothing at ${url}: --url must be the server's address (it serves /users, /login, ...)` : inUsersctlTerms(detail));
   return new StatusError(response.status, message, text('type'), text('title'));
+}
+
+/**
+ * A redirect of `url` (the request `path` under --url) to another origin,
+ * which usersctl does not follow (the session and token are for --url's):
+ * where it points, and the --url that would reach it when it keeps the path.
+ */
+function redirectElsewhere(response: Response, url: string, path: string | undefined): string | undefined {
+  const location = single(response.headers.location);
+  if (!isRedirect(response.status) || location === undefined) return undefined;
+  let target: URL;
+  try {
+    target = new URL(location, url);
+  } catch {
+    return undefined;
+  }
+  if (target.origin === new URL(url).origin) return undefined;
+  const at = target.pathname + target.search;
+  const base = path !== undefined && at.endsWith(path) ? target.origin + at.slice(0, at.length - path.length) : undefined;
+  const next = base === undefined ? 'point --url at users-server itself' : `if users-server is there, give --url ${base}`;
+  return `${url} redirects to ${target.href} (${response.status}), another origin, which usersctl does not follow: ${next}`;
 }
 
 /** The server's detail for a path it does not route (http/response.ts). */

@@ -338,3 +338,15 @@ test('a server at --url that does not speak HTTP/1.1 (an SSH banner, a bare body
     assert.equal(connections, 1, what);
   }
 });
+
+test('a redirect to another origin (http to https at a proxy) is not followed, and the sentence names the --url to give instead, exit 1', async (t) => {
+  const stub = await startStub(t, (req, res) => {
+    res.writeHead(301, { location: `https://users.example.com:8443${req.url}`, 'content-length': '0' });
+    res.end();
+  });
+  const plain = await runAt(t, stub.url)(['get', '1']);
+  assert.deepEqual([plain.code, lines(plain.stderr)], [EXIT.unexpected, [`usersctl: ${stub.url}/users/1 redirects to https://users.example.com:8443/users/1 (301), another origin, which usersctl does not follow: if users-server is there, give --url https://users.example.com:8443`]]);
+  const prefixed = await runAt(t, `${stub.url}/api`)(['status']);
+  assert.deepEqual([prefixed.code, lines(prefixed.stderr)], [EXIT.unexpected, [`usersctl: ${stub.url}/api/ redirects to https://users.example.com:8443/api/ (301), another origin, which usersctl does not follow: if users-server is there, give --url https://users.example.com:8443/api`]]);
+  assert.equal(stub.requests.length, 2, 'nothing was sent to the other origin, nor retried');
+});

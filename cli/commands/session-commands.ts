@@ -40,7 +40,7 @@ export async function logout(ctx: Context): Promise<void> {
 /** GET /: `OK` (exit 0) with a valid session, else `not authorized` (exit 4). */
 export async function status(ctx: Context): Promise<void> {
   const response = await ctx.client.send({ method: 'GET', path: '/', headers: { accept: 'application/json' } });
-  if (response.status !== 200) throw statusError(response);
+  if (response.status !== 200) throw statusError(response, ctx.client.urlOf('/'), '/');
   if (!isOk(response.text)) throw new UnexpectedAnswerError('GET / answered 200 without the JSON string "OK"');
   await ctx.out.write(ctx.options.json ? `${response.text}\n` : 'OK\n');
 }

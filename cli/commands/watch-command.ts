@@ -56,7 +56,7 @@ export async function watch(ctx: Context, options: WatchOptions): Promise<number
           },
         },
       );
-      if (response.status !== 200) throw resumable(statusError(response, `${ctx.client.origin}${CHANGES_PATH}`), followed ? feed.cursor : undefined);
+      if (response.status !== 200) throw resumable(statusError(response, ctx.client.urlOf(CHANGES_PATH), CHANGES_PATH), followed ? feed.cursor : undefined);
       // users-server ends every change with a newline: a feed that ends within a line was not its.
       if (feed.cutOff() && ctx.interruption.reason === undefined) throw new UnexpectedAnswerError('a feed of changes that ends within a line');
       if (!follow) break;
