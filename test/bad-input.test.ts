@@ -8,6 +8,7 @@
 import assert from 'node:assert/strict';
 import { type IncomingMessage, type ServerResponse } from 'node:http';
 import { test, type TestContext } from 'node:test';
+import { gzipSync } from 'node:zlib';
 import type { Config } from '../server/ops/config.js';
 import { signSession } from '../server/security/session-token.js';
 import { put, send, startTestServer, type Reply, type TestServer, assertProblem } from './helpers.js';
@@ -453,4 +454,21 @@ test('limits: the timeouts are headers 10 s, whole request 30 s and idle keep-al
   await connection.until(() => connection.text.endsWith('{"status":"ok"}'));
   const [answer] = parseResponses(connection.text);
   assert.equal(answer!.headers['keep-alive'], 'timeout=5');
+});
+
+test('bad input: a body in a content coding (gzip, br) answers 415 with Accept-Encoding: identity on every write that takes a user, and changes nothing; Content-Encoding: identity is taken', async (t) => {
+  const server = await startTestServer(t);
+  const before = await seed(server);
+  const gzipped = gzipSync('{"name":"x"}');
+  for (const coding of ['gzip', 'br', 'identity, gzip']) {
+    for (const target of userWrites) {
+      const reply = await send(server.url, target.method, target.path, { body: gzipped, headers: { 'content-type': 'application/json', 'content-encoding': coding } });
+      const doc = assertProblem(reply, 415, 'unsupported-media-type', `${coding}: ${target.method} ${target.path}`);
+      assert.equal(reply.headers['accept-encoding'], 'identity');
+      assert.match(String(doc.detail), new RegExp(`came with Content-Encoding: ${coding}\\.`));
+    }
+  }
+  await assertUnchanged(server, before);
+  const plain = await send(server.url, 'PUT', '/users/1', { body: '{"name":"Plain"}', headers: { 'content-type': 'application/json', 'content-encoding': 'Identity' } });
+  assert.equal(plain.status, 200, plain.text);
 });

@@ -46,6 +46,8 @@ function readBodyAs<T>(req: IncomingMessage, limit: number, finish: (raw: Buffer
  * once when the body has already arrived).
  */
 export function readBodyThen<T>(req: IncomingMessage, limit: number, finish: (raw: Buffer) => T, done: (value: T) => void, failed: (error: unknown) => void): void {
+  const coding = req.headers['content-encoding'];
+  if (coding !== undefined && !isIdentity(coding)) return failed(codedBody(coding));
   if (declaresTooLarge(req, limit)) return failed(tooLarge(limit));
   if (req.complete && req.readableLength <= limit) return finishWith(finish, (req.read() as Buffer | null) ?? NO_BODY, done, failed);
   const chunks: Buffer[] = [];
@@ -79,6 +81,22 @@ export function readBodyThen<T>(req: IncomingMessage, limit: number, finish: (ra
   req.on('data', onData);
   req.on('end', onEnd);
   req.on('error', onError);
+}
+
+/** True for a Content-Encoding that names no coding but `identity`. */
+function isIdentity(field: string): boolean {
+  return field.split(',').every((coding) => {
+    const name = coding.trim().toLowerCase();
+    return name === '' || name === 'identity';
+  });
+}
+
+/**
+ * A body in a content coding (gzip, say), which this server does not
+ * decode: 415, naming the codings it takes (RFC 9110 section 15.5.16).
+ */
+function codedBody(coding: string): HttpError {
+  return new HttpError(problems.unsupportedMediaType, `This server reads request bodies as they are; this one came with Content-Encoding: ${coding.slice(0, 64)}. Send it without a content coding.`, { 'Accept-Encoding': 'identity' });
 }
 
 function finishWith<T>(finish: (raw: Buffer) => T, raw: Buffer, done: (value: T) => void, failed: (error: unknown) => void): void {
