@@ -35,7 +35,7 @@ export const problems = {
   tooManyRequests: { code: 'too-many-requests', status: 429, title: 'Too many requests' },
   requestHeaderFieldsTooLarge: { code: 'headers-too-large', status: 431, title: 'Request header fields too large' },
   internal: { code: 'internal', status: 500, title: 'Internal server error' },
-  notImplemented: { code: 'not-implemented', status: 501, title: 'Transfer coding not implemented' },
+  notImplemented: { code: 'not-implemented', status: 501, title: 'Not implemented' },
   idSpaceExhausted: { code: 'id-space-exhausted', status: 503, title: 'No more ids can be issued' },
   tooManyReservations: { code: 'too-many-reservations', status: 503, title: 'Too many live reservations' },
   storeUnavailable: { code: 'store-unavailable', status: 503, title: 'The store is unavailable; retry shortly' },

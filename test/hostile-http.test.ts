@@ -134,7 +134,8 @@ const malformed: MalformedCase[] = [
   { name: 'an empty header name', bytes: 'GET /users/1 HTTP/1.1\r\nHost: 127.0.0.1\r\n: b\r\n\r\n', status: 400, code: 'bad-request' },
   { name: 'a header name with a delimiter', bytes: 'GET /users/1 HTTP/1.1\r\nHost: 127.0.0.1\r\nX(a): b\r\n\r\n', status: 400, code: 'bad-request' },
   { name: 'a NUL byte in a header value', bytes: 'GET /users/1 HTTP/1.1\r\nHost: 127.0.0.1\r\nX-A: a\u0000b\r\n\r\n', status: 400, code: 'bad-request' },
-  { name: 'an unknown method token', bytes: 'FOO /users/1 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n', status: 400, code: 'bad-request' },
+  // RFC 9110 section 9.1: a method the server does not recognize is 501 Not Implemented.
+  { name: 'an unknown method token', bytes: 'FOO /users/1 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n', status: 501, code: 'not-implemented' },
   { name: 'the HTTP/2 connection preface', bytes: 'PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', status: 400, code: 'bad-request' },
   // RFC 9112 section 3.2: a server MUST answer 400 to an HTTP/1.1 request without Host, or with more than one.
   { name: 'an HTTP/1.1 request without Host', bytes: 'GET /users/1 HTTP/1.1\r\n\r\n', status: 400, code: 'bad-request' },
@@ -162,6 +163,9 @@ const malformed: MalformedCase[] = [
     code: 'headers-too-large',
   },
   { name: 'a 20 KiB request target', bytes: `GET /users/${'a'.repeat(20 * 1024)} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`, status: 431, code: 'headers-too-large' },
+  // Methods are case-sensitive: a lower-case one is unknown (501); bytes that are no request line are 400.
+  { name: 'a lower-case method (get: methods are case-sensitive)', bytes: `get /users/1 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`, status: 501, code: 'not-implemented' },
+  { name: 'a TLS handshake on the plain HTTP port', bytes: '\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03', status: 400, code: 'bad-request' },
   { name: 'a 20 KiB Cookie', bytes: `GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nCookie: USER_TOKEN=${'a'.repeat(20 * 1024)}\r\n\r\n`, status: 431, code: 'headers-too-large' },
   { name: 'a 20 KiB header on a PUT with a body', bytes: withBody(`PUT /users/1 HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Filler: ${'f'.repeat(20 * 1024)}\r\n`, BODY), status: 431, code: 'headers-too-large' },
 ];

@@ -234,6 +234,13 @@ class Serving {
  * problem documents instead of node's bare responses, with a request id,
  * and logged and counted like requests.
  */
+/** True when `packet` starts as a request line with a method: a token, then a space (not a TLS handshake or other bytes). */
+function startsWithMethodToken(packet: unknown): boolean {
+  if (!Buffer.isBuffer(packet)) return false;
+  const space = packet.indexOf(0x20);
+  return space > 0 && space <= 32 && /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/.test(packet.toString('latin1', 0, space));
+}
+
 function answerClientError(error: NodeJS.ErrnoException, socket: Socket, observer: Observer): void {
   if (!socket.writable || error.code === 'ECONNRESET') {
     socket.destroy();
@@ -252,6 +259,10 @@ function answerClientError(error: NodeJS.ErrnoException, socket: Socket, observe
   let detail: string;
   if (error.code === 'HPE_HEADER_OVERFLOW') [kind, detail] = [problems.requestHeaderFieldsTooLarge, 'The request headers are too large.'];
   else if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT') [kind, detail] = [problems.requestTimeout, 'The request took too long to arrive.'];
+  else if (error.code === 'HPE_INVALID_METHOD' && startsWithMethodToken((error as { rawPacket?: unknown }).rawPacket)) {
+    // RFC 9110 section 9.1: a method the server does not recognize is 501 (405 is for one it knows).
+    [kind, detail] = [problems.notImplemented, 'This server does not implement that method (methods are case-sensitive: GET, HEAD, PUT, POST, DELETE, OPTIONS).'];
+  }
   else [kind, detail] = [problems.badRequest, 'The request is not valid HTTP/1.1.'];
   const id = observer.raw(kind.status, Buffer.byteLength(problemBody(kind, detail)));
   socket.end(rawProblemResponse(kind, detail, id));
