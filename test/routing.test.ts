@@ -157,3 +157,13 @@ test('routing: a query string does not change the route', async (t) => {
   const user = await send(server.url, 'GET', '/users/1?x=y');
   assert.equal(user.text, '{"name":"Alice","id":1}');
 });
+
+test('routing: OPTIONS * (RFC 9110 section 9.3.7, the server as a whole) answers 204 with every method some path takes; another method with * is 400', async (t) => {
+  const server = await startTestServer(t);
+  const options = await rawExchange(server.url, 'OPTIONS * HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n');
+  assert.match(options, /^HTTP\/1\.1 204 No Content\r\n/);
+  const allow = /\r\nAllow: ([^\r]*)\r\n/.exec(options)?.[1]?.split(', ').sort();
+  assert.deepEqual(allow, [...new Set(knownPaths.flatMap((known) => known.allow))].sort());
+  const get = await rawExchange(server.url, 'GET * HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n');
+  assert.match(get, /^HTTP\/1\.1 400 Bad Request\r\n/);
+});

@@ -124,7 +124,11 @@ class UsersApp implements App {
     const target = splitTarget(req.url ?? '');
     // With --rate-limit 0 this one comparison is all rate limiting costs.
     if (this.admit !== undefined && !this.admit(req, res, target?.path)) return;
-    if (target === undefined) return this.fail(res, new HttpError(problems.badRequest, 'The request target must be a path or an absolute http URI.'));
+    if (target === undefined) {
+      // RFC 9110 section 9.3.7: OPTIONS * asks about the server as a whole.
+      if (req.url === '*' && req.method === 'OPTIONS') return sendEmpty(res, 204, { Allow: this.router.allowAnywhere });
+      return this.fail(res, new HttpError(problems.badRequest, 'The request target must be a path or an absolute http URI (or * for OPTIONS).'));
+    }
     const match = this.router.match(req.method ?? '', target.path);
     if (res instanceof ObservedResponse) res.routeSlot = match.slot;
     switch (match.kind) {

@@ -34,6 +34,8 @@ export class Router {
   private readonly bySegments: PathGroup[][] = [];
   /** The distinct path patterns of the table, in table order. */
   readonly paths: readonly string[];
+  /** Every method some path takes, for `OPTIONS *` (the server as a whole). */
+  readonly allowAnywhere: string;
 
   constructor(readonly routes: readonly Route[]) {
     const byPath = new Map<string, Route[]>();
@@ -53,6 +55,7 @@ export class Router {
         allow: methods.join(', '),
       };
     });
+    this.allowAnywhere = [...new Set(groups.flatMap((g) => g.allow.split(', ')))].join(', ');
     const literal = (g: PathGroup) => g.names.every((name) => name === undefined);
     for (const group of [...groups.filter(literal), ...groups.filter((g) => !literal(g))]) {
       (this.bySegments[group.segments.length] ??= []).push(group);

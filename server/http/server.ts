@@ -234,12 +234,14 @@ class Serving {
  * problem documents instead of node's bare responses, with a request id,
  * and logged and counted like requests.
  */
-/** True when `packet` starts as a request line with a method: a token, then a space (not a TLS handshake or other bytes). */
-function startsWithMethodToken(packet: unknown): boolean {
+/** True when `packet` starts with a whole request line, `METHOD target HTTP/d.d` (not a TLS handshake or other bytes). */
+function startsWithRequestLine(packet: unknown): boolean {
   if (!Buffer.isBuffer(packet)) return false;
-  const space = packet.indexOf(0x20);
-  return space > 0 && space <= 32 && /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/.test(packet.toString('latin1', 0, space));
+  return REQUEST_LINE.test(packet.toString('latin1', 0, Math.min(packet.length, 8192)));
 }
+
+// RFC 9112 section 3: method (a token) SP request-target SP HTTP-version CRLF.
+const REQUEST_LINE = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,32} [^ \r\n]+ HTTP\/\d\.\d\r?\n/;
 
 function answerClientError(error: NodeJS.ErrnoException, socket: Socket, observer: Observer): void {
   if (!socket.writable || error.code === 'ECONNRESET') {
@@ -259,7 +261,7 @@ function answerClientError(error: NodeJS.ErrnoException, socket: Socket, observe
   let detail: string;
   if (error.code === 'HPE_HEADER_OVERFLOW') [kind, detail] = [problems.requestHeaderFieldsTooLarge, 'The request headers are too large.'];
   else if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT') [kind, detail] = [problems.requestTimeout, 'The request took too long to arrive.'];
-  else if (error.code === 'HPE_INVALID_METHOD' && startsWithMethodToken((error as { rawPacket?: unknown }).rawPacket)) {
+  else if (error.code === 'HPE_INVALID_METHOD' && startsWithRequestLine((error as { rawPacket?: unknown }).rawPacket)) {
     // RFC 9110 section 9.1: a method the server does not recognize is 501 (405 is for one it knows).
     [kind, detail] = [problems.notImplemented, 'This server does not implement that method (methods are case-sensitive: GET, HEAD, PUT, POST, DELETE, OPTIONS).'];
   }
