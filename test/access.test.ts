@@ -183,6 +183,22 @@ test('Access control, require-session all: POST /login stays open and opens a se
   assert.equal((await send(server.url, 'GET', '/users', { headers: { cookie } })).status, 200);
 });
 
+test('Access control, require-session all: reads answer Cache-Control: private (no shared cache keeps them for others), their 304 too; without the mode reads carry none', async (t) => {
+  const server = await startTestServer(t, { requireSession: 'all' });
+  const cookie = await server.login();
+  assert.equal((await send(server.url, 'PUT', '/users/seed', { json: { name: 'Seed' }, headers: { cookie } })).status, 201);
+  for (const path of ['/users/1', '/users/seed', '/users?limit=1']) {
+    assert.equal((await send(server.url, 'GET', path, { headers: { cookie } })).headers['cache-control'], 'private', path);
+  }
+  const one = await send(server.url, 'GET', '/users/1', { headers: { cookie } });
+  const notModified = await send(server.url, 'GET', '/users/1', { headers: { cookie, 'if-none-match': String(one.headers.etag) } });
+  assert.deepEqual([notModified.status, notModified.headers['cache-control']], [304, 'private']);
+  assert.equal((await send(server.url, 'GET', '/users/1')).headers['cache-control'], 'no-store', 'the 401');
+  const open = await startTestServer(t, { requireSession: 'writes' });
+  assert.equal((await send(open.url, 'PUT', '/users/seed', { json: { name: 'Seed' }, headers: { cookie: await open.login() } })).status, 201);
+  assert.equal((await send(open.url, 'GET', '/users/1')).headers['cache-control'], undefined);
+});
+
 // --- reader role -------------------------------------------------------------
 
 const READER_PASSWORD = 'reader-password';

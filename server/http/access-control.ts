@@ -60,6 +60,8 @@ export class AccessControl {
     const needed = !(mode === 'none' || (access === 'read' && mode === 'writes'));
     if (!needed && req.headers.authorization === undefined) return undefined;
     if (!needed) return andThen(this.tokenOnly(req, now), () => undefined);
+    // A read that needs a session answers what this client may see: no shared cache (a proxy's, a CDN's) may keep it for others.
+    if (access === 'read' && res !== undefined && !res.headersSent) res.setHeader('Cache-Control', 'private');
     return andThen(this.principal(req, res, now), (principal) => {
       this.permit(principal, access === 'write' ? 'admin' : undefined);
     });
