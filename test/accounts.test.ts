@@ -9,7 +9,7 @@ import { lockOwnerPid } from '../server/ops/data-dir.js';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, statfsSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chownSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, statfsSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -19,7 +19,7 @@ import { parseConfig, usage, type RequireSession } from '../server/ops/config.js
 import { startServer } from '../server/commands/serve.js';
 import { signSession } from '../server/security/session-token.js';
 import { buildIfStale, onSmallDisk, runUsersServer } from './helpers.js';
-import { cleanEnv, runTool, SERVER_BIN, spawnUsersServer } from './processes.js';
+import { cleanEnv, runTool, SERVER_BIN, spawnChild, spawnUsersServer } from './processes.js';
 import { ADMIN_PASSWORD, assertProblem, basic, cookiePair, send, startTestServer, tempDir, type Reply } from './helpers.js';
 
 const TEST_OPTIONS = {};
@@ -694,4 +694,30 @@ test('accounts add (bin) run by twelve processes at once on one data directory: 
   assert.equal((await add('after-a-kill')).code, 0);
   assert.ok(readAccountsFile(dir).some((a) => a.name === 'after-a-kill'));
   assert.equal(existsSync(join(dir, 'accounts.lock')), false);
+});
+
+test('accounts, run as root on the data directory of a server that runs as another user (systemd DynamicUser): the files it writes keep the directory\'s owner, and that server logs the new account in', TEST_OPTIONS, async (t) => {
+  if (process.getuid?.() !== 0) return t.skip('needs root, to write as root into a directory another user owns');
+  if (spawnSync('runuser', ['--help']).error !== undefined) return t.skip('runuser is not installed (util-linux)');
+  buildIfStale();
+  const home = tempDir(t);
+  const dir = join(home, 'data');
+  mkdirSync(dir, { mode: 0o700 });
+  const nobody = { uid: 65534, gid: 65534 };
+  chownSync(home, nobody.uid, nobody.gid);
+  chownSync(dir, nobody.uid, nobody.gid);
+  const env = { ...cleanEnv(), USERS_PASSWORD_COST: '1' };
+  // In a process group of its own: runuser killed alone would leave the server running, holding the pipes.
+  const serve = () => spawnChild(t, 'runuser', ['-u', 'nobody', '--', process.execPath, SERVER_BIN, '--port', '0', '--data', dir], { env: { ...env, USERS_ADMIN_PASSWORD: ADMIN_PASSWORD }, group: true });
+  const first = serve();
+  await first.waitForLine(/^listening on /);
+  first.process.kill('SIGTERM');
+  await first.exited;
+  const add = await runTool(t, process.execPath, [SERVER_BIN, 'accounts', 'add', 'alice', '--data', dir, '--password-stdin'], { input: 'alice-password-long\n', env });
+  assert.equal(add.code, 0, add.stderr);
+  for (const name of readdirSync(dir).filter((n) => n !== 'lock')) assert.deepEqual([name, statSync(join(dir, name)).uid], [name, nobody.uid]);
+  const server = serve();
+  const url = (await server.waitForLine(/^listening on (\S+)/))[1]!;
+  const login = await send(url, 'POST', '/login', { headers: { authorization: basic('alice', 'alice-password-long') } });
+  assert.equal(login.status, 200, login.text);
 });

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { close, closeSync, fsync, fsyncSync, open, openSync, renameSync, unlinkSync, writeSync } from 'node:fs';
+import { close, closeSync, fchownSync, fsync, fsyncSync, open, openSync, renameSync, statSync, unlinkSync, writeSync } from 'node:fs';
 
 /**
  * The file system calls every durable write of users-server shares: a
@@ -32,6 +32,18 @@ export function fsyncDirSync(dir: string): void {
 }
 
 /**
+ * As root, gives a file just made in `dir` the directory's owner: an edit
+ * run by root on a server's data directory (accounts, repair, copy) leaves
+ * files the server's own user can still open, when it runs as another
+ * (systemd's DynamicUser, say). Any other user makes files of its own, as always.
+ */
+export function shareOwnerSync(fd: number, dir: string): void {
+  if (process.getuid?.() !== 0) return;
+  const { uid, gid } = statSync(dir);
+  if (uid !== 0 || gid !== 0) fchownSync(fd, uid, gid);
+}
+
+/**
  * Writes all of `data` at the file's position: on a disk that fills up, a
  * write may take only part of the bytes without an error, and the next one
  * fails (ENOSPC); one writeSync alone would leave a short file behind.
@@ -55,6 +67,7 @@ export function replaceFileSync(dir: string, path: string, content: string, mode
   const fd = openSync(temp, 'wx', mode);
   try {
     try {
+      shareOwnerSync(fd, dir);
       writeAllSync(fd, content);
       fsyncSync(fd);
     } finally {

@@ -2,7 +2,7 @@ import { close, closeSync, fdatasync, fsync, fsyncSync, ftruncate, ftruncateSync
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { DataError, StoreFailedError, StoreFullError } from '../../errors.js';
-import { call, fsyncDir, fsyncDirSync, writeAllSync } from '../../ops/durable-files.js';
+import { call, fsyncDir, fsyncDirSync, shareOwnerSync, writeAllSync } from '../../ops/durable-files.js';
 import { FSYNC_BUCKETS, Histogram } from '../../ops/histogram.js';
 import type { Mutation, StoreState } from '../memory/state.js';
 import { StateStore, type CommitLog } from '../memory/state-store.js';
@@ -493,6 +493,7 @@ function remainder(buffers: Buffer[], written: number): Buffer[] {
 async function createJournal(dir: string, generation: number): Promise<number> {
   const fd = await call<number>((cb) => open(join(dir, journalName(generation)), 'w', 0o600, cb));
   try {
+    shareOwnerSync(fd, dir);
     const header = encodeHeader(FileKind.Journal, generation);
     // A disk with less room than a header takes part of it without an error.
     const written = await call<number>((cb) => write(fd, header, 0, header.length, null, cb));
@@ -535,6 +536,7 @@ function fileVersion(fd: number): number {
 /** createJournal, at start-up, before anything is served. */
 export function createJournalSync(dir: string, generation: number): number {
   const fd = openSync(join(dir, journalName(generation)), 'w', 0o600);
+  shareOwnerSync(fd, dir);
   writeAllSync(fd, encodeHeader(FileKind.Journal, generation));
   fsyncSync(fd);
   fsyncDirSync(dir);

@@ -1,7 +1,8 @@
 import { close, fsync, open, rename, unlink, write } from 'node:fs';
+import { dirname } from 'node:path';
 import { encodeChange, encodeChangeNumbers, encodeEnd, encodeHeader, encodeIssued, encodeMutation, encodeRecord, encodeRedirect, FileKind } from './codec.js';
 import type { StoreState } from '../memory/state.js';
-import { call } from '../../ops/durable-files.js';
+import { call, shareOwnerSync } from '../../ops/durable-files.js';
 import type { IdempotencyRecord, StoredUser } from '../../users/rules.js';
 import type { ApiTokenRecord, Change } from '../store.js';
 
@@ -76,6 +77,7 @@ export async function writeSnapshot(image: Image, generation: number, temp: stri
   let size = 0;
   try {
     try {
+      shareOwnerSync(fd, dirname(temp));
       const header = encodeHeader(FileKind.Snapshot, generation);
       await writeAll(fd, header);
       size += header.length;
