@@ -700,6 +700,8 @@ test('accounts, run as root on the data directory of a server that runs as anoth
   if (process.getuid?.() !== 0) return t.skip('needs root, to write as root into a directory another user owns');
   if (spawnSync('runuser', ['--help']).error !== undefined) return t.skip('runuser is not installed (util-linux)');
   buildIfStale();
+  // node and the repository must be reachable by nobody (a node under /root, as npx installs one, is not).
+  if (spawnSync('runuser', ['-u', 'nobody', '--', process.execPath, SERVER_BIN, '--version']).status !== 0) return t.skip(`the user nobody cannot run ${process.execPath} ${SERVER_BIN}`);
   const home = tempDir(t);
   const dir = join(home, 'data');
   mkdirSync(dir, { mode: 0o700 });
