@@ -34,6 +34,7 @@ export const problems = {
   preconditionRequired: { code: 'precondition-required', status: 428, title: 'If-Match is required' },
   tooManyRequests: { code: 'too-many-requests', status: 429, title: 'Too many requests' },
   requestHeaderFieldsTooLarge: { code: 'headers-too-large', status: 431, title: 'Request header fields too large' },
+  uriTooLong: { code: 'uri-too-long', status: 414, title: 'Request target too long' },
   internal: { code: 'internal', status: 500, title: 'Internal server error' },
   notImplemented: { code: 'not-implemented', status: 501, title: 'Not implemented' },
   idSpaceExhausted: { code: 'id-space-exhausted', status: 503, title: 'No more ids can be issued' },

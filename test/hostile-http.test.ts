@@ -57,7 +57,7 @@ function withBody(head: string, body: string): string {
 interface MalformedCase {
   name: string;
   bytes: string;
-  status: 400 | 431 | 501;
+  status: 400 | 414 | 431 | 501;
   code: string;
 }
 
@@ -162,10 +162,12 @@ const malformed: MalformedCase[] = [
     status: 431,
     code: 'headers-too-large',
   },
-  { name: 'a 20 KiB request target', bytes: `GET /users/${'a'.repeat(20 * 1024)} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`, status: 431, code: 'headers-too-large' },
+  { name: 'a 20 KiB request target', bytes: `GET /users/${'a'.repeat(20 * 1024)} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`, status: 414, code: 'uri-too-long' },
   // Methods are case-sensitive: a lower-case one is unknown (501); bytes that are no request line are 400.
   { name: 'a lower-case method (get: methods are case-sensitive)', bytes: `get /users/1 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`, status: 501, code: 'not-implemented' },
   { name: 'a TLS handshake on the plain HTTP port', bytes: '\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03', status: 400, code: 'bad-request' },
+  // RFC 9110 section 15.5.15: a request line that alone passes the limit has a target too long.
+  { name: 'a query of 5,000 parameters', bytes: `GET /users?${'q=1&'.repeat(5 * 1024)} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`, status: 414, code: 'uri-too-long' },
   { name: 'a 20 KiB Cookie', bytes: `GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nCookie: USER_TOKEN=${'a'.repeat(20 * 1024)}\r\n\r\n`, status: 431, code: 'headers-too-large' },
   { name: 'a 20 KiB header on a PUT with a body', bytes: withBody(`PUT /users/1 HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Filler: ${'f'.repeat(20 * 1024)}\r\n`, BODY), status: 431, code: 'headers-too-large' },
 ];

@@ -1,4 +1,4 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer, maxHeaderSize, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createTlsServer, type Server as TlsServer } from 'node:https';
 import type { Socket } from 'node:net';
 import { problems, type ProblemKind } from '../../shared/problems.js';
@@ -234,6 +234,20 @@ class Serving {
  * problem documents instead of node's bare responses, with a request id,
  * and logged and counted like requests.
  */
+/**
+ * True when `packet` starts a request whose request line alone passes
+ * node's header limit (a read that starts elsewhere, a header trickled in
+ * small pieces say, is taken as the fields' overflow).
+ */
+function requestLineTooLong(packet: unknown): boolean {
+  if (!Buffer.isBuffer(packet) || !REQUEST_START.test(packet.toString('latin1', 0, 64))) return false;
+  const end = packet.indexOf(0x0a);
+  return end < 0 || end >= maxHeaderSize;
+}
+
+// A method, a space and the start of a target: a path, an absolute URI or *.
+const REQUEST_START = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,32} (?:\/|[A-Za-z][A-Za-z0-9+.-]*:|\*)/;
+
 /** True when `packet` starts with a whole request line, `METHOD target HTTP/d.d` (not a TLS handshake or other bytes). */
 function startsWithRequestLine(packet: unknown): boolean {
   if (!Buffer.isBuffer(packet)) return false;
@@ -259,7 +273,10 @@ function answerClientError(error: NodeJS.ErrnoException, socket: Socket, observe
   }
   let kind: ProblemKind;
   let detail: string;
-  if (error.code === 'HPE_HEADER_OVERFLOW') [kind, detail] = [problems.requestHeaderFieldsTooLarge, 'The request headers are too large.'];
+  if (error.code === 'HPE_HEADER_OVERFLOW' && requestLineTooLong((error as { rawPacket?: unknown }).rawPacket)) {
+    // The request line alone passed the limit: its target is what is too long (RFC 9110 section 15.5.15).
+    [kind, detail] = [problems.uriTooLong, 'The request target is too long (the request line and headers are limited to 16 KiB together).'];
+  } else if (error.code === 'HPE_HEADER_OVERFLOW') [kind, detail] = [problems.requestHeaderFieldsTooLarge, 'The request headers are too large.'];
   else if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT') [kind, detail] = [problems.requestTimeout, 'The request took too long to arrive.'];
   else if (error.code === 'HPE_INVALID_METHOD' && startsWithRequestLine((error as { rawPacket?: unknown }).rawPacket)) {
     // RFC 9110 section 9.1: a method the server does not recognize is 501 (405 is for one it knows).
