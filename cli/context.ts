@@ -58,6 +58,8 @@ export function resolveGlobals(flags: GlobalFlags, env: NodeJS.ProcessEnv): Glob
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new UsageError(`--url: only http and https URLs are supported, not ${url.protocol}`);
   if (url.search !== '' || url.hash !== '') throw new UsageError('--url: give the base URL without a query or fragment');
+  // usersctl sends no credentials from the URL; one that carries them also shows them in ps and the shell's history.
+  if (url.username !== '' || url.password !== '') throw new UsageError(`--url: leave the user and password out of it (${url.protocol}//${url.host}${url.pathname === '/' ? '' : url.pathname}); log in with usersctl login, or use --token`);
   return {
     url,
     jarPath: flags.cookieJar ?? nonEmpty(env.USERSCTL_COOKIE_JAR) ?? defaultJarPath(env),

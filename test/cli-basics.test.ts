@@ -57,6 +57,7 @@ const usageCases: Array<{ name: string; args: string[]; message: RegExp }> = [
   { name: 'an unknown --mode', args: ['create', '--name', 'x', '--mode', 'sequence'], message: /^usersctl: --mode must be one of uuid, reserve \(not 'sequence'\); see usersctl create --help\n$/ },
   { name: 'a --url that is not a URL', args: ['--url', 'not a url', 'status'], message: /--url: not a URL/ },
   { name: 'a --url that is not http', args: ['--url', 'ftp://example.com', 'status'], message: /only http and https/ },
+  { name: 'a --url with a user and password', args: ['--url', 'http://admin:secret@127.0.0.1:8080', 'status'], message: /^usersctl: --url: leave the user and password out of it \(http:\/\/127\.0\.0\.1:8080\); log in with usersctl login, or use --token\n$/ },
   { name: 'put without --name or -f', args: ['put', 'alice'], message: /--name NAME or -f FILE/ },
   { name: 'a malformed ref', args: ['get', 'a/b'], message: /is not a user id or alias/ },
   { name: 'mv to an id that is not a positive integer', args: ['mv', 'alice', '0'], message: /new id must be a positive integer/ },
