@@ -565,8 +565,16 @@ async function answerText(res: Dispatcher.ResponseData<unknown>, origin: string)
   return (chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size)).toString('utf8');
 }
 
-function oneLine(text: string): string {
-  return text.replace(/[\r\n]+/g, ' ').trim();
+/**
+ * A server's text as one line for a terminal: line breaks become spaces, and
+ * other control characters are shown as \xNN, so an answer cannot move the
+ * cursor, retitle the window or hide what is printed (ESC sequences).
+ */
+export function oneLine(text: string): string {
+  return text
+    .replace(/[\r\n\t]+/g, ' ')
+    .replace(/[\x00-\x1f\x7f-\x9f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`)
+    .trim();
 }
 
 export function single(value: string | string[] | undefined): string | undefined {

@@ -350,3 +350,9 @@ test('a redirect to another origin (http to https at a proxy) is not followed, a
   assert.deepEqual([prefixed.code, lines(prefixed.stderr)], [EXIT.unexpected, [`usersctl: ${stub.url}/api/ redirects to https://users.example.com:8443/api/ (301), another origin, which usersctl does not follow: if users-server is there, give --url https://users.example.com:8443/api`]]);
   assert.equal(stub.requests.length, 2, 'nothing was sent to the other origin, nor retried');
 });
+
+test('a server\'s text printed on stderr cannot drive the terminal: control characters in a problem\'s detail are shown as \\xNN, on one line', async (t) => {
+  const stub = await startStub(t, (_req, res) => sendProblem(res, 409, 'taken\u001b]0;owned\u0007 by\r\nsomeone\u001b[2J'));
+  const result = await runAt(t, stub.url)(['--retries', '0', 'put', 'alice', '--name', 'A']);
+  assert.deepEqual([result.code, result.stderr], [EXIT.conflict, 'usersctl: taken\\x1b]0;owned\\x07 by someone\\x1b[2J\n']);
+});

@@ -5,7 +5,7 @@ import { METRICS_PATH, NEW_USER_PATH, RESERVATIONS_PATH, USERS_PATH, userPath } 
 import { isId, parseRef } from '../../shared/user.js';
 import type { Context } from '../context.js';
 import { CliError, EXIT, NetworkError, UnexpectedAnswerError, UsageError } from '../exit-codes.js';
-import { answerUser, jsonObject, single, type Response } from '../client.js';
+import { answerUser, jsonObject, oneLine, single, type Response } from '../client.js';
 import { inputTooLong, readLines } from '../streams.js';
 import { EXPORT_HEADER } from '../export-format.js';
 import type { View } from '../output-format.js';
@@ -267,8 +267,8 @@ async function exportPages(ctx: Context, wrote: (count: number) => void): Promis
 function nextPath(page: { next: string | null }, read: Set<string>): string | null {
   const next = page.next;
   if (next === null) return null;
-  if (!next.startsWith('/')) throw new UnexpectedAnswerError(`a "next" link that is not a path: ${next}`);
-  if (read.has(next)) throw new UnexpectedAnswerError(`a "next" link back to a page already read (${next})`);
+  if (!next.startsWith('/')) throw new UnexpectedAnswerError(`a "next" link that is not a path: ${oneLine(next)}`);
+  if (read.has(next)) throw new UnexpectedAnswerError(`a "next" link back to a page already read (${oneLine(next)})`);
   read.add(next);
   return next;
 }
