@@ -155,7 +155,7 @@ export class HttpClient {
         // Waiting less than the server asked is pointless, and longer than
         // the cap is not what someone at a shell expects: report it now.
         if (retryAfter === undefined || retryAfter <= RETRY_AFTER_CAP_MS) {
-          await this.pause(attempt, retryAfter, `${response.status} ${response.statusText}`.trim());
+          await this.pause(attempt, retryAfter, `${response.status} ${oneLine(response.statusText)}`.trim());
           continue;
         }
         this.options.trace?.(`* not retrying: Retry-After asks for more than ${RETRY_AFTER_CAP_MS / 1000} s`);
@@ -320,9 +320,9 @@ export class HttpClient {
     }
     const response: Response = { status: res.statusCode, statusText: res.statusText ?? '', headers: res.headers, text };
     if (trace !== undefined) {
-      trace(`< HTTP/1.1 ${response.status} ${response.statusText}`.trimEnd());
+      trace(`< HTTP/1.1 ${response.status} ${oneLine(response.statusText)}`.trimEnd());
       for (const [name, value] of Object.entries(res.headers)) {
-        for (const v of Array.isArray(value) ? value : [value ?? '']) trace(`< ${name}: ${name === 'set-cookie' ? maskSetCookie(v) : v}`);
+        for (const v of Array.isArray(value) ? value : [value ?? '']) trace(`< ${name}: ${oneLine(name === 'set-cookie' ? maskSetCookie(v) : v)}`);
       }
       trace('<');
     }
@@ -538,7 +538,7 @@ export function detailOf(response: Response): string {
   }
   // Not users-server's answer (it always sends a problem document): something else answered at --url.
   const next = response.status >= 500 ? 'try again later, or check what stands between usersctl and users-server (a proxy)' : 'check that --url is the address of users-server';
-  return `${`the server answered ${response.status} ${response.statusText}`.trimEnd()}; ${next}`;
+  return `${`the server answered ${response.status} ${oneLine(response.statusText)}`.trimEnd()}; ${next}`;
 }
 
 /**
