@@ -13,8 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { EXIT } from '../cli/exit-codes.js';
 import { lines, shellWithUsersctl, startCliServer } from './cli-helpers.js';
 import { ADMIN_PASSWORD, put, send, startTestServer, tempDir } from './helpers.js';
-import { freePort } from './postgres.js';
-import { runTool, spawnChild, spawnServer, spawnUsersctl } from './processes.js';
+import { runTool, serverPort, spawnChild, spawnServer, spawnUsersctl } from './processes.js';
 
 test('usersctl watch --no-follow prints the changes committed so far, from the start or after --since, and exits 0; a bad cursor is refused', async (t) => {
   const cli = await startCliServer(t);
@@ -37,7 +36,7 @@ test('usersctl watch --no-follow prints the changes committed so far, from the s
 
 test('node bin/usersctl.js watch follows, connects again with its last cursor after the server is killed and restarted, and on SIGINT says the last cursor and exits 130', async (t) => {
   const dir = tempDir(t);
-  const port = await freePort();
+  const port = await serverPort();
   const args = ['--port', String(port), '--data', dir];
   const first = await spawnServer(t, args);
   const url = first.url;

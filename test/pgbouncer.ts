@@ -11,7 +11,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
 import { track } from '../bench/children.js';
-import { freePort, postgresCluster, postgresSkipReason, testDatabase } from './postgres.js';
+import { postgresCluster, postgresSkipReason, testDatabase } from './postgres.js';
+import { serverPort } from './processes.js';
 
 const BINARY = '/usr/sbin/pgbouncer';
 
@@ -34,7 +35,7 @@ function owner(): { uid: number; gid: number } | undefined {
 /** Starts pgbouncer in front of the cluster; resolves with its port once it listens. */
 async function startPgbouncer(): Promise<number> {
   const cluster = await postgresCluster();
-  const port = await freePort();
+  const port = await serverPort();
   const dir = mkdtempSync(join(tmpdir(), 'users-pgbouncer-'));
   const ini = join(dir, 'pgbouncer.ini');
   writeFileSync(

@@ -16,6 +16,7 @@ import { join } from 'node:path';
 import type { TestContext } from 'node:test';
 import { exitOnInterrupt, waitGone } from '../bench/children.js';
 import { connect, type Sql } from '../server/store/postgres/driver.js';
+import { serverPort } from './processes.js';
 import { migrate } from '../server/store/postgres/schema.js';
 
 const TEMPLATE = 'users_template';
@@ -56,15 +57,6 @@ function runAsOwner(bin: string, args: string[]): void {
   execFileSync(command, argv, { stdio: 'pipe' });
 }
 
-/** A TCP port free on 127.0.0.1 now. */
-export async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as AddressInfo).port;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
-
 /** Server settings of the cluster; `durable` keeps PostgreSQL's own fsync (benchmarks), else none. */
 function serverOptions(dir: string, port: number, durable: boolean): string {
   const common = `-c port=${port} -c listen_addresses=127.0.0.1 -c unix_socket_directories=${dir} -c max_connections=200`;
@@ -99,8 +91,7 @@ async function startCluster(): Promise<Cluster> {
   });
   exitOnInterrupt();
   runAsOwner(join(bin, 'initdb'), ['-D', data, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--locale=C', '--no-sync']);
-  const port = await freePort();
-  runAsOwner(join(bin, 'pg_ctl'), ['-D', data, '-o', serverOptions(dir, port, durableCluster), '-l', join(dir, 'log'), '-w', 'start']);
+  const port = await startOnFreePort(bin, dir);
   const base = `postgres://postgres@127.0.0.1:${port}`;
   // Idle connections close within a second, so they never keep a finished test process alive.
   const admin = await connect(`${base}/postgres`, { max: 2, idleSeconds: 1 });
@@ -110,6 +101,31 @@ async function startCluster(): Promise<Cluster> {
   await migrate(sql, () => {});
   await sql.end();
   return { dir, port, bin, base, admin };
+}
+
+/**
+ * Starts the cluster's server on a port of `serverPort`, and on another if
+ * it could not start (another test process took that one in the meantime).
+ */
+async function startOnFreePort(bin: string, dir: string): Promise<number> {
+  for (let attempt = 1; ; attempt++) {
+    const port = await serverPort();
+    try {
+      runAsOwner(join(bin, 'pg_ctl'), ['-D', join(dir, 'data'), '-o', serverOptions(dir, port, durableCluster), '-l', join(dir, 'log'), '-w', 'start']);
+      return port;
+    } catch (error) {
+      const log = readLog(dir);
+      if (attempt === 3 || !/could not bind|Address already in use/.test(log)) throw new Error(`PostgreSQL did not start on port ${port}: ${String(error)}\n${log}`);
+    }
+  }
+}
+
+function readLog(dir: string): string {
+  try {
+    return readFileSync(join(dir, 'log'), 'utf8');
+  } catch {
+    return '';
+  }
 }
 
 /** The process's cluster, started on first use. */

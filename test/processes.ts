@@ -7,6 +7,8 @@
  * the process closed), never on sleeps or time limits.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { createServer, type AddressInfo } from 'node:net';
 import { killGroup, track, untrackGroup } from '../bench/children.js';
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
@@ -162,4 +164,53 @@ export function spawnUsersctl(t: TestContext, args: readonly string[], options: 
 /** A server's stderr without its start line that says where the data is (the rest is what a test checks: warnings, the first-login line). */
 export function beyondDataLine(stderr: string): string {
   return stderr.replace(/^users-server: (data in .*|users in memory only: .*)\n/m, '');
+}
+
+/** The lowest port the kernel hands out itself (listen on port 0, a client's local port): ip_local_port_range. */
+function ephemeralLow(): number {
+  try {
+    const low = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').split(/\s+/)[0]);
+    return Number.isInteger(low) && low > 0 ? low : 32768;
+  } catch {
+    return 32768;
+  }
+}
+
+const PORT_FLOOR = 10_000;
+
+/**
+ * A TCP port free on 127.0.0.1 now, for a server a test starts on a port
+ * of its choosing (PostgreSQL, pgbouncer, a users-server started again on
+ * the same port). It is taken below the kernel's ephemeral range, so no
+ * socket another test opens meanwhile (a listener on port 0, a client's
+ * local port) can take it before that server binds it, and no client
+ * retrying a connection to it while the server is down can connect to
+ * itself (a TCP self-connect: source port = destination port, which only
+ * happens with a port from the ephemeral range). Chosen at random: test
+ * processes run side by side.
+ */
+export async function serverPort(): Promise<number> {
+  const low = ephemeralLow();
+  if (low <= PORT_FLOOR + 1000) return kernelPort();
+  for (;;) {
+    const port = PORT_FLOOR + Math.floor(Math.random() * (low - PORT_FLOOR));
+    if (await isFree(port)) return port;
+  }
+}
+
+function isFree(port: number): Promise<boolean> {
+  const server = createServer();
+  return new Promise((resolve) => {
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
+  });
+}
+
+/** A port the kernel picks: where the range below its own is too small to choose from. */
+async function kernelPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as AddressInfo).port;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
 }
