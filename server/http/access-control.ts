@@ -16,6 +16,17 @@ export interface Principal {
   readonly via: 'session' | 'token';
 }
 
+/**
+ * The request being checked; a route's Context is one. `res` undefined: a
+ * check again while the answer runs (a following feed), which re-issues no
+ * cookie. `now` is read only when a credential is checked.
+ */
+export interface Asker {
+  readonly req: IncomingMessage;
+  readonly res: ServerResponse | undefined;
+  readonly now: number;
+}
+
 /** The challenge of a 401 that names a bad Bearer token (RFC 6750 section 3). */
 export const INVALID_TOKEN_CHALLENGE = 'Bearer realm="users", error="invalid_token"';
 
@@ -51,14 +62,15 @@ export class AccessControl {
   /**
    * Enforces `--require-session` for /users and /metrics: 401 without a
    * valid session or token, 403 for a reader's write. Undefined (nothing to
-   * wait for) when the mode asks for nothing and no token was sent. `res`
-   * undefined: a check again while the answer runs (a following feed), which
-   * re-issues no cookie.
+   * wait for) when the mode asks for nothing and no token was sent.
    */
-  authorize(req: IncomingMessage, res: ServerResponse | undefined, now: number, access: Access): MaybePromise<void> {
+  authorize(asker: Asker, access: Access): MaybePromise<void> {
+    const { req, res } = asker;
     const mode = this.deps.config.requireSession;
     const needed = !(mode === 'none' || (access === 'read' && mode === 'writes'));
     if (!needed && req.headers.authorization === undefined) return undefined;
+    // The clock is read only past this point: an open read never asks for the time.
+    const now = asker.now;
     if (!needed) return andThen(this.tokenOnly(req, now), () => undefined);
     // A read that needs a session answers what this client may see: no shared cache (a proxy's, a CDN's) may keep it for others.
     if (access === 'read' && res !== undefined && !res.headersSent) res.setHeader('Cache-Control', 'private');

@@ -71,12 +71,13 @@ class UsersApp implements App {
   readonly feeds: ChangeFeeds;
   private readonly router: Router;
   private readonly sessions: SessionCookies;
-  private readonly clock: () => number;
+  /** Milliseconds since the epoch: a request's Context reads it when first asked. */
+  readonly clock: () => number;
   private readonly logError: (message: string) => void;
   /** The rate-limit check; undefined with --rate-limit 0. */
   private readonly admit: Gate | undefined;
-  /** The routes of /users/{ref} by method, for the direct path of `/users/<digits>`; undefined with a rate limit, which sees every target first. */
-  private readonly userById: Map<string, NonNullable<ReturnType<Router['route']>>> | undefined;
+  /** The routes of /users/{ref}, for the direct path of `/users/<digits>`; undefined with a rate limit, which sees every target first. */
+  private readonly userById: DirectRoutes | undefined;
 
   constructor(private readonly deps: AppDeps) {
     this.clock = deps.clock ?? Date.now;
@@ -100,11 +101,7 @@ class UsersApp implements App {
     this.openapi = buildOpenApi(this.routes);
     this.admit = deps.config.rateLimit > 0 ? rateLimitGate(deps, (res, error) => this.answerFailure(res, error)) : undefined;
     if (this.admit === undefined) {
-      this.userById = new Map();
-      for (const method of ['GET', 'PUT', 'DELETE']) {
-        const direct = this.router.route(method, USER_BY_REF);
-        if (direct !== undefined) this.userById.set(method, direct);
-      }
+      this.userById = { get: this.router.route('GET', USER_BY_REF), put: this.router.route('PUT', USER_BY_REF), delete: this.router.route('DELETE', USER_BY_REF) };
     }
     // The direct path is the router's answer for these targets only while no literal path looks like an id.
     if (this.routes.some((route) => USER_ID_TARGET.test(route.path))) throw new Error(`a route's path looks like ${USER_BY_REF}`);
@@ -115,7 +112,7 @@ class UsersApp implements App {
     if (hostError !== undefined) return this.fail(res, new HttpError(problems.badRequest, hostError, { Connection: 'close' }));
     const coding = unknownCoding(req);
     if (coding !== undefined) return this.fail(res, new HttpError(problems.notImplemented, `This server decodes no transfer coding but chunked; the request used ${JSON.stringify(coding)}.`, { Connection: 'close' }));
-    const direct = this.userById !== undefined && isUserIdTarget(req.url!) ? this.userById.get(req.method === 'HEAD' ? 'GET' : req.method!) : undefined;
+    const direct = this.userById !== undefined && isUserIdTarget(req.url!) ? directRoute(this.userById, req.method) : undefined;
     if (direct !== undefined) {
       // What splitTarget and the router would find for this target, found
       // without them: the same route, slot and params, the same handler.
@@ -149,7 +146,7 @@ class UsersApp implements App {
     if (this.forgedBySite(req, route)) {
       return this.fail(res, new HttpError(problems.forbidden, 'A page of another site may not change anything with this server\'s session cookie; send the request from this server\'s own pages, or without the cookie.'));
     }
-    this.run(route, new RequestContext(req, res, params, query, this.clock(), this));
+    this.run(route, new RequestContext(req, res, params, query, this));
   }
 
   /**
@@ -209,17 +206,49 @@ class UsersApp implements App {
 
 /** A request's Context: a class, so that `fail` costs no closure per request. */
 class RequestContext implements Context {
+  /** `now` once read; -1 before. */
+  private readAt = -1;
+
   constructor(
     readonly req: IncomingMessage,
     readonly res: ServerResponse,
     readonly params: Record<string, string>,
     readonly query: string,
-    readonly now: number,
-    private readonly app: { fail(res: ServerResponse, error: unknown): void },
+    private readonly app: { fail(res: ServerResponse, error: unknown): void; readonly clock: () => number },
   ) {}
+
+  /** Read from the clock when first asked, then the same for the whole request: most GETs never ask. */
+  get now(): number {
+    if (this.readAt < 0) this.readAt = this.app.clock();
+    return this.readAt;
+  }
 
   fail(error: unknown): void {
     this.app.fail(this.res, error);
+  }
+}
+
+type Direct = NonNullable<ReturnType<Router['route']>>;
+
+/** The routes of /users/{ref} the direct path serves, by method. */
+interface DirectRoutes {
+  readonly get: Direct | undefined;
+  readonly put: Direct | undefined;
+  readonly delete: Direct | undefined;
+}
+
+/** The direct path's route for `method` (HEAD is served by GET's, as the router does); undefined for the others. */
+function directRoute(routes: DirectRoutes, method: string | undefined): Direct | undefined {
+  switch (method) {
+    case 'GET':
+    case 'HEAD':
+      return routes.get;
+    case 'PUT':
+      return routes.put;
+    case 'DELETE':
+      return routes.delete;
+    default:
+      return undefined;
   }
 }
 

@@ -20,7 +20,7 @@ export interface Context {
   readonly params: Record<string, string>;
   /** The query string without its leading "?", or "". */
   readonly query: string;
-  /** Milliseconds since the epoch, read once per request. */
+  /** Milliseconds since the epoch, read from the clock when first asked, then the same for the whole request. */
   readonly now: number;
   /**
    * Answers a refusal found after the handler returned, as a thrown one

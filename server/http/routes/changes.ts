@@ -186,7 +186,7 @@ export function changesRoute(deps: RouteDeps, feeds: ChangeFeeds): Route {
     method: 'GET',
     path: CHANGES_PATH,
     handler: async (ctx) => {
-      await access.authorize(ctx.req, ctx.res, ctx.now, 'read');
+      await access.authorize(ctx, 'read');
       const sse = (ctx.req.headers.accept ?? '').includes(EVENT_STREAM_TYPE);
       const params = new URLSearchParams(ctx.query);
       const follow = followParam(params) || sse;
@@ -320,7 +320,7 @@ class Feed implements Following {
     };
     let checked: MaybePromise<void>;
     try {
-      checked = this.credentials.access.authorize(this.ctx.req, undefined, this.credentials.clock(), 'read');
+      checked = this.credentials.access.authorize({ req: this.ctx.req, res: undefined, now: this.credentials.clock() }, 'read');
     } catch (error) {
       return settle(error);
     }

@@ -74,9 +74,10 @@ export function metricsRoute(deps: RouteDeps, metrics: () => Metrics, feeds?: { 
   return {
     method: 'GET',
     path: METRICS_PATH,
-    handler: async ({ req, res, now }) => {
-      await access.authorize(req, res, now, 'read');
-      const stats = await store.stats(now);
+    handler: async (ctx) => {
+      const { res } = ctx;
+      await access.authorize(ctx, 'read');
+      const stats = await store.stats(ctx.now);
       const body = metrics().render(feeds === undefined ? stats : { ...stats, feeds: { open: feeds.open, lines: feeds.lines, cut: feeds.cut } });
       res.writeHead(200, { 'Content-Type': METRICS_CONTENT_TYPE, 'Content-Length': Buffer.byteLength(body), 'Cache-Control': 'no-store' });
       res.end(body);

@@ -89,7 +89,7 @@ class UserRoutes {
 
   private answerLookup(ctx: Context, ref: UserRef, found: Lookup): void | Promise<void> {
     if (found !== undefined && 'kind' in found) return sendEmpty(ctx.res, 301, { Location: userPath(found.currentId) });
-    const authorized = this.access.authorize(ctx.req, ctx.res, ctx.now, 'read');
+    const authorized = this.access.authorize(ctx, 'read');
     if (authorized instanceof Promise) return authorized.then(() => sendUser(ctx, ref, found));
     sendUser(ctx, ref, found);
   }
@@ -150,7 +150,7 @@ class UserRoutes {
 
   /** `ref` once the request's session or token may write (else the refusal is thrown). */
   private mayWrite(ctx: Context, ref: UserRef): MaybePromise<UserRef> {
-    const authorized = this.access.authorize(ctx.req, ctx.res, ctx.now, 'write');
+    const authorized = this.access.authorize(ctx, 'write');
     return authorized === undefined ? ref : authorized.then(() => ref);
   }
 
@@ -167,7 +167,7 @@ class UserRoutes {
   }
 
   async list(ctx: Context): Promise<void> {
-    await this.access.authorize(ctx.req, ctx.res, ctx.now, 'read');
+    await this.access.authorize(ctx, 'read');
     const params = new URLSearchParams(ctx.query);
     const limit = integerParam(params, 'limit', DEFAULT_PAGE, 1, MAX_PAGE);
     const after = integerParam(params, 'after', 0, 0, Number.MAX_SAFE_INTEGER);
@@ -180,7 +180,7 @@ class UserRoutes {
   }
 
   async create(ctx: Context): Promise<void> {
-    await this.access.authorize(ctx.req, ctx.res, ctx.now, 'write');
+    await this.access.authorize(ctx, 'write');
     requireJson(ctx.req.headers['content-type']);
     await this.createOnce(ctx, 'create-user', async (raw, idempotency) => {
       // A body that does not parse is refused only if the key has no kept
@@ -199,7 +199,7 @@ class UserRoutes {
   }
 
   async reserve(ctx: Context): Promise<void> {
-    await this.access.authorize(ctx.req, ctx.res, ctx.now, 'write');
+    await this.access.authorize(ctx, 'write');
     refuseFormBody(ctx.req.headers['content-type']);
     const { reservationTtl, maxReservations } = this.config;
     await this.createOnce(ctx, 'reserve-id', (_raw, idempotency) => this.store.reserveId({ idempotency, now: ctx.now, ttlMs: reservationTtl * 1000, max: maxReservations }));
