@@ -231,6 +231,22 @@ pg('the database stopped under load: requests answer 503 store-unavailable with 
   assert.equal((await send(server.url, 'GET', '/users/ann')).status, 200);
 });
 
+pg('node bin/users-server.js on a database that stops and starts again: its log says once that the database does not answer, however many requests meet the outage, and once that it answers again, without a request', async (t) => {
+  const url = await testDatabase(t);
+  const server = await spawnServer(t, ['--port', '0', '--store', url, '--log-format', 'off']);
+  assert.equal((await put(server.url, '/users/ann', { name: 'Ann' })).status, 201);
+  await setPostgresRunning(false);
+  t.after(() => setPostgresRunning(true));
+  for (let i = 0; i < 5; i++) assertProblem(await send(server.url, 'GET', '/users/ann'), 503, 'store-unavailable');
+  assertProblem(await put(server.url, '/users/bob', { name: 'Bob' }), 503, 'store-unavailable');
+  const down = await server.waitForLine(/^users-server: (postgres:\/\/\S+) does not answer \((\w+)\): requests that need it are answered 503 until it does$/, 'stderr');
+  assert.equal(down[1], url);
+  await setPostgresRunning(true);
+  await server.waitForLine(/^users-server: postgres:\/\/\S+ answers again, after \d+\.\d s out of reach$/, 'stderr');
+  assert.equal((await send(server.url, 'GET', '/users/ann')).status, 200);
+  assert.equal(server.stderr().match(/does not answer/g)?.length, 1, server.stderr());
+});
+
 pg('a write whose connection to the database is cut inside its transaction answers 503 and the instance goes on: the next writes succeed; with every connection cut, reads answer 200 or 503, then all 200', async (t) => {
   const url = await testDatabase(t);
   const server = await startTestServer(t, { store: url });

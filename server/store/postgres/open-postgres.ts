@@ -32,7 +32,7 @@ export async function openPostgresStore(url: string | undefined, options: Postgr
     const version = await waitForDatabase(sql, url, options);
     checkNotNewer(version);
     if (version < SCHEMA_VERSION) await upgrade(sql, url, version, options.log);
-    return new PostgresStore(sql, options.max ?? DEFAULT_DB_POOL, options.timeoutSeconds ?? DEFAULT_DB_TIMEOUT_SECONDS, options.changesRetentionMs);
+    return new PostgresStore(sql, options.max ?? DEFAULT_DB_POOL, options.timeoutSeconds ?? DEFAULT_DB_TIMEOUT_SECONDS, options.changesRetentionMs, { log: options.log, database: describeDatabase(url) });
   } catch (error) {
     await sql.end({ timeout: 1 });
     throw error;

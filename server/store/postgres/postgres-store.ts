@@ -21,6 +21,7 @@ import {
   type UserRef,
 } from '../../users/rules.js';
 import { DEFAULT_CHANGES_RETENTION_MS, type ApiTokenRecord, type Change, type ChangePage, type CreateOutcome, type CreateRequest, type DeleteOutcome, type Lookup, type PutOutcome, type Readiness, type ReserveOutcome, type ReserveRequest, type Revocation, type Store, type StoreStats, type UserPage } from '../store.js';
+import { OutageLog } from './outage-log.js';
 import { againIfDropped, DEFAULT_DB_POOL, DEFAULT_DB_TIMEOUT_SECONDS, isRetryable, replacePool, unavailable, withDeadline, type Sql } from './driver.js';
 import { LoadedFacts, loadCounter, loadTarget, tokenOfRow, tokenRow, userOf, userRow, writeIssued } from './facts.js';
 import { GatheredStatements } from './gathered-statements.js';
@@ -49,11 +50,6 @@ function lookupOf(row: IdRow): Lookup {
  */
 function anyOf(sql: Sql, keys: readonly string[]) {
   return sql`array(select jsonb_array_elements_text(${JSON.stringify(keys)}::text::jsonb))`;
-}
-
-/** A gathered statement's failure as a request's: a database out of reach is a StoreUnavailableError. */
-function rethrowUnavailable(error: unknown): never {
-  throw unavailable(error);
 }
 
 /** How often a transaction that lost a race (a unique key, a deadlock) runs again. */
@@ -116,6 +112,9 @@ export class PostgresStore implements Store {
   private changePoll: NodeJS.Timeout | undefined;
   private lastSeqSeen = -1;
 
+  /** The log's lines of an outage of the database: when it stops answering, when it answers again. */
+  private readonly outage: OutageLog;
+
   constructor(
     readonly sql: Sql,
     /** Connections in the pool: how many dropped ones a read or a transaction may meet in a row. */
@@ -124,9 +123,18 @@ export class PostgresStore implements Store {
     private readonly timeoutSeconds = DEFAULT_DB_TIMEOUT_SECONDS,
     /** How long a change stays in the feed of changes, in ms. */
     private readonly changesRetentionMs = DEFAULT_CHANGES_RETENTION_MS,
+    /** Where an outage of the database is told (the server's log), and how the database is named there. */
+    outageLog: { log: (line: string) => void; database: string } = { log: () => {}, database: 'the database' },
   ) {
-    this.shared = new PostgresSettings(sql);
+    this.outage = new OutageLog(outageLog.database, async () => (await this.readiness()).ready, outageLog.log);
+    this.shared = new PostgresSettings(sql, this.rethrow);
   }
+
+  /** Rethrows a statement's failure as a request's: a database out of reach is a StoreUnavailableError, and its outage is logged. */
+  private readonly rethrow = (error: unknown): never => {
+    this.outage.failed(error);
+    throw unavailable(error);
+  };
 
   async changesAfter(after: number, limit: number): Promise<ChangePage> {
     return this.read(async () => {
@@ -180,7 +188,7 @@ export class PostgresStore implements Store {
   findUser(ref: UserRef): Promise<Lookup> {
     if (ref.kind === 'id') {
       // The hot path: the gathered read's promise, with no async frame around it.
-      return this.reads.run(ref.id).then(lookupOf, rethrowUnavailable);
+      return this.reads.run(ref.id).then(lookupOf, this.rethrow);
     }
     return this.read(async () => {
       const [row] = await this.sql`select id, alias, json, etag from users where alias = ${ref.alias}`;
@@ -208,7 +216,7 @@ export class PostgresStore implements Store {
 
   /** Asked before every PUT and DELETE by id: gathered with the GETs, whose statement reads the moves too. */
   movedTo(id: number): Promise<number | undefined> {
-    return this.reads.run(id).then((row) => (row.current_id === null ? undefined : Number(row.current_id)), rethrowUnavailable);
+    return this.reads.run(id).then((row) => (row.current_id === null ? undefined : Number(row.current_id)), this.rethrow);
   }
 
   async listUsers(after: number, limit: number): Promise<UserPage> {
@@ -405,7 +413,7 @@ export class PostgresStore implements Store {
 
   /** Asked by every request with an API token: gathered. */
   findToken(id: string): Promise<ApiTokenRecord | undefined> {
-    return this.tokens.run(id).catch(rethrowUnavailable);
+    return this.tokens.run(id).catch(this.rethrow);
   }
 
   /** The API token of each of `ids`, if it has one. */
@@ -427,7 +435,7 @@ export class PostgresStore implements Store {
 
   /** Asked by every request with a session: gathered. */
   isRevoked(sessionId: string): Promise<boolean> {
-    return this.revocations.run(sessionId).catch(rethrowUnavailable);
+    return this.revocations.run(sessionId).catch(this.rethrow);
   }
 
   /** Whether each of `sessionIds` is revoked. */
@@ -471,6 +479,7 @@ export class PostgresStore implements Store {
       await this.again(() => this.sql`select 1`);
       return { ready: true };
     } catch (error) {
+      this.outage.failed(error);
       return { ready: false, reason: `the database does not answer (${(error as { code?: string }).code ?? 'error'})` };
     }
   }
@@ -483,6 +492,7 @@ export class PostgresStore implements Store {
    */
   async close(): Promise<void> {
     clearInterval(this.changePoll);
+    this.outage.close();
     await this.sql.end({ timeout: CLOSE_SECONDS });
   }
 
@@ -526,7 +536,7 @@ export class PostgresStore implements Store {
     try {
       return await run();
     } catch (error) {
-      throw unavailable(error);
+      return this.rethrow(error);
     }
   }
 
@@ -539,7 +549,7 @@ export class PostgresStore implements Store {
     try {
       return await retrying(() => inTransaction(this.sql, this.poolSize, run));
     } catch (error) {
-      throw unavailable(error);
+      return this.rethrow(error);
     }
   }
 }

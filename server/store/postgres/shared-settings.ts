@@ -13,7 +13,13 @@ import { unavailable, type Sql } from './driver.js';
 const ADMIN_ACCOUNT = 'admin';
 
 export class PostgresSettings implements SharedSettings {
-  constructor(private readonly sql: Sql) {}
+  constructor(
+    private readonly sql: Sql,
+    /** Rethrows a statement's failure as a request's: a database out of reach is a StoreUnavailableError (PostgresStore's also logs the outage). */
+    private readonly rethrow: (error: unknown) => never = (error) => {
+      throw unavailable(error);
+    },
+  ) {}
 
   async secrets(make: () => string): Promise<string[]> {
     return this.guard(async () => {
@@ -110,7 +116,7 @@ export class PostgresSettings implements SharedSettings {
     try {
       return await run();
     } catch (error) {
-      throw unavailable(error);
+      return this.rethrow(error);
     }
   }
 }
