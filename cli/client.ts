@@ -150,7 +150,7 @@ export class HttpClient {
         }
         throw failure;
       }
-      if (left > 0 && retryable && this.shouldRetry(request.method, response)) {
+      if (left > 0 && retryable && worthRetrying(request.method, response)) {
         const retryAfter = retryAfterMs(response.headers['retry-after']);
         // Waiting less than the server asked is pointless, and longer than
         // the cap is not what someone at a shell expects: report it now.
@@ -358,15 +358,6 @@ export class HttpClient {
     this.pathSpecific = undefined;
   }
 
-  private shouldRetry(method: Method, response: Response): boolean {
-    if (RETRYABLE_STATUS.has(response.status)) return true;
-    // 500 may be a passing fault; repeating is harmless only for idempotent methods.
-    if (response.status === 500) return IDEMPOTENT.has(method);
-    // Our own earlier attempt (timed out on our side) is still running on the server.
-    if (response.status === 409) return problemOf(response)?.type === IN_PROGRESS_TYPE;
-    return false;
-  }
-
   private async pause(attempt: number, retryAfter: number | undefined, why: string): Promise<void> {
     let delay: number;
     if (retryAfter !== undefined) {
@@ -441,6 +432,21 @@ async function exists(path: string): Promise<boolean> {
   } catch {
     return false;
   }
+}
+
+/**
+ * True when `response` says "not now" rather than "no" to a `method`
+ * request that may be sent again: the statuses of the retry policy
+ * (docs/cli.md "Retries"). Every retry of usersctl asks this, `watch`'s
+ * reconnections too.
+ */
+export function worthRetrying(method: Method, response: Response): boolean {
+  if (RETRYABLE_STATUS.has(response.status)) return true;
+  // 500 may be a passing fault; repeating is harmless only for idempotent methods.
+  if (response.status === 500) return IDEMPOTENT.has(method);
+  // Our own earlier attempt (timed out on our side) is still running on the server.
+  if (response.status === 409) return problemOf(response)?.type === IN_PROGRESS_TYPE;
+  return false;
 }
 
 /**

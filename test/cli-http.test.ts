@@ -289,6 +289,40 @@ test('watch --no-follow gives up on an unreachable server after --retries, like 
   assert.match(said[1]!, /^usersctl: cannot connect to http:\/\/127\.0\.0\.1:\d+: connection refused$/);
 });
 
+test('watch waits out a server that answers "not now" (503 while its database is away, a proxy\'s 502), however many times and with --retries 0, and follows on from the last cursor; a refusal (401) ends it with the cursor', async (t) => {
+  const change = '{"cursor":"6","op":"put","id":1,"user":{"name":"A","id":1}}\n';
+  const stub = await startStub(t, (_req, res, n) => {
+    if (n === 0) return sendProblem(res, 503, 'The database did not answer (ECONNREFUSED); retry shortly.', { 'retry-after': '0' });
+    if (n === 1) return sendProblem(res, 502, 'Bad gateway.');
+    if (n === 2) {
+      res.writeHead(200, { 'content-type': 'application/x-ndjson', 'x-changes-cursor': '5', 'content-length': Buffer.byteLength(change) });
+      return res.end(change);
+    }
+    if (n === 3) return sendProblem(res, 503, 'The database did not answer (ECONNREFUSED); retry shortly.', { 'retry-after': '0' });
+    sendProblem(res, 401, 'Log in first.');
+  });
+  const result = await runAt(t, stub.url)(['--retries', '0', 'watch', '--since', '5']);
+  assert.equal(result.code, EXIT.unauthorized, result.stderr);
+  assert.equal(result.stdout, change);
+  const said = lines(result.stderr);
+  assert.equal(said.length, 4, result.stderr);
+  assert.match(said[0]!, /^usersctl: the server answered 503: The database did not answer \(ECONNREFUSED\); retry shortly; connecting again in \d\.\d s from cursor 5$/);
+  assert.match(said[1]!, /^usersctl: the server answered 502: Bad gateway; connecting again in \d\.\d s from cursor 5$/);
+  assert.match(said[2]!, /^usersctl: the server answered 503: .*; connecting again in \d\.\d s from cursor 6$/);
+  assert.equal(said[3], 'usersctl: Log in first. The last cursor is 6: resume with usersctl watch --since 6');
+  assert.deepEqual(stub.requests.map((r) => r.url), ['/changes?follow=1&since=5', '/changes?follow=1&since=5', '/changes?follow=1&since=5', '/changes?follow=1&since=6', '/changes?follow=1&since=6']);
+});
+
+test('watch --no-follow tries a server that answers 503 again --retries times, like every other command, then exits 6 with its sentence', async (t) => {
+  const stub = await startStub(t, (_req, res) => sendProblem(res, 503, 'The database did not answer (ECONNREFUSED); retry shortly.', { 'retry-after': '0' }));
+  const result = await runAt(t, stub.url)(['--retries', '2', 'watch', '--no-follow']);
+  assert.equal(result.code, EXIT.server);
+  assert.equal(stub.requests.length, 3);
+  const said = lines(result.stderr);
+  assert.equal(said.length, 3, result.stderr);
+  assert.equal(said[2], 'usersctl: The database did not answer (ECONNREFUSED); retry shortly.');
+});
+
 test('list and export stop at a "next" link back to a page already read, which would be followed without end: one sentence, exit 1', async (t) => {
   const page = JSON.stringify({ items: [{ name: 'A', id: 1 }], next: '/users?after=0&limit=1' });
   const stub = await startStub(t, (_req, res) => sendJsonText(res, 200, page));

@@ -17,7 +17,7 @@ import { SCHEMA_VERSION } from '../server/store/postgres/schema.js';
 import { ADMIN_PASSWORD, assertProblem, basic, buildIfStale, cookiePair, onSmallDisk, put, runUsersServer, send, startTestServer, tempDir, type TestServer } from './helpers.js';
 import { pgbouncerDatabase, pgbouncerSkipReason } from './pgbouncer.js';
 import { cuttingRelay, postgresCluster, postgresSkipReason, restartPostgres, setPostgresRunning, testDatabase } from './postgres.js';
-import { cleanEnv, spawnChild, spawnServer, spawnUsersServer } from './processes.js';
+import { cleanEnv, spawnChild, spawnServer, spawnUsersctl, spawnUsersServer } from './processes.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const skip = postgresSkipReason();
@@ -231,7 +231,7 @@ pg('the database stopped under load: requests answer 503 store-unavailable with 
   assert.equal((await send(server.url, 'GET', '/users/ann')).status, 200);
 });
 
-pg('node bin/users-server.js on a database that stops and starts again: its log says once that the database does not answer, however many requests meet the outage, and once that it answers again, without a request', async (t) => {
+pg('node bin/users-server.js on a database that stops and starts again: its log says once that the database does not answer, however many requests meet the outage, and once that it answers again, without a request; usersctl watch started meanwhile waits it out and follows on', async (t) => {
   const url = await testDatabase(t);
   const server = await spawnServer(t, ['--port', '0', '--store', url, '--log-format', 'off']);
   assert.equal((await put(server.url, '/users/ann', { name: 'Ann' })).status, 201);
@@ -241,9 +241,16 @@ pg('node bin/users-server.js on a database that stops and starts again: its log 
   assertProblem(await put(server.url, '/users/bob', { name: 'Bob' }), 503, 'store-unavailable');
   const down = await server.waitForLine(/^users-server: (postgres:\/\/\S+) does not answer \((\w+)\): requests that need it are answered 503 until it does$/, 'stderr');
   assert.equal(down[1], url);
+  const watcher = spawnUsersctl(t, ['watch', '--since', '1'], { env: { PATH: process.env.PATH, USERSCTL_URL: server.url, HOME: tempDir(t) } });
+  await watcher.waitForLine(/^usersctl: the server answered 503: The database did not answer \(\w+\); retry shortly; connecting again in [\d.]+ s from cursor 1$/, 'stderr');
   await setPostgresRunning(true);
   await server.waitForLine(/^users-server: postgres:\/\/\S+ answers again, after \d+\.\d s out of reach$/, 'stderr');
   assert.equal((await send(server.url, 'GET', '/users/ann')).status, 200);
+  assert.equal((await put(server.url, '/users/bob', { name: 'Bob' })).status, 201);
+  await watcher.waitForLine(/"cursor":"2"/);
+  watcher.kill('SIGINT');
+  assert.equal((await watcher.exited).code, 130);
+  assert.deepEqual(watcher.stdout().trim().split('\n').map((line) => JSON.parse(line).user.name), ['Bob']);
   assert.equal(server.stderr().match(/does not answer/g)?.length, 1, server.stderr());
 });
 

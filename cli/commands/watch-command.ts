@@ -1,6 +1,6 @@
 /** watch: follows the feed of changes (GET /changes), reconnecting with the last cursor. */
 import { CHANGES_PATH } from '../../shared/endpoints.js';
-import { jsonObject, MAX_ANSWER_BYTES, single, statusError } from '../client.js';
+import { jsonObject, MAX_ANSWER_BYTES, retryAfterMs, single, statusError, worthRetrying } from '../client.js';
 import type { Context } from '../context.js';
 import { EXIT, NetworkError, StatusError, UnexpectedAnswerError, UsageError } from '../exit-codes.js';
 
@@ -19,9 +19,10 @@ const RECONNECT_MAX_MS = 10_000;
 
 /**
  * Prints every change of the feed as the server sends it, a line each,
- * following. When the connection drops or the server stops, it connects
- * again (with backoff) from the last cursor it printed, so nothing is
- * missed or printed twice. A refusal (a cursor no longer kept, no access)
+ * following. When the connection drops, the server stops or it answers
+ * "not now" (503 while its database is out of reach, a proxy's 502), it
+ * connects again (with backoff) from the last cursor it printed, so nothing
+ * is missed or printed twice. A refusal (a cursor no longer kept, no access)
  * ends it with the server's sentence; after the feed was followed (a
  * session or token that stopped holding), with the cursor to resume from
  * as well. On SIGINT, SIGTERM or a closed
@@ -37,6 +38,8 @@ export async function watch(ctx: Context, options: WatchOptions): Promise<number
   let followed = false;
   ctx.interruption.onStop(() => aborts.abort());
   for (let failures = 0; ctx.interruption.reason === undefined; ) {
+    /** Why this attempt found no feed, when another may: what to say, and what ends a --no-follow run past its retries. */
+    let notNow: { why: string; error: Error; atLeastMs?: number | undefined };
     try {
       const since = feed.cursor === undefined ? '' : `&since=${feed.cursor}`;
       feed.reset();
@@ -56,19 +59,26 @@ export async function watch(ctx: Context, options: WatchOptions): Promise<number
           },
         },
       );
-      if (response.status !== 200) throw resumable(statusError(response, ctx.client.urlOf(CHANGES_PATH), CHANGES_PATH), followed ? feed.cursor : undefined);
-      // users-server ends every change with a newline: a feed that ends within a line was not its.
-      if (feed.cutOff() && ctx.interruption.reason === undefined) throw new UnexpectedAnswerError('a feed of changes that ends within a line');
-      if (!follow) break;
-      // The server ended the feed (it stopped): connect again at once, to it or another instance.
+      if (response.status === 200) {
+        // users-server ends every change with a newline: a feed that ends within a line was not its.
+        if (feed.cutOff() && ctx.interruption.reason === undefined) throw new UnexpectedAnswerError('a feed of changes that ends within a line');
+        if (!follow) break;
+        // The server ended the feed (it stopped): connect again at once, to it or another instance.
+        continue;
+      }
+      const refused = resumable(statusError(response, ctx.client.urlOf(CHANGES_PATH), CHANGES_PATH), followed ? feed.cursor : undefined);
+      // A refusal ends it; "not now" (a database out of reach, a proxy while the server restarts) is waited out like a dropped connection.
+      if (!worthRetrying('GET', response)) throw refused;
+      notNow = { why: `the server answered ${response.status}: ${refused.detail.replace(/\.$/, '')}`, error: refused, atLeastMs: retryAfterMs(response.headers['retry-after']) };
     } catch (error) {
       if (ctx.interruption.reason !== undefined) break;
       if (!(error instanceof NetworkError)) throw error;
-      failures++;
-      // Without --no-follow it waits for the server however long; with it, a script waits no longer than any other command's retries.
-      if (!follow && failures > ctx.options.retries) throw withCursor(error, followed ? feed.cursor : undefined);
-      await backOff(ctx, error, failures, feed.cursor, aborts.signal);
+      notNow = { why: error.message, error: withCursor(error, followed ? feed.cursor : undefined) };
     }
+    failures++;
+    // Without --no-follow it waits for the server however long; with it, a script waits no longer than any other command's retries.
+    if (!follow && failures > ctx.options.retries) throw notNow.error;
+    await backOff(ctx, notNow.why, failures, feed.cursor, aborts.signal, notNow.atLeastMs);
   }
   const stop = ctx.interruption.reason;
   if (stop !== undefined) {
@@ -142,10 +152,15 @@ class FeedReader {
   }
 }
 
-/** Says why and waits before connecting again: from RECONNECT_FIRST_MS, doubling, jittered; an abort ends the wait. */
-async function backOff(ctx: Context, error: NetworkError, failures: number, cursor: string | undefined, signal: AbortSignal): Promise<void> {
-  const wait = (0.5 + Math.random() / 2) * Math.min(RECONNECT_FIRST_MS * 2 ** (failures - 1), RECONNECT_MAX_MS);
-  ctx.info(`${error.message}; connecting again in ${(wait / 1000).toFixed(1)} s${cursor === undefined ? '' : ` from cursor ${cursor}`}`);
+/**
+ * Says why and waits before connecting again: from RECONNECT_FIRST_MS,
+ * doubling, jittered, and no sooner than the server's Retry-After (up to
+ * RECONNECT_MAX_MS); an abort ends the wait.
+ */
+async function backOff(ctx: Context, why: string, failures: number, cursor: string | undefined, signal: AbortSignal, atLeastMs = 0): Promise<void> {
+  const backoff = (0.5 + Math.random() / 2) * Math.min(RECONNECT_FIRST_MS * 2 ** (failures - 1), RECONNECT_MAX_MS);
+  const wait = Math.max(backoff, Math.min(atLeastMs, RECONNECT_MAX_MS));
+  ctx.info(`${why}; connecting again in ${(wait / 1000).toFixed(1)} s${cursor === undefined ? '' : ` from cursor ${cursor}`}`);
   await new Promise<void>((resolve) => {
     const timer = setTimeout(resolve, wait);
     signal.addEventListener('abort', () => (clearTimeout(timer), resolve()), { once: true });
