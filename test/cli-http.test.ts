@@ -323,6 +323,18 @@ test('watch --no-follow tries a server that answers 503 again --retries times, l
   assert.equal(said[2], 'usersctl: The database did not answer (ECONNREFUSED); retry shortly.');
 });
 
+test('list and export that fail after printing part of the users (a database out of reach at page 2) say that what they printed is incomplete, with the exit code of the failure; a table printed nothing and says nothing more', async (t) => {
+  const page = JSON.stringify({ items: [{ name: 'A', id: 1 }, { name: 'B', id: 2 }], next: '/users?after=2&limit=2' });
+  const stub = await startStub(t, (req, res) => (req.url!.includes('after=2') ? sendProblem(res, 503, 'The database did not answer (ECONNREFUSED); retry shortly.') : sendJsonText(res, 200, page)));
+  const run = runAt(t, stub.url);
+  const listed = await run(['--retries', '0', 'list', '-o', 'ndjson']);
+  assert.deepEqual([listed.code, lines(listed.stdout).length, lines(listed.stderr)], [EXIT.server, 2, ['usersctl: The database did not answer (ECONNREFUSED); retry shortly; list stopped after 2 users: what was printed is incomplete, run it again']]);
+  const exported = await run(['--retries', '0', 'export']);
+  assert.deepEqual([exported.code, lines(exported.stdout).length, lines(exported.stderr)], [EXIT.server, 3, ['usersctl: The database did not answer (ECONNREFUSED); retry shortly; export stopped after 2 users: what was written is incomplete, run it again']]);
+  const table = await run(['--retries', '0', 'list', '-o', 'table']);
+  assert.deepEqual([table.code, table.stdout, lines(table.stderr)], [EXIT.server, '', ['usersctl: The database did not answer (ECONNREFUSED); retry shortly.']]);
+});
+
 test('list and export stop at a "next" link back to a page already read, which would be followed without end: one sentence, exit 1', async (t) => {
   const page = JSON.stringify({ items: [{ name: 'A', id: 1 }], next: '/users?after=0&limit=1' });
   const stub = await startStub(t, (_req, res) => sendJsonText(res, 200, page));

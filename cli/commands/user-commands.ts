@@ -4,7 +4,7 @@ import { randomUUID } from 'node:crypto';
 import { METRICS_PATH, NEW_USER_PATH, RESERVATIONS_PATH, USERS_PATH, userPath } from '../../shared/endpoints.js';
 import { isId, parseRef } from '../../shared/user.js';
 import type { Context } from '../context.js';
-import { CliError, EXIT, NetworkError, UnexpectedAnswerError, UsageError } from '../exit-codes.js';
+import { CliError, EXIT, NetworkError, StatusError, UnexpectedAnswerError, UsageError } from '../exit-codes.js';
 import { answerUser, jsonObject, oneLine, single, type Response } from '../client.js';
 import { inputTooLong, readLines } from '../streams.js';
 import { EXPORT_HEADER } from '../export-format.js';
@@ -193,20 +193,28 @@ export async function list(ctx: Context, pageSize: number, output?: string): Pro
   const aliases = format === 'table' || format === 'wide' ? '&aliases=true' : '';
   let path: string | null = `${USERS_PATH}?limit=${pageSize}${aliases}`;
   const read = new Set<string>();
-  while (path !== null && ctx.interruption.reason === undefined) {
-    const response = await ctx.client.expect({ method: 'GET', path, headers: ACCEPT }, [200]);
-    const page = parsePage(response.text);
-    const byId = (page.aliases ?? {}) as Record<string, unknown>;
-    // The server writes each user with JSON.stringify, so re-serializing a
-    // parsed item gives back its exact bytes.
-    await printed.add(
-      page.items.map((item) => {
-        const user = item as Record<string, unknown>;
-        const alias = byId[String(user.id)];
-        return { user, text: JSON.stringify(item), alias: typeof alias === 'string' ? alias : null };
-      }),
-    );
-    path = nextPath(page, read);
+  // The tables print nothing before the end: they align on every row.
+  const streamed = format === 'ndjson' || format === 'json';
+  let printedCount = 0;
+  try {
+    while (path !== null && ctx.interruption.reason === undefined) {
+      const response = await ctx.client.expect({ method: 'GET', path, headers: ACCEPT }, [200]);
+      const page = parsePage(response.text);
+      const byId = (page.aliases ?? {}) as Record<string, unknown>;
+      // The server writes each user with JSON.stringify, so re-serializing a
+      // parsed item gives back its exact bytes.
+      await printed.add(
+        page.items.map((item) => {
+          const user = item as Record<string, unknown>;
+          const alias = byId[String(user.id)];
+          return { user, text: JSON.stringify(item), alias: typeof alias === 'string' ? alias : null };
+        }),
+      );
+      if (streamed) printedCount += page.items.length;
+      path = nextPath(page, read);
+    }
+  } catch (error) {
+    throw cutShort(error, 'list', printedCount, 'printed');
   }
   await printed.end();
 }
@@ -222,6 +230,8 @@ export async function exportUsers(ctx: Context): Promise<void> {
   const progress = startProgress(ctx, 'users', () => ({ done: written, ...(total !== undefined && total > 0 && { fraction: written / total }) }));
   try {
     await exportPages(ctx, (count) => (written += count));
+  } catch (error) {
+    throw cutShort(error, 'export', written, 'written');
   } finally {
     progress?.stop();
   }
@@ -258,6 +268,19 @@ async function exportPages(ctx: Context, wrote: (count: number) => void): Promis
     wrote(page.items.length);
     path = nextPath(page, read);
   }
+}
+
+/**
+ * A failure met after part of a listing was out (`count` users): its
+ * sentence also says that the output is incomplete. The error keeps its
+ * class, exit code and fields (--json's record). Only for a refusal or a
+ * network failure, which a later run may not meet: an answer that is not
+ * users-server's says so already, as a stop (Ctrl-C, a closed output) does.
+ */
+function cutShort(error: unknown, command: string, count: number, done: string): unknown {
+  if (count === 0 || !(error instanceof StatusError || error instanceof NetworkError)) return error;
+  error.message = `${error.message.replace(/\.$/, '')}; ${command} stopped after ${count} users: what was ${done} is incomplete, run it again`;
+  return error;
 }
 
 /**
