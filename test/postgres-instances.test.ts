@@ -8,7 +8,7 @@
  * without PostgreSQL binaries every test skips and says why.
  */
 import assert from 'node:assert/strict';
-import { cpSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -327,6 +327,23 @@ test('PostgreSQL: migrate, accounts and copy against a database that cannot be r
     const run = await runUsersServer(args);
     assert.deepEqual([run.code, run.stdout, run.stderr], [1, '', `${prefix}: ${sentence}\n`], args.join(' '));
   }
+});
+
+pg('users-server copy from a database whose connection goes silent part way (a network that drops everything): it gives up after the statement timeout and a second, one sentence, exit 1, nothing written', async (t) => {
+  const url = await testDatabase(t);
+  const server = await startTestServer(t, { store: url });
+  for (const name of ['ann', 'bob']) assert.equal((await put(server.url, `/users/${name}`, { name })).status, 201);
+  await server.running.stop();
+  const relay = await cuttingRelay(t, url);
+  const silenced = relay.silenceOnce('from users order by id');
+  const target = join(tempDir(t), 'copy');
+  const started = performance.now();
+  const run = await runUsersServer(['copy', '--from', relay.url, '--to', target]);
+  await silenced;
+  assert.deepEqual([run.code, run.stdout], [1, ''], run.stderr);
+  assert.match(run.stderr, /^users-server copy: lost postgres:\/\/postgres@127\.0\.0\.1:\d+\/\w+ during the copy \((CONNECTION_CLOSED|DEADLINE_MISSED)\): nothing was changed; check that PostgreSQL runs there and the network to it, then copy again\n$/);
+  assert.ok(performance.now() - started >= 6000, 'not before the silence limit');
+  assert.ok(!existsSync(target), 'no directory written');
 });
 
 test('node bin/users-server.js: SIGINT or SIGTERM while the start waits for the database stops it at once, exit 0, with one line (not after --db-start-wait)', async (t) => {

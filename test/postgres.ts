@@ -225,13 +225,15 @@ export interface CuttingRelay {
   cutOnce(text: string): Promise<void>;
   /** From now on drops whatever the connections open now send either way, and closes none: a network that went silent. New connections pass. */
   silence(): void;
+  /** Makes the next connection whose client sends `text` (in one write) silent from then on, before the database sees it; resolves once it has. */
+  silenceOnce(text: string): Promise<void>;
 }
 
 /** A relay to the database of `url` on a free port, closed after the test. */
 export async function cuttingRelay(t: TestContext, url: string): Promise<CuttingRelay> {
   const target = new URL(url);
   const pairs = new Set<{ client: Socket; server: Socket; silent: boolean }>();
-  let armed: { text: string; done: () => void } | undefined;
+  let armed: { text: string; done: () => void; silent: boolean } | undefined;
   const relay = createServer((client) => {
     const server = netConnect({ host: target.hostname, port: Number(target.port) });
     const pair = { client, server, silent: false };
@@ -244,9 +246,10 @@ export async function cuttingRelay(t: TestContext, url: string): Promise<Cutting
     client.on('data', (data) => {
       if (pair.silent) return;
       if (armed !== undefined && data.includes(armed.text)) {
-        const done = armed.done;
+        const { done, silent } = armed;
         armed = undefined;
-        close();
+        if (silent) pair.silent = true;
+        else close();
         done();
       } else server.write(data);
     });
@@ -270,7 +273,8 @@ export async function cuttingRelay(t: TestContext, url: string): Promise<Cutting
   return {
     url: relayed.toString(),
     cutAll,
-    cutOnce: (text) => new Promise((done) => (armed = { text, done })),
+    cutOnce: (text) => new Promise((done) => (armed = { text, done, silent: false })),
+    silenceOnce: (text) => new Promise((done) => (armed = { text, done, silent: true })),
     silence: () => {
       for (const pair of pairs) pair.silent = true;
     },

@@ -155,8 +155,8 @@ async function placeOf(values: Record<string, string | boolean | undefined>, env
 }
 
 async function databasePlace(url: string | undefined): Promise<AccountsPlace> {
-  const { openPostgresStore, describeDatabase } = await import('../store/postgres/open-postgres.js');
-  const store = await openPostgresStore(url, { max: 1, startWaitSeconds: 0, log: () => {} });
+  const { openPostgresStore, describeDatabase, COMMAND_SILENCE_SECONDS } = await import('../store/postgres/open-postgres.js');
+  const store = await openPostgresStore(url, { max: 1, startWaitSeconds: 0, log: () => {}, silenceSeconds: COMMAND_SILENCE_SECONDS });
   const byName = (records: readonly AccountRecord[]) => new Map(records.map((r) => [r.name, serializeAccount(r)]));
   return {
     where: describeDatabase(url),

@@ -193,10 +193,16 @@ function putBack(dir: string, aside: string): void {
 
 /** Opens the database (migrating an empty one), runs `work`, closes it. */
 async function withDatabase<T>(place: Extract<Place, { kind: 'postgres' }>, work: (sql: Sql, store: PostgresStore) => Promise<T>): Promise<T> {
-  const { openPostgresStore } = await import('../store/postgres/open-postgres.js');
-  const store = await openPostgresStore(place.url, { max: 2, startWaitSeconds: 0, log: () => {} });
+  const { openPostgresStore, COMMAND_SILENCE_SECONDS } = await import('../store/postgres/open-postgres.js');
+  const { describeFailure, isUnavailable } = await import('../store/postgres/driver.js');
+  const store = await openPostgresStore(place.url, { max: 2, startWaitSeconds: 0, log: () => {}, silenceSeconds: COMMAND_SILENCE_SECONDS });
   try {
     return await work(store.sql, store);
+  } catch (error) {
+    if (error instanceof CommandError) throw error;
+    // A connection lost or gone silent: the copy's one transaction there never committed.
+    if (isUnavailable(error)) throw new CommandError(`lost ${place.label} during the copy (${(error as { code: string }).code}): nothing was changed; check that PostgreSQL runs there and the network to it, then copy again`);
+    throw new CommandError(`${place.label} failed during the copy: ${describeFailure(error)}`);
   } finally {
     await store.close();
   }

@@ -31,10 +31,10 @@ async function run(argv: readonly string[], io: CommandIo): Promise<number> {
   const spec = values.store ?? io.env[envName('store')] ?? 'postgres';
   if (!isPostgresStore(spec)) throw new UsageError(`--store must be postgres or a postgres:// URL, not "${redactSecrets(spec)}": only a database has a schema to migrate`);
   const url = spec === 'postgres' ? undefined : spec;
-  const { connect, describeFailure, isUnavailable } = await import('../store/postgres/driver.js');
+  const { connect, describeFailure, isUnavailable, COMMAND_SILENCE_SECONDS } = await import('../store/postgres/driver.js');
   const { migrate, schemaVersion, SCHEMA_VERSION } = await import('../store/postgres/schema.js');
   const { describeDatabase, unreachable } = await import('../store/postgres/open-postgres.js');
-  const sql = await connect(url, { max: 1 });
+  const sql = await connect(url, { max: 1, silenceSeconds: COMMAND_SILENCE_SECONDS });
   try {
     const applied = await migrate(sql, (line) => io.stdout.write(line.replace(/^users-server: /, '') + '\n'));
     const version = await schemaVersion(sql);

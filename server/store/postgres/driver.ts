@@ -21,6 +21,13 @@ export interface ConnectOptions {
   idleSeconds?: number;
   /** Queries after which the pool is replaced by a fresh one (RECYCLE_AFTER; tests set fewer). */
   recycleAfter?: number;
+  /**
+   * Commands only: a connection that waits this long for the database's
+   * answer with nothing coming (a network gone silent) is closed, and what
+   * it waited for fails. Not for the server, whose writes wait for their
+   * outcome (docs/scaling.md) and whose reads have their own deadline.
+   */
+  silenceSeconds?: number;
 }
 
 /**
@@ -109,7 +116,7 @@ export async function connect(url: string | undefined, options: ConnectOptions =
     backoff: reconnectDelay,
     onnotice: () => {},
     onclose: reserves.connectionClosed,
-    socket: openSocket(),
+    socket: openSocket(options.silenceSeconds),
     // Named statements live in one session: behind transaction pooling, the next transaction may run
     // in another, so every statement is parsed where it runs (unnamed statements).
     prepare: !transactionPooling,
@@ -120,6 +127,9 @@ export async function connect(url: string | undefined, options: ConnectOptions =
   const prologue = transactionPooling ? transactionSettings(timeout) : undefined;
   return recycling(open, options.recycleAfter ?? RECYCLE_AFTER, reserves, prologue);
 }
+
+/** A command's `silenceSeconds`: its statements end within the database's statement timeout, and their answers a second later. */
+export const COMMAND_SILENCE_SECONDS = DEFAULT_DB_TIMEOUT_SECONDS + 1;
 
 const APPLICATION_NAME = 'users-server';
 
@@ -373,9 +383,9 @@ interface SocketTarget {
  * its writes wait for the connection, its errors reach the driver as its own
  * sockets' do. Several hosts are tried in turn, as the driver does.
  */
-function openSocket(): (target: SocketTarget) => Socket {
+function openSocket(silenceSeconds: number | undefined): (target: SocketTarget) => Socket {
   let next = 0;
-  return (target) => {
+  const open = (target: SocketTarget): Socket => {
     if (typeof target.path === 'string' && target.path !== '') return netConnect({ path: target.path });
     const i = next++ % target.host.length;
     const host = target.host[i]!;
@@ -383,6 +393,46 @@ function openSocket(): (target: SocketTarget) => Socket {
     // host and port as the driver's own sockets carry them (TLS server name, messages).
     return Object.assign(netConnect({ host, port, noDelay: true }), { host, port });
   };
+  return silenceSeconds === undefined ? open : (target) => watchSilence(open(target), silenceSeconds * 1000);
+}
+
+/** The last message of every answer of the database: ReadyForQuery, 'Z', length 5, then the transaction status. */
+const READY_FOR_QUERY = Buffer.from([0x5a, 0, 0, 0, 5]);
+
+/** The request codes of SSLRequest and GSSENCRequest: what follows on the socket is encrypted. */
+const ENCRYPTION_REQUESTS = new Set([80877103, 80877104]);
+
+/**
+ * Closes `socket` when the database leaves a request unanswered for `ms`:
+ * the clock runs from what the driver writes until the answer's end
+ * (ReadyForQuery), and starts again at each piece of the answer, so a long
+ * answer that keeps coming is never cut; an idle connection has no clock.
+ * A connection that asks for TLS is not watched: its answers cannot be
+ * read here.
+ */
+function watchSilence(socket: Socket, ms: number): Socket {
+  let timer: NodeJS.Timeout | undefined;
+  let tail = Buffer.alloc(0);
+  let watched = true;
+  const arm = () => {
+    clearTimeout(timer);
+    if (watched) timer = setTimeout(() => socket.destroy(Object.assign(new Error(`no answer from the database in ${ms / 1000} s`), { code: DEADLINE_MISSED })), ms);
+  };
+  const write = socket.write;
+  socket.write = function (this: Socket, ...args: Parameters<Socket['write']>) {
+    const chunk = args[0];
+    if (Buffer.isBuffer(chunk) && chunk.length === 8 && ENCRYPTION_REQUESTS.has(chunk.readInt32BE(4))) watched = false;
+    arm();
+    return write.apply(this, args);
+  } as Socket['write'];
+  socket.on('data', (chunk: Buffer) => {
+    // The end of an answer can come split over two reads: the last six bytes seen are kept.
+    tail = Buffer.concat([tail, chunk.subarray(-6)]).subarray(-6);
+    if (tail.length === 6 && tail.subarray(0, 5).equals(READY_FOR_QUERY)) clearTimeout(timer);
+    else arm();
+  });
+  socket.on('close', () => clearTimeout(timer));
+  return socket;
 }
 
 /** `url` with its password replaced by `***`: what logs, messages and --help may show. */

@@ -15,6 +15,9 @@ export interface PostgresOptions extends ConnectOptions {
 
 export const DEFAULT_START_WAIT_SECONDS = 30;
 
+/** What the commands (accounts, copy, migrate) give as `silenceSeconds`. */
+export { COMMAND_SILENCE_SECONDS } from './driver.js';
+
 /** How a connection string reads in messages: redacted, or the PG* variables. */
 export function describeDatabase(url: string | undefined): string {
   return url === undefined ? 'the database of the PG* environment variables' : redactUrl(url);
