@@ -346,6 +346,17 @@ pg('users-server copy from a database whose connection goes silent part way (a n
   assert.ok(!existsSync(target), 'no directory written');
 });
 
+pg('node bin/users-server.js on a database whose connection goes silent at its first question: the attempt ends after the statement timeout and a second, the next goes through a fresh connection, and the server serves', async (t) => {
+  const url = await testDatabase(t);
+  const relay = await cuttingRelay(t, url);
+  const silenced = relay.silenceOnce("to_regclass('schema_migrations')");
+  const server = spawnUsersServer(t, ['--port', '0', '--store', relay.url, '--db-timeout', '1', '--log-format', 'off']);
+  await silenced;
+  await server.waitForLine(/^users-server: waiting for postgres:\/\/\S+ \(DEADLINE_MISSED\), attempt 1$/, 'stderr');
+  const listening = await server.waitForLine(/^listening on (http:\/\/\S+)$/);
+  assert.equal((await put(listening[1]!, '/users/ann', { name: 'Ann' })).status, 201);
+});
+
 test('node bin/users-server.js: SIGINT or SIGTERM while the start waits for the database stops it at once, exit 0, with one line (not after --db-start-wait)', async (t) => {
   for (const signal of ['SIGINT', 'SIGTERM'] as const) {
     // A wait of an hour: only the signal can end it within the test's time.

@@ -1,5 +1,5 @@
 import { CommandError } from '../../errors.js';
-import { connect, DEFAULT_DB_POOL, describeFailure, needsPoolMode, DEFAULT_DB_TIMEOUT_SECONDS, isUnavailable, redactUrl, type ConnectOptions, type Sql } from './driver.js';
+import { connect, DEFAULT_DB_POOL, describeFailure, needsPoolMode, DEFAULT_DB_TIMEOUT_SECONDS, isUnavailable, redactUrl, replacePool, withDeadline, type ConnectOptions, type Sql } from './driver.js';
 import { PostgresStore } from './postgres-store.js';
 import { checkNotNewer, migrate, schemaVersion, SCHEMA_VERSION } from './schema.js';
 
@@ -46,14 +46,16 @@ export async function openPostgresStore(url: string | undefined, options: Postgr
 async function waitForDatabase(sql: Sql, url: string | undefined, options: PostgresOptions): Promise<number> {
   const deadline = Date.now() + (options.startWaitSeconds ?? DEFAULT_START_WAIT_SECONDS) * 1000;
   const stopped = () => options.signal?.aborted === true;
+  // An attempt that meets a silent connection (the network drops everything) ends like a refused one, on a fresh pool.
+  const answerMs = ((options.timeoutSeconds ?? DEFAULT_DB_TIMEOUT_SECONDS) + 1) * 1000;
   for (let attempt = 1; ; attempt++) {
     try {
-      return await schemaVersion(sql);
+      return await untilAborted(withDeadline(schemaVersion(sql), answerMs, () => replacePool(sql)), options.signal);
     } catch (error) {
+      if (stopped()) throw new CommandError(`stopped while waiting for ${describeDatabase(url)}`);
       const code = (error as { code?: string }).code ?? 'error';
       if (!isUnavailable(error) || needsPoolMode(error)) throw new CommandError(`cannot use ${describeDatabase(url)}: ${describeFailure(error)}`);
       if (Date.now() >= deadline) throw unreachable(url, code, options.startWaitSeconds ?? DEFAULT_START_WAIT_SECONDS);
-      if (stopped()) throw new CommandError(`stopped while waiting for ${describeDatabase(url)}`);
       options.log(`users-server: waiting for ${describeDatabase(url)} (${code}), attempt ${attempt}`);
       await pause(Math.min(1000 * attempt, 5000), options.signal);
       if (stopped()) throw new CommandError(`stopped while waiting for ${describeDatabase(url)}`);
@@ -65,6 +67,18 @@ async function waitForDatabase(sql: Sql, url: string | undefined, options: Postg
 export function unreachable(url: string | undefined, code: string, seconds: number): CommandError {
   const waited = seconds > 0 ? ` in ${seconds} s of waiting (--db-start-wait)` : '';
   return new CommandError(`cannot reach ${describeDatabase(url)} (${code})${waited}: check that PostgreSQL runs there and that the URL (or PGHOST and PGPORT) names it`);
+}
+
+/** `running`, or a rejection as soon as `signal` is aborted (a stop asked for during the start). */
+function untilAborted<T>(running: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (signal === undefined) return running;
+  let listener: (() => void) | undefined;
+  const aborted = new Promise<never>((_, reject) => {
+    listener = () => reject(new Error('stopped'));
+    if (signal.aborted) listener();
+    else signal.addEventListener('abort', listener, { once: true });
+  });
+  return Promise.race([running, aborted]).finally(() => signal.removeEventListener('abort', listener!));
 }
 
 /** Waits `ms`, or less once `signal` is aborted. */
