@@ -381,6 +381,16 @@ export class HttpClient {
     stopped();
   }
 
+  /**
+   * A hint for a connection closed before a single byte came back over
+   * http://: an HTTPS server closes a connection that does not open with
+   * TLS, which is how such a --url fails.
+   */
+  private perhapsHttps(error: unknown): string {
+    const read = (error as { socket?: { bytesRead?: unknown } }).socket?.bytesRead;
+    return this.origin.startsWith('http:') && read === 0 ? '; nothing came back: if the server speaks HTTPS there, use https:// in --url' : '';
+  }
+
   private networkError(error: unknown): NetworkError {
     if (error instanceof NetworkError) return error;
     // Something answered, but not in HTTP/1.1 (an SSH or mail server, a raw socket): not a network failure to retry.
@@ -405,7 +415,7 @@ export class HttpClient {
       case 'ECONNRESET':
       case 'EPIPE':
       case 'UND_ERR_SOCKET':
-        return new NetworkError(`the connection to ${host} was closed before the answer was complete`, code);
+        return new NetworkError(`the connection to ${host} was closed before the answer was complete${this.perhapsHttps(error)}`, code);
       case 'DEPTH_ZERO_SELF_SIGNED_CERT':
       case 'SELF_SIGNED_CERT_IN_CHAIN':
       case 'UNABLE_TO_VERIFY_LEAF_SIGNATURE':

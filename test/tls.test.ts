@@ -11,7 +11,9 @@ import { test, type TestContext } from 'node:test';
 import { connect as connectTls } from 'node:tls';
 import { PIPELINE_LIMIT } from '../server/http/pipelining.js';
 import { ADMIN_PASSWORD, runUsersServer, startTestServer, tempDir } from './helpers.js';
-import { runTool, spawnServer } from './processes.js';
+import { runTool, spawnServer, spawnUsersctl } from './processes.js';
+import { usersctl } from './cli-helpers.js';
+import { EXIT } from '../cli/exit-codes.js';
 
 const HAVE = ['openssl', 'curl'].find((tool) => spawnSync(tool, ['--version']).error !== undefined && spawnSync(tool, ['version']).error !== undefined);
 
@@ -89,4 +91,20 @@ test(`over HTTPS too, a connection pipelining past ${PIPELINE_LIMIT} requests is
   socket.write('GET /users/1 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n'.repeat(PIPELINE_LIMIT * 40));
   await new Promise((resolve) => socket.once('close', resolve));
   assert.equal(parsed, PIPELINE_LIMIT + 1, 'requests parsed');
+});
+
+test('usersctl with an http:// --url at users-server\'s HTTPS port: the connection closes with nothing read, and the sentence says to use https://, exit 7; with https:// and the certificate trusted, it reads the user', async (t) => {
+  if (HAVE !== undefined) return t.skip(`${HAVE} not found`);
+  const { cert, key } = await certificate(t, tempDir(t), 'localhost');
+  const server = await startTestServer(t, { tlsCert: cert, tlsKey: key, cookieSecure: true });
+  const port = new URL(server.url).port;
+  const home = tempDir(t, 'usersctl-home-');
+  const env = { HOME: home, XDG_STATE_HOME: home };
+  const plain = await usersctl(['--retries', '0', '--url', `http://127.0.0.1:${port}`, 'get', '1'], { env });
+  assert.equal(plain.code, EXIT.network);
+  assert.equal(plain.stderr, `usersctl: the connection to 127.0.0.1:${port} was closed before the answer was complete; nothing came back: if the server speaks HTTPS there, use https:// in --url\n`);
+  // node reads NODE_EXTRA_CA_CERTS as it starts: node bin/usersctl.js, in a process of its own.
+  const secure = spawnUsersctl(t, ['--url', `https://localhost:${port}`, 'get', '1'], { env: { PATH: process.env.PATH, ...env, NODE_EXTRA_CA_CERTS: cert } });
+  assert.equal((await secure.exited).code, EXIT.notFound, secure.stderr());
+  assert.equal(secure.stderr(), 'usersctl: 1: No such user.\n');
 });
