@@ -106,6 +106,8 @@ export class HttpClient {
   private readonly prefix: string;
   /** undici's Agent, loaded and made at the first request: a command that sends none never loads undici. */
   private agent: Promise<Agent> | undefined;
+  /** True once the server answered anything in HTTP in this run: it is no HTTPS port. */
+  private answered = false;
   private jarLoad: Promise<CookieJar> | undefined;
   private jarChanged = false;
   /** Lines of the jar file that were not cookies: kept aside before the file is rewritten without them. */
@@ -264,6 +266,7 @@ export class HttpClient {
         bodyTimeout: handlers.idleMs,
         ...(handlers.signal !== undefined && { signal: handlers.signal }),
       });
+      this.answered = true;
       const response = { status: res.statusCode, statusText: res.statusText ?? '', headers: res.headers, text: '' };
       if (res.statusCode !== 200) return { ...response, text: await answerText(res, this.origin) };
       handlers.onHeaders(res.headers);
@@ -313,6 +316,7 @@ export class HttpClient {
         headersTimeout: timeout,
         bodyTimeout: timeout,
       });
+      this.answered = true;
       text = await answerText(res, this.origin);
     } catch (error) {
       if (error instanceof CliError) throw error;
@@ -383,12 +387,13 @@ export class HttpClient {
 
   /**
    * A hint for a connection closed before a single byte came back over
-   * http://: an HTTPS server closes a connection that does not open with
-   * TLS, which is how such a --url fails.
+   * http:// from a server that has answered nothing in this run: an HTTPS
+   * server closes a connection that does not open with TLS, which is how
+   * such a --url fails.
    */
   private perhapsHttps(error: unknown): string {
     const read = (error as { socket?: { bytesRead?: unknown } }).socket?.bytesRead;
-    return this.origin.startsWith('http:') && read === 0 ? '; nothing came back: if the server speaks HTTPS there, use https:// in --url' : '';
+    return this.origin.startsWith('http:') && read === 0 && !this.answered ? '; nothing came back: if the server speaks HTTPS there, use https:// in --url' : '';
   }
 
   private networkError(error: unknown): NetworkError {

@@ -335,6 +335,14 @@ test('list and export that fail after printing part of the users (a database out
   assert.deepEqual([table.code, table.stdout, lines(table.stderr)], [EXIT.server, '', ['usersctl: The database did not answer (ECONNREFUSED); retry shortly.']]);
 });
 
+test('a connection closed with nothing read says "use https://" only while the server has answered nothing in the run: after an answer it is plainly HTTP', async (t) => {
+  const stub = await startStub(t, (req, res, n) => (n === 0 ? sendJsonText(res, 200, USER) : req.socket.destroy()));
+  const result = await runAt(t, stub.url)(['--retries', '0', 'get', '1', '2']);
+  assert.equal(result.code, EXIT.network);
+  assert.equal(result.stdout, USER + '\n');
+  assert.match(result.stderr, /^usersctl: the connection to 127\.0\.0\.1:\d+ was closed before the answer was complete\n$/);
+});
+
 test('list and export stop at a "next" link back to a page already read, which would be followed without end: one sentence, exit 1', async (t) => {
   const page = JSON.stringify({ items: [{ name: 'A', id: 1 }], next: '/users?after=0&limit=1' });
   const stub = await startStub(t, (_req, res) => sendJsonText(res, 200, page));

@@ -159,7 +159,7 @@ test('import stops with exit 7 when the server cannot be reached', async (t) => 
   const input = Array.from({ length: 50 }, (_, n) => JSON.stringify({ name: `U${n}` })).join('\n');
   const result = await usersctl(['--url', stub.url, '--retries', '0', 'import', '--concurrency', '2'], { stdin: input, env: { HOME: home, XDG_STATE_HOME: home } });
   assert.equal(result.code, EXIT.network);
-  assert.match(result.stderr, /^usersctl: the connection to .* was closed before the answer was complete; import stopped after line \d+\n$/);
+  assert.match(result.stderr, /^usersctl: the connection to .* was closed before the answer was complete; nothing came back: if the server speaks HTTPS there, use https:\/\/ in --url; import stopped after line \d+\n$/);
   const out = results(result.stdout);
   assert.ok(out.length >= 1 && out.length < 50);
   assert.ok(out.every((r) => !r.ok && r.status === 0));
