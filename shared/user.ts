@@ -177,29 +177,48 @@ function decodeSegment(segment: string): string | Ref {
   return decoded;
 }
 
+/** `idOfDigits`: `text` from `start` is not a string of 1 or more ASCII digits. */
+export const NOT_DIGITS = -1;
+/** `idOfDigits`: digits, but not an id (a leading zero, or past the safe integers). */
+export const NO_SUCH_ID = 0;
+
+/**
+ * The id that `text` spells from `start` to its end: ids are canonical
+ * decimal safe integers. `NOT_DIGITS` or `NO_SUCH_ID` when it spells none.
+ */
+export function idOfDigits(text: string, start: number): number {
+  const length = text.length;
+  if (length <= start) return NOT_DIGITS;
+  // The value is computed on the way: exact up to 2^53, and past it no
+  // longer a safe integer whatever the rounding.
+  let id = 0;
+  for (let i = start; i < length; i++) {
+    const digit = text.charCodeAt(i) - 0x30;
+    if (digit < 0 || digit > 9) return NOT_DIGITS;
+    id = id * 10 + digit;
+  }
+  if (text.charCodeAt(start) === 0x30 || length - start > MAX_SAFE_DIGITS || !Number.isSafeInteger(id)) return NO_SUCH_ID;
+  return id;
+}
+
 /**
  * Parses one path segment after `/users/`. Percent-encoded unreserved
  * characters equal their plain form (RFC 3986 section 6.2.2.2); any other
  * percent-encoding or character makes the reference malformed.
  */
 export function parseRef(segment: string): Ref {
+  // Most references are plain ids, with nothing to decode.
+  const plain = idOfDigits(segment, 0);
+  if (plain !== NOT_DIGITS) return plain === NO_SUCH_ID ? { kind: 'no-such-id' } : { kind: 'id', id: plain };
   const decoded = decodeSegment(segment);
   if (typeof decoded !== 'string') return decoded;
   if (decoded.length === 0) return { kind: 'invalid', reason: 'the reference is empty' };
-  let allDigits = true;
-  // The digits' value, computed on the way: exact up to 2^53, and past it
-  // no longer a safe integer whatever the rounding.
-  let id = 0;
   for (let i = 0; i < decoded.length; i++) {
-    const code = decoded.charCodeAt(i);
-    if (!isUnreserved(code)) return { kind: 'invalid', reason: 'only unreserved characters are allowed in a reference' };
-    if (code < 0x30 || code > 0x39) allDigits = false;
-    else id = id * 10 + (code - 0x30);
+    if (!isUnreserved(decoded.charCodeAt(i))) return { kind: 'invalid', reason: 'only unreserved characters are allowed in a reference' };
   }
-  if (allDigits) {
-    if (decoded.charCodeAt(0) === 0x30 || decoded.length > MAX_SAFE_DIGITS) return { kind: 'no-such-id' };
-    return Number.isSafeInteger(id) ? { kind: 'id', id } : { kind: 'no-such-id' };
-  }
+  // Digits percent-encoded (`%31` is `1`) are the same id.
+  const id = idOfDigits(decoded, 0);
+  if (id !== NOT_DIGITS) return id === NO_SUCH_ID ? { kind: 'no-such-id' } : { kind: 'id', id };
   if (decoded.length > ALIAS_MAX_LENGTH) return { kind: 'invalid', reason: `an alias has at most ${ALIAS_MAX_LENGTH} characters` };
   if (decoded === '.' || decoded === '..') return { kind: 'invalid', reason: 'dot-segments are not references' };
   if (decoded === RESERVED_ALIAS) return { kind: 'invalid', reason: `"${RESERVED_ALIAS}" is reserved` };

@@ -8,6 +8,7 @@
  */
 import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
+import { idOfDigits, NO_SUCH_ID, NOT_DIGITS, parseRef } from '../shared/user.js';
 import { send, startTestServer, type TestServer, assertProblem, listText } from './helpers.js';
 
 const JSON_HEADERS = { 'content-type': 'application/json' };
@@ -306,4 +307,26 @@ test('refs: deleting the user bound to __proto__ releases that alias like any ot
   assert.equal(again.status, 201);
   assert.equal(again.headers.location, '/users/2');
   assert.equal(({} as Record<string, unknown>).name, undefined);
+});
+
+test('refs: parseRef reads a plain id, its percent-encoded digits and an alias the same way idOfDigits reads a target\'s digits', () => {
+  const cases: [string, ReturnType<typeof parseRef>][] = [
+    ['1', { kind: 'id', id: 1 }],
+    ['42', { kind: 'id', id: 42 }],
+    ['9007199254740991', { kind: 'id', id: 9007199254740991 }],
+    ['9007199254740992', { kind: 'no-such-id' }],
+    ['123456789012345678901', { kind: 'no-such-id' }],
+    ['0', { kind: 'no-such-id' }],
+    ['01', { kind: 'no-such-id' }],
+    ['%31', { kind: 'id', id: 1 }],
+    ['%30%31', { kind: 'no-such-id' }],
+    ['12a', { kind: 'alias', alias: '12a' }],
+    ['', { kind: 'invalid', reason: 'the reference is empty' }],
+  ];
+  for (const [segment, ref] of cases) {
+    assert.deepEqual(parseRef(segment), ref, segment);
+    const digits = idOfDigits(`/users/${segment}`, '/users/'.length);
+    const expected = ref.kind === 'id' && !segment.includes('%') ? ref.id : ref.kind === 'no-such-id' && !segment.includes('%') ? NO_SUCH_ID : NOT_DIGITS;
+    assert.equal(digits, expected, `idOfDigits of /users/${segment}`);
+  }
 });

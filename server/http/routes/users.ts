@@ -23,7 +23,7 @@ import {
 import { isFormEncoding, isJsonType } from '../media-type.js';
 import { empty, json, NEEDS_SESSION, NEEDS_SESSION_TO_READ, parameter, schema, SESSION_OPTIONAL } from '../openapi.js';
 import { header, jsonText, parseJson, parseJsonText, preferredReturn, readBody, readBodyThen } from '../request.js';
-import { notFound, sendEmpty, sendEmptyFields, sendJson, sendJsonFields } from '../response.js';
+import { notFound, sendEmpty, sendEmptyFields, sendJson, sendJsonFields, sendJsonWith } from '../response.js';
 import type { Context, Route, RouteDeps } from '../route.js';
 
 const DEFAULT_PAGE = 100;
@@ -53,9 +53,9 @@ export function userRoutes(deps: RouteDeps): Route[] {
   return [
     { method: 'GET', path: USERS_PATH, handler: (ctx) => routes.list(ctx), doc: LIST_DOC },
     { method: 'POST', path: NEW_USER_PATH, handler: (ctx) => routes.create(ctx), doc: CREATE_DOC },
-    { method: 'GET', path: `${USERS_PATH}/:ref`, handler: (ctx) => routes.get(ctx), doc: GET_DOC },
-    { method: 'PUT', path: `${USERS_PATH}/:ref`, handler: (ctx) => routes.put(ctx), doc: PUT_DOC },
-    { method: 'DELETE', path: `${USERS_PATH}/:ref`, handler: (ctx) => routes.delete(ctx), doc: DELETE_DOC },
+    { method: 'GET', path: `${USERS_PATH}/:ref`, handler: (ctx) => routes.get(ctx, refOf(ctx)), byId: (ctx, id) => routes.get(ctx, { kind: 'id', id }), doc: GET_DOC },
+    { method: 'PUT', path: `${USERS_PATH}/:ref`, handler: (ctx) => routes.put(ctx, refOf(ctx)), byId: (ctx, id) => routes.put(ctx, { kind: 'id', id }), doc: PUT_DOC },
+    { method: 'DELETE', path: `${USERS_PATH}/:ref`, handler: (ctx) => routes.delete(ctx, refOf(ctx)), byId: (ctx, id) => routes.delete(ctx, { kind: 'id', id }), doc: DELETE_DOC },
     { method: 'POST', path: RESERVATIONS_PATH, handler: (ctx) => routes.reserve(ctx), doc: RESERVE_DOC },
   ];
 }
@@ -80,8 +80,7 @@ class UserRoutes {
    * durable the store answers at once and so does this: no promise is made.
    * An old id answers 301 before anything else, the session check after it.
    */
-  get(ctx: Context): void | Promise<void> {
-    const ref = refOf(ctx);
+  get(ctx: Context, ref: UserRef): void | Promise<void> {
     const found = this.store.findUser(ref);
     if (found instanceof Promise) return found.then((f) => this.answerLookup(ctx, ref, f));
     return this.answerLookup(ctx, ref, found);
@@ -94,8 +93,8 @@ class UserRoutes {
     sendUser(ctx, ref, found);
   }
 
-  put(ctx: Context): void | Promise<void> {
-    const ref = this.writeTarget(ctx);
+  put(ctx: Context, target: UserRef): void | Promise<void> {
+    const ref = this.writeTarget(ctx, target);
     return ref instanceof Promise ? ref.then((r) => this.putTo(ctx, r)) : this.putTo(ctx, ref);
   }
 
@@ -128,8 +127,8 @@ class UserRoutes {
     readBodyThen(ctx.req, this.config.maxBody, jsonText, store, failed);
   }
 
-  async delete(ctx: Context): Promise<void> {
-    const ref = await this.writeTarget(ctx);
+  async delete(ctx: Context, target: UserRef): Promise<void> {
+    const ref = await this.writeTarget(ctx, target);
     if (ref === undefined) return;
     const outcome = await this.store.deleteUser({ ref, preconditions: preconditionsOf(ctx), policy: this.policy });
     if (outcome.kind === 'deleted') return sendDeleted(ctx, outcome.user);
@@ -141,8 +140,7 @@ class UserRoutes {
    * The reference of a PUT or DELETE, once its session may write; undefined
    * when an old id was answered with 301 (before anything else).
    */
-  private writeTarget(ctx: Context): MaybePromise<UserRef | undefined> {
-    const ref = refOf(ctx);
+  private writeTarget(ctx: Context, ref: UserRef): MaybePromise<UserRef | undefined> {
     const moved = this.answeredMove(ctx, ref);
     if (moved instanceof Promise) return moved.then((m) => (m ? undefined : this.mayWrite(ctx, ref)));
     return moved ? undefined : this.mayWrite(ctx, ref);
@@ -270,8 +268,8 @@ function sendUser(ctx: Context, ref: UserRef, user: StoredUser | undefined): voi
   if (ifNoneMatch !== undefined && etagMatches(ifNoneMatch, etag, true)) {
     return sendEmpty(ctx.res, 304, ref.kind === 'alias' ? { ETag: etag, 'Content-Location': userPath(user.id) } : { ETag: etag });
   }
-  // A list, not an object: the hot path's headers go to node without a for-in.
-  sendJsonFields(ctx.res, 200, user.json, ref.kind === 'alias' ? ['ETag', etag, 'Content-Location', userPath(user.id)] : ['ETag', etag]);
+  if (ref.kind === 'alias') return sendJsonFields(ctx.res, 200, user.json, ['ETag', etag, 'Content-Location', userPath(user.id)]);
+  sendJsonWith(ctx.res, 200, user.json, 'ETag', etag);
 }
 
 function preconditionsOf(ctx: Context): Preconditions {
