@@ -44,9 +44,12 @@ export const INVALID_TOKEN_CHALLENGE = 'Bearer realm="users", error="invalid_tok
 export class AccessControl {
   /** The challenges of a 401 for missing credentials: the cookie, then Bearer. */
   readonly challenge: string;
+  /** `--require-session`, read once: the config is a large object, slower to read on every request. */
+  private readonly mode: Config['requireSession'];
 
   constructor(private readonly deps: { store: Store; config: Config; sessions: SessionCookies }) {
     this.challenge = `${deps.sessions.challenge}, Bearer realm="users"`;
+    this.mode = deps.config.requireSession;
   }
 
   /**
@@ -66,7 +69,7 @@ export class AccessControl {
    */
   authorize(asker: Asker, access: Access): MaybePromise<void> {
     const { req, res } = asker;
-    const mode = this.deps.config.requireSession;
+    const mode = this.mode;
     const needed = !(mode === 'none' || (access === 'read' && mode === 'writes'));
     if (!needed && req.headers.authorization === undefined) return undefined;
     // The clock is read only past this point: an open read never asks for the time.
