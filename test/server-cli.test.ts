@@ -281,7 +281,8 @@ function slowPut(url: string, path: string, body: string, between: () => void): 
     const req = httpRequest(url + path, {
       method: 'PUT',
       agent: false,
-      headers: { 'content-type': 'application/json', 'content-length': String(bytes.length), expect: '100-continue' },
+      // Asks to keep the connection: the server's answer while it stops must not.
+      headers: { 'content-type': 'application/json', 'content-length': String(bytes.length), expect: '100-continue', connection: 'keep-alive' },
     }, (res) => readReply(res, resolve, reject));
     req.on('error', reject);
     req.on('continue', () => {
@@ -299,6 +300,8 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     const reply = await slowPut(url, '/users/alice', JSON.stringify({ name: 'Alice', note: 'sent in two parts' }), () => child.process.kill(signal));
     assert.equal(reply.status, 201, `status ${reply.status}: ${reply.text}`);
     assert.equal(reply.headers.location, '/users/1');
+    // Answered while the server stops: the connection is not kept for another request.
+    assert.equal(reply.headers.connection, 'close');
     assert.deepEqual(reply.json(), { name: 'Alice', note: 'sent in two parts', id: 1 });
     const result = await waitExit(child);
     assert.equal(result.signal, null, `killed by ${result.signal}`);

@@ -21,8 +21,8 @@ export class ObservedResponse extends ServerResponse {
   routeSlot = -1;
   /** The X-Request-Id of this exchange. */
   requestId = '';
-  /** Its place in the server's list of responses under way (InFlight); -1 when not in it. */
-  inFlightIndex = -1;
+  /** Its server, asked when the head is written whether it is stopping; undefined outside one. */
+  server: Stopping | undefined = undefined;
   /** The Content-Length given to writeHead in a header list (getHeader does not see those); -1 for none. */
   listedLength = -1;
   /** True once a header list carried X-Request-Id itself (`headerList`): writeHead adds nothing. */
@@ -33,6 +33,8 @@ export class ObservedResponse extends ServerResponse {
    * cost about 1% of a GET's CPU.
    */
   onClose: ((res: ObservedResponse) => void) | undefined = undefined;
+  /** True once 'finish' was emitted: the whole answer was handed to the connection (what `writableFinished` says, without its getter). */
+  sent = false;
   /** Its connection's count of requests not yet answered (pipelining.ts). */
   pipeline: Pipeline | undefined = undefined;
   /**
@@ -67,11 +69,11 @@ export class ObservedResponse extends ServerResponse {
    * events of every response. The arguments are passed on as given.
    */
   override emit(event: string | symbol, a?: unknown, b?: unknown): boolean {
-    if (event === 'close' && this.onClose !== undefined) {
+    if (event === 'close') {
       const onClose = this.onClose;
       this.onClose = undefined;
-      onClose(this);
-    }
+      if (onClose !== undefined) onClose(this);
+    } else if (event === 'finish') this.sent = true;
     switch (arguments.length) {
       case 1:
         return super.emit(event);
@@ -89,12 +91,20 @@ export class ObservedResponse extends ServerResponse {
    * caller (sendJson): writeHead then copies nothing.
    */
   headerList(fields: string[], contentLength: number): string[] {
-    if (this.requestId !== '') {
-      fields.push(REQUEST_ID_HEADER, this.requestId);
-      this.idListed = true;
-    }
-    this.listedLength = contentLength;
+    const id = this.listedHead(contentLength);
+    if (id !== '') fields.push(REQUEST_ID_HEADER, id);
     return fields;
+  }
+
+  /**
+   * For a caller that builds the whole header list for writeHead itself
+   * (`sendJsonWith`): the X-Request-Id to put in it ('' for none), and the
+   * Content-Length it declares. writeHead then adds nothing.
+   */
+  listedHead(contentLength: number): string {
+    this.listedLength = contentLength;
+    this.idListed = this.requestId !== '';
+    return this.requestId;
   }
 
   /**
@@ -108,6 +118,9 @@ export class ObservedResponse extends ServerResponse {
       headers = reason;
       reason = undefined;
     }
+    // While its server stops, an answer does not keep its connection (node
+    // merges a header list given here with the headers set before).
+    if (this.server !== undefined && this.server.stopping) this.setHeader('Connection', 'close');
     if (this.requestId !== '' && !this.idListed) {
       if (Array.isArray(headers)) {
         for (let i = 0; i < headers.length; i += 2) if (headers[i] === 'Content-Length') this.listedLength = Number(headers[i + 1]);
@@ -120,41 +133,9 @@ export class ObservedResponse extends ServerResponse {
   }
 }
 
-/**
- * The responses under way, so a stop can mark them `Connection: close`.
- * An array whose members know their own index: adding and removing are a
- * push and a swap. A `Set` did the same job, but under load its delete-and-
- * add churn made every young-generation collection promote about 2.5 MB
- * whenever responses waited for a sync, and cost the durable PUT about 7% of
- * its CPU in the garbage collector (docs/performance.md).
- */
-export class InFlight {
-  private readonly items: ObservedResponse[] = [];
-
-  get size(): number {
-    return this.items.length;
-  }
-
-  add(res: ObservedResponse): void {
-    res.inFlightIndex = this.items.length;
-    this.items.push(res);
-  }
-
-  delete(res: ObservedResponse): void {
-    const index = res.inFlightIndex;
-    if (index < 0) return;
-    const last = this.items.pop()!;
-    if (last !== res) {
-      this.items[index] = last;
-      last.inFlightIndex = index;
-    }
-    res.inFlightIndex = -1;
-  }
-
-  /** A copy: what is done to each may end it and change the list. */
-  all(): ObservedResponse[] {
-    return [...this.items];
-  }
+/** What a response asks of its server: whether it is stopping. */
+export interface Stopping {
+  readonly stopping: boolean;
 }
 
 export const REQUEST_ID_HEADER = 'X-Request-Id';
@@ -210,7 +191,7 @@ export class Observer {
   end(res: ObservedResponse): void {
     const ms = performance.now() - res.startedAt;
     const method = res.req.method ?? '-';
-    const done = res.writableFinished;
+    const done = res.sent;
     const status = done ? res.statusCode : CLOSED_EARLY;
     this.metrics.count(res.routeSlot, method, status, ms / 1000);
     if (this.log === undefined) return;

@@ -2,7 +2,7 @@ import type { ServerResponse } from 'node:http';
 import { problems, problemType, PROBLEM_CONTENT_TYPE, type ProblemKind } from '../../shared/problems.js';
 import { HttpError } from '../errors.js';
 import { JSON_TYPE } from './media-type.js';
-import { ObservedResponse } from './observe.js';
+import { ObservedResponse, REQUEST_ID_HEADER } from './observe.js';
 
 /** Writing responses: JSON, empty answers and problem documents (RFC 9457). */
 
@@ -23,6 +23,19 @@ export function sendJsonFields(res: ServerResponse, status: number, json: string
   const length = Buffer.byteLength(json);
   fields.push('Content-Type', JSON_TYPE, 'Content-Length', String(length));
   res.writeHead(status, res instanceof ObservedResponse ? res.headerList(fields, length) : fields);
+  res.end(json);
+}
+
+/**
+ * `sendJson` with one extra header, `name: value` (a GET's ETag): the list
+ * for writeHead made in one piece, where extending a shorter one would
+ * grow it (a copy) on every response.
+ */
+export function sendJsonWith(res: ServerResponse, status: number, json: string, name: string, value: string): void {
+  const length = Buffer.byteLength(json);
+  const size = String(length);
+  const id = res instanceof ObservedResponse ? res.listedHead(length) : '';
+  res.writeHead(status, id === '' ? [name, value, 'Content-Type', JSON_TYPE, 'Content-Length', size] : [name, value, 'Content-Type', JSON_TYPE, 'Content-Length', size, REQUEST_ID_HEADER, id]);
   res.end(json);
 }
 

@@ -4,7 +4,7 @@ import type { Socket } from 'node:net';
 import { problems, type ProblemKind } from '../../shared/problems.js';
 import type { AccessLog } from '../ops/access-log.js';
 import type { App } from './app.js';
-import { InFlight, ObservedResponse, Observer } from './observe.js';
+import { ObservedResponse, Observer, type Stopping } from './observe.js';
 import { Pipeline, PIPELINE_LIMIT, stopParsing } from './pipelining.js';
 import { connectionLimits, defaultTotalConnections } from './connection-limits.js';
 import { declaresTooLarge } from './request.js';
@@ -116,12 +116,15 @@ const PIPELINE = Symbol('users-server.pipeline');
 type PipelinedSocket = Socket & { [PIPELINE]?: Pipeline };
 
 /** The requests under way: each is observed, and a close waits for them. */
-class Serving {
-  private stopping = false;
-  // Responses under way, so a close can mark them Connection: close: node
-  // keeps a connection whose response ends after server.close() open until
-  // its keep-alive timeout.
-  private readonly inFlight = new InFlight();
+class Serving implements Stopping {
+  /**
+   * Set by close. Responses whose head is not written yet then close their
+   * connection (ObservedResponse.writeHead): node keeps a connection whose
+   * response ends after server.close() open until its keep-alive timeout.
+   */
+  stopping = false;
+  /** Responses under way: a close waits for them. A count, not a list: each answer writes its head knowing of the stop. */
+  private open = 0;
   /** Set by close: called once the last response in flight has ended. */
   private drained: (() => void) | undefined;
 
@@ -135,9 +138,9 @@ class Serving {
   /** Each response's onClose: one function for all of them. */
   private readonly ended = (res: ObservedResponse): void => {
     if (res.pipeline !== undefined) res.pipeline.open--;
-    this.inFlight.delete(res);
+    this.open--;
     this.observer.end(res);
-    if (this.drained !== undefined && this.inFlight.size === 0) this.drained();
+    if (this.drained !== undefined && this.open === 0) this.drained();
   };
 
   readonly handle = (req: IncomingMessage, res: ObservedResponse): void => {
@@ -191,11 +194,10 @@ class Serving {
     // Parsed behind an answer that closes the connection (a 413, say): it
     // could never be answered, so it is not served either.
     if (!res.socket.writable) return;
-    // While stopping, finish this request but do not keep its connection.
-    if (this.stopping) res.setHeader('Connection', 'close');
     this.observer.begin(req, res);
     res.unreadTimeout = this.unread;
-    this.inFlight.add(res);
+    res.server = this;
+    this.open++;
     res.onClose = this.ended;
     this.app.handle(req, res);
   }
@@ -209,7 +211,6 @@ class Serving {
 
   async close(server: Server<typeof IncomingMessage, typeof ObservedResponse>): Promise<void> {
     this.stopping = true;
-    for (const res of this.inFlight.all()) if (!res.headersSent) res.setHeader('Connection', 'close');
     const closed = new Promise<void>((resolve) => server.close(() => resolve()));
     server.closeIdleConnections();
     const grace = setTimeout(() => server.closeAllConnections(), STOP_GRACE_MS);
@@ -218,7 +219,7 @@ class Serving {
     // The server closes when its sockets are destroyed; their responses'
     // 'close' events, which write the last log lines, may come just after.
     // (Bounded, so a response that never reports cannot hold the stop.)
-    if (this.inFlight.size === 0) return;
+    if (this.open === 0) return;
     let bound: NodeJS.Timeout | undefined;
     await new Promise<void>((resolve) => {
       this.drained = resolve;
