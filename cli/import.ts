@@ -27,6 +27,9 @@ export const DEFAULT_CONCURRENCY = 8;
 export const MAX_CONCURRENCY = 256;
 
 export interface ImportOptions {
+  /** The input named as the argument. */
+  input?: string;
+  /** The input named with -f: the same as the argument. */
   file?: string;
   concurrency: number;
   aliasField?: string;
@@ -47,9 +50,13 @@ type Stats = { lines: number; ok: number; created: number; unchanged: number; fa
 export async function importUsers(ctx: Context, options: ImportOptions): Promise<number> {
   if (options.aliasField !== undefined && options.uuidNamespace !== undefined) throw new UsageError('--alias-field and --uuid-namespace are alternatives: give one');
   if (options.uuidNamespace !== undefined && !isUuid(options.uuidNamespace)) throw new UsageError(`--uuid-namespace must be a UUID, not ${JSON.stringify(options.uuidNamespace)}`);
+  if (options.input !== undefined && options.file !== undefined && options.input !== options.file) {
+    throw new UsageError(`two inputs given (${JSON.stringify(options.input)} and -f ${JSON.stringify(options.file)}): name the file once`);
+  }
+  const file = options.input ?? options.file;
   // A jar that cannot be read fails the command once, not each line.
   await ctx.client.jar();
-  const { input, size, close } = await openInput(ctx, options.file);
+  const { input, size, close } = await openInput(ctx, file);
   const run = new ImportRun(ctx, options);
   const { stats } = run;
   const progress = startProgress(ctx, 'lines', () => ({ done: stats.lines, failed: stats.failed, ...(size !== undefined && size > 0 && { fraction: stats.bytes / size }) }), run.started);
@@ -58,7 +65,7 @@ export async function importUsers(ctx: Context, options: ImportOptions): Promise
   try {
     await run.consume(input);
     // Only when reading stopped at a line: a stop after the last line was read (a result that could not be printed) left nothing unsent.
-    if (run.stoppedAt > 0 && size !== undefined && options.file !== undefined) run.notSent += await countLinesFrom(options.file, run.stoppedAt);
+    if (run.stoppedAt > 0 && size !== undefined && file !== undefined) run.notSent += await countLinesFrom(file, run.stoppedAt);
   } finally {
     progress?.stop();
     await close();

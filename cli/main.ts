@@ -50,7 +50,7 @@ Examples:
   usersctl put alice --name Alice --if-match "$(usersctl get --etag alice)"
   usersctl list -o wide
   usersctl export > users.ndjson
-  usersctl import --keep-ids -f users.ndjson > results.ndjson
+  usersctl import --keep-ids users.ndjson > results.ndjson
   usersctl import --alias-field login < people.ndjson | jq -c 'select(.ok|not)'
 `;
 
@@ -406,7 +406,8 @@ function addImportCommand(program: Command, action: Action): void {
   program
     .command('import')
     .description('create or replace users from NDJSON; one NDJSON result per input line, in input order')
-    .option('-f, --file <file>', 'NDJSON input, - for stdin (default: stdin)')
+    .argument('[file]', 'NDJSON input, - for stdin (default: stdin)')
+    .option('-f, --file <file>', 'the same as the [file] argument')
     .option('--concurrency <n>', 'requests in flight', integer('--concurrency', 1, MAX_CONCURRENCY), DEFAULT_CONCURRENCY)
     .option('--alias-field <field>', 'PUT each line to /users/<value of this field>')
     .option('--uuid-namespace <uuid>', 'PUT each line to /users/<UUIDv5(namespace, line)>')
@@ -425,12 +426,12 @@ other content is left alone and reported, unless --overwrite.
 Exit 8 when some lines failed.
 
 Examples:
-  usersctl import -f users.ndjson | jq -c 'select(.ok | not)'
+  usersctl import users.ndjson | jq -c 'select(.ok | not)'
   usersctl export > backup.ndjson
-  usersctl import --keep-ids -f backup.ndjson | jq -c 'select(.ok | not)'
+  usersctl import --keep-ids backup.ndjson | jq -c 'select(.ok | not)'
 `,
     )
-    .action(action((ctx, options: ImportOptions) => importUsers(ctx, options)));
+    .action(action((ctx, file: string | undefined, options: ImportOptions) => importUsers(ctx, { ...options, input: file })));
 }
 
 function addTokenCommands(program: Command, action: Action): void {

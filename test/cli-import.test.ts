@@ -73,6 +73,24 @@ test('a re-run of the same file creates no duplicates: each line has a UUIDv5 al
   assert.equal(JSON.parse((await send(cli.server.url, 'GET', `/users/${alias}`)).text).name, 'A');
 });
 
+test('import takes its file as an argument as -f does; two different files named is a usage error, and nothing is imported', async (t) => {
+  const cli = await startCliServer(t);
+  const dir = tempDir(t, 'usersctl-files-');
+  const [first, other] = [join(dir, 'users.ndjson'), join(dir, 'other.ndjson')];
+  writeFileSync(first, '{"name":"A"}\n');
+  writeFileSync(other, '{"name":"B"}\n');
+  const empty = await listText(cli.server);
+  const both = await cli.run(['import', first, '-f', other]);
+  assert.equal(both.code, EXIT.usage, both.stderr);
+  assert.match(both.stderr, /two inputs given .*name the file once/);
+  assert.equal(await listText(cli.server), empty, 'a refused import changed nothing');
+  const byArgument = await cli.run(['import', first]);
+  assert.equal(byArgument.code, EXIT.ok, byArgument.stderr);
+  const again = await cli.run(['import', first, '-f', first]);
+  assert.equal(again.code, EXIT.ok, again.stderr);
+  assert.deepEqual(results(again.stdout).map((r) => r.user), results(byArgument.stdout).map((r) => r.user), 'the same file named twice is one input');
+});
+
 test('--uuid-namespace derives the aliases under that namespace', async (t) => {
   const cli = await startCliServer(t);
   const ns = '0f1e2d3c-4b5a-4978-8877-665544332211';
