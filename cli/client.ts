@@ -35,7 +35,7 @@ export interface Response {
 
 export interface ClientOptions {
   baseUrl: URL;
-  /** Connect, response-headers and between-body-chunks timeout. */
+  /** Connect, response-headers and whole-answer timeout (a followed feed's: between chunks). */
   timeoutMs: number;
   /** Extra attempts after the first, where retrying is safe. */
   retries: number;
@@ -268,7 +268,7 @@ export class HttpClient {
       });
       this.answered = true;
       const response = { status: res.statusCode, statusText: res.statusText ?? '', headers: res.headers, text: '' };
-      if (res.statusCode !== 200) return { ...response, text: await answerText(res, this.origin) };
+      if (res.statusCode !== 200) return { ...response, text: await answerText(res, this.origin, this.options.timeoutMs) };
       handlers.onHeaders(res.headers);
       res.body.setEncoding('utf8');
       for await (const chunk of res.body) await handlers.onChunk(chunk as string);
@@ -317,7 +317,7 @@ export class HttpClient {
         bodyTimeout: timeout,
       });
       this.answered = true;
-      text = await answerText(res, this.origin);
+      text = await answerText(res, this.origin, timeout);
     } catch (error) {
       if (error instanceof CliError) throw error;
       throw this.networkError(error);
@@ -417,6 +417,8 @@ export class HttpClient {
       case 'UND_ERR_BODY_TIMEOUT':
       case 'ETIMEDOUT':
         return new NetworkError(`${host} did not answer within ${seconds} s`, code);
+      case ANSWER_TIMEOUT:
+        return new NetworkError(`${host} did not send its whole answer within ${seconds} s of its head`, code);
       case 'ECONNRESET':
       case 'EPIPE':
       case 'UND_ERR_SOCKET':
@@ -570,7 +572,24 @@ export function detailOf(response: Response): string {
 export const MAX_ANSWER_BYTES = 256 * 1024 * 1024;
 
 /** An answer's body as text, refused past MAX_ANSWER_BYTES before its bytes fill the memory. */
-async function answerText(res: Dispatcher.ResponseData<unknown>, origin: string): Promise<string> {
+/** The code of an answer whose body did not all come within --timeout of its head. */
+const ANSWER_TIMEOUT = 'ANSWER_TIMEOUT';
+
+/**
+ * The body of an answer, read whole within `ms` of its head: bodyTimeout
+ * bounds each wait between chunks, so a server that trickles a byte at a
+ * time could otherwise hold a command for ever.
+ */
+async function answerText(res: Dispatcher.ResponseData<unknown>, origin: string, ms: number): Promise<string> {
+  const deadline = setTimeout(() => res.body.destroy(Object.assign(new Error('the answer did not all come in time'), { code: ANSWER_TIMEOUT })), ms);
+  try {
+    return await bodyText(res, origin);
+  } finally {
+    clearTimeout(deadline);
+  }
+}
+
+async function bodyText(res: Dispatcher.ResponseData<unknown>, origin: string): Promise<string> {
   const tooLarge = () => {
     res.body.destroy();
     return new CliError(`the answer of ${origin} is larger than ${MAX_ANSWER_BYTES / 1024 / 1024} MiB, more than usersctl reads; check that --url is the address of users-server, or list fewer users a page (--limit)`, EXIT.unexpected);

@@ -139,6 +139,17 @@ test('a server that does not answer within --timeout exits 7', async (t) => {
   assert.deepEqual(lines(result.stderr), [`usersctl: ${new URL(stub.url).host} did not answer within 0.2 s`]);
 });
 
+test('a server that trickles its answer, each byte within --timeout but never the whole, is cut --timeout after the head: exit 7', async (t) => {
+  const stub = await startStub(t, (_req, res) => {
+    res.writeHead(200, { 'content-type': 'application/json', 'content-length': '1000' });
+    const drip = setInterval(() => res.write(' '), 50);
+    res.on('close', () => clearInterval(drip));
+  });
+  const result = await runAt(t, stub.url)(['--timeout', '0.5', '--retries', '0', 'get', 'alice']);
+  assert.equal(result.code, EXIT.network);
+  assert.deepEqual(lines(result.stderr), [`usersctl: ${new URL(stub.url).host} did not send its whole answer within 0.5 s of its head`]);
+});
+
 test('a bare POST that timed out is not retried: it may have reached the server', async (t) => {
   const stub = await startStub(t, () => {});
   const result = await runAt(t, stub.url)(['--timeout', '0.2', '--retries', '3', 'login', '--password-stdin'], { stdin: 'pw' });
