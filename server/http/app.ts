@@ -268,8 +268,11 @@ const USER_ID_TARGET = new RegExp(`^${USER_ID_PREFIX}\\d+$`);
  * directly. NO_SUCH_ID or NOT_DIGITS for any other target.
  */
 function userIdOf(url: string): number {
-  // A slice compared costs a third of startsWith, which reads the two strings char by char.
-  return url.length > USER_ID_PREFIX.length && url.slice(0, USER_ID_PREFIX.length) === USER_ID_PREFIX ? idOfDigits(url, USER_ID_PREFIX.length) : NOT_DIGITS;
+  const length = USER_ID_PREFIX.length;
+  if (url.length <= length) return NOT_DIGITS;
+  // Compared in place: startsWith, or a slice compared, costs a call and a copy.
+  for (let i = 0; i < length; i++) if (url.charCodeAt(i) !== USER_ID_PREFIX.charCodeAt(i)) return NOT_DIGITS;
+  return idOfDigits(url, length);
 }
 
 type Gate = (req: IncomingMessage, res: ServerResponse, path: string | undefined) => boolean;

@@ -65,10 +65,12 @@ export class ObservedResponse extends ServerResponse {
 
   /**
    * A response's events carry at most two arguments ('socket', 'error',
-   * 'unpipe'); naming them spares a rest array on each of the four or so
-   * events of every response. The arguments are passed on as given.
+   * 'unpipe'); naming them (and a third, should one come) spares a rest
+   * array on each of the four or so events of every response, and reading
+   * no more of `arguments` than its length spares V8 making the object.
+   * The arguments are passed on as given.
    */
-  override emit(event: string | symbol, a?: unknown, b?: unknown): boolean {
+  override emit(event: string | symbol, a?: unknown, b?: unknown, c?: unknown): boolean {
     if (event === 'close') {
       const onClose = this.onClose;
       this.onClose = undefined;
@@ -82,7 +84,7 @@ export class ObservedResponse extends ServerResponse {
       case 3:
         return super.emit(event, a, b);
       default:
-        return super.emit(event, ...[...arguments].slice(1));
+        return super.emit(event, a, b, c);
     }
   }
 

@@ -114,6 +114,6 @@ export function sendLoginPage(res: ServerResponse, status: number, view: LoginVi
   res.statusCode = status;
   for (const name in PAGE_HEADERS) res.setHeader(name, PAGE_HEADERS[name]!);
   for (const name in headers) res.setHeader(name, headers[name]!);
-  res.setHeader('Content-Length', Buffer.byteLength(html));
+  res.setHeader('Content-Length', String(Buffer.byteLength(html)));
   res.end(html);
 }

@@ -18,7 +18,7 @@ export function healthRoute(): Route {
     method: 'GET',
     path: HEALTH_PATH,
     handler: ({ res }) => {
-      res.writeHead(200, { 'Content-Type': JSON_TYPE, 'Content-Length': HEALTH_BODY.length, 'Cache-Control': 'no-store' });
+      res.writeHead(200, { 'Content-Type': JSON_TYPE, 'Content-Length': String(HEALTH_BODY.length), 'Cache-Control': 'no-store' });
       res.end(HEALTH_BODY);
     },
     doc: {
@@ -47,7 +47,7 @@ export function readinessRoute(deps: RouteDeps): Route {
     handler: async ({ res }) => {
       const readiness = await deps.store.readiness();
       if (!readiness.ready) throw new HttpError(problems.notReady, `Not ready: ${readiness.reason}.`, { 'Retry-After': '1' });
-      res.writeHead(200, { 'Content-Type': JSON_TYPE, 'Content-Length': READY_BODY.length, 'Cache-Control': 'no-store' });
+      res.writeHead(200, { 'Content-Type': JSON_TYPE, 'Content-Length': String(READY_BODY.length), 'Cache-Control': 'no-store' });
       res.end(READY_BODY);
     },
     doc: {
@@ -79,7 +79,7 @@ export function metricsRoute(deps: RouteDeps, metrics: () => Metrics, feeds?: { 
       await access.authorize(ctx, 'read');
       const stats = await store.stats(ctx.now);
       const body = metrics().render(feeds === undefined ? stats : { ...stats, feeds: { open: feeds.open, lines: feeds.lines, cut: feeds.cut } });
-      res.writeHead(200, { 'Content-Type': METRICS_CONTENT_TYPE, 'Content-Length': Buffer.byteLength(body), 'Cache-Control': 'no-store' });
+      res.writeHead(200, { 'Content-Type': METRICS_CONTENT_TYPE, 'Content-Length': String(Buffer.byteLength(body)), 'Cache-Control': 'no-store' });
       res.end(body);
     },
     doc: {
@@ -115,7 +115,7 @@ export function openApiRoute(document: () => Record<string, unknown>): Route {
         sendEmpty(res, 304, { ETag: etag, 'Cache-Control': 'no-cache' });
         return;
       }
-      res.writeHead(200, { ETag: etag, 'Cache-Control': 'no-cache', 'Content-Type': JSON_TYPE, 'Content-Length': Buffer.byteLength(body) });
+      res.writeHead(200, { ETag: etag, 'Cache-Control': 'no-cache', 'Content-Type': JSON_TYPE, 'Content-Length': String(Buffer.byteLength(body)) });
       res.end(body);
     },
     doc: {
