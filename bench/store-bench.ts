@@ -356,6 +356,11 @@ export async function preloadUsers(url: string, count: number, connections: numb
   if (result.non2xx > 0 || result.errors > 0 || result.requests !== count) {
     throw new Error(`preload: ${result.requests} requests, ${result.non2xx} non-2xx, ${result.errors} errors`);
   }
+  await checkPreloaded(url, count);
+}
+
+/** Users 1..count are there and user count + 1 is not: three requests of a client of its own, which closes each connection. */
+async function checkPreloaded(url: string, count: number): Promise<void> {
   const [first, last, past] = await Promise.all([fetchStatus(`${url}/users/1`), fetchStatus(`${url}/users/${count}`), fetchStatus(`${url}/users/${count + 1}`)]);
   if (first !== 200 || last !== 200 || past !== 404) throw new Error(`preload: GET /users/1, /${count}, /${count + 1} answered ${first}, ${last}, ${past}`);
 }
@@ -383,13 +388,19 @@ export const CEILING_SETUPS: readonly CeilingSetup[] = [
   { id: 'users', name: 'users-server (access log on)', reference: false, args: [] },
 ];
 
-/** Users 1..count on either server: users-server through POST /users/new, the reference through PUT /users/{id}. */
+/**
+ * Users 1..count on either server: users-server through POST /users/new, the
+ * reference through PUT /users/{id}; both are then asked the same three
+ * requests of checkPreloaded. (Requests unlike the load's change what V8
+ * compiles next, so both servers see the same ones.)
+ */
 export async function preloadSetup(url: string, setup: CeilingSetup, count: number, connections: number): Promise<void> {
   if (!setup.reference) return preloadUsers(url, count, connections);
   let n = 0;
   const requests: LoadRequest[] = [{ method: 'PUT', headers: JSON_HEADERS, setupRequest: (req) => ({ ...req, path: `/users/${++n}`, body: JSON.stringify({ name: typicalName(n) }) }) }];
   const loaded = await runLoad({ url, connections, amount: count, requests });
   if (loaded.non2xx > 0 || loaded.errors > 0) throw new Error(`preloading ${setup.name}: ${loaded.non2xx} non-2xx, ${loaded.errors} errors`);
+  await checkPreloaded(url, count);
 }
 
 /**
