@@ -122,7 +122,7 @@ class UsersApp implements App {
       // What splitTarget and the router would find for this target, found
       // without them: the same route, slot and params; and the id parseRef
       // would read from the params, given to the route's byId.
-      return this.dispatch(req, res, direct.route, direct.slot, direct.params([url.slice(USER_ID_PREFIX.length)]), '', id);
+      return this.dispatch(req, res, direct.route, direct.slot, new DirectParams(url) as unknown as Record<string, string>, '', id);
     }
     const target = splitTarget(req.url ?? '');
     // With --rate-limit 0 this one comparison is all rate limiting costs.
@@ -260,6 +260,19 @@ function directRoute(routes: DirectRoutes, method: string | undefined): Direct |
 
 const USER_BY_REF = `${USERS_PATH}/:ref`;
 const USER_ID_PREFIX = `${USERS_PATH}/`;
+
+/**
+ * The params of USER_BY_REF on the direct path: `ref` is the target past
+ * `/users/`, as the router would give it, cut from the target only when
+ * read (a route's byId is handed the id instead).
+ */
+class DirectParams {
+  constructor(private readonly url: string) {}
+
+  get ref(): string {
+    return this.url.slice(USER_ID_PREFIX.length);
+  }
+}
 const USER_ID_TARGET = new RegExp(`^${USER_ID_PREFIX}\\d+$`);
 
 /**
