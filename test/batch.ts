@@ -16,7 +16,7 @@ const COSTS: Record<string, number> = {
   'cli-bin.test.ts': 9,
   'docs-examples.test.ts': 10,
   'cli-examples.test.ts': 7,
-  'postgres-instances.test.ts': 12,
+  'postgres-instances.test.ts': 14,
   'browser.test.ts': 15,
   'property.test.ts': 6,
   'cookie-interop.test.ts': 6,

@@ -357,6 +357,22 @@ pg('node bin/users-server.js on a database whose connection goes silent at its f
   assert.equal((await put(listening[1]!, '/users/ann', { name: 'Ann' })).status, 201);
 });
 
+pg('node bin/users-server.js on a database whose connection goes silent while the start reads the shared settings, or announces the instance: the start ends a second past the statement timeout with one sentence, exit 1, not waiting for ever', async (t) => {
+  for (const [statement, doing] of [['insert into secrets', 'reading its settings'], ['insert into instances', 'announcing this instance']] as const) {
+    const url = await testDatabase(t);
+    const relay = await cuttingRelay(t, url);
+    const silenced = relay.silenceOnce(statement);
+    const server = spawnUsersServer(t, ['--port', '0', '--store', relay.url, '--db-timeout', '1', '--log-format', 'off']);
+    await silenced;
+    const started = performance.now();
+    assert.deepEqual(await server.exited, { code: 1, signal: null }, server.stderr());
+    assert.ok(performance.now() - started >= 1500, 'not before the statement timeout and a second');
+    // The outage line, then the start's one sentence: no stack.
+    assert.match(server.stderr(), new RegExp(`\\nusers-server: lost postgres://postgres@127\\.0\\.0\\.1:\\d+/\\w+ while ${doing} at the start \\(DEADLINE_MISSED\\): check that PostgreSQL runs there and the network to it, then start again\\n$`));
+    assert.doesNotMatch(server.stderr(), /\n\s+at /);
+  }
+});
+
 test('node bin/users-server.js: SIGINT or SIGTERM while the start waits for the database stops it at once, exit 0, with one line (not after --db-start-wait)', async (t) => {
   for (const signal of ['SIGINT', 'SIGTERM'] as const) {
     // A wait of an hour: only the signal can end it within the test's time.

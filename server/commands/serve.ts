@@ -5,7 +5,7 @@ import { join, resolve } from 'node:path';
 import { createSecureContext } from 'node:tls';
 import { fileProblem, systemFileProblem } from '../../shared/file-errors.js';
 import { packageVersion } from '../../shared/package-version.js';
-import { CommandError, UsageError } from '../errors.js';
+import { CommandError, StoreUnavailableError, UsageError } from '../errors.js';
 import { createApp, type App } from '../http/app.js';
 import { listen, type Listening, type TIMEOUTS } from '../http/server.js';
 import { AccessLog, type LogSink } from '../ops/access-log.js';
@@ -116,6 +116,14 @@ function newSecret(): string {
   return randomBytes(32).toString('base64url');
 }
 
+/** A database that stopped answering while the start was `doing` something with it: one sentence, the start ends. */
+async function lostAtStart(config: Config, doing: string, error: unknown): Promise<never> {
+  if (!(error instanceof StoreUnavailableError)) throw error;
+  const { describeDatabase } = await import('../store/postgres/open-postgres.js');
+  const code = (error.cause as { code?: string } | undefined)?.code ?? 'error';
+  throw new CommandError(`lost ${describeDatabase(config.store === 'postgres' ? undefined : config.store)} while ${doing} at the start (${code}): check that PostgreSQL runs there and the network to it, then start again`);
+}
+
 /** The settings a shared store (PostgreSQL) holds for every instance. */
 async function sharedSettings(shared: SharedSettings, config: Config, accounts: Accounts, env: NodeJS.ProcessEnv, log: (m: string) => void, onReload?: () => void): Promise<Settings> {
   const secrets = config.secrets.length > 0 ? config.secrets : await shared.secrets(newSecret);
@@ -214,7 +222,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     const env = options.env ?? process.env;
     const settings = (opened.settings =
       store.shared !== undefined
-        ? await sharedSettings(store.shared, config, accounts, env, logError, options.onAccountsReload)
+        ? await sharedSettings(store.shared, config, accounts, env, logError, options.onAccountsReload).catch((error: unknown) => lostAtStart(config, 'reading its settings', error))
         : await dataDirSettings(dataDir!, config, accounts, env, logError, options.onAccountsReload));
     const admin = settings.admin;
     if (typeof admin === 'string') accounts.add('admin', 'admin', await hashPassword(admin, hashing));
@@ -233,7 +241,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     const accessLog = config.logFormat === 'off' ? undefined : new AccessLog(config.logFormat, options.accessLog ?? ((chunk) => process.stdout.write(chunk)), options.clock);
     const tls = config.tlsCert === '' ? undefined : readCertificate(config);
     const listening = (opened.listening = await listenFor(app, config, accessLog, tls, options));
-    const announced = (opened.announced = await store.shared?.announce({ host: hostname(), pid: process.pid, url: listening.url }));
+    const announced = (opened.announced = await store.shared?.announce({ host: hostname(), pid: process.pid, url: listening.url }).catch((error: unknown) => lostAtStart(config, 'announcing this instance', error)));
     stop = stopper({ config, store, settings, app, listening, announced, accessLog, releaseLock });
     const reloadAccounts = async () => settings.accountsSource.refresh();
     const reloadCertificate = tls === undefined ? undefined : () => listening.replaceCertificate(readCertificate(config));

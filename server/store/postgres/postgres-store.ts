@@ -127,7 +127,7 @@ export class PostgresStore implements Store {
     outageLog: { log: (line: string) => void; database: string } = { log: () => {}, database: 'the database' },
   ) {
     this.outage = new OutageLog(outageLog.database, async () => (await this.readiness()).ready, outageLog.log);
-    this.shared = new PostgresSettings(sql, this.rethrow);
+    this.shared = new PostgresSettings(sql, this.rethrow, this.readDeadline());
   }
 
   /** Rethrows a statement's failure as a request's: a database out of reach is a StoreUnavailableError, and its outage is logged. */

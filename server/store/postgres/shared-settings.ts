@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { INSTANCE_BEAT_MS, INSTANCE_GONE_MS, type InstanceInfo, type LiveInstance, type SharedSettings } from '../store.js';
-import { unavailable, type Sql } from './driver.js';
+import { DEFAULT_DB_TIMEOUT_SECONDS, replacePool, unavailable, withDeadline, type Sql } from './driver.js';
 
 /**
  * What every instance of a deployment shares besides the users, in the
@@ -19,10 +19,12 @@ export class PostgresSettings implements SharedSettings {
     private readonly rethrow: (error: unknown) => never = (error) => {
       throw unavailable(error);
     },
+    /** ms a read may take before it fails and the pool is replaced (PostgresStore's read deadline). */
+    private readonly readMs = (DEFAULT_DB_TIMEOUT_SECONDS + 1) * 1000,
   ) {}
 
   async secrets(make: () => string): Promise<string[]> {
-    return this.guard(async () => {
+    return this.read(async () => {
       await this.sql`insert into secrets (position, secret) values (0, ${make()}) on conflict (position) do nothing`;
       const rows = await this.sql`select secret from secrets order by position`;
       return rows.map((r) => r.secret as string);
@@ -39,7 +41,7 @@ export class PostgresSettings implements SharedSettings {
   }
 
   async generatedAdminPassword(make: () => string): Promise<{ password: string; created: boolean }> {
-    return this.guard(async () => {
+    return this.read(async () => {
       const made = make();
       const inserted = await this.sql`insert into settings (name, value) values ('admin-password', ${made}) on conflict (name) do nothing returning value`;
       if (inserted.length > 0) return { password: made, created: true };
@@ -49,7 +51,7 @@ export class PostgresSettings implements SharedSettings {
   }
 
   async accountRecords(): Promise<string[]> {
-    return this.guard(async () => (await this.sql`select record from accounts order by name`).map((r) => r.record as string));
+    return this.read(async () => (await this.sql`select record from accounts order by name`).map((r) => r.record as string));
   }
 
   async updateAccountRecords(update: (records: Map<string, string>) => void): Promise<void> {
@@ -91,7 +93,8 @@ export class PostgresSettings implements SharedSettings {
   // Times of instances are the database's clock (ms), so that instances on several hosts agree on who is silent.
   async announce(instance: InstanceInfo): Promise<{ close(): Promise<void> }> {
     const id = randomUUID();
-    await this.guard(
+    // Bounded like a read: a row that lands after its start gave up is an instance the others see go silent.
+    await this.read(
       () => this.sql`insert into instances (id, host, pid, url, started_at, seen_at) values (${id}, ${instance.host}, ${instance.pid}, ${instance.url}, (extract(epoch from clock_timestamp()) * 1000)::bigint, (extract(epoch from clock_timestamp()) * 1000)::bigint)`,
     );
     // A beat that fails (the database away) is simply missed: the next one catches up.
@@ -106,10 +109,20 @@ export class PostgresSettings implements SharedSettings {
   }
 
   async liveInstances(): Promise<LiveInstance[]> {
-    return this.guard(async () => {
+    return this.read(async () => {
       const rows = await this.sql`select host, pid, url, (extract(epoch from clock_timestamp()) * 1000)::bigint - seen_at as silent from instances where seen_at > (extract(epoch from clock_timestamp()) * 1000)::bigint - ${INSTANCE_GONE_MS} order by started_at`;
       return rows.map((r) => ({ host: r.host as string, pid: r.pid as number, url: r.url as string, silentMs: Number(r.silent) }));
     });
+  }
+
+  /**
+   * A read, or an insert of a value made on first use (which may land
+   * late: it is read back, whoever made it), bounded like the store's
+   * reads: a connection gone silent (no answer, no close) fails it after
+   * `readMs` instead of holding a start or a reload for ever.
+   */
+  private read<T>(run: () => Promise<T>): Promise<T> {
+    return this.guard(() => withDeadline(run(), this.readMs, () => replacePool(this.sql)));
   }
 
   private async guard<T>(run: () => Promise<T>): Promise<T> {
