@@ -10,6 +10,9 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ADMIN_PASSWORD, put, send, startTestServer, tempDir, type Reply } from './helpers.js';
 import { cleanEnv, SERVER_BIN, spawnChild } from './processes.js';
+import { DirectParams, USER_BY_REF } from '../server/http/app.js';
+import type { Route } from '../server/http/route.js';
+import { Router } from '../server/http/router.js';
 
 /** An answer without what differs between any two requests. */
 function comparable(reply: Reply): unknown {
@@ -96,4 +99,14 @@ test('under node --disallow-code-generation-from-strings the server starts, and 
   const url = (await child.waitForLine(/^listening on (http:\/\/\S+)$/))[1]!;
   await put(url, '/users/ann', { name: 'Ann' });
   assert.equal(await sameAnswers(url, '1', 'GET'), 200);
+});
+
+test('the direct path\'s params give the reference the router gives for the same target', () => {
+  const route = { method: 'GET', path: USER_BY_REF, handler: () => {} } as unknown as Route;
+  const router = new Router([route]);
+  for (const target of ['/users/1', '/users/0012', '/users/123456789012345678']) {
+    const match = router.match('GET', target);
+    assert.equal(match.kind, 'route');
+    assert.equal(new DirectParams(target).ref, (match as { params: Record<string, string> }).params.ref, target);
+  }
 });

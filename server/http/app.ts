@@ -258,7 +258,7 @@ function directRoute(routes: DirectRoutes, method: string | undefined): Direct |
   }
 }
 
-const USER_BY_REF = `${USERS_PATH}/:ref`;
+export const USER_BY_REF = `${USERS_PATH}/:ref`;
 const USER_ID_PREFIX = `${USERS_PATH}/`;
 
 /**
@@ -266,7 +266,7 @@ const USER_ID_PREFIX = `${USERS_PATH}/`;
  * `/users/`, as the router would give it, cut from the target only when
  * read (a route's byId is handed the id instead).
  */
-class DirectParams {
+export class DirectParams {
   constructor(private readonly url: string) {}
 
   get ref(): string {
