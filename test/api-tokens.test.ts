@@ -54,8 +54,10 @@ test('POST /tokens: an admin session makes a token: 201, Location, no-store, the
   assert.equal(made.reply.headers.location, `/tokens/${made.id}`);
   assert.equal(made.reply.headers['cache-control'], 'no-store');
   assert.equal(made.token.slice(4, 20), made.id, 'the id is the token\'s public part');
-  assert.deepEqual(Object.keys(doc), ['id', 'name', 'role', 'createdBy', 'createdAt', 'expiresAt', 'expired', 'token']);
+  assert.deepEqual(Object.keys(doc), ['id', 'name', 'role', 'actsAs', 'createdBy', 'createdWith', 'createdAt', 'expiresAt', 'expired', 'token']);
   assert.equal(doc.createdBy, 'admin');
+  assert.equal(doc.actsAs, 'reader');
+  assert.equal(doc.createdWith, null);
   assert.equal(Date.parse(doc.expiresAt) - Date.parse(doc.createdAt), 3_600_000);
   const listed = await send(server.url, 'GET', '/tokens', { headers: { cookie } });
   assert.equal(listed.status, 200);
@@ -83,7 +85,8 @@ for (const mode of ['none', 'writes', 'all'] as const) {
     assert.match((await send(url, 'GET', '/metrics', { headers: bearer })).text, /^users_server_users 1$/m);
     const child = await send(url, 'POST', '/tokens', { json: { name: 'made-by-token' }, headers: bearer });
     assert.equal(child.status, 201, child.text);
-    assert.equal(child.json().createdBy, 'deploy');
+    assert.equal(child.json().createdBy, 'admin', 'a token made with a token belongs to the same account');
+    assert.equal(child.json().createdWith, (await send(url, 'GET', '/tokens', { headers: bearer })).json().items[0].id);
   });
 }
 

@@ -24,7 +24,7 @@ test('usersctl tokens create prints the token alone on stdout and a note on stde
   assert.deepEqual(lines(listed.stdout).map((l) => l.split(/ +/).slice(1, 3)), [['NAME', 'ROLE'], ['deploy', 'admin']]);
   assert.ok(!listed.stdout.includes(token.slice(21)));
   const json = await cli.run(['--json', 'tokens', 'list']);
-  assert.deepEqual(Object.keys(JSON.parse(json.stdout)), ['id', 'name', 'role', 'createdBy', 'createdAt', 'expiresAt', 'expired']);
+  assert.deepEqual(Object.keys(JSON.parse(json.stdout)), ['id', 'name', 'role', 'actsAs', 'createdBy', 'createdWith', 'createdAt', 'expiresAt', 'expired']);
 
   // A fresh environment: no jar at all.
   const noJar = { ...cli.env, XDG_STATE_HOME: `${cli.env.HOME}/elsewhere` };

@@ -14,7 +14,10 @@ interface TokenInfo {
   id: string;
   name: string;
   role: string;
+  /** What it may do now; null once its account was removed. */
+  actsAs: string | null;
   createdBy: string;
+  createdWith: string | null;
   createdAt: string;
   expiresAt: string | null;
   expired: boolean;
@@ -49,15 +52,21 @@ const TOKEN_VIEW: View<TokenInfo> = {
   columns: [
     { header: 'ID', cell: (t) => t.id },
     { header: 'NAME', cell: (t) => t.name },
-    { header: 'ROLE', cell: (t) => t.role },
+    { header: 'ROLE', cell: roleCell },
+    { header: 'ACCOUNT', cell: (t) => (t.actsAs === null ? `${t.createdBy} (removed: refused)` : t.createdBy) },
     { header: 'CREATED', cell: (t) => t.createdAt },
     { header: 'EXPIRES', cell: (t) => (t.expiresAt === null ? 'never' : `${t.expiresAt}${t.expired ? ' (expired)' : ''}`) },
   ],
   fields: (token) => token as unknown as Record<string, unknown>,
-  shown: ['id', 'name', 'role', 'createdAt', 'expiresAt', 'expired'],
+  shown: ['id', 'name', 'role', 'actsAs', 'createdBy', 'createdAt', 'expiresAt', 'expired'],
 };
 
-/** GET /tokens: a table of ID NAME ROLE CREATED EXPIRES on a terminal, else (and with --json) one JSON object a line; `-o` chooses. */
+/** The role, and what the token acts as when its account's role lowers it (servers before 0.2 send no actsAs). */
+function roleCell(t: TokenInfo): string {
+  return t.actsAs === undefined || t.actsAs === null || t.actsAs === t.role ? t.role : `${t.role} (acts as ${t.actsAs})`;
+}
+
+/** GET /tokens: a table of ID NAME ROLE ACCOUNT CREATED EXPIRES on a terminal, else (and with --json) one JSON object a line; `-o` chooses. */
 export async function list(ctx: Context, output?: string): Promise<void> {
   const printed = ctx.listing(ctx.outputFormat(output), TOKEN_VIEW);
   await printed.add(await fetchTokens(ctx));

@@ -4,16 +4,22 @@ import { problems } from '../../shared/problems.js';
 import { HttpError } from '../errors.js';
 import type { Config } from '../ops/config.js';
 import { apiTokenId, parseBearer, tokenMatches } from '../security/api-token.js';
-import type { Role } from '../security/credentials.js';
+import type { Account, Accounts, Role } from '../security/credentials.js';
+import { lesserRole, tokenOwner } from '../security/token-owner.js';
 import { andThen, type ApiTokenRecord, type MaybePromise, type Store } from '../store/store.js';
 import type { Access, SessionCookies } from './session-cookies.js';
 
-/** Who a request acts as: an account through its session cookie, or an API token. */
+/** Who a request acts as: an account through its session cookie, or an API token of an account. */
 export interface Principal {
   /** The account's name, or the token's. */
   readonly name: string;
+  /** What it may do now: the account's role, or the lesser of the token's and its account's. */
   readonly role: Role;
   readonly via: 'session' | 'token';
+  /** The account it acts for: the session's, or the one that owns the token. */
+  readonly account: Account;
+  /** The token, when it acts through one. */
+  readonly token?: ApiTokenRecord;
 }
 
 /**
@@ -47,7 +53,7 @@ export class AccessControl {
   /** `--require-session`, read once: the config is a large object, slower to read on every request. */
   private readonly mode: Config['requireSession'];
 
-  constructor(private readonly deps: { store: Store; config: Config; sessions: SessionCookies }) {
+  constructor(private readonly deps: { store: Store; config: Config; sessions: SessionCookies; accounts: Accounts }) {
     this.challenge = `${deps.sessions.challenge}, Bearer realm="users"`;
     this.mode = deps.config.requireSession;
   }
@@ -59,27 +65,46 @@ export class AccessControl {
   principal(req: IncomingMessage, res: ServerResponse | undefined, now: number): MaybePromise<Principal | undefined> {
     const bearer = parseBearer(req.headers.authorization);
     if (bearer !== undefined) return this.tokenPrincipal(bearer, now);
-    return andThen(this.deps.sessions.current(req, res, now), (session) => (session === undefined ? undefined : { name: session.account.name, role: session.account.role, via: 'session' as const }));
+    return andThen(this.deps.sessions.current(req, res, now), (session) => (session === undefined ? undefined : { name: session.account.name, role: session.account.role, via: 'session' as const, account: session.account }));
   }
 
   /**
-   * Enforces `--require-session` for /users and /metrics: 401 without a
-   * valid session or token, 403 for a reader's write. Undefined (nothing to
-   * wait for) when the mode asks for nothing and no token was sent.
+   * Enforces `--require-session` for /users, /changes and /metrics: 401
+   * without a valid session or token where the mode asks for one, 403 for
+   * a reader's write. A credential the request presents is held to its
+   * role in every mode: a reader's write is 403 even where writes are open.
+   * Undefined (nothing to wait for) when nothing is asked and nothing is
+   * presented.
    */
   authorize(asker: Asker, access: Access): MaybePromise<void> {
     const { req, res } = asker;
-    const mode = this.mode;
-    const needed = !(mode === 'none' || (access === 'read' && mode === 'writes'));
-    if (!needed && req.headers.authorization === undefined) return undefined;
+    const needed = this.needs(access);
+    if (!needed && !this.presented(req, access)) return undefined;
     // The clock is read only past this point: an open read never asks for the time.
     const now = asker.now;
-    if (!needed) return andThen(this.tokenOnly(req, now), () => undefined);
     // A read that needs a session answers what this client may see: no shared cache (a proxy's, a CDN's) may keep it for others.
-    if (access === 'read' && res !== undefined && !res.headersSent) res.setHeader('Cache-Control', 'private');
+    if (needed && access !== 'write' && res !== undefined && !res.headersSent) res.setHeader('Cache-Control', 'private');
     return andThen(this.principal(req, res, now), (principal) => {
-      this.permit(principal, access === 'write' ? 'admin' : undefined);
+      if (principal !== undefined || needed) this.permit(principal, access === 'write' ? 'admin' : undefined);
     });
+  }
+
+  /** Whether `--require-session` asks a credential of this kind of request. */
+  private needs(access: Access): boolean {
+    const mode = this.mode;
+    if (mode === 'all') return true;
+    return mode === 'writes' && access === 'write';
+  }
+
+  /**
+   * Whether an open request presents a credential worth checking: a Bearer
+   * token always (a bad one is 401 in every mode), a session cookie on a
+   * write (a reader's is 403). An open read's cookie is not read: whoever
+   * holds it may read anyway.
+   */
+  private presented(req: IncomingMessage, access: Access): boolean {
+    if (req.headers.authorization !== undefined) return true;
+    return access === 'write' && req.headers.cookie !== undefined;
   }
 
   /** The /tokens endpoints: an admin's session or token, in every mode. */
@@ -93,19 +118,13 @@ export class AccessControl {
     if (bearer === undefined) return undefined;
     const id = apiTokenId(bearer);
     if (id === undefined) return false;
-    return andThen(this.deps.store.findToken(id), (record) => tokenProblem(record, bearer, now) === undefined);
-  }
-
-  /** Checks a Bearer token the request carries, if any, ignoring cookies. */
-  private tokenOnly(req: IncomingMessage, now: number): MaybePromise<Principal | undefined> {
-    const bearer = parseBearer(req.headers.authorization);
-    return bearer === undefined ? undefined : this.tokenPrincipal(bearer, now);
+    return andThen(this.deps.store.findToken(id), (record) => tokenProblem(record, bearer, now, this.deps.accounts) === undefined);
   }
 
   private tokenPrincipal(token: string, now: number): MaybePromise<Principal> {
     const id = apiTokenId(token);
     if (id === undefined) throw invalidToken('The Bearer credential is not an API token of this server (ust_...).');
-    return andThen(this.deps.store.findToken(id), (record) => principalOfToken(record, token, now));
+    return andThen(this.deps.store.findToken(id), (record) => principalOfToken(record, token, now, this.deps.accounts));
   }
 
   private permit(principal: Principal | undefined, role: Role | undefined): Principal {
@@ -113,26 +132,34 @@ export class AccessControl {
       throw new HttpError(problems.unauthorized, `Log in first: POST ${LOGIN_PATH} with Basic credentials (usersctl login), or send an API token: Authorization: Bearer ust_... (usersctl --token).`, { 'WWW-Authenticate': this.challenge });
     }
     if (role === 'admin' && principal.role !== 'admin') {
-      const who = principal.via === 'token' ? `The API token "${principal.name}"` : `The account "${principal.name}"`;
-      throw new HttpError(problems.forbidden, `${who} has role ${principal.role}, which may only read.`);
+      throw new HttpError(problems.forbidden, `${describePrincipal(principal)}, which may only read.`);
     }
     return principal;
   }
 }
 
-function principalOfToken(record: ApiTokenRecord | undefined, token: string, now: number): Principal {
-  const problem = tokenProblem(record, token, now);
+function principalOfToken(record: ApiTokenRecord | undefined, token: string, now: number, accounts: Accounts): Principal {
+  const problem = tokenProblem(record, token, now, accounts);
   if (problem !== undefined) throw invalidToken(problem);
-  return { name: record!.name, role: record!.role, via: 'token' };
+  const account = tokenOwner(record!, accounts)!;
+  return { name: record!.name, role: lesserRole(record!.role, account.role), via: 'token', account, token: record! };
 }
 
 /** Why `token` is no valid token, or undefined when it is one. */
-function tokenProblem(record: ApiTokenRecord | undefined, token: string, now: number): string | undefined {
+function tokenProblem(record: ApiTokenRecord | undefined, token: string, now: number, accounts: Accounts): string | undefined {
   if (record === undefined || !tokenMatches(token, record.hash)) return 'The API token is not known to this server: it was revoked, or never issued here.';
   if (record.expiresAt !== undefined && record.expiresAt <= now) return `The API token "${record.name}" expired at ${new Date(record.expiresAt).toISOString()}.`;
+  if (tokenOwner(record, accounts) === undefined) return `The API token "${record.name}" belonged to the account "${record.createdBy}", which was removed.`;
   return undefined;
 }
 
 function invalidToken(detail: string): HttpError {
   return new HttpError(problems.invalidToken, `${detail} Create a new one with: usersctl tokens create NAME`, { 'WWW-Authenticate': INVALID_TOKEN_CHALLENGE });
+}
+
+/** Who a principal is and what it may do, for a 403's detail. */
+function describePrincipal(principal: Principal): string {
+  if (principal.token === undefined) return `The account "${principal.name}" has role ${principal.role}`;
+  const lowered = principal.token.role !== principal.role ? `, lowered to ${principal.role}: its account "${principal.account.name}" has role ${principal.account.role}` : '';
+  return `The API token "${principal.name}" has role ${principal.token.role}${lowered}`;
 }

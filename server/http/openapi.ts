@@ -168,12 +168,14 @@ const SCHEMAS: Json = {
   },
   Token: {
     type: 'object',
-    required: ['id', 'name', 'role', 'createdBy', 'createdAt', 'expiresAt', 'expired'],
+    required: ['id', 'name', 'role', 'actsAs', 'createdBy', 'createdWith', 'createdAt', 'expiresAt', 'expired'],
     properties: {
       id: { type: 'string', pattern: '^[0-9a-f]{16}$' },
       name: { type: 'string' },
-      role: { enum: ['admin', 'reader'] },
-      createdBy: { type: 'string', description: 'The account, or the admin token, that created it.' },
+      role: { enum: ['admin', 'reader'], description: 'The role it was made with.' },
+      actsAs: { enum: ['admin', 'reader', null], description: 'What it may do now: the lesser of `role` and its account\'s role; null once its account was removed (it is refused).' },
+      createdBy: { type: 'string', description: 'The account it belongs to: the one that created it, or that created the token that did.' },
+      createdWith: { type: ['string', 'null'], pattern: '^[0-9a-f]{16}$', description: 'The id of the token that created it, or null when a session did. Revoking that token revokes this one.' },
       createdAt: { type: 'string', format: 'date-time' },
       expiresAt: { type: ['string', 'null'], format: 'date-time' },
       expired: { type: 'boolean' },

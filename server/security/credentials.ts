@@ -19,6 +19,8 @@ export interface Account {
    * again.
    */
   readonly id: string;
+  /** RFC 3339 time the account was added; undefined for the built-in admin until its password is changed. */
+  readonly created?: string;
 }
 
 /** scrypt's cost parameters (RFC 7914), kept with each hash so they can change later. */

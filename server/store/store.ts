@@ -90,8 +90,21 @@ export interface ApiTokenRecord {
   readonly role: 'admin' | 'reader';
   /** SHA-256 of the whole token, hex. */
   readonly hash: string;
-  /** The account (or token name) that created it. */
+  /**
+   * The account it belongs to: the one that created it, or that created
+   * the token that created it. A token from before tokens had owners may
+   * name a token here: no account has that name, so it is refused.
+   */
   readonly createdBy: string;
+  /**
+   * When that account was added (its `created`), so that a removed and
+   * re-added name owns none of the old tokens; '' for the built-in admin,
+   * which is never removed. Undefined in a token from before tokens had
+   * owners: the name alone is checked.
+   */
+  readonly ownerSince?: string | undefined;
+  /** The id of the token that created this one, if a token did: revoking that one revokes this one. */
+  readonly parent?: string | undefined;
   /** Milliseconds since the epoch. */
   readonly createdAt: number;
   /** Milliseconds since the epoch; undefined: it never expires. */

@@ -2,6 +2,8 @@ import { MAX_TOKEN_LIFETIME, TOKEN_NAME, TOKENS_PATH } from '../../../shared/end
 import { problems } from '../../../shared/problems.js';
 import { HttpError } from '../../errors.js';
 import { mintApiToken } from '../../security/api-token.js';
+import type { Accounts } from '../../security/credentials.js';
+import { lesserRole, ownershipOf, tokenOwner } from '../../security/token-owner.js';
 import type { ApiTokenRecord } from '../../store/store.js';
 import { isJsonType } from '../media-type.js';
 import { ADMIN_ONLY, empty, json, schema } from '../openapi.js';
@@ -37,14 +39,15 @@ export function tokenRoutes(deps: RouteDeps): Route[] {
           name: request.name,
           role: request.role,
           hash: minted.hash,
-          createdBy: creator.name,
+          ...ownershipOf(creator.account),
+          parent: creator.token?.id,
           createdAt: now,
-          expiresAt: request.expiresIn === undefined ? undefined : now + request.expiresIn * 1000,
+          expiresAt: expiryWithin(creator.token, request.expiresIn, now),
         };
         if ((await store.createToken(record)) === 'name-taken') {
           throw new HttpError(problems.tokenNameTaken, `An API token named "${record.name}" exists: revoke it first (DELETE ${TOKENS_PATH}/ID), or choose another name.`);
         }
-        sendJson(res, 201, JSON.stringify({ ...describe(record, now), token: minted.token }), { Location: `${TOKENS_PATH}/${record.id}`, ...NO_STORE });
+        sendJson(res, 201, JSON.stringify({ ...describe(record, now, deps.accounts), token: minted.token }), { Location: `${TOKENS_PATH}/${record.id}`, ...NO_STORE });
       },
     },
     {
@@ -54,7 +57,7 @@ export function tokenRoutes(deps: RouteDeps): Route[] {
       handler: async ({ req, res, now }: Context) => {
         await access.requireAdmin(req, res, now);
         const tokens = await store.listTokens();
-        sendJson(res, 200, JSON.stringify({ items: tokens.map((t) => describe(t, now)) }), NO_STORE);
+        sendJson(res, 200, JSON.stringify({ items: tokens.map((t) => describe(t, now, deps.accounts)) }), NO_STORE);
       },
     },
     {
@@ -91,17 +94,37 @@ function checkTokenRequest(body: unknown): TokenRequest {
   return { name, role, expiresIn: expiresIn as number | undefined };
 }
 
+/**
+ * When a new token expires. One made with a token cannot outlive it (it
+ * has no more rights than its creator): without expiresIn it expires with
+ * its creator, and a later expiry is refused.
+ */
+function expiryWithin(creator: ApiTokenRecord | undefined, expiresIn: number | undefined, now: number): number | undefined {
+  const asked = expiresIn === undefined ? undefined : now + expiresIn * 1000;
+  const limit = creator?.expiresAt;
+  if (limit === undefined) return asked;
+  if (asked === undefined) return limit;
+  if (asked > limit) {
+    const most = Math.floor((limit - now) / 1000);
+    throw invalid('/expiresIn', `The API token "${creator!.name}" that makes this one expires at ${new Date(limit).toISOString()}, and a token it makes cannot outlive it: expiresIn at most ${most}, or leave it out.`);
+  }
+  return asked;
+}
+
 function invalid(field: string, detail: string): HttpError {
   return new HttpError(problems.invalidTokenRequest, detail, {}, { field });
 }
 
-/** A token as the API shows it: everything but its hash. */
-function describe(t: ApiTokenRecord, now: number): Record<string, unknown> {
+/** A token as the API shows it: everything but its hash, and what it may do now. */
+function describe(t: ApiTokenRecord, now: number, accounts: Accounts): Record<string, unknown> {
+  const owner = tokenOwner(t, accounts);
   return {
     id: t.id,
     name: t.name,
     role: t.role,
+    actsAs: owner === undefined ? null : lesserRole(t.role, owner.role),
     createdBy: t.createdBy,
+    createdWith: t.parent ?? null,
     createdAt: new Date(t.createdAt).toISOString(),
     expiresAt: t.expiresAt === undefined ? null : new Date(t.expiresAt).toISOString(),
     expired: t.expiresAt !== undefined && t.expiresAt <= now,

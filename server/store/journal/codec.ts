@@ -407,14 +407,20 @@ function tokenField(text: string): ApiTokenRecord {
   } catch {
     throw new DataError('bad API token record');
   }
-  const { id, name, role, hash, createdBy, createdAt, expiresAt } = r ?? {};
+  const { id, name, role, hash, createdBy, createdAt, expiresAt, ownerSince, parent } = r ?? {};
   if (
     typeof id !== 'string' || typeof name !== 'string' || (role !== 'admin' && role !== 'reader') || typeof hash !== 'string' ||
-    typeof createdBy !== 'string' || typeof createdAt !== 'number' || (expiresAt !== null && typeof expiresAt !== 'number')
+    typeof createdBy !== 'string' || typeof createdAt !== 'number' || (expiresAt !== null && typeof expiresAt !== 'number') ||
+    !optionalText(ownerSince) || !optionalText(parent)
   ) {
     throw new DataError('bad API token record');
   }
-  return { id, name, role, hash, createdBy, createdAt, expiresAt: expiresAt ?? undefined };
+  return { id, name, role, hash, createdBy, createdAt, expiresAt: expiresAt ?? undefined, ownerSince, parent };
+}
+
+/** A member that records from before it existed lack. */
+function optionalText(value: unknown): value is string | undefined {
+  return value === undefined || typeof value === 'string';
 }
 
 function idempotencyField(text: string): IdempotencyRecord {

@@ -181,7 +181,7 @@ export class StateStore implements Store {
 
   revokeToken(id: string): MaybePromise<boolean> {
     if (!this.state.tokens.has(id)) return this.settle(false);
-    return this.commit([{ op: 'token-revoke', id }], () => true);
+    return this.commit(withDescendants(this.state.tokens.values(), id).map((revoked) => ({ op: 'token-revoke', id: revoked })), () => true);
   }
 
   revokeSessions(revocations: readonly Revocation[]): MaybePromise<void> {
@@ -283,4 +283,12 @@ export class StateStore implements Store {
 /** `--store memory`: fast, and gone on exit. */
 export function memoryStore(options: StateStoreOptions = {}): StateStore {
   return new StateStore(new StoreState(), undefined, options);
+}
+
+/** `id` and the ids of every token it created, directly or through others, parents first. */
+function withDescendants(tokens: Iterable<ApiTokenRecord>, id: string): string[] {
+  const all = [...tokens];
+  const ids = [id];
+  for (let i = 0; i < ids.length; i++) for (const t of all) if (t.parent === ids[i]) ids.push(t.id);
+  return ids;
 }

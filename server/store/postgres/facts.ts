@@ -82,7 +82,7 @@ export function userRow(id: number, alias: string | undefined, json: string): { 
 
 /** An API token as a row of api_tokens, and back. */
 export function tokenRow(t: ApiTokenRecord): Record<string, string | number | null> {
-  return { id: t.id, name: t.name, role: t.role, hash: t.hash, created_by: t.createdBy, created_at: t.createdAt, expires_at: t.expiresAt ?? null };
+  return { id: t.id, name: t.name, role: t.role, hash: t.hash, created_by: t.createdBy, created_at: t.createdAt, expires_at: t.expiresAt ?? null, owner_since: t.ownerSince ?? null, parent: t.parent ?? null };
 }
 
 export function tokenOfRow(r: Record<string, unknown>): ApiTokenRecord {
@@ -94,6 +94,8 @@ export function tokenOfRow(r: Record<string, unknown>): ApiTokenRecord {
     createdBy: r.created_by as string,
     createdAt: Number(r.created_at),
     expiresAt: r.expires_at === null ? undefined : Number(r.expires_at),
+    ownerSince: (r.owner_since as string | null) ?? undefined,
+    parent: (r.parent as string | null) ?? undefined,
   };
 }
 

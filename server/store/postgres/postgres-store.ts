@@ -424,7 +424,12 @@ export class PostgresStore implements Store {
   }
 
   async revokeToken(id: string): Promise<boolean> {
-    return (await this.query(() => this.sql`delete from api_tokens where id = ${id} returning id`)).length === 1;
+    // The tokens it created go with it, and theirs.
+    const rows = await this.query(
+      () => this.sql`with recursive revoked (id) as (select id from api_tokens where id = ${id} union select t.id from api_tokens t join revoked r on t.parent = r.id)
+        delete from api_tokens where id in (select id from revoked) returning id`,
+    );
+    return rows.some((row) => row.id === id);
   }
 
   async revokeSessions(revocations: readonly Revocation[]): Promise<void> {

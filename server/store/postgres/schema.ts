@@ -87,6 +87,11 @@ const MIGRATIONS: readonly (readonly string[])[] = [
     `create trigger users_updated after update on users referencing new table as new_rows for each statement execute function users_changes_record()`,
     `create trigger users_deleted after delete on users referencing old table as old_rows for each statement execute function users_changes_record()`,
   ],
+  [
+    // A token belongs to an account (created_by, added at owner_since), and to the token that created it, if one did (parent).
+    `alter table api_tokens add column owner_since text, add column parent text`,
+    `create index api_tokens_parent on api_tokens (parent)`,
+  ],
 ];
 
 /** The newest schema version this users-server knows. */
