@@ -144,8 +144,9 @@ function serverEnv(): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
   for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('USERS_') && k !== 'NODE_TEST_CONTEXT') env[k] = v;
   env.USERS_ADMIN_PASSWORD = ADMIN_PASSWORD;
-  // Logins are not what a crash tests: the cheapest hashing.
+  // Logins are not what a crash tests: the cheapest hashing, and /users open.
   env.USERS_PASSWORD_COST = '1';
+  env.USERS_REQUIRE_SESSION = 'none';
   return env;
 }
 
@@ -481,7 +482,7 @@ class Harness {
     for (const name of files) {
       const m = /^(journal|snapshot)-(\d{8})$/.exec(name);
       if (m) (m[1] === 'journal' ? journals : snapshots).push(Number(m[2]));
-      else this.check(['lock', 'secret', 'admin-password'].includes(name), () => `unexpected file ${name} in the data directory after a start (files: ${files.join(' ')})`);
+      else this.check(['lock', 'secret', 'admin-password', 'admin-identity'].includes(name), () => `unexpected file ${name} in the data directory after a start (files: ${files.join(' ')})`);
     }
     journals.sort((a, b) => a - b);
     this.check(snapshots.length <= 1, () => `${snapshots.length} snapshots after a start (files: ${files.join(' ')})`);

@@ -145,7 +145,8 @@ export function spawnServer(args: string[], options: SpawnOptions = {}): Promise
   const outFd = options.stdoutFile === undefined ? undefined : openSync(options.stdoutFile, 'w');
   const child = spawn(command, argv, {
     cwd: ROOT,
-    env: { ...process.env, USERS_ADMIN_PASSWORD: ADMIN_PASSWORD, ...options.env },
+    // The loads measure the resource, not who may use it: /users is open unless a bench passes --require-session (a flag beats the variable).
+    env: { ...process.env, USERS_ADMIN_PASSWORD: ADMIN_PASSWORD, USERS_REQUIRE_SESSION: 'none', ...options.env },
     stdio: ['ignore', outFd ?? 'pipe', 'pipe'],
   });
   if (outFd !== undefined) closeSync(outFd);

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
 import type { RequireSession } from '../server/ops/config.js';
-import { ADMIN_PASSWORD, basic, cookiePair, send, startTestServer, type Reply } from './helpers.js';
+import { ADMIN_PASSWORD, basic, cookiePair, send, startTestServer, tempDir, type Reply } from './helpers.js';
 
 // API.md "Access control and limits" (first bullet), "Sessions" (reader role)
 // and SPEC.md "Authentication" 1-2.
@@ -138,14 +138,18 @@ test('Access control, require-session writes: an expired session answers 401 on 
 test('Access control, require-session writes: a session signed with an older key passes a PUT and is re-issued', async (t) => {
   const secretA = 'access-secret-A'.padEnd(40, 'a');
   const secretB = 'access-secret-B'.padEnd(40, 'b');
-  const old = await startTestServer(t, { secrets: [secretA] });
+  // One server restarted with each list of secrets: its data directory keeps the admin's identity.
+  const data = tempDir(t);
+  const old = await startTestServer(t, { data, store: 'memory', secrets: [secretA] });
   const cookie = await old.login();
-  const rotated = await startTestServer(t, { requireSession: 'writes', secrets: [secretB, secretA] });
+  await old.running.stop();
+  const rotated = await startTestServer(t, { data, store: 'memory', requireSession: 'writes', secrets: [secretB, secretA] });
   const reply = await send(rotated.url, 'PUT', '/users/a', { json: { name: 'A' }, headers: { cookie } });
   assert.equal(reply.status, 201);
   const fresh = cookiePair(reply.headers['set-cookie']);
   assert.notEqual(fresh, cookie);
-  const onlyB = await startTestServer(t, { requireSession: 'writes', secrets: [secretB] });
+  await rotated.running.stop();
+  const onlyB = await startTestServer(t, { data, store: 'memory', requireSession: 'writes', secrets: [secretB] });
   assert.equal((await send(onlyB.url, 'POST', '/reservations', { headers: { cookie: fresh } })).status, 201);
   assertUnauthorizedProblem(await send(onlyB.url, 'POST', '/reservations', { headers: { cookie } }));
 });

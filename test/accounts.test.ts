@@ -523,9 +523,11 @@ for (const mode of ['writes', 'all'] as const) {
   });
 }
 
-test('Sessions, require-session none: sessions are not consulted, so a reader\'s cookie does not stop a write (documented decision)', TEST_OPTIONS, async (t) => {
+test('Sessions, require-session none: a reader\'s cookie is held to its role, so its write is 403 and changes nothing; the same write without a cookie is let through', TEST_OPTIONS, async (t) => {
   const { server, reader } = await serverWithReader(t, 'none');
-  assert.equal((await send(server.url, 'PUT', '/users/alice', { json: { name: 'Alice' }, headers: { cookie: reader } })).status, 201);
+  assertProblem(await send(server.url, 'PUT', '/users/alice', { json: { name: 'Alice' }, headers: { cookie: reader } }), 403, 'forbidden');
+  assert.equal((await send(server.url, 'GET', '/users/alice')).status, 404);
+  assert.equal((await send(server.url, 'PUT', '/users/alice', { json: { name: 'Alice' } })).status, 201);
 });
 
 test('Sessions: an account with role admin added by the command may write under require-session writes', TEST_OPTIONS, async (t) => {
@@ -623,7 +625,7 @@ test('Sessions: a role changed in the accounts file takes effect on the next req
   assert.equal(reply.status, 201, reply.text);
 });
 
-test('Sessions: a token naming a file account but lacking its account id is not a session; an admin token without one still is', TEST_OPTIONS, async (t) => {
+test('Sessions: a token naming an account but lacking its account id is not a session, the built-in admin\'s included', TEST_OPTIONS, async (t) => {
   const { server } = await serverWithReader(t, 'all');
   const key = Buffer.from(readFileSync(join(server.dataDir, 'secret'), 'utf8').trim(), 'utf8');
   const now = Math.floor(Date.now() / 1000);
@@ -635,7 +637,9 @@ test('Sessions: a token naming a file account but lacking its account id is not 
   const right = signSession({ account: 'rita', accountId: id, sessionId: 'forged-session-id', issuedAt: now, expiresAt: now + 600 }, key);
   assert.equal(await rootStatus(server.url, `USER_TOKEN=${right}`), 200, 'the same token with her id passes (the check is the id)');
   const admin = signSession({ account: 'admin', sessionId: 'admin-session-id', issuedAt: now, expiresAt: now + 600 }, key);
-  assert.equal(await rootStatus(server.url, `USER_TOKEN=${admin}`), 200);
+  assert.equal(await rootStatus(server.url, `USER_TOKEN=${admin}`), 401, 'the admin\'s id changes with its password');
+  const withId = signSession({ account: 'admin', accountId: await server.adminAccountId(), sessionId: 'admin-session-id', issuedAt: now, expiresAt: now + 600 }, key);
+  assert.equal(await rootStatus(server.url, `USER_TOKEN=${withId}`), 200);
 });
 
 test('Sessions: a damaged accounts file on a running server ends the file accounts\' sessions (fail closed) while admin still logs in; a good file brings them back', TEST_OPTIONS, async (t) => {

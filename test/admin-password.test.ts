@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { newAccountId, serializeAccount } from '../server/security/accounts-file.js';
 import { hashPassword } from '../server/security/credentials.js';
-import { basic, cookiePair, send, tempDir } from './helpers.js';
+import { basic, cookiePair, send, startTestServer, tempDir } from './helpers.js';
 import { postgresSkipReason, testDatabase } from './postgres.js';
 import { runTool, SERVER_BIN, spawnServer, type ServerChild, beyondDataLine } from './processes.js';
 
@@ -100,9 +100,15 @@ test('admin password, PostgreSQL: accounts passwd admin --store URL while two in
   const url = await testDatabase(t);
   const a = await spawnServer(t, ['--port', '0', '--store', url], { env: GENERATED });
   const b = await spawnServer(t, ['--port', '0', '--store', url], { env: GENERATED });
-  assert.match(a.stderr(), /first login: the generated password of "admin" is in the database \(settings 'admin-password'\) \(then change it: users-server accounts passwd admin --store URL\)/);
-  assert.match(b.stderr(), /first login: the generated password of "admin" is in the database/, 'the second instance says where the password is too');
+  const hint = (server: ServerChild) => `first login: psql '${url}' -Atc "select value from settings where name = 'admin-password'" | usersctl --url ${server.url} login --password-stdin (then change it: users-server accounts passwd admin --store URL)`;
+  assert.ok(a.stderr().includes(hint(a)), a.stderr());
+  assert.ok(b.stderr().includes(hint(b)), 'the second instance says where the password is too');
   const generated = (await databasePassword(url))!;
+  // The line works as printed: the command before the pipe prints the password.
+  if ((await runTool(t, 'sh', ['-c', 'command -v psql'])).code === 0) {
+    const printed = await runTool(t, 'bash', ['-c', hint(a).slice('first login: '.length).split(' | ')[0]!], { env: process.env });
+    assert.equal(printed.stdout.trim(), generated, printed.stderr);
+  }
   const session = cookiePair((await login(b.url, generated)).headers['set-cookie']);
   assert.equal(await rootStatus(a.url, session), 200);
 
@@ -160,4 +166,39 @@ test('admin password, copy of a data directory whose admin-password holds a reco
   assert.equal((await login(db.url, line)).status, 401, 'the record line logs in');
   assert.equal((await login(db.url, NEW_PASSWORD)).status, 200);
   await stop(db);
+});
+
+/** A server on `store` whose admin password is `password` (undefined: the generated one), and an admin session. */
+async function adminServer(t: TestContext, store: { data?: string; store?: string }, password: string | undefined) {
+  const server = await startTestServer(t, store, { env: { USERS_ADMIN_PASSWORD: password } });
+  const reply = await login(server.url, password ?? readFileSync(join(store.data!, 'admin-password'), 'utf8').trim());
+  assert.equal(reply.status, 200, reply.text);
+  return { server, cookie: cookiePair(reply.headers['set-cookie']) };
+}
+
+for (const kind of ['journal', 'PostgreSQL'] as const) {
+  test(`admin password, ${kind}: a start with another USERS_ADMIN_PASSWORD ends the admin's sessions (GET / 401, POST /tokens 401); a start with the same one keeps them`, { skip: kind === 'PostgreSQL' ? skipPostgres : undefined }, async (t) => {
+    const place = kind === 'journal' ? { data: tempDir(t) } : { data: tempDir(t), store: await testDatabase(t) };
+    const first = await adminServer(t, place, 'the first admin password');
+    await first.server.running.stop();
+    const same = await startTestServer(t, place, { env: { USERS_ADMIN_PASSWORD: 'the first admin password' } });
+    assert.equal(await rootStatus(same.url, first.cookie), 200, 'the same password keeps its sessions');
+    await same.running.stop();
+    const changed = await startTestServer(t, place, { env: { USERS_ADMIN_PASSWORD: 'another admin password' } });
+    assert.equal(await rootStatus(changed.url, first.cookie), 401, 'the old password\'s session ended');
+    const token = await send(changed.url, 'POST', '/tokens', { json: { name: 'late' }, headers: { cookie: first.cookie } });
+    assert.equal(token.status, 401, token.text);
+    assert.equal((await login(changed.url, 'the first admin password')).status, 401);
+    assert.equal((await login(changed.url, 'another admin password')).status, 200);
+  });
+}
+
+test('admin password, journal: a generated admin-password replaced between starts ends the sessions of the one before', async (t) => {
+  const data = tempDir(t);
+  const first = await adminServer(t, { data }, undefined);
+  await first.server.running.stop();
+  writeFileSync(join(data, 'admin-password'), 'a password the operator wrote there\n', { mode: 0o600 });
+  const next = await startTestServer(t, { data }, { env: { USERS_ADMIN_PASSWORD: undefined } });
+  assert.equal(await rootStatus(next.url, first.cookie), 401);
+  assert.equal((await login(next.url, 'a password the operator wrote there')).status, 200);
 });

@@ -40,7 +40,7 @@ test('node bin/users-server.js backup under write load (with compactions): the c
   assert.match(backup.stdout, /^backed up \d+ users \((snapshot-\d{8}, )?journal-\d{8}(, journal-\d{8})*: \d+ bytes of data\) from .* to .* in \d+ ms\n$/);
   // The bytes of data, not the size of a journal preallocated with zeros (1 MiB and more).
   assert.ok(Number(/: (\d+) bytes of data/.exec(backup.stdout)![1]) < 1024 * 1024, backup.stdout);
-  assert.deepEqual(readdirSync(dest).filter((n) => !/^(journal|snapshot)-\d{8}$/.test(n)).sort(), ['secret'], 'the secret (this server\'s admin password comes from its environment)');
+  assert.deepEqual(readdirSync(dest).filter((n) => !/^(journal|snapshot)-\d{8}$/.test(n)).sort(), ['admin-identity', 'secret'], 'the secret and the admin\'s identity (this server\'s admin password comes from its environment)');
   server.kill('SIGTERM');
   await server.exited;
   const restored = await startTestServer(t, { data: dest });
@@ -99,7 +99,7 @@ test('users-server backup onto a disk that fills up during the copy (a 256 KiB t
   const server = await startTestServer(t, { data: dir, secrets: ['a test secret of at least thirty-two bytes'] });
   for (let i = 0; i < 40; i++) assert.equal((await put(server.url, `/users/u${i}`, { name: `User ${i}`, pad: 'p'.repeat(10_000) })).status, 201);
   // The journal is the last file the backup writes (the secret and the admin password come from the test's settings): a short write of it is not followed by a write that fails.
-  assert.deepEqual(readdirSync(dir).sort(), ['journal-00000001', 'lock']);
+  assert.deepEqual(readdirSync(dir).sort(), ['admin-identity', 'journal-00000001', 'lock']);
   await onSmallDisk(t, '256k', async (disk) => {
     const run = await runUsersServer(['backup', '--data', dir, '--to', join(disk, 'backup')]);
     assert.deepEqual([run.code, run.stdout], [1, '']);

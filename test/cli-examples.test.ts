@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { test } from 'node:test';
 import { run } from '../cli/main.js';
-import { ADMIN_PASSWORD, startTestServer } from './helpers.js';
+import { ADMIN_PASSWORD, AS_SHIPPED, startTestServer } from './helpers.js';
 import { shellWithUsersctl } from './cli-helpers.js';
 import { runTool } from './processes.js';
 
@@ -39,7 +39,7 @@ test('every help of usersctl fits 80 columns and has an example, and every examp
   for (const tool of ['bash', 'jq']) {
     if ((await runTool(t, 'sh', ['-c', `command -v ${tool}`]).catch(() => undefined))?.code !== 0) return t.skip(`${tool} not found`);
   }
-  const server = await startTestServer(t, { allowIdChange: true });
+  const server = await startTestServer(t, { ...AS_SHIPPED, allowIdChange: true });
   const { home, env: shell } = shellWithUsersctl(t, server.url);
   writeFileSync(join(home, '.users-password'), ADMIN_PASSWORD + '\n');
   writeFileSync(join(home, 'people.ndjson'), '{"name":"Pat","login":"pat"}\n{"name":"Sam","login":"sam"}\n');

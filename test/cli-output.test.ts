@@ -81,7 +81,7 @@ test('usersctl tokens list: a table on a terminal, NDJSON piped; -o and --json t
   const table = await cli.run(['tokens', 'list'], { stdoutTTY: true, env: { NO_COLOR: '1' } });
   assert.deepEqual(lines(table.stdout).map((l) => l.split(/ +/).slice(1, 3)), [['NAME', 'ROLE'], ['ci', 'reader']]);
   const wide = await cli.run(['tokens', 'list', '-o', 'wide']);
-  assert.match(lines(wide.stdout)[0]!, /CREATED_BY$/);
+  assert.match(lines(wide.stdout)[0]!, /CREATED_WITH$/);
   const piped = await cli.run(['tokens', 'list']);
   assert.equal(JSON.parse(piped.stdout).name, 'ci');
   const both = await cli.run(['--json', 'list', '-o', 'table']);

@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'no
 import { dirname } from 'node:path';
 import { test } from 'node:test';
 import { EXIT } from '../cli/main.js';
-import { ADMIN_PASSWORD, startTestServer } from './helpers.js';
+import { ADMIN_PASSWORD, startTestServer, tempDir } from './helpers.js';
 import { fakeTty, lines, startCliServer } from './cli-helpers.js';
 
 // login, logout, status, and the jar on every command.
@@ -143,16 +143,20 @@ test('writes need the jar\'s session when the server requires one: 401 exits 4, 
 test('any command stores a re-issued session cookie in the jar (key rotation)', async (t) => {
   // Log in where SECRET_A signs; then talk to a server where SECRET_B signs
   // and SECRET_A only verifies: it re-issues the session, and the jar keeps it.
-  const old = await startCliServer(t, { secrets: [SECRET_A] });
+  // One data directory, started again with each list of secrets: it keeps the admin's identity.
+  const data = tempDir(t);
+  const old = await startCliServer(t, { data, store: 'memory', secrets: [SECRET_A] });
   await old.login();
   const before = tokenIn(old.jarPath)!;
-  const rotated = await startTestServer(t, { secrets: [SECRET_B, SECRET_A] });
+  await old.server.running.stop();
+  const rotated = await startTestServer(t, { data, store: 'memory', secrets: [SECRET_B, SECRET_A] });
   const status = await old.run(['--url', rotated.url, 'status']);
   assert.equal(status.stdout, 'OK\n');
   const after = tokenIn(old.jarPath)!;
   assert.notEqual(after, before);
   // The re-issued cookie verifies where only SECRET_B is known.
-  const onlyB = await startTestServer(t, { secrets: [SECRET_B] });
+  await rotated.running.stop();
+  const onlyB = await startTestServer(t, { data, store: 'memory', secrets: [SECRET_B] });
   assert.equal((await old.run(['--url', onlyB.url, 'status'])).stdout, 'OK\n');
 });
 

@@ -181,7 +181,7 @@ test('CSRF: the clearing cookie of POST /logout and a cookie re-issued after key
   const old = 'o'.repeat(32);
   const server = await startTestServer(t, { secrets: [current, old] });
   const now = Math.floor(Date.now() / 1000);
-  const stale = signSession({ account: 'admin', sessionId: 'rotation-test', issuedAt: now, expiresAt: now + 600 }, Buffer.from(old));
+  const stale = signSession({ account: 'admin', accountId: await server.adminAccountId(), sessionId: 'rotation-test', issuedAt: now, expiresAt: now + 600 }, Buffer.from(old));
   const root = await send(server.url, 'GET', '/', { headers: { cookie: `USER_TOKEN=${stale}` } });
   assert.equal(root.status, 200, 'a session signed by the older key passes');
   const [reissued] = setCookies(root);

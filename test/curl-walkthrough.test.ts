@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { ADMIN_PASSWORD, startTestServer, tempDir } from './helpers.js';
+import { ADMIN_PASSWORD, AS_SHIPPED, startTestServer, tempDir } from './helpers.js';
 import { runTool } from './processes.js';
 
 const PAGE = fileURLToPath(new URL('../docs/curl.md', import.meta.url));
@@ -50,8 +50,8 @@ test('docs/curl.md\'s walk-through runs as written: every status line, Location,
   for (const tool of ['bash', 'curl', 'jq']) {
     if ((await runTool(t, 'sh', ['-c', `command -v ${tool}`])).code !== 0) return t.skip(`${tool} not found`);
   }
-  const main = await startTestServer(t);
-  const signIn = await startTestServer(t, { loginPage: true });
+  const main = await startTestServer(t, AS_SHIPPED);
+  const signIn = await startTestServer(t, { ...AS_SHIPPED, loginPage: true });
   const cwd = tempDir(t);
   for (const block of transcripts()) {
     const url = block.some((c) => c.text.includes('--login-page')) ? signIn.url : main.url;

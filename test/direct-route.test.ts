@@ -94,7 +94,7 @@ test('PUT and DELETE /users/<digits> by the direct path: the same answers, and a
 });
 
 test('under node --disallow-code-generation-from-strings the server starts, and routes /users/<digits> both ways', async (t) => {
-  const env = { ...cleanEnv(), USERS_ADMIN_PASSWORD: ADMIN_PASSWORD, USERS_PASSWORD_COST: '1' };
+  const env = { ...cleanEnv(), USERS_ADMIN_PASSWORD: ADMIN_PASSWORD, USERS_PASSWORD_COST: '1', USERS_REQUIRE_SESSION: 'none' };
   const child = spawnChild(t, process.execPath, ['--disallow-code-generation-from-strings', SERVER_BIN, '--port', '0', '--data', tempDir(t)], { env });
   const url = (await child.waitForLine(/^listening on (http:\/\/\S+)$/))[1]!;
   await put(url, '/users/ann', { name: 'Ann' });

@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { shellWithUsersctl } from './cli-helpers.js';
-import { ADMIN_PASSWORD, startTestServer } from './helpers.js';
+import { ADMIN_PASSWORD, AS_SHIPPED, startTestServer } from './helpers.js';
 import { runTool } from './processes.js';
 
 const CLI_DOC = fileURLToPath(new URL('../docs/cli.md', import.meta.url));
@@ -30,9 +30,9 @@ test('every shell example of docs/cli.md runs as written and exits 0', async (t)
     if ((await runTool(t, 'sh', ['-c', `command -v ${tool}`]).catch(() => undefined))?.code !== 0) return t.skip(`${tool} not found`);
   }
   const ops = { name: 'ops', role: 'admin' as const, password: 'ops-password-123' };
-  const server = await startTestServer(t, { allowIdChange: true }, { accounts: [ops] });
-  const staging = await startTestServer(t);
-  const newBox = await startTestServer(t);
+  const server = await startTestServer(t, { ...AS_SHIPPED, allowIdChange: true }, { accounts: [ops] });
+  const staging = await startTestServer(t, AS_SHIPPED);
+  const newBox = await startTestServer(t, AS_SHIPPED);
   const { home, env: shell } = shellWithUsersctl(t, server.url);
   const bin = join(home, 'bin');
   // `pass show users-server` prints the ops password, as a password store would.

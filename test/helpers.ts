@@ -14,6 +14,7 @@ import type { TestContext } from 'node:test';
 import { problemType, PROBLEM_CONTENT_TYPE } from '../shared/problems.js';
 import { UsageError } from '../server/errors.js';
 import { isPostgresStore } from '../server/ops/config.js';
+import { updateAdminIdentity } from '../server/ops/data-dir.js';
 import { parseConfig, type Config } from '../server/ops/config.js';
 import { startServer, type RunningServer, type StartOptions } from '../server/commands/serve.js';
 import { newAccountId, serializeAccount, writeAccountsFile, type AccountRecord } from '../server/security/accounts-file.js';
@@ -42,6 +43,8 @@ export interface TestServer {
   login(user?: string, password?: string): Promise<string>;
   /** Resolves when the server next re-reads a changed accounts file (its poll, or a login). */
   nextAccountsReload(): Promise<void>;
+  /** The built-in admin's account id (what its sessions carry), as the server keeps it. */
+  adminAccountId(): Promise<string>;
 }
 
 /** Temp directories not yet removed: whatever a test leaves is removed when the process exits, also when it is interrupted. */
@@ -111,9 +114,15 @@ export function tempDir(t: TestContext | undefined, prefix = 'users-server-test-
 /**
  * Every test client comes from 127.0.0.1, and some open hundreds of
  * connections at once: the per-client connection limit is off unless a
- * test is about it (its tests set it).
+ * test is about it (its tests set it). Most tests are about the resource,
+ * not about who may use it: /users is open (`--require-session none`)
+ * unless a test is about access (it sets `requireSession`); the binaries'
+ * stories run with the product's default, `all`.
  */
-export const TEST_DEFAULTS: Partial<Config> = { host: '127.0.0.1', port: 0, store: 'memory', passwordCost: 1, logFormat: 'off', maxConnectionsPerClient: 0 };
+export const TEST_DEFAULTS: Partial<Config> = { host: '127.0.0.1', port: 0, store: 'memory', passwordCost: 1, logFormat: 'off', maxConnectionsPerClient: 0, requireSession: 'none' };
+
+/** What the product ships with where TEST_DEFAULTS differ on purpose: for the stories of the README and the docs, run as a new user meets them. */
+export const AS_SHIPPED: Partial<Config> = { requireSession: parseConfig([], {}).config.requireSession };
 
 /**
  * The store of a test that does not ask for one: the memory store, or with
@@ -155,6 +164,11 @@ export async function startTestServer(t: TestContext, overrides: Partial<Config>
     dataDir,
     running,
     nextAccountsReload: () => once(reloads, 'reload').then(() => {}),
+    async adminAccountId() {
+      const keep = (kept: string | undefined) => kept ?? '';
+      const record = running.store.shared === undefined ? updateAdminIdentity(dataDir, keep) : await running.store.shared.updateAdminIdentity(keep);
+      return (JSON.parse(record) as { id: string }).id;
+    },
     async login(user = 'admin', password = ADMIN_PASSWORD) {
       const res = await send(url, 'POST', '/login', { headers: { authorization: basic(user, password) } });
       if (res.status !== 200) throw new Error(`login failed: ${res.status} ${res.text}`);

@@ -387,7 +387,7 @@ test('journal failure without onFatal: the server stops itself (it no longer acc
 /** `node bin/users-server.js ARGS` under `ulimit -f BLOCKS` (bash: 1024-byte blocks), SIGXFSZ ignored. */
 function spawnWithFileSizeLimit(t: TestContext, args: string[], kib: number): Child {
   const script = `trap '' XFSZ; ulimit -f ${kib} && exec "$0" "$@"`;
-  return spawnChild(t, 'bash', ['-c', script, process.execPath, SERVER_BIN, ...args], { env: { ...cleanEnv(), USERS_ADMIN_PASSWORD: ADMIN_PASSWORD, USERS_PASSWORD_COST: '1' }, cwd: tempDir(t) });
+  return spawnChild(t, 'bash', ['-c', script, process.execPath, SERVER_BIN, ...args], { env: { ...cleanEnv(), USERS_ADMIN_PASSWORD: ADMIN_PASSWORD, USERS_PASSWORD_COST: '1', USERS_REQUIRE_SESSION: 'none' }, cwd: tempDir(t) });
 }
 
 async function listening(child: Child): Promise<string> {

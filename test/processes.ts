@@ -136,13 +136,16 @@ export interface ServerChild extends Child {
 /**
  * Runs `node bin/users-server.js ARGS` (dist/ rebuilt first when stale) in a
  * temporary working directory, so a default ./data never lands in the
- * repository. The admin password is set and the password cost lowered
- * unless `env` says otherwise; other USERS_* variables come from `env` only.
+ * repository. The admin password is set, the password cost lowered and
+ * /users open (`USERS_REQUIRE_SESSION=none`, as the in-process harness has
+ * it) unless `env` says otherwise: a story of the product's defaults (the
+ * README's, the docs') passes `USERS_REQUIRE_SESSION: undefined`. Other
+ * USERS_* variables come from `env` only.
  */
 export function spawnUsersServer(t: TestContext, args: readonly string[], options: SpawnOptions = {}): Child {
   const stale = buildIfStale();
   if (stale !== undefined) throw new Error(stale);
-  const env: NodeJS.ProcessEnv = { ...cleanEnv(), USERS_ADMIN_PASSWORD: ADMIN_PASSWORD, USERS_PASSWORD_COST: '1', ...options.env };
+  const env: NodeJS.ProcessEnv = { ...cleanEnv(), USERS_ADMIN_PASSWORD: ADMIN_PASSWORD, USERS_PASSWORD_COST: '1', USERS_REQUIRE_SESSION: 'none', ...options.env };
   for (const [k, v] of Object.entries(env)) if (v === undefined) delete env[k];
   return spawnChild(t, process.execPath, [SERVER_BIN, ...args], { ...options, cwd: options.cwd ?? tempDir(t, 'users-server-cwd-'), env });
 }
@@ -161,9 +164,9 @@ export function spawnUsersctl(t: TestContext, args: readonly string[], options: 
   return spawnChild(t, process.execPath, [CLI_BIN, ...args], options);
 }
 
-/** A server's stderr without its start line that says where the data is (the rest is what a test checks: warnings, the first-login line). */
+/** A server's stderr without its start lines that say where the data is and who may use it (the rest is what a test checks: warnings, the first-login line). */
 export function beyondDataLine(stderr: string): string {
-  return stderr.replace(/^users-server: (data in .*|users in memory only: .*)\n/m, '');
+  return stderr.replace(/^users-server: (data in .*|users in memory only: .*)\n/m, '').replace(/^users-server: access: .*\n/m, '');
 }
 
 /** The lowest port the kernel hands out itself (listen on port 0, a client's local port): ip_local_port_range. */

@@ -13,7 +13,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { ADMIN_PASSWORD, startTestServer } from './helpers.js';
+import { ADMIN_PASSWORD, AS_SHIPPED, startTestServer } from './helpers.js';
 import { shellWithUsersctl } from './cli-helpers.js';
 import { runTool } from './processes.js';
 
@@ -29,7 +29,7 @@ function shBlockOf(page: string, section: string): string[] {
 
 test('the README\'s tour runs as written, and prints what its comments show', async (t) => {
   if ((await runTool(t, 'sh', ['-c', 'command -v jq && command -v bash && command -v curl']).catch(() => undefined))?.code !== 0) return t.skip('jq, bash or curl not found');
-  const server = await startTestServer(t);
+  const server = await startTestServer(t, AS_SHIPPED);
   const { home, env } = shellWithUsersctl(t, server.url);
   const { XDG_STATE_HOME: _default, ...shell } = env;
   mkdirSync(join(home, 'data'));
@@ -47,7 +47,7 @@ test('the README\'s tour runs as written, and prints what its comments show', as
 
 test('the accounts examples of docs/operations.md run as written against a data directory a server made (DIR), each password typed as the first line of stdin', async (t) => {
   if ((await runTool(t, 'sh', ['-c', 'command -v bash']).catch(() => undefined))?.code !== 0) return t.skip('bash not found');
-  const server = await startTestServer(t, { store: 'journal' });
+  const server = await startTestServer(t, { ...AS_SHIPPED, store: 'journal' });
   const { env } = shellWithUsersctl(t, server.url);
   const lines = shBlockOf('docs/operations.md', 'Accounts');
   assert.ok(lines.length >= 6 && lines.every((l) => l.startsWith('users-server accounts') || l.includes('| users-server accounts')), lines.join('\n'));

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
 import { test, type TestContext } from 'node:test';
 import { verifySession } from '../server/security/session-token.js';
-import { cookiePair, send, startTestServer, type Reply } from './helpers.js';
+import { cookiePair, send, startTestServer, tempDir, type Reply, type TestServer } from './helpers.js';
 
 // API.md endpoint row `GET, HEAD /` and "Sessions"; SPEC.md row 6.
 
@@ -47,6 +47,17 @@ function assertOk(reply: Reply, withBody = true): void {
 
 async function serverWithSecrets(t: TestContext, secrets: string[], options = {}) {
   return startTestServer(t, { secrets }, options);
+}
+
+/** One server's data directory started again with each list of secrets, as a rotation does (the previous start stopped first). */
+function rotation(t: TestContext): (secrets: string[]) => Promise<TestServer> {
+  const data = tempDir(t);
+  let previous: TestServer | undefined;
+  return async (secrets) => {
+    await previous?.running.stop();
+    previous = await startTestServer(t, { data, store: 'memory', secrets });
+    return previous;
+  };
 }
 
 // --- GET / and HEAD / ------------------------------------------------------
@@ -151,23 +162,25 @@ test('Sessions: a login token carries the account and an expiry sessionTtl after
 // --- key rotation ----------------------------------------------------------
 
 test('Sessions: a token signed with a key later removed from the secrets answers 401', async (t) => {
-  const serverA = await serverWithSecrets(t, [SECRET_A]);
+  const restartWith = rotation(t);
+  const serverA = await restartWith([SECRET_A]);
   const cookie = await serverA.login();
   assertOk(await getRoot(serverA.url, cookie));
-  const serverB = await serverWithSecrets(t, [SECRET_B]);
+  const serverB = await restartWith([SECRET_B]);
   const reply = await getRoot(serverB.url, cookie);
   assertUnauthorized(reply);
   assert.deepEqual(setCookies(reply), []);
 });
 
 test('Sessions: a token signed with an older key still listed answers 200 and is re-issued signed with the first key', async (t) => {
-  const serverA = await serverWithSecrets(t, [SECRET_A]);
+  const restartWith = rotation(t);
+  const serverA = await restartWith([SECRET_A]);
   const oldToken = tokenOf(await serverA.login());
   const now = Math.floor(Date.now() / 1000);
   const before = verifySession(oldToken, [KEY_A], now);
   assert.ok(before);
 
-  const rotated = await serverWithSecrets(t, [SECRET_B, SECRET_A]);
+  const rotated = await restartWith([SECRET_B, SECRET_A]);
   const reply = await getRoot(rotated.url, `USER_TOKEN=${oldToken}`);
   assertOk(reply);
   const cookies = setCookies(reply);
@@ -185,7 +198,7 @@ test('Sessions: a token signed with an older key still listed answers 200 and is
   assert.equal(after.payload.account, before.payload.account);
   assert.equal(after.payload.expiresAt, before.payload.expiresAt, 're-issuing does not stretch the session');
 
-  const onlyB = await serverWithSecrets(t, [SECRET_B]);
+  const onlyB = await restartWith([SECRET_B]);
   const again = await getRoot(onlyB.url, `USER_TOKEN=${newToken}`);
   assertOk(again);
   assert.deepEqual(setCookies(again), [], 'a token signed with the first key is not re-issued');

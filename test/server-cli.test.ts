@@ -14,6 +14,7 @@ import { fileURLToPath } from 'node:url';
 import { ADMIN_PASSWORD, buildIfStale, runUsersServer, basic, cookiePair, readReply, send, tempDir, type Reply } from './helpers.js';
 import { isAlive, lockOwnerPid } from '../server/ops/data-dir.js';
 import { cleanEnv, runTool, SERVER_BIN, spawnChild, spawnUsersServer, type Child, beyondDataLine } from './processes.js';
+import { postgresSkipReason, testDatabase } from './postgres.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const TEST_OPTIONS = {};
@@ -32,6 +33,9 @@ const API_FLAGS = [
  * `node bin/users-server.js ARGS` (test/processes.ts); the admin password
  * is set unless `adminPassword` is false.
  */
+/** The start's line on who may use the server, by default. */
+const ACCESS_ALL = 'access: /users, /changes and /metrics need a session or an API token (--require-session all); /, /login, /healthz, /readyz and /openapi.json are open';
+
 function spawnServer(t: TestContext, args: string[], env: NodeJS.ProcessEnv = {}, options: { adminPassword?: boolean } = {}): Child {
   return spawnUsersServer(t, args, { env: { ...(options.adminPassword === false && { USERS_ADMIN_PASSWORD: undefined }), ...env } });
 }
@@ -215,7 +219,7 @@ test('Server command line (bin): a server whose stderr cannot be written (/dev/f
   const stale = buildIfStale();
   if (stale !== undefined) throw new Error(stale);
   const data = join(tempDir(t), 'data');
-  const env = { ...cleanEnv(), USERS_ADMIN_PASSWORD: ADMIN_PASSWORD, USERS_PASSWORD_COST: '1' };
+  const env = { ...cleanEnv(), USERS_ADMIN_PASSWORD: ADMIN_PASSWORD, USERS_PASSWORD_COST: '1', USERS_REQUIRE_SESSION: 'none' };
   // exec: the shell becomes the server, so the harness's signals reach it.
   const child = spawnChild(t, 'bash', ['-c', 'exec "$0" "$@" 2>/dev/full', process.execPath, SERVER_BIN, '--port', '0', '--data', data], { env });
   const url = (await child.waitForLine(/^listening on (http:\/\/\S+)$/))[1]!;
@@ -388,7 +392,8 @@ test('Server command line: SIGHUP reads the accounts again, says so on stderr, a
 test('Sessions: the first start without USERS_ADMIN_PASSWORD writes <data>/admin-password (mode 0600), prints its path on stderr (on every start until it is changed), and that password logs in; accounts passwd admin changes it', TEST_OPTIONS, async (t) => {
   const data = tempDir(t);
   const file = join(data, 'admin-password');
-  const child = spawnServer(t, ['--port', '0', '--data', data], {}, { adminPassword: false });
+  const asShipped = { USERS_REQUIRE_SESSION: undefined };
+  const child = spawnServer(t, ['--port', '0', '--data', data], asShipped, { adminPassword: false });
   const { url } = await waitListening(child);
   assert.ok(existsSync(file), 'no admin-password file');
   assert.equal(fileMode(file), 0o600, `mode ${fileMode(file).toString(8)}`);
@@ -409,12 +414,12 @@ test('Sessions: the first start without USERS_ADMIN_PASSWORD writes <data>/admin
   await stopGracefully(child);
 
   // The second start keeps the password and says again where it is: it is still the generated one.
-  const again = spawnServer(t, ['--port', '0', '--data', data], {}, { adminPassword: false });
+  const again = spawnServer(t, ['--port', '0', '--data', data], asShipped, { adminPassword: false });
   const second = await waitListening(again);
   assert.equal(readFileSync(file, 'utf8').trim(), password);
   assert.equal(
     again.stderr(),
-    `users-server: data in ${data} (journal)\nusers-server: first login: usersctl --url ${second.url} login --password-stdin < ${file} (then change it: users-server accounts passwd admin --data ${data})\n`,
+    `users-server: data in ${data} (journal)\nusers-server: ${ACCESS_ALL}\nusers-server: first login: usersctl --url ${second.url} login --password-stdin < ${file} (then change it: users-server accounts passwd admin --data ${data})\n`,
   );
   const session = cookiePair((await login(second.url, password)).headers['set-cookie']);
   await stopGracefully(again);
@@ -434,17 +439,19 @@ test('Sessions: the first start without USERS_ADMIN_PASSWORD writes <data>/admin
   await stopGracefully(third);
 });
 
-test('node bin/users-server.js on an address other than loopback while writes need no session warns at start and names the flag that closes it; with --require-session writes, or on loopback, it does not', TEST_OPTIONS, async (t) => {
-  const warning = /^users-server: warning: listening on 0\.0\.0\.0, not only on this machine, while writes need no session: anyone who can reach it can change and delete users\. --require-session writes \(or all\) closes that$/m;
-  const open = spawnServer(t, ['--port', '0', '--host', '0.0.0.0', '--data', tempDir(t)]);
-  await open.waitForLine(/^listening on /);
-  assert.match(open.stderr(), warning);
-  await stopGracefully(open);
-  for (const args of [['--host', '0.0.0.0', '--require-session', 'writes'], ['--host', '127.0.0.1']]) {
-    const quiet = spawnServer(t, ['--port', '0', '--data', tempDir(t), ...args]);
-    await quiet.waitForLine(/^listening on /);
-    assert.equal(beyondDataLine(quiet.stderr()), '', args.join(' '));
-    await stopGracefully(quiet);
+test('node bin/users-server.js says at start who may use it; on an address other than loopback with reads or writes open it warns that anyone who can reach it can read (and change) every user, and names the flag that closes it; by default, or on loopback, it does not', TEST_OPTIONS, async (t) => {
+  const cases = [
+    { args: ['--host', '0.0.0.0', '--require-session', 'none'], access: /^users-server: access: \/users, \/changes and \/metrics are open to anyone who can reach the server, to read and to write \(--require-session none\)$/m, warning: 'users-server: warning: listening on 0.0.0.0, not only on this machine, with --require-session none: anyone who can reach it can read and change every user. --require-session all closes that\n' },
+    { args: ['--host', '0.0.0.0', '--require-session', 'writes'], access: /^users-server: access: reads of \/users, \/changes and \/metrics are open to anyone who can reach the server; writes need a session or an API token \(--require-session writes\)$/m, warning: 'users-server: warning: listening on 0.0.0.0, not only on this machine, with --require-session writes: anyone who can reach it can read every user and the feed of changes. --require-session all closes that\n' },
+    { args: ['--host', '0.0.0.0'], env: { USERS_REQUIRE_SESSION: undefined }, access: new RegExp(`^users-server: ${ACCESS_ALL.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}$`, 'm'), warning: '' },
+    { args: ['--host', '127.0.0.1', '--require-session', 'none'], access: /^users-server: access: .*--require-session none\)$/m, warning: '' },
+  ];
+  for (const c of cases) {
+    const child = spawnServer(t, ['--port', '0', '--data', tempDir(t), ...c.args], c.env);
+    await child.waitForLine(/^listening on /);
+    assert.match(child.stderr(), c.access, c.args.join(' '));
+    assert.equal(beyondDataLine(child.stderr()), c.warning, c.args.join(' '));
+    await stopGracefully(child);
   }
 });
 
@@ -584,4 +591,17 @@ test('Server command line: a port in use exits 1 with one stderr line, and leave
   const line = assertOneLineFailure(result, child, 1);
   assert.ok(line.includes(String(port)), `the message does not name port ${port}: ${line}`);
   assert.equal(lockOwnerPid(data), undefined, 'a failed start left its lock');
+});
+
+test('Server command line: copy from or into a data directory a running server holds exits 1 with one sentence that says to stop it, naming no flag copy does not have', { ...TEST_OPTIONS, skip: postgresSkipReason() }, async (t) => {
+  const data = tempDir(t);
+  const server = spawnServer(t, ['--port', '0', '--data', data]);
+  await waitListening(server);
+  const database = await testDatabase(t);
+  for (const args of [['--from', data, '--to', database], ['--from', database, '--to', data, '--replace']]) {
+    const run = await runUsersServer(['copy', ...args]);
+    assert.equal(run.code, 1, run.stderr);
+    assert.match(run.stderr, new RegExp(`^users-server copy: another users-server \\(pid ${server.process.pid}\\) is using the data directory ${data}: stop it first, then copy again\\n$`), args.join(' '));
+  }
+  await stopGracefully(server);
 });

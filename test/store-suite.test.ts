@@ -481,4 +481,18 @@ for (const kind of STORE_KINDS) {
       assert.deepEqual(await store.listTokens(), [second]);
     }
   });
+
+  test(name('API tokens: the owner and the token that made one are kept; revoking a token revokes those made with it, and theirs, and no other'), async (t) => {
+    const opened = await kind.open(t);
+    const token = (id: string, parent?: string): ApiTokenRecord => ({ id, name: `t${id}`, role: 'admin', hash: 'cd'.repeat(32), createdBy: 'carol', ownerSince: '2026-01-01T00:00:00.000Z', createdAt: T0, expiresAt: undefined, ...(parent && { parent }) });
+    const chain = [token('00000000000000a1'), token('00000000000000a2', '00000000000000a1'), token('00000000000000a3', '00000000000000a2'), token('00000000000000a4', '00000000000000a1'), token('00000000000000b1')];
+    for (const t of chain) assert.equal(await opened.store.createToken(t), 'created');
+    const store = opened.reopen === undefined ? opened.store : await opened.reopen();
+    assert.deepEqual(await store.findToken('00000000000000a3'), chain[2], 'owner and parent kept');
+    assert.equal(await store.revokeToken('00000000000000a2'), true);
+    assert.deepEqual((await store.listTokens()).map((x) => x.id), ['00000000000000a1', '00000000000000a4', '00000000000000b1']);
+    assert.equal(await store.revokeToken('00000000000000a1'), true);
+    assert.deepEqual((await store.listTokens()).map((x) => x.id), ['00000000000000b1']);
+    if (opened.reopen !== undefined) assert.deepEqual((await (await opened.reopen()).listTokens()).map((x) => x.id), ['00000000000000b1'], 'kept across a reopen');
+  });
 }

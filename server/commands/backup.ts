@@ -5,7 +5,7 @@ import { makeDirectories } from '../../shared/directories.js';
 import { fileProblem } from '../../shared/file-errors.js';
 import { CommandError, DataError, UsageError } from '../errors.js';
 import { isPostgresStore } from '../ops/config.js';
-import { markUnfinished, requireDataDir } from '../ops/data-dir.js';
+import { ADMIN_IDENTITY_FILE, markUnfinished, requireDataDir } from '../ops/data-dir.js';
 import { fsyncDirSync } from '../ops/durable-files.js';
 import { ACCOUNTS_FILE } from '../security/accounts-file.js';
 import { backupDataFiles } from '../store/journal/backup-files.js';
@@ -23,7 +23,7 @@ pg_dump instead.
 Exit codes: 0 written, 1 failed (DEST removed again), 2 usage error.`;
 
 /** The small files of a data directory besides the journal, copied as they are. */
-const SETTINGS_FILES = ['secret', 'admin-password', ACCOUNTS_FILE];
+const SETTINGS_FILES = ['secret', 'admin-password', ADMIN_IDENTITY_FILE, ACCOUNTS_FILE];
 
 /** `users-server backup`: exit 0 written, 1 failed, 2 usage error. */
 export function backupCommand(argv: readonly string[], io: CommandIo): number {

@@ -2,7 +2,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, s
 import { join, resolve } from 'node:path';
 import { CommandError, UsageError } from '../errors.js';
 import { isPostgresStore, redactSecrets } from '../ops/config.js';
-import { acquireLock, ensureDataDir, markUnfinished, requireDataDir, UNFINISHED_FILE } from '../ops/data-dir.js';
+import { acquireLock, ADMIN_IDENTITY_FILE, ensureDataDir, markUnfinished, requireDataDir, UNFINISHED_FILE } from '../ops/data-dir.js';
 import { replaceFileSync } from '../ops/durable-files.js';
 import type { Sql } from '../store/postgres/driver.js';
 import type { PostgresStore } from '../store/postgres/postgres-store.js';
@@ -92,7 +92,7 @@ function labelOf(place: Place): string {
  * refused, naming the instances. Answers the release.
  */
 async function refuseInUse(place: Place): Promise<() => void> {
-  if (place.kind === 'dir') return existsSync(place.dir) ? acquireLock(place.dir) : () => {};
+  if (place.kind === 'dir') return existsSync(place.dir) ? acquireLock(place.dir, () => {}, COPY_IN_USE) : () => {};
   const live = await withDatabase(place, (_sql, store) => store.shared.liveInstances());
   if (live.length === 0) return () => {};
   const named = live.map((i) => `${i.url} on ${i.host} (pid ${i.pid})`).join(', ');
@@ -101,18 +101,22 @@ async function refuseInUse(place: Place): Promise<() => void> {
   );
 }
 
+/** What a copy tells the person to do about a data directory a server uses. */
+const COPY_IN_USE = 'stop it first, then copy again';
+
 async function read(place: Place, now: number): Promise<StoreDump> {
   if (place.kind === 'postgres') return withDatabase(place, async (sql) => (await import('../store/postgres/dump-tables.js')).readPostgresDump(sql, now));
   if (!existsSync(place.dir)) throw new CommandError(`${place.dir} does not exist`);
   return { ...readJournalData(place.dir, now), ...readDataDirSettings(place.dir) };
 }
 
-/** The settings files of a data directory: signing secret, generated admin password, accounts. */
-function readDataDirSettings(dir: string): Pick<StoreDump, 'secrets' | 'adminPassword' | 'accounts'> {
+/** The settings files of a data directory: signing secret, generated admin password and the admin's identity, accounts. */
+function readDataDirSettings(dir: string): Pick<StoreDump, 'secrets' | 'adminPassword' | 'adminIdentity' | 'accounts'> {
   const text = (name: string) => (existsSync(join(dir, name)) ? readFileSync(join(dir, name), 'utf8').trim() : '');
   const secret = text('secret');
   const admin = text('admin-password');
-  return { secrets: secret === '' ? [] : [secret], adminPassword: admin === '' ? undefined : admin, accounts: readAccountsFile(dir).map(serializeAccount) };
+  const identity = text(ADMIN_IDENTITY_FILE);
+  return { secrets: secret === '' ? [] : [secret], adminPassword: admin === '' ? undefined : admin, adminIdentity: identity === '' ? undefined : identity, accounts: readAccountsFile(dir).map(serializeAccount) };
 }
 
 /**
@@ -161,13 +165,14 @@ async function write(place: Place, dump: StoreDump, source: string): Promise<voi
   // A directory made here is new: no server can be using it. One that existed is locked (refuseInUse).
   const made = !existsSync(place.dir);
   const dir = ensureDataDir(place.dir);
-  const release = made ? acquireLock(dir) : () => {};
+  const release = made ? acquireLock(dir, () => {}, COPY_IN_USE) : () => {};
   let failure: unknown;
   try {
     const mark = markUnfinished(dir, `copy from ${source}`);
     await writeJournalData(dir, dump);
     if (dump.secrets[0] !== undefined) replaceFileSync(dir, join(dir, 'secret'), dump.secrets[0] + '\n', 0o600);
     if (dump.adminPassword !== undefined) replaceFileSync(dir, join(dir, ADMIN_PASSWORD_FILE), dump.adminPassword + '\n', 0o600);
+    if (dump.adminIdentity !== undefined) replaceFileSync(dir, join(dir, ADMIN_IDENTITY_FILE), dump.adminIdentity + '\n', 0o600);
     if (dump.accounts.length > 0) writeAccountsFile(dir, dump.accounts.map((line, i) => parseAccount(line, `account ${i + 1}`)));
     mark.finish();
   } catch (error) {
@@ -183,7 +188,7 @@ async function write(place: Place, dump: StoreDump, source: string): Promise<voi
 }
 
 /** What a copy writes into a data directory. */
-const WRITTEN_FILES = [snapshotName(1), `${snapshotName(1)}.tmp`, journalName(1), 'secret', ADMIN_PASSWORD_FILE, ACCOUNTS_FILE, UNFINISHED_FILE];
+const WRITTEN_FILES = [snapshotName(1), `${snapshotName(1)}.tmp`, journalName(1), 'secret', ADMIN_PASSWORD_FILE, ADMIN_IDENTITY_FILE, ACCOUNTS_FILE, UNFINISHED_FILE];
 
 /** Moves what `keepTarget` set aside in `aside` back into `dir`. */
 function putBack(dir: string, aside: string): void {

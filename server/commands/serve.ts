@@ -10,8 +10,9 @@ import { createApp, type App } from '../http/app.js';
 import { listen, type Listening, type TIMEOUTS } from '../http/server.js';
 import { AccessLog, type LogSink } from '../ops/access-log.js';
 import { isPostgresStore, parseConfig, redactSecrets, usage, type Config } from '../ops/config.js';
-import { acquireLock, loadOrCreateAdminPassword, prepareDataDir, loadOrCreateSecret, newAdminPassword, usedBefore, withEditLock } from '../ops/data-dir.js';
+import { acquireLock, loadOrCreateAdminPassword, prepareDataDir, loadOrCreateSecret, newAdminPassword, updateAdminIdentity, usedBefore, withEditLock } from '../ops/data-dir.js';
 import { ACCOUNTS_FILE, AccountsFileWatcher, ADMIN_PASSWORD_FILE, adminRecordOf, parseGeneratedAdminPassword, readAccountsFile, serializeAccount, SharedAccountsPoller, writeAccountsFile, type AccountRecord } from '../security/accounts-file.js';
+import { adminIdentity } from '../security/admin-identity.js';
 import { Accounts, hashPassword, type ScryptFunction } from '../security/credentials.js';
 import { SharedLoginLimits, type LoginLimits } from '../security/login-limit.js';
 import type { JournalIo } from '../store/journal/journal.js';
@@ -72,19 +73,34 @@ interface Settings {
   admin: string | AccountRecord;
   /** Where the generated admin password is kept in clear, while it is the one in use. */
   adminPasswordAt: string | undefined;
+  /** Keeps the admin's identity of a password in clear (security/admin-identity.ts), and answers its id. */
+  adminIdentity: (password: string) => Promise<string>;
   /** Keeps the accounts in step with their source; stopped on close. */
   accountsSource: { refresh(): void | Promise<void>; close(): void };
   loginLimits: LoginLimits | undefined;
 }
 
+/** What a start says of who may use the server, by `--require-session`. */
+const ACCESS_LINES: Record<Config['requireSession'], string> = {
+  all: 'access: /users, /changes and /metrics need a session or an API token (--require-session all); /, /login, /healthz, /readyz and /openapi.json are open',
+  writes: 'access: reads of /users, /changes and /metrics are open to anyone who can reach the server; writes need a session or an API token (--require-session writes)',
+  none: 'access: /users, /changes and /metrics are open to anyone who can reach the server, to read and to write (--require-session none)',
+};
+
+/** The start's line on who may use the server. */
+export function accessLine(config: Config): string {
+  return ACCESS_LINES[config.requireSession];
+}
+
 /**
- * Why the configuration lets anyone who can reach the server change users:
- * an address other than loopback while writes need no session. Undefined
- * when it does not.
+ * Why the configuration lets anyone who can reach the server from another
+ * machine read or change users: an address other than loopback while reads
+ * or writes need no credential. Undefined when it does not.
  */
-export function openWrites(config: Config): string | undefined {
-  if (config.requireSession !== 'none' || isLoopback(config.host)) return undefined;
-  return `listening on ${config.host}, not only on this machine, while writes need no session: anyone who can reach it can change and delete users. --require-session writes (or all) closes that`;
+export function openToOthers(config: Config): string | undefined {
+  if (config.requireSession === 'all' || isLoopback(config.host)) return undefined;
+  const what = config.requireSession === 'none' ? 'read and change every user' : 'read every user and the feed of changes';
+  return `listening on ${config.host}, not only on this machine, with --require-session ${config.requireSession}: anyone who can reach it can ${what}. --require-session all closes that`;
 }
 
 function isLoopback(host: string): boolean {
@@ -102,13 +118,38 @@ const USERSCTL_DEFAULT_URL = 'http://127.0.0.1:8080';
 export function startLines(config: Config, running: Pick<RunningServer, 'url' | 'adminPasswordFile'>): string[] {
   const postgres = isPostgresStore(config.store);
   const where = postgres ? (config.store === 'postgres' ? 'the database of the PG* variables' : redactSecrets(config.store)) : resolve(config.data);
-  const lines = [config.store === 'memory' ? 'users in memory only: they are gone when the server stops' : `data in ${where}${postgres ? '' : ' (journal)'}`];
+  const lines = [config.store === 'memory' ? 'users in memory only: they are gone when the server stops' : `data in ${where}${postgres ? '' : ' (journal)'}`, accessLine(config)];
   if (running.adminPasswordFile === undefined) return lines;
   const url = running.url === USERSCTL_DEFAULT_URL ? '' : ` --url ${running.url}`;
   const store = postgres ? `--store ${config.store === 'postgres' ? 'postgres' : 'URL'}` : `--data ${where}`;
-  const password = postgres ? `the generated password of "admin" is in ${running.adminPasswordFile}` : `usersctl${url} login --password-stdin < ${running.adminPasswordFile}`;
+  const password = postgres ? `${generatedPasswordQuery(config.store)} | usersctl${url} login --password-stdin` : `usersctl${url} login --password-stdin < ${running.adminPasswordFile}`;
   lines.push(`first login: ${password} (then change it: users-server accounts passwd admin ${store})`);
   return lines;
+}
+
+/**
+ * The built-in admin's account id for `password`: the kept identity's when
+ * it was made for the same password, else a new one, kept where `keep`
+ * keeps it. A new id ends the sessions of the password before.
+ */
+async function keptAdminId(password: string, keep: (update: (kept: string | undefined) => string) => string | Promise<string>): Promise<string> {
+  let id = '';
+  await keep((kept) => {
+    const identity = adminIdentity(password, kept);
+    id = identity.id;
+    return identity.record;
+  });
+  return id;
+}
+
+/**
+ * The psql command that prints the generated admin password a PostgreSQL
+ * store holds: the store's URL with its password left out (psql asks for
+ * it, or reads ~/.pgpass), or none for the PG* variables.
+ */
+function generatedPasswordQuery(store: string): string {
+  const target = store === 'postgres' ? '' : ` '${redactSecrets(store).replace(':***@', '@')}'`;
+  return `psql${target} -Atc "select value from settings where name = 'admin-password'"`;
 }
 
 /** A signing secret: 32 random bytes. */
@@ -133,7 +174,8 @@ async function sharedSettings(shared: SharedSettings, config: Config, accounts: 
     const { password, created } = await shared.generatedAdminPassword(newAdminPassword);
     return { text: password, path: where, created };
   }, (record) => shared.updateAccountRecords((records) => void records.set(record.name, serializeAccount(record))), where);
-  return { keys: secrets.map((s) => Buffer.from(s, 'utf8')), ...admin, accountsSource, loginLimits: new SharedLoginLimits(shared) };
+  const adminIdentity = (password: string) => keptAdminId(password, (update) => shared.updateAdminIdentity(update));
+  return { keys: secrets.map((s) => Buffer.from(s, 'utf8')), ...admin, adminIdentity, accountsSource, loginLimits: new SharedLoginLimits(shared) };
 }
 
 /** The settings an instance keeps in its own data directory. */
@@ -143,7 +185,7 @@ function dataDirSettings(dataDir: string, config: Config, accounts: Accounts, en
   // Under the accounts' edit lock: an accounts command may be editing the file meanwhile.
   const adopt = (record: AccountRecord) => withEditLock(dataDir, ACCOUNTS_FILE, () => writeAccountsFile(dataDir, [...readAccountsFile(dataDir), record]));
   return adminPassword(accountsSource.records, env, async () => loadOrCreateAdminPassword(dataDir), adopt, join(dataDir, ADMIN_PASSWORD_FILE)).then(
-    (admin) => ({ keys, ...admin, accountsSource, loginLimits: undefined }),
+    (admin) => ({ keys, ...admin, adminIdentity: (password: string) => keptAdminId(password, (update) => updateAdminIdentity(dataDir, update)), accountsSource, loginLimits: undefined }),
     (error: unknown) => {
       accountsSource.close();
       throw error;
@@ -225,7 +267,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
         ? await sharedSettings(store.shared, config, accounts, env, logError, options.onAccountsReload).catch((error: unknown) => lostAtStart(config, 'reading its settings', error))
         : await dataDirSettings(dataDir!, config, accounts, env, logError, options.onAccountsReload));
     const admin = settings.admin;
-    if (typeof admin === 'string') accounts.add('admin', 'admin', await hashPassword(admin, hashing));
+    if (typeof admin === 'string') accounts.add('admin', 'admin', await hashPassword(admin, hashing), await settings.adminIdentity(admin));
     else accounts.add('admin', 'admin', admin.password, admin.id);
     const app = createApp({
       store,
@@ -494,7 +536,7 @@ export async function serve(argv: readonly string[], io: CommandIo): Promise<num
     return 1;
   }
   for (const line of startLines(parsed.config, running)) io.stderr.write(`users-server: ${line}\n`);
-  const exposed = openWrites(parsed.config);
+  const exposed = openToOthers(parsed.config);
   if (exposed !== undefined) io.stderr.write(`users-server: warning: ${exposed}\n`);
   io.stdout.write(`listening on ${running.url}\n`);
   signals.onHangUp = () => reload(running, io);

@@ -108,10 +108,10 @@ export const FLAGS: Record<string, FlagSpec> = {
   'session-ttl': { type: 'string', default: '43200', description: 'seconds a session stays valid', key: 'sessionTtl', parse: integer(1, 31_536_000) },
   'allow-id-change': { type: 'boolean', default: false, description: 'let a PUT body move a user to a new id', key: 'allowIdChange', parse: (v) => v },
   'require-session': {
-    type: 'string', default: 'none', description: 'none, writes or all: which /users requests need a session', key: 'requireSession',
+    type: 'string', default: 'all', description: 'all, writes or none: which requests of /users, /changes and /metrics need a session or API token', key: 'requireSession',
     parse: (v, source) => {
       if (v === 'none' || v === 'writes' || v === 'all') return v;
-      throw new UsageError(`${source} must be none, writes or all, not "${String(v)}"`);
+      throw new UsageError(`${source} must be all, writes or none, not "${String(v)}"`);
     },
   },
   'require-if-match': { type: 'boolean', default: false, description: 'refuse PUT and DELETE of an existing user without If-Match (428)', key: 'requireIfMatch', parse: (v) => v },

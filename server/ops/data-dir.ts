@@ -43,8 +43,11 @@ export function requireDataDir(dir: string, flag = '--data'): void {
   if (!known) throw new CommandError(`${dir} is not a users-server data directory (no journal, secret or accounts in it): give the server's data directory with ${flag}, or start users-server once with --data ${dir} to make it`);
 }
 
+/** Where the built-in admin's identity is kept (security/admin-identity.ts). */
+export const ADMIN_IDENTITY_FILE = 'admin-identity';
+
 /** Files only a data directory holds, besides its journals and snapshots. */
-const DATA_DIR_FILES = new Set(['secret', 'admin-password', 'accounts', 'lock']);
+const DATA_DIR_FILES = new Set(['secret', 'admin-password', ADMIN_IDENTITY_FILE, 'accounts', 'lock']);
 
 /**
  * The data directory for a start, made if need be, with the way to take
@@ -170,16 +173,17 @@ function staleReason(owner: LockOwner): string | undefined {
  * needs no data block, so a server starts on a full disk. A lock whose
  * owner is gone (not running, a pid reused by another process, an earlier
  * boot) was left by a killed server: it is taken over, with a line on
- * `log`. Returns the release function.
+ * `log`. Returns the release function. `nextStep` is what a refusal tells
+ * the person to do, in the words of the command that asks.
  */
-export function acquireLock(dir: string, log: (line: string) => void = () => {}): () => void {
+export function acquireLock(dir: string, log: (line: string) => void = () => {}, nextStep = 'stop it first, or give another --data'): () => void {
   const path = join(dir, 'lock');
   // The pid in the lock cannot tell two servers of this process apart.
   if (heldLocks.has(path)) throw new CommandError(`another users-server in this process is using the data directory ${dir}`);
   const taken = takeLink(path, 'the data directory', (stale) => log(`users-server: took over the lock of ${dir}: ${stale}`));
   if ('owner' in taken) {
     if (taken.owner === undefined) throw new CommandError(`cannot lock the data directory ${dir}: another server is starting on it`);
-    throw new CommandError(`another users-server (pid ${taken.owner.pid}) is using the data directory ${dir}: stop it first, or give another --data`);
+    throw new CommandError(`another users-server (pid ${taken.owner.pid}) is using the data directory ${dir}: ${nextStep}`);
   }
   heldLocks.add(path);
   return () => {
@@ -295,6 +299,18 @@ export function loadOrCreateAdminPassword(dir: string): { text: string; path: st
   const password = newAdminPassword();
   replaceFileSync(dir, path, password + '\n', 0o600);
   return { text: password, path, created: true };
+}
+
+/**
+ * Replaces `<data>/admin-identity` with what `update` makes of it (it is
+ * given the kept text, or undefined), when that differs; returns it.
+ */
+export function updateAdminIdentity(dir: string, update: (kept: string | undefined) => string): string {
+  const path = join(dir, ADMIN_IDENTITY_FILE);
+  const kept = readTrimmed(path);
+  const next = update(kept === '' ? undefined : kept);
+  if (next !== kept) replaceFileSync(dir, path, next + '\n', 0o600);
+  return next;
 }
 
 /** A generated admin password: 24 base64url characters (144 bits), never starting with "{". */

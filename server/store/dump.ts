@@ -34,6 +34,8 @@ export interface StoreDump {
   secrets: string[];
   /** The generated admin password, when there is one. */
   adminPassword: string | undefined;
+  /** The built-in admin's identity (security/admin-identity.ts), so that its sessions stay valid on the copy. */
+  adminIdentity: string | undefined;
   /** The accounts (the admin among them once its password was changed), serialized (security/accounts-file.ts's line format). */
   accounts: string[];
 }

@@ -198,6 +198,8 @@ export interface SharedSettings {
   replaceSecrets(secrets: readonly string[]): Promise<void>;
   /** The generated admin password; `make` makes it when there is none yet. */
   generatedAdminPassword(make: () => string): Promise<{ password: string; created: boolean }>;
+  /** Replaces the built-in admin's identity (security/admin-identity.ts) with what `update` makes of the kept one, in one step; returns it. */
+  updateAdminIdentity(update: (kept: string | undefined) => string): Promise<string>;
   /** The accounts (the admin among them once its password was changed), one serialized record each (security/accounts-file.ts's line format). */
   accountRecords(): Promise<string[]>;
   /** Changes the accounts in one step: `update` edits the records by name. */

@@ -415,7 +415,7 @@ function tokenField(text: string): ApiTokenRecord {
   ) {
     throw new DataError('bad API token record');
   }
-  return { id, name, role, hash, createdBy, createdAt, expiresAt: expiresAt ?? undefined, ownerSince, parent };
+  return { id, name, role, hash, createdBy, createdAt, expiresAt: expiresAt ?? undefined, ...(ownerSince !== undefined && { ownerSince }), ...(parent !== undefined && { parent }) };
 }
 
 /** A member that records from before it existed lack. */

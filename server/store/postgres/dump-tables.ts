@@ -7,6 +7,7 @@ export async function readPostgresDump(sql: Sql, now: number): Promise<StoreDump
   return (await sql.begin('isolation level repeatable read', async (tx) => {
     const [counter] = await tx`select last_id from id_counter`;
     const admin = await tx`select value from settings where name = 'admin-password'`;
+    const identity = await tx`select value from settings where name = 'admin-identity'`;
     return {
       lastId: Number(counter!.last_id),
       claimed: (await tx`select id from claimed_ids order by id`).map((r) => Number(r.id)),
@@ -19,6 +20,7 @@ export async function readPostgresDump(sql: Sql, now: number): Promise<StoreDump
       revoked: (await tx`select session_id, expires_at from revocations where expires_at > ${now} order by session_id`).map((r) => [r.session_id as string, Number(r.expires_at)] as [string, number]),
       secrets: (await tx`select secret from secrets order by position`).map((r) => r.secret as string),
       adminPassword: (admin[0]?.value as string | undefined) ?? undefined,
+      adminIdentity: (identity[0]?.value as string | undefined) || undefined,
       accounts: (await tx`select record from accounts order by name`).map((r) => r.record as string),
       tokens: (await tx`select * from api_tokens order by seq`).map(tokenOfRow),
       lastChange: Number((await tx`select last_seq from change_head`)[0]!.last_seq),
@@ -49,6 +51,7 @@ export async function writePostgresDump(sql: Sql, dump: StoreDump): Promise<void
     await insertAll(tx, 'accounts', dump.accounts.map((record) => ({ name: (JSON.parse(record) as { name: string }).name, record })));
     await insertAll(tx, 'api_tokens', dump.tokens.map(tokenRow));
     if (dump.adminPassword !== undefined) await tx`insert into settings (name, value) values ('admin-password', ${dump.adminPassword})`;
+    if (dump.adminIdentity !== undefined) await tx`insert into settings (name, value) values ('admin-identity', ${dump.adminIdentity})`;
   });
 }
 

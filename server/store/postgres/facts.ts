@@ -94,8 +94,8 @@ export function tokenOfRow(r: Record<string, unknown>): ApiTokenRecord {
     createdBy: r.created_by as string,
     createdAt: Number(r.created_at),
     expiresAt: r.expires_at === null ? undefined : Number(r.expires_at),
-    ownerSince: (r.owner_since as string | null) ?? undefined,
-    parent: (r.parent as string | null) ?? undefined,
+    ...(r.owner_since !== null && { ownerSince: r.owner_since as string }),
+    ...(r.parent !== null && { parent: r.parent as string }),
   };
 }
 

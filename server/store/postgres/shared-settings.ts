@@ -50,6 +50,20 @@ export class PostgresSettings implements SharedSettings {
     });
   }
 
+  async updateAdminIdentity(update: (kept: string | undefined) => string): Promise<string> {
+    return this.guard(() =>
+      this.sql.begin(async (tx) => {
+        // The row is there ('' for none) and locked, so that instances starting together with one password agree on one identity.
+        await tx`insert into settings (name, value) values ('admin-identity', '') on conflict (name) do nothing`;
+        const [row] = await tx`select value from settings where name = 'admin-identity' for update`;
+        const kept = (row!.value as string) || undefined;
+        const next = update(kept);
+        if (next !== kept) await tx`update settings set value = ${next} where name = 'admin-identity'`;
+        return next;
+      }),
+    );
+  }
+
   async accountRecords(): Promise<string[]> {
     return this.read(async () => (await this.sql`select record from accounts order by name`).map((r) => r.record as string));
   }
