@@ -36,8 +36,8 @@ test('usersctl tokens create prints the token alone on stdout and a note on stde
   assert.equal(existsSync(`${cli.env.HOME}/elsewhere`), false, 'no jar was written');
 });
 
-test('a reader token reads but its write exits 4 with the server\'s sentence; a revoked token exits 4 saying it is unknown; --json gives the invalid-token record', async (t) => {
-  const cli = await startCliServer(t, { requireSession: 'writes' });
+for (const mode of ['all', 'writes', 'none'] as const) test(`--require-session ${mode}: a reader token reads but its write exits 4 with the server's sentence; a revoked token exits 4 saying it is unknown; --json gives the invalid-token record`, async (t) => {
+  const cli = await startCliServer(t, { requireSession: mode });
   await cli.login();
   assert.equal((await cli.run(['put', 'bob', '--name', 'Bob'])).code, EXIT.ok);
   const token = (await cli.run(['tokens', 'create', 'reader-one'])).stdout.trim();
