@@ -54,8 +54,8 @@ export function empty(description: string, ...headerNames: string[]): Json {
 export const SESSION_OPTIONAL: Json[] = [{}, { session: [] }, { bearer: [] }];
 /** An admin's session or API token, in every mode. */
 export const ADMIN_ONLY: Json[] = [{ session: [] }, { bearer: [] }];
-export const NEEDS_SESSION = 'Under `--require-session writes` or `all` this needs a valid session or API token (401 without one, 403 for a `reader`). A Bearer token that is sent is checked in every mode (401 `invalid-token`).';
-export const NEEDS_SESSION_TO_READ = 'Under `--require-session all` this needs a valid session or API token (401 without one). A Bearer token that is sent is checked in every mode (401 `invalid-token`).';
+export const NEEDS_SESSION = 'Under `--require-session all` (the default) or `writes` this needs a valid session or API token (401 without one). A `reader`\'s session or token is 403 in every mode, and a Bearer token that is sent is checked in every mode (401 `invalid-token`).';
+export const NEEDS_SESSION_TO_READ = 'Under `--require-session all` (the default) this needs a valid session or API token (401 without one). A Bearer token that is sent is checked in every mode (401 `invalid-token`).';
 
 /** Titles of statuses that have no entry in the problem catalog. */
 const EXTRA_PROBLEM_TITLES: Record<number, string> = { 429: 'Too many requests: the rate limit (`--rate-limit`, failed logins)' };
