@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { LOGIN_PATH, LOGOUT_PATH } from '../../../shared/endpoints.js';
 import { problems } from '../../../shared/problems.js';
 import { HttpError } from '../../errors.js';
+import { quoteLogText } from '../../ops/log-text.js';
 import { andThen } from '../../store/store.js';
 import { parseBasicAuth } from '../../security/credentials.js';
 import { LoginLimiter, loginLimitKey, type LoginLimits } from '../../security/login-limit.js';
@@ -134,7 +135,7 @@ class LoginRoutes implements SessionActions {
 
   logLogin(req: IncomingMessage, user: string, now: number, outcome: string): void {
     const verdict = outcome === 'ok' ? 'ok' : 'failed';
-    this.deps.log(`${new Date(now).toISOString()} users-server: login ${verdict} client=${clientAddress(req, this.deps.config)} account=${JSON.stringify(user)} outcome=${outcome}`);
+    this.deps.log(`${new Date(now).toISOString()} users-server: login ${verdict} client=${clientAddress(req, this.deps.config)} account=${quoteLogText(user)} outcome=${outcome}`);
   }
 
   private async attempt(req: IncomingMessage, user: string, password: string, now: number): Promise<LoginAttempt> {
