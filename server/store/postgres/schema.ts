@@ -87,6 +87,14 @@ const MIGRATIONS: readonly (readonly string[])[] = [
     `create trigger users_updated after update on users referencing new table as new_rows for each statement execute function users_changes_record()`,
     `create trigger users_deleted after delete on users referencing old table as old_rows for each statement execute function users_changes_record()`,
   ],
+  [
+    // The failed-login limit per address over all names, and tries still being checked (pending)
+    // told from failures; id names one try, so that its outcome settles that row alone.
+    `alter table login_attempts add column address text not null default ''`,
+    `alter table login_attempts add column pending boolean not null default false`,
+    `alter table login_attempts add column id bigint generated always as identity`,
+    `create index login_attempts_address_at on login_attempts (address, at)`,
+  ],
 ];
 
 /** The newest schema version this users-server knows. */
