@@ -465,6 +465,37 @@ test('Sessions: a login for a known name runs scrypt exactly once, right passwor
   assert.deepEqual(calls, [DEFAULT_SCRYPT_PARAMS, DEFAULT_SCRYPT_PARAMS]);
 });
 
+test('Sessions: on a running server, a login for an unknown name runs scrypt with the cost of the stored accounts, not --password-cost, when the two differ', async (t) => {
+  const { calls, scrypt } = countingScrypt();
+  // The accounts are hashed at cost 1 (the harness's), admin at --password-cost 3.
+  const server = await startTestServer(t, { passwordCost: 3 }, { scrypt, accounts: [{ name: 'rita', role: 'reader', password: READER_PASSWORD }, { name: 'bob', role: 'reader', password: 'bob-password' }] });
+  calls.length = 0;
+  assertProblem(await send(server.url, 'POST', '/login', { headers: { authorization: basic('bob', 'wrong') } }), 401, 'login-failed');
+  assertProblem(await send(server.url, 'POST', '/login', { headers: { authorization: basic('nobody', 'wrong') } }), 401, 'login-failed');
+  assert.equal(calls.length, 2);
+  assert.deepEqual(calls[0], { N: 2, r: 8, p: 1 }, 'bob is stored at cost 1');
+  assert.deepEqual(calls[1], calls[0], 'the unknown name costs what bob costs');
+});
+
+test('Sessions: the decoy takes the parameters most accounts have (the higher cost on a tie), the built-in admin aside, and follows a change of the stored accounts', async () => {
+  const { calls, scrypt } = countingScrypt();
+  const store = new Accounts({ scrypt, cost: 16 });
+  const at = async (name: string, N: number) => ({ name, role: 'reader' as const, id: 'abcdefghijkl', password: await hashPassword('pw', { scrypt, params: { N, r: 8, p: 1 } }) });
+  store.add('admin', 'admin', await hashPassword(ADMIN_PASSWORD, { scrypt, params: { N: 2 ** 16, r: 8, p: 1 } }));
+  const guess = async () => {
+    calls.length = 0;
+    await store.verify('nobody', 'guess');
+    return calls[0]?.N;
+  };
+  assert.equal(await guess(), 2 ** 16, 'no stored account: --password-cost');
+  store.replaceStored([await at('bob', 2 ** 15), await at('carol', 2 ** 15), await at('dave', 2 ** 14)]);
+  assert.equal(await guess(), 2 ** 15, 'the most common');
+  store.replaceStored([await at('bob', 2 ** 15), await at('dave', 2 ** 14)]);
+  assert.equal(await guess(), 2 ** 15, 'a tie: the higher cost');
+  store.replaceStored([await at('dave', 2 ** 14)]);
+  assert.equal(await guess(), 2 ** 14);
+});
+
 // ---------------------------------------------------------------- a running server
 
 interface Write {

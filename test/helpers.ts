@@ -219,6 +219,8 @@ export interface SendOptions {
   body?: string | Buffer;
   /** Shorthand: JSON-serialize and send as application/json. */
   json?: unknown;
+  /** The address the request comes from (another loopback address is another client; see `canUseSecondLoopback`). */
+  localAddress?: string;
 }
 
 /** One HTTP request over a real socket (no keep-alive); the whole body is read. */
@@ -232,9 +234,23 @@ export function send(base: string, method: string, path: string, options: SendOp
   return new Promise((resolve, reject) => {
     // The path goes out verbatim: a WHATWG URL would resolve `%2e%2e` and friends before sending.
     const { hostname, port } = new URL(base);
-    const req = httpRequest({ host: hostname, port, path, method, headers, agent: false }, (res) => readReply(res, resolve, reject));
+    const from = options.localAddress === undefined ? {} : { localAddress: options.localAddress };
+    const req = httpRequest({ host: hostname, port, path, method, headers, agent: false, ...from }, (res) => readReply(res, resolve, reject));
     req.on('error', reject);
     req.end(body);
+  });
+}
+
+/** Whether this machine routes 127.0.0.2 to the loopback (Linux does; macOS only with an alias). */
+export function canUseSecondLoopback(url: string): Promise<boolean> {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve) => {
+    const socket = connect({ host: hostname, port: Number(port), localAddress: '127.0.0.2' });
+    socket.on('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.on('error', () => resolve(false));
   });
 }
 

@@ -5,12 +5,11 @@
  */
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { createServer, request as httpRequest } from 'node:http';
-import { connect, type AddressInfo } from 'node:net';
 import { test, type TestContext } from 'node:test';
+import type { Config } from '../server/ops/config.js';
 import type { ScryptFunction } from '../server/security/credentials.js';
-import { LoginLimiter, loginLimitKey } from '../server/security/login-limit.js';
-import { ADMIN_PASSWORD, assertProblem, basic, readReply, send, startTestServer, type Reply } from './helpers.js';
+import { LoginLimiter, loginLimitKey, type LoginRefusal, type SlotAnswer } from '../server/security/login-limit.js';
+import { ADMIN_PASSWORD, assertProblem, basic, canUseSecondLoopback, send, startTestServer, type Reply, type TestStartOptions } from './helpers.js';
 
 const MINUTE = 60_000;
 const T0 = 1_800_000_000_000;
@@ -18,57 +17,106 @@ const READER_PASSWORD = 'reader-password';
 
 // ---------------------------------------------------------------- LoginLimiter
 
-test('Failed logins: ten attempts a minute pass, the eleventh is refused with the seconds until the oldest leaves the window', () => {
+const A = '10.0.0.1';
+
+/** A try that fails: undefined when it went ahead (and was counted), else the limit's answer. */
+function fail(limiter: LoginLimiter, now: number, account = 'bob', address = A): LoginRefusal | undefined {
+  const taken = limiter.take(address, account, now);
+  if (!('slot' in taken)) return taken;
+  taken.slot.failed();
+  return undefined;
+}
+
+function waitOf(answer: SlotAnswer | LoginRefusal | undefined): number | undefined {
+  return answer !== undefined && 'wait' in answer ? answer.wait : undefined;
+}
+
+test('Failed logins: ten failures a minute pass, the eleventh try is refused with the seconds until the oldest leaves the window', () => {
   const limiter = new LoginLimiter();
-  for (let i = 0; i < 10; i++) assert.equal(limiter.attempt('k', T0 + i * 1000), undefined, `attempt ${i + 1}`);
-  assert.equal(limiter.attempt('k', T0 + 10_000), 50);
-  assert.equal(limiter.attempt('k', T0 + 59_001), 1, 'a part of a second counts as a whole one');
-  assert.equal(limiter.attempt('k', T0 + MINUTE), undefined, 'a minute after the first attempt, its slot is free');
-  assert.equal(limiter.attempt('k', T0 + MINUTE), 1, 'and only that one slot');
+  for (let i = 0; i < 10; i++) assert.equal(fail(limiter, T0 + i * 1000), undefined, `failure ${i + 1}`);
+  assert.deepEqual(fail(limiter, T0 + 10_000), { wait: 50, scope: 'account' });
+  assert.equal(waitOf(fail(limiter, T0 + 59_001)), 1, 'a part of a second counts as a whole one');
+  assert.equal(fail(limiter, T0 + MINUTE), undefined, 'a minute after the first failure, its slot is free');
+  assert.equal(waitOf(fail(limiter, T0 + MINUTE)), 1, 'and only that one slot');
 });
 
-test('Failed logins: a refused attempt takes no slot, so waiting Retry-After seconds is enough', () => {
+test('Failed logins: a refused try takes no slot, so waiting Retry-After seconds is enough', () => {
   const limiter = new LoginLimiter();
-  for (let i = 0; i < 10; i++) limiter.attempt('k', T0);
-  for (let i = 0; i < 50; i++) assert.equal(limiter.attempt('k', T0 + 30_000), 30);
-  assert.equal(limiter.attempt('k', T0 + 30_000 + 30 * 1000), undefined);
+  for (let i = 0; i < 10; i++) fail(limiter, T0);
+  for (let i = 0; i < 50; i++) assert.equal(waitOf(fail(limiter, T0 + 30_000)), 30);
+  assert.equal(fail(limiter, T0 + 30_000 + 30 * 1000), undefined);
 });
 
-test('Failed logins: a success gives every slot of its key back', () => {
+test('Failed logins: a success forgets the failures of its address and account', () => {
   const limiter = new LoginLimiter();
-  for (let i = 0; i < 10; i++) limiter.attempt('k', T0);
-  limiter.succeeded('k');
-  for (let i = 0; i < 10; i++) assert.equal(limiter.attempt('k', T0), undefined, `attempt ${i + 1} after the success`);
-  assert.equal(limiter.attempt('k', T0), 60);
+  for (let i = 0; i < 9; i++) fail(limiter, T0);
+  const taken = limiter.take(A, 'bob', T0);
+  assert.ok('slot' in taken);
+  taken.slot.succeeded();
+  for (let i = 0; i < 10; i++) assert.equal(fail(limiter, T0), undefined, `failure ${i + 1} after the success`);
+  assert.equal(waitOf(fail(limiter, T0)), 60);
 });
 
-test('Failed logins: keys are independent: a limited key does not limit another', () => {
+test('Failed logins: tries being checked hold slots; past the limit a try is busy, not refused as failed; a released slot counts for nothing', () => {
   const limiter = new LoginLimiter();
-  for (let i = 0; i < 10; i++) limiter.attempt(loginLimitKey('10.0.0.1', 'bob'), T0);
-  assert.equal(limiter.attempt(loginLimitKey('10.0.0.1', 'bob'), T0), 60);
-  assert.equal(limiter.attempt(loginLimitKey('10.0.0.1', 'carol'), T0), undefined, 'same address, other account');
-  assert.equal(limiter.attempt(loginLimitKey('10.0.0.2', 'bob'), T0), undefined, 'same account, other address');
+  const slots = Array.from({ length: 10 }, () => limiter.take(A, 'bob', T0));
+  assert.ok(slots.every((s) => 'slot' in s));
+  assert.deepEqual(limiter.take(A, 'bob', T0), { busy: 1 }, 'ten under way: the 11th is told to retry shortly');
+  for (const s of slots) if ('slot' in s) s.slot.released();
+  for (let i = 0; i < 10; i++) assert.equal(fail(limiter, T0), undefined, `failure ${i + 1}: the released tries left nothing`);
+  assert.equal(waitOf(fail(limiter, T0)), 60);
+  assert.equal(limiter.size, 1);
 });
 
-test('Failed logins: IPv6 addresses of one /64 share a key (one host holds a whole /64), another /64 does not', () => {
+test('Failed logins: pairs are independent: a limited account does not limit another of the address, nor the same account from another address', () => {
   const limiter = new LoginLimiter();
-  for (let i = 1; i <= 10; i++) limiter.attempt(loginLimitKey(`2001:db8:1:2::${i.toString(16)}`, 'bob'), T0);
-  assert.equal(limiter.attempt(loginLimitKey('2001:db8:1:2:ffff:ffff:ffff:ffff', 'bob'), T0), 60, 'the 11th guess from the same /64');
-  assert.equal(limiter.attempt(loginLimitKey('2001:db8:1:3::1', 'bob'), T0), undefined, 'the next /64');
+  for (let i = 0; i < 10; i++) fail(limiter, T0);
+  assert.equal(waitOf(fail(limiter, T0)), 60);
+  assert.equal(fail(limiter, T0, 'carol'), undefined, 'same address, other account');
+  assert.equal(fail(limiter, T0, 'bob', '10.0.0.2'), undefined, 'same account, other address');
 });
 
-test('Failed logins: memory is bounded: past maxKeys the least recently attempted key is dropped', () => {
-  const limiter = new LoginLimiter({ maxKeys: 3 });
-  for (let i = 0; i < 10; i++) limiter.attempt('a', T0);
-  limiter.attempt('b', T0);
-  limiter.attempt('c', T0);
-  // Touching "a" again (even refused) makes "b" the least recent.
-  assert.equal(limiter.attempt('a', T0), 60);
-  limiter.attempt('d', T0);
+test('Failed logins: at most 100 failures a minute per address over all names; then every name of the address is refused, with the seconds until its oldest failure leaves', () => {
+  const limiter = new LoginLimiter();
+  for (let i = 0; i < 100; i++) assert.equal(fail(limiter, T0 + i * 100, `name${i}`), undefined, `failure ${i + 1}`);
+  assert.deepEqual(fail(limiter, T0 + 30_000, 'never-tried'), { wait: 30, scope: 'address' });
+  assert.equal(fail(limiter, T0 + 30_000, 'never-tried', '10.0.0.2'), undefined, 'another address');
+  assert.equal(fail(limiter, T0 + MINUTE, 'never-tried'), undefined, 'the oldest failure left the window');
+});
+
+test('Failed logins: IPv6 addresses of one /64 share a count (one host holds a whole /64), another /64 does not', () => {
+  const limiter = new LoginLimiter();
+  for (let i = 1; i <= 10; i++) fail(limiter, T0, 'bob', `2001:db8:1:2::${i.toString(16)}`);
+  assert.equal(waitOf(fail(limiter, T0, 'bob', '2001:db8:1:2:ffff:ffff:ffff:ffff')), 60, 'the 11th guess from the same /64');
+  assert.equal(fail(limiter, T0, 'bob', '2001:db8:1:3::1'), undefined, 'the next /64');
+});
+
+test('Failed logins: 10,050 made-up names from one address leave its count for admin in the table', () => {
+  const limiter = new LoginLimiter();
+  for (let i = 0; i < 10; i++) fail(limiter, T0, 'admin');
+  for (let i = 0; i < 10_050; i++) fail(limiter, T0, `junk${i}`);
+  assert.deepEqual(fail(limiter, T0, 'admin'), { wait: 60, scope: 'account' });
+  assert.equal(limiter.size, 91, 'admin and the 90 made-up names the address had failures left for');
+});
+
+test('Failed logins: memory is bounded: past maxKeys pairs the least recently tried address goes whole, never the one trying', () => {
+  const limiter = new LoginLimiter({ limit: 2, addressLimit: 3, maxKeys: 3 });
+  fail(limiter, T0, 'bob', 'a');
+  fail(limiter, T0, 'bob', 'a');
+  fail(limiter, T0, 'bob', 'b');
+  fail(limiter, T0, 'bob', 'c');
+  // Trying "a" again (even refused) makes "b" the least recent.
+  assert.equal(waitOf(fail(limiter, T0, 'bob', 'a')), 60);
+  fail(limiter, T0, 'bob', 'd');
   assert.equal(limiter.size, 3);
-  assert.equal(limiter.attempt('a', T0), 60, '"a" was kept');
-  for (let i = 0; i < 10000; i++) limiter.attempt(`key-${i}`, T0);
+  assert.equal(waitOf(fail(limiter, T0, 'bob', 'a')), 60, '"a" was kept');
+  assert.equal(fail(limiter, T0, 'bob', 'b'), undefined, '"b" was dropped: it starts over');
+  for (let i = 0; i < 10_000; i++) fail(limiter, T0, 'bob', `key-${i}`);
   assert.equal(limiter.size, 3);
+  for (let i = 0; i < 3; i++) assert.equal(fail(limiter, T0, `name-${i}`, 'e'), undefined);
+  assert.deepEqual(fail(limiter, T0, 'name-3', 'e'), { wait: 60, scope: 'address' }, 'one address holds at most addressLimit pairs');
+  assert.equal(limiter.size, 3);
+  assert.throws(() => new LoginLimiter({ maxKeys: 99 }), RangeError, 'a table smaller than what one address may fill');
 });
 
 test('Failed logins: account names longer than any real one (64) share a key, so long names cannot grow memory', () => {
@@ -88,14 +136,14 @@ interface Mounted {
 }
 
 /** A server with admin and a reader, a fast counting stand-in for scrypt, and a clock the test moves. */
-async function mount(t: TestContext): Promise<Mounted> {
+async function mount(t: TestContext, options: TestStartOptions = {}, overrides: Partial<Config> = {}): Promise<Mounted> {
   let runs = 0;
   let now = T0;
   const scrypt: ScryptFunction = async (password, salt, _params, length) => {
     runs++;
     return createHash('sha256').update(salt).update(password).digest().subarray(0, length);
   };
-  const server = await startTestServer(t, {}, { scrypt, clock: () => now, accounts: [{ name: 'rita', role: 'reader', password: READER_PASSWORD }] });
+  const server = await startTestServer(t, overrides, { scrypt, clock: () => now, accounts: [{ name: 'rita', role: 'reader', password: READER_PASSWORD }], ...options });
   runs = 0;
   return { url: server.url, scryptRuns: () => runs, setNow: (n) => (now = n) };
 }
@@ -105,26 +153,8 @@ function login(url: string, user: string, password: string): Promise<Reply> {
 }
 
 /** POST /login sent from `localAddress` (another loopback address is another client). */
-function loginFrom(url: string, localAddress: string, user: string, password: string): Promise<Reply> {
-  const { hostname, port } = new URL(url);
-  return new Promise((resolve, reject) => {
-    const req = httpRequest({ host: hostname, port, path: '/login', method: 'POST', localAddress, agent: false, headers: { authorization: basic(user, password) } }, (res) => readReply(res, resolve, reject));
-    req.on('error', reject);
-    req.end();
-  });
-}
-
-/** Whether this machine routes 127.0.0.2 to the loopback (Linux does; macOS only with an alias). */
-function canUseSecondLoopback(url: string): Promise<boolean> {
-  const { hostname, port } = new URL(url);
-  return new Promise((resolve) => {
-    const socket = connect({ host: hostname, port: Number(port), localAddress: '127.0.0.2' });
-    socket.on('connect', () => {
-      socket.destroy();
-      resolve(true);
-    });
-    socket.on('error', () => resolve(false));
-  });
+function loginFrom(url: string, localAddress: string, user: string, password: string, headers: Record<string, string> = {}): Promise<Reply> {
+  return send(url, 'POST', '/login', { headers: { authorization: basic(user, password), ...headers }, localAddress });
 }
 
 async function failTenTimes(url: string, user: string): Promise<void> {
@@ -218,4 +248,30 @@ test('Failed logins are always on: the real server with default flags answers th
   assertProblem(reply, 429, 'too-many-requests');
   const retryAfter = Number(reply.headers['retry-after']);
   assert.ok(Number.isInteger(retryAfter) && retryAfter >= 1 && retryAfter <= 60, `Retry-After: ${reply.headers['retry-after']}`);
+});
+
+test('Failed logins: made-up names from one address cannot push its count for an account out of the table: its next guesses are still refused', async (t) => {
+  // A table of 200 keys stands for the 10,000 of a real server: the attack is the same, with fewer
+  // requests. Without the server-wide budget, which would refuse the address sooner (503).
+  const app = await mount(t, { loginLimits: new LoginLimiter({ maxKeys: 200 }) }, { loginFailuresPerMinute: 0 });
+  await failTenTimes(app.url, 'admin');
+  const statuses: number[] = [];
+  for (let i = 0; i < 210; i++) statuses.push((await login(app.url, `junk${i}`, 'wrong')).status);
+  assertTooMany(await login(app.url, 'admin', 'wrong-again'), '60', 'the 11th guess at admin');
+  assertTooMany(await login(app.url, 'admin', ADMIN_PASSWORD), '60', 'the right password too');
+  assert.deepEqual(statuses, [...Array(90).fill(401), ...Array(120).fill(429)], 'the address had its 100 failures a minute');
+  assert.equal(app.scryptRuns(), 100);
+});
+
+test('Failed logins: at most 100 a minute per address over all names (429, the right password too); another address is not limited', async (t) => {
+  const app = await mount(t, {}, { loginFailuresPerMinute: 0 });
+  if (!(await canUseSecondLoopback(app.url))) return t.skip('127.0.0.2 is not a usable loopback address here');
+  for (let i = 0; i < 100; i++) assertProblem(await login(app.url, `name${i}`, 'wrong'), 401, 'login-failed', `failure ${i + 1}`);
+  app.setNow(T0 + 20_000);
+  const refused = await login(app.url, 'rita', READER_PASSWORD);
+  assertTooMany(refused, '40', 'a name this address never tried');
+  assert.match(refused.json().detail, /from this address/);
+  assert.equal((await loginFrom(app.url, '127.0.0.2', 'rita', READER_PASSWORD)).status, 200, 'from 127.0.0.2');
+  app.setNow(T0 + MINUTE);
+  assert.equal((await login(app.url, 'rita', READER_PASSWORD)).status, 200, 'a minute later');
 });

@@ -8,6 +8,7 @@ import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { quoteLogText } from '../server/ops/log-text.js';
 import { ADMIN_PASSWORD, basic, send, startTestServer, tempDir } from './helpers.js';
 import { runTool, spawnServer } from './processes.js';
 
@@ -72,3 +73,40 @@ for line in sys.stdin.read().splitlines():
   server.kill('SIGTERM');
   await server.exited;
 });
+
+test('a login line cuts an account name past 64 characters to its first 64 and "...", for refused attempts too, and escapes control, bidirectional and format characters', async (t) => {
+  const lines: string[] = [];
+  const server = await startTestServer(t, {}, { log: (line) => lines.push(line) });
+  const long = 'x'.repeat(10_000);
+  for (let i = 0; i < 11; i++) await login(server.url, long, 'guess');
+  const sneaky = 'admin\u202E\u2066\u200F\u0085\u009B\u0007\u2028\uFEFF\u200B';
+  assert.equal((await login(server.url, sneaky, 'x')).status, 401);
+  assert.equal(lines.length, 12);
+  const accounts = lines.map((line) => {
+    const m = LINE.exec(line);
+    assert.ok(m !== null, `not a login line: ${JSON.stringify(line.slice(0, 200))}`);
+    return m[3]!;
+  });
+  assert.equal(accounts[0], `"${'x'.repeat(64)}..."`);
+  assert.match(lines[10]!, /outcome=rate-limited$/);
+  assert.equal(accounts[10], accounts[0], 'a refused attempt is cut the same way');
+  assert.ok(lines.every((line) => line.length < 200), 'every line stays short');
+  assert.equal(accounts[11], '"admin\\u202E\\u2066\\u200F\\u0085\\u009B\\u0007\\u2028\\uFEFF\\u200B"');
+  assert.ok(lines.every((line) => /^[\x20-\x7e]*$/.test(line)), 'nothing but printable ASCII in the lines of these names');
+});
+
+const QUOTED: [string, string, string][] = [
+  ['plain', 'alice', '"alice"'],
+  ['letters of other scripts stay as they are', 'Zoë-Łukasz', '"Zoë-Łukasz"'],
+  ['quote and backslash', 'a"b\\c', '"a\\"b\\\\c"'],
+  ['a lone surrogate', 'a\uD800b', '"a\\uD800b"'],
+  ['a format character past U+FFFF (a tag) as its two UTF-16 units', 'a\u{E0001}', '"a\\uDB40\\uDC01"'],
+  ['64 characters are kept whole', 'y'.repeat(64), `"${'y'.repeat(64)}"`],
+  ['the 65th starts the cut, a surrogate pair is not split', '😀'.repeat(65), `"${'😀'.repeat(64)}..."`],
+];
+for (const [name, text, quoted] of QUOTED) {
+  test(`quoteLogText: ${name}`, () => {
+    assert.equal(quoteLogText(text), quoted);
+    if (!quoted.endsWith('..."')) assert.equal(JSON.parse(quoted), text, 'JSON.parse gives the text back');
+  });
+}

@@ -14,6 +14,8 @@ import { test, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { connect } from '../server/store/postgres/driver.js';
 import { SCHEMA_VERSION } from '../server/store/postgres/schema.js';
+import { PostgresSettings } from '../server/store/postgres/shared-settings.js';
+import { loginLimitKey, SharedLoginLimits } from '../server/security/login-limit.js';
 import { ADMIN_PASSWORD, assertProblem, basic, buildIfStale, cookiePair, onSmallDisk, put, runUsersServer, send, startTestServer, tempDir, type TestServer } from './helpers.js';
 import { pgbouncerDatabase, pgbouncerSkipReason } from './pgbouncer.js';
 import { cuttingRelay, postgresCluster, postgresSkipReason, restartPostgres, setPostgresRunning, testDatabase } from './postgres.js';
@@ -154,6 +156,45 @@ shared('the failed-login limit holds across instances: guesses spread over three
   assert.deepEqual(statuses, [...Array<number>(10).fill(401), 429, 429]);
   const refused = await send(servers[1]!.url, 'POST', '/login', { headers: { authorization: basic('admin', ADMIN_PASSWORD) } });
   assert.equal(refused.status, 429, 'the right password is refused too while the limit holds');
+});
+
+shared('the failed-login limit across instances also holds per address over all names: 100 failures with made-up names spread over three, then every name is refused', async (t, database) => {
+  const { servers } = await instances(t, 3, {}, database);
+  for (let i = 0; i < 100; i++) assertProblem(await send(servers[i % 3]!.url, 'POST', '/login', { headers: { authorization: basic(`junk${i}`, 'wrong') } }), 401, 'login-failed', `failure ${i + 1}`);
+  const refused = await send(servers[1]!.url, 'POST', '/login', { headers: { authorization: basic('admin', ADMIN_PASSWORD) } });
+  assertProblem(refused, 429, 'too-many-requests');
+  assert.match(refused.json().detail, /^Too many failed logins from this address/);
+});
+
+shared('the shared failed-login limit: tries being checked fill the limit as busy, not as failures; a released try counts for nothing; a success forgets its own failures only', async (t, database) => {
+  const { url } = await instances(t, 1, {}, database);
+  const sql = await connect(url, { max: 1 });
+  t.after(() => sql.end());
+  const limits = new SharedLoginLimits(new PostgresSettings(sql));
+  const now = Date.now();
+  const slots = [];
+  for (let i = 0; i < 10; i++) {
+    const taken = await limits.take('192.0.2.1', 'bob', now);
+    assert.ok('slot' in taken, `try ${i + 1}`);
+    slots.push(taken.slot);
+  }
+  assert.deepEqual(await limits.take('192.0.2.1', 'bob', now), { busy: 1 });
+  for (const slot of slots.splice(0, 9)) await slot.released();
+  await slots[0]!.failed();
+  const fail = async (account: string) => {
+    const taken = await limits.take('192.0.2.1', account, now);
+    if ('slot' in taken) await taken.slot.failed();
+    return 'slot' in taken ? 'failed' : taken;
+  };
+  for (let i = 0; i < 9; i++) assert.equal(await fail('bob'), 'failed', `failure ${i + 2}`);
+  assert.deepEqual(await fail('bob'), { wait: 60, scope: 'account' });
+  assert.equal(await fail('carol'), 'failed');
+  const carol = await limits.take('192.0.2.1', 'carol', now);
+  assert.ok('slot' in carol);
+  await carol.slot.succeeded();
+  assert.deepEqual(await fail('bob'), { wait: 60, scope: 'account' }, "carol's success leaves bob's failures");
+  const rows = await sql`select count(*)::int as n from login_attempts where key = ${loginLimitKey('192.0.2.1', 'carol')}`;
+  assert.equal(rows[0]!.n, 0, "carol's failures are gone");
 });
 
 shared('the signing secret and the generated admin password are made once and shared; an account added by the command logs in on every instance', async (t, database) => {

@@ -62,6 +62,8 @@ export interface StartOptions {
   store?: Store;
   /** Tests only: the password hash function (one that counts its calls, say). */
   scrypt?: ScryptFunction;
+  /** Tests only: the failed-login limit (one with a smaller table, say) instead of this process's own or the shared store's. */
+  loginLimits?: LoginLimits;
   /** Aborted by a stop asked for during the start: the wait for a database ends at once. */
   signal?: AbortSignal;
 }
@@ -269,13 +271,14 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     const admin = settings.admin;
     if (typeof admin === 'string') accounts.add('admin', 'admin', await hashPassword(admin, hashing), await settings.adminIdentity(admin));
     else accounts.add('admin', 'admin', admin.password, admin.id);
+    const loginLimits = options.loginLimits ?? settings.loginLimits;
     const app = createApp({
       store,
       config,
       accounts,
       accountsFile: settings.accountsSource,
       keys: settings.keys,
-      ...(settings.loginLimits && { loginLimits: settings.loginLimits }),
+      ...(loginLimits && { loginLimits }),
       ...(options.clock && { clock: options.clock }),
       ...(options.logError && { logError: options.logError }),
       log: options.log ?? logError,

@@ -158,10 +158,10 @@ export const FLAGS: Record<string, FlagSpec> = {
     type: 'string', default: '15', description: 'log2 of scrypt N for password hashes; lower only for tests', key: 'passwordCost', parse: integer(1, 20),
   },
   'login-concurrency': {
-    type: 'string', default: '2', description: 'password hashes computed at once (the rest wait briefly, then 503)', key: 'loginConcurrency', parse: integer(1, 64),
+    type: 'string', default: '2', description: 'password hashes computed at once (16 more wait, at most 4 per client address; the rest get 503)', key: 'loginConcurrency', parse: integer(1, 64),
   },
   'login-failures-per-minute': {
-    type: 'string', default: '600', description: 'failed logins a minute server-wide before logins without a session get 503 (0: no limit)', key: 'loginFailuresPerMinute', parse: integer(0, 1_000_000),
+    type: 'string', default: '600', description: 'failed logins a minute server-wide before logins without a session of their account get 503, at most a tenth of them per client address (0: no limit)', key: 'loginFailuresPerMinute', parse: integer(0, 1_000_000),
   },
   'cookie-secure': { type: 'boolean', default: false, description: 'name the session cookie __Host-USER_TOKEN and mark it Secure (behind TLS)', key: 'cookieSecure', parse: (v) => v },
   secret: {

@@ -81,14 +81,17 @@ export class Accounts {
   private accounts = new Map<string, StoredAccount>();
   private readonly builtIn = new Map<string, StoredAccount>();
   private readonly scrypt: ScryptFunction;
+  /** The parameters of a new account's hash (`--password-cost`). */
+  private readonly newParams: ScryptParams;
   // Checked against when the account does not exist, so that a login for an
-  // unknown name costs the same scrypt work as one for a real name: same
-  // parameters and key length as a new account's hash.
-  private readonly decoy: PasswordHash;
+  // unknown name costs the same scrypt work as one for a real name: the
+  // parameters most stored accounts have (see `decoyParams`).
+  private decoy: PasswordHash;
 
   constructor(options: HashOptions = {}) {
     this.scrypt = options.scrypt ?? scryptHash;
-    this.decoy = { salt: randomBytes(SALT_LENGTH), hash: randomBytes(KEY_LENGTH), params: options.params ?? (options.cost === undefined ? DEFAULT_SCRYPT_PARAMS : scryptParams(options.cost)) };
+    this.newParams = options.params ?? (options.cost === undefined ? DEFAULT_SCRYPT_PARAMS : scryptParams(options.cost));
+    this.decoy = { salt: randomBytes(SALT_LENGTH), hash: randomBytes(KEY_LENGTH), params: this.newParams };
   }
 
   /** Adds a built-in account: it survives every `replaceStored`. */
@@ -108,6 +111,7 @@ export class Accounts {
     const next = new Map(this.builtIn);
     for (const account of stored) next.set(account.name, account);
     this.accounts = next;
+    this.decoy = { ...this.decoy, params: decoyParams([...next.values()].filter((a) => !this.builtIn.has(a.name)), this.newParams) };
   }
 
   get(name: string): Account | undefined {
@@ -125,6 +129,33 @@ export class Accounts {
     const equal = timingSafeEqual(candidate, stored.hash);
     return equal && account !== undefined ? account : undefined;
   }
+}
+
+/**
+ * The parameters a login for an unknown name is checked with: those most of
+ * `accounts` are stored with, the higher cost on a tie, so the answer takes
+ * as long as for most real names even when their hashes were made under
+ * another `--password-cost`; `fallback` when there are none. The built-in
+ * admin is left out: its name is known to exist anyway.
+ */
+function decoyParams(accounts: readonly StoredAccount[], fallback: ScryptParams): ScryptParams {
+  const counts = new Map<string, { params: ScryptParams; count: number }>();
+  for (const { password } of accounts) {
+    const { N, r, p } = password.params;
+    const entry = counts.get(`${N},${r},${p}`) ?? { params: password.params, count: 0 };
+    entry.count++;
+    counts.set(`${N},${r},${p}`, entry);
+  }
+  let best: { params: ScryptParams; count: number } | undefined;
+  for (const entry of counts.values()) {
+    if (best === undefined || entry.count > best.count || (entry.count === best.count && scryptWork(entry.params) > scryptWork(best.params))) best = entry;
+  }
+  return best?.params ?? fallback;
+}
+
+/** What one check costs, in scrypt's terms (RFC 7914): N * r * p. */
+function scryptWork(params: ScryptParams): number {
+  return params.N * params.r * params.p;
 }
 
 /**

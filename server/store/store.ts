@@ -190,6 +190,19 @@ export interface Store {
   readonly shared?: SharedSettings;
 }
 
+/** The tries of a login's account (from its address) and of its address, in the window of the failed-login limit. */
+export interface LoginTryCounts {
+  account: TryCount;
+  address: TryCount;
+}
+
+/** Failures, the time of the oldest (Infinity without one), and tries still being checked. */
+export interface TryCount {
+  failures: number;
+  oldest: number;
+  pending: number;
+}
+
 /** What every instance of a deployment shares besides the users (api.md "Sessions", "Access control and limits"). */
 export interface SharedSettings {
   /** The signing secrets, the first signs; `make` makes the first one when there is none yet. */
@@ -204,10 +217,15 @@ export interface SharedSettings {
   accountRecords(): Promise<string[]>;
   /** Changes the accounts in one step: `update` edits the records by name. */
   updateAccountRecords(update: (records: Map<string, string>) => void): Promise<void>;
-  /** The failed-login limit across instances: takes a slot and answers undefined, or the seconds to wait. */
-  takeLoginSlot(key: string, now: number, limit: number, windowMs: number): Promise<number | undefined>;
-  /** A successful login: its key starts over. */
-  releaseLoginSlots(key: string): Promise<void>;
+  /**
+   * The failed-login limit across instances: counts the tries since `since`
+   * of `address` and of `key` (that address and an account), one try of an
+   * address at a time over every instance, and unless `refuse` answers a
+   * refusal for those counts, records a try at `now` being checked: its slot.
+   */
+  takeLoginSlot<R>(address: string, key: string, since: number, now: number, refuse: (counts: LoginTryCounts) => R | undefined): Promise<{ refused: R } | { slot: string }>;
+  /** What the try of a slot came to: a failure; a success, which forgets the failures of its key too; or nothing (released). */
+  settleLoginSlot(slot: string, key: string, outcome: 'failed' | 'succeeded' | 'released'): Promise<void>;
   /** Announces a serving instance to others (and to `copy`) until the answer's `close`; refreshed every INSTANCE_BEAT_MS. */
   announce(instance: InstanceInfo): Promise<{ close(): Promise<void> }>;
   /** The instances that announced themselves and gave a sign of life within INSTANCE_GONE_MS. */

@@ -3,6 +3,7 @@ import { LOGIN_PATH } from '../../../shared/endpoints.js';
 import { problems } from '../../../shared/problems.js';
 import { HttpError } from '../../errors.js';
 import type { Account } from '../../security/credentials.js';
+import type { LoginRefusal } from '../../security/login-limit.js';
 import {
   FORM_TOKEN_FIELD,
   FORM_TOKEN_TTL,
@@ -22,8 +23,8 @@ import type { Context, Handler, RouteDeps } from '../route.js';
 import type { ActiveSession } from '../session-cookies.js';
 import { sendLoginPage } from '../sign-in-html.js';
 
-/** What a password check came to: an account, a wait (the failed-login limit), or a wrong password. */
-export type LoginAttempt = { account: Account } | { wait: number } | { busy: number } | { wrong: true };
+/** What a password check came to: an account, a wait (the failed-login limit), busy (retry shortly), or a wrong password. */
+export type LoginAttempt = { account: Account } | LoginRefusal | { wrong: true };
 
 /** What the page shares with the API's login and logout. */
 export interface SessionActions {

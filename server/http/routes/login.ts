@@ -2,9 +2,11 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { LOGIN_PATH, LOGOUT_PATH } from '../../../shared/endpoints.js';
 import { problems } from '../../../shared/problems.js';
 import { HttpError } from '../../errors.js';
+import { quoteLogText } from '../../ops/log-text.js';
 import { andThen } from '../../store/store.js';
 import { parseBasicAuth } from '../../security/credentials.js';
-import { LoginLimiter, loginLimitKey, type LoginLimits } from '../../security/login-limit.js';
+import { LoginLimiter, type LoginLimits, type LoginSlot } from '../../security/login-limit.js';
+import { limitKey } from '../../security/rate-limit.js';
 import { BUSY_RETRY_SECONDS, FailureBudget, HashingGate } from '../../security/login-load.js';
 import { clientAddress } from '../client-address.js';
 import { INVALID_TOKEN_CHALLENGE } from '../access-control.js';
@@ -53,6 +55,8 @@ export function sessionRoutes(deps: RouteDeps): Route[] {
 
 /** Logins waiting for a hashing slot before the next one is refused. */
 const HASHING_QUEUE = 16;
+/** Places of that queue one client address may hold. */
+const HASHING_QUEUE_PER_CLIENT = 4;
 
 class LoginRoutes implements SessionActions {
   private readonly limiter: LoginLimits;
@@ -62,7 +66,7 @@ class LoginRoutes implements SessionActions {
 
   constructor(private readonly deps: RouteDeps) {
     this.limiter = deps.loginLimits ?? new LoginLimiter();
-    this.gate = new HashingGate(deps.config.loginConcurrency, HASHING_QUEUE);
+    this.gate = new HashingGate(deps.config.loginConcurrency, HASHING_QUEUE, HASHING_QUEUE_PER_CLIENT);
     this.budget = new FailureBudget(deps.config.loginFailuresPerMinute);
     this.browser = deps.config.loginPage ? browserSignIn(deps, this) : undefined;
   }
@@ -107,7 +111,8 @@ class LoginRoutes implements SessionActions {
     }
     const attempt = await this.checkPassword(req, credentials.user, credentials.password, now);
     if ('wait' in attempt) {
-      throw new HttpError(problems.tooManyRequests, `Too many failed logins for this account from this address; try again in ${attempt.wait} s.`, { 'Retry-After': String(attempt.wait) });
+      const which = attempt.scope === 'account' ? 'for this account from this address' : 'from this address';
+      throw new HttpError(problems.tooManyRequests, `Too many failed logins ${which}; try again in ${attempt.wait} s.`, { 'Retry-After': String(attempt.wait) });
     }
     if ('busy' in attempt) {
       throw new HttpError(problems.loginBusy, `The server is checking as many logins as it may; retry in ${attempt.busy} s.`, { 'Retry-After': String(attempt.busy) });
@@ -134,28 +139,50 @@ class LoginRoutes implements SessionActions {
 
   logLogin(req: IncomingMessage, user: string, now: number, outcome: string): void {
     const verdict = outcome === 'ok' ? 'ok' : 'failed';
-    this.deps.log(`${new Date(now).toISOString()} users-server: login ${verdict} client=${clientAddress(req, this.deps.config)} account=${JSON.stringify(user)} outcome=${outcome}`);
+    this.deps.log(`${new Date(now).toISOString()} users-server: login ${verdict} client=${clientAddress(req, this.deps.config)} account=${quoteLogText(user)} outcome=${outcome}`);
   }
 
   private async attempt(req: IncomingMessage, user: string, password: string, now: number): Promise<LoginAttempt> {
+    const address = clientAddress(req, this.deps.config);
+    // A user signed in as this account, signing in again, is let through a flood of others.
+    const signedIn = await this.signedInAs(req, user, now);
+    const spent = signedIn ? undefined : this.budget.spent(limitKey(address), now);
+    if (spent !== undefined) return { busy: spent };
     // Checked before scrypt runs: a limited guess costs the server nothing,
     // and the right password is refused too, so the limit cannot be probed.
-    // A signed-in user signing in again is let through a flood of others.
-    const signedIn = req.headers.cookie !== undefined && (await this.deps.sessions.valid(req, now)).length > 0;
-    const spent = signedIn ? undefined : this.budget.spent(now);
-    if (spent !== undefined) return { busy: spent };
-    const key = loginLimitKey(clientAddress(req, this.deps.config), user);
-    const wait = await this.limiter.attempt(key, now);
-    if (wait !== undefined) return { wait };
+    const taken = await this.limiter.take(address, user, now);
+    if (!('slot' in taken)) return taken;
+    try {
+      return await this.check(taken.slot, address, user, password, signedIn, now);
+    } catch (error) {
+      // A try that ends in an error was not checked: it counts for nothing.
+      await taken.slot.released();
+      throw error;
+    }
+  }
+
+  /** Whether the request carries a valid session of the account `user`. */
+  private async signedInAs(req: IncomingMessage, user: string, now: number): Promise<boolean> {
+    if (req.headers.cookie === undefined) return false;
+    return (await this.deps.sessions.valid(req, now)).some((session) => session.account.name === user);
+  }
+
+  /** The password check of a try that holds its slot, which it settles. */
+  private async check(slot: LoginSlot, address: string, user: string, password: string, signedIn: boolean, now: number): Promise<LoginAttempt> {
     await this.deps.accountsFile?.refresh();
-    const verified = this.gate.run(() => this.deps.accounts.verify(user, password), signedIn);
-    if (verified === undefined) return { busy: BUSY_RETRY_SECONDS };
+    const client = limitKey(address);
+    const verified = this.gate.run(() => this.deps.accounts.verify(user, password), signedIn ? { client, signedInAs: user } : { client });
+    if (verified === undefined) {
+      await slot.released();
+      return { busy: BUSY_RETRY_SECONDS };
+    }
     const account = await verified;
     if (!account) {
-      this.budget.record(now);
+      await slot.failed();
+      this.budget.record(client, now);
       return { wrong: true };
     }
-    await this.limiter.succeeded(key);
+    await slot.succeeded();
     return { account };
   }
 
@@ -205,7 +232,7 @@ const LOGIN_DOC: OperationDoc = {
   operationId: 'login',
   summary: 'Open a session with HTTP Basic credentials',
   description:
-    'Any request body is read and ignored. Failed logins are rate limited per address and account. ' +
+    'Any request body is read and ignored. Failed logins are limited per address and account, and per address. ' +
     "With `--login-page`, a form body (`application/x-www-form-urlencoded`) without `Authorization` is the sign-in page's: " +
     '303 to `/` with the session cookie, or the page again (HTML) with 401 (wrong password), 403 (bad or expired `csrf` token, another `Origin`) or 429.',
   tags: ['sessions'],
@@ -215,8 +242,8 @@ const LOGIN_DOC: OperationDoc = {
     '303': empty('`--login-page` form: signed in; `Location: /`, the session cookie is set.', 'Location', 'Set-Cookie'),
     '401': problemOrPage('Wrong or missing credentials: `login-failed`; the sign-in form (`--login-page`) gets the page again with the error.', 'WWW-Authenticate'),
     '403': problemOrPage('The sign-in form (`--login-page`) with a bad or expired `csrf` token or another `Origin`: the page again with a fresh token.'),
-    '429': problemOrPage('Too many failed logins for this address and account (`too-many-requests`), or the rate limit; the sign-in form gets the page again.', 'Retry-After', 'RateLimit-Policy', 'RateLimit'),
-    '503': problemOrPage('`login-busy`: too many logins being checked, or the server-wide failure budget spent; the sign-in form gets the page again.', 'Retry-After'),
+    '429': problemOrPage('Too many failed logins for this address and account, or from this address (`too-many-requests`), or the rate limit; the sign-in form gets the page again.', 'Retry-After', 'RateLimit-Policy', 'RateLimit'),
+    '503': problemOrPage('`login-busy`: too many logins being checked (for this address, or for this address and account), or the failure budget spent (server-wide, or this address\'s share); not counted as a failure; the sign-in form gets the page again.', 'Retry-After'),
   },
   problems: [413],
 };

@@ -92,6 +92,14 @@ const MIGRATIONS: readonly (readonly string[])[] = [
     `alter table api_tokens add column owner_since text, add column parent text`,
     `create index api_tokens_parent on api_tokens (parent)`,
   ],
+  [
+    // The failed-login limit per address over all names, and tries still being checked (pending)
+    // told from failures; id names one try, so that its outcome settles that row alone.
+    `alter table login_attempts add column address text not null default ''`,
+    `alter table login_attempts add column pending boolean not null default false`,
+    `alter table login_attempts add column id bigint generated always as identity`,
+    `create index login_attempts_address_at on login_attempts (address, at)`,
+  ],
 ];
 
 /** The newest schema version this users-server knows. */

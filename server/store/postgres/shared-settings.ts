@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { INSTANCE_BEAT_MS, INSTANCE_GONE_MS, type InstanceInfo, type LiveInstance, type SharedSettings } from '../store.js';
+import { INSTANCE_BEAT_MS, INSTANCE_GONE_MS, type InstanceInfo, type LiveInstance, type LoginTryCounts, type SharedSettings, type TryCount } from '../store.js';
 import { DEFAULT_DB_TIMEOUT_SECONDS, replacePool, unavailable, withDeadline, type Sql } from './driver.js';
 
 /**
@@ -87,21 +87,34 @@ export class PostgresSettings implements SharedSettings {
     );
   }
 
-  async takeLoginSlot(key: string, now: number, limit: number, windowMs: number): Promise<number | undefined> {
+  async takeLoginSlot<R>(address: string, key: string, since: number, now: number, refuse: (counts: LoginTryCounts) => R | undefined): Promise<{ refused: R } | { slot: string }> {
     return this.guard(() =>
       this.sql.begin(async (tx) => {
-        // Attempts on one key, from any instance, are counted one at a time.
-        await tx`select pg_advisory_xact_lock(hashtextextended(${'login:' + key}, 0))`;
-        const [row] = await tx`select count(*)::int as count, min(at) as oldest from login_attempts where key = ${key} and at > ${now - windowMs}`;
-        if (row!.count >= limit) return Math.max(1, Math.ceil((Number(row!.oldest) + windowMs - now) / 1000));
-        await tx`insert into login_attempts (key, at) values (${key}, ${now})`;
-        return undefined;
+        // Tries of one address, from any instance, are counted one at a time.
+        await tx`select pg_advisory_xact_lock(hashtextextended(${'login:' + address}, 0))`;
+        const [row] = await tx`
+          select count(*) filter (where key = ${key} and not pending)::int as account_failures,
+                 min(at) filter (where key = ${key} and not pending) as account_oldest,
+                 count(*) filter (where key = ${key} and pending)::int as account_pending,
+                 count(*) filter (where not pending)::int as address_failures,
+                 min(at) filter (where not pending) as address_oldest,
+                 count(*) filter (where pending)::int as address_pending
+          from login_attempts where address = ${address} and at > ${since}`;
+        const refused = refuse({ account: tryCount(row!, 'account'), address: tryCount(row!, 'address') });
+        if (refused !== undefined) return { refused };
+        const [taken] = await tx`insert into login_attempts (address, key, at, pending) values (${address}, ${key}, ${now}, true) returning id`;
+        return { slot: String(taken!.id) };
       }),
     );
   }
 
-  async releaseLoginSlots(key: string): Promise<void> {
-    await this.guard(() => this.sql`delete from login_attempts where key = ${key}`);
+  async settleLoginSlot(slot: string, key: string, outcome: 'failed' | 'succeeded' | 'released'): Promise<void> {
+    await this.guard(() => {
+      if (outcome === 'failed') return this.sql`update login_attempts set pending = false where id = ${slot}`;
+      if (outcome === 'released') return this.sql`delete from login_attempts where id = ${slot}`;
+      // Other tries of the key still being checked keep their rows: a wrong one among them still counts.
+      return this.sql`delete from login_attempts where id = ${slot} or (key = ${key} and not pending)`;
+    });
   }
 
   // Times of instances are the database's clock (ms), so that instances on several hosts agree on who is silent.
@@ -146,4 +159,10 @@ export class PostgresSettings implements SharedSettings {
       return this.rethrow(error);
     }
   }
+}
+
+/** One side of the counts of takeLoginSlot's row. */
+function tryCount(row: Record<string, unknown>, side: 'account' | 'address'): TryCount {
+  const oldest = row[`${side}_oldest`];
+  return { failures: Number(row[`${side}_failures`]), oldest: oldest === null || oldest === undefined ? Infinity : Number(oldest), pending: Number(row[`${side}_pending`]) };
 }
