@@ -3,12 +3,14 @@
  * a data directory taken while a server keeps writing and compacting in it.
  */
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, readdirSync, watch, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, symlinkSync, watch, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { onSmallDisk, put, runUsersServer, send, startTestServer, tempDir } from './helpers.js';
 import { runTool, SERVER_BIN, spawnServer, spawnUsersServer } from './processes.js';
 import { writeJournalData } from '../server/store/journal/dump-files.js';
+import { backupDataFiles } from '../server/store/journal/backup-files.js';
+import { recover } from '../server/store/journal/recovery.js';
 
 test('node bin/users-server.js backup under write load (with compactions): the copy is a data directory of its own, and a server started on it has every write acknowledged before the backup began', async (t) => {
   const dir = join(tempDir(t), 'data');
@@ -138,4 +140,23 @@ test('a backup killed while it copies (SIGKILL) leaves a folder that a start, re
   assert.ok(!readdirSync(again).includes('unfinished'));
   const server = await spawnServer(t, ['--port', '0', '--data', again]);
   assert.equal((await send(server.url, 'GET', '/users/40000')).status, 200);
+});
+
+test('the data files a copy, a repair or a backup writes are created new, never through a link: a link left under the name of a snapshot\'s temp file or a journal is replaced (a copy, a repair) or refused (a backup), and what it points to is not written', async (t) => {
+  const place = tempDir(t);
+  const victims = ['a', 'b', 'c'].map((name) => join(place, `victim-${name}`));
+  for (const victim of victims) writeFileSync(victim, 'untouched\n', { mode: 0o600 });
+  const dir = join(place, 'copy');
+  mkdirSync(dir);
+  symlinkSync(victims[0]!, join(dir, 'snapshot-00000001.tmp'));
+  symlinkSync(victims[1]!, join(dir, 'journal-00000001'));
+  const users = [{ id: 1, alias: undefined, json: JSON.stringify({ name: 'Ann', id: 1 }) }];
+  await writeJournalData(dir, { lastId: 1, claimed: [], users, redirects: [], reservations: [], idempotency: [], revoked: [], tokens: [], lastChange: 0 });
+  for (const name of ['snapshot-00000001', 'journal-00000001']) assert.ok(lstatSync(join(dir, name)).isFile(), `${name} is a file of its own`);
+  assert.equal(recover(dir).state.users.size, 1);
+  const backup = join(place, 'backup');
+  mkdirSync(backup);
+  symlinkSync(victims[2]!, join(backup, 'snapshot-00000001'));
+  assert.throws(() => backupDataFiles(dir, backup), { code: 'EEXIST' });
+  for (const victim of victims) assert.equal(readFileSync(victim, 'utf8'), 'untouched\n', victim);
 });
