@@ -8,7 +8,7 @@
  * bench/abuse-bench.ts, never asserted here.
  */
 import assert from 'node:assert/strict';
-import { connect, type Socket } from 'node:net';
+import { connect, createServer, type Socket } from 'node:net';
 import { test, type TestContext } from 'node:test';
 import { ANSWERS_PER_TURN, PIPELINE_LIMIT } from '../server/http/pipelining.js';
 import { put, send, startTestServer, type TestServer } from './helpers.js';
@@ -211,5 +211,42 @@ test('--max-connections: one address holding thousands loses only its own newest
   }
   const connections = await new Promise<number>((resolve, reject) => server.running.server.getConnections((e, n) => (e ? reject(e) : resolve(n))));
   assert.ok(connections <= 100, `${connections} connections open`);
+  for (const s of flood) s.destroy();
+});
+
+/** Why a dual-stack listener (`::`) cannot be had here (a machine or container without IPv6), or undefined. */
+async function dualStackSkipReason(): Promise<string | undefined> {
+  const probe = createServer();
+  return new Promise((resolve) => {
+    probe.once('error', (error: NodeJS.ErrnoException) => resolve(`cannot listen on :: (${error.code}): no IPv6 here`));
+    probe.listen(0, '::', () => probe.close(() => resolve(undefined)));
+  });
+}
+
+// With --host ::, IPv4 clients arrive as IPv4-mapped IPv6 peers (::ffff:127.0.0.1): each is still an address of its own.
+test('--host :: and --max-connections-per-client: an IPv4 address at the limit does not hold back another IPv4 address', async (t) => {
+  const skip = await dualStackSkipReason();
+  if (skip !== undefined) return t.skip(skip);
+  const server = await startTestServer(t, { host: '::', maxConnectionsPerClient: 3 });
+  const port = Number(new URL(server.url).port);
+  const held = await Promise.all(Array.from({ length: 3 }, () => open(t, port, '127.0.0.1')));
+  for (const other of ['127.0.0.2', '127.0.0.3']) {
+    assert.equal(await ask(await open(t, port, other)), 'HTTP/1.1 200 OK', `${other} is served`);
+  }
+  assert.equal(await ask(await open(t, port, '127.0.0.1')), 'closed', 'the fourth of 127.0.0.1 is closed');
+  for (const s of held) s.destroy();
+});
+
+test('--host :: and --max-connections: an IPv4 address flooding the server loses its own newest connections; other IPv4 addresses are served', async (t) => {
+  const skip = await dualStackSkipReason();
+  if (skip !== undefined) return t.skip(skip);
+  const server = await startTestServer(t, { host: '::', maxConnections: 20 });
+  const port = Number(new URL(server.url).port);
+  const flood = await Promise.all(Array.from({ length: 20 }, () => open(t, port, '127.0.0.1')));
+  for (let i = 0; i < 5; i++) {
+    const good = await open(t, port, `127.0.0.${i + 2}`);
+    assert.equal(await ask(good), 'HTTP/1.1 200 OK', `127.0.0.${i + 2} is served`);
+    good.destroy();
+  }
   for (const s of flood) s.destroy();
 });

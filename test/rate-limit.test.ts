@@ -173,9 +173,11 @@ const keyCases = [
   { address: '::1', key: '0:0:0:0::/64' },
   { address: 'fe80::1%eth0', key: 'fe80:0:0:0::/64' },
   { address: '64:ff9b::192.0.2.1', key: '64:ff9b:0:0::/64' },
+  { address: '::ffff:192.0.2.1', key: '192.0.2.1' },
+  { address: '::FFFF:192.0.2.2', key: '192.0.2.2' },
 ];
 for (const c of keyCases) {
-  test(`Rate limit: the bucket of ${c.address} is ${c.key} (IPv4 per address, IPv6 per /64)`, () => {
+  test(`Rate limit: the bucket of ${c.address} is ${c.key} (IPv4 per address, also IPv4-mapped; IPv6 per /64)`, () => {
     assert.equal(limitKey(c.address), c.key);
   });
 }

@@ -146,7 +146,8 @@ test('Timeouts: a server started with the defaults has API.md\'s timeouts and an
   assert.match(reply, /^keep-alive: timeout=5$/im);
 });
 
-test('Timeouts: API.md values are the defaults: headers 10 s, whole request 30 s, idle keep-alive 5 s', () => {
+test('Timeouts: API.md values are the defaults: TLS handshake 10 s, headers 10 s, whole request 30 s, idle keep-alive 5 s', () => {
+  assert.equal(TIMEOUTS.handshake, 10_000);
   assert.equal(TIMEOUTS.headers, 10_000);
   assert.equal(TIMEOUTS.request, 30_000);
   assert.equal(TIMEOUTS.keepAlive, 5_000);

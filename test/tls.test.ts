@@ -8,6 +8,7 @@ import { spawnSync } from 'node:child_process';
 import { copyFileSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
+import { connect as connectTcp, type Socket } from 'node:net';
 import { connect as connectTls } from 'node:tls';
 import { PIPELINE_LIMIT } from '../server/http/pipelining.js';
 import { ADMIN_PASSWORD, runUsersServer, startTestServer, tempDir } from './helpers.js';
@@ -107,4 +108,32 @@ test('usersctl with an http:// --url at users-server\'s HTTPS port: the connecti
   const secure = spawnUsersctl(t, ['--url', `https://localhost:${port}`, 'get', '1'], { env: { PATH: process.env.PATH, ...env, NODE_EXTRA_CA_CERTS: cert } });
   assert.equal((await secure.exited).code, EXIT.notFound, secure.stderr());
   assert.equal(secure.stderr(), 'usersctl: 1: No such user.\n');
+});
+
+/** A raw TCP connection from 127.0.0.1 that writes `bytes` and nothing more; resolves when the server closes it. */
+function stallHandshake(t: TestContext, port: number, bytes: Buffer): Promise<void> {
+  const socket: Socket = connectTcp({ port, host: '127.0.0.1' }, () => socket.write(bytes));
+  t.after(() => socket.destroy());
+  socket.on('error', () => {});
+  socket.resume();
+  return new Promise((resolve) => socket.once('close', () => resolve()));
+}
+
+/** The first 5 bytes of a TLS 1.2+ ClientHello: a handshake record's header, announcing 512 bytes that never come. */
+const PARTIAL_CLIENT_HELLO = Buffer.from([0x16, 0x03, 0x01, 0x02, 0x00]);
+
+test('over HTTPS, a connection that does not finish its handshake within the handshake timeout is closed (nothing sent, or 5 bytes of a ClientHello), and its place under --max-connections is free again', async (t) => {
+  if (HAVE !== undefined) return t.skip(`${HAVE} not found`);
+  const { cert, key } = await certificate(t, tempDir(t), 'handshake');
+  const server = await startTestServer(t, { tlsCert: cert, tlsKey: key, cookieSecure: true, maxConnections: 2 }, { timeouts: { handshake: 300 } });
+  const port = Number(new URL(server.url).port);
+  await Promise.all([stallHandshake(t, port, Buffer.alloc(0)), stallHandshake(t, port, PARTIAL_CLIENT_HELLO)]);
+  // Both places are free: a third connection of the same address would otherwise be the one closed.
+  const socket = connectTls({ port, host: '127.0.0.1', ca: readFileSync(cert), servername: 'localhost' });
+  t.after(() => socket.destroy());
+  socket.write('GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n');
+  const chunks: Buffer[] = [];
+  socket.on('data', (chunk: Buffer) => chunks.push(chunk));
+  await new Promise((resolve, reject) => socket.once('end', resolve).once('error', reject));
+  assert.match(Buffer.concat(chunks).toString('latin1'), /^HTTP\/1\.1 200 /);
 });

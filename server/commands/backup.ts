@@ -1,4 +1,4 @@
-import { copyFileSync, existsSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { existsSync, lstatSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { join, resolve, sep } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { makeDirectories } from '../../shared/directories.js';
@@ -6,7 +6,8 @@ import { fileProblem } from '../../shared/file-errors.js';
 import { CommandError, DataError, UsageError } from '../errors.js';
 import { isPostgresStore } from '../ops/config.js';
 import { ADMIN_IDENTITY_FILE, markUnfinished, requireDataDir } from '../ops/data-dir.js';
-import { fsyncDirSync } from '../ops/durable-files.js';
+import { fsyncDirSync, writeNewFileSync } from '../ops/durable-files.js';
+import { requirePrivateDirectory } from '../ops/private-directory.js';
 import { ACCOUNTS_FILE } from '../security/accounts-file.js';
 import { backupDataFiles } from '../store/journal/backup-files.js';
 import { commandFlags, writtenFilesFailure, type CommandIo } from './command-io.js';
@@ -14,7 +15,8 @@ import { commandFlags, writtenFilesFailure, type CommandIo } from './command-io.
 const USAGE = `usage: users-server backup --data DIR --to DEST
 
 Writes a consistent copy of the data directory DIR to DEST, which must not
-exist or be empty and must be outside DIR, while a server may keep serving
+exist or be an empty folder only you can write, and must be outside DIR
+(docs/operations.md "Backups"), while a server may keep serving
 and writing on DIR: every write acknowledged before the backup began is in
 the copy. DEST is a data directory of its own (its secret, generated admin
 password and accounts included): start a server on it to restore. --data
@@ -45,16 +47,16 @@ function run(argv: readonly string[], io: CommandIo): number {
   if (store !== undefined && isPostgresStore(store)) throw new UsageError('a PostgreSQL store is backed up with pg_dump (docs/scaling.md "Backups"), not with this command');
   if (values.to === undefined) throw new UsageError('backup needs --to DEST (see users-server backup --help)');
   const source = resolve(values.data ?? nonEmpty(io.env.USERS_DATA) ?? 'data');
-  const target = resolve(values.to);
+  const given = resolve(values.to);
   requireDataDir(source);
-  if (target === source) throw new UsageError('--to must be another directory than --data');
-  if (target.startsWith(source + sep)) throw new UsageError('--to must be outside --data: a backup inside the data directory is lost with it');
-  const made = prepareTarget(target);
+  if (given === source) throw new UsageError('--to must be another directory than --data');
+  if (given.startsWith(source + sep)) throw new UsageError('--to must be outside --data: a backup inside the data directory is lost with it');
+  const { target, made } = prepareTarget(given);
   const started = performance.now();
   try {
     const mark = markUnfinished(target, `backup from ${source}`);
     const copied = backupDataFiles(source, target);
-    for (const name of SETTINGS_FILES) if (existsSync(join(source, name))) copyFileSync(join(source, name), join(target, name));
+    for (const name of SETTINGS_FILES) if (existsSync(join(source, name))) writeNewFileSync(target, join(target, name), readFileSync(join(source, name)), 0o600);
     fsyncDirSync(target);
     mark.finish();
     const bytes = copied.files.reduce((sum, f) => sum + f.bytes, 0);
@@ -69,20 +71,35 @@ function run(argv: readonly string[], io: CommandIo): number {
   }
 }
 
-/** Makes `target` (or accepts it empty); true when this command made it. */
-function prepareTarget(target: string): boolean {
-  if (existsSync(target)) {
-    if (!statSync(target).isDirectory()) throw new UsageError(`--to ${target} is a file, not a folder; give a new or empty folder`);
-    const held = readdirSync(target);
-    if (held.length > 0) throw new CommandError(`${target} is not empty (${held.slice(0, 3).join(', ')}${held.length > 3 ? ', ...' : ''}): back up into a new directory, so no earlier backup is overwritten`);
+/**
+ * Makes the folder `given` (or accepts it empty, and only this user's:
+ * requirePrivateDirectory); answers its real path, and whether this
+ * command made it.
+ */
+function prepareTarget(given: string): { target: string; made: boolean } {
+  const made = !lexists(given);
+  if (!made && existsSync(given) && !statSync(given).isDirectory()) throw new UsageError(`--to ${given} is a file, not a folder; give a new or empty folder`);
+  if (made) {
+    try {
+      makeDirectories(given, 0o700);
+    } catch (error) {
+      throw new CommandError(`cannot create the backup folder: ${fileProblem('create', given, error)}`);
+    }
+  }
+  const target = requirePrivateDirectory(given, { verb: 'back up', made });
+  const held = readdirSync(target);
+  if (held.length > 0) throw new CommandError(`${target} is not empty (${held.slice(0, 3).join(', ')}${held.length > 3 ? ', ...' : ''}): back up into a new directory, so no earlier backup is overwritten`);
+  return { target, made };
+}
+
+/** True when something has the name `path`, a link that leads nowhere included. */
+function lexists(path: string): boolean {
+  try {
+    lstatSync(path);
+    return true;
+  } catch {
     return false;
   }
-  try {
-    makeDirectories(target, 0o700);
-  } catch (error) {
-    throw new CommandError(`cannot create the backup folder: ${fileProblem('create', target, error)}`);
-  }
-  return true;
 }
 
 function nonEmpty(value: string | undefined): string | undefined {

@@ -4,6 +4,7 @@ import { CommandError, UsageError } from '../errors.js';
 import { isPostgresStore, redactSecrets } from '../ops/config.js';
 import { acquireLock, ADMIN_IDENTITY_FILE, ensureDataDir, markUnfinished, requireDataDir, UNFINISHED_FILE } from '../ops/data-dir.js';
 import { replaceFileSync } from '../ops/durable-files.js';
+import { requirePrivateDirectory } from '../ops/private-directory.js';
 import type { Sql } from '../store/postgres/driver.js';
 import type { PostgresStore } from '../store/postgres/postgres-store.js';
 import { INSTANCE_GONE_MS } from '../store/store.js';
@@ -54,6 +55,8 @@ async function run(argv: readonly string[], io: CommandIo): Promise<number> {
   let dump: StoreDump;
   if (from.kind === 'dir') requireDataDir(from.dir, '--from');
   if (to.kind === 'dir' && existsSync(to.dir) && !statSync(to.dir).isDirectory()) throw new CommandError(`${to.dir} is a file, not a folder: give --to a data directory, new or empty`);
+  // Before anything is read, or set aside in it with --replace.
+  if (to.kind === 'dir' && existsSync(to.dir)) to.dir = privateTarget(to.dir, false);
   try {
     for (const place of [from, to]) release.push(await refuseInUse(place));
     dump = adminAsAccount(await read(from, now), labelOf(from));
@@ -164,7 +167,7 @@ async function write(place: Place, dump: StoreDump, source: string): Promise<voi
   }
   // A directory made here is new: no server can be using it. One that existed is locked (refuseInUse).
   const made = !existsSync(place.dir);
-  const dir = ensureDataDir(place.dir);
+  const dir = privateTarget(ensureDataDir(place.dir), made);
   const release = made ? acquireLock(dir, () => {}, COPY_IN_USE) : () => {};
   let failure: unknown;
   try {
@@ -185,6 +188,11 @@ async function write(place: Place, dump: StoreDump, source: string): Promise<voi
   if (made) rmSync(dir, { recursive: true, force: true });
   else for (const name of WRITTEN_FILES) rmSync(join(dir, name), { force: true });
   throw writtenFilesFailure('copy', failure, dir);
+}
+
+/** The real path of a target folder no other user can write into (requirePrivateDirectory); as root, it may be the data directory of the user a server runs as. */
+function privateTarget(dir: string, made: boolean): string {
+  return requirePrivateDirectory(dir, { verb: 'copy', made, othersMayOwn: true });
 }
 
 /** What a copy writes into a data directory. */

@@ -1,6 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import { isIP } from 'node:net';
 import type { Config } from '../ops/config.js';
+import { unmapIpv4 } from '../security/rate-limit.js';
 
 /**
  * The address of the client a request comes from. Without `--trust-proxy`
@@ -45,8 +46,4 @@ export function lastForwardedAddress(field: string | string[] | undefined): stri
   const withPort = /^(\d{1,3}(?:\.\d{1,3}){3}):\d{1,5}$/.exec(entry);
   if (withPort !== null && isIP(withPort[1]!) === 4) return withPort[1]!;
   return undefined;
-}
-
-function unmapIpv4(address: string): string {
-  return address.length > 7 && address.slice(0, 7).toLowerCase() === '::ffff:' && isIP(address.slice(7)) === 4 ? address.slice(7) : address;
 }

@@ -1,4 +1,4 @@
-import { createServer, maxHeaderSize, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer, maxHeaderSize, type IncomingMessage, type Server, type ServerOptions as HttpServerOptions, type ServerResponse } from 'node:http';
 import { createServer as createTlsServer, type Server as TlsServer } from 'node:https';
 import type { Socket } from 'node:net';
 import { problems, type ProblemKind } from '../../shared/problems.js';
@@ -10,8 +10,8 @@ import { connectionLimits, defaultTotalConnections } from './connection-limits.j
 import { declaresTooLarge } from './request.js';
 import { problemBody, rawProblemResponse } from './response.js';
 
-/** API.md "Access control and limits": headers 10 s, whole request 30 s, idle keep-alive 5 s. */
-export const TIMEOUTS = { headers: 10_000, request: 30_000, keepAlive: 5_000, connectionsCheck: 2_000, unread: 15_000 };
+/** API.md "Access control and limits": TLS handshake 10 s, headers 10 s, whole request 30 s, idle keep-alive 5 s. */
+export const TIMEOUTS = { handshake: 10_000, headers: 10_000, request: 30_000, keepAlive: 5_000, connectionsCheck: 2_000, unread: 15_000 };
 const STOP_GRACE_MS = 10_000;
 const DRAIN_MS = 1_000;
 
@@ -101,15 +101,25 @@ function newServer(options: ListenOptions, timeouts: typeof TIMEOUTS): Server<ty
     // The app checks Host itself, to answer with a problem document.
     requireHostHeader: false,
   };
-  // node:https's server is node:http's over TLS: the same events, timeouts and responses.
-  const server =
-    options.tls === undefined
-      ? createServer<typeof IncomingMessage, typeof ObservedResponse>(settings)
-      : (createTlsServer<typeof IncomingMessage, typeof ObservedResponse>({ ...settings, cert: options.tls.cert, key: options.tls.key }) as unknown as Server<typeof IncomingMessage, typeof ObservedResponse>);
   // server.timeout stays 0: a timeout on every connection is refreshed at
   // each read and write, about 2% of a GET's CPU. A connection gets the
   // unread timeout only while an answer waits unsent on it (ObservedResponse.end).
-  return server;
+  return options.tls === undefined ? createServer<typeof IncomingMessage, typeof ObservedResponse>(settings) : newTlsServer(settings, options.tls, timeouts.handshake);
+}
+
+/**
+ * node:https's server is node:http's over TLS: the same events, timeouts
+ * and responses, and a handshake that must end within `handshake` ms.
+ */
+function newTlsServer(settings: HttpServerOptions<typeof IncomingMessage, typeof ObservedResponse>, tls: { cert: Buffer; key: Buffer }, handshake: number): Server<typeof IncomingMessage, typeof ObservedResponse> {
+  const server = createTlsServer<typeof IncomingMessage, typeof ObservedResponse>({ ...settings, handshakeTimeout: handshake, cert: tls.cert, key: tls.key });
+  // 'tlsClientError' comes only before the handshake has ended (a timeout,
+  // bytes that are no handshake, a hang-up). Nothing can be sent on such a
+  // connection: node passes the error on as 'clientError', whose plaintext
+  // 400 would wait for the handshake forever and hold the connection open.
+  // So it is destroyed first, and answerClientError finds it so.
+  server.prependListener('tlsClientError', (_error: Error, socket: Socket) => socket.destroy());
+  return server as unknown as Server<typeof IncomingMessage, typeof ObservedResponse>;
 }
 
 const PIPELINE = Symbol('users-server.pipeline');

@@ -1,10 +1,19 @@
 import { randomBytes } from 'node:crypto';
-import { close, closeSync, fchownSync, fsync, fsyncSync, open, openSync, renameSync, statSync, unlinkSync, writeSync } from 'node:fs';
+import { close, closeSync, constants, fchownSync, fsync, fsyncSync, open, openSync, renameSync, statSync, unlink, unlinkSync, writeSync } from 'node:fs';
 
 /**
  * The file system calls every durable write of users-server shares: a
- * callback call as a promise, directory syncs, and whole-file replacement.
+ * callback call as a promise, directory syncs, the creation of new files,
+ * and whole-file replacement.
  */
+
+/**
+ * How every file users-server writes is opened: created new, write-only.
+ * O_EXCL fails on any name already there, a symbolic link among them
+ * (dangling or not), so a link planted under the name is never followed
+ * and what it points to is never written; O_NOFOLLOW says the same again.
+ */
+const NEW_FILE = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;
 
 /** A node-style callback call as a promise. */
 export function call<T>(start: (cb: (error: NodeJS.ErrnoException | null, value?: T) => void) => void): Promise<T> {
@@ -29,6 +38,34 @@ export function fsyncDirSync(dir: string): void {
   } finally {
     closeSync(fd);
   }
+}
+
+/** Creates `path` as a new file with `mode` and answers its descriptor; a name already taken throws EEXIST. */
+export function createFileSync(path: string, mode: number): number {
+  return openSync(path, NEW_FILE, mode);
+}
+
+/**
+ * Creates `path` afresh, for a name an earlier write cut short may have
+ * left (a snapshot's temp file, a journal without its header): whatever
+ * holds the name is removed first (a link itself, never what it points
+ * to), then the file is created new.
+ */
+export function recreateFileSync(path: string, mode: number): number {
+  try {
+    unlinkSync(path);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+  }
+  return createFileSync(path, mode);
+}
+
+/** The same, asynchronously: for compaction while the server serves. */
+export async function recreateFile(path: string, mode: number): Promise<number> {
+  await call<void>((cb) => unlink(path, cb)).catch((error: NodeJS.ErrnoException) => {
+    if (error.code !== 'ENOENT') throw error;
+  });
+  return call<number>((cb) => open(path, NEW_FILE, mode, cb));
 }
 
 /**
@@ -64,7 +101,23 @@ export function writeAllSync(fd: number, data: Buffer | string): void {
  */
 export function replaceFileSync(dir: string, path: string, content: string, mode: number): void {
   const temp = `${path}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
-  const fd = openSync(temp, 'wx', mode);
+  writeNewFileSync(dir, temp, content, mode);
+  try {
+    renameSync(temp, path);
+  } catch (error) {
+    unlinkQuietlySync(temp);
+    throw error;
+  }
+  fsyncDirSync(dir);
+}
+
+/**
+ * Writes `content` to `path` in `dir`, a new file (createFileSync) with
+ * `mode`, synced; the caller syncs `dir`. A file it could not write whole
+ * (a full disk) is removed again.
+ */
+export function writeNewFileSync(dir: string, path: string, content: Buffer | string, mode: number): void {
+  const fd = createFileSync(path, mode);
   try {
     try {
       shareOwnerSync(fd, dir);
@@ -73,16 +126,19 @@ export function replaceFileSync(dir: string, path: string, content: string, mode
     } finally {
       closeSync(fd);
     }
-    renameSync(temp, path);
   } catch (error) {
-    try {
-      unlinkSync(temp);
-    } catch {
-      // Already renamed, or never made.
-    }
+    unlinkQuietlySync(path);
     throw error;
   }
-  fsyncDirSync(dir);
+}
+
+/** Removes `path` if it can: for clean-ups after a failure, which must not hide that failure. */
+function unlinkQuietlySync(path: string): void {
+  try {
+    unlinkSync(path);
+  } catch {
+    // Never made, or already renamed.
+  }
 }
 
 /** Removes `path` durably (the directory synced after); a file already gone is no error. */

@@ -7,6 +7,7 @@
  * structured-field Lists of one Item named "default", e.g.
  * `RateLimit-Policy: "default";q=10;w=1` and `RateLimit: "default";r=7;t=1`.
  */
+import { isIP } from 'node:net';
 import { performance } from 'node:perf_hooks';
 
 export interface RateLimiterOptions {
@@ -120,12 +121,16 @@ export class RateLimiter {
 }
 
 /**
- * The bucket key of a client address. An IPv4 address is its own key. An
- * IPv6 address is keyed by its /64 prefix: one host or home network is
- * routinely given a whole /64, so per-address buckets would hand one client
- * 2^64 of them.
+ * The key of a client address, for every limit kept per client (the rate
+ * limit, the failed-login limit, the connection limits). An IPv4 address is
+ * its own key, also when a dual-stack socket gives it IPv4-mapped
+ * (`::ffff:192.0.2.1`): otherwise every IPv4 client of `--host ::` would
+ * share the key of `::ffff:0:0/64`. An IPv6 address is keyed by its /64
+ * prefix: one host or home network is routinely given a whole /64, so
+ * per-address keys would hand one client 2^64 of them.
  */
-export function limitKey(address: string): string {
+export function limitKey(socketAddress: string): string {
+  const address = unmapIpv4(socketAddress);
   if (!address.includes(':')) return address;
   const zone = address.indexOf('%');
   const bare = zone === -1 ? address : address.slice(0, zone);
@@ -140,4 +145,9 @@ export function limitKey(address: string): string {
     all = [...head, ...Array<string>(Math.max(0, 8 - head.length - tail.length)).fill('0'), ...tail];
   }
   return all.slice(0, 4).map((g) => parseInt(g, 16).toString(16)).join(':') + '::/64';
+}
+
+/** An IPv4-mapped IPv6 address (`::ffff:192.0.2.1`, RFC 4291 section 2.5.5.2) as IPv4; any other address as it is. */
+export function unmapIpv4(address: string): string {
+  return address.length > 7 && address.slice(0, 7).toLowerCase() === '::ffff:' && isIP(address.slice(7)) === 4 ? address.slice(7) : address;
 }

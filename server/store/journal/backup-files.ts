@@ -1,7 +1,7 @@
 import { closeSync, fstatSync, fsyncSync, openSync, readSync } from 'node:fs';
 import { join } from 'node:path';
 import { DataError } from '../../errors.js';
-import { fsyncDirSync, writeAllSync } from '../../ops/durable-files.js';
+import { createFileSync, fsyncDirSync, writeAllSync } from '../../ops/durable-files.js';
 import { journalName, listDataFiles, recover, snapshotName } from './recovery.js';
 
 /**
@@ -65,10 +65,10 @@ function openConsistentSet(dir: string): { name: string; fd: number }[] {
   throw new DataError(`${dir} kept changing under the backup (a compaction every moment?); try again`);
 }
 
-/** Copies what `fd` holds now to a new file at `path` (mode 0600), synced; the bytes up to the last that is not zero (the data; a journal's preallocated tail is zeros). */
+/** Copies what `fd` holds now to a new file at `path` (mode 0600, createFileSync), synced; the bytes up to the last that is not zero (the data; a journal's preallocated tail is zeros). */
 function copyOpenFile(fd: number, path: string): number {
   const length = fstatSync(fd).size;
-  const out = openSync(path, 'wx', 0o600);
+  const out = createFileSync(path, 0o600);
   try {
     const buf = Buffer.allocUnsafe(Math.min(CHUNK, Math.max(1, length)));
     let done = 0;

@@ -1,8 +1,8 @@
-import { close, closeSync, fdatasync, fsync, fsyncSync, ftruncate, ftruncateSync, open, openSync, readSync, unlink, write, writev } from 'node:fs';
+import { close, closeSync, fdatasync, fsync, fsyncSync, ftruncate, ftruncateSync, openSync, readSync, unlink, write, writev } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { DataError, StoreFailedError, StoreFullError } from '../../errors.js';
-import { call, fsyncDir, fsyncDirSync, shareOwnerSync, writeAllSync } from '../../ops/durable-files.js';
+import { call, fsyncDir, fsyncDirSync, recreateFile, recreateFileSync, shareOwnerSync, writeAllSync } from '../../ops/durable-files.js';
 import { FSYNC_BUCKETS, Histogram } from '../../ops/histogram.js';
 import type { Mutation, StoreState } from '../memory/state.js';
 import { StateStore, type CommitLog } from '../memory/state-store.js';
@@ -491,7 +491,7 @@ function remainder(buffers: Buffer[], written: number): Buffer[] {
  * in it is acknowledged.
  */
 async function createJournal(dir: string, generation: number): Promise<number> {
-  const fd = await call<number>((cb) => open(join(dir, journalName(generation)), 'w', 0o600, cb));
+  const fd = await recreateFile(join(dir, journalName(generation)), 0o600);
   try {
     shareOwnerSync(fd, dir);
     const header = encodeHeader(FileKind.Journal, generation);
@@ -535,7 +535,7 @@ function fileVersion(fd: number): number {
 
 /** createJournal, at start-up, before anything is served. */
 export function createJournalSync(dir: string, generation: number): number {
-  const fd = openSync(join(dir, journalName(generation)), 'w', 0o600);
+  const fd = recreateFileSync(join(dir, journalName(generation)), 0o600);
   shareOwnerSync(fd, dir);
   writeAllSync(fd, encodeHeader(FileKind.Journal, generation));
   fsyncSync(fd);

@@ -1,8 +1,8 @@
-import { close, fsync, open, rename, unlink, write } from 'node:fs';
+import { close, fsync, rename, unlink, write } from 'node:fs';
 import { dirname } from 'node:path';
 import { encodeChange, encodeChangeNumbers, encodeEnd, encodeHeader, encodeIssued, encodeMutation, encodeRecord, encodeRedirect, FileKind } from './codec.js';
 import type { StoreState } from '../memory/state.js';
-import { call, shareOwnerSync } from '../../ops/durable-files.js';
+import { call, recreateFile, shareOwnerSync } from '../../ops/durable-files.js';
 import type { IdempotencyRecord, StoredUser } from '../../users/rules.js';
 import type { ApiTokenRecord, Change } from '../store.js';
 
@@ -73,7 +73,7 @@ export function* imageChunks(image: Image): Generator<string> {
  * remove.
  */
 export async function writeSnapshot(image: Image, generation: number, temp: string, path: string): Promise<number> {
-  const fd = await call<number>((cb) => open(temp, 'w', 0o600, cb));
+  const fd = await recreateFile(temp, 0o600);
   let size = 0;
   try {
     try {
