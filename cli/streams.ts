@@ -43,8 +43,14 @@ export class Output {
     if (isEventful(stream)) stream.on('error', this.onError);
   }
 
+  /** True once nothing more can be written: the reader is gone, or a write failed. */
+  get stopped(): boolean {
+    return this.closed || this.failure !== undefined;
+  }
+
+  /** Writes `text`, once the stream has room; when the output has `stopped` after it, it may not all have reached the reader. */
   async write(text: string): Promise<void> {
-    if (this.closed || this.failure !== undefined || text === '') return;
+    if (this.stopped || text === '') return;
     let flushed: unknown;
     try {
       flushed = this.stream.write(text);
@@ -54,8 +60,12 @@ export class Output {
       return;
     }
     if (flushed !== false || !isEventful(this.stream)) return;
-    const stream = this.stream;
-    await new Promise<void>((resolve) => {
+    await this.settled(this.stream);
+  }
+
+  /** Waits until `stream` drained, closed or failed. */
+  private settled(stream: EventfulWritable): Promise<void> {
+    return new Promise<void>((resolve) => {
       const done = () => {
         stream.off('drain', done);
         stream.off('close', done);

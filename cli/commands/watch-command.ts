@@ -138,9 +138,11 @@ class FeedReader {
       }
     } finally {
       // What came before a line that is not a change is printed all the same.
+      // A write that failed (a full disk, a reader gone) may not have given
+      // these lines to the reader: the cursor to resume from stays at the
+      // last line of the last write that succeeded.
       await this.ctx.out.write(out);
-      // A write that failed (a full disk) did not print these lines: the cursor to resume from stays before them.
-      if (this.ctx.out.failure === undefined) this.cursor = last;
+      if (!this.ctx.out.stopped) this.cursor = last;
     }
   }
 
