@@ -6,6 +6,10 @@
 import { StringDecoder } from 'node:string_decoder';
 import { CliError, EXIT, UsageError, type ExitCode, type StopExitCode } from './exit-codes.js';
 import { writeFailure } from '../shared/file-errors.js';
+import { pipeReaderCheck } from './pipe-reader.js';
+
+/** How often `Output.noticeReaderGone` asks: a reader gone is seen within half a second. */
+const READER_CHECK_MS = 500;
 
 export interface Writable {
   write(chunk: string): unknown;
@@ -29,10 +33,11 @@ function isEventful(stream: Writable): stream is EventfulWritable {
  * disk under `> file`).
  */
 export class Output {
-  /** True once the reader is gone (EPIPE): commands stop producing. */
+  /** True once the reader is gone (EPIPE, or seen gone by `noticeReaderGone`): commands stop producing. */
   closed = false;
   /** Why a write failed, as words (`no space left on the device`); commands stop producing. */
   failure: string | undefined;
+  private readerChecks: NodeJS.Timeout | undefined;
   private readonly onError = (error: unknown) => {
     const code = (error as NodeJS.ErrnoException).code;
     if (code === 'EPIPE') this.closed = true;
@@ -63,6 +68,32 @@ export class Output {
     await this.settled(this.stream);
   }
 
+  /**
+   * For a command that may wait long between writes (watch): checks twice
+   * a second whether the reader of a pipe on stdout has gone, and when it
+   * has, stops the output and calls `gone`. Where that cannot be asked (not
+   * a pipe, no WASI), a gone reader is seen at the next write.
+   */
+  noticeReaderGone(gone: () => void): void {
+    const fd = (this.stream as { fd?: unknown }).fd;
+    const readerGone = typeof fd === 'number' ? pipeReaderCheck(fd) : undefined;
+    if (readerGone === undefined || this.readerChecks !== undefined) return;
+    this.readerChecks = setInterval(() => {
+      if (this.stopped) return this.stopReaderChecks();
+      if (!readerGone()) return;
+      this.closed = true;
+      this.stopReaderChecks();
+      gone();
+    }, READER_CHECK_MS);
+    // The checks never keep the process alive.
+    this.readerChecks.unref();
+  }
+
+  private stopReaderChecks(): void {
+    clearInterval(this.readerChecks);
+    this.readerChecks = undefined;
+  }
+
   /** Waits until `stream` drained, closed or failed. */
   private settled(stream: EventfulWritable): Promise<void> {
     return new Promise<void>((resolve) => {
@@ -79,6 +110,7 @@ export class Output {
   }
 
   dispose(): void {
+    this.stopReaderChecks();
     // After EPIPE or a failed write, writes still queued may fail too: keep
     // the listener so they do not become an uncaught 'error' event.
     if (isEventful(this.stream) && !this.closed && this.failure === undefined) this.stream.off('error', this.onError);

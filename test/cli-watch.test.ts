@@ -3,7 +3,8 @@
  * sent it; --no-follow, --since and --from-start; reconnection with the last
  * cursor across a kill -9 and restart of the server (no gap, no duplicate);
  * an honest stop on SIGINT and on a closed output, whose last cursor is
- * the last change the reader may have had; and the sync.sh recipe of docs/cli.md, run as written.
+ * the last change the reader may have had, noticed on an idle feed too;
+ * and the sync.sh recipe of docs/cli.md, run as written.
  */
 import assert from 'node:assert/strict';
 import { EventEmitter, once } from 'node:events';
@@ -101,6 +102,17 @@ test('node bin/usersctl.js watch | head -n 1, then two changes: head has the fir
   const resumed = await runTool(t, process.execPath, [CLI_BIN, 'watch', '--since', '1', '--no-follow'], { env });
   assert.equal(resumed.code, EXIT.ok, resumed.stderr);
   assert.deepEqual(lines(resumed.stdout).map((l) => JSON.parse(l).user.name), ['Bob'], 'the change head never read');
+});
+
+test('node bin/usersctl.js watch --from-start | head -n 3 on an idle server exits once head has exited, with no change after (141, and the last cursor on stderr)', async (t) => {
+  const server = await startTestServer(t);
+  for (const name of ['ann', 'bob', 'cy']) await put(server.url, `/users/${name}`, { name });
+  const env = { PATH: process.env.PATH, USERSCTL_URL: server.url, HOME: tempDir(t) };
+  const pipeline = spawnChild(t, 'bash', ['-c', 'set -o pipefail; "$0" "$1" watch --from-start | head -n 3', process.execPath, CLI_BIN], { env, group: true });
+  const exit = await pipeline.exited;
+  assert.equal(exit.code, 141, pipeline.stderr());
+  assert.deepEqual(lines(pipeline.stdout()).map((l) => JSON.parse(l).cursor), ['1', '2', '3']);
+  assert.equal(pipeline.stderr(), 'usersctl: stopped (output closed); the last cursor is 3: resume with usersctl watch --since 3\n');
 });
 
 test('node bin/usersctl.js watch with an API token that is revoked while it follows: the server ends the feed at its next check, and watch exits 4 with the server\'s sentence and the cursor to resume from', async (t) => {

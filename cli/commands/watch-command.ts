@@ -37,6 +37,8 @@ export async function watch(ctx: Context, options: WatchOptions): Promise<number
   /** Set once a feed was answered: a refusal after that says where to resume. */
   let followed = false;
   ctx.interruption.onStop(() => aborts.abort());
+  // An idle feed writes nothing for hours: `watch | head -n 3` must not wait for the next change to learn that head has exited.
+  ctx.out.noticeReaderGone(() => aborts.abort());
   for (let failures = 0; ctx.interruption.reason === undefined; ) {
     /** Why this attempt found no feed, when another may: what to say, and what ends a --no-follow run past its retries. */
     let notNow: { why: string; error: Error; atLeastMs?: number | undefined };
