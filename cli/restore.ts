@@ -32,6 +32,14 @@ export type Restored =
   | { readonly ok: false; readonly status: number; readonly error: string };
 
 const JSON_HEADERS = { accept: 'application/json', 'content-type': 'application/json' };
+/**
+ * An If-Match no user matches (users-server's tags are 27 characters): a
+ * PUT with it changes nothing, and says where an id stands: 404 never
+ * issued, 410 issued and gone, 412 held by a user or a live reservation
+ * (api.md "Order of checks"). A GET cannot tell a reserved id from one
+ * never issued or deleted: 404 for all three.
+ */
+const NO_TAG = '"usersctl-no-such-version"';
 /** A record whose target keeps changing under it gives up after this many tries. */
 const ATTEMPTS = 3;
 
@@ -84,21 +92,30 @@ export class Restorer {
    */
   private async whyNotCreated(record: ExportRecord, refused: Response): Promise<Restored | undefined> {
     const { id } = record;
-    const gone: Restored = { ok: false, status: 410, error: `the id ${id} was issued on the target and its user deleted: ids are never reused there` };
     const meanwhile: Restored = { ok: false, status: 409, error: `the id ${id} was already issued on the target (to a reservation, or to a user since deleted): ids are never reused there` };
     if (record.alias === null) {
       // 404: never issued here; reserving the ids up to it makes it this import's.
-      if (refused.status === 410) return gone;
+      if (refused.status === 410) return issuedAndGone(id);
       if (refused.status !== 404) return failed(refused);
       return (await this.reserveThrough(id)) ? undefined : meanwhile;
     }
-    // 409: the id is not the next one; the ids before it are reserved, so the alias's PUT gets it.
+    // 409: the id is not the next one; if it was never issued, the ids before it are reserved, so the alias's PUT gets it.
     if (refused.status !== 409) return failed(refused);
-    const lookup = await this.send('GET', userPath(id));
-    if (lookup.status === 410) return gone;
-    if (lookup.status === 200) return { ok: false, status: 409, error: `the id ${id} belongs to another user on the target` };
-    if (lookup.status !== 404) return failed(lookup);
+    const taken = await this.takenOnTarget(record);
+    if (taken !== undefined) return taken;
     return (await this.reserveThrough(id - 1)) ? undefined : meanwhile;
+  }
+
+  /** Why the record's id cannot be had on the target (issued there already), asked without reserving; undefined when it was never issued. */
+  private async takenOnTarget(record: ExportRecord): Promise<Restored | undefined> {
+    const { id } = record;
+    const standing = await this.send('PUT', userPath(id), JSON.stringify(record.user), { 'if-match': NO_TAG });
+    if (standing.status === 404) return undefined;
+    if (standing.status === 410) return issuedAndGone(id);
+    if (standing.status !== 412) return failed(standing);
+    const user = await this.send('GET', userPath(id));
+    if (user.status === 200) return { ok: false, status: 409, error: `the id ${id} belongs to another user on the target` };
+    return { ok: false, status: 409, error: `the id ${id} is held by a reservation on the target, where a user gets no alias: ids are never reused there` };
   }
 
   /** POST /reservations until the id `last` is issued; false when the target went past it. */
@@ -137,6 +154,10 @@ function withoutId(user: Record<string, unknown>): Record<string, unknown> {
 
 function done(action: 'created' | 'unchanged' | 'replaced', response: Response): Extract<Restored, { ok: true }> {
   return { ok: true, action, id: answerUser(response).id };
+}
+
+function issuedAndGone(id: number): Restored {
+  return { ok: false, status: 410, error: `the id ${id} was issued on the target and its user deleted: ids are never reused there` };
 }
 
 function failed(response: Response): Restored {
