@@ -216,15 +216,16 @@ class ImportRun {
   private async restore(seq: number, line: Line, record: ExportRecord): Promise<void> {
     let text: string;
     // With new ids every user is created under an alias, so that a re-run finds it: a record without one gets its line's.
-    const alias = this.options.keepIds === true ? record.alias : (record.alias ?? this.aliasOf(line.bytes));
+    const lineAlias = this.aliasOf(line.bytes);
+    const alias = this.options.keepIds === true ? record.alias : (record.alias ?? lineAlias);
     const where = { line: line.number, oldId: record.id, alias };
     try {
-      const restored = await this.restorer.restore({ ...record, alias });
+      const restored = await this.restorer.restore(record, lineAlias);
       if (restored.ok) {
         this.stats.ok++;
         if (restored.action === 'created') this.stats.created++;
         if (restored.action === 'unchanged') this.stats.unchanged++;
-        text = JSON.stringify({ ...where, ok: true, action: restored.action, id: restored.id });
+        text = JSON.stringify({ ...where, alias: restored.alias === undefined ? alias : restored.alias, ok: true, action: restored.action, id: restored.id });
         // The replaced version as the target stored it, byte for byte (parsed, a large number could change).
         if (restored.previous !== undefined) text = `${text.slice(0, -1)},"previous":${restored.previous}}`;
       } else {

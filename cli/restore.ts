@@ -26,6 +26,8 @@ export type Restored =
       readonly ok: true;
       readonly action: 'created' | 'unchanged' | 'replaced';
       readonly id: number;
+      /** Found where the other kind of import puts it: the alias the user has on the target (null: none). */
+      readonly alias?: string | null;
       /** Replaced: the representation it replaced, as the target stored it (the text of its GET). */
       readonly previous?: string;
     }
@@ -49,9 +51,33 @@ export class Restorer {
     private readonly options: RestoreOptions,
   ) {}
 
-  /** Rebuilds one record (given an alias by the caller when it is to get a new id). */
-  restore(record: ExportRecord): Promise<Restored> {
-    return this.options.keepIds ? this.keepId(record) : this.newId(record);
+  /**
+   * Rebuilds one record. `lineAlias` is the alias of its line (UUIDv5),
+   * under which an import with new ids creates a record without an alias
+   * of its own; such a record is looked for first where an import of the
+   * other kind puts it, so a run with other flags than the one before
+   * adds no second copy.
+   */
+  async restore(record: ExportRecord, lineAlias: string): Promise<Restored> {
+    if (record.alias === null) {
+      const found = this.options.keepIds ? await this.foundUnder(lineAlias, record) : await this.foundAtId(record);
+      if (found !== undefined) return found;
+    }
+    return this.options.keepIds ? this.keepId(record) : this.newId({ ...record, alias: record.alias ?? lineAlias });
+  }
+
+  /** The user an import with new ids made of `record` under `alias`: its fields, under another id. */
+  private async foundUnder(alias: string, record: ExportRecord): Promise<Restored | undefined> {
+    const current = await this.send('GET', `${USERS_PATH}/${alias}`);
+    if (current.status !== 200 || !sameFields(answerUser(current), record.user)) return undefined;
+    return { ...done('unchanged', current), alias };
+  }
+
+  /** The user an import with --keep-ids made of `record` at its id: its representation, byte for byte. */
+  private async foundAtId(record: ExportRecord): Promise<Restored | undefined> {
+    const current = await this.send('GET', userPath(record.id));
+    if (current.status !== 200 || JSON.stringify(answerUser(current)) !== JSON.stringify(record.user)) return undefined;
+    return { ...done('unchanged', current), alias: null };
   }
 
   /** A new id: PUT /users/<alias> only if the alias is free; a re-run finds the user there. */
@@ -62,7 +88,7 @@ export class Restorer {
     const created = await this.send('PUT', path, body, { 'if-none-match': '*' });
     if (created.status === 201) return done('created', created);
     if (created.status !== 412) return failed(created);
-    return this.settleExisting(path, body, (current) => JSON.stringify(withoutId(current)) === body, `the alias ${record.alias}`);
+    return this.settleExisting(path, body, (current) => sameFields(current, record.user), `the alias ${record.alias}`);
   }
 
   /**
@@ -74,7 +100,8 @@ export class Restorer {
    */
   private async keepId(record: ExportRecord): Promise<Restored> {
     const body = JSON.stringify(record.user);
-    const same = (current: Record<string, unknown>) => JSON.stringify(current) === body;
+    // Under its alias the user may have another id (an import with new ids made it): the same fields are the same user.
+    const same = (current: Record<string, unknown>) => (record.alias === null ? JSON.stringify(current) === body : sameFields(current, record.user));
     const path = record.alias === null ? userPath(record.id) : `${USERS_PATH}/${record.alias}`;
     for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
       const created = await this.send('PUT', path, body, { 'if-none-match': '*' });
@@ -150,6 +177,11 @@ export class Restorer {
 function withoutId(user: Record<string, unknown>): Record<string, unknown> {
   const { id: _id, ...fields } = user;
   return fields;
+}
+
+/** The same representation but for the id. */
+function sameFields(a: Record<string, unknown>, b: Record<string, unknown>): boolean {
+  return JSON.stringify(withoutId(a)) === JSON.stringify(withoutId(b));
 }
 
 function done(action: 'created' | 'unchanged' | 'replaced', response: Response): Extract<Restored, { ok: true }> {
