@@ -13,7 +13,7 @@ import { answerUser, detailOf } from './client.js';
 import { fileProblem } from '../shared/file-errors.js';
 import { readLines, type Line } from './streams.js';
 import { isUuid, uuidV5Generator } from './uuid.js';
-import { EXPORT_HEADER, parseRecord, type ExportRecord } from './export-format.js';
+import { endRecordUsers, EXPORT_HEADER, EXPORT_HEADER_V1, parseRecord, type ExportRecord } from './export-format.js';
 import { Restorer } from './restore.js';
 import { startProgress } from './progress.js';
 
@@ -40,7 +40,7 @@ export interface ImportOptions {
   overwrite?: boolean;
 }
 
-type Job = { kind: 'put'; path: string; body: Buffer } | { kind: 'restore'; record: ExportRecord } | { kind: 'result'; text: string };
+type Job = { kind: 'put'; path: string; body: Buffer } | { kind: 'restore'; record: ExportRecord } | { kind: 'result'; text: string } | { kind: 'end'; users: number };
 
 /** Pause reading while this much output waits for a slow stdout. */
 const OUTPUT_HIGH_WATER = 1 << 20;
@@ -79,11 +79,13 @@ export async function importUsers(ctx: Context, options: ImportOptions): Promise
     return EXIT.ok;
   }
   if (run.stop !== undefined) throw new CliError(`${run.stop.message}; import stopped after line ${run.lastLine}`, run.stop.exitCode);
+  const damage = run.exportDamage();
+  if (damage !== undefined) ctx.fail(damage);
   if (run.stats.failed > 0) {
     if (progress === undefined) ctx.fail(`${run.stats.failed} of ${run.stats.lines} lines failed; their results on stdout say why`);
     return EXIT.partialImport;
   }
-  return EXIT.ok;
+  return damage === undefined ? EXIT.ok : EXIT.partialImport;
 }
 
 function printSummary(ctx: Context, stats: Stats, started: number): void {
@@ -110,6 +112,10 @@ class ImportRun {
   private readonly window: number;
   /** Set by the first line: an export (its header) or plain user lines. */
   private format: 'export' | 'lines' | undefined;
+  /** An export of the current version, which ends with an end record. */
+  private endExpected = false;
+  /** The export's end record, once read: its count, and the records read before it. */
+  private end: { users: number; records: number } | undefined;
   private concurrency: number;
   private readonly restorer: Restorer;
   private sequence = 0;
@@ -130,8 +136,10 @@ class ImportRun {
   /** Reads the first line's kind: an export's header is consumed (true), anything else is data. */
   private takeHeader(line: Line): boolean {
     if (line.tooLong === undefined && line.bytes.toString('utf8').trim() === '') return true;
-    const header = line.bytes.toString('utf8').trim() === EXPORT_HEADER;
+    const first = line.bytes.toString('utf8').trim();
+    const header = first === EXPORT_HEADER || first === EXPORT_HEADER_V1;
     this.format = header ? 'export' : 'lines';
+    this.endExpected = first === EXPORT_HEADER;
     if (header) {
       if (this.options.aliasField !== undefined || this.options.uuidNamespace !== undefined) {
         throw new UsageError('this input is an export (usersctl export): its records carry their ids and aliases, so --alias-field and --uuid-namespace do not apply');
@@ -142,6 +150,15 @@ class ImportRun {
       throw new UsageError('--keep-ids and --overwrite apply to an export (usersctl export); this input is plain user lines');
     }
     return header;
+  }
+
+  /** Why the export read is not whole (cut short, lines missing), once the input has ended; undefined when it is whole or no export. */
+  exportDamage(): string | undefined {
+    if (this.format !== 'export' || !this.endExpected) return undefined;
+    const { lines, ok } = this.stats;
+    if (this.end === undefined) return `the export was cut short: it ends after ${lines} users without its end record (an export stopped early, by Ctrl-C, a full disk or a lost connection); ${ok} of them were imported: export again and import that`;
+    if (this.end.users === this.end.records) return undefined;
+    return `the export is damaged: its end record counts ${this.end.users} users, but ${this.end.records} came before it; export again and import that`;
   }
 
   async consume(input: Parameters<typeof readLines>[0]): Promise<void> {
@@ -167,8 +184,12 @@ class ImportRun {
       }
       this.lastLine = line.number;
       if (this.format === undefined && this.takeHeader(line)) continue;
-      const job = this.format === 'export' ? prepareRecord(line) : prepare(line, this.options.aliasField, this.aliasOf);
+      const job = this.end !== undefined ? afterEnd(line) : this.format === 'export' ? prepareRecord(line) : prepare(line, this.options.aliasField, this.aliasOf);
       if (job === undefined) continue;
+      if (job.kind === 'end') {
+        this.end = { users: job.users, records: this.stats.lines };
+        continue;
+      }
       this.stats.lines++;
       const seq = this.sequence++;
       if (job.kind === 'result') {
@@ -346,12 +367,20 @@ function prepare(line: Line, aliasField: string | undefined, aliasOf: (name: Uin
   return { kind: 'put', path, body: line.bytes };
 }
 
-/** An export's record line: a restore, an immediate failure, or nothing (blank). */
+/** An export's record line: a restore, its end, an immediate failure, or nothing (blank). */
 function prepareRecord(line: Line): Job | undefined {
   const value = parseLine(line);
   if (value === undefined || isFailure(value)) return value;
+  const users = endRecordUsers(value);
+  if (users !== undefined) return { kind: 'end', users };
   const record = parseRecord(value);
   return typeof record === 'string' ? { kind: 'result', text: failure(line.number, 0, record) } : { kind: 'restore', record };
+}
+
+/** A line after an export's end record: a failure, or nothing (blank). */
+function afterEnd(line: Line): Job | undefined {
+  if (line.tooLong === undefined && line.bytes.toString('utf8').trim() === '') return undefined;
+  return { kind: 'result', text: failure(line.number, 0, 'a line after the end record of the export; it was not sent') };
 }
 
 /** The non-blank lines of `file` from byte `start` on (what an early stop left unsent). */
