@@ -59,6 +59,7 @@ export async function importUsers(ctx: Context, options: ImportOptions): Promise
   const { input, size, close } = await openInput(ctx, file);
   const run = new ImportRun(ctx, options);
   const { stats } = run;
+  ctx.interruption.onForcedStop(() => run.howFar());
   const progress = startProgress(ctx, 'lines', () => ({ done: stats.lines, failed: stats.failed, ...(size !== undefined && size > 0 && { fraction: stats.bytes / size }) }), run.started);
   // A signal while waiting for stdin: end the input, so the loop sees the stop.
   if (size === undefined) ctx.interruption.onStop(() => (input as Partial<{ destroy(): void }>).destroy?.());
@@ -152,6 +153,16 @@ class ImportRun {
     return header;
   }
 
+  /** How far the import got, for a stop that does not wait for the requests in flight: the results printed, and the lines without one. */
+  howFar(): string {
+    const { printed, lastPrinted, completed } = this.results;
+    // The requests in flight, and the results that came but wait for stdout.
+    const unprinted = this.inFlight + completed - printed;
+    const done = printed === 0 ? 'no result printed' : `results printed through line ${lastPrinted} (${printed} line${printed === 1 ? '' : 's'})`;
+    const open = unprinted === 0 ? '' : `; ${unprinted} line${unprinted === 1 ? '' : 's'} more without a printed result (those sent may have been imported)`;
+    return `${done}${open}; the rest not sent: the same import run again finishes it`;
+  }
+
   /** Why the export read is not whole (cut short, lines missing), once the input has ended; undefined when it is whole or no export. */
   exportDamage(): string | undefined {
     if (this.format !== 'export' || !this.endExpected) return undefined;
@@ -194,7 +205,7 @@ class ImportRun {
       const seq = this.sequence++;
       if (job.kind === 'result') {
         this.stats.failed++;
-        this.results.complete(seq, job.text);
+        this.results.complete(seq, line.number, job.text);
         continue;
       }
       while (this.inFlight >= this.concurrency || seq - this.results.nextToPrint >= this.window) await this.waitForResult();
@@ -231,7 +242,7 @@ class ImportRun {
     } finally {
       this.inFlight--;
     }
-    this.results.complete(seq, text);
+    this.results.complete(seq, line.number, text);
   }
 
   private async restore(seq: number, line: Line, record: ExportRecord): Promise<void> {
@@ -260,7 +271,7 @@ class ImportRun {
     } finally {
       this.inFlight--;
     }
-    this.results.complete(seq, text);
+    this.results.complete(seq, line.number, text);
   }
 }
 
@@ -270,8 +281,16 @@ const PUT_HEADERS = { accept: 'application/json', 'content-type': 'application/j
 class OrderedResults {
   /** The sequence number of the next result to print. */
   nextToPrint = 0;
-  private readonly done = new Map<number, string>();
+  /** Results written to stdout, and the input line of the last of them. */
+  printed = 0;
+  /** Results given to `complete`, printed or not. */
+  completed = 0;
+  lastPrinted = 0;
+  private readonly done = new Map<number, { line: number; text: string }>();
   private pending = '';
+  /** The results in `pending`, and the line of its last. */
+  private pendingCount = 0;
+  private pendingLast = 0;
   private flushing: Promise<void> | undefined;
   private flushScheduled = false;
 
@@ -284,11 +303,14 @@ class OrderedResults {
     return this.pending.length;
   }
 
-  complete(seq: number, text: string): void {
-    this.done.set(seq, text);
-    for (let line = this.done.get(this.nextToPrint); line !== undefined; line = this.done.get(this.nextToPrint)) {
+  complete(seq: number, line: number, text: string): void {
+    this.completed++;
+    this.done.set(seq, { line, text });
+    for (let result = this.done.get(this.nextToPrint); result !== undefined; result = this.done.get(this.nextToPrint)) {
       this.done.delete(this.nextToPrint++);
-      this.pending += line + '\n';
+      this.pending += result.text + '\n';
+      this.pendingCount++;
+      this.pendingLast = result.line;
     }
     if (!this.flushScheduled && this.pending !== '') {
       this.flushScheduled = true;
@@ -310,9 +332,13 @@ class OrderedResults {
   private async drain(): Promise<void> {
     try {
       while (this.pending !== '') {
-        const text = this.pending;
+        const [text, count, last] = [this.pending, this.pendingCount, this.pendingLast];
         this.pending = '';
+        this.pendingCount = 0;
         await this.ctx.out.write(text);
+        if (this.ctx.out.stopped) continue;
+        this.printed += count;
+        this.lastPrinted = last;
       }
     } finally {
       this.flushing = undefined;

@@ -132,13 +132,19 @@ export const STOP_EXIT: Record<StopReason, ExitCode | StopExitCode> = { SIGINT: 
  * Watches what ends a streaming command early: SIGINT, SIGTERM (only when
  * the command runs as the process, `watchSignals`), or its reader going
  * away. Commands check `reason` before each new request; a second signal
- * ends the process at once, as a second Ctrl-C does elsewhere.
+ * ends the process at once, as a second Ctrl-C does elsewhere, after the
+ * one line of `onForcedStop`, if the command gave one.
  */
 export class Interruption {
   private signal: 'SIGINT' | 'SIGTERM' | undefined;
   private readonly listeners: (() => void)[] = [];
+  private howFar: (() => string) | undefined;
   private readonly onSignal = (signal: 'SIGINT' | 'SIGTERM') => {
-    if (this.signal !== undefined) process.exit(STOP_EXIT[signal]);
+    if (this.signal !== undefined) {
+      // stderr is written synchronously (a file, a pipe or a terminal), so the line is out before the exit.
+      if (this.howFar !== undefined) this.report(`stopped at once (${signal} again): ${this.howFar()}`);
+      process.exit(STOP_EXIT[signal]);
+    }
     this.signal = signal;
     for (const listener of this.listeners) listener();
   };
@@ -148,6 +154,8 @@ export class Interruption {
   constructor(
     private readonly out: Output,
     private readonly watchSignals: boolean,
+    /** Writes one line on stderr. */
+    private readonly report: (message: string) => void = () => {},
   ) {
     if (watchSignals) {
       process.on('SIGINT', this.onInt);
@@ -163,6 +171,11 @@ export class Interruption {
   get label(): string | undefined {
     const reason = this.reason;
     return reason === 'output failed' ? `${reason}: ${this.out.failure}` : reason;
+  }
+
+  /** What a second signal, which ends the process without waiting, says of how far the command got. */
+  onForcedStop(howFar: () => string): void {
+    this.howFar = howFar;
   }
 
   /** Calls `listener` when a signal arrives (to stop waiting for input). */
