@@ -273,7 +273,7 @@ function newProgram(io: Io): Command {
       getErrHasColors: () => false,
     })
     .option('--url <url>', `server base URL (env USERSCTL_URL, default ${DEFAULT_URL})`)
-    .option('--cookie-jar <file>', 'Netscape cookie file holding the session (env USERSCTL_COOKIE_JAR)')
+    .option('--cookie-jar <file>', 'Netscape cookie file holding the session; one a server, as cookies do not tell ports apart (env USERSCTL_COOKIE_JAR)')
     .option('--token <token>', 'API token sent as Authorization: Bearer instead of the session (env USERSCTL_TOKEN, which ps cannot show)')
     .option('--json', 'machine output: the server JSON unchanged, several results as NDJSON; failures as JSON on stderr')
     .option('--timeout <seconds>', `connect and response timeout (default ${DEFAULT_TIMEOUT_SECONDS})`, seconds)
