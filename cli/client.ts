@@ -11,7 +11,7 @@ import { PROBLEM_CONTENT_TYPE, PROBLEM_TYPE_PREFIX, problems } from '../shared/p
 import { isId } from '../shared/user.js';
 import { CliError, EXIT, NetworkError, StatusError, UnexpectedAnswerError } from './exit-codes.js';
 import { fileProblem } from '../shared/file-errors.js';
-import { loadJar, saveJar } from './jar.js';
+import { cookieKey, loadJar, saveJar, type SetBy } from './jar.js';
 import { STOP_EXIT, type Interruption } from './streams.js';
 
 export type Method = 'GET' | 'HEAD' | 'PUT' | 'DELETE' | 'POST';
@@ -112,6 +112,8 @@ export class HttpClient {
   private jarChanged = false;
   /** Lines of the jar file that were not cookies: kept aside before the file is rewritten without them. */
   private jarSkipped = 0;
+  /** The server that set each cookie of the jar, where the jar file says. */
+  private setBy: SetBy = new Map();
   private cookieCache: { key: string; value: string; at: number } | undefined;
   private pathSpecific: boolean | undefined;
 
@@ -194,7 +196,7 @@ export class HttpClient {
     if (!this.jarChanged || this.jarLoad === undefined) return;
     const jar = await this.jarLoad;
     await this.keepSkippedLines();
-    await saveJar(jar, this.options.jarPath).catch((error: unknown) => {
+    await saveJar(jar, this.options.jarPath, this.setBy).catch((error: unknown) => {
       throw new CliError(`the cookie jar: ${fileProblem('write', this.options.jarPath, error)} (or give another with --cookie-jar)`, EXIT.unexpected);
     });
     this.jarChanged = false;
@@ -229,8 +231,9 @@ export class HttpClient {
   /** The jar, loaded on first use; a missing file is an empty jar. */
   jar(): Promise<CookieJar> {
     this.jarLoad ??= loadJar(this.options.jarPath).then(
-      ({ jar, warnings }) => {
+      ({ jar, warnings, setBy }) => {
         this.jarSkipped = warnings.length;
+        this.setBy = setBy;
         // A file that is not a jar at all (a wrong --cookie-jar) would give a line per line of it.
         for (const warning of warnings.slice(0, MAX_JAR_WARNINGS)) this.options.warn(`cookie jar ${this.options.jarPath}: ${warning}`);
         const more = warnings.length - MAX_JAR_WARNINGS;
@@ -356,10 +359,21 @@ export class HttpClient {
     for (const line of Array.isArray(setCookie) ? setCookie : [setCookie]) {
       // A cookie tough-cookie refuses (wrong domain, bad syntax) is skipped, as a browser would.
       const stored = await jar.setCookie(line, url, { ignoreError: true });
-      if (stored !== undefined) this.jarChanged = true;
+      if (stored === undefined) continue;
+      this.jarChanged = true;
+      this.noteSetter(cookieKey(stored), stored.key);
     }
     this.cookieCache = undefined;
     this.pathSpecific = undefined;
+  }
+
+  /** Notes that this server set the cookie `key`, and says so when it replaced one another server (another port of the host) had set. */
+  private noteSetter(key: string, name: string): void {
+    const server = this.options.baseUrl.href.replace(/\/$/, '');
+    const before = this.setBy.get(key);
+    this.setBy.set(key, server);
+    if (before === undefined || before === server) return;
+    this.options.warn(`${server} replaced the cookie ${name} that ${before} had set in ${this.options.jarPath}: cookies do not tell ports apart (RFC 6265 section 8.5), so a jar holds one session a host; give each server its own --cookie-jar FILE`);
   }
 
   private async pause(attempt: number, retryAfter: number | undefined, why: string): Promise<void> {

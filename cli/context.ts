@@ -104,7 +104,7 @@ export class Context {
     readonly options: GlobalOptions,
   ) {
     this.out = new Output(io.stdout);
-    this.interruption = new Interruption(this.out, io.stdout === process.stdout);
+    this.interruption = new Interruption(this.out, io.stdout === process.stdout, (message) => this.fail(message));
     this.color = io.stderr.isTTY === true && noColorUnset(io.env);
     this.client = new HttpClient({
       baseUrl: options.url,

@@ -1,6 +1,9 @@
 /**
  * The format of `usersctl export`, which `import` reads back: a header
- * line, then one record a user. docs/cli.md "Export and import".
+ * line, one record a user, then an end record with the count, written
+ * only once the last user is out, so that an export cut short (Ctrl-C, a
+ * full disk, a lost connection) does not pass for a whole one.
+ * docs/cli.md "Export and import".
  */
 import { isId } from '../shared/user.js';
 
@@ -9,7 +12,21 @@ import { isId } from '../shared/user.js';
  * holds nothing that changes from run to run, so exporting what an import
  * of an export rebuilt gives the same bytes.
  */
-export const EXPORT_HEADER = '{"usersctl":"export","version":1}';
+export const EXPORT_HEADER = '{"usersctl":"export","version":2}';
+/** The header of an export made before exports ended with an end record: imported as it is, with no end looked for. */
+export const EXPORT_HEADER_V1 = '{"usersctl":"export","version":1}';
+
+/** The last line of a whole export of `users` users. */
+export function endRecord(users: number): string {
+  return `{"usersctl":"end","users":${users}}`;
+}
+
+/** The count of an end record, or undefined for any other value. */
+export function endRecordUsers(value: unknown): number | undefined {
+  const end = value as { usersctl?: unknown; users?: unknown };
+  if (typeof value !== 'object' || value === null || end.usersctl !== 'end') return undefined;
+  return Number.isSafeInteger(end.users) && (end.users as number) >= 0 ? (end.users as number) : undefined;
+}
 
 /** An export's record: a user's id, alias and representation. */
 export interface ExportRecord {

@@ -13,7 +13,7 @@ import { answerUser, detailOf } from './client.js';
 import { fileProblem } from '../shared/file-errors.js';
 import { readLines, type Line } from './streams.js';
 import { isUuid, uuidV5Generator } from './uuid.js';
-import { EXPORT_HEADER, parseRecord, type ExportRecord } from './export-format.js';
+import { endRecordUsers, EXPORT_HEADER, EXPORT_HEADER_V1, parseRecord, type ExportRecord } from './export-format.js';
 import { Restorer } from './restore.js';
 import { startProgress } from './progress.js';
 
@@ -40,7 +40,7 @@ export interface ImportOptions {
   overwrite?: boolean;
 }
 
-type Job = { kind: 'put'; path: string; body: Buffer } | { kind: 'restore'; record: ExportRecord } | { kind: 'result'; text: string };
+type Job = { kind: 'put'; path: string; body: Buffer } | { kind: 'restore'; record: ExportRecord } | { kind: 'result'; text: string } | { kind: 'end'; users: number };
 
 /** Pause reading while this much output waits for a slow stdout. */
 const OUTPUT_HIGH_WATER = 1 << 20;
@@ -59,6 +59,7 @@ export async function importUsers(ctx: Context, options: ImportOptions): Promise
   const { input, size, close } = await openInput(ctx, file);
   const run = new ImportRun(ctx, options);
   const { stats } = run;
+  ctx.interruption.onForcedStop(() => run.howFar());
   const progress = startProgress(ctx, 'lines', () => ({ done: stats.lines, failed: stats.failed, ...(size !== undefined && size > 0 && { fraction: stats.bytes / size }) }), run.started);
   // A signal while waiting for stdin: end the input, so the loop sees the stop.
   if (size === undefined) ctx.interruption.onStop(() => (input as Partial<{ destroy(): void }>).destroy?.());
@@ -79,11 +80,13 @@ export async function importUsers(ctx: Context, options: ImportOptions): Promise
     return EXIT.ok;
   }
   if (run.stop !== undefined) throw new CliError(`${run.stop.message}; import stopped after line ${run.lastLine}`, run.stop.exitCode);
+  const damage = run.exportDamage();
+  if (damage !== undefined) ctx.fail(damage);
   if (run.stats.failed > 0) {
     if (progress === undefined) ctx.fail(`${run.stats.failed} of ${run.stats.lines} lines failed; their results on stdout say why`);
     return EXIT.partialImport;
   }
-  return EXIT.ok;
+  return damage === undefined ? EXIT.ok : EXIT.partialImport;
 }
 
 function printSummary(ctx: Context, stats: Stats, started: number): void {
@@ -110,6 +113,10 @@ class ImportRun {
   private readonly window: number;
   /** Set by the first line: an export (its header) or plain user lines. */
   private format: 'export' | 'lines' | undefined;
+  /** An export of the current version, which ends with an end record. */
+  private endExpected = false;
+  /** The export's end record, once read: its count, and the records read before it. */
+  private end: { users: number; records: number } | undefined;
   private concurrency: number;
   private readonly restorer: Restorer;
   private sequence = 0;
@@ -130,8 +137,10 @@ class ImportRun {
   /** Reads the first line's kind: an export's header is consumed (true), anything else is data. */
   private takeHeader(line: Line): boolean {
     if (line.tooLong === undefined && line.bytes.toString('utf8').trim() === '') return true;
-    const header = line.bytes.toString('utf8').trim() === EXPORT_HEADER;
+    const first = line.bytes.toString('utf8').trim();
+    const header = first === EXPORT_HEADER || first === EXPORT_HEADER_V1;
     this.format = header ? 'export' : 'lines';
+    this.endExpected = first === EXPORT_HEADER;
     if (header) {
       if (this.options.aliasField !== undefined || this.options.uuidNamespace !== undefined) {
         throw new UsageError('this input is an export (usersctl export): its records carry their ids and aliases, so --alias-field and --uuid-namespace do not apply');
@@ -142,6 +151,25 @@ class ImportRun {
       throw new UsageError('--keep-ids and --overwrite apply to an export (usersctl export); this input is plain user lines');
     }
     return header;
+  }
+
+  /** How far the import got, for a stop that does not wait for the requests in flight: the results printed, and the lines without one. */
+  howFar(): string {
+    const { printed, lastPrinted, completed } = this.results;
+    // The requests in flight, and the results that came but wait for stdout.
+    const unprinted = this.inFlight + completed - printed;
+    const done = printed === 0 ? 'no result printed' : `results printed through line ${lastPrinted} (${printed} line${printed === 1 ? '' : 's'})`;
+    const open = unprinted === 0 ? '' : `; ${unprinted} line${unprinted === 1 ? '' : 's'} more without a printed result (those sent may have been imported)`;
+    return `${done}${open}; the rest not sent: the same import run again finishes it`;
+  }
+
+  /** Why the export read is not whole (cut short, lines missing), once the input has ended; undefined when it is whole or no export. */
+  exportDamage(): string | undefined {
+    if (this.format !== 'export' || !this.endExpected) return undefined;
+    const { lines, ok } = this.stats;
+    if (this.end === undefined) return `the export was cut short: it ends after ${lines} users without its end record (an export stopped early, by Ctrl-C, a full disk or a lost connection); ${ok} of them were imported: export again and import that`;
+    if (this.end.users === this.end.records) return undefined;
+    return `the export is damaged: its end record counts ${this.end.users} users, but ${this.end.records} came before it; export again and import that`;
   }
 
   async consume(input: Parameters<typeof readLines>[0]): Promise<void> {
@@ -167,13 +195,17 @@ class ImportRun {
       }
       this.lastLine = line.number;
       if (this.format === undefined && this.takeHeader(line)) continue;
-      const job = this.format === 'export' ? prepareRecord(line) : prepare(line, this.options.aliasField, this.aliasOf);
+      const job = this.end !== undefined ? afterEnd(line) : this.format === 'export' ? prepareRecord(line) : prepare(line, this.options.aliasField, this.aliasOf);
       if (job === undefined) continue;
+      if (job.kind === 'end') {
+        this.end = { users: job.users, records: this.stats.lines };
+        continue;
+      }
       this.stats.lines++;
       const seq = this.sequence++;
       if (job.kind === 'result') {
         this.stats.failed++;
-        this.results.complete(seq, job.text);
+        this.results.complete(seq, line.number, job.text);
         continue;
       }
       while (this.inFlight >= this.concurrency || seq - this.results.nextToPrint >= this.window) await this.waitForResult();
@@ -210,21 +242,22 @@ class ImportRun {
     } finally {
       this.inFlight--;
     }
-    this.results.complete(seq, text);
+    this.results.complete(seq, line.number, text);
   }
 
   private async restore(seq: number, line: Line, record: ExportRecord): Promise<void> {
     let text: string;
     // With new ids every user is created under an alias, so that a re-run finds it: a record without one gets its line's.
-    const alias = this.options.keepIds === true ? record.alias : (record.alias ?? this.aliasOf(line.bytes));
+    const lineAlias = this.aliasOf(line.bytes);
+    const alias = this.options.keepIds === true ? record.alias : (record.alias ?? lineAlias);
     const where = { line: line.number, oldId: record.id, alias };
     try {
-      const restored = await this.restorer.restore({ ...record, alias });
+      const restored = await this.restorer.restore(record, lineAlias);
       if (restored.ok) {
         this.stats.ok++;
         if (restored.action === 'created') this.stats.created++;
         if (restored.action === 'unchanged') this.stats.unchanged++;
-        text = JSON.stringify({ ...where, ok: true, action: restored.action, id: restored.id });
+        text = JSON.stringify({ ...where, alias: restored.alias === undefined ? alias : restored.alias, ok: true, action: restored.action, id: restored.id });
         // The replaced version as the target stored it, byte for byte (parsed, a large number could change).
         if (restored.previous !== undefined) text = `${text.slice(0, -1)},"previous":${restored.previous}}`;
       } else {
@@ -238,7 +271,7 @@ class ImportRun {
     } finally {
       this.inFlight--;
     }
-    this.results.complete(seq, text);
+    this.results.complete(seq, line.number, text);
   }
 }
 
@@ -248,8 +281,16 @@ const PUT_HEADERS = { accept: 'application/json', 'content-type': 'application/j
 class OrderedResults {
   /** The sequence number of the next result to print. */
   nextToPrint = 0;
-  private readonly done = new Map<number, string>();
+  /** Results written to stdout, and the input line of the last of them. */
+  printed = 0;
+  /** Results given to `complete`, printed or not. */
+  completed = 0;
+  lastPrinted = 0;
+  private readonly done = new Map<number, { line: number; text: string }>();
   private pending = '';
+  /** The results in `pending`, and the line of its last. */
+  private pendingCount = 0;
+  private pendingLast = 0;
   private flushing: Promise<void> | undefined;
   private flushScheduled = false;
 
@@ -262,11 +303,14 @@ class OrderedResults {
     return this.pending.length;
   }
 
-  complete(seq: number, text: string): void {
-    this.done.set(seq, text);
-    for (let line = this.done.get(this.nextToPrint); line !== undefined; line = this.done.get(this.nextToPrint)) {
+  complete(seq: number, line: number, text: string): void {
+    this.completed++;
+    this.done.set(seq, { line, text });
+    for (let result = this.done.get(this.nextToPrint); result !== undefined; result = this.done.get(this.nextToPrint)) {
       this.done.delete(this.nextToPrint++);
-      this.pending += line + '\n';
+      this.pending += result.text + '\n';
+      this.pendingCount++;
+      this.pendingLast = result.line;
     }
     if (!this.flushScheduled && this.pending !== '') {
       this.flushScheduled = true;
@@ -288,9 +332,13 @@ class OrderedResults {
   private async drain(): Promise<void> {
     try {
       while (this.pending !== '') {
-        const text = this.pending;
+        const [text, count, last] = [this.pending, this.pendingCount, this.pendingLast];
         this.pending = '';
+        this.pendingCount = 0;
         await this.ctx.out.write(text);
+        if (this.ctx.out.stopped) continue;
+        this.printed += count;
+        this.lastPrinted = last;
       }
     } finally {
       this.flushing = undefined;
@@ -345,12 +393,20 @@ function prepare(line: Line, aliasField: string | undefined, aliasOf: (name: Uin
   return { kind: 'put', path, body: line.bytes };
 }
 
-/** An export's record line: a restore, an immediate failure, or nothing (blank). */
+/** An export's record line: a restore, its end, an immediate failure, or nothing (blank). */
 function prepareRecord(line: Line): Job | undefined {
   const value = parseLine(line);
   if (value === undefined || isFailure(value)) return value;
+  const users = endRecordUsers(value);
+  if (users !== undefined) return { kind: 'end', users };
   const record = parseRecord(value);
   return typeof record === 'string' ? { kind: 'result', text: failure(line.number, 0, record) } : { kind: 'restore', record };
+}
+
+/** A line after an export's end record: a failure, or nothing (blank). */
+function afterEnd(line: Line): Job | undefined {
+  if (line.tooLong === undefined && line.bytes.toString('utf8').trim() === '') return undefined;
+  return { kind: 'result', text: failure(line.number, 0, 'a line after the end record of the export; it was not sent') };
 }
 
 /** The non-blank lines of `file` from byte `start` on (what an early stop left unsent). */

@@ -1,7 +1,10 @@
 /**
  * usersctl's cookie jar: tough-cookie's CookieJar in memory, a Netscape cookie
  * file (shared/cookie-file.ts) on disk, so curl -b/-c, wget and python's
- * MozillaCookieJar can share the session with usersctl.
+ * MozillaCookieJar can share the session with usersctl. Above each cookie a
+ * comment notes the server that set it (`# usersctl: set by URL`): cookies
+ * do not tell ports apart (RFC 6265 section 8.5), so the file alone cannot
+ * say which of two servers on one host a session belongs to.
  */
 import { randomBytes } from 'node:crypto';
 import { open, readFile, rename, unlink } from 'node:fs/promises';
@@ -15,21 +18,32 @@ import { makeDirectories } from '../shared/directories.js';
 // file may carry a later expiry (curl writes up to 2^63-1 on overflow).
 const MAX_DATE_SECONDS = 8_640_000_000_000;
 
+const SET_BY = /^usersctl: set by (\S+)$/;
+
+/** The servers (their --url) that set the jar's cookies, by `cookieKey`. */
+export type SetBy = Map<string, string>;
+
+/** What names a cookie in a jar: two cookies with the same key are one (RFC 6265 section 5.3 step 11). */
+export function cookieKey(cookie: Cookie): string {
+  return `${cookie.domain}\t${cookie.path}\t${cookie.key}`;
+}
+
 /**
  * Reads the cookie file at `path` into a new CookieJar. A missing file is an
  * empty jar; malformed lines are skipped and returned as warnings; expired
  * cookies are dropped (as curl's remove_expired does after reading a file).
  */
-export async function loadJar(path: string): Promise<{ jar: CookieJar; warnings: string[] }> {
+export async function loadJar(path: string): Promise<{ jar: CookieJar; warnings: string[]; setBy: SetBy }> {
   // Loaded here, not at start: a command that never sends a request never pays for it.
   const toughCookie = await import('tough-cookie');
   const store = new toughCookie.MemoryCookieStore();
   const jar = new toughCookie.CookieJar(store);
+  const setBy: SetBy = new Map();
   let text: string;
   try {
     text = await readFile(path, 'utf8');
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return { jar, warnings: [] };
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return { jar, warnings: [], setBy };
     throw error;
   }
   const { cookies, warnings } = parseCookieFile(text);
@@ -40,9 +54,12 @@ export async function loadJar(path: string): Promise<{ jar: CookieJar; warnings:
     // re-derive domain and host-only from a request URL, which a file has not.
     // The same creation time for all and tough-cookie's increasing
     // creationIndex keep file order as the RFC 6265 section 5.4 order of equal-path cookies.
-    await store.putCookie(toCookie(toughCookie, line, now));
+    const cookie = toCookie(toughCookie, line, now);
+    await store.putCookie(cookie);
+    const server = SET_BY.exec(line.comment ?? '')?.[1];
+    if (server !== undefined) setBy.set(cookieKey(cookie), server);
   }
-  return { jar, warnings };
+  return { jar, warnings, setBy };
 }
 
 function toCookie(lib: typeof import('tough-cookie'), line: CookieLine, now: Date): Cookie {
@@ -67,13 +84,14 @@ function toCookie(lib: typeof import('tough-cookie'), line: CookieLine, now: Dat
  * then renamed over `path`. The parent directory is created 0700 when missing.
  * A reader sees the old file or the new one, never a torn one.
  */
-export async function saveJar(jar: CookieJar, path: string): Promise<void> {
+export async function saveJar(jar: CookieJar, path: string, setBy: SetBy = new Map()): Promise<void> {
   const now = Date.now();
   const lines: CookieLine[] = [];
   // getAllCookies sorts by creationIndex: oldest first, the order loadJar restores.
   for (const cookie of await jar.store.getAllCookies()) {
     const line = toLine(cookie, now);
-    if (line !== undefined) lines.push(line);
+    const server = setBy.get(cookieKey(cookie));
+    if (line !== undefined) lines.push(server === undefined ? line : { ...line, comment: `usersctl: set by ${server}` });
   }
   await writeFileAtomic(path, formatCookieFile(lines));
 }

@@ -38,7 +38,7 @@ Exit codes:
   5  conflict or other client error (409, 410, 412, 422, ...)
   6  server error (5xx) after retries
   7  network: cannot connect, DNS, timeout
-  8  import: some lines failed
+  8  import: some lines failed, or the export read was cut short
   130, 141, 143  interrupted: SIGINT, output closed, SIGTERM
                  (one line on stderr says what was done)
 
@@ -273,7 +273,7 @@ function newProgram(io: Io): Command {
       getErrHasColors: () => false,
     })
     .option('--url <url>', `server base URL (env USERSCTL_URL, default ${DEFAULT_URL})`)
-    .option('--cookie-jar <file>', 'Netscape cookie file holding the session (env USERSCTL_COOKIE_JAR)')
+    .option('--cookie-jar <file>', 'Netscape cookie file holding the session; one a server, as cookies do not tell ports apart (env USERSCTL_COOKIE_JAR)')
     .option('--token <token>', 'API token sent as Authorization: Bearer instead of the session (env USERSCTL_TOKEN, which ps cannot show)')
     .option('--json', 'machine output: the server JSON unchanged, several results as NDJSON; failures as JSON on stderr')
     .option('--timeout <seconds>', `connect and response timeout (default ${DEFAULT_TIMEOUT_SECONDS})`, seconds)
@@ -364,7 +364,7 @@ function addUserCommands(program: Command, action: Action): void {
     .description('every user with its id and alias, as NDJSON that import rebuilds them from')
     .addHelpText(
       'after',
-      '\nA header line, then {"id":N,"alias":"..."|null,"user":{...}} a user, by id.\nOn a terminal, the progress goes to stderr.\n\nExample:\n  usersctl export | gzip > users-$(date +%F).ndjson.gz\n',
+      '\nA header line, then {"id":N,"alias":"..."|null,"user":{...}} a user, by id,\nthen {"usersctl":"end","users":N} once the last user is out.\nOn a terminal, the progress goes to stderr.\n\nExample:\n  usersctl export | gzip > users-$(date +%F).ndjson.gz\n',
     )
     .action(action((ctx) => users.exportUsers(ctx)));
 

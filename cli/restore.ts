@@ -26,12 +26,22 @@ export type Restored =
       readonly ok: true;
       readonly action: 'created' | 'unchanged' | 'replaced';
       readonly id: number;
+      /** Found where the other kind of import puts it: the alias the user has on the target (null: none). */
+      readonly alias?: string | null;
       /** Replaced: the representation it replaced, as the target stored it (the text of its GET). */
       readonly previous?: string;
     }
   | { readonly ok: false; readonly status: number; readonly error: string };
 
 const JSON_HEADERS = { accept: 'application/json', 'content-type': 'application/json' };
+/**
+ * An If-Match no user matches (users-server's tags are 27 characters): a
+ * PUT with it changes nothing, and says where an id stands: 404 never
+ * issued, 410 issued and gone, 412 held by a user or a live reservation
+ * (api.md "Order of checks"). A GET cannot tell a reserved id from one
+ * never issued or deleted: 404 for all three.
+ */
+const NO_TAG = '"usersctl-no-such-version"';
 /** A record whose target keeps changing under it gives up after this many tries. */
 const ATTEMPTS = 3;
 
@@ -41,9 +51,33 @@ export class Restorer {
     private readonly options: RestoreOptions,
   ) {}
 
-  /** Rebuilds one record (given an alias by the caller when it is to get a new id). */
-  restore(record: ExportRecord): Promise<Restored> {
-    return this.options.keepIds ? this.keepId(record) : this.newId(record);
+  /**
+   * Rebuilds one record. `lineAlias` is the alias of its line (UUIDv5),
+   * under which an import with new ids creates a record without an alias
+   * of its own; such a record is looked for first where an import of the
+   * other kind puts it, so a run with other flags than the one before
+   * adds no second copy.
+   */
+  async restore(record: ExportRecord, lineAlias: string): Promise<Restored> {
+    if (record.alias === null) {
+      const found = this.options.keepIds ? await this.foundUnder(lineAlias, record) : await this.foundAtId(record);
+      if (found !== undefined) return found;
+    }
+    return this.options.keepIds ? this.keepId(record) : this.newId({ ...record, alias: record.alias ?? lineAlias });
+  }
+
+  /** The user an import with new ids made of `record` under `alias`: its fields, under another id. */
+  private async foundUnder(alias: string, record: ExportRecord): Promise<Restored | undefined> {
+    const current = await this.send('GET', `${USERS_PATH}/${alias}`);
+    if (current.status !== 200 || !sameFields(answerUser(current), record.user)) return undefined;
+    return { ...done('unchanged', current), alias };
+  }
+
+  /** The user an import with --keep-ids made of `record` at its id: its representation, byte for byte. */
+  private async foundAtId(record: ExportRecord): Promise<Restored | undefined> {
+    const current = await this.send('GET', userPath(record.id));
+    if (current.status !== 200 || JSON.stringify(answerUser(current)) !== JSON.stringify(record.user)) return undefined;
+    return { ...done('unchanged', current), alias: null };
   }
 
   /** A new id: PUT /users/<alias> only if the alias is free; a re-run finds the user there. */
@@ -54,7 +88,7 @@ export class Restorer {
     const created = await this.send('PUT', path, body, { 'if-none-match': '*' });
     if (created.status === 201) return done('created', created);
     if (created.status !== 412) return failed(created);
-    return this.settleExisting(path, body, (current) => JSON.stringify(withoutId(current)) === body, `the alias ${record.alias}`);
+    return this.settleExisting(path, body, (current) => sameFields(current, record.user), `the alias ${record.alias}`);
   }
 
   /**
@@ -66,7 +100,8 @@ export class Restorer {
    */
   private async keepId(record: ExportRecord): Promise<Restored> {
     const body = JSON.stringify(record.user);
-    const same = (current: Record<string, unknown>) => JSON.stringify(current) === body;
+    // Under its alias the user may have another id (an import with new ids made it): the same fields are the same user.
+    const same = (current: Record<string, unknown>) => (record.alias === null ? JSON.stringify(current) === body : sameFields(current, record.user));
     const path = record.alias === null ? userPath(record.id) : `${USERS_PATH}/${record.alias}`;
     for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
       const created = await this.send('PUT', path, body, { 'if-none-match': '*' });
@@ -84,21 +119,30 @@ export class Restorer {
    */
   private async whyNotCreated(record: ExportRecord, refused: Response): Promise<Restored | undefined> {
     const { id } = record;
-    const gone: Restored = { ok: false, status: 410, error: `the id ${id} was issued on the target and its user deleted: ids are never reused there` };
     const meanwhile: Restored = { ok: false, status: 409, error: `the id ${id} was already issued on the target (to a reservation, or to a user since deleted): ids are never reused there` };
     if (record.alias === null) {
       // 404: never issued here; reserving the ids up to it makes it this import's.
-      if (refused.status === 410) return gone;
+      if (refused.status === 410) return issuedAndGone(id);
       if (refused.status !== 404) return failed(refused);
       return (await this.reserveThrough(id)) ? undefined : meanwhile;
     }
-    // 409: the id is not the next one; the ids before it are reserved, so the alias's PUT gets it.
+    // 409: the id is not the next one; if it was never issued, the ids before it are reserved, so the alias's PUT gets it.
     if (refused.status !== 409) return failed(refused);
-    const lookup = await this.send('GET', userPath(id));
-    if (lookup.status === 410) return gone;
-    if (lookup.status === 200) return { ok: false, status: 409, error: `the id ${id} belongs to another user on the target` };
-    if (lookup.status !== 404) return failed(lookup);
+    const taken = await this.takenOnTarget(record);
+    if (taken !== undefined) return taken;
     return (await this.reserveThrough(id - 1)) ? undefined : meanwhile;
+  }
+
+  /** Why the record's id cannot be had on the target (issued there already), asked without reserving; undefined when it was never issued. */
+  private async takenOnTarget(record: ExportRecord): Promise<Restored | undefined> {
+    const { id } = record;
+    const standing = await this.send('PUT', userPath(id), JSON.stringify(record.user), { 'if-match': NO_TAG });
+    if (standing.status === 404) return undefined;
+    if (standing.status === 410) return issuedAndGone(id);
+    if (standing.status !== 412) return failed(standing);
+    const user = await this.send('GET', userPath(id));
+    if (user.status === 200) return { ok: false, status: 409, error: `the id ${id} belongs to another user on the target` };
+    return { ok: false, status: 409, error: `the id ${id} is held by a reservation on the target, where a user gets no alias: ids are never reused there` };
   }
 
   /** POST /reservations until the id `last` is issued; false when the target went past it. */
@@ -135,8 +179,17 @@ function withoutId(user: Record<string, unknown>): Record<string, unknown> {
   return fields;
 }
 
+/** The same representation but for the id. */
+function sameFields(a: Record<string, unknown>, b: Record<string, unknown>): boolean {
+  return JSON.stringify(withoutId(a)) === JSON.stringify(withoutId(b));
+}
+
 function done(action: 'created' | 'unchanged' | 'replaced', response: Response): Extract<Restored, { ok: true }> {
   return { ok: true, action, id: answerUser(response).id };
+}
+
+function issuedAndGone(id: number): Restored {
+  return { ok: false, status: 410, error: `the id ${id} was issued on the target and its user deleted: ids are never reused there` };
 }
 
 function failed(response: Response): Restored {

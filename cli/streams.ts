@@ -6,6 +6,10 @@
 import { StringDecoder } from 'node:string_decoder';
 import { CliError, EXIT, UsageError, type ExitCode, type StopExitCode } from './exit-codes.js';
 import { writeFailure } from '../shared/file-errors.js';
+import { pipeReaderCheck } from './pipe-reader.js';
+
+/** How often `Output.noticeReaderGone` asks: a reader gone is seen within half a second. */
+const READER_CHECK_MS = 500;
 
 export interface Writable {
   write(chunk: string): unknown;
@@ -29,10 +33,11 @@ function isEventful(stream: Writable): stream is EventfulWritable {
  * disk under `> file`).
  */
 export class Output {
-  /** True once the reader is gone (EPIPE): commands stop producing. */
+  /** True once the reader is gone (EPIPE, or seen gone by `noticeReaderGone`): commands stop producing. */
   closed = false;
   /** Why a write failed, as words (`no space left on the device`); commands stop producing. */
   failure: string | undefined;
+  private readerChecks: NodeJS.Timeout | undefined;
   private readonly onError = (error: unknown) => {
     const code = (error as NodeJS.ErrnoException).code;
     if (code === 'EPIPE') this.closed = true;
@@ -43,8 +48,14 @@ export class Output {
     if (isEventful(stream)) stream.on('error', this.onError);
   }
 
+  /** True once nothing more can be written: the reader is gone, or a write failed. */
+  get stopped(): boolean {
+    return this.closed || this.failure !== undefined;
+  }
+
+  /** Writes `text`, once the stream has room; when the output has `stopped` after it, it may not all have reached the reader. */
   async write(text: string): Promise<void> {
-    if (this.closed || this.failure !== undefined || text === '') return;
+    if (this.stopped || text === '') return;
     let flushed: unknown;
     try {
       flushed = this.stream.write(text);
@@ -54,8 +65,38 @@ export class Output {
       return;
     }
     if (flushed !== false || !isEventful(this.stream)) return;
-    const stream = this.stream;
-    await new Promise<void>((resolve) => {
+    await this.settled(this.stream);
+  }
+
+  /**
+   * For a command that may wait long between writes (watch): checks twice
+   * a second whether the reader of a pipe on stdout has gone, and when it
+   * has, stops the output and calls `gone`. Where that cannot be asked (not
+   * a pipe, no WASI), a gone reader is seen at the next write.
+   */
+  noticeReaderGone(gone: () => void): void {
+    const fd = (this.stream as { fd?: unknown }).fd;
+    const readerGone = typeof fd === 'number' ? pipeReaderCheck(fd) : undefined;
+    if (readerGone === undefined || this.readerChecks !== undefined) return;
+    this.readerChecks = setInterval(() => {
+      if (this.stopped) return this.stopReaderChecks();
+      if (!readerGone()) return;
+      this.closed = true;
+      this.stopReaderChecks();
+      gone();
+    }, READER_CHECK_MS);
+    // The checks never keep the process alive.
+    this.readerChecks.unref();
+  }
+
+  private stopReaderChecks(): void {
+    clearInterval(this.readerChecks);
+    this.readerChecks = undefined;
+  }
+
+  /** Waits until `stream` drained, closed or failed. */
+  private settled(stream: EventfulWritable): Promise<void> {
+    return new Promise<void>((resolve) => {
       const done = () => {
         stream.off('drain', done);
         stream.off('close', done);
@@ -69,6 +110,7 @@ export class Output {
   }
 
   dispose(): void {
+    this.stopReaderChecks();
     // After EPIPE or a failed write, writes still queued may fail too: keep
     // the listener so they do not become an uncaught 'error' event.
     if (isEventful(this.stream) && !this.closed && this.failure === undefined) this.stream.off('error', this.onError);
@@ -90,13 +132,19 @@ export const STOP_EXIT: Record<StopReason, ExitCode | StopExitCode> = { SIGINT: 
  * Watches what ends a streaming command early: SIGINT, SIGTERM (only when
  * the command runs as the process, `watchSignals`), or its reader going
  * away. Commands check `reason` before each new request; a second signal
- * ends the process at once, as a second Ctrl-C does elsewhere.
+ * ends the process at once, as a second Ctrl-C does elsewhere, after the
+ * one line of `onForcedStop`, if the command gave one.
  */
 export class Interruption {
   private signal: 'SIGINT' | 'SIGTERM' | undefined;
   private readonly listeners: (() => void)[] = [];
+  private howFar: (() => string) | undefined;
   private readonly onSignal = (signal: 'SIGINT' | 'SIGTERM') => {
-    if (this.signal !== undefined) process.exit(STOP_EXIT[signal]);
+    if (this.signal !== undefined) {
+      // stderr is written synchronously (a file, a pipe or a terminal), so the line is out before the exit.
+      if (this.howFar !== undefined) this.report(`stopped at once (${signal} again): ${this.howFar()}`);
+      process.exit(STOP_EXIT[signal]);
+    }
     this.signal = signal;
     for (const listener of this.listeners) listener();
   };
@@ -106,6 +154,8 @@ export class Interruption {
   constructor(
     private readonly out: Output,
     private readonly watchSignals: boolean,
+    /** Writes one line on stderr. */
+    private readonly report: (message: string) => void = () => {},
   ) {
     if (watchSignals) {
       process.on('SIGINT', this.onInt);
@@ -121,6 +171,11 @@ export class Interruption {
   get label(): string | undefined {
     const reason = this.reason;
     return reason === 'output failed' ? `${reason}: ${this.out.failure}` : reason;
+  }
+
+  /** What a second signal, which ends the process without waiting, says of how far the command got. */
+  onForcedStop(howFar: () => string): void {
+    this.howFar = howFar;
   }
 
   /** Calls `listener` when a signal arrives (to stop waiting for input). */

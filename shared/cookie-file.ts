@@ -27,6 +27,9 @@
  *   "# HTTP Cookie File").
  * - wget writes "host:port" in the domain field for a non-default port; the port
  *   is dropped on read (RFC 6265 section 8.5: cookies do not isolate by port).
+ * - A comment line directly above a cookie's line (no blank line between) is
+ *   that cookie's `comment`: usersctl notes there which server set it. curl,
+ *   wget and python skip it, and drop it when they rewrite the file.
  */
 
 export interface CookieLine {
@@ -42,6 +45,8 @@ export interface CookieLine {
   expires: number;
   name: string;
   value: string;
+  /** The text of the comment line directly above the cookie's, without its "#" and the space after it. */
+  comment?: string;
 }
 
 export const COOKIE_FILE_HEADER = '# Netscape HTTP Cookie File';
@@ -69,12 +74,17 @@ export function parseCookieFile(text: string): { cookies: CookieLine[]; warnings
   const warnings: string[] = [];
   const lines = text.replace(/^\uFEFF/, '').split('\n');
   if (lines.at(-1) === '') lines.pop();
+  /** The comment of the line before, when it was a comment line. */
+  let comment: string | undefined;
   lines.forEach((raw, index) => {
     const line = raw.endsWith('\r') ? raw.slice(0, -1) : raw;
     const parsed = parseLine(line);
+    const above = comment;
+    // Only a comment that can be written back (no TAB or other control character) is kept.
+    comment = parsed === undefined && line.startsWith('#') && !CONTROL.test(line) ? line.replace(/^# ?/, '') : undefined;
     if (parsed === undefined) return;
     if (typeof parsed === 'string') warnings.push(`line ${index + 1}: ${parsed}`);
-    else cookies.push(parsed);
+    else cookies.push(above === undefined ? parsed : { ...parsed, comment: above });
   });
   return { cookies, warnings };
 }
@@ -128,7 +138,7 @@ function flag(field: string): boolean | undefined {
  */
 export function formatCookieFile(cookies: readonly CookieLine[]): string {
   let text = `${COOKIE_FILE_HEADER}\n${FORMAT_COMMENT}\n\n`;
-  for (const cookie of cookies) text += formatLine(cookie) + '\n';
+  for (const cookie of cookies) text += (cookie.comment === undefined ? '' : `# ${cookie.comment}\n`) + formatLine(cookie) + '\n';
   return text;
 }
 
@@ -152,5 +162,6 @@ function unwritable(c: CookieLine): string | undefined {
   if (!Number.isSafeInteger(c.expires) || c.expires < 0) return 'expires must be a non-negative integer of Unix seconds';
   if (c.name === '' || BAD_NAME.test(c.name)) return 'the name must be non-empty, without whitespace, control characters, ";" or "="';
   if (CONTROL.test(c.value) || c.value.includes(';')) return 'the value may not hold control characters (TAB, CR, LF...) or ";"';
+  if (c.comment !== undefined && CONTROL.test(c.comment)) return 'the comment may not hold control characters (TAB, CR, LF...)';
   return undefined;
 }

@@ -5,15 +5,17 @@
  * that exists with other content is never overwritten silently.
  */
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { EXIT } from '../cli/main.js';
 import { lines, shellWithUsersctl, startCliServer, startStub, usersctl } from './cli-helpers.js';
 import { listText, put, send, startTestServer, type TestServer } from './helpers.js';
-import { runTool } from './processes.js';
+import { CLI_BIN, runTool } from './processes.js';
 
-const HEADER = '{"usersctl":"export","version":1}';
+const HEADER = '{"usersctl":"export","version":2}';
+/** The header of an export made before exports had an end record. */
+const OLD_HEADER = '{"usersctl":"export","version":1}';
 
 function results(stdout: string): Record<string, unknown>[] {
   return lines(stdout).map((l) => JSON.parse(l) as Record<string, unknown>);
@@ -49,7 +51,8 @@ test('node bin/usersctl.js: export from A, import --keep-ids into an empty B, ex
   assert.equal(run.code, 0, run.stderr);
   const exported = readFileSync(join(home, 'a.ndjson'), 'utf8');
   assert.equal(lines(exported)[0], HEADER);
-  assert.deepEqual(lines(exported).slice(1).map((l) => [JSON.parse(l).id, JSON.parse(l).alias]), [[1, 'alice'], [3, null], [5, 'dave'], [6, null]]);
+  assert.deepEqual(lines(exported).slice(1, -1).map((l) => [JSON.parse(l).id, JSON.parse(l).alias]), [[1, 'alice'], [3, null], [5, 'dave'], [6, null]]);
+  assert.equal(lines(exported).at(-1), '{"usersctl":"end","users":4}');
   assert.deepEqual(results(readFileSync(join(home, 'results.ndjson'), 'utf8')).map((r) => [r.oldId, r.id, r.action]), [[1, 1, 'created'], [3, 3, 'created'], [5, 5, 'created'], [6, 6, 'created']]);
   assert.deepEqual(results(readFileSync(join(home, 'again.ndjson'), 'utf8')).map((r) => r.action), ['unchanged', 'unchanged', 'unchanged', 'unchanged']);
   assert.equal(await listText(b), await listText(a));
@@ -71,7 +74,7 @@ test('import of an export into a server with users of its own: new ids, results 
   for (const r of map) assert.equal((await send(b.server.url, 'GET', `/users/${r.alias}`)).json().id, r.id);
   assert.deepEqual(map.map((r) => r.id).sort(), [2, 3, 4, 5], 'new ids, after the target\'s own');
   // Each result's id is where that user now lives (the order of creation is the requests').
-  const old = new Map(lines(exported).slice(1).map((l) => [JSON.parse(l).id as number, JSON.parse(l).user as Record<string, unknown>]));
+  const old = new Map(lines(exported).slice(1, -1).map((l) => [JSON.parse(l).id as number, JSON.parse(l).user as Record<string, unknown>]));
   for (const r of map) assert.deepEqual((await send(b.server.url, 'GET', `/users/${r.id}`)).json(), { ...old.get(r.oldId as number), id: r.id }, `oldId ${r.oldId} -> id ${r.id}`);
   assert.equal((await send(b.server.url, 'GET', '/users/1')).text, '{"name":"Unrelated","id":1}');
   assert.equal((await send(b.server.url, 'GET', '/users/alice')).json().name, 'Alice');
@@ -161,4 +164,69 @@ test('an export imported again a day later (the server\'s Idempotency-Key record
   assert.equal(again.code, EXIT.ok, again.stderr);
   assert.deepEqual(results(again.stdout).map((r) => r.action), ['unchanged', 'unchanged', 'unchanged', 'unchanged']);
   assert.equal(await listText(b), listing);
+});
+
+test('node bin/usersctl.js import --keep-ids: a record whose id the target already issued (to another user, to one since deleted, to a live reservation) is refused and reserves no id, run after run', async (t) => {
+  const a = await startTestServer(t);
+  for (const alias of ['a1', 'a2', 'a3', 'a4']) assert.equal((await put(a.url, `/users/${alias}`, { name: alias })).status, 201);
+  const b = await startTestServer(t);
+  for (const alias of ['b1', 'b2']) assert.equal((await put(b.url, `/users/${alias}`, { name: alias })).status, 201);
+  assert.equal((await send(b.url, 'DELETE', '/users/2')).status, 204);
+  assert.equal((await send(b.url, 'POST', '/reservations')).json().id, 3);
+  const { home, env } = shellWithUsersctl(t, a.url);
+  const file = join(home, 'a.ndjson');
+  writeFileSync(file, (await runTool(t, process.execPath, [CLI_BIN, 'export'], { env })).stdout);
+  const reservations = async () => (await b.running.store.stats(Date.now())).reservations;
+  for (const run of ['first', 'second']) {
+    const imported = await runTool(t, process.execPath, [CLI_BIN, '--url', b.url, 'import', '--keep-ids', file], { env });
+    assert.equal(imported.code, EXIT.partialImport, `${run} run: ${imported.stderr}`);
+    assert.deepEqual(results(imported.stdout).map((r) => [r.oldId, r.ok ? r.action : r.status]), [[1, 409], [2, 410], [3, 409], [4, run === 'first' ? 'created' : 'unchanged']], `${run} run`);
+    assert.equal(await reservations(), 1, `${run} run: the target's own reservation, and none of the import's`);
+  }
+  assert.equal((await send(b.url, 'GET', '/users/a4')).json().id, 4, 'the id that was free is kept');
+});
+
+test('node bin/usersctl.js: an export cut short (its server lost part way) has no end record; its import imports what it holds, says it was cut short after how many users, and exits 8; a whole export ends with its end record and imports with exit 0; an old export (version 1, no end record) still imports', async (t) => {
+  const source = await startStub(t, (_req, res, n) => {
+    if (n > 0) {
+      res.writeHead(500, { 'content-type': 'application/problem+json' });
+      return res.end('{"type":"about:blank","title":"Internal Server Error","status":500}');
+    }
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({ items: [{ name: 'Ann', id: 1 }, { name: 'Bob', id: 2 }], aliases: { '1': 'ann' }, next: '/users?limit=1000&aliases=true&after=2' }));
+  });
+  const target = await startTestServer(t);
+  const { home, env } = shellWithUsersctl(t, target.url);
+  const usersctlBin = (args: string[]) => runTool(t, process.execPath, [CLI_BIN, ...args], { env });
+  const cut = await usersctlBin(['--url', source.url, '--retries', '0', 'export']);
+  assert.equal(cut.code, EXIT.server, cut.stderr);
+  assert.deepEqual(lines(cut.stdout), [HEADER, '{"id":1,"alias":"ann","user":{"name":"Ann","id":1}}', '{"id":2,"alias":null,"user":{"name":"Bob","id":2}}'], 'no end record');
+  writeFileSync(join(home, 'cut.ndjson'), cut.stdout);
+  const imported = await usersctlBin(['import', join(home, 'cut.ndjson')]);
+  assert.equal(imported.code, EXIT.partialImport, imported.stderr);
+  assert.equal(imported.stderr, 'usersctl: the export was cut short: it ends after 2 users without its end record (an export stopped early, by Ctrl-C, a full disk or a lost connection); 2 of them were imported: export again and import that\n');
+  assert.deepEqual(results(imported.stdout).map((r) => r.action), ['created', 'created']);
+
+  const whole = await startTestServer(t);
+  await populate(whole);
+  const exported = await usersctlBin(['--url', whole.url, 'export']);
+  assert.equal(exported.code, EXIT.ok, exported.stderr);
+  assert.deepEqual([lines(exported.stdout)[0], lines(exported.stdout).at(-1)], [HEADER, '{"usersctl":"end","users":4}']);
+  writeFileSync(join(home, 'whole.ndjson'), exported.stdout);
+  const again = await usersctlBin(['import', join(home, 'whole.ndjson')]);
+  assert.deepEqual([again.code, again.stderr, results(again.stdout).length], [EXIT.ok, '', 4]);
+
+  writeFileSync(join(home, 'old.ndjson'), `${OLD_HEADER}\n{"id":7,"alias":"old","user":{"name":"Old","id":7}}\n`);
+  const old = await usersctlBin(['import', join(home, 'old.ndjson')]);
+  assert.deepEqual([old.code, old.stderr, results(old.stdout).map((r) => r.action)], [EXIT.ok, '', ['created']]);
+});
+
+test('an export whose end record counts other records than came before it is reported damaged (exit 8), and a line after its end record is a failed result, not sent', async (t) => {
+  const cli = await startCliServer(t);
+  const input = `${HEADER}\n{"id":1,"alias":"ann","user":{"name":"Ann","id":1}}\n{"usersctl":"end","users":2}\n{"id":2,"alias":"bob","user":{"name":"Bob","id":2}}\n\n`;
+  const imported = await cli.run(['import'], { stdin: input });
+  assert.equal(imported.code, EXIT.partialImport);
+  assert.deepEqual(results(imported.stdout).map((r) => [r.line, r.ok, r.error]), [[2, true, undefined], [4, false, 'a line after the end record of the export; it was not sent']]);
+  assert.deepEqual(lines(imported.stderr), ['usersctl: the export is damaged: its end record counts 2 users, but 1 came before it; export again and import that', 'usersctl: 1 of 2 lines failed; their results on stdout say why']);
+  assert.equal((await send(cli.server.url, 'GET', '/users/bob')).status, 404);
 });

@@ -1,10 +1,11 @@
 import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { dirname, join } from 'node:path';
 import { test } from 'node:test';
 import { EXIT } from '../cli/main.js';
 import { ADMIN_PASSWORD, startTestServer, tempDir } from './helpers.js';
-import { fakeTty, lines, startCliServer } from './cli-helpers.js';
+import { fakeTty, lines, shellWithUsersctl, startCliServer } from './cli-helpers.js';
+import { CLI_BIN, runTool } from './processes.js';
 
 // login, logout, status, and the jar on every command.
 
@@ -168,4 +169,27 @@ test('a command whose answer sets no cookie leaves the jar file untouched', asyn
   assert.equal((await cli.run(['put', 'alice', '--name', 'Alice'])).code, EXIT.ok);
   assert.equal(readFileSync(cli.jarPath, 'utf8'), text);
   assert.equal(statSync(cli.jarPath).ino, before.ino, 'the jar was rewritten');
+});
+
+test('node bin/usersctl.js: logging in to a second server on the same host (another port) says on stderr that it replaced the first server\'s session in the jar, naming both and --cookie-jar; a login again to the same server, or one jar a server, says nothing', async (t) => {
+  const first = await startTestServer(t);
+  const second = await startTestServer(t);
+  const { home, env } = shellWithUsersctl(t, first.url);
+  const usersctlBin = (args: string[], input = '') => runTool(t, process.execPath, [CLI_BIN, ...args], { env, input });
+  const login = (url: string, ...more: string[]) => usersctlBin(['--url', url, ...more, 'login', '--password-stdin'], `${ADMIN_PASSWORD}\n`);
+  const jar = join(home, 'state', 'usersctl', 'cookies.txt');
+  assert.deepEqual(lines((await login(first.url)).stderr), [`usersctl: logged in as admin; the session is in ${jar}`]);
+  assert.deepEqual(lines((await login(first.url)).stderr), [`usersctl: logged in as admin; the session is in ${jar}`], 'the same server again');
+  const replaced = await login(second.url);
+  assert.equal(replaced.code, EXIT.ok, replaced.stderr);
+  assert.deepEqual(lines(replaced.stderr), [
+    `usersctl: warning: ${second.url} replaced the cookie USER_TOKEN that ${first.url} had set in ${jar}: cookies do not tell ports apart (RFC 6265 section 8.5), so a jar holds one session a host; give each server its own --cookie-jar FILE`,
+    `usersctl: logged in as admin; the session is in ${jar}`,
+  ]);
+  assert.equal((await usersctlBin(['--url', first.url, 'status'])).code, EXIT.unauthorized, 'the first server\'s session is gone');
+  for (const server of [first, second]) {
+    const own = await login(server.url, '--cookie-jar', join(home, `${new URL(server.url).port}.cookies`));
+    assert.deepEqual([own.code, lines(own.stderr).length], [EXIT.ok, 1], own.stderr);
+  }
+  for (const server of [first, second]) assert.equal((await usersctlBin(['--url', server.url, '--cookie-jar', join(home, `${new URL(server.url).port}.cookies`), 'status'])).stdout, 'OK\n');
 });

@@ -136,7 +136,7 @@ test('list follows next to the end and prints every user as NDJSON, byte for byt
   }
   const aliases = new Map(all.items.map((u, i) => [(u as { id: number }).id, `u${i}`]));
   const records = all.items.map((u) => `{"id":${(u as { id: number }).id},"alias":"${aliases.get((u as { id: number }).id)}","user":${JSON.stringify(u)}}\n`).join('');
-  assert.equal((await cli.run(['export'])).stdout, '{"usersctl":"export","version":1}\n' + records, 'export: a header, then id, alias and representation a user');
+  assert.equal((await cli.run(['export'])).stdout, '{"usersctl":"export","version":2}\n' + records + '{"usersctl":"end","users":7}\n', 'export: a header, then id, alias and representation a user, then the end record');
 });
 
 test('list of an empty server prints nothing and exits 0', async (t) => {

@@ -2,18 +2,22 @@
  * usersctl watch: the feed of changes on stdout, a line each as the server
  * sent it; --no-follow, --since and --from-start; reconnection with the last
  * cursor across a kill -9 and restart of the server (no gap, no duplicate);
- * an honest stop on SIGINT and on a closed output; and the sync.sh recipe
- * of docs/cli.md, run as written.
+ * an honest stop on SIGINT and on a closed output, whose last cursor is
+ * the last change the reader may have had, noticed on an idle feed too;
+ * and the sync.sh recipe of docs/cli.md, run as written.
  */
 import assert from 'node:assert/strict';
+import { EventEmitter, once } from 'node:events';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { Readable } from 'node:stream';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { EXIT } from '../cli/exit-codes.js';
+import { run } from '../cli/main.js';
 import { lines, shellWithUsersctl, startCliServer } from './cli-helpers.js';
 import { ADMIN_PASSWORD, put, send, startTestServer, tempDir } from './helpers.js';
-import { runTool, serverPort, spawnChild, spawnServer, spawnUsersctl } from './processes.js';
+import { CLI_BIN, runTool, serverPort, spawnChild, spawnServer, spawnUsersctl } from './processes.js';
 
 test('usersctl watch --no-follow prints the changes committed so far, from the start or after --since, and exits 0; a bad cursor is refused', async (t) => {
   const cli = await startCliServer(t);
@@ -54,6 +58,61 @@ test('node bin/usersctl.js watch follows, connects again with its last cursor af
   assert.equal(exit.code, 130);
   assert.deepEqual(lines(watcher.stdout()).map((l) => JSON.parse(l).cursor), ['1', '2', '3'], 'every change once');
   assert.match(watcher.stderr(), /usersctl: stopped \(SIGINT\); the last cursor is 3: resume with usersctl watch --since 3\n$/);
+});
+
+/** A stdout whose reader leaves after the first write: the writes after it fail with EPIPE, as a pipe's do once `head -n 1` has exited. */
+class ReaderGoneAfterFirstWrite extends EventEmitter {
+  text = '';
+  private writes = 0;
+  write(chunk: string): boolean {
+    if (this.writes++ === 0) {
+      this.text += chunk;
+      this.emit('wrote');
+      return true;
+    }
+    process.nextTick(() => this.emit('error', Object.assign(new Error('write EPIPE'), { code: 'EPIPE' })));
+    return false;
+  }
+}
+
+test('usersctl watch whose reader leaves after the first change: the write of the second fails (EPIPE), and the cursor to resume from is the first, so the second is not skipped', async (t) => {
+  const server = await startTestServer(t);
+  const stdout = new ReaderGoneAfterFirstWrite();
+  let stderr = '';
+  const watching = run(['--url', server.url, 'watch', '--from-start'], { stdout, stderr: { write: (s: string) => (stderr += s) }, stdin: Readable.from([]), env: { HOME: tempDir(t) } });
+  const wrote = once(stdout, 'wrote');
+  await put(server.url, '/users/ann', { name: 'Ann' });
+  await wrote;
+  await put(server.url, '/users/bob', { name: 'Bob' });
+  assert.equal(await watching, 141);
+  assert.equal(stdout.text, '{"cursor":"1","op":"put","id":1,"user":{"name":"Ann","id":1}}\n');
+  assert.equal(stderr, 'usersctl: stopped (output closed); the last cursor is 1: resume with usersctl watch --since 1\n');
+});
+
+test('node bin/usersctl.js watch | head -n 1, then two changes: head has the first, stderr says its cursor, and watch --since that cursor gives the second', async (t) => {
+  const server = await startTestServer(t);
+  const env = { PATH: process.env.PATH, USERSCTL_URL: server.url, HOME: tempDir(t) };
+  const pipeline = spawnChild(t, 'bash', ['-c', 'set -o pipefail; "$0" "$1" watch --from-start | head -n 1', process.execPath, CLI_BIN], { env, group: true });
+  await put(server.url, '/users/ann', { name: 'Ann' });
+  await pipeline.waitForLine(/"cursor":"1"/);
+  await put(server.url, '/users/bob', { name: 'Bob' });
+  const exit = await pipeline.exited;
+  assert.equal(exit.code, 141, pipeline.stderr());
+  assert.equal(pipeline.stderr(), 'usersctl: stopped (output closed); the last cursor is 1: resume with usersctl watch --since 1\n');
+  const resumed = await runTool(t, process.execPath, [CLI_BIN, 'watch', '--since', '1', '--no-follow'], { env });
+  assert.equal(resumed.code, EXIT.ok, resumed.stderr);
+  assert.deepEqual(lines(resumed.stdout).map((l) => JSON.parse(l).user.name), ['Bob'], 'the change head never read');
+});
+
+test('node bin/usersctl.js watch --from-start | head -n 3 on an idle server exits once head has exited, with no change after (141, and the last cursor on stderr)', async (t) => {
+  const server = await startTestServer(t);
+  for (const name of ['ann', 'bob', 'cy']) await put(server.url, `/users/${name}`, { name });
+  const env = { PATH: process.env.PATH, USERSCTL_URL: server.url, HOME: tempDir(t) };
+  const pipeline = spawnChild(t, 'bash', ['-c', 'set -o pipefail; "$0" "$1" watch --from-start | head -n 3', process.execPath, CLI_BIN], { env, group: true });
+  const exit = await pipeline.exited;
+  assert.equal(exit.code, 141, pipeline.stderr());
+  assert.deepEqual(lines(pipeline.stdout()).map((l) => JSON.parse(l).cursor), ['1', '2', '3']);
+  assert.equal(pipeline.stderr(), 'usersctl: stopped (output closed); the last cursor is 3: resume with usersctl watch --since 3\n');
 });
 
 test('node bin/usersctl.js watch with an API token that is revoked while it follows: the server ends the feed at its next check, and watch exits 4 with the server\'s sentence and the cursor to resume from', async (t) => {

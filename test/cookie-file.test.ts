@@ -193,6 +193,18 @@ test('comments, blank and whitespace-only lines, and both header spellings are s
   assert.deepEqual(cookies.map((c) => c.name), ['a']);
 });
 
+test('a comment line directly above a cookie is its comment, written back above it; one with a blank line between, or above another comment, is no cookie\'s', () => {
+  const text = `${COOKIE_FILE_HEADER}\n# written by someone\n\n# usersctl: set by http://127.0.0.1:8080\n${line('127.0.0.1', 'FALSE', '/', 'FALSE', '0', 'A', '1')}\n${line('127.0.0.1', 'FALSE', '/', 'FALSE', '0', 'B', '2')}\n# first\n# second\n${line('127.0.0.1', 'FALSE', '/', 'FALSE', '0', 'C', '3')}\n`;
+  const { cookies, warnings } = parseCookieFile(text);
+  assert.deepEqual(warnings, []);
+  assert.deepEqual(cookies.map((c) => [c.name, c.comment]), [['A', 'usersctl: set by http://127.0.0.1:8080'], ['B', undefined], ['C', 'second']]);
+  const written = formatCookieFile(cookies);
+  assert.match(written, /\n# usersctl: set by http:\/\/127\.0\.0\.1:8080\n127\.0\.0\.1\tFALSE\t\/\tFALSE\t0\tA\t1\n127\.0\.0\.1\tFALSE[^\n]*\tB\t2\n# second\n/);
+  assert.deepEqual(parseCookieFile(written).cookies, cookies);
+  assert.equal(parseCookieFile(`# a\tcomment\n${line('h', 'FALSE', '/', 'FALSE', '0', 'a', '1')}\n`).cookies[0]!.comment, undefined, 'a comment with a TAB could not be written back');
+  assert.throws(() => formatCookieFile([cookie({ comment: 'two\nlines' })]), /comment may not hold control characters/);
+});
+
 test('a file without the header is still read (curl does not require it)', () => {
   assert.equal(parseCookieFile(line('h', 'FALSE', '/', 'FALSE', '0', 'a', '1') + '\n').cookies.length, 1);
 });

@@ -3,7 +3,8 @@
  * each block as one bash script with errexit and pipefail, with `usersctl`
  * on PATH (the built bin/usersctl.js), jq, and the files and accounts the
  * examples name. The one change: the example hosts (127.0.0.1:8080,
- * users.example.com, staging.example.com, new-box:8080) are test servers. The scripts of
+ * 127.0.0.1:8081, users.example.com, staging.example.com, new-box:8080)
+ * are test servers. The scripts of
  * "Scripting" (they start with #!) are run with their arguments by
  * test/cli-scripts.test.ts. The other docs' shell blocks are users-server
  * and bench commands, run by their own tests.
@@ -54,6 +55,7 @@ test('every shell example of docs/cli.md runs as written and exits 0', async (t)
     let script = block
       .replaceAll('https://staging.example.com', staging.url)
       .replaceAll('http://new-box:8080', newBox.url)
+      .replaceAll('http://127.0.0.1:8081', staging.url)
       .replaceAll('https://users.example.com', server.url)
       .replaceAll('http://127.0.0.1:8080', server.url);
     if (!hasMan) script = script.replace(/^man .*$/gm, ': man not installed');

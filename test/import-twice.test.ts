@@ -2,7 +2,8 @@
  * An operator's story through the real binaries, on the journal and on
  * PostgreSQL: export a server's users, import them into another, restart
  * it, import the same file again. The second run leaves the target as the
- * first left it, for users with an alias and without one. And plain lines
+ * first left it, for users with an alias and without one, whether either
+ * run kept the ids or not. And plain lines
  * imported twice: the feed of changes has the first run's users once and
  * nothing of the second run, which changed nothing.
  */
@@ -32,23 +33,29 @@ async function restartable(t: TestContext, args: string[]) {
   };
 }
 
-async function importTwice(t: TestContext, targetArgs: string[]): Promise<void> {
+/**
+ * Exports a source (users with an alias and without, and a gap in the ids:
+ * a user deleted), imports it into a target with the flags of `first`,
+ * restarts the target, imports it again with those of `second`.
+ */
+async function importTwice(t: TestContext, targetArgs: string[], first: string[] = [], second: string[] = []): Promise<void> {
   const source = await spawnServer(t, ['--port', '0', '--data', tempDir(t)]);
   assert.equal((await put(source.url, '/users/alice', { name: 'Alice' })).status, 201);
-  for (const name of ['Bob', 'Carol']) assert.equal((await send(source.url, 'POST', '/users/new', { json: { name } })).status, 201);
+  for (const name of ['Bob', 'Gone', 'Carol']) assert.equal((await send(source.url, 'POST', '/users/new', { json: { name } })).status, 201);
+  assert.equal((await send(source.url, 'DELETE', '/users/3')).status, 204);
   const file = join(tempDir(t), 'users.ndjson');
   const exported = await usersctl(t, source.url, ['export']);
   assert.equal(exported.code, 0, exported.stderr);
   writeFileSync(file, exported.stdout);
 
   const target = await restartable(t, targetArgs);
-  const first = await usersctl(t, target.url, ['import', '-f', file]);
-  assert.equal(first.code, 0, first.stderr);
+  const once = await usersctl(t, target.url, ['import', ...first, '-f', file]);
+  assert.equal(once.code, 0, once.stderr);
   const listing = (await send(target.url, 'GET', '/users')).text;
   const url = await target.restart();
-  const second = await usersctl(t, url, ['import', '-f', file]);
-  assert.equal(second.code, 0, second.stderr);
-  const results = second.stdout.trim().split('\n').map((l) => JSON.parse(l) as { action: string; id: number });
+  const again = await usersctl(t, url, ['import', ...second, '-f', file]);
+  assert.equal(again.code, 0, again.stderr);
+  const results = again.stdout.trim().split('\n').map((l) => JSON.parse(l) as { action: string; id: number });
   assert.deepEqual(results.map((r) => r.action), ['unchanged', 'unchanged', 'unchanged']);
   assert.equal((await send(url, 'GET', '/users')).text, listing, 'the second run changed the target');
   assert.equal(JSON.parse(listing).items.length, 3);
@@ -56,6 +63,14 @@ async function importTwice(t: TestContext, targetArgs: string[]): Promise<void> 
 
 test('import of an export, run twice on a journal server restarted in between: the second run finds every user unchanged and adds none', async (t) => {
   await importTwice(t, ['--data', tempDir(t)]);
+});
+
+test('import --keep-ids of an export, then a plain import of it on a journal server restarted in between: the second run finds every user unchanged, those without an alias too, and adds none', async (t) => {
+  await importTwice(t, ['--data', tempDir(t)], ['--keep-ids'], []);
+});
+
+test('a plain import of an export, then import --keep-ids of it on a journal server restarted in between: the second run finds every user unchanged under the alias the first gave it, and adds none', async (t) => {
+  await importTwice(t, ['--data', tempDir(t)], [], ['--keep-ids']);
 });
 
 test('import of an export, run twice on a PostgreSQL server restarted in between: the second run finds every user unchanged and adds none', async (t) => {

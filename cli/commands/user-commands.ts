@@ -7,7 +7,7 @@ import type { Context } from '../context.js';
 import { CliError, EXIT, NetworkError, StatusError, UnexpectedAnswerError, UsageError } from '../exit-codes.js';
 import { answerUser, jsonObject, oneLine, single, type Response } from '../client.js';
 import { inputTooLong, readLines } from '../streams.js';
-import { EXPORT_HEADER } from '../export-format.js';
+import { endRecord, EXPORT_HEADER } from '../export-format.js';
 import type { View } from '../output-format.js';
 import { startProgress } from '../progress.js';
 
@@ -221,7 +221,8 @@ export async function list(ctx: Context, pageSize: number, output?: string): Pro
 
 /**
  * `export`: the header line, then one record a user in id order:
- * `{"id":1,"alias":"alice","user":{...}}`, the representation as stored.
+ * `{"id":1,"alias":"alice","user":{...}}`, the representation as stored;
+ * then the end record, with the count.
  */
 export async function exportUsers(ctx: Context): Promise<void> {
   await ctx.out.write(EXPORT_HEADER + '\n');
@@ -230,6 +231,8 @@ export async function exportUsers(ctx: Context): Promise<void> {
   const progress = startProgress(ctx, 'users', () => ({ done: written, ...(total !== undefined && total > 0 && { fraction: written / total }) }));
   try {
     await exportPages(ctx, (count) => (written += count));
+    // Only a run that read the last page ends the file: one stopped early has no end, and import says it was cut short.
+    if (ctx.interruption.reason === undefined) await ctx.out.write(endRecord(written) + '\n');
   } catch (error) {
     throw cutShort(error, 'export', written, 'written');
   } finally {

@@ -37,6 +37,8 @@ export async function watch(ctx: Context, options: WatchOptions): Promise<number
   /** Set once a feed was answered: a refusal after that says where to resume. */
   let followed = false;
   ctx.interruption.onStop(() => aborts.abort());
+  // An idle feed writes nothing for hours: `watch | head -n 3` must not wait for the next change to learn that head has exited.
+  ctx.out.noticeReaderGone(() => aborts.abort());
   for (let failures = 0; ctx.interruption.reason === undefined; ) {
     /** Why this attempt found no feed, when another may: what to say, and what ends a --no-follow run past its retries. */
     let notNow: { why: string; error: Error; atLeastMs?: number | undefined };
@@ -138,9 +140,11 @@ class FeedReader {
       }
     } finally {
       // What came before a line that is not a change is printed all the same.
+      // A write that failed (a full disk, a reader gone) may not have given
+      // these lines to the reader: the cursor to resume from stays at the
+      // last line of the last write that succeeded.
       await this.ctx.out.write(out);
-      // A write that failed (a full disk) did not print these lines: the cursor to resume from stays before them.
-      if (this.ctx.out.failure === undefined) this.cursor = last;
+      if (!this.ctx.out.stopped) this.cursor = last;
     }
   }
 
