@@ -318,16 +318,20 @@ function rateLimitGate(deps: AppDeps, refuse: (res: ServerResponse, error: unkno
 
 /**
  * The field lines a request is refused for before routing, read in one
- * pass over them: Host (RFC 9112 section 3.2: a server MUST answer 400 to
- * an HTTP/1.1 request without Host and to any request with more than one
- * Host line; node's own check is off, it answers a bare 400 that is not a
- * problem document) and a transfer coding this server does not decode.
+ * pass over them: more than MAX_FIELD_LINES (431), Host (RFC 9112 section
+ * 3.2: a server MUST answer 400 to an HTTP/1.1 request without Host and to
+ * any request with more than one Host line; node's own check is off, it
+ * answers a bare 400 that is not a problem document) and a transfer coding
+ * this server does not decode.
  */
 function checkFields(req: IncomingMessage): HttpError | undefined {
+  const raw = req.rawHeaders;
+  // node stops collecting lines past its maxHeadersCount, MAX_FIELD_LINES + 1
+  // (server.ts): a second Host among the lines it drops would go unseen.
+  if (raw.length > 2 * MAX_FIELD_LINES) return new HttpError(problems.requestHeaderFieldsTooLarge, `The request has more than ${MAX_FIELD_LINES} header lines.`, { Connection: 'close' });
   let hosts = 0;
   let host = '';
   let coded = false;
-  const raw = req.rawHeaders;
   for (let i = 0; i < raw.length; i += 2) {
     const name = raw[i]!;
     if (isHostName(name)) {
@@ -341,6 +345,9 @@ function checkFields(req: IncomingMessage): HttpError | undefined {
   if (coding !== undefined) return new HttpError(problems.notImplemented, `This server decodes no transfer coding but chunked; the request used ${JSON.stringify(coding)}.`, { Connection: 'close' });
   return undefined;
 }
+
+/** The most header lines a request may have: Apache httpd's LimitRequestFields; a browser sends about 20. */
+export const MAX_FIELD_LINES = 100;
 
 const TRANSFER_ENCODING = 'transfer-encoding';
 
