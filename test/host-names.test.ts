@@ -154,6 +154,8 @@ const JUDGED: { host: string; config?: Partial<Pick<Config, 'host' | 'allowedHos
   { host: 'a b', verdict: 'malformed' },
   { host: 'me@127.0.0.1', verdict: 'malformed' },
   { host: ':8080', verdict: 'misdirected' },
+  { host: '127.0.0.1:99999', verdict: 'allowed' },
+  { host: '[::1]:', verdict: 'allowed' },
   { host: 'users.internal', config: { host: 'users.internal' }, verdict: 'allowed' },
   { host: 'USERS.internal.:1', config: { host: 'users.internal' }, verdict: 'allowed' },
   { host: '10.0.0.5', config: { host: 'users.internal' }, verdict: 'misdirected' },

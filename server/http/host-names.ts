@@ -58,13 +58,13 @@ export class HostNames {
   private allows(host: string): boolean {
     if (this.any || host === '' || this.allowed.has(host)) return true;
     const name = nameOf(host);
-    if (name === undefined || !this.names(name)) return false;
+    if (name === undefined || !this.isOwn(name)) return false;
     if (this.allowed.size >= ALLOWED_KEPT) this.allowed.clear();
     this.allowed.add(host);
     return true;
   }
 
-  private names(name: string): boolean {
+  private isOwn(name: string): boolean {
     if (isLoopbackName(name) || this.named.has(name)) return true;
     if (!this.wildcard) return false;
     // An address added since the last read (DHCP, a new interface) is
@@ -86,14 +86,16 @@ const ALLOWED_KEPT = 64;
 const INTERFACES_REREAD_MS = 1000;
 
 /**
- * The name of a Host value as compared: lower case, without the port or
- * a final dot, an IP address in the form a browser writes it
- * (`[0:0::1]` is `[::1]`, `127.1` is `127.0.0.1`); undefined for no host.
+ * The name of a Host value as compared: lower case, without the port (not
+ * read, so not checked either) or a final dot, an IP address in the form a
+ * browser writes it (`[0:0::1]` is `[::1]`, `127.1` is `127.0.0.1`);
+ * undefined for no host.
  */
 export function nameOf(host: string): string | undefined {
+  const colon = host.indexOf(':', host.startsWith('[') ? host.indexOf(']') : 0);
   let name: string;
   try {
-    name = new URL(`http://${host}`).hostname;
+    name = new URL(`http://${colon < 0 ? host : host.slice(0, colon)}`).hostname;
   } catch {
     return undefined;
   }
