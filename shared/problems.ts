@@ -28,6 +28,7 @@ export const problems = {
   requestTimeout: { code: 'request-timeout', status: 408, title: 'Request timeout' },
   payloadTooLarge: { code: 'payload-too-large', status: 413, title: 'Request body too large' },
   unsupportedMediaType: { code: 'unsupported-media-type', status: 415, title: 'Request body must be application/json' },
+  misdirectedRequest: { code: 'misdirected-request', status: 421, title: 'The request names a host that is not this server' },
   invalidUser: { code: 'invalid-user', status: 422, title: 'The user breaks a validation rule' },
   invalidTokenRequest: { code: 'invalid-token-request', status: 422, title: 'The API token request breaks a rule' },
   idempotencyKeyReused: { code: 'idempotency-key-reused', status: 422, title: 'Idempotency-Key reused with a different request' },

@@ -142,7 +142,7 @@ test('a response cut off because the client closed the connection is logged with
   // A PUT whose body never arrives: the handler waits for it; the client leaves.
   const socket = connect(Number(port), hostname);
   socket.on('error', () => {});
-  socket.write('PUT /users/alice HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"na');
+  socket.write('PUT /users/alice HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"na');
   await arrived;
   socket.destroy();
   // Stopping waits for the server to see the connection close, then flushes.

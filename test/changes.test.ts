@@ -159,7 +159,7 @@ test('HEAD /changes?follow=1 answers the fields a GET starts with and ends, so t
   t.after(() => socket.destroy());
   let text = '';
   socket.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
-  socket.write('HEAD /changes?follow=1 HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
+  socket.write('HEAD /changes?follow=1 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nGET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
   await new Promise<void>((resolve) => socket.on('data', () => text.includes('{"status":"ok"}') && resolve()));
   assert.match(text, /^HTTP\/1\.1 200 OK\r\n[\s\S]*X-Changes-Cursor: 1\r\n[\s\S]*\r\n\r\nHTTP\/1\.1 200 OK\r\n/);
 });
@@ -207,7 +207,7 @@ test('a watcher that stops reading is cut once its backlog passes the limit; wri
   const port = Number(new URL(server.url).port);
   const stalled = connect({ port, host: '127.0.0.1' });
   stalled.pause();
-  stalled.write('GET /changes?follow=1 HTTP/1.1\r\nHost: x\r\n\r\n');
+  stalled.write('GET /changes?follow=1 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
   const closed = new Promise<void>((resolve) => stalled.once('close', () => resolve()).once('error', () => resolve()));
   t.after(() => stalled.destroy());
   const big = 'x'.repeat(12_000);

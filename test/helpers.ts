@@ -235,7 +235,9 @@ export function send(base: string, method: string, path: string, options: SendOp
     // The path goes out verbatim: a WHATWG URL would resolve `%2e%2e` and friends before sending.
     const { hostname, port } = new URL(base);
     const from = options.localAddress === undefined ? {} : { localAddress: options.localAddress };
-    const req = httpRequest({ host: hostname, port, path, method, headers, agent: false, ...from }, (res) => readReply(res, resolve, reject));
+    // A URL brackets an IPv6 address; a socket is given it bare.
+    const host = hostname.startsWith('[') ? hostname.slice(1, -1) : hostname;
+    const req = httpRequest({ host, port, path, method, headers, agent: false, ...from }, (res) => readReply(res, resolve, reject));
     req.on('error', reject);
     req.end(body);
   });

@@ -81,7 +81,7 @@ function assertOne408(text: string): void {
 
 test('Timeouts: a client dripping header lines is answered 408 request-timeout and cut off, not before the headers timeout', async (t) => {
   const server = await startTestServer(t, { store: 'memory' }, { timeouts: SHORT });
-  const talk = await converse(server.url, 'GET /users HTTP/1.1\r\nHost: x\r\n', { bytes: 'X-Drip: 1\r\n', everyMs: 50 });
+  const talk = await converse(server.url, 'GET /users HTTP/1.1\r\nHost: 127.0.0.1\r\n', { bytes: 'X-Drip: 1\r\n', everyMs: 50 });
   assertOne408(talk.text);
   assert.ok(talk.firstByteAfter! >= SHORT.headers - SLACK_MS, `408 after ${talk.firstByteAfter} ms, before the ${SHORT.headers} ms headers timeout`);
 });
@@ -89,7 +89,7 @@ test('Timeouts: a client dripping header lines is answered 408 request-timeout a
 test('Timeouts: a client dripping its body is answered 408 and cut off at the request timeout, and its PUT changes nothing', async (t) => {
   const server = await startTestServer(t, { store: 'memory' }, { timeouts: SHORT });
   const before = await listText(server);
-  const head = 'PUT /users/alice HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"name":"Alice"';
+  const head = 'PUT /users/alice HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"name":"Alice"';
   const talk = await converse(server.url, head, { bytes: ' ', everyMs: 50 });
   assertOne408(talk.text);
   assert.ok(talk.firstByteAfter! >= SHORT.request - SLACK_MS, `408 after ${talk.firstByteAfter} ms, before the ${SHORT.request} ms request timeout`);
@@ -98,7 +98,7 @@ test('Timeouts: a client dripping its body is answered 408 and cut off at the re
 
 test('Timeouts: the headers timeout counts per request: a keep-alive connection busy for longer than it is not cut', async (t) => {
   const server = await startTestServer(t, { store: 'memory' }, { timeouts: { ...SHORT, keepAlive: 2000 } });
-  const request = 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n';
+  const request = 'GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n';
   const { hostname, port } = new URL(server.url);
   const socket = connect(Number(port), hostname);
   t.after(() => socket.destroy());
@@ -122,7 +122,7 @@ test('Timeouts: the headers timeout counts per request: a keep-alive connection 
 
 test('Timeouts: an idle keep-alive connection is closed by the server after the keep-alive timeout, not before', async (t) => {
   const server = await startTestServer(t, { store: 'memory' }, { timeouts: SHORT });
-  const talk = await converse(server.url, 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
+  const talk = await converse(server.url, 'GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
   assert.match(talk.text, /^HTTP\/1\.1 200 /);
   assert.match(talk.text, /^keep-alive: timeout=1$/im);
   const idle = talk.closedAfter! - talk.firstByteAfter!;
@@ -135,7 +135,7 @@ test('Timeouts: a server started with the defaults has API.md\'s timeouts and an
   assert.deepEqual([http.headersTimeout, http.requestTimeout, http.keepAliveTimeout], [10_000, 30_000, 5_000]);
   const reply = await new Promise<string>((resolve, reject) => {
     const { hostname, port } = new URL(server.url);
-    const socket = connect(Number(port), hostname, () => socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n'));
+    const socket = connect(Number(port), hostname, () => socket.write('GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n'));
     socket.once('data', (chunk: Buffer) => {
       socket.destroy();
       resolve(chunk.toString('latin1'));

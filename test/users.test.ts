@@ -63,7 +63,7 @@ function parseHead(raw: string): { status: number; headers: Record<string, strin
 }
 
 function rawHead(server: TestServer, path: string, extra = ''): Promise<string> {
-  return rawExchange(server.url, `HEAD ${path} HTTP/1.1\r\nHost: x\r\n${extra}Connection: close\r\n\r\n`);
+  return rawExchange(server.url, `HEAD ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\n${extra}Connection: close\r\n\r\n`);
 }
 
 // ---------------------------------------------------------------- GET

@@ -11,6 +11,7 @@ import { limitKey, RateLimiter } from '../security/rate-limit.js';
 import type { Store } from '../store/store.js';
 import { clientAddress } from './client-address.js';
 import { ObservedResponse } from './observe.js';
+import { HostNames, nameOf, type HostVerdict } from './host-names.js';
 import { isCrossSite } from './origin.js';
 import { buildOpenApi } from './openapi.js';
 import { sendEmpty, sendProblem } from './response.js';
@@ -79,11 +80,14 @@ class UsersApp implements App {
   private readonly admit: Gate | undefined;
   /** The routes of /users/{ref}, for the direct path of `/users/<digits>`; undefined with a rate limit, which sees every target first. */
   private readonly userById: DirectRoutes | undefined;
+  /** The names a request may give for this server (DNS rebinding). */
+  private readonly hostNames: HostNames;
 
   constructor(private readonly deps: AppDeps) {
     this.clock = deps.clock ?? Date.now;
     this.logError = deps.logError ?? ((message: string) => process.stderr.write(message + '\n'));
     this.sessions = new SessionCookies(deps);
+    this.hostNames = new HostNames(deps.config);
     const access = new AccessControl({ ...deps, sessions: this.sessions });
     this.feeds = new ChangeFeeds(deps.store);
     const routeDeps: RouteDeps = { ...deps, sessions: this.sessions, access, log: deps.log ?? ((line: string) => process.stderr.write(line + '\n')) };
@@ -113,7 +117,7 @@ class UsersApp implements App {
   }
 
   readonly handle = (req: IncomingMessage, res: ObservedResponse): void => {
-    const fieldsError = checkFields(req);
+    const fieldsError = checkFields(req, this.hostNames);
     if (fieldsError !== undefined) return this.fail(res, fieldsError);
     const url = req.url!;
     const id = this.userById === undefined ? NOT_DIGITS : userIdOf(url);
@@ -125,6 +129,8 @@ class UsersApp implements App {
       return this.dispatch(req, res, direct.route, direct.slot, new DirectParams(url) as unknown as Record<string, string>, '', id);
     }
     const target = splitTarget(req.url ?? '');
+    const authorityError = target === undefined || url.charCodeAt(0) === 0x2f ? undefined : authorityProblem(url, this.hostNames);
+    if (authorityError !== undefined) return this.fail(res, authorityError);
     // With --rate-limit 0 this one comparison is all rate limiting costs.
     if (this.admit !== undefined && !this.admit(req, res, target?.path)) return;
     if (target === undefined) {
@@ -318,16 +324,20 @@ function rateLimitGate(deps: AppDeps, refuse: (res: ServerResponse, error: unkno
 
 /**
  * The field lines a request is refused for before routing, read in one
- * pass over them: Host (RFC 9112 section 3.2: a server MUST answer 400 to
- * an HTTP/1.1 request without Host and to any request with more than one
- * Host line; node's own check is off, it answers a bare 400 that is not a
- * problem document) and a transfer coding this server does not decode.
+ * pass over them: more than MAX_FIELD_LINES (431), Host (RFC 9112 section
+ * 3.2: a server MUST answer 400 to an HTTP/1.1 request without Host and to
+ * any request with more than one Host line; node's own check is off, it
+ * answers a bare 400 that is not a problem document; a name not this
+ * server's is 421) and a transfer coding this server does not decode.
  */
-function checkFields(req: IncomingMessage): HttpError | undefined {
+function checkFields(req: IncomingMessage, names: HostNames): HttpError | undefined {
+  const raw = req.rawHeaders;
+  // node stops collecting lines past its maxHeadersCount, MAX_FIELD_LINES + 1
+  // (server.ts): a second Host among the lines it drops would go unseen.
+  if (raw.length > 2 * MAX_FIELD_LINES) return new HttpError(problems.requestHeaderFieldsTooLarge, `The request has more than ${MAX_FIELD_LINES} header lines.`, { Connection: 'close' });
   let hosts = 0;
   let host = '';
   let coded = false;
-  const raw = req.rawHeaders;
   for (let i = 0; i < raw.length; i += 2) {
     const name = raw[i]!;
     if (isHostName(name)) {
@@ -335,28 +345,36 @@ function checkFields(req: IncomingMessage): HttpError | undefined {
       if (hosts++ === 0) host = raw[i + 1]!;
     } else if (name.length === TRANSFER_ENCODING.length && name.toLowerCase() === TRANSFER_ENCODING) coded = true;
   }
-  const hostError = hostProblem(hosts, host, req.httpVersion);
-  if (hostError !== undefined) return new HttpError(problems.badRequest, hostError, { Connection: 'close' });
+  const hostError = hostProblem(hosts, host, req.httpVersion, names);
+  if (hostError !== undefined) return hostError;
   const coding = coded ? unknownCoding(req) : undefined;
   if (coding !== undefined) return new HttpError(problems.notImplemented, `This server decodes no transfer coding but chunked; the request used ${JSON.stringify(coding)}.`, { Connection: 'close' });
   return undefined;
 }
 
+/** The most header lines a request may have: Apache httpd's LimitRequestFields; a browser sends about 20. */
+export const MAX_FIELD_LINES = 100;
+
 const TRANSFER_ENCODING = 'transfer-encoding';
 
 /** What is wrong with a request's `hosts` Host lines, the first of them `host`; undefined for nothing. */
-function hostProblem(hosts: number, host: string, httpVersion: string): string | undefined {
-  if (hosts > 1) return 'The request has more than one Host field.';
-  if (hosts === 0) return httpVersion === '1.0' ? undefined : 'An HTTP/1.1 request needs a Host field.';
-  if (host !== lastGoodHost) {
-    if (!HOST.test(host)) return 'The Host field is not a host name or address with an optional port.';
-    // A client sends the same Host on every request: the last good one is not tested again.
-    lastGoodHost = host;
-  }
-  return undefined;
+function hostProblem(hosts: number, host: string, httpVersion: string, names: HostNames): HttpError | undefined {
+  if (hosts > 1) return badHost('The request has more than one Host field.');
+  if (hosts === 0) return httpVersion === '1.0' ? undefined : badHost('An HTTP/1.1 request needs a Host field.');
+  return host === names.lastAllowed ? undefined : hostVerdictError(names.judge(host), host, 'Host field');
 }
 
-let lastGoodHost = '';
+/** The refusal of a Host value (or a target's authority) judged anything but allowed. */
+function hostVerdictError(verdict: HostVerdict, host: string, where: string): HttpError | undefined {
+  if (verdict === 'malformed') return badHost(`The ${where} is not a host name or address with an optional port.`);
+  if (verdict === 'allowed') return undefined;
+  const name = nameOf(host) ?? host;
+  return new HttpError(problems.misdirectedRequest, `The ${where} names ${JSON.stringify(name)}, which is not a name of this server; if clients reach it by that name, start it with --allowed-hosts ${name} (USERS_ALLOWED_HOSTS).`);
+}
+
+function badHost(detail: string): HttpError {
+  return new HttpError(problems.badRequest, detail, { Connection: 'close' });
+}
 
 /** True for "host" in any case, without lowering a copy of every field name. */
 function isHostName(name: string): boolean {
@@ -364,9 +382,19 @@ function isHostName(name: string): boolean {
   return name.length === 4 && (name.charCodeAt(0) | 0x20) === 0x68 && (name.charCodeAt(1) | 0x20) === 0x6f && (name.charCodeAt(2) | 0x20) === 0x73 && (name.charCodeAt(3) | 0x20) === 0x74;
 }
 
-// RFC 9110 section 7.2: Host = uri-host [ ":" port ]; RFC 3986 section 3.2.2:
-// uri-host = IP-literal / IPv4address / reg-name (unreserved, pct-encoded, sub-delims).
-const HOST = /^(?:\[[0-9A-Za-z:._~!$&'()*+,;=-]+\]|[0-9A-Za-z._~!$&'()*+,;=%-]*)(?::[0-9]*)?$/;
+/**
+ * RFC 9112 section 3.2.2: an absolute-form target names the server in its
+ * authority (userinfo aside), which is judged like Host; undefined for an
+ * origin-form target or an allowed authority.
+ */
+function authorityProblem(url: string, names: HostNames): HttpError | undefined {
+  const authority = ABSOLUTE_AUTHORITY.exec(url)?.[1];
+  if (authority === undefined) return undefined;
+  const host = authority.slice(authority.lastIndexOf('@') + 1);
+  return host === names.lastAllowed ? undefined : hostVerdictError(names.judge(host), host, "request target's authority");
+}
+
+const ABSOLUTE_AUTHORITY = /^https?:\/\/([^/?#]*)/i;
 
 /**
  * RFC 9112 section 6.1: a server that receives a transfer coding it does

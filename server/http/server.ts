@@ -3,7 +3,7 @@ import { createServer as createTlsServer, type Server as TlsServer } from 'node:
 import type { Socket } from 'node:net';
 import { problems, type ProblemKind } from '../../shared/problems.js';
 import type { AccessLog } from '../ops/access-log.js';
-import type { App } from './app.js';
+import { MAX_FIELD_LINES, type App } from './app.js';
 import { ObservedResponse, Observer, type Stopping } from './observe.js';
 import { Pipeline, PIPELINE_LIMIT, stopParsing } from './pipelining.js';
 import { connectionLimits, defaultTotalConnections } from './connection-limits.js';
@@ -104,7 +104,11 @@ function newServer(options: ListenOptions, timeouts: typeof TIMEOUTS): Server<ty
   // server.timeout stays 0: a timeout on every connection is refreshed at
   // each read and write, about 2% of a GET's CPU. A connection gets the
   // unread timeout only while an answer waits unsent on it (ObservedResponse.end).
-  return options.tls === undefined ? createServer<typeof IncomingMessage, typeof ObservedResponse>(settings) : newTlsServer(settings, options.tls, timeouts.handshake);
+  const server = options.tls === undefined ? createServer<typeof IncomingMessage, typeof ObservedResponse>(settings) : newTlsServer(settings, options.tls, timeouts.handshake);
+  // node collects no header lines past this count: the app refuses a
+  // request that reaches it, instead of serving what is left (app.ts).
+  server.maxHeadersCount = MAX_FIELD_LINES + 1;
+  return server;
 }
 
 /**

@@ -2,6 +2,7 @@ import { jsonErrorPlace, jsonErrorReason } from '../../shared/json-position.js';
 import { parseLifetime } from '../../shared/endpoints.js';
 import { fileProblem } from '../../shared/file-errors.js';
 import { readFileSync } from 'node:fs';
+import { isIP } from 'node:net';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { flagUsageError, UsageError } from '../errors.js';
 
@@ -48,6 +49,8 @@ export interface Config {
   rateBurst: number;
   /** Take the client address from the last X-Forwarded-For entry (set by the proxy in front). */
   trustProxy: boolean;
+  /** Names a request's Host may give besides the listening address and loopback names, lower case; `*` allows any. */
+  allowedHosts: string[];
   /** Open connections one client address (IPv6: one /64) may hold; 0: no limit. Off behind --trust-proxy. */
   maxConnectionsPerClient: number;
   /** 0: from the open-files limit (http/connection-limits.ts). */
@@ -99,6 +102,24 @@ function text(value: string | boolean, source: string): string {
   return s;
 }
 
+/**
+ * `--allowed-hosts`: host names and addresses without a port (any port is
+ * accepted), lower-cased; a bare IPv6 address is bracketed as Host writes it.
+ */
+function parseAllowedHosts(value: string | boolean, source: string): string[] {
+  if (value === '') return [];
+  return String(value).split(',').map((entry) => {
+    const name = entry.trim().toLowerCase();
+    if (name === '*' || REG_NAME.test(name)) return name;
+    const address = name.startsWith('[') && name.endsWith(']') ? name.slice(1, -1) : name;
+    if (isIP(address) === 6) return `[${address}]`;
+    throw new UsageError(`${source}: "${entry.trim()}" is not a host name or address (give each without a scheme or port; any port is accepted), or * for any`);
+  });
+}
+
+// RFC 3986 section 3.2.2: a reg-name or IPv4 address (unreserved and sub-delims; no port, no percent-encoding).
+const REG_NAME = /^[0-9a-z._~!$&'()*+;=-]+$/;
+
 /** Every server flag, its default and its environment variable (USERS_ + name). */
 export const FLAGS: Record<string, FlagSpec> = {
   host: { type: 'string', default: '127.0.0.1', description: 'address to listen on', key: 'host', parse: text },
@@ -146,6 +167,9 @@ export const FLAGS: Record<string, FlagSpec> = {
     type: 'string', default: '0', description: 'open connections per client address, IPv6 per /64 (0: no limit; not applied with --trust-proxy)', key: 'maxConnectionsPerClient', parse: integer(0, 1_000_000),
   },
   'trust-proxy': { type: 'boolean', default: false, description: 'client address from the last X-Forwarded-For entry (behind a proxy)', key: 'trustProxy', parse: (v) => v },
+  'allowed-hosts': {
+    type: 'string', default: '', description: 'comma-separated names clients may give in Host besides the listening address and loopback names (*: any)', key: 'allowedHosts', parse: parseAllowedHosts,
+  },
   'log-format': {
     type: 'string', default: 'text', description: 'access log on stdout, one line per request: text, json or off', key: 'logFormat',
     parse: (v, source) => {
