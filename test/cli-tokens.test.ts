@@ -114,3 +114,21 @@ test('node bin/usersctl.js in a shell: export USERSCTL_TOKEN=$(usersctl tokens c
   assert.equal(run.code, 0, run.stderr);
   assert.equal(run.stdout, 'Carol\n');
 });
+
+test('usersctl tokens revoke says which tokens made with the revoked one went with it; a token made with a token asked to outlive it exits 5 naming the --expires it may ask', async (t) => {
+  const cli = await startCliServer(t, { requireSession: 'all' });
+  await cli.login();
+  const parent = (await cli.run(['tokens', 'create', 'parent', '--role', 'admin', '--expires', '1h'])).stdout.trim();
+  const env = { USERSCTL_TOKEN: parent };
+  const child = await cli.run(['tokens', 'create', 'child', '--role', 'admin'], { env });
+  assert.equal(child.code, EXIT.ok, child.stderr);
+  assert.equal((await cli.run(['tokens', 'create', 'grandchild'], { env: { USERSCTL_TOKEN: child.stdout.trim() } })).code, EXIT.ok);
+  const longer = await cli.run(['tokens', 'create', 'longer', '--expires', '2h'], { env });
+  assert.equal(longer.code, EXIT.conflict);
+  assert.match(longer.stderr, /cannot outlive it: expiresIn at most \d+ \(usersctl tokens create --expires \d+s\)/);
+  assert.equal((await cli.run(['tokens', 'create', 'unrelated'])).code, EXIT.ok);
+  const revoked = await cli.run(['tokens', 'revoke', 'parent']);
+  assert.equal(revoked.code, EXIT.ok, revoked.stderr);
+  assert.match(revoked.stderr, /^usersctl: revoked API token "parent" \([0-9a-f]{16}\), and the 2 tokens made with it \(child, grandchild\)\n$/);
+  assert.deepEqual(lines((await cli.run(['tokens', 'list'])).stdout).map((l) => JSON.parse(l).name), ['unrelated']);
+});

@@ -605,3 +605,15 @@ test('Server command line: copy from or into a data directory a running server h
   }
   await stopGracefully(server);
 });
+
+test('node bin/users-server.js warns at start when USERS_ADMIN_PASSWORD is shorter than an account\'s password may be; on a wildcard address its first-login line names a URL this machine reaches (127.0.0.1)', TEST_OPTIONS, async (t) => {
+  const short = spawnServer(t, ['--port', '0', '--data', tempDir(t)], { USERS_ADMIN_PASSWORD: 'abc' });
+  await waitListening(short);
+  assert.equal(beyondDataLine(short.stderr()), 'users-server: warning: USERS_ADMIN_PASSWORD has 3 characters, fewer than the 12 an account\'s password needs: give a longer one, or set one with users-server accounts passwd admin\n');
+  await stopGracefully(short);
+  const data = tempDir(t);
+  const wildcard = spawnServer(t, ['--port', '0', '--host', '0.0.0.0', '--data', data, '--require-session', 'all'], {}, { adminPassword: false });
+  const port = (await wildcard.waitForLine(/^listening on http:\/\/0\.0\.0\.0:(\d+)$/))[1]!;
+  assert.match(wildcard.stderr(), new RegExp(`^users-server: first login: usersctl --url http://127\\.0\\.0\\.1:${port} login --password-stdin < `, 'm'));
+  await stopGracefully(wildcard);
+});

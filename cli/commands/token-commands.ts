@@ -73,22 +73,38 @@ export async function list(ctx: Context, output?: string): Promise<void> {
   await printed.end();
 }
 
-/** DELETE /tokens/{id} for each ref: an id, or a name looked up once in GET /tokens; `-` reads refs from stdin. */
+/**
+ * DELETE /tokens/{id} for each ref: an id, or a name looked up in GET
+ * /tokens; `-` reads refs from stdin. The listing, read once, also tells
+ * which tokens were made with each one: the server revokes them with it.
+ */
 export async function revoke(ctx: Context, refs: readonly string[]): Promise<number> {
-  let byName: Map<string, TokenInfo> | undefined;
+  let listed: TokenInfo[] | undefined;
   return eachRef(ctx, refs, async (ref) => {
+    listed ??= await fetchTokens(ctx);
     let id = ref;
     let label = ref;
     if (!TOKEN_ID.test(ref)) {
-      byName ??= new Map((await fetchTokens(ctx)).map((t) => [t.name, t]));
-      const token = byName.get(ref);
+      const token = listed.find((t) => t.name === ref);
       if (token === undefined) throw new CliError(`no API token is named ${JSON.stringify(ref)} (usersctl tokens list shows them)`, EXIT.notFound);
       id = token.id;
       label = `"${token.name}" (${token.id})`;
     }
     await ctx.client.expect({ method: 'DELETE', path: `${TOKENS_PATH}/${id}` }, [204]);
-    ctx.info(`revoked API token ${label}`);
+    const made = madeWith(listed, id);
+    listed = listed.filter((t) => t.id !== id && !made.includes(t));
+    ctx.info(`revoked API token ${label}${made.length === 0 ? '' : `, and the ${made.length === 1 ? 'token' : `${made.length} tokens`} made with it (${made.map((t) => t.name).join(', ')})`}`);
   });
+}
+
+/** The tokens made with `id`, directly or through others. */
+function madeWith(tokens: readonly TokenInfo[], id: string): TokenInfo[] {
+  const found: TokenInfo[] = [];
+  const parents = [id];
+  for (let i = 0; i < parents.length; i++) {
+    for (const t of tokens) if (t.createdWith === parents[i]) (found.push(t), parents.push(t.id));
+  }
+  return found;
 }
 
 async function fetchTokens(ctx: Context): Promise<TokenInfo[]> {

@@ -18,6 +18,7 @@ import { SharedLoginLimits, type LoginLimits } from '../security/login-limit.js'
 import type { JournalIo } from '../store/journal/journal.js';
 import { openStore } from '../store/open-store.js';
 import type { SharedSettings, Store } from '../store/store.js';
+import { DEFAULT_MIN_PASSWORD_LENGTH } from './accounts.js';
 import { finishOutput, type CommandIo } from './command-io.js';
 
 const SWEEP_INTERVAL_MS = 60_000;
@@ -29,6 +30,8 @@ export interface RunningServer {
   readonly store: Store;
   /** Where the generated admin password is kept (a file, or the database), while it is the one in use. */
   readonly adminPasswordFile: string | undefined;
+  /** The length of USERS_ADMIN_PASSWORD while it is the admin's password; undefined when another one is. */
+  readonly adminPasswordFromEnv: number | undefined;
   /** Graceful stop: refuse new connections, let in-flight requests finish, flush the store. */
   stop(): Promise<void>;
   /** During a stop: cut the connections still open; the store is still flushed and the lock released. */
@@ -89,6 +92,13 @@ const ACCESS_LINES: Record<Config['requireSession'], string> = {
   none: 'access: /users, /changes and /metrics are open to anyone who can reach the server, to read and to write (--require-session none)',
 };
 
+/** Why USERS_ADMIN_PASSWORD is too short to be the admin's, by the rule accounts are held to; undefined when it is not. */
+export function shortAdminPassword(running: Pick<RunningServer, 'adminPasswordFromEnv'>): string | undefined {
+  const length = running.adminPasswordFromEnv;
+  if (length === undefined || length >= DEFAULT_MIN_PASSWORD_LENGTH) return undefined;
+  return `USERS_ADMIN_PASSWORD has ${length} characters, fewer than the ${DEFAULT_MIN_PASSWORD_LENGTH} an account's password needs: give a longer one, or set one with users-server accounts passwd admin`;
+}
+
 /** The start's line on who may use the server. */
 export function accessLine(config: Config): string {
   return ACCESS_LINES[config.requireSession];
@@ -109,6 +119,11 @@ function isLoopback(host: string): boolean {
   return host === 'localhost' || host === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
 }
 
+/** A URL of the server a client on this machine can use: a wildcard address is reached through loopback. */
+function reachableUrl(url: string): string {
+  return url.replace('//0.0.0.0:', '//127.0.0.1:').replace('//[::]:', '//[::1]:');
+}
+
 /** The default --url of usersctl: a server there needs no --url in the login line. */
 const USERSCTL_DEFAULT_URL = 'http://127.0.0.1:8080';
 
@@ -122,7 +137,8 @@ export function startLines(config: Config, running: Pick<RunningServer, 'url' | 
   const where = postgres ? (config.store === 'postgres' ? 'the database of the PG* variables' : redactSecrets(config.store)) : resolve(config.data);
   const lines = [config.store === 'memory' ? 'users in memory only: they are gone when the server stops' : `data in ${where}${postgres ? '' : ' (journal)'}`, accessLine(config)];
   if (running.adminPasswordFile === undefined) return lines;
-  const url = running.url === USERSCTL_DEFAULT_URL ? '' : ` --url ${running.url}`;
+  const reach = reachableUrl(running.url);
+  const url = reach === USERSCTL_DEFAULT_URL ? '' : ` --url ${reach}`;
   const store = postgres ? `--store ${config.store === 'postgres' ? 'postgres' : 'URL'}` : `--data ${where}`;
   const password = postgres ? `${generatedPasswordQuery(config.store)} | usersctl${url} login --password-stdin` : `usersctl${url} login --password-stdin < ${running.adminPasswordFile}`;
   lines.push(`first login: ${password} (then change it: users-server accounts passwd admin ${store})`);
@@ -290,7 +306,8 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     stop = stopper({ config, store, settings, app, listening, announced, accessLog, releaseLock });
     const reloadAccounts = async () => settings.accountsSource.refresh();
     const reloadCertificate = tls === undefined ? undefined : () => listening.replaceCertificate(readCertificate(config));
-    return { url: listening.url, server: listening.server, app, store, adminPasswordFile: settings.adminPasswordAt, stop, hurry: () => listening.hurry(), reloadAccounts, reloadCertificate };
+    const fromEnv = typeof admin === 'string' && settings.adminPasswordAt === undefined ? admin.length : undefined;
+    return { url: listening.url, server: listening.server, app, store, adminPasswordFile: settings.adminPasswordAt, adminPasswordFromEnv: fromEnv, stop, hurry: () => listening.hurry(), reloadAccounts, reloadCertificate };
   } catch (error) {
     await closeOpened(opened);
     releaseLock();
@@ -541,6 +558,8 @@ export async function serve(argv: readonly string[], io: CommandIo): Promise<num
   for (const line of startLines(parsed.config, running)) io.stderr.write(`users-server: ${line}\n`);
   const exposed = openToOthers(parsed.config);
   if (exposed !== undefined) io.stderr.write(`users-server: warning: ${exposed}\n`);
+  const short = shortAdminPassword(running);
+  if (short !== undefined) io.stderr.write(`users-server: warning: ${short}\n`);
   io.stdout.write(`listening on ${running.url}\n`);
   signals.onHangUp = () => reload(running, io);
   await signals.signalled;

@@ -106,7 +106,7 @@ function expiryWithin(creator: ApiTokenRecord | undefined, expiresIn: number | u
   if (asked === undefined) return limit;
   if (asked > limit) {
     const most = Math.floor((limit - now) / 1000);
-    throw invalid('/expiresIn', `The API token "${creator!.name}" that makes this one expires at ${new Date(limit).toISOString()}, and a token it makes cannot outlive it: expiresIn at most ${most}, or leave it out.`);
+    throw invalid('/expiresIn', `The API token "${creator!.name}" that makes this one expires at ${new Date(limit).toISOString()}, and a token it makes cannot outlive it: expiresIn at most ${most} (usersctl tokens create --expires ${most}s), or leave it out.`);
   }
   return asked;
 }
