@@ -162,9 +162,12 @@ test('POST /login: a login refused busy takes none of its account\'s ten tries: 
   const stand = heldScrypt();
   const server = await startTestServer(t, { loginConcurrency: 1, trustProxy: true }, { scrypt: stand.scrypt, accounts: [READER] });
   stand.hold();
-  // One hash running and the 16 places of the queue taken, by five clients (at most four places each).
-  const flood = Array.from({ length: 17 }, (_, i) => login(server.url, `nobody-${i}`, 'wrong', from(1 + (i % 5))));
-  await until(() => stand.held() === 1);
+  // One hash running and the 16 places of the queue taken, in whatever order the logins reach the
+  // gate (on PostgreSQL each first takes its slot in the database): six clients of five logins
+  // each, at most four places each, so every order fills the queue and refuses the other 13.
+  let answered = 0;
+  const flood = Array.from({ length: 30 }, (_, i) => login(server.url, `nobody-${i}`, 'wrong', from(1 + (i % 6))).then((reply) => (answered++, reply)));
+  await until(() => stand.held() === 1 && answered === 13);
   const refused: Reply[] = [];
   for (let i = 0; i < 12; i++) refused.push(await login(server.url, 'rita', READER_PASSWORD, from(9)));
   for (const [i, reply] of refused.entries()) assertProblem(reply, 503, 'login-busy', `busy refusal ${i + 1}`);
