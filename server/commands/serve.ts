@@ -78,8 +78,8 @@ interface Settings {
   admin: string | AccountRecord;
   /** Where the generated admin password is kept in clear, while it is the one in use. */
   adminPasswordAt: string | undefined;
-  /** Keeps the admin's identity of a password in clear (security/admin-identity.ts), and answers its id. */
-  adminIdentity: (password: string) => Promise<string>;
+  /** Replaces the kept identity of the admin (security/admin-identity.ts) with what `update` makes of it; answers it. */
+  keepAdminIdentity: (update: (kept: string | undefined) => string) => string | Promise<string>;
   /** Keeps the accounts in step with their source; stopped on close. */
   accountsSource: { refresh(): void | Promise<void>; close(): void };
   loginLimits: LoginLimits | undefined;
@@ -147,17 +147,12 @@ export function startLines(config: Config, running: Pick<RunningServer, 'url' | 
 
 /**
  * The built-in admin's account id for `password`: the kept identity's when
- * it was made for the same password, else a new one, kept where `keep`
- * keeps it. A new id ends the sessions of the password before.
+ * it was made for the same password, else a new one, kept with `settings`.
+ * A new id ends the sessions of the password before.
  */
-async function keptAdminId(password: string, keep: (update: (kept: string | undefined) => string) => string | Promise<string>): Promise<string> {
-  let id = '';
-  await keep((kept) => {
-    const identity = adminIdentity(password, kept);
-    id = identity.id;
-    return identity.record;
-  });
-  return id;
+async function keptAdminId(password: string, settings: Pick<Settings, 'keepAdminIdentity'>): Promise<string> {
+  const record = await settings.keepAdminIdentity((kept) => adminIdentity(password, kept).record);
+  return adminIdentity(password, record).id;
 }
 
 /**
@@ -192,8 +187,8 @@ async function sharedSettings(shared: SharedSettings, config: Config, accounts: 
     const { password, created } = await shared.generatedAdminPassword(newAdminPassword);
     return { text: password, path: where, created };
   }, (record) => shared.updateAccountRecords((records) => void records.set(record.name, serializeAccount(record))), where);
-  const adminIdentity = (password: string) => keptAdminId(password, (update) => shared.updateAdminIdentity(update));
-  return { keys: secrets.map((s) => Buffer.from(s, 'utf8')), ...admin, adminIdentity, accountsSource, loginLimits: new SharedLoginLimits(shared) };
+  const keepAdminIdentity = (update: (kept: string | undefined) => string) => shared.updateAdminIdentity(update);
+  return { keys: secrets.map((s) => Buffer.from(s, 'utf8')), ...admin, keepAdminIdentity, accountsSource, loginLimits: new SharedLoginLimits(shared) };
 }
 
 /** The settings an instance keeps in its own data directory. */
@@ -203,7 +198,7 @@ function dataDirSettings(dataDir: string, config: Config, accounts: Accounts, en
   // Under the accounts' edit lock: an accounts command may be editing the file meanwhile.
   const adopt = (record: AccountRecord) => withEditLock(dataDir, ACCOUNTS_FILE, () => writeAccountsFile(dataDir, [...readAccountsFile(dataDir), record]));
   return adminPassword(accountsSource.records, env, async () => loadOrCreateAdminPassword(dataDir), adopt, join(dataDir, ADMIN_PASSWORD_FILE)).then(
-    (admin) => ({ keys, ...admin, adminIdentity: (password: string) => keptAdminId(password, (update) => updateAdminIdentity(dataDir, update)), accountsSource, loginLimits: undefined }),
+    (admin) => ({ keys, ...admin, keepAdminIdentity: (update: (kept: string | undefined) => string) => updateAdminIdentity(dataDir, update), accountsSource, loginLimits: undefined }),
     (error: unknown) => {
       accountsSource.close();
       throw error;
@@ -285,7 +280,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
         ? await sharedSettings(store.shared, config, accounts, env, logError, options.onAccountsReload).catch((error: unknown) => lostAtStart(config, 'reading its settings', error))
         : await dataDirSettings(dataDir!, config, accounts, env, logError, options.onAccountsReload));
     const admin = settings.admin;
-    if (typeof admin === 'string') accounts.add('admin', 'admin', await hashPassword(admin, hashing), await settings.adminIdentity(admin));
+    if (typeof admin === 'string') accounts.add('admin', 'admin', await hashPassword(admin, hashing), await keptAdminId(admin, settings));
     else accounts.add('admin', 'admin', admin.password, admin.id);
     const loginLimits = options.loginLimits ?? settings.loginLimits;
     const app = createApp({

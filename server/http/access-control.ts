@@ -118,7 +118,7 @@ export class AccessControl {
     if (bearer === undefined) return undefined;
     const id = apiTokenId(bearer);
     if (id === undefined) return false;
-    return andThen(this.deps.store.findToken(id), (record) => tokenProblem(record, bearer, now, this.deps.accounts) === undefined);
+    return andThen(this.deps.store.findToken(id), (record) => typeof checkToken(record, bearer, now, this.deps.accounts) !== 'string');
   }
 
   private tokenPrincipal(token: string, now: number): MaybePromise<Principal> {
@@ -139,18 +139,19 @@ export class AccessControl {
 }
 
 function principalOfToken(record: ApiTokenRecord | undefined, token: string, now: number, accounts: Accounts): Principal {
-  const problem = tokenProblem(record, token, now, accounts);
-  if (problem !== undefined) throw invalidToken(problem);
-  const account = tokenOwner(record!, accounts)!;
-  return { name: record!.name, role: lesserRole(record!.role, account.role), via: 'token', account, token: record! };
+  const checked = checkToken(record, token, now, accounts);
+  if (typeof checked === 'string') throw invalidToken(checked);
+  const { valid, owner } = checked;
+  return { name: valid.name, role: lesserRole(valid.role, owner.role), via: 'token', account: owner, token: valid };
 }
 
-/** Why `token` is no valid token, or undefined when it is one. */
-function tokenProblem(record: ApiTokenRecord | undefined, token: string, now: number, accounts: Accounts): string | undefined {
+/** The token `record` keeps and the account it acts for when `token` is valid now; else why it is not. */
+function checkToken(record: ApiTokenRecord | undefined, token: string, now: number, accounts: Accounts): { valid: ApiTokenRecord; owner: Account } | string {
   if (record === undefined || !tokenMatches(token, record.hash)) return 'The API token is not known to this server: it was revoked, or never issued here.';
   if (record.expiresAt !== undefined && record.expiresAt <= now) return `The API token "${record.name}" expired at ${new Date(record.expiresAt).toISOString()}.`;
-  if (tokenOwner(record, accounts) === undefined) return `The API token "${record.name}" belonged to the account "${record.createdBy}", which was removed.`;
-  return undefined;
+  const owner = tokenOwner(record, accounts);
+  if (owner === undefined) return `The API token "${record.name}" belonged to the account "${record.createdBy}", which was removed.`;
+  return { valid: record, owner };
 }
 
 function invalidToken(detail: string): HttpError {

@@ -361,13 +361,13 @@ const TRANSFER_ENCODING = 'transfer-encoding';
 function hostProblem(hosts: number, host: string, httpVersion: string, names: HostNames): HttpError | undefined {
   if (hosts > 1) return badHost('The request has more than one Host field.');
   if (hosts === 0) return httpVersion === '1.0' ? undefined : badHost('An HTTP/1.1 request needs a Host field.');
-  return host === names.lastAllowed ? undefined : hostVerdictError(names.judge(host), host, 'Host field');
+  return hostVerdictError(names.judge(host), host, 'Host field');
 }
 
 /** The refusal of a Host value (or a target's authority) judged anything but allowed. */
 function hostVerdictError(verdict: HostVerdict, host: string, where: string): HttpError | undefined {
-  if (verdict === 'malformed') return badHost(`The ${where} is not a host name or address with an optional port.`);
   if (verdict === 'allowed') return undefined;
+  if (verdict === 'malformed') return badHost(`The ${where} is not a host name or address with an optional port.`);
   const name = nameOf(host) ?? host;
   return new HttpError(problems.misdirectedRequest, `The ${where} names ${JSON.stringify(name)}, which is not a name of this server; if clients reach it by that name, start it with --allowed-hosts ${name} (USERS_ALLOWED_HOSTS).`);
 }
@@ -391,7 +391,7 @@ function authorityProblem(url: string, names: HostNames): HttpError | undefined 
   const authority = ABSOLUTE_AUTHORITY.exec(url)?.[1];
   if (authority === undefined) return undefined;
   const host = authority.slice(authority.lastIndexOf('@') + 1);
-  return host === names.lastAllowed ? undefined : hostVerdictError(names.judge(host), host, "request target's authority");
+  return hostVerdictError(names.judge(host), host, "request target's authority");
 }
 
 const ABSOLUTE_AUTHORITY = /^https?:\/\/([^/?#]*)/i;

@@ -32,7 +32,7 @@ export class HostNames {
    * every request, so it is compared before any judging. "" at first: an
    * empty Host names no host, and is allowed.
    */
-  lastAllowed = '';
+  private lastAllowed = '';
 
   constructor(
     config: Pick<Config, 'host' | 'allowedHosts'>,
@@ -48,6 +48,7 @@ export class HostNames {
 
   /** Judges a Host field value, or an absolute-form target's authority without its userinfo. */
   judge(host: string): HostVerdict {
+    if (host === this.lastAllowed) return 'allowed';
     if (!HOST.test(host)) return 'malformed';
     if (!this.allows(host)) return 'misdirected';
     this.lastAllowed = host;

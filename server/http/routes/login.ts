@@ -144,16 +144,17 @@ class LoginRoutes implements SessionActions {
 
   private async attempt(req: IncomingMessage, user: string, password: string, now: number): Promise<LoginAttempt> {
     const address = clientAddress(req, this.deps.config);
+    const client = limitKey(address);
     // A user signed in as this account, signing in again, is let through a flood of others.
     const signedIn = await this.signedInAs(req, user, now);
-    const spent = signedIn ? undefined : this.budget.spent(limitKey(address), now);
+    const spent = signedIn ? undefined : this.budget.spent(client, now);
     if (spent !== undefined) return { busy: spent };
     // Checked before scrypt runs: a limited guess costs the server nothing,
     // and the right password is refused too, so the limit cannot be probed.
     const taken = await this.limiter.take(address, user, now);
     if (!('slot' in taken)) return taken;
     try {
-      return await this.check(taken.slot, address, user, password, signedIn, now);
+      return await this.check(taken.slot, client, user, password, signedIn, now);
     } catch (error) {
       // A try that ends in an error was not checked: it counts for nothing.
       await taken.slot.released();
@@ -168,9 +169,8 @@ class LoginRoutes implements SessionActions {
   }
 
   /** The password check of a try that holds its slot, which it settles. */
-  private async check(slot: LoginSlot, address: string, user: string, password: string, signedIn: boolean, now: number): Promise<LoginAttempt> {
+  private async check(slot: LoginSlot, client: string, user: string, password: string, signedIn: boolean, now: number): Promise<LoginAttempt> {
     await this.deps.accountsFile?.refresh();
-    const client = limitKey(address);
     const verified = this.gate.run(() => this.deps.accounts.verify(user, password), signedIn ? { client, signedInAs: user } : { client });
     if (verified === undefined) {
       await slot.released();
