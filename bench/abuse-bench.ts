@@ -53,7 +53,13 @@ function summary(name: string, ms: number[]): string {
 // The well-behaved client comes from another address than the flood (all of 127/8 is this host).
 const agent = new Agent({ keepAlive: true, maxSockets: 1, localAddress: '127.0.0.2' });
 
-function send(url: string, method: string, path: string, headers: Record<string, string> = {}, body?: string): Promise<{ status: number; ms: number }> {
+function send(
+  url: string,
+  method: string,
+  path: string,
+  headers: Record<string, string> = {},
+  body?: string,
+): Promise<{ status: number; ms: number }> {
   const started = performance.now();
   return new Promise((resolve) => {
     const req = request(`${url}${path}`, { method, headers, agent }, (res) => {
@@ -97,13 +103,21 @@ async function pipelineFlood(server: ServerProcess): Promise<void> {
 /** Logs in as admin: the session cookie, or undefined with the status. */
 function adminLogin(url: string, cookie?: string): Promise<{ status: number; ms: number; cookie?: string }> {
   const started = performance.now();
-  const headers: Record<string, string> = { authorization: `Basic ${Buffer.from(`admin:${ADMIN_PASSWORD}`).toString('base64')}` };
+  const headers: Record<string, string> = {
+    authorization: `Basic ${Buffer.from(`admin:${ADMIN_PASSWORD}`).toString('base64')}`,
+  };
   if (cookie !== undefined) headers.cookie = cookie;
   return new Promise((resolve) => {
     const req = request(`${url}/login`, { method: 'POST', headers, localAddress: '127.0.0.3' }, (res) => {
       res.resume();
       const set = res.headers['set-cookie']?.[0]?.split(';')[0];
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, ms: performance.now() - started, ...(set !== undefined && { cookie: set }) }));
+      res.on('end', () =>
+        resolve({
+          status: res.statusCode ?? 0,
+          ms: performance.now() - started,
+          ...(set !== undefined && { cookie: set }),
+        }),
+      );
     });
     req.on('error', () => resolve({ status: 0, ms: performance.now() - started }));
     req.end();
@@ -118,10 +132,14 @@ async function loginFlood(server: ServerProcess): Promise<void> {
   const flood = setInterval(() => {
     for (let i = 0; i < rate / 20; i++) {
       const auth = Buffer.from(`nobody-${n++}:wrong`).toString('base64');
-      const req = request(`${server.url}/login`, { method: 'POST', headers: { authorization: `Basic ${auth}` } }, (res) => {
-        statuses[res.statusCode ?? 0] = (statuses[res.statusCode ?? 0] ?? 0) + 1;
-        res.resume();
-      });
+      const req = request(
+        `${server.url}/login`,
+        { method: 'POST', headers: { authorization: `Basic ${auth}` } },
+        (res) => {
+          statuses[res.statusCode ?? 0] = (statuses[res.statusCode ?? 0] ?? 0) + 1;
+          res.resume();
+        },
+      );
       req.on('error', () => (statuses[0] = (statuses[0] ?? 0) + 1));
       req.end();
     }
@@ -131,23 +149,44 @@ async function loginFlood(server: ServerProcess): Promise<void> {
   const logins: { status: number; ms: number }[] = [];
   await Promise.all([
     (async () => {
-      for (let i = 0; performance.now() < until; i++) puts.push((await send(server.url, 'PUT', '/users/1', { 'content-type': 'application/json' }, JSON.stringify({ name: `n${i}` }))).ms);
+      for (let i = 0; performance.now() < until; i++)
+        puts.push(
+          (
+            await send(
+              server.url,
+              'PUT',
+              '/users/1',
+              { 'content-type': 'application/json' },
+              JSON.stringify({ name: `n${i}` }),
+            )
+          ).ms,
+        );
     })(),
     (async () => {
       while (performance.now() < until) logins.push(await adminLogin(server.url, cookie));
     })(),
   ]);
   clearInterval(flood);
-  console.log(`login flood: about ${rate} logins a second with unknown names, --password-cost ${values['password-cost']}`);
+  console.log(
+    `login flood: about ${rate} logins a second with unknown names, --password-cost ${values['password-cost']}`,
+  );
   console.log(`  ${summary('durable PUT /users/1', puts)}`);
   console.log(`  the flood's answers: ${JSON.stringify(statuses)}`);
   const ok = logins.filter((l) => l.status === 200);
-  console.log(`  a signed-in admin logging in again: ${ok.length} of ${logins.length} answered 200; ${summary('their latency', ok.map((l) => l.ms))}`);
+  console.log(
+    `  a signed-in admin logging in again: ${ok.length} of ${logins.length} answered 200; ${summary(
+      'their latency',
+      ok.map((l) => l.ms),
+    )}`,
+  );
 }
 
 async function withServer(run: (server: ServerProcess) => Promise<void>): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'users-abuse-'));
-  const server = await spawnServer(['--port', '0', '--data', join(dir, 'data'), '--log-format', 'off', '--password-cost', values['password-cost']], { stdoutFile: join(dir, 'out'), ...(values.server !== undefined && { script: values.server }) });
+  const server = await spawnServer(
+    ['--port', '0', '--data', join(dir, 'data'), '--log-format', 'off', '--password-cost', values['password-cost']],
+    { stdoutFile: join(dir, 'out'), ...(values.server !== undefined && { script: values.server }) },
+  );
   try {
     await send(server.url, 'PUT', '/users/1', { 'content-type': 'application/json' }, '{"name":"One"}');
     await run(server);
@@ -166,22 +205,32 @@ async function withServer(run: (server: ServerProcess) => Promise<void>): Promis
  */
 async function connectionFlood(server: ServerProcess): Promise<void> {
   const port = Number(new URL(server.url).port);
-  const opened = (localAddress: string) => new Promise<Socket>((resolve) => {
-    const socket = connect({ port, host: '127.0.0.1', localAddress }, () => resolve(socket));
-    socket.on('error', () => resolve(socket));
-  });
+  const opened = (localAddress: string) =>
+    new Promise<Socket>((resolve) => {
+      const socket = connect({ port, host: '127.0.0.1', localAddress }, () => resolve(socket));
+      socket.on('error', () => resolve(socket));
+    });
   const heavy = await Promise.all(Array.from({ length: 256 }, () => opened('127.0.0.1')));
-  const statuses = await Promise.all(heavy.map((socket) => new Promise<string>((resolve) => {
-    socket.once('data', (chunk: Buffer) => resolve(chunk.toString('latin1').slice(9, 12)));
-    socket.once('close', () => resolve('closed'));
-    socket.write('GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
-  })));
+  const statuses = await Promise.all(
+    heavy.map(
+      (socket) =>
+        new Promise<string>((resolve) => {
+          socket.once('data', (chunk: Buffer) => resolve(chunk.toString('latin1').slice(9, 12)));
+          socket.once('close', () => resolve('closed'));
+          socket.write('GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
+        }),
+    ),
+  );
   const served = statuses.filter((s) => s === '200').length;
   console.log(`connection flood: a client with 256 keep-alive connections from one address: ${served} of 256 served`);
   for (const socket of heavy) socket.destroy();
   const target = Number(values.connections);
   // The flood runs in a process of its own, so that its CPU is not the well-behaved client's.
-  const flood = spawn(process.execPath, [...process.execArgv, fileURLToPath(import.meta.url), '--flood', `${port}:${target}`], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const flood = spawn(
+    process.execPath,
+    [...process.execArgv, fileURLToPath(import.meta.url), '--flood', `${port}:${target}`],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  );
   track(flood);
   const lines = createInterface({ input: flood.stdout! });
   const next = () => new Promise<string>((resolve) => lines.once('line', resolve));
@@ -189,7 +238,9 @@ async function connectionFlood(server: ServerProcess): Promise<void> {
   const times = await wellBehaved(server.url, SECONDS);
   flood.kill('SIGTERM');
   const { made, shed } = JSON.parse(await next()) as { made: number; shed: number };
-  console.log(`  one address keeping ${target} connections open from another process (${made} opened, ${shed} closed by the server) while another sends GETs:`);
+  console.log(
+    `  one address keeping ${target} connections open from another process (${made} opened, ${shed} closed by the server) while another sends GETs:`,
+  );
   console.log(`  ${summary('well-behaved GET /users/1', times)}`);
   console.log(`  server peak RSS: ${(peakRss(server.pid) / 1024 / 1024).toFixed(0)} MiB`);
 }

@@ -26,7 +26,20 @@ import { parseArgs } from 'node:util';
 import { postgresSkipReason, testDatabase } from '../test/postgres.js';
 import { track } from './children.js';
 import { socketLoad } from './socket-load.js';
-import { buildJournalDir, cpuSeconds, LOAD_FLAGS, median, peakRss, percentile, preloadUsers, putReplacing, requestPool, spawnServer, type LoadRequest, type ServerProcess } from './store-bench.js';
+import {
+  buildJournalDir,
+  cpuSeconds,
+  LOAD_FLAGS,
+  median,
+  peakRss,
+  percentile,
+  preloadUsers,
+  putReplacing,
+  requestPool,
+  spawnServer,
+  type LoadRequest,
+  type ServerProcess,
+} from './store-bench.js';
 
 const { values } = parseArgs({
   options: {
@@ -61,10 +74,14 @@ function follow(url: string, onLine: (line: string) => void): Promise<() => void
 
 function putUser(url: string, path: string, body: string): Promise<number> {
   return new Promise((resolve, reject) => {
-    const req = request(`${url}${path}`, { method: 'PUT', agent, headers: { 'content-type': 'application/json' } }, (res) => {
-      res.resume();
-      res.on('end', () => resolve(res.statusCode ?? 0));
-    });
+    const req = request(
+      `${url}${path}`,
+      { method: 'PUT', agent, headers: { 'content-type': 'application/json' } },
+      (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode ?? 0));
+      },
+    );
     req.on('error', reject);
     req.end(body);
   });
@@ -85,7 +102,11 @@ async function latencies(writer: string, watcher: string, rate: number): Promise
     const due = started + (n * 1000) / rate;
     const wait = due - performance.now();
     if (wait > 1) await new Promise((resolve) => setTimeout(resolve, wait));
-    writes.push(putUser(writer, `/users/${1 + (n % 1000)}`, JSON.stringify({ name: `User ${n}`, n })).then(() => void answered.set(n, performance.now())));
+    writes.push(
+      putUser(writer, `/users/${1 + (n % 1000)}`, JSON.stringify({ name: `User ${n}`, n })).then(
+        () => void answered.set(n, performance.now()),
+      ),
+    );
   }
   await Promise.all(writes);
   const deadline = performance.now() + 5000;
@@ -97,12 +118,22 @@ async function latencies(writer: string, watcher: string, rate: number): Promise
 
 function report(name: string, delays: number[]): void {
   const missing = delays.filter((d) => d === Infinity).length;
-  console.log(`${name}: ${delays.length} PUTs, change seen after the answer: median ${percentile(delays, 0.5).toFixed(2)} ms, p99 ${percentile(delays, 0.99).toFixed(2)} ms, max ${delays.filter(Number.isFinite).at(-1)?.toFixed(2)} ms${missing > 0 ? `, ${missing} never seen` : ''}`);
+  console.log(
+    `${name}: ${delays.length} PUTs, change seen after the answer: median ${percentile(delays, 0.5).toFixed(2)} ms, p99 ${percentile(delays, 0.99).toFixed(2)} ms, max ${delays.filter(Number.isFinite).at(-1)?.toFixed(2)} ms${missing > 0 ? `, ${missing} never seen` : ''}`,
+  );
 }
 
 async function latencyPart(): Promise<void> {
   const rate = Number(values.rate);
-  const journal = await spawnServer(['--port', '0', '--data', join(dir, 'latency'), '--log-format', 'off', ...LOAD_FLAGS]);
+  const journal = await spawnServer([
+    '--port',
+    '0',
+    '--data',
+    join(dir, 'latency'),
+    '--log-format',
+    'off',
+    ...LOAD_FLAGS,
+  ]);
   try {
     await preloadUsers(journal.url, 1000, 16);
     report(`journal, watcher on the same server, ${rate} PUTs/s`, await latencies(journal.url, journal.url, rate));
@@ -112,17 +143,47 @@ async function latencyPart(): Promise<void> {
   const skip = postgresSkipReason();
   if (skip !== undefined) return console.log(`PostgreSQL skipped: ${skip}`);
   const store = await testDatabase(undefined, { durable: true });
-  const [a, b] = [await spawnServer(['--port', '0', '--data', join(dir, 'pg-a'), '--store', store, '--log-format', 'off', ...LOAD_FLAGS]), await spawnServer(['--port', '0', '--data', join(dir, 'pg-b'), '--store', store, '--log-format', 'off', ...LOAD_FLAGS])];
+  const [a, b] = [
+    await spawnServer([
+      '--port',
+      '0',
+      '--data',
+      join(dir, 'pg-a'),
+      '--store',
+      store,
+      '--log-format',
+      'off',
+      ...LOAD_FLAGS,
+    ]),
+    await spawnServer([
+      '--port',
+      '0',
+      '--data',
+      join(dir, 'pg-b'),
+      '--store',
+      store,
+      '--log-format',
+      'off',
+      ...LOAD_FLAGS,
+    ]),
+  ];
   try {
     await preloadUsers(a.url, 1000, 16);
-    report(`PostgreSQL, PUTs on instance A, watcher on instance B, ${rate} PUTs/s`, await latencies(a.url, b.url, rate));
+    report(
+      `PostgreSQL, PUTs on instance A, watcher on instance B, ${rate} PUTs/s`,
+      await latencies(a.url, b.url, rate),
+    );
   } finally {
     await Promise.all([a.stop(), b.stop()]);
   }
 }
 
 /** Req/s of `server` under `requests`, and the server's CPU per request in µs: `rounds` rounds of 3 s each, the medians. */
-async function throughput(server: ServerProcess, rounds: number, requests: LoadRequest[]): Promise<{ rps: number; us: number }> {
+async function throughput(
+  server: ServerProcess,
+  rounds: number,
+  requests: LoadRequest[],
+): Promise<{ rps: number; us: number }> {
   const rps: number[] = [];
   const us: number[] = [];
   for (let i = 0; i < rounds; i++) {
@@ -136,7 +197,11 @@ async function throughput(server: ServerProcess, rounds: number, requests: LoadR
 
 /** `count` following watchers of `url` in a child process (bench/feed-watchers.mjs); resolves once all have their answers. */
 async function startWatchers(url: string, count: number): Promise<{ stop(): Promise<number> }> {
-  const child = spawn(process.execPath, [fileURLToPath(new URL('feed-watchers.mjs', import.meta.url)), url, String(count)], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(
+    process.execPath,
+    [fileURLToPath(new URL('feed-watchers.mjs', import.meta.url)), url, String(count)],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  );
   track(child);
   let output = '';
   child.stdout.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
@@ -182,9 +247,17 @@ async function idlePart(): Promise<void> {
     const bytes = await watchers.stop();
     const row = (name: string, without: { rps: number; us: number }, withThem: { rps: number; us: number }) =>
       `  ${name}: ${Math.round(without.rps)} -> ${Math.round(withThem.rps)} req/s (${(withThem.rps / without.rps).toFixed(3)}), server CPU ${without.us.toFixed(1)} -> ${withThem.us.toFixed(1)} µs a request`;
-    console.log(`${count} following watchers (in a process of their own): server RSS ${mb(rssBefore)} -> ${mb(rssWith)} MiB (+${mb(rssWith - rssBefore)}) while idle, peak ${mb(peakRss(server.pid))} MiB`);
+    console.log(
+      `${count} following watchers (in a process of their own): server RSS ${mb(rssBefore)} -> ${mb(rssWith)} MiB (+${mb(rssWith - rssBefore)}) while idle, peak ${mb(peakRss(server.pid))} MiB`,
+    );
     console.log(row('GET (the watchers idle)', getWithout, getWith));
-    console.log(row(`PUT (each change sent to every watcher: ${lines.toLocaleString('en-US')} lines, ${mb(bytes)} MiB)`, putWithout, putWith));
+    console.log(
+      row(
+        `PUT (each change sent to every watcher: ${lines.toLocaleString('en-US')} lines, ${mb(bytes)} MiB)`,
+        putWithout,
+        putWith,
+      ),
+    );
   } finally {
     await server.stop();
   }
@@ -210,7 +283,9 @@ async function catchUpPart(): Promise<void> {
         .end();
     });
     const seconds = (performance.now() - started) / 1000;
-    console.log(`catch-up from since=0: ${lines.toLocaleString('en-US')} lines in ${seconds.toFixed(2)} s, ${Math.round(lines / seconds).toLocaleString('en-US')} lines a second`);
+    console.log(
+      `catch-up from since=0: ${lines.toLocaleString('en-US')} lines in ${seconds.toFixed(2)} s, ${Math.round(lines / seconds).toLocaleString('en-US')} lines a second`,
+    );
   } finally {
     await server.stop();
   }

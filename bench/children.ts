@@ -56,7 +56,11 @@ let exitsOnInterrupt = false;
 export function exitOnInterrupt(): void {
   if (exitsOnInterrupt) return;
   exitsOnInterrupt = true;
-  for (const [signal, number] of [['SIGINT', 2], ['SIGTERM', 15], ['SIGHUP', 1]] as const) {
+  for (const [signal, number] of [
+    ['SIGINT', 2],
+    ['SIGTERM', 15],
+    ['SIGHUP', 1],
+  ] as const) {
     process.once(signal, () => process.exit(128 + number));
   }
 }

@@ -34,8 +34,22 @@ function median(command: string, args: string[], env: NodeJS.ProcessEnv): number
 const dir = mkdtempSync(join(tmpdir(), 'users-cli-start-'));
 const server = await spawnServer(['--port', '0', '--data', join(dir, 'data'), '--log-format', 'off']);
 try {
-  spawnSync('curl', ['-s', '-X', 'PUT', '-H', 'content-type: application/json', '-d', '{"name":"One"}', `${server.url}/users/one`]);
-  const noJar = { ...process.env, HOME: join(dir, 'home'), XDG_STATE_HOME: join(dir, 'state'), USERSCTL_URL: server.url };
+  spawnSync('curl', [
+    '-s',
+    '-X',
+    'PUT',
+    '-H',
+    'content-type: application/json',
+    '-d',
+    '{"name":"One"}',
+    `${server.url}/users/one`,
+  ]);
+  const noJar = {
+    ...process.env,
+    HOME: join(dir, 'home'),
+    XDG_STATE_HOME: join(dir, 'state'),
+    USERSCTL_URL: server.url,
+  };
   const jar = join(dir, 'cookies.txt');
   writeFileSync(jar, '# Netscape HTTP Cookie File\n127.0.0.1\tFALSE\t/\tFALSE\t0\tother\tx\n');
   const withJar = { ...noJar, USERSCTL_COOKIE_JAR: jar };

@@ -142,7 +142,8 @@ interface ServerProcess {
 /** The environment without USERS_* variables (so none leaks in), with the admin password. */
 function serverEnv(): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
-  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('USERS_') && k !== 'NODE_TEST_CONTEXT') env[k] = v;
+  for (const [k, v] of Object.entries(process.env))
+    if (!k.startsWith('USERS_') && k !== 'NODE_TEST_CONTEXT') env[k] = v;
   env.USERS_ADMIN_PASSWORD = ADMIN_PASSWORD;
   // Logins are not what a crash tests: the cheapest hashing, and /users open.
   env.USERS_PASSWORD_COST = '1';
@@ -154,12 +155,27 @@ function serverEnv(): NodeJS.ProcessEnv {
 export function launchServer(dir: string, extraArgs: readonly string[] = [], bin = BIN): Promise<ServerProcess> {
   const started = performance.now();
   // Its 64 writing clients all come from 127.0.0.1: no per-client connection limit.
-  const args = [bin, '--host', '127.0.0.1', '--port', '0', '--data', dir, '--store', 'journal', '--max-connections-per-client', '0', ...extraArgs];
+  const args = [
+    bin,
+    '--host',
+    '127.0.0.1',
+    '--port',
+    '0',
+    '--data',
+    dir,
+    '--store',
+    'journal',
+    '--max-connections-per-client',
+    '0',
+    ...extraArgs,
+  ];
   const child = spawn(process.execPath, args, { cwd: dir, env: serverEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
   track(child);
   let out = '';
   let err = '';
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('close', (code, signal) => resolve({ code, signal })));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.on('close', (code, signal) => resolve({ code, signal })),
+  );
   child.stderr!.setEncoding('utf8').on('data', (s: string) => (err += s));
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => {
@@ -204,7 +220,14 @@ interface Answer {
 }
 
 /** One request; resolves only once the whole body has arrived (that is the acknowledgement). */
-function exchange(agent: Agent, base: string, method: string, path: string, headers: Record<string, string>, body?: string): Promise<Answer> {
+function exchange(
+  agent: Agent,
+  base: string,
+  method: string,
+  path: string,
+  headers: Record<string, string>,
+  body?: string,
+): Promise<Answer> {
   const { hostname, port } = new URL(base);
   return new Promise((resolve, reject) => {
     const req = request({ host: hostname, port, path, method, headers, agent, timeout: REQUEST_TIMEOUT_MS }, (res) => {
@@ -358,7 +381,8 @@ class Harness {
 
   private check(condition: boolean, message: () => string): boolean {
     this.checks++;
-    if (!condition && this.violations.length < MAX_VIOLATIONS) this.violations.push(`cycle ${this.cycle}: ${message()}`);
+    if (!condition && this.violations.length < MAX_VIOLATIONS)
+      this.violations.push(`cycle ${this.cycle}: ${message()}`);
     return condition;
   }
 
@@ -393,8 +417,16 @@ class Harness {
   /** An id's issuance seen in an acknowledgement: once only, and above everything acknowledged or stored before this life. */
   private issue(id: number, source: string, replay: boolean): void {
     const before = this.issued.get(id);
-    this.check(before === undefined || before === source, () => `id ${id} was issued twice: by ${before} and by ${source}`);
-    if (!replay) this.check(id > this.floorId, () => `id ${id} (${source}) was issued after a restart although ids up to ${this.floorId} had been acknowledged or stored before it`);
+    this.check(
+      before === undefined || before === source,
+      () => `id ${id} was issued twice: by ${before} and by ${source}`,
+    );
+    if (!replay)
+      this.check(
+        id > this.floorId,
+        () =>
+          `id ${id} (${source}) was issued after a restart although ids up to ${this.floorId} had been acknowledged or stored before it`,
+      );
     this.issued.set(id, source);
     if (id > this.maxAckedId) this.maxAckedId = id;
   }
@@ -402,8 +434,23 @@ class Harness {
   async run(): Promise<CrashSummary> {
     const started = performance.now();
     const summary: CrashSummary = {
-      cycles: 0, sent: 0, acknowledged: 0, acknowledgedWrites: 0, inFlight: 0, checks: 0, restartMs: [], droppedBytes: 0, drops: 0,
-      compactions: 0, killsOnCompaction: 0, compactionsUnfinishedAtKill: 0, leftoversRemoved: 0, violations: this.violations, dataDir: this.dir, seed: this.seed, elapsedMs: 0,
+      cycles: 0,
+      sent: 0,
+      acknowledged: 0,
+      acknowledgedWrites: 0,
+      inFlight: 0,
+      checks: 0,
+      restartMs: [],
+      droppedBytes: 0,
+      drops: 0,
+      compactions: 0,
+      killsOnCompaction: 0,
+      compactionsUnfinishedAtKill: 0,
+      leftoversRemoved: 0,
+      violations: this.violations,
+      dataDir: this.dir,
+      seed: this.seed,
+      elapsedMs: 0,
     };
     let server: ServerProcess | undefined;
     try {
@@ -424,7 +471,11 @@ class Harness {
           restarted = await launchServer(this.dir, this.serverArgs, this.options.bin);
         } catch (error) {
           server = undefined;
-          this.check(false, () => `the server did not start again after the kill: ${(error as Error).message}; files at the kill: ${atKill.join(' ')}`);
+          this.check(
+            false,
+            () =>
+              `the server did not start again after the kill: ${(error as Error).message}; files at the kill: ${atKill.join(' ')}`,
+          );
           break;
         }
         server = restarted;
@@ -439,9 +490,21 @@ class Harness {
         const refused = life.ops.filter((op) => op.acked !== undefined && !isAcked2xx(op)).length;
         const inFlight = life.ops.filter((op) => op.acked === undefined).length;
         const report: CycleReport = {
-          cycle: this.cycle, sent, acknowledged, acknowledgedWrites: life.ops.filter((op) => isAcked2xx(op) && op.kind !== 'reserve').length,
-          refused, inFlight, killAfterMs: load.killAfterMs, killTrigger: load.trigger, compactionUnfinished: unfinished, compactions,
-          restartMs: server.startMs, droppedBytes: dropped, leftoversRemoved: leftovers, users, checks: this.checks - checksBefore,
+          cycle: this.cycle,
+          sent,
+          acknowledged,
+          acknowledgedWrites: life.ops.filter((op) => isAcked2xx(op) && op.kind !== 'reserve').length,
+          refused,
+          inFlight,
+          killAfterMs: load.killAfterMs,
+          killTrigger: load.trigger,
+          compactionUnfinished: unfinished,
+          compactions,
+          restartMs: server.startMs,
+          droppedBytes: dropped,
+          leftoversRemoved: leftovers,
+          users,
+          checks: this.checks - checksBefore,
           violations: this.violations.length - violationsBefore,
         };
         summary.cycles++;
@@ -463,7 +526,10 @@ class Harness {
         // A graceful stop at the end: the store flushes and the process exits 0.
         server.child.kill('SIGTERM');
         const { code } = await server.exited;
-        this.check(code === 0, () => `after SIGTERM the server exited with ${code}; stderr: ${server!.stderr().trim()}`);
+        this.check(
+          code === 0,
+          () => `after SIGTERM the server exited with ${code}; stderr: ${server!.stderr().trim()}`,
+        );
         server = undefined;
       }
     } finally {
@@ -482,18 +548,30 @@ class Harness {
     for (const name of files) {
       const m = /^(journal|snapshot)-(\d{8})$/.exec(name);
       if (m) (m[1] === 'journal' ? journals : snapshots).push(Number(m[2]));
-      else this.check(['lock', 'secret', 'admin-password', 'admin-identity'].includes(name), () => `unexpected file ${name} in the data directory after a start (files: ${files.join(' ')})`);
+      else
+        this.check(
+          ['lock', 'secret', 'admin-password', 'admin-identity'].includes(name),
+          () => `unexpected file ${name} in the data directory after a start (files: ${files.join(' ')})`,
+        );
     }
     journals.sort((a, b) => a - b);
     this.check(snapshots.length <= 1, () => `${snapshots.length} snapshots after a start (files: ${files.join(' ')})`);
     const first = snapshots[0] ?? 1;
     const contiguous = journals.length > 0 && journals.every((g, i) => g === first + i);
-    this.check(contiguous, () => `the journals do not continue the snapshot from generation ${first} without a gap (files: ${files.join(' ')})`);
+    this.check(
+      contiguous,
+      () =>
+        `the journals do not continue the snapshot from generation ${first} without a gap (files: ${files.join(' ')})`,
+    );
   }
 
   // ------------------------------------------------------------ load
 
-  private async load(server: ServerProcess, life: Life, onCompaction: boolean): Promise<{ killAfterMs: number; trigger: 'timer' | 'compaction' }> {
+  private async load(
+    server: ServerProcess,
+    life: Life,
+    onCompaction: boolean,
+  ): Promise<{ killAfterMs: number; trigger: 'timer' | 'compaction' }> {
     const agent = new Agent({ keepAlive: true, maxSockets: this.clients });
     let stopped = false;
     const [low, high] = this.killAfter;
@@ -538,7 +616,10 @@ class Harness {
         } catch (error) {
           // No answer: the op stays unacknowledged. Before the kill, that is the server failing.
           if (!stopped) {
-            this.check(false, () => `${op.kind} ${op.tag ?? op.id ?? ''} failed before the kill: ${(error as Error).message}`);
+            this.check(
+              false,
+              () => `${op.kind} ${op.tag ?? op.id ?? ''} failed before the kill: ${(error as Error).message}`,
+            );
             await killedP;
           }
         }
@@ -652,9 +733,16 @@ class Harness {
         if (!this.check(status === 200 || status === 201, unexpected)) return;
         const id = (JSON.parse(op.text!) as { id: number }).id;
         life.index(op, id);
-        this.check(op.text === representation(op.body!, id), () => `${what} answered ${op.text} for the body ${op.bodyText}`);
+        this.check(
+          op.text === representation(op.body!, id),
+          () => `${what} answered ${op.text} for the body ${op.bodyText}`,
+        );
         const deletedAt = this.deleted.get(id);
-        this.check(deletedAt === undefined || deletedAt > op.sent, () => `${what} answered ${status} with id ${id}, a user whose DELETE had been acknowledged before it was sent`);
+        this.check(
+          deletedAt === undefined || deletedAt > op.sent,
+          () =>
+            `${what} answered ${status} with id ${id}, a user whose DELETE had been acknowledged before it was sent`,
+        );
         if (status === 201) {
           this.check(op.location === `/users/${id}`, () => `${what} created ${id} with Location ${op.location}`);
           this.issue(id, `PUT ${op.tag}`, false);
@@ -669,16 +757,29 @@ class Harness {
           return;
         }
         if (!this.check(status === 200, unexpected)) return;
-        this.check(op.text === representation(op.body!, id), () => `${what} answered ${op.text} for the body ${op.bodyText}`);
+        this.check(
+          op.text === representation(op.body!, id),
+          () => `${what} answered ${op.text} for the body ${op.bodyText}`,
+        );
         const deletedAt = this.deleted.get(id);
-        this.check(deletedAt === undefined || deletedAt > op.sent, () => `${what} answered 200 although the DELETE of ${id} had been acknowledged before it was sent`);
+        this.check(
+          deletedAt === undefined || deletedAt > op.sent,
+          () => `${what} answered 200 although the DELETE of ${id} had been acknowledged before it was sent`,
+        );
         return;
       }
       case 'reserved-put': {
         const id = op.id!;
-        this.check(status === 201, () => `${what} under the acknowledged reservation of ${id} (expiring ${new Date(op.expiresAt!).toISOString()}) ${unexpected()}`);
+        this.check(
+          status === 201,
+          () =>
+            `${what} under the acknowledged reservation of ${id} (expiring ${new Date(op.expiresAt!).toISOString()}) ${unexpected()}`,
+        );
         if (status === 201) {
-          this.check(op.text === representation(op.body!, id), () => `${what} answered ${op.text} for the body ${op.bodyText}`);
+          this.check(
+            op.text === representation(op.body!, id),
+            () => `${what} answered ${op.text} for the body ${op.bodyText}`,
+          );
           this.addLive(id);
         }
         return;
@@ -695,7 +796,10 @@ class Harness {
         if (!this.check(status === 201, unexpected)) return;
         const body = JSON.parse(op.text!) as { id: number; expiresAt: string };
         life.index(op, body.id);
-        this.check(op.location === `/users/${body.id}`, () => `${what} reserved ${body.id} with Location ${op.location}`);
+        this.check(
+          op.location === `/users/${body.id}`,
+          () => `${what} reserved ${body.id} with Location ${op.location}`,
+        );
         this.issue(body.id, `reservation ${op.sent}`, false);
         const expiresAt = Date.parse(body.expiresAt);
         this.check(Number.isFinite(expiresAt), () => `${what} answered expiresAt ${body.expiresAt}`);
@@ -708,7 +812,10 @@ class Harness {
         const replayed = op.kind === 'new-key' && (op as Op & { replayed?: boolean }).replayed === true;
         const id = (JSON.parse(op.text!) as { id: number }).id;
         life.index(op, id);
-        this.check(op.text === representation(op.body!, id), () => `${what} answered ${op.text} for the body ${op.bodyText}`);
+        this.check(
+          op.text === representation(op.body!, id),
+          () => `${what} answered ${op.text} for the body ${op.bodyText}`,
+        );
         this.check(op.location === `/users/${id}`, () => `${what} created ${id} with Location ${op.location}`);
         this.issue(id, op.key !== undefined ? `Idempotency-Key ${op.key}` : `POST ${op.tag}`, replayed);
         if (op.kind === 'new-key') this.ackedKeyed.push(op);
@@ -745,22 +852,43 @@ class Harness {
         if (base !== undefined && base.json === json) source = 'baseline';
         else {
           const op = prev.byTag.get(user.name);
-          if (!this.check(op !== undefined, () => `user ${id} holds ${json}, which is neither its value before the kill nor a value written since`)) continue;
+          if (
+            !this.check(
+              op !== undefined,
+              () => `user ${id} holds ${json}, which is neither its value before the kill nor a value written since`,
+            )
+          )
+            continue;
           source = op!;
-          this.check(mayHaveApplied(op!), () => `user ${id} holds ${json}, written by a request that was refused with ${op!.status}`);
-          this.check(op!.id === undefined || op!.id === id, () => `user ${id} holds ${json}, written to user ${op!.id}`);
-          this.check(json === representation(op!.body!, id), () => `user ${id} holds ${json}, but the write sent ${op!.bodyText}`);
+          this.check(
+            mayHaveApplied(op!),
+            () => `user ${id} holds ${json}, written by a request that was refused with ${op!.status}`,
+          );
+          this.check(
+            op!.id === undefined || op!.id === id,
+            () => `user ${id} holds ${json}, written to user ${op!.id}`,
+          );
+          this.check(
+            json === representation(op!.body!, id),
+            () => `user ${id} holds ${json}, but the write sent ${op!.bodyText}`,
+          );
           if (op!.kind === 'alias-put') expectedAlias.set(id, op!.alias!);
         }
         // Acknowledged writes known to come after the source: the source cannot be the last.
         const sourceAcked = source === 'baseline' ? -1 : source.acked;
         if (sourceAcked !== undefined) {
           for (const later of prev.byId.get(id) ?? []) {
-            if (later === source || !isAcked2xx(later) || later.kind === 'reserve' || later.sent < sourceAcked) continue;
-            this.check(false, () => `user ${id} holds ${json}${source === 'baseline' ? ' (its value before the kill)' : ''}, but a later ${later.kind} (${later.tag ?? 'delete'}) was acknowledged`);
+            if (later === source || !isAcked2xx(later) || later.kind === 'reserve' || later.sent < sourceAcked)
+              continue;
+            this.check(
+              false,
+              () =>
+                `user ${id} holds ${json}${source === 'baseline' ? ' (its value before the kill)' : ''}, but a later ${later.kind} (${later.tag ?? 'delete'}) was acknowledged`,
+            );
           }
         }
-        for (const op of prev.byId.get(id) ?? []) if (op.kind === 'alias-put' && isAcked2xx(op)) this.agreeAlias(expectedAlias, id, op.alias!);
+        for (const op of prev.byId.get(id) ?? [])
+          if (op.kind === 'alias-put' && isAcked2xx(op)) this.agreeAlias(expectedAlias, id, op.alias!);
         if (base?.alias !== undefined) this.agreeAlias(expectedAlias, id, base.alias);
       }
 
@@ -768,15 +896,20 @@ class Harness {
       const mustExist = new Map<number, string>();
       for (const id of this.baseline.keys()) mustExist.set(id, 'stored before the kill');
       for (const op of prev.ops) {
-        if (op.id !== undefined && isAcked2xx(op) && op.kind !== 'delete' && op.kind !== 'reserve') mustExist.set(op.id, `acknowledged ${op.kind} ${op.tag}`);
+        if (op.id !== undefined && isAcked2xx(op) && op.kind !== 'delete' && op.kind !== 'reserve')
+          mustExist.set(op.id, `acknowledged ${op.kind} ${op.tag}`);
       }
       for (const [id, why] of mustExist) {
         if (stored.has(id)) continue;
-        const deletable = this.deleted.has(id) || (prev.byId.get(id) ?? []).some((op) => op.kind === 'delete' && mayHaveApplied(op));
+        const deletable =
+          this.deleted.has(id) || (prev.byId.get(id) ?? []).some((op) => op.kind === 'delete' && mayHaveApplied(op));
         this.check(deletable, () => `user ${id} is missing after the restart (${why}), and no DELETE of it was sent`);
       }
       for (const id of this.reservations.keys()) {
-        this.check(!stored.has(id), () => `id ${id} holds a user although its reservation was never used: ${stored.get(id)}`);
+        this.check(
+          !stored.has(id),
+          () => `id ${id} holds a user although its reservation was never used: ${stored.get(id)}`,
+        );
       }
 
       // 3. Aliases: a stored user created through an alias is reached through it.
@@ -784,64 +917,140 @@ class Harness {
       await mapLimit(this.aliases, 16, async (alias) => {
         const answer = await get(`/users/${alias}`);
         if (answer.status === 404) return;
-        if (!this.check(answer.status === 200, () => `GET /users/${alias} answered ${answer.status}: ${answer.text}`)) return;
+        if (!this.check(answer.status === 200, () => `GET /users/${alias} answered ${answer.status}: ${answer.text}`))
+          return;
         const id = (JSON.parse(answer.text) as { id: number }).id;
         aliasOf.set(id, alias);
-        this.check(stored.get(id) === answer.text, () => `GET /users/${alias} answered ${answer.text}, the listing holds ${stored.get(id)} for ${id}`);
+        this.check(
+          stored.get(id) === answer.text,
+          () => `GET /users/${alias} answered ${answer.text}, the listing holds ${stored.get(id)} for ${id}`,
+        );
         const expected = expectedAlias.get(id);
-        this.check(expected === undefined || expected === alias, () => `alias ${alias} resolves to ${id}, which was created through ${expected}`);
+        this.check(
+          expected === undefined || expected === alias,
+          () => `alias ${alias} resolves to ${id}, which was created through ${expected}`,
+        );
       });
       for (const [id, alias] of expectedAlias) {
         if (!stored.has(id)) continue;
-        this.check(aliasOf.get(id) === alias, () => `user ${id} was created through alias ${alias}, but GET /users/${alias} does not answer it`);
+        this.check(
+          aliasOf.get(id) === alias,
+          () => `user ${id} was created through alias ${alias}, but GET /users/${alias} does not answer it`,
+        );
       }
 
       const writes: Op[] = [];
       const life = new Life();
       // 4. Deleted users stay deleted, and their ids stay issued (PUT: 410, not 404 nor 201).
       const deletedNow = prev.ops.filter((op) => op.kind === 'delete' && isAcked2xx(op)).map((op) => op.id!);
-      const olderDeleted = this.sample([...this.deleted.keys()].filter((id) => !deletedNow.includes(id)), 8);
+      const olderDeleted = this.sample(
+        [...this.deleted.keys()].filter((id) => !deletedNow.includes(id)),
+        8,
+      );
       await mapLimit([...deletedNow, ...olderDeleted], 16, async (id) => {
         const answer = await get(`/users/${id}`);
-        this.check(answer.status === 404, () => `GET /users/${id} answered ${answer.status} after its DELETE was acknowledged: ${answer.text}`);
+        this.check(
+          answer.status === 404,
+          () => `GET /users/${id} answered ${answer.status} after its DELETE was acknowledged: ${answer.text}`,
+        );
       });
       await mapLimit(this.sample(deletedNow, 8), 8, async (id) => {
-        const answer = await exchange(agent, url, 'PUT', `/users/${id}`, JSON_HEADERS, JSON.stringify({ name: `L${this.cycle}-deleted-${id}` }));
-        this.check(answer.status === 410 && answer.text.includes('problem/gone'), () => `PUT /users/${id} after its acknowledged DELETE answered ${answer.status} (expected 410 gone): ${answer.text}`);
+        const answer = await exchange(
+          agent,
+          url,
+          'PUT',
+          `/users/${id}`,
+          JSON_HEADERS,
+          JSON.stringify({ name: `L${this.cycle}-deleted-${id}` }),
+        );
+        this.check(
+          answer.status === 410 && answer.text.includes('problem/gone'),
+          () =>
+            `PUT /users/${id} after its acknowledged DELETE answered ${answer.status} (expected 410 gone): ${answer.text}`,
+        );
       });
 
       // 5. Idempotency keys survive: acknowledged ones replay; those in flight replay or start afresh, never both.
       const lifeStart = prev.ops[0]?.sent ?? this.tick;
-      const replays = [...prev.ops.filter((op) => op.kind === 'new-key' && isAcked2xx(op)), ...this.sample(this.ackedKeyed.filter((op) => op.sent < lifeStart), 8)];
+      const replays = [
+        ...prev.ops.filter((op) => op.kind === 'new-key' && isAcked2xx(op)),
+        ...this.sample(
+          this.ackedKeyed.filter((op) => op.sent < lifeStart),
+          8,
+        ),
+      ];
       await mapLimit(replays, 16, async (op) => {
-        const answer = await exchange(agent, url, 'POST', '/users/new', { ...JSON_HEADERS, 'idempotency-key': op.key! }, op.bodyText);
+        const answer = await exchange(
+          agent,
+          url,
+          'POST',
+          '/users/new',
+          { ...JSON_HEADERS, 'idempotency-key': op.key! },
+          op.bodyText,
+        );
         this.check(
-          answer.status === op.status && answer.text === op.text && answer.headers.location === op.location && answer.headers['idempotent-replayed'] === 'true',
-          () => `the acknowledged Idempotency-Key ${op.key} (${op.status} ${op.text}) answered after the restart ${answer.status} ${answer.text} (Idempotent-Replayed: ${answer.headers['idempotent-replayed']})`,
+          answer.status === op.status &&
+            answer.text === op.text &&
+            answer.headers.location === op.location &&
+            answer.headers['idempotent-replayed'] === 'true',
+          () =>
+            `the acknowledged Idempotency-Key ${op.key} (${op.status} ${op.text}) answered after the restart ${answer.status} ${answer.text} (Idempotent-Replayed: ${answer.headers['idempotent-replayed']})`,
         );
       });
       const retried = prev.ops.filter((op) => op.kind === 'new-key' && op.acked === undefined);
       await mapLimit(retried, 16, async (first) => {
-        const retry: Op & { replayed?: boolean } = { kind: 'new-key', tag: first.tag!, body: first.body!, bodyText: first.bodyText!, key: first.key!, sent: this.tick++ };
-        const answer = await exchange(agent, url, 'POST', '/users/new', { ...JSON_HEADERS, 'idempotency-key': first.key! }, first.bodyText);
-        Object.assign(retry, { acked: this.tick++, status: answer.status, text: answer.text, location: answer.headers.location });
+        const retry: Op & { replayed?: boolean } = {
+          kind: 'new-key',
+          tag: first.tag!,
+          body: first.body!,
+          bodyText: first.bodyText!,
+          key: first.key!,
+          sent: this.tick++,
+        };
+        const answer = await exchange(
+          agent,
+          url,
+          'POST',
+          '/users/new',
+          { ...JSON_HEADERS, 'idempotency-key': first.key! },
+          first.bodyText,
+        );
+        Object.assign(retry, {
+          acked: this.tick++,
+          status: answer.status,
+          text: answer.text,
+          location: answer.headers.location,
+        });
         retry.replayed = answer.headers['idempotent-replayed'] === 'true';
         const id = answer.status === 201 ? (JSON.parse(answer.text) as { id: number }).id : undefined;
         if (retry.replayed) {
-          this.check(id !== undefined && stored.get(id) === answer.text, () => `Idempotency-Key ${first.key} replayed ${answer.text}, but the listing holds ${id === undefined ? 'nothing' : stored.get(id)} there`);
+          this.check(
+            id !== undefined && stored.get(id) === answer.text,
+            () =>
+              `Idempotency-Key ${first.key} replayed ${answer.text}, but the listing holds ${id === undefined ? 'nothing' : stored.get(id)} there`,
+          );
         } else {
-          this.check(!tags.has(first.tag!), () => `Idempotency-Key ${first.key} created a new user, but its first attempt's user ${tags.get(first.tag!)} is stored: a user without its key`);
+          this.check(
+            !tags.has(first.tag!),
+            () =>
+              `Idempotency-Key ${first.key} created a new user, but its first attempt's user ${tags.get(first.tag!)} is stored: a user without its key`,
+          );
         }
         this.recordAnswer(life, retry, `retried POST /users/new (Idempotency-Key ${first.key})`, true);
         if (!retry.replayed && answer.status === 201) writes.push(retry);
       });
 
       // 6. Reservations survive: a PUT in flight under one either created its user or left it reserved.
-      const uncertain = prev.ops.filter((op) => op.kind === 'reserved-put' && op.acked === undefined && !stored.has(op.id!));
+      const uncertain = prev.ops.filter(
+        (op) => op.kind === 'reserved-put' && op.acked === undefined && !stored.has(op.id!),
+      );
       for (const op of uncertain) this.reservations.set(op.id!, op.expiresAt!);
       for (const op of prev.ops) {
         if (op.kind === 'reserved-put' && op.acked === undefined && stored.has(op.id!)) {
-          this.check(tags.get(op.tag!) === op.id, () => `reserved id ${op.id} holds ${stored.get(op.id!)}, but the only PUT under it sent ${op.bodyText}`);
+          this.check(
+            tags.get(op.tag!) === op.id,
+            () => `reserved id ${op.id} holds ${stored.get(op.id!)}, but the only PUT under it sent ${op.bodyText}`,
+          );
         }
       }
       const now = Date.now();
@@ -879,7 +1088,10 @@ class Harness {
 
   private agreeAlias(expected: Map<number, string>, id: number, alias: string): void {
     const known = expected.get(id);
-    this.check(known === undefined || known === alias, () => `user ${id} was written through two aliases: ${known} and ${alias}`);
+    this.check(
+      known === undefined || known === alias,
+      () => `user ${id} was written through two aliases: ${known} and ${alias}`,
+    );
     expected.set(id, alias);
   }
 

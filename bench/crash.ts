@@ -21,13 +21,17 @@ const { values, positionals } = parseArgs({
 });
 const cycles = Number(positionals[0] ?? 200);
 if (!Number.isSafeInteger(cycles) || cycles < 1) {
-  process.stderr.write('usage: bench/crash.ts [cycles] [--compaction-floor N] [--kill-on-compaction 0..1] [--seed N] [--keep]\n');
+  process.stderr.write(
+    'usage: bench/crash.ts [cycles] [--compaction-floor N] [--kill-on-compaction 0..1] [--seed N] [--keep]\n',
+  );
   process.exit(2);
 }
 const serverArgs = values['compaction-floor'] === undefined ? [] : ['--compaction-floor', values['compaction-floor']];
 
 const ms = (n: number) => `${n.toFixed(0)} ms`;
-process.stdout.write(`crash run: ${cycles} cycles, 64 clients, kill -9 50-400 ms into the load${serverArgs.length ? `, ${serverArgs.join(' ')}` : ''}\n`);
+process.stdout.write(
+  `crash run: ${cycles} cycles, 64 clients, kill -9 50-400 ms into the load${serverArgs.length ? `, ${serverArgs.join(' ')}` : ''}\n`,
+);
 const summary = await runCrashCycles({
   cycles,
   serverArgs,

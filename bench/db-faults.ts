@@ -23,7 +23,9 @@ import { postgresCluster, postgresSkipReason, restartPostgres, testDatabase } fr
 import { connect } from '../server/store/postgres/driver.js';
 import { fmt, median, spawnServer, type ServerProcess } from './store-bench.js';
 
-const { values } = parseArgs({ options: { rounds: { type: 'string', default: '3' }, clients: { type: 'string', default: '12' } } });
+const { values } = parseArgs({
+  options: { rounds: { type: 'string', default: '3' }, clients: { type: 'string', default: '12' } },
+});
 const ROUNDS = Number(values.rounds);
 const CLIENTS = Number(values.clients);
 
@@ -38,10 +40,14 @@ interface Answer {
 function call(agent: Agent, url: string, method: string, path: string, body?: string): Promise<Answer> {
   const sent = performance.now();
   return new Promise((resolve) => {
-    const req = request(`${url}${path}`, { method, agent, headers: body === undefined ? {} : { 'content-type': 'application/json' } }, (res) => {
-      res.resume();
-      res.on('end', () => resolve({ method, status: res.statusCode!, sent, answered: performance.now() }));
-    });
+    const req = request(
+      `${url}${path}`,
+      { method, agent, headers: body === undefined ? {} : { 'content-type': 'application/json' } },
+      (res) => {
+        res.resume();
+        res.on('end', () => resolve({ method, status: res.statusCode!, sent, answered: performance.now() }));
+      },
+    );
     req.on('error', () => resolve({ method, status: 0, sent, answered: performance.now() }));
     req.end(body);
   });
@@ -56,7 +62,11 @@ function load(urls: readonly string[]): { answers: Answer[]; stop(): Promise<voi
     const url = urls[i % urls.length]!;
     for (let n = 0; running; n++) {
       const id = 1 + ((i * 7 + n) % 50);
-      answers.push(await (n % 2 === 0 ? call(agent, url, 'GET', `/users/${id}`) : call(agent, url, 'PUT', `/users/${id}`, JSON.stringify({ name: `n${n}` }))));
+      answers.push(
+        await (n % 2 === 0
+          ? call(agent, url, 'GET', `/users/${id}`)
+          : call(agent, url, 'PUT', `/users/${id}`, JSON.stringify({ name: `n${n}` }))),
+      );
     }
   });
   return {
@@ -73,7 +83,12 @@ async function round(dir: string, index: number): Promise<Record<string, number>
   const idle = await restartPostgres();
   const url = await testDatabase(undefined);
   const servers: ServerProcess[] = [];
-  for (let i = 0; i < 3; i++) servers.push(await spawnServer(['--port', '0', '--store', url, '--log-format', 'off', '--data', join(dir, `d${index}-${i}`)], { stdoutFile: join(dir, `out-${index}-${i}`) }));
+  for (let i = 0; i < 3; i++)
+    servers.push(
+      await spawnServer(['--port', '0', '--store', url, '--log-format', 'off', '--data', join(dir, `d${index}-${i}`)], {
+        stdoutFile: join(dir, `out-${index}-${i}`),
+      }),
+    );
   const urls = servers.map((s) => s.url);
   for (let id = 1; id <= 50; id++) await call(new Agent(), urls[0]!, 'PUT', `/users/${id}`, '{"name":"x"}');
   // The issue's order: one instance killed, the database restarted under load, every session terminated.
@@ -84,14 +99,25 @@ async function round(dir: string, index: number): Promise<Record<string, number>
   const loaded = await restartPostgres();
   const accepting = performance.now();
   // Each instance's first answer sent after the database accepted again.
-  const firstAfter = await Promise.all(urls.slice(1).map(async (u) => (await call(new Agent(), u, 'GET', '/users/1')).answered - accepting));
+  const firstAfter = await Promise.all(
+    urls.slice(1).map(async (u) => (await call(new Agent(), u, 'GET', '/users/1')).answered - accepting),
+  );
   await new Promise((r) => setTimeout(r, 300));
   await running.stop();
   const during = running.answers.filter((a) => a.sent >= before && a.sent < accepting);
-  const longest = Math.max(0, ...running.answers.filter((a) => a.answered >= before).map((a) => a.answered - Math.max(a.sent, before)));
+  const longest = Math.max(
+    0,
+    ...running.answers.filter((a) => a.answered >= before).map((a) => a.answered - Math.max(a.sent, before)),
+  );
   const slow = running.answers.filter((a) => a.sent < accepting && a.answered > accepting + 1000);
-  if (slow.length > 0) console.log(`  answered over 1 s after accepting: ${slow.map((a) => `${a.method} ${a.status} sent ${Math.round(a.sent - accepting)} ms, answered ${Math.round(a.answered - accepting)} ms after accepting`).join('; ')}`);
-  const stalledAfter = Math.max(0, ...running.answers.filter((a) => a.answered > accepting).map((a) => a.answered - Math.max(a.sent, accepting)));
+  if (slow.length > 0)
+    console.log(
+      `  answered over 1 s after accepting: ${slow.map((a) => `${a.method} ${a.status} sent ${Math.round(a.sent - accepting)} ms, answered ${Math.round(a.answered - accepting)} ms after accepting`).join('; ')}`,
+    );
+  const stalledAfter = Math.max(
+    0,
+    ...running.answers.filter((a) => a.answered > accepting).map((a) => a.answered - Math.max(a.sent, accepting)),
+  );
 
   // Faults, then SIGTERM of the survivors.
   const faulty = load(urls.slice(1));
@@ -108,7 +134,15 @@ async function round(dir: string, index: number): Promise<Record<string, number>
       return performance.now() - t0;
     }),
   );
-  return { idle, loaded, longest, stalledAfter, firstAfter: Math.max(...firstAfter), duringCount: during.length, exit: Math.max(...exits) };
+  return {
+    idle,
+    loaded,
+    longest,
+    stalledAfter,
+    firstAfter: Math.max(...firstAfter),
+    duringCount: during.length,
+    exit: Math.max(...exits),
+  };
 }
 
 async function main(): Promise<void> {
@@ -126,10 +160,14 @@ async function main(): Promise<void> {
     for (let i = 0; i < ROUNDS; i++) {
       const row = await round(dir, i);
       rows.push(row);
-      console.log(`round ${i + 1}: restart idle ${fmt(row.idle!, 0)} ms, under load ${fmt(row.loaded!, 0)} ms (ratio ${(row.loaded! / row.idle!).toFixed(2)}); longest wait ${fmt(row.longest!, 0)} ms; after accepting: longest wait ${fmt(row.stalledAfter!, 0)} ms, each instance answered within ${fmt(row.firstAfter!, 0)} ms; SIGTERM after faults: exit within ${fmt(row.exit!, 0)} ms`);
+      console.log(
+        `round ${i + 1}: restart idle ${fmt(row.idle!, 0)} ms, under load ${fmt(row.loaded!, 0)} ms (ratio ${(row.loaded! / row.idle!).toFixed(2)}); longest wait ${fmt(row.longest!, 0)} ms; after accepting: longest wait ${fmt(row.stalledAfter!, 0)} ms, each instance answered within ${fmt(row.firstAfter!, 0)} ms; SIGTERM after faults: exit within ${fmt(row.exit!, 0)} ms`,
+      );
     }
     const m = (key: string) => median(rows.map((r) => r[key]!));
-    console.log(`median: restart ${fmt(m('loaded'), 0)} ms under load vs ${fmt(m('idle'), 0)} ms idle (ratio ${(m('loaded') / m('idle')).toFixed(2)}); answered ${fmt(m('firstAfter'), 0)} ms after accepting; exit ${fmt(m('exit'), 0)} ms after SIGTERM`);
+    console.log(
+      `median: restart ${fmt(m('loaded'), 0)} ms under load vs ${fmt(m('idle'), 0)} ms idle (ratio ${(m('loaded') / m('idle')).toFixed(2)}); answered ${fmt(m('firstAfter'), 0)} ms after accepting; exit ${fmt(m('exit'), 0)} ms after SIGTERM`,
+    );
   } catch (error) {
     console.error(error);
     process.exitCode = 1;

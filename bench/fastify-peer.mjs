@@ -20,7 +20,9 @@ import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import Fastify from 'fastify';
 
-const { values } = parseArgs({ options: { host: { type: 'string', default: '127.0.0.1' }, port: { type: 'string', default: '8080' } } });
+const { values } = parseArgs({
+  options: { host: { type: 'string', default: '127.0.0.1' }, port: { type: 'string', default: '8080' } },
+});
 
 /** @type {Map<number, { json: string, etag: string }>} */
 const users = new Map();
@@ -36,10 +38,11 @@ app.addHook('onRequest', async (request, reply) => {
 });
 
 app.addHook('onResponse', async (request, reply) => {
-  if (pending === '') setImmediate(() => {
-    process.stdout.write(pending);
-    pending = '';
-  });
+  if (pending === '')
+    setImmediate(() => {
+      process.stdout.write(pending);
+      pending = '';
+    });
   const ms = (performance.now() - request.startedAt).toFixed(2);
   pending += `${new Date().toISOString()} ${request.method} ${request.url} ${reply.statusCode} ${ms}ms req=${request.id}\n`;
 });
@@ -55,7 +58,8 @@ app.get('/users/:id', async (request, reply) => {
 app.put('/users/:id', async (request, reply) => {
   const id = Number(request.params.id);
   const body = request.body;
-  if (typeof body !== 'object' || body === null || typeof body.name !== 'string') return reply.code(422).type('application/problem+json').send('{"status":422}');
+  if (typeof body !== 'object' || body === null || typeof body.name !== 'string')
+    return reply.code(422).type('application/problem+json').send('{"status":422}');
   const existed = users.has(id);
   const user = stored(JSON.stringify({ ...body, id }));
   users.set(id, user);

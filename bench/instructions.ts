@@ -32,7 +32,19 @@ import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { CEILING_SETUPS, LOAD_FLAGS, preloadSetup, putReplacing, requestPool, REFERENCE_SCRIPT, runLoad, spawnServer, table, type CeilingSetup, type LoadRequest } from './store-bench.js';
+import {
+  CEILING_SETUPS,
+  LOAD_FLAGS,
+  preloadSetup,
+  putReplacing,
+  requestPool,
+  REFERENCE_SCRIPT,
+  runLoad,
+  spawnServer,
+  table,
+  type CeilingSetup,
+  type LoadRequest,
+} from './store-bench.js';
 
 const { values } = parseArgs({
   options: {
@@ -53,7 +65,14 @@ const LOADS = (values.load ?? ['get', 'put']) as ('get' | 'put')[];
 const USERS = 1000;
 const CONNECTIONS = 20;
 
-if (!LOADS.every((load) => load === 'get' || load === 'put') || !(REQUESTS > 0) || !(WARMUP >= 0) || !(ROUNDS > 0) || !(TOP >= 0)) usage();
+if (
+  !LOADS.every((load) => load === 'get' || load === 'put') ||
+  !(REQUESTS > 0) ||
+  !(WARMUP >= 0) ||
+  !(ROUNDS > 0) ||
+  !(TOP >= 0)
+)
+  usage();
 for (const tool of ['valgrind', 'callgrind_control']) {
   if (spawnSync(tool, ['--version']).error !== undefined) {
     console.log(`skipped: ${tool} is not installed (Debian package valgrind)`);
@@ -65,7 +84,9 @@ const SETUPS = CEILING_SETUPS.filter((setup) => values.server === undefined || v
 if (SETUPS.length === 0) usage();
 
 function usage(): never {
-  console.error('usage: node --import tsx bench/instructions.ts [--requests N] [--warmup N] [--load get|put ...] [--server reference|contract|contract-log|users-log-off|users ...] [--rounds N] [--top N] [--save DIR]');
+  console.error(
+    'usage: node --import tsx bench/instructions.ts [--requests N] [--warmup N] [--load get|put ...] [--server reference|contract|contract-log|users-log-off|users ...] [--rounds N] [--top N] [--save DIR]',
+  );
   process.exit(2);
 }
 
@@ -78,11 +99,24 @@ function requestsOf(load: 'get' | 'put'): LoadRequest[] {
 async function count(setup: CeilingSetup, load: 'get' | 'put'): Promise<number> {
   const dir = mkdtempSync(join(tmpdir(), 'users-instructions-'));
   const out = join(dir, 'callgrind.out');
-  const args = setup.reference ? ['--port', '0', ...setup.args] : ['--port', '0', '--data', join(dir, 'data'), ...LOAD_FLAGS, ...setup.args];
+  const args = setup.reference
+    ? ['--port', '0', ...setup.args]
+    : ['--port', '0', '--data', join(dir, 'data'), ...LOAD_FLAGS, ...setup.args];
   // --smc-check: V8 writes and rewrites the machine code it runs.
-  const wrapper = ['valgrind', '--tool=callgrind', '--smc-check=all-non-file', `--callgrind-out-file=${out}`, ...(TOP > 0 ? ['--dump-instr=yes', '--dump-line=no'] : [])];
+  const wrapper = [
+    'valgrind',
+    '--tool=callgrind',
+    '--smc-check=all-non-file',
+    `--callgrind-out-file=${out}`,
+    ...(TOP > 0 ? ['--dump-instr=yes', '--dump-line=no'] : []),
+  ];
   const nodeFlags = TOP > 0 ? ['--perf-basic-prof-only-functions'] : [];
-  const server = await spawnServer(args, { wrapper, nodeFlags, stdoutFile: join(dir, 'stdout'), ...(setup.reference && { script: REFERENCE_SCRIPT }) });
+  const server = await spawnServer(args, {
+    wrapper,
+    nodeFlags,
+    stdoutFile: join(dir, 'stdout'),
+    ...(setup.reference && { script: REFERENCE_SCRIPT }),
+  });
   try {
     await preloadSetup(server.url, setup, USERS, 8);
     const requests = requestsOf(load);
@@ -90,7 +124,8 @@ async function count(setup: CeilingSetup, load: 'get' | 'put'): Promise<number> 
     execFileSync('callgrind_control', ['--zero', String(server.pid)], { stdio: 'ignore' });
     const r = await runLoad({ url: server.url, connections: CONNECTIONS, amount: REQUESTS, requests });
     execFileSync('callgrind_control', ['--dump', String(server.pid)], { stdio: 'ignore' });
-    if (r.non2xx > 0 || r.errors > 0) throw new Error(`${setup.name}, ${load}: ${r.non2xx} non-2xx answers, ${r.errors} errors`);
+    if (r.non2xx > 0 || r.errors > 0)
+      throw new Error(`${setup.name}, ${load}: ${r.non2xx} non-2xx answers, ${r.errors} errors`);
     const dump = readdirSync(dir).find((name) => name.startsWith('callgrind.out.'));
     const summary = dump && /^summary: (\d+)$/m.exec(readFileSync(join(dir, dump), 'utf8'));
     if (!summary) throw new Error(`${setup.name}: callgrind wrote no dump`);
@@ -99,13 +134,23 @@ async function count(setup: CeilingSetup, load: 'get' | 'put'): Promise<number> 
       copyFileSync(join(dir, dump), join(values.save, `${setup.id}-${load}.callgrind`));
       if (TOP > 0) copyFileSync(`/tmp/perf-${server.pid}.map`, join(values.save, `${setup.id}-${load}.perf-map`));
     }
-    if (TOP > 0) printTop(`${setup.name}, ${load}`, readFileSync(join(dir, dump), 'utf8'), `/tmp/perf-${server.pid}.map`, r.requests);
+    if (TOP > 0)
+      printTop(
+        `${setup.name}, ${load}`,
+        readFileSync(join(dir, dump), 'utf8'),
+        `/tmp/perf-${server.pid}.map`,
+        r.requests,
+      );
     return Number(summary[1]) / r.requests;
   } finally {
     // Killed, not stop(): a graceful exit would write a final dump nobody
     // reads, which takes seconds under valgrind.
     server.child.kill('SIGKILL');
-    await new Promise((done) => (server.child.exitCode === null && server.child.signalCode === null ? server.child.once('exit', done) : done(undefined)));
+    await new Promise((done) =>
+      server.child.exitCode === null && server.child.signalCode === null
+        ? server.child.once('exit', done)
+        : done(undefined),
+    );
     rmSync(dir, { recursive: true, force: true });
   }
 }
@@ -141,7 +186,11 @@ function printTop(title: string, dump: string, perfMap: string, requests: number
     const cost = /^(0x[0-9a-f]+|[+-]\d+|\*) (\d+)$/.exec(line);
     if (cost === null) continue;
     const position = cost[1]!;
-    address = position.startsWith('0x') ? parseInt(position, 16) : position === '*' ? address : address + Number(position);
+    address = position.startsWith('0x')
+      ? parseInt(position, 16)
+      : position === '*'
+        ? address
+        : address + Number(position);
     if (skipNext) {
       skipNext = false;
       continue;
@@ -150,7 +199,12 @@ function printTop(title: string, dump: string, perfMap: string, requests: number
   }
   const rows = [...own].sort((a, b) => b[1] - a[1]).slice(0, TOP);
   console.log(`\n${title}: the ${TOP} functions with the most instructions of their own, per request\n`);
-  console.log(table(['function', 'instructions'], rows.map(([name, cost]) => [name.slice(0, 100), Math.round(cost / requests).toLocaleString('en-US')])));
+  console.log(
+    table(
+      ['function', 'instructions'],
+      rows.map(([name, cost]) => [name.slice(0, 100), Math.round(cost / requests).toLocaleString('en-US')]),
+    ),
+  );
 }
 
 /** node's perf map (`start size name` in hex), sorted by start. */
@@ -164,7 +218,9 @@ function perfMapOf(file: string): { start: number; end: number; name: string }[]
   }
   const entries = text.split('\n').flatMap((line) => {
     const match = /^([0-9a-f]+) ([0-9a-f]+) (.*)$/.exec(line);
-    return match === null ? [] : [{ start: parseInt(match[1]!, 16), end: parseInt(match[1]!, 16) + parseInt(match[2]!, 16), name: match[3]! }];
+    return match === null
+      ? []
+      : [{ start: parseInt(match[1]!, 16), end: parseInt(match[1]!, 16) + parseInt(match[2]!, 16), name: match[3]! }];
   });
   return entries.sort((a, b) => a.start - b.start);
 }
@@ -191,13 +247,18 @@ for (let round = 1; round <= ROUNDS; round++) {
       const perRequest = await count(setup, load);
       const key = `${setup.name}|${load}`;
       figures.set(key, [...(figures.get(key) ?? []), perRequest]);
-      console.error(`round ${round} ${setup.name.padEnd(30)} ${load}: ${Math.round(perRequest).toLocaleString('en-US')} instructions per request`);
+      console.error(
+        `round ${round} ${setup.name.padEnd(30)} ${load}: ${Math.round(perRequest).toLocaleString('en-US')} instructions per request`,
+      );
     }
   }
 }
 
 /** users-server's setups and the contract reference each is held to, with the goals docs/performance.md gives. */
-const HELD_TO: Record<string, string> = { users: 'reference --contract --log', 'users-log-off': 'reference --contract' };
+const HELD_TO: Record<string, string> = {
+  users: 'reference --contract --log',
+  'users-log-off': 'reference --contract',
+};
 const GOAL = { get: 1.03, put: 1.1 };
 
 for (const load of LOADS) {
@@ -216,6 +277,10 @@ for (const load of LOADS) {
       held === undefined ? '-' : `${(perRequest / held).toFixed(3)}x (goal ${GOAL[load].toFixed(2)}x)`,
     ];
   });
-  console.log(`\n${load === 'get' ? 'GET by id' : 'PUT replace'}, ${REQUESTS} requests per server after ${WARMUP} unmeasured, the least of ${ROUNDS} round(s):\n`);
-  console.log(table(['server', 'instructions per request', 'plain reference / server', 'over its contract reference'], rows));
+  console.log(
+    `\n${load === 'get' ? 'GET by id' : 'PUT replace'}, ${REQUESTS} requests per server after ${WARMUP} unmeasured, the least of ${ROUNDS} round(s):\n`,
+  );
+  console.log(
+    table(['server', 'instructions per request', 'plain reference / server', 'over its contract reference'], rows),
+  );
 }

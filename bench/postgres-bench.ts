@@ -24,9 +24,35 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { postgresSkipReason, testDatabase } from '../test/postgres.js';
 import { socketLoad } from './socket-load.js';
-import { ADMIN_PASSWORD, cpuSeconds, fmt, JSON_HEADERS, LOAD_FLAGS, machineBusySeconds, median, preloadUsers, putReplacing, requestPool, runLoad, typicalName, spawnServer, type LoadRequest, type ServerProcess } from './store-bench.js';
+import {
+  ADMIN_PASSWORD,
+  cpuSeconds,
+  fmt,
+  JSON_HEADERS,
+  LOAD_FLAGS,
+  machineBusySeconds,
+  median,
+  preloadUsers,
+  putReplacing,
+  requestPool,
+  runLoad,
+  typicalName,
+  spawnServer,
+  type LoadRequest,
+  type ServerProcess,
+} from './store-bench.js';
 
-const { values } = parseArgs({ options: { rounds: { type: 'string', default: '3' }, seconds: { type: 'string', default: '10' }, connections: { type: 'string', default: '48' }, 'db-pool': { type: 'string', default: '10' }, load: { type: 'string', multiple: true }, auth: { type: 'string', default: 'none' }, generator: { type: 'string', default: 'sockets' } } });
+const { values } = parseArgs({
+  options: {
+    rounds: { type: 'string', default: '3' },
+    seconds: { type: 'string', default: '10' },
+    connections: { type: 'string', default: '48' },
+    'db-pool': { type: 'string', default: '10' },
+    load: { type: 'string', multiple: true },
+    auth: { type: 'string', default: 'none' },
+    generator: { type: 'string', default: 'sockets' },
+  },
+});
 const ROUNDS = Number(values.rounds);
 const SECONDS = Number(values.seconds);
 const CONNECTIONS = Number(values.connections);
@@ -43,13 +69,38 @@ const SETUPS: Setup[] = [
   { name: 'PostgreSQL, 3 instances', instances: 3, store: 'postgres' },
 ];
 const ALL_LOADS: { name: string; key: string; requests: (headers: LoadHeaders) => LoadRequest[] }[] = [
-  { name: 'GET by id', key: 'get', requests: (headers) => requestPool(() => ({ method: 'GET', path: `/users/${1 + Math.floor(Math.random() * USERS)}`, headers })) },
-  { name: 'durable PUT replace', key: 'put', requests: (headers) => putReplacing(USERS).map((r) => ({ ...r, headers: { ...r.headers, ...headers } })) },
-  { name: 'POST reservation', key: 'reserve', requests: (headers) => [{ method: 'POST', path: '/reservations', headers }] },
-  { name: 'POST create', key: 'create', requests: (headers) => requestPool(() => ({ method: 'POST', path: '/users/new', headers: { ...JSON_HEADERS, ...headers }, body: JSON.stringify({ name: typicalName(Math.floor(Math.random() * 1e6)) }) })) },
+  {
+    name: 'GET by id',
+    key: 'get',
+    requests: (headers) =>
+      requestPool(() => ({ method: 'GET', path: `/users/${1 + Math.floor(Math.random() * USERS)}`, headers })),
+  },
+  {
+    name: 'durable PUT replace',
+    key: 'put',
+    requests: (headers) => putReplacing(USERS).map((r) => ({ ...r, headers: { ...r.headers, ...headers } })),
+  },
+  {
+    name: 'POST reservation',
+    key: 'reserve',
+    requests: (headers) => [{ method: 'POST', path: '/reservations', headers }],
+  },
+  {
+    name: 'POST create',
+    key: 'create',
+    requests: (headers) =>
+      requestPool(() => ({
+        method: 'POST',
+        path: '/users/new',
+        headers: { ...JSON_HEADERS, ...headers },
+        body: JSON.stringify({ name: typicalName(Math.floor(Math.random() * 1e6)) }),
+      })),
+  },
 ];
 /** Without --load: the loads of the issue's targets, GET and PUT. */
-const LOADS = ALL_LOADS.filter((l) => (values.load === undefined ? ['get', 'put'].includes(l.key) : values.load.includes(l.key)));
+const LOADS = ALL_LOADS.filter((l) =>
+  values.load === undefined ? ['get', 'put'].includes(l.key) : values.load.includes(l.key),
+);
 
 type LoadHeaders = Record<string, string>;
 
@@ -57,11 +108,30 @@ type LoadHeaders = Record<string, string>;
 async function start(setup: Setup, dir: string): Promise<{ servers: ServerProcess[]; headers: LoadHeaders }> {
   const store = setup.store === 'journal' ? 'journal' : await testDatabase(undefined, { durable: true });
   const serve = (i: number, requireSession: string) =>
-    spawnServer(['--port', '0', '--data', join(dir, `data-${i}`), '--store', store, '--log-format', 'off', '--require-session', requireSession, '--max-reservations', '100000000', ...LOAD_FLAGS, ...(setup.store === 'postgres' ? ['--db-pool', values['db-pool']] : [])], { stdoutFile: join(dir, `out-${i}-${requireSession}`) });
+    spawnServer(
+      [
+        '--port',
+        '0',
+        '--data',
+        join(dir, `data-${i}`),
+        '--store',
+        store,
+        '--log-format',
+        'off',
+        '--require-session',
+        requireSession,
+        '--max-reservations',
+        '100000000',
+        ...LOAD_FLAGS,
+        ...(setup.store === 'postgres' ? ['--db-pool', values['db-pool']] : []),
+      ],
+      { stdoutFile: join(dir, `out-${i}-${requireSession}`) },
+    );
   // The users are made before sessions are required: by a server of their own when they will be.
   const loader = await serve(0, 'none');
   await preloadUsers(loader.url, USERS, 32);
-  if (AUTH === 'none') return { servers: [loader, ...(await startMore(setup.instances - 1, (i) => serve(i + 1, 'none')))], headers: {} };
+  if (AUTH === 'none')
+    return { servers: [loader, ...(await startMore(setup.instances - 1, (i) => serve(i + 1, 'none')))], headers: {} };
   await loader.stop();
   const servers = await startMore(setup.instances, (i) => serve(i, 'all'));
   return { servers, headers: await credentials(servers[0]!.url) };
@@ -75,11 +145,18 @@ async function startMore(count: number, serve: (i: number) => Promise<ServerProc
 
 /** The admin's session cookie (`--auth session`), or an admin API token made with it (`--auth token`). */
 async function credentials(url: string): Promise<LoadHeaders> {
-  const login = await fetch(`${url}/login`, { method: 'POST', headers: { authorization: `Basic ${Buffer.from(`admin:${ADMIN_PASSWORD}`).toString('base64')}` } });
+  const login = await fetch(`${url}/login`, {
+    method: 'POST',
+    headers: { authorization: `Basic ${Buffer.from(`admin:${ADMIN_PASSWORD}`).toString('base64')}` },
+  });
   const cookie = login.headers.get('set-cookie')?.split(';')[0];
   if (login.status !== 200 || cookie === undefined) throw new Error(`POST /login answered ${login.status}`);
   if (AUTH === 'session') return { cookie };
-  const made = await fetch(`${url}/tokens`, { method: 'POST', headers: { cookie, origin: url, 'content-type': 'application/json' }, body: JSON.stringify({ name: 'bench', role: 'admin' }) });
+  const made = await fetch(`${url}/tokens`, {
+    method: 'POST',
+    headers: { cookie, origin: url, 'content-type': 'application/json' },
+    body: JSON.stringify({ name: 'bench', role: 'admin' }),
+  });
   const body = (await made.json()) as { token?: string };
   if (made.status !== 201 || body.token === undefined) throw new Error(`POST /tokens answered ${made.status}`);
   return { authorization: `Bearer ${body.token}` };
@@ -95,7 +172,8 @@ function databaseCpu(): Map<number, number> {
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     try {
-      if (readFileSync(`/proc/${entry}/comm`, 'utf8').trim() === 'postgres') used.set(Number(entry), cpuSeconds(Number(entry), true));
+      if (readFileSync(`/proc/${entry}/comm`, 'utf8').trim() === 'postgres')
+        used.set(Number(entry), cpuSeconds(Number(entry), true));
     } catch {
       // The process ended while the list was read.
     }
@@ -129,16 +207,26 @@ async function load(servers: ServerProcess[], requests: () => LoadRequest[], sec
   const machineBefore = machineBusySeconds();
   const loadBefore = process.cpuUsage();
   const generate = GENERATOR === 'sockets' ? socketLoad : runLoad;
-  const results = await Promise.all(servers.map((s) => generate({ url: s.url, connections: each, seconds, requests: requests() })));
+  const results = await Promise.all(
+    servers.map((s) => generate({ url: s.url, connections: each, seconds, requests: requests() })),
+  );
   const serverCpu = servers.reduce((sum, s) => sum + cpuSeconds(s.pid), 0) - serversBefore;
   const databaseCpuUsed = databaseCpuSince(databaseBefore);
   const loadUsed = process.cpuUsage(loadBefore);
   const machineBusy = (machineBusySeconds() - machineBefore) / (seconds * availableParallelism());
-  for (const r of results) if (r.errors > 0 || r.non2xx > 0) throw new Error(`${r.errors} errors, ${r.non2xx} non-2xx answers`);
-  if (results.length > 1 && seconds === SECONDS) console.error(`  each instance: ${results.map((r) => fmt(r.rps, 0)).join(', ')} req/s`);
+  for (const r of results)
+    if (r.errors > 0 || r.non2xx > 0) throw new Error(`${r.errors} errors, ${r.non2xx} non-2xx answers`);
+  if (results.length > 1 && seconds === SECONDS)
+    console.error(`  each instance: ${results.map((r) => fmt(r.rps, 0)).join(', ')} req/s`);
   const rps = results.reduce((sum, r) => sum + r.rps, 0);
   const requestsDone = rps * seconds;
-  return { rps, serverUs: (serverCpu / requestsDone) * 1e6, databaseUs: (databaseCpuUsed / requestsDone) * 1e6, loadUs: (loadUsed.user + loadUsed.system) / requestsDone, machineBusy };
+  return {
+    rps,
+    serverUs: (serverCpu / requestsDone) * 1e6,
+    databaseUs: (databaseCpuUsed / requestsDone) * 1e6,
+    loadUs: (loadUsed.user + loadUsed.system) / requestsDone,
+    machineBusy,
+  };
 }
 
 async function main(): Promise<void> {
@@ -158,7 +246,9 @@ async function main(): Promise<void> {
           await load(servers, requests, 1);
           const f = await load(servers, requests, SECONDS);
           figures.set(`${setup.name}|${l.name}`, [...(figures.get(`${setup.name}|${l.name}`) ?? []), f]);
-          console.error(`round ${round}: ${setup.name}, ${l.name}: ${fmt(f.rps, 0)} req/s, CPU per request ${fmt(f.serverUs, 0)} us in users-server, ${fmt(f.databaseUs, 0)} us in PostgreSQL, ${fmt(f.loadUs, 0)} us in the load generator, machine ${Math.round(f.machineBusy * 100)}% busy`);
+          console.error(
+            `round ${round}: ${setup.name}, ${l.name}: ${fmt(f.rps, 0)} req/s, CPU per request ${fmt(f.serverUs, 0)} us in users-server, ${fmt(f.databaseUs, 0)} us in PostgreSQL, ${fmt(f.loadUs, 0)} us in the load generator, machine ${Math.round(f.machineBusy * 100)}% busy`,
+          );
         }
       } finally {
         for (const s of servers) await s.stop();
@@ -166,8 +256,11 @@ async function main(): Promise<void> {
       }
     }
   }
-  const auth = AUTH === 'none' ? '' : `, every request with ${AUTH === 'session' ? 'a session cookie' : 'an API token'}`;
-  console.log(`PostgreSQL against the journal, ${ROUNDS} rounds x ${SECONDS} s, ${CONNECTIONS} connections (split among the instances)${auth};`);
+  const auth =
+    AUTH === 'none' ? '' : `, every request with ${AUTH === 'session' ? 'a session cookie' : 'an API token'}`;
+  console.log(
+    `PostgreSQL against the journal, ${ROUNDS} rounds x ${SECONDS} s, ${CONNECTIONS} connections (split among the instances)${auth};`,
+  );
   console.log("ratio: the median of each round's ratio to the journal in the same round; the rest are medians");
   for (const l of LOADS) {
     const base = figures.get(`${SETUPS[0]!.name}|${l.name}`)!;
@@ -175,7 +268,9 @@ async function main(): Promise<void> {
       const rounds = figures.get(`${setup.name}|${l.name}`)!;
       const ratio = median(rounds.map((f, i) => f.rps / base[i]!.rps));
       const cpu = `CPU/request ${fmt(median(rounds.map((f) => f.serverUs)), 0).padStart(5)} us server + ${fmt(median(rounds.map((f) => f.databaseUs)), 0).padStart(5)} us PostgreSQL`;
-      console.log(`${l.name.padEnd(20)} ${setup.name.padEnd(24)} ${fmt(median(rounds.map((f) => f.rps)), 0).padStart(8)} req/s  ${ratio.toFixed(2)} of the journal  ${cpu}`);
+      console.log(
+        `${l.name.padEnd(20)} ${setup.name.padEnd(24)} ${fmt(median(rounds.map((f) => f.rps)), 0).padStart(8)} req/s  ${ratio.toFixed(2)} of the journal  ${cpu}`,
+      );
     }
   }
   process.exit(0);

@@ -17,9 +17,26 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { CEILING_SETUPS, LOAD_FLAGS, median, pinSelf, preloadSetup, putReplacing, requestPool, REFERENCE_SCRIPT, runLoad, spawnServer, table, waitForQuiet, type LoadRequest, type ServerProcess } from './store-bench.js';
+import {
+  CEILING_SETUPS,
+  LOAD_FLAGS,
+  median,
+  pinSelf,
+  preloadSetup,
+  putReplacing,
+  requestPool,
+  REFERENCE_SCRIPT,
+  runLoad,
+  spawnServer,
+  table,
+  waitForQuiet,
+  type LoadRequest,
+  type ServerProcess,
+} from './store-bench.js';
 
-const { values } = parseArgs({ options: { rounds: { type: 'string', default: '10' }, seconds: { type: 'string', default: '3' } } });
+const { values } = parseArgs({
+  options: { rounds: { type: 'string', default: '10' }, seconds: { type: 'string', default: '3' } },
+});
 const ROUNDS = Number(values.rounds);
 const SECONDS = Number(values.seconds);
 const USERS = 10_000;
@@ -43,11 +60,18 @@ const dir = mkdtempSync(join(tmpdir(), 'users-ceiling-'));
 const servers: ServerProcess[] = [];
 try {
   for (const [i, setup] of CEILING_SETUPS.entries()) {
-    const args = setup.reference ? ['--port', '0', ...setup.args] : ['--port', '0', '--data', join(dir, `data-${i}`), ...LOAD_FLAGS, ...setup.args];
-    const server = await spawnServer(args, { core: 0, stdoutFile: join(dir, `out-${i}`), ...(setup.reference && { script: REFERENCE_SCRIPT }) });
+    const args = setup.reference
+      ? ['--port', '0', ...setup.args]
+      : ['--port', '0', '--data', join(dir, `data-${i}`), ...LOAD_FLAGS, ...setup.args];
+    const server = await spawnServer(args, {
+      core: 0,
+      stdoutFile: join(dir, `out-${i}`),
+      ...(setup.reference && { script: REFERENCE_SCRIPT }),
+    });
     servers.push(server);
     await preloadSetup(server.url, setup, USERS, 16);
-    for (const load of LOADS) await runLoad({ url: server.url, connections: CONNECTIONS, seconds: 1, requests: requestsOf(load) });
+    for (const load of LOADS)
+      await runLoad({ url: server.url, connections: CONNECTIONS, seconds: 1, requests: requestsOf(load) });
   }
   for (let cycle = 1; cycle <= ROUNDS; cycle++) {
     for (const load of LOADS) {
@@ -57,14 +81,23 @@ try {
         const setup = CEILING_SETUPS[i]!;
         const server = servers[i]!;
         await waitForQuiet(10);
-        const r = await runLoad({ url: server.url, connections: CONNECTIONS, seconds: SECONDS, requests, pid: server.pid });
-        if (r.non2xx > 0 || r.errors > 0) throw new Error(`${setup.name}, ${load}: ${r.non2xx} non-2xx answers, ${r.errors} errors`);
+        const r = await runLoad({
+          url: server.url,
+          connections: CONNECTIONS,
+          seconds: SECONDS,
+          requests,
+          pid: server.pid,
+        });
+        if (r.non2xx > 0 || r.errors > 0)
+          throw new Error(`${setup.name}, ${load}: ${r.non2xx} non-2xx answers, ${r.errors} errors`);
         const key = `${setup.name}|${load}`;
         const entry = figures.get(key) ?? { rps: [], cpu: [] };
         entry.rps.push(r.rps);
         entry.cpu.push((r.serverCpu / r.rps) * 1e6);
         figures.set(key, entry);
-        console.error(`cycle ${cycle} ${setup.name.padEnd(30)} ${load.padEnd(12)} ${Math.round(r.rps).toString().padStart(6)} req/s, ${((r.serverCpu / r.rps) * 1e6).toFixed(1)} µs of CPU per request`);
+        console.error(
+          `cycle ${cycle} ${setup.name.padEnd(30)} ${load.padEnd(12)} ${Math.round(r.rps).toString().padStart(6)} req/s, ${((r.serverCpu / r.rps) * 1e6).toFixed(1)} µs of CPU per request`,
+        );
       }
     }
   }
@@ -80,8 +113,16 @@ for (const load of LOADS) {
     // The median of the cycles' ratios, each taken within one cycle.
     const rpsRatio = median(f.rps.map((rps, i) => rps / base.rps[i]!));
     const cpuRatio = median(f.cpu.map((cpu, i) => base.cpu[i]! / cpu));
-    return [setup.name, Math.round(median(f.rps)).toLocaleString('en-US'), median(f.cpu).toFixed(1), rpsRatio.toFixed(2), cpuRatio.toFixed(2)];
+    return [
+      setup.name,
+      Math.round(median(f.rps)).toLocaleString('en-US'),
+      median(f.cpu).toFixed(1),
+      rpsRatio.toFixed(2),
+      cpuRatio.toFixed(2),
+    ];
   });
-  console.log(`\n${load}, ${ROUNDS} cycles of ${SECONDS} s per server (medians; ratios: the median of each cycle's ratio to the plain reference):\n`);
+  console.log(
+    `\n${load}, ${ROUNDS} cycles of ${SECONDS} s per server (medians; ratios: the median of each cycle's ratio to the plain reference):\n`,
+  );
   console.log(table(['server', 'req/s', 'CPU µs/req', 'req/s ratio', 'CPU ratio'], rows));
 }

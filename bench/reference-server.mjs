@@ -175,7 +175,10 @@ if (!Number.isInteger(port) || port < 0 || port > 65535) {
 
 // The same transport timeouts as users-server (server/listen.ts), so that
 // only the work done per request differs.
-const server = createServer({ headersTimeout: 10_000, requestTimeout: 30_000, keepAliveTimeout: 5_000, connectionsCheckingInterval: 2_000 }, values.floor ? floor : handle);
+const server = createServer(
+  { headersTimeout: 10_000, requestTimeout: 30_000, keepAliveTimeout: 5_000, connectionsCheckingInterval: 2_000 },
+  values.floor ? floor : handle,
+);
 server.listen(port, values.host, () => {
   const address = server.address();
   const host = values.host.includes(':') ? `[${values.host}]` : values.host;

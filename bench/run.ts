@@ -88,13 +88,26 @@ interface ReferenceFixture {
 type ReferenceKind = 'get' | 'put-replace' | 'put-create';
 
 /** The reference server's closest request to each users-server scenario. */
-const REFERENCES: Record<ReferenceKind, { label: string; expect: number[]; requests: (f: ReferenceFixture) => LoadRequest[] }> = {
-  get: { label: 'GET /users/{id}', expect: [200], requests: (f) => requestPool(() => ({ method: 'GET', path: `/users/${randomId(f.users)}` })) },
+const REFERENCES: Record<
+  ReferenceKind,
+  { label: string; expect: number[]; requests: (f: ReferenceFixture) => LoadRequest[] }
+> = {
+  get: {
+    label: 'GET /users/{id}',
+    expect: [200],
+    requests: (f) => requestPool(() => ({ method: 'GET', path: `/users/${randomId(f.users)}` })),
+  },
   'put-replace': { label: 'PUT /users/{id} replace', expect: [200], requests: (f) => putReplacing(f.users) },
   'put-create': {
     label: 'PUT /users/{new id} create',
     expect: [201],
-    requests: (f) => [{ method: 'PUT', headers: JSON_HEADERS, setupRequest: (req) => ({ ...req, path: `/users/${f.nextId++}`, body: nameBody() }) }],
+    requests: (f) => [
+      {
+        method: 'PUT',
+        headers: JSON_HEADERS,
+        setupRequest: (req) => ({ ...req, path: `/users/${f.nextId++}`, body: nameBody() }),
+      },
+    ],
   },
 };
 
@@ -150,18 +163,52 @@ const SCENARIOS: Scenario[] = [
         return { method: 'GET', path: `/users/${etagId(i, f.users)}`, headers: { 'if-none-match': f.etags[i]! } };
       }),
   },
-  { name: 'root-session', title: 'GET / with session', reference: 'get', target: 0.9, expect: [200], requests: (f) => [{ method: 'GET', path: '/', headers: { cookie: f.cookie } }] },
-  { name: 'root-none', title: 'GET / without session (401)', reference: 'get', target: undefined, expect: [401], requests: () => [{ method: 'GET', path: '/' }] },
-  { name: 'put-replace', title: 'durable PUT replace', reference: 'put-replace', target: 0.9, expect: [200], requests: (f) => putReplacing(f.users) },
+  {
+    name: 'root-session',
+    title: 'GET / with session',
+    reference: 'get',
+    target: 0.9,
+    expect: [200],
+    requests: (f) => [{ method: 'GET', path: '/', headers: { cookie: f.cookie } }],
+  },
+  {
+    name: 'root-none',
+    title: 'GET / without session (401)',
+    reference: 'get',
+    target: undefined,
+    expect: [401],
+    requests: () => [{ method: 'GET', path: '/' }],
+  },
+  {
+    name: 'put-replace',
+    title: 'durable PUT replace',
+    reference: 'put-replace',
+    target: 0.9,
+    expect: [200],
+    requests: (f) => putReplacing(f.users),
+  },
   {
     name: 'put-alias-create',
     title: 'PUT create via alias',
     reference: 'put-create',
     target: undefined,
     expect: [201],
-    requests: (f) => [{ method: 'PUT', headers: JSON_HEADERS, setupRequest: (req) => ({ ...req, path: `/users/bench-a-${f.nextAlias++}`, body: nameBody() }) }],
+    requests: (f) => [
+      {
+        method: 'PUT',
+        headers: JSON_HEADERS,
+        setupRequest: (req) => ({ ...req, path: `/users/bench-a-${f.nextAlias++}`, body: nameBody() }),
+      },
+    ],
   },
-  { name: 'reservations', title: 'POST /reservations', reference: 'put-create', target: undefined, expect: [201], requests: () => [{ method: 'POST', path: '/reservations' }] },
+  {
+    name: 'reservations',
+    title: 'POST /reservations',
+    reference: 'put-create',
+    target: undefined,
+    expect: [201],
+    requests: () => [{ method: 'POST', path: '/reservations' }],
+  },
 ];
 
 function randomId(count: number): number {
@@ -193,20 +240,38 @@ async function prepareUsersServer(server: ServerProcess, connections: number): P
     url: server.url,
     connections,
     amount: ALIASES,
-    requests: [{ method: 'PUT', headers: JSON_HEADERS, setupRequest: (req) => ({ ...req, path: `/users/bench-r-${++n}`, body: JSON.stringify({ name: typicalName(n) }) }) }],
+    requests: [
+      {
+        method: 'PUT',
+        headers: JSON_HEADERS,
+        setupRequest: (req) => ({
+          ...req,
+          path: `/users/bench-r-${++n}`,
+          body: JSON.stringify({ name: typicalName(n) }),
+        }),
+      },
+    ],
   });
   assertOnly(aliased, [201], 'creating the aliased users');
   const etags = await readEtags(server);
-  const login = await call(`${server.url}/login`, { method: 'POST', headers: { authorization: 'Basic ' + Buffer.from(`admin:${ADMIN_PASSWORD}`).toString('base64') } });
+  const login = await call(`${server.url}/login`, {
+    method: 'POST',
+    headers: { authorization: 'Basic ' + Buffer.from(`admin:${ADMIN_PASSWORD}`).toString('base64') },
+  });
   const setCookie = login.headers.get('set-cookie');
   if (login.status !== 200 || setCookie === null) throw new Error(`set-up: POST /login answered ${login.status}`);
   const cookie = setCookie.split(';')[0]!;
   const checks = [
     [await call(`${server.url}/`, { headers: { cookie } }), 200, 'GET / with the session'],
     [await call(`${server.url}/users/bench-r-${ALIASES}`), 200, `GET /users/bench-r-${ALIASES}`],
-    [await call(`${server.url}/users/${etagId(0, PRELOAD)}`, { headers: { 'if-none-match': etags[0]! } }), 304, 'GET with If-None-Match'],
+    [
+      await call(`${server.url}/users/${etagId(0, PRELOAD)}`, { headers: { 'if-none-match': etags[0]! } }),
+      304,
+      'GET with If-None-Match',
+    ],
   ] as const;
-  for (const [reply, status, what] of checks) if (reply.status !== status) throw new Error(`set-up: ${what} answered ${reply.status}, not ${status}`);
+  for (const [reply, status, what] of checks)
+    if (reply.status !== status) throw new Error(`set-up: ${what} answered ${reply.status}, not ${status}`);
   return { users: PRELOAD, aliases: ALIASES, etags, cookie, nextAlias: 1 };
 }
 
@@ -216,7 +281,8 @@ async function readEtags(server: ServerProcess): Promise<string[]> {
   for (let i = 0; i < ETAG_SAMPLE; i++) {
     const reply = await call(`${server.url}/users/${etagId(i, PRELOAD)}`);
     const etag = reply.headers.get('etag');
-    if (reply.status !== 200 || etag === null) throw new Error(`set-up: GET /users/${etagId(i, PRELOAD)} answered ${reply.status} without an ETag`);
+    if (reply.status !== 200 || etag === null)
+      throw new Error(`set-up: GET /users/${etagId(i, PRELOAD)} answered ${reply.status} without an ETag`);
     etags.push(etag);
   }
   return etags;
@@ -229,11 +295,18 @@ async function prepareReference(server: ServerProcess, connections: number): Pro
     url: server.url,
     connections,
     amount: PRELOAD,
-    requests: [{ method: 'PUT', headers: JSON_HEADERS, setupRequest: (req) => ({ ...req, path: `/users/${++n}`, body: JSON.stringify({ name: typicalName(n) }) }) }],
+    requests: [
+      {
+        method: 'PUT',
+        headers: JSON_HEADERS,
+        setupRequest: (req) => ({ ...req, path: `/users/${++n}`, body: JSON.stringify({ name: typicalName(n) }) }),
+      },
+    ],
   });
   assertOnly(loaded, [201], 'preloading the reference server');
   const [first, past] = await Promise.all([call(`${server.url}/users/1`), call(`${server.url}/users/${PRELOAD + 1}`)]);
-  if (first.status !== 200 || past.status !== 404) throw new Error(`set-up: the reference server answered ${first.status}, ${past.status} for ids 1, ${PRELOAD + 1}`);
+  if (first.status !== 200 || past.status !== 404)
+    throw new Error(`set-up: the reference server answered ${first.status}, ${past.status} for ids 1, ${PRELOAD + 1}`);
   return { users: PRELOAD, nextId: PRELOAD + 1 };
 }
 
@@ -277,11 +350,31 @@ interface Options {
 }
 
 /** Warm-up, then the measured run; unexpected statuses of both are counted. */
-async function measure(server: ServerProcess, requests: () => LoadRequest[], expect: number[], into: Measurement, options: Options): Promise<LoadResult> {
+async function measure(
+  server: ServerProcess,
+  requests: () => LoadRequest[],
+  expect: number[],
+  into: Measurement,
+  options: Options,
+): Promise<LoadResult> {
   await waitForQuiet(options.quietWait);
   const runs: LoadResult[] = [];
-  if (options.warmup > 0) runs.push(await runLoad({ url: server.url, connections: options.connections, seconds: options.warmup, requests: requests() }));
-  const result = await runLoad({ url: server.url, connections: options.connections, seconds: options.seconds, requests: requests(), pid: server.pid });
+  if (options.warmup > 0)
+    runs.push(
+      await runLoad({
+        url: server.url,
+        connections: options.connections,
+        seconds: options.warmup,
+        requests: requests(),
+      }),
+    );
+  const result = await runLoad({
+    url: server.url,
+    connections: options.connections,
+    seconds: options.seconds,
+    requests: requests(),
+    pid: server.pid,
+  });
   runs.push(result);
   for (const run of runs) {
     const wrong = unexpected(run, expect);
@@ -307,17 +400,40 @@ async function benchScenarios(options: Options): Promise<{ figures: ScenarioFigu
     try {
       // The cap on live reservations is raised so POST /reservations never answers 503 here.
       // Every server's stdout goes to a file: the access log is not read by this process, which runs the load generator.
-      const users = await spawnServer(['--port', '0', '--data', join(dir, 'data'), '--max-reservations', '100000000', ...LOAD_FLAGS], { core: 0, stdoutFile: join(dir, 'users.out') });
+      const users = await spawnServer(
+        ['--port', '0', '--data', join(dir, 'data'), '--max-reservations', '100000000', ...LOAD_FLAGS],
+        { core: 0, stdoutFile: join(dir, 'users.out') },
+      );
       servers.push(users);
       const quiet = figures.some((f) => f.scenario.logOff)
-        ? await spawnServer(['--port', '0', '--data', join(dir, 'data-quiet'), '--max-reservations', '100000000', '--log-format', 'off', ...LOAD_FLAGS], { core: 0, stdoutFile: join(dir, 'quiet.out') })
+        ? await spawnServer(
+            [
+              '--port',
+              '0',
+              '--data',
+              join(dir, 'data-quiet'),
+              '--max-reservations',
+              '100000000',
+              '--log-format',
+              'off',
+              ...LOAD_FLAGS,
+            ],
+            { core: 0, stdoutFile: join(dir, 'quiet.out') },
+          )
         : undefined;
       if (quiet !== undefined) servers.push(quiet);
-      const reference = await spawnServer(['--port', '0'], { core: 0, script: REFERENCE_SCRIPT, stdoutFile: join(dir, 'reference.out') });
+      const reference = await spawnServer(['--port', '0'], {
+        core: 0,
+        script: REFERENCE_SCRIPT,
+        stdoutFile: join(dir, 'reference.out'),
+      });
       servers.push(reference);
       const usersFixture = await prepareUsersServer(users, options.connections);
       const quietFixture = quiet === undefined ? undefined : await prepareUsersServer(quiet, options.connections);
-      const serverOf = (scenario: Scenario) => (scenario.logOff && quiet !== undefined ? { server: quiet, fixture: quietFixture! } : { server: users, fixture: usersFixture });
+      const serverOf = (scenario: Scenario) =>
+        scenario.logOff && quiet !== undefined
+          ? { server: quiet, fixture: quietFixture! }
+          : { server: users, fixture: usersFixture };
       const referenceFixture = await prepareReference(reference, options.connections);
       options.log(`round ${round}: users-server ${users.url} (data ${dir}), reference ${reference.url}`);
       // Settle both servers first (JIT, the heap after the set-up): every
@@ -326,8 +442,18 @@ async function benchScenarios(options: Options): Promise<{ figures: ScenarioFigu
       if (options.warmup > 0) {
         for (const { scenario } of figures) {
           const { server, fixture } = serverOf(scenario);
-          await runLoad({ url: server.url, connections: options.connections, seconds: options.warmup, requests: scenario.requests(fixture) });
-          await runLoad({ url: reference.url, connections: options.connections, seconds: options.warmup, requests: REFERENCES[scenario.reference].requests(referenceFixture) });
+          await runLoad({
+            url: server.url,
+            connections: options.connections,
+            seconds: options.warmup,
+            requests: scenario.requests(fixture),
+          });
+          await runLoad({
+            url: reference.url,
+            connections: options.connections,
+            seconds: options.warmup,
+            requests: REFERENCES[scenario.reference].requests(referenceFixture),
+          });
         }
         // The writes have replaced users: read their ETags again.
         usersFixture.etags = await readEtags(users);
@@ -342,7 +468,11 @@ async function benchScenarios(options: Options): Promise<{ figures: ScenarioFigu
         const b = await measure(reference, () => ref.requests(referenceFixture), ref.expect, entry.reference, options);
         options.log(roundLine(round, 'reference', ref.label, b));
       }
-      const floorServer = await spawnServer(['--port', '0', '--floor'], { core: 0, script: REFERENCE_SCRIPT, stdoutFile: join(dir, 'floor.out') });
+      const floorServer = await spawnServer(['--port', '0', '--floor'], {
+        core: 0,
+        script: REFERENCE_SCRIPT,
+        stdoutFile: join(dir, 'floor.out'),
+      });
       servers.push(floorServer);
       const f = await measure(floorServer, () => REFERENCES.get.requests(referenceFixture), [200], floor, options);
       options.log(roundLine(round, 'floor', 'GET /users/{id} (constant body)', f));
@@ -359,15 +489,27 @@ async function benchScenarios(options: Options): Promise<{ figures: ScenarioFigu
 
 // --------------------------------------------------------- start-up, import
 
-async function benchStartupFigures(users: number, rounds: number, quietWait: number, log: (line: string) => void): Promise<{ figures: StartupFigures[]; journalBytes: number; snapshotBytes: number }> {
+async function benchStartupFigures(
+  users: number,
+  rounds: number,
+  quietWait: number,
+  log: (line: string) => void,
+): Promise<{ figures: StartupFigures[]; journalBytes: number; snapshotBytes: number }> {
   const journalDir = mkdtempSync(join(tmpdir(), 'users-bench-journal-'));
   const snapshotDir = mkdtempSync(join(tmpdir(), 'users-bench-snapshot-'));
   try {
     buildJournalDir(journalDir, users);
     await buildSnapshotDir(journalDir, snapshotDir);
     log(`start-up: ${fmt(users, 0)} users in ${journalDir} (journal) and ${snapshotDir} (snapshot)`);
-    const figures = [await benchStartup('journal', journalDir, rounds, [], quietWait, log), await benchStartup('snapshot', snapshotDir, rounds, [], quietWait, log)];
-    return { figures, journalBytes: statSync(join(journalDir, journalName(1))).size, snapshotBytes: statSync(join(snapshotDir, snapshotName(2))).size };
+    const figures = [
+      await benchStartup('journal', journalDir, rounds, [], quietWait, log),
+      await benchStartup('snapshot', snapshotDir, rounds, [], quietWait, log),
+    ];
+    return {
+      figures,
+      journalBytes: statSync(join(journalDir, journalName(1))).size,
+      snapshotBytes: statSync(join(snapshotDir, snapshotName(2))).size,
+    };
   } finally {
     rmSync(journalDir, { recursive: true, force: true });
     rmSync(snapshotDir, { recursive: true, force: true });
@@ -383,27 +525,42 @@ interface ImportFigures {
 }
 
 /** `usersctl import` of `users` NDJSON lines into a fresh journal server, at the given --concurrency. */
-async function benchImport(users: number, concurrency: number, quietWait: number, log: (line: string) => void): Promise<ImportFigures> {
+async function benchImport(
+  users: number,
+  concurrency: number,
+  quietWait: number,
+  log: (line: string) => void,
+): Promise<ImportFigures> {
   const dir = mkdtempSync(join(tmpdir(), 'users-bench-import-'));
   const file = join(dir, 'users.ndjson');
   const out = createWriteStream(file);
   for (let n = 1; n <= users; n++) {
-    if (!out.write(`{"name":"User ${n}","email":"u${n}@example.com","n":${n}}\n`)) await new Promise<void>((done) => out.once('drain', () => done()));
+    if (!out.write(`{"name":"User ${n}","email":"u${n}@example.com","n":${n}}\n`))
+      await new Promise<void>((done) => out.once('drain', () => done()));
   }
   out.end();
   await finished(out);
   const data = join(dir, 'data');
-  const server = await spawnServer(['--port', '0', '--data', data, ...LOAD_FLAGS], { core: 0, stdoutFile: join(dir, 'server.out') });
+  const server = await spawnServer(['--port', '0', '--data', data, ...LOAD_FLAGS], {
+    core: 0,
+    stdoutFile: join(dir, 'server.out'),
+  });
   try {
     await waitForQuiet(quietWait);
-    log(`import: ${fmt(users, 0)} lines (${fmt(statSync(file).size / 1024 / 1024, 1)} MiB) into ${server.url}, --concurrency ${concurrency}`);
+    log(
+      `import: ${fmt(users, 0)} lines (${fmt(statSync(file).size / 1024 / 1024, 1)} MiB) into ${server.url}, --concurrency ${concurrency}`,
+    );
     const started = performance.now();
     // usersctl inherits this process's core (1); the server is on core 0.
-    const child = spawn(process.execPath, [USERSCTL, '--url', server.url, '-q', 'import', '-f', file, '--concurrency', String(concurrency)], {
-      cwd: ROOT,
-      env: { ...process.env, USERSCTL_COOKIE_JAR: join(dir, 'cookies.txt') },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const child = spawn(
+      process.execPath,
+      [USERSCTL, '--url', server.url, '-q', 'import', '-f', file, '--concurrency', String(concurrency)],
+      {
+        cwd: ROOT,
+        env: { ...process.env, USERSCTL_COOKIE_JAR: join(dir, 'cookies.txt') },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     let ok = 0;
     let rest = '';
     let err = '';
@@ -518,7 +675,26 @@ function scenarioTable(summaries: Summary[]): string {
     s.verdict,
     String(s.errors),
   ]);
-  return table(['scenario', 'users req/s', 'p50 ms', 'p99 ms', 'reference', 'ref req/s', 'p50 ms', 'p99 ms', 'ratio req/s', 'ratio p99', 'cpu us/req', 'ratio cpu', 'target req/s', 'met?', 'errors'], rows);
+  return table(
+    [
+      'scenario',
+      'users req/s',
+      'p50 ms',
+      'p99 ms',
+      'reference',
+      'ref req/s',
+      'p50 ms',
+      'p99 ms',
+      'ratio req/s',
+      'ratio p99',
+      'cpu us/req',
+      'ratio cpu',
+      'target req/s',
+      'met?',
+      'errors',
+    ],
+    rows,
+  );
 }
 
 const USAGE = `usage: npm run bench -- [flags]   (or: node --import tsx bench/run.ts [flags], after npm run build)
@@ -554,13 +730,18 @@ function parseOptions(argv: string[]) {
       help: { type: 'boolean', default: false },
     },
   });
-  const count = (name: 'rounds' | 'seconds' | 'warmup' | 'connections' | 'quiet-wait' | 'startup-users' | 'import-users', min: number): number => {
+  const count = (
+    name: 'rounds' | 'seconds' | 'warmup' | 'connections' | 'quiet-wait' | 'startup-users' | 'import-users',
+    min: number,
+  ): number => {
     const n = Number(values[name]);
     if (!Number.isSafeInteger(n) || n < min) throw new Error(`--${name} must be an integer >= ${min}`);
     return n;
   };
   const names = values.scenario!;
-  for (const name of names) if (!SCENARIOS.some((s) => s.name === name)) throw new Error(`unknown --scenario ${name}; known: ${SCENARIOS.map((s) => s.name).join(', ')}`);
+  for (const name of names)
+    if (!SCENARIOS.some((s) => s.name === name))
+      throw new Error(`unknown --scenario ${name}; known: ${SCENARIOS.map((s) => s.name).join(', ')}`);
   return {
     help: values.help!,
     json: values.json!,
@@ -587,11 +768,21 @@ async function main(argv: string[]): Promise<number> {
   const log = (line: string) => console.error(line);
   const pinned = pinSelf(1);
   const heading = `users-server benchmark, ${new Date().toISOString().slice(0, 10)}, node ${process.version}, ${cpus().length} cores, ${options.connections} connections, ${options.rounds} rounds x ${options.seconds} s (+${options.warmup} s warm-up)`;
-  const pinningLine = pinned ? 'servers pinned to core 0 (taskset -c 0), autocannon to core 1' : `no pinning (${pinning ? 'taskset failed' : 'taskset missing or a single core'}): figures are noisier`;
+  const pinningLine = pinned
+    ? 'servers pinned to core 0 (taskset -c 0), autocannon to core 1'
+    : `no pinning (${pinning ? 'taskset failed' : 'taskset missing or a single core'}): figures are noisier`;
   log(heading);
   log(pinningLine);
   const out: string[] = [heading, pinningLine, ''];
-  const json: Record<string, unknown> = { date: new Date().toISOString(), node: process.version, pinned, connections: options.connections, rounds: options.rounds, seconds: options.seconds, warmup: options.warmup };
+  const json: Record<string, unknown> = {
+    date: new Date().toISOString(),
+    node: process.version,
+    pinned,
+    connections: options.connections,
+    rounds: options.rounds,
+    seconds: options.seconds,
+    warmup: options.warmup,
+  };
 
   const { figures, floor } = await benchScenarios({ ...options, log });
   const summaries = figures.map(summarize);
@@ -601,29 +792,67 @@ async function main(argv: string[]): Promise<number> {
     `Scenarios (medians over ${options.rounds} rounds; ratio = users-server / the reference named in the row, measured side by side; target p99 ratio <= ${P99_TARGET} in every row)`,
     scenarioTable(summaries),
     '',
-    `floor (reference --floor: constant body, no routing), GET /users/{id}: ${fmt(floorRps, 0)} req/s, p50 ${fmt(med(floor, (r) => r.p50), 2)} ms, p99 ${fmt(med(floor, (r) => r.p99), 2)} ms` +
-      (referenceGet ? `; reference GET = ${fmt(referenceGet.referenceRps / floorRps, 2)} of the floor, users-server ${referenceGet.title} = ${fmt(referenceGet.rps / floorRps, 2)}` : '') +
+    `floor (reference --floor: constant body, no routing), GET /users/{id}: ${fmt(floorRps, 0)} req/s, p50 ${fmt(
+      med(floor, (r) => r.p50),
+      2,
+    )} ms, p99 ${fmt(
+      med(floor, (r) => r.p99),
+      2,
+    )} ms` +
+      (referenceGet
+        ? `; reference GET = ${fmt(referenceGet.referenceRps / floorRps, 2)} of the floor, users-server ${referenceGet.title} = ${fmt(referenceGet.rps / floorRps, 2)}`
+        : '') +
       (floor.errors > 0 ? `; ERRORS: ${floor.errors}` : ''),
   );
   for (const f of figures) {
-    for (const [who, m] of [['users-server', f.users], ['reference', f.reference]] as const) {
-      if (m.errors > 0) out.push(`${f.scenario.title}: ${who} answered ${m.errors} unexpected responses (expected ${who === 'users-server' ? f.scenario.expect : REFERENCES[f.scenario.reference].expect}): ${m.errorDetail.join('; ')}`);
+    for (const [who, m] of [
+      ['users-server', f.users],
+      ['reference', f.reference],
+    ] as const) {
+      if (m.errors > 0)
+        out.push(
+          `${f.scenario.title}: ${who} answered ${m.errors} unexpected responses (expected ${who === 'users-server' ? f.scenario.expect : REFERENCES[f.scenario.reference].expect}): ${m.errorDetail.join('; ')}`,
+        );
     }
   }
   const others = figures.flatMap((f) => [...f.users.rounds, ...f.reference.rounds]).map((r) => r.otherCpu);
-  out.push(`other processes used a median ${share(median(others))} (max ${share(Math.max(...others))}) of a core during the measurements`, '');
-  json.scenarios = figures.map((f, i) => ({ ...summaries[i], usersRounds: f.users.rounds, referenceRounds: f.reference.rounds }));
-  json.floor = { rps: floorRps, p50: med(floor, (r) => r.p50), p99: med(floor, (r) => r.p99), errors: floor.errors, rounds: floor.rounds };
+  out.push(
+    `other processes used a median ${share(median(others))} (max ${share(Math.max(...others))}) of a core during the measurements`,
+    '',
+  );
+  json.scenarios = figures.map((f, i) => ({
+    ...summaries[i],
+    usersRounds: f.users.rounds,
+    referenceRounds: f.reference.rounds,
+  }));
+  json.floor = {
+    rps: floorRps,
+    p50: med(floor, (r) => r.p50),
+    p99: med(floor, (r) => r.p99),
+    errors: floor.errors,
+    rounds: floor.rounds,
+  };
 
   if (options.withStartup) {
-    const { figures: starts, journalBytes, snapshotBytes } = await benchStartupFigures(options.startupUsers, options.rounds, options.quietWait, log);
+    const {
+      figures: starts,
+      journalBytes,
+      snapshotBytes,
+    } = await benchStartupFigures(options.startupUsers, options.rounds, options.quietWait, log);
     const time = Math.max(...starts.map((f) => median(f.times)));
     const rss = Math.max(...starts.flatMap((f) => f.rss)) / 1024 / 1024;
     out.push(
       `Start-up with ${fmt(options.startupUsers, 0)} users (${options.rounds} starts each; spawn to first answered GET /healthz, median; peak RSS = VmHWM, max)`,
       table(
         ['data', 'files MiB', 'to listening ms', 'to /healthz ms', 'peak RSS MiB', 'ms per start'],
-        starts.map((f) => [f.variant, fmt(f.fileBytes / 1024 / 1024, 1), fmt(median(f.listening), 0), fmt(median(f.times), 0), fmt(Math.max(...f.rss) / 1024 / 1024, 0), f.times.map((ms) => fmt(ms, 0)).join(' / ')]),
+        starts.map((f) => [
+          f.variant,
+          fmt(f.fileBytes / 1024 / 1024, 1),
+          fmt(median(f.listening), 0),
+          fmt(median(f.times), 0),
+          fmt(Math.max(...f.rss) / 1024 / 1024, 0),
+          f.times.map((ms) => fmt(ms, 0)).join(' / '),
+        ]),
       ),
       `bytes per user: journal ${fmt((journalBytes - HEADER_BYTES) / options.startupUsers, 1)}, snapshot ${fmt((snapshotBytes - HEADER_BYTES) / options.startupUsers, 1)}`,
       `targets${options.startupUsers === 1_000_000 ? '' : ' (set for 1,000,000 users)'}: start-up < ${START_TARGET_MS} ms: ${time < START_TARGET_MS ? 'met' : 'MISSED'} (slowest median ${fmt(time, 0)} ms); ` +

@@ -162,7 +162,8 @@ export async function socketLoad(options: SocketLoadOptions): Promise<SocketLoad
   let non2xx = 0;
   for (const reader of readers) {
     non2xx += reader.non2xx;
-    for (const [status, count] of Object.entries(reader.statuses)) statuses[Number(status)] = (statuses[Number(status)] ?? 0) + count;
+    for (const [status, count] of Object.entries(reader.statuses))
+      statuses[Number(status)] = (statuses[Number(status)] ?? 0) + count;
   }
   return { rps: completed / seconds, requests: completed, errors, non2xx, statuses };
 }

@@ -17,7 +17,17 @@
  * runs nothing.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { closeSync, existsSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, statSync, writeSync } from 'node:fs';
+import {
+  closeSync,
+  existsSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeSync,
+} from 'node:fs';
 import { request } from 'node:http';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
@@ -73,7 +83,10 @@ interface AutocannonResult {
 }
 
 interface AutocannonInstance extends PromiseLike<AutocannonResult> {
-  on(event: 'response', listener: (client: unknown, statusCode: number, resBytes: number, responseTime: number) => void): this;
+  on(
+    event: 'response',
+    listener: (client: unknown, statusCode: number, resBytes: number, responseTime: number) => void,
+  ): this;
 }
 
 const autocannon = createRequire(import.meta.url)('autocannon') as (options: AutocannonOptions) => AutocannonInstance;
@@ -139,7 +152,12 @@ export const LOAD_FLAGS = ['--max-connections-per-client', '0'];
 export function spawnServer(args: string[], options: SpawnOptions = {}): Promise<ServerProcess> {
   const nodeArgs = [...(options.nodeFlags ?? []), options.script ?? SERVER_BIN, ...args];
   const pinned = options.core !== undefined && pinning;
-  const line = [...(pinned ? ['taskset', '-c', String(options.core)] : []), ...(options.wrapper ?? []), process.execPath, ...nodeArgs];
+  const line = [
+    ...(pinned ? ['taskset', '-c', String(options.core)] : []),
+    ...(options.wrapper ?? []),
+    process.execPath,
+    ...nodeArgs,
+  ];
   const [command, ...argv] = line as [string, ...string[]];
   const spawnedAt = performance.now();
   const outFd = options.stdoutFile === undefined ? undefined : openSync(options.stdoutFile, 'w');
@@ -204,10 +222,19 @@ export function spawnServer(args: string[], options: SpawnOptions = {}): Promise
 /** One HTTP request with a fresh connection; resolves with the status once the body is read. */
 export function fetchStatus(url: string, method = 'GET', body?: string): Promise<number> {
   return new Promise((done, fail) => {
-    const req = request(url, { method, agent: false, headers: body === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
-      res.resume();
-      res.on('end', () => done(res.statusCode!));
-    });
+    const req = request(
+      url,
+      {
+        method,
+        agent: false,
+        headers:
+          body === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+      },
+      (res) => {
+        res.resume();
+        res.on('end', () => done(res.statusCode!));
+      },
+    );
     req.on('error', fail);
     req.end(body);
   });
@@ -335,8 +362,34 @@ export function median(values: readonly number[]): number {
   return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
 }
 
-const FIRST = ['Ada', 'Grace', 'Alan', 'Edsger', 'Barbara', 'Donald', 'Margaret', 'Ken', 'Frances', 'John', 'Radia', 'Niklaus'];
-const LAST = ['Lovelace', 'Hopper', 'Turing', 'Dijkstra', 'Liskov', 'Knuth', 'Hamilton', 'Thompson', 'Allen', 'McCarthy', 'Perlman', 'Wirth'];
+const FIRST = [
+  'Ada',
+  'Grace',
+  'Alan',
+  'Edsger',
+  'Barbara',
+  'Donald',
+  'Margaret',
+  'Ken',
+  'Frances',
+  'John',
+  'Radia',
+  'Niklaus',
+];
+const LAST = [
+  'Lovelace',
+  'Hopper',
+  'Turing',
+  'Dijkstra',
+  'Liskov',
+  'Knuth',
+  'Hamilton',
+  'Thompson',
+  'Allen',
+  'McCarthy',
+  'Perlman',
+  'Wirth',
+];
 
 /** A typical user name: "Grace Hopper 4821" (12 to 22 characters). */
 export function typicalName(n: number): string {
@@ -352,7 +405,14 @@ export async function preloadUsers(url: string, count: number, connections: numb
     url,
     connections,
     amount: count,
-    requests: [{ method: 'POST', path: '/users/new', headers: JSON_HEADERS, setupRequest: (req) => ({ ...req, body: JSON.stringify({ name: typicalName(++n) }) }) }],
+    requests: [
+      {
+        method: 'POST',
+        path: '/users/new',
+        headers: JSON_HEADERS,
+        setupRequest: (req) => ({ ...req, body: JSON.stringify({ name: typicalName(++n) }) }),
+      },
+    ],
   });
   if (result.non2xx > 0 || result.errors > 0 || result.requests !== count) {
     throw new Error(`preload: ${result.requests} requests, ${result.non2xx} non-2xx, ${result.errors} errors`);
@@ -362,8 +422,13 @@ export async function preloadUsers(url: string, count: number, connections: numb
 
 /** Users 1..count are there and user count + 1 is not: three requests of a client of its own, which closes each connection. */
 async function checkPreloaded(url: string, count: number): Promise<void> {
-  const [first, last, past] = await Promise.all([fetchStatus(`${url}/users/1`), fetchStatus(`${url}/users/${count}`), fetchStatus(`${url}/users/${count + 1}`)]);
-  if (first !== 200 || last !== 200 || past !== 404) throw new Error(`preload: GET /users/1, /${count}, /${count + 1} answered ${first}, ${last}, ${past}`);
+  const [first, last, past] = await Promise.all([
+    fetchStatus(`${url}/users/1`),
+    fetchStatus(`${url}/users/${count}`),
+    fetchStatus(`${url}/users/${count + 1}`),
+  ]);
+  if (first !== 200 || last !== 200 || past !== 404)
+    throw new Error(`preload: GET /users/1, /${count}, /${count + 1} answered ${first}, ${last}, ${past}`);
 }
 
 /** One server of bench/reference-ceiling.ts and bench/instructions.ts. */
@@ -395,12 +460,24 @@ export const CEILING_SETUPS: readonly CeilingSetup[] = [
  * requests of checkPreloaded. (Requests unlike the load's change what V8
  * compiles next, so both servers see the same ones.)
  */
-export async function preloadSetup(url: string, setup: CeilingSetup, count: number, connections: number): Promise<void> {
+export async function preloadSetup(
+  url: string,
+  setup: CeilingSetup,
+  count: number,
+  connections: number,
+): Promise<void> {
   if (!setup.reference) return preloadUsers(url, count, connections);
   let n = 0;
-  const requests: LoadRequest[] = [{ method: 'PUT', headers: JSON_HEADERS, setupRequest: (req) => ({ ...req, path: `/users/${++n}`, body: JSON.stringify({ name: typicalName(n) }) }) }];
+  const requests: LoadRequest[] = [
+    {
+      method: 'PUT',
+      headers: JSON_HEADERS,
+      setupRequest: (req) => ({ ...req, path: `/users/${++n}`, body: JSON.stringify({ name: typicalName(n) }) }),
+    },
+  ];
   const loaded = await runLoad({ url, connections, amount: count, requests });
-  if (loaded.non2xx > 0 || loaded.errors > 0) throw new Error(`preloading ${setup.name}: ${loaded.non2xx} non-2xx, ${loaded.errors} errors`);
+  if (loaded.non2xx > 0 || loaded.errors > 0)
+    throw new Error(`preloading ${setup.name}: ${loaded.non2xx} non-2xx, ${loaded.errors} errors`);
   await checkPreloaded(url, count);
 }
 
@@ -414,9 +491,18 @@ export async function preloadSetup(url: string, setup: CeilingSetup, count: numb
  */
 export function putReplacing(users: number): LoadRequest[] {
   const paths = Array.from({ length: POOL_SIZE }, () => `/users/${1 + Math.floor(Math.random() * users)}`);
-  const names = Array.from({ length: POOL_SIZE }, (_, i) => `{"name":"${typicalName(Math.floor(Math.random() * 1e6) + i)} `);
+  const names = Array.from(
+    { length: POOL_SIZE },
+    (_, i) => `{"name":"${typicalName(Math.floor(Math.random() * 1e6) + i)} `,
+  );
   let n = 0;
-  return [{ method: 'PUT', headers: JSON_HEADERS, setupRequest: (req) => ({ ...req, path: paths[n % POOL_SIZE]!, body: `${names[n++ % POOL_SIZE]!}${n}"}` }) }];
+  return [
+    {
+      method: 'PUT',
+      headers: JSON_HEADERS,
+      setupRequest: (req) => ({ ...req, path: paths[n % POOL_SIZE]!, body: `${names[n++ % POOL_SIZE]!}${n}"}` }),
+    },
+  ];
 }
 
 /** Requests in a pool, each connection cycling through it. */
@@ -492,13 +578,29 @@ export async function benchPut(options: PutBenchOptions): Promise<PutFigures[]> 
 /** One measured round on a fresh server: preload, wait for quiet, warm up, measure. */
 async function putRound(store: string, options: PutBenchOptions): Promise<{ result: LoadResult; compactions: number }> {
   const dir = mkdtempSync(join(tmpdir(), 'users-bench-'));
-  const server = await spawnServer(['--port', '0', '--data', dir, '--store', store, ...LOAD_FLAGS], { core: 0, nodeFlags: options.nodeFlags });
+  const server = await spawnServer(['--port', '0', '--data', dir, '--store', store, ...LOAD_FLAGS], {
+    core: 0,
+    nodeFlags: options.nodeFlags,
+  });
   try {
     await preloadUsers(server.url, options.users, options.connections);
     await waitForQuiet(options.quietWait);
-    if (options.warmup > 0) await runLoad({ url: server.url, connections: options.connections, seconds: options.warmup, requests: putReplacing(options.users) });
-    const result = await runLoad({ url: server.url, connections: options.connections, seconds: options.seconds, requests: putReplacing(options.users), pid: server.pid });
-    if (result.non2xx > 0 || result.errors > 0) throw new Error(`${store}: ${result.non2xx} non-2xx responses, ${result.errors} errors`);
+    if (options.warmup > 0)
+      await runLoad({
+        url: server.url,
+        connections: options.connections,
+        seconds: options.warmup,
+        requests: putReplacing(options.users),
+      });
+    const result = await runLoad({
+      url: server.url,
+      connections: options.connections,
+      seconds: options.seconds,
+      requests: putReplacing(options.users),
+      pid: server.pid,
+    });
+    if (result.non2xx > 0 || result.errors > 0)
+      throw new Error(`${store}: ${result.non2xx} non-2xx responses, ${result.errors} errors`);
     return { result, compactions: (server.stderr().match(/compacted a /g) ?? []).length };
   } finally {
     const code = await server.stop();
@@ -559,7 +661,14 @@ export interface StartupFigures {
 }
 
 /** Starts a server on `dir` `rounds` times; times spawn to the first answered GET /healthz. */
-export async function benchStartup(variant: string, dir: string, rounds: number, nodeFlags: string[], quietWait: number, log: (line: string) => void): Promise<StartupFigures> {
+export async function benchStartup(
+  variant: string,
+  dir: string,
+  rounds: number,
+  nodeFlags: string[],
+  quietWait: number,
+  log: (line: string) => void,
+): Promise<StartupFigures> {
   const fileBytes = readdirSync(dir)
     .filter((name) => /^(journal|snapshot)-\d{8}$/.test(name))
     .reduce((sum, name) => sum + statSync(join(dir, name)).size, 0);
@@ -576,7 +685,9 @@ export async function benchStartup(variant: string, dir: string, rounds: number,
       figures.times.push(answered - server.spawnedAt);
       figures.listening.push(server.listeningAt - server.spawnedAt);
       figures.rss.push(peakRss(server.pid));
-      log(`  start ${round} ${variant.padEnd(8)} ${fmt(answered - server.spawnedAt, 0)} ms to /healthz  peak RSS ${mib(figures.rss.at(-1)!)} MiB  (other processes before: ${pct(other)} cpu)`);
+      log(
+        `  start ${round} ${variant.padEnd(8)} ${fmt(answered - server.spawnedAt, 0)} ms to /healthz  peak RSS ${mib(figures.rss.at(-1)!)} MiB  (other processes before: ${pct(other)} cpu)`,
+      );
     } finally {
       const code = await server.stop();
       if (code !== 0) log(`  warning: the server exited with ${code}: ${server.stderr().trim()}`);
@@ -602,7 +713,11 @@ function mib(bytes: number): string {
 /** A plain text table: columns padded, numbers right-aligned. */
 export function table(head: string[], rows: string[][]): string {
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-  const line = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ').trimEnd();
+  const line = (cells: string[]) =>
+    cells
+      .map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!)))
+      .join('  ')
+      .trimEnd();
   return [line(head), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(line)].join('\n');
 }
 
@@ -616,8 +731,15 @@ function verdict(ok: boolean): string {
 function ensureBuilt(log: (line: string) => void): void {
   const built = join(ROOT, 'dist', 'server', 'main.js');
   const newest = (dir: string): number =>
-    readdirSync(dir, { withFileTypes: true }).reduce((max, e) => Math.max(max, e.isDirectory() ? newest(join(dir, e.name)) : statSync(join(dir, e.name)).mtimeMs), 0);
-  if (existsSync(built) && statSync(built).mtimeMs >= Math.max(newest(join(ROOT, 'server')), newest(join(ROOT, 'shared')))) return;
+    readdirSync(dir, { withFileTypes: true }).reduce(
+      (max, e) => Math.max(max, e.isDirectory() ? newest(join(dir, e.name)) : statSync(join(dir, e.name)).mtimeMs),
+      0,
+    );
+  if (
+    existsSync(built) &&
+    statSync(built).mtimeMs >= Math.max(newest(join(ROOT, 'server')), newest(join(ROOT, 'shared')))
+  )
+    return;
   log('dist/ is older than server/: npm run build');
   const build = spawnSync('npm', ['run', 'build'], { cwd: ROOT, stdio: 'inherit' });
   if (build.status !== 0) throw new Error('npm run build failed');
@@ -681,13 +803,33 @@ async function main(): Promise<void> {
 
   ensureBuilt(log);
   const pinned = pinSelf(1);
-  log(`users-server storage figures, ${new Date().toISOString().slice(0, 10)}, node ${process.version}, ${cores} cores`);
-  log(pinned ? 'server pinned to core 0 (taskset -c 0), load generator to core 1' : 'no pinning (taskset missing or a single core): figures are noisier');
+  log(
+    `users-server storage figures, ${new Date().toISOString().slice(0, 10)}, node ${process.version}, ${cores} cores`,
+  );
+  log(
+    pinned
+      ? 'server pinned to core 0 (taskset -c 0), load generator to core 1'
+      : 'no pinning (taskset missing or a single core): figures are noisier',
+  );
 
   const report: string[] = [];
   if (part === 'put' || part === 'all') {
-    log(`\na. PUT replacing existing users: ${connections} connections, ${preload} users, ${seconds} s per round (+${warmup} s warm-up), ${rounds} rounds A B A B`);
-    const [journal, memory] = await benchPut({ stores: ['journal', 'memory'], rounds, seconds, warmup, users: preload, connections, nodeFlags, quietWait, maxOther, retries, log });
+    log(
+      `\na. PUT replacing existing users: ${connections} connections, ${preload} users, ${seconds} s per round (+${warmup} s warm-up), ${rounds} rounds A B A B`,
+    );
+    const [journal, memory] = await benchPut({
+      stores: ['journal', 'memory'],
+      rounds,
+      seconds,
+      warmup,
+      users: preload,
+      connections,
+      nodeFlags,
+      quietWait,
+      maxOther,
+      retries,
+      log,
+    });
     const row = (f: PutFigures) => [
       f.store,
       fmt(median(f.rounds.map((r) => r.rps)), 0),
@@ -700,17 +842,25 @@ async function main(): Promise<void> {
     ];
     // Ratios of the rounds run side by side (A_i / B_i): they cancel a slow
     // drift in the machine's speed that the ratio of medians does not.
-    const pairs = (value: (r: LoadResult) => number) => journal!.rounds.map((r, i) => value(r) / value(memory!.rounds[i]!));
+    const pairs = (value: (r: LoadResult) => number) =>
+      journal!.rounds.map((r, i) => value(r) / value(memory!.rounds[i]!));
     const throughput = median(journal!.rounds.map((r) => r.rps)) / median(memory!.rounds.map((r) => r.rps));
     const p99 = median(journal!.rounds.map((r) => r.p99)) / median(memory!.rounds.map((r) => r.p99));
     const p50 = median(journal!.rounds.map((r) => r.p50)) / median(memory!.rounds.map((r) => r.p50));
     report.push(
       `PUT replacing existing users (${connections} connections, ${preload} users, ${rounds} x ${seconds} s, medians)`,
-      table(['store', 'req/s', 'p50 ms', 'p99 ms', 'server cpu', 'cpu us/req', 'other', 'req/s per round'], [row(journal!), row(memory!)]),
+      table(
+        ['store', 'req/s', 'p50 ms', 'p99 ms', 'server cpu', 'cpu us/req', 'other', 'req/s per round'],
+        [row(journal!), row(memory!)],
+      ),
       `journal compactions during the measured rounds: ${journal!.compactions}; rounds kept although the machine was busy: ${journal!.noisy + memory!.noisy}`,
       `durable/memory: throughput ${fmt(throughput, 2)} (target >= 0.90: ${verdict(throughput >= 0.9)}), ` +
         `p50 ${fmt(p50, 2)}x, p99 ${fmt(p99, 2)}x (target <= 2x: ${verdict(p99 <= 2)})`,
-      `per round (journal_i / memory_i): throughput ${pairs((r) => r.rps).map((x) => fmt(x, 2)).join(' / ')}, p99 ${pairs((r) => r.p99).map((x) => fmt(x, 2)).join(' / ')}`,
+      `per round (journal_i / memory_i): throughput ${pairs((r) => r.rps)
+        .map((x) => fmt(x, 2))
+        .join(' / ')}, p99 ${pairs((r) => r.p99)
+        .map((x) => fmt(x, 2))
+        .join(' / ')}`,
       '',
     );
   }
@@ -726,7 +876,10 @@ async function main(): Promise<void> {
       t = performance.now();
       await buildSnapshotDir(journalDir, snapshotDir);
       log(`  built ${snapshotDir} in ${fmt(performance.now() - t, 0)} ms`);
-      const results = [await benchStartup('journal', journalDir, rounds, nodeFlags, quietWait, log), await benchStartup('snapshot', snapshotDir, rounds, nodeFlags, quietWait, log)];
+      const results = [
+        await benchStartup('journal', journalDir, rounds, nodeFlags, quietWait, log),
+        await benchStartup('snapshot', snapshotDir, rounds, nodeFlags, quietWait, log),
+      ];
       const journalBytes = statSync(join(journalDir, journalName(1))).size;
       const snapshotBytes = statSync(join(snapshotDir, snapshotName(2))).size;
       const rows = results.map((f) => [

@@ -19,7 +19,23 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { postgresSkipReason, testDatabase } from '../test/postgres.js';
 import { socketLoad } from './socket-load.js';
-import { LOAD_FLAGS, median, pinning, pinSelf, preloadSetup, preloadUsers, putReplacing, REFERENCE_SCRIPT, requestPool, ROOT, spawnServer, table, waitForQuiet, type LoadRequest, type ServerProcess } from './store-bench.js';
+import {
+  LOAD_FLAGS,
+  median,
+  pinning,
+  pinSelf,
+  preloadSetup,
+  preloadUsers,
+  putReplacing,
+  REFERENCE_SCRIPT,
+  requestPool,
+  ROOT,
+  spawnServer,
+  table,
+  waitForQuiet,
+  type LoadRequest,
+  type ServerProcess,
+} from './store-bench.js';
 
 const { values } = parseArgs({
   options: {
@@ -46,14 +62,23 @@ interface Setup {
 const peer = (name: string, script: string, args: string[]): Setup => ({
   name,
   ours: false,
-  start: (dir) => spawnServer(['--port', '0', ...args], { core: 0, script, stdoutFile: join(dir, `${name.replace(/\W+/g, '-')}.log`) }),
+  start: (dir) =>
+    spawnServer(['--port', '0', ...args], {
+      core: 0,
+      script,
+      stdoutFile: join(dir, `${name.replace(/\W+/g, '-')}.log`),
+    }),
   preload: (url) => preloadSetup(url, { id: name, name, reference: true, args }, USERS, 16),
 });
 
 const users = (name: string, store: () => Promise<string>, core: number | undefined): Setup => ({
   name,
   ours: true,
-  start: async (dir) => spawnServer(['--port', '0', '--data', join(dir, `data-${name.length}`), '--store', await store(), ...LOAD_FLAGS], { core, stdoutFile: join(dir, `${name.replace(/\W+/g, '-')}.log`) }),
+  start: async (dir) =>
+    spawnServer(['--port', '0', '--data', join(dir, `data-${name.length}`), '--store', await store(), ...LOAD_FLAGS], {
+      core,
+      stdoutFile: join(dir, `${name.replace(/\W+/g, '-')}.log`),
+    }),
   preload: (url) => preloadUsers(url, USERS, 16),
 });
 
@@ -64,7 +89,8 @@ const SETUPS: Setup[] = [
 ];
 const skipPostgres = postgresSkipReason();
 // Not pinned: the database's processes need a core too.
-if (skipPostgres === undefined) SETUPS.push(users('users-server, PostgreSQL', () => testDatabase(undefined, { durable: true }), undefined));
+if (skipPostgres === undefined)
+  SETUPS.push(users('users-server, PostgreSQL', () => testDatabase(undefined, { durable: true }), undefined));
 else console.error(`users-server on PostgreSQL skipped: ${skipPostgres}`);
 
 const LOADS = ['GET by id', 'durable PUT'] as const;
@@ -84,18 +110,27 @@ async function measure(dir: string): Promise<Map<string, number[]>> {
       const server = await setup.start(dir);
       servers.push(server);
       await setup.preload(server.url);
-      for (const load of LOADS) await socketLoad({ url: server.url, connections: CONNECTIONS, seconds: 1, requests: requestsOf(load) });
+      for (const load of LOADS)
+        await socketLoad({ url: server.url, connections: CONNECTIONS, seconds: 1, requests: requestsOf(load) });
     }
     for (let cycle = 1; cycle <= ROUNDS; cycle++) {
       for (const load of LOADS) {
         const order = cycle % 2 === 1 ? [...SETUPS.keys()] : [...SETUPS.keys()].reverse();
         for (const i of order) {
           await waitForQuiet(10);
-          const r = await socketLoad({ url: servers[i]!.url, connections: CONNECTIONS, seconds: SECONDS, requests: requestsOf(load) });
-          if (r.non2xx > 0 || r.errors > 0) throw new Error(`${SETUPS[i]!.name}, ${load}: ${r.non2xx} non-2xx answers, ${r.errors} errors`);
+          const r = await socketLoad({
+            url: servers[i]!.url,
+            connections: CONNECTIONS,
+            seconds: SECONDS,
+            requests: requestsOf(load),
+          });
+          if (r.non2xx > 0 || r.errors > 0)
+            throw new Error(`${SETUPS[i]!.name}, ${load}: ${r.non2xx} non-2xx answers, ${r.errors} errors`);
           const key = `${SETUPS[i]!.name}|${load}`;
           figures.set(key, [...(figures.get(key) ?? []), r.rps]);
-          console.error(`cycle ${cycle} ${SETUPS[i]!.name.padEnd(28)} ${load.padEnd(12)} ${Math.round(r.rps).toString().padStart(6)} req/s`);
+          console.error(
+            `cycle ${cycle} ${SETUPS[i]!.name.padEnd(28)} ${load.padEnd(12)} ${Math.round(r.rps).toString().padStart(6)} req/s`,
+          );
         }
       }
     }
@@ -114,7 +149,11 @@ export interface Bar {
 const escapeXml = (text: string) => text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
 
 /** A horizontal bar chart of `groups` (a title over each group's bars), with `note` under it: SVG text. */
-export function barChart(title: string, groups: readonly { title: string; bars: readonly Bar[] }[], note: string): string {
+export function barChart(
+  title: string,
+  groups: readonly { title: string; bars: readonly Bar[] }[],
+  note: string,
+): string {
   const width = 720;
   const labelWidth = 220;
   const barArea = width - labelWidth - 90;
@@ -128,8 +167,12 @@ export function barChart(title: string, groups: readonly { title: string; bars: 
     for (const bar of group.bars) {
       const length = Math.max(1, Math.round((bar.value / max) * barArea));
       parts.push(`<text x="${labelWidth - 8}" y="${y + 15}" text-anchor="end">${escapeXml(bar.label)}</text>`);
-      parts.push(`<rect x="${labelWidth}" y="${y}" width="${length}" height="${barHeight}" fill="${bar.ours ? '#2f6db5' : '#9aa5b1'}"/>`);
-      parts.push(`<text x="${labelWidth + length + 6}" y="${y + 15}">${Math.round(bar.value).toLocaleString('en-US')}/s</text>`);
+      parts.push(
+        `<rect x="${labelWidth}" y="${y}" width="${length}" height="${barHeight}" fill="${bar.ours ? '#2f6db5' : '#9aa5b1'}"/>`,
+      );
+      parts.push(
+        `<text x="${labelWidth + length + 6}" y="${y + 15}">${Math.round(bar.value).toLocaleString('en-US')}/s</text>`,
+      );
       y += barHeight + 6;
     }
     y += 10;
@@ -155,10 +198,30 @@ async function main(): Promise<void> {
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
-  const medians = (load: Load) => SETUPS.map((s) => ({ label: s.name, value: median(figures.get(`${s.name}|${load}`)!), ours: s.ours }));
-  console.log(table(['server', ...LOADS], SETUPS.map((s, i) => [s.name, ...LOADS.map((load) => Math.round(medians(load)[i]!.value).toLocaleString('en-US'))])));
+  const medians = (load: Load) =>
+    SETUPS.map((s) => ({ label: s.name, value: median(figures.get(`${s.name}|${load}`)!), ours: s.ours }));
+  console.log(
+    table(
+      ['server', ...LOADS],
+      SETUPS.map((s, i) => [
+        s.name,
+        ...LOADS.map((load) => Math.round(medians(load)[i]!.value).toLocaleString('en-US')),
+      ]),
+    ),
+  );
   const note = `bench/throughput-chart.ts, ${new Date().toISOString().slice(0, 10)}: medians of ${ROUNDS} rounds of ${SECONDS} s, ${CONNECTIONS} connections, ${pinning ? 'server and load on a core each' : 'unpinned'}, Node ${process.versions.node}`;
-  writeFileSync(values.out, barChart('Requests per second (higher is better)', LOADS.map((load) => ({ title: load === 'durable PUT' ? 'PUT replacing a user (users-server: durable; the peers: in memory)' : 'GET by id', bars: medians(load) })), note));
+  writeFileSync(
+    values.out,
+    barChart(
+      'Requests per second (higher is better)',
+      LOADS.map((load) => ({
+        title:
+          load === 'durable PUT' ? 'PUT replacing a user (users-server: durable; the peers: in memory)' : 'GET by id',
+        bars: medians(load),
+      })),
+      note,
+    ),
+  );
   console.log(`\nwrote ${values.out}`);
 }
 

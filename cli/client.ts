@@ -62,9 +62,18 @@ const RETRYABLE_STATUS: ReadonlySet<number> = new Set([408, 429, 502, 503, 504])
 /** Methods whose repetition is harmless (RFC 9110 section 9.2.2). */
 const IDEMPOTENT: ReadonlySet<Method> = new Set(['GET', 'HEAD', 'PUT', 'DELETE']);
 /** Failures before a connection exists: the request never left, so even a bare POST may be resent. */
-const NOT_SENT_CODES: ReadonlySet<string> = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'UND_ERR_CONNECT_TIMEOUT']);
+const NOT_SENT_CODES: ReadonlySet<string> = new Set([
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'UND_ERR_CONNECT_TIMEOUT',
+]);
 /** undici errors that are bugs in the caller, not the network. */
-const PROGRAMMING_CODES: ReadonlySet<string> = new Set(['UND_ERR_INVALID_ARG', 'UND_ERR_INVALID_RETURN_VALUE', 'UND_ERR_NOT_SUPPORTED']);
+const PROGRAMMING_CODES: ReadonlySet<string> = new Set([
+  'UND_ERR_INVALID_ARG',
+  'UND_ERR_INVALID_RETURN_VALUE',
+  'UND_ERR_NOT_SUPPORTED',
+]);
 const IN_PROGRESS_TYPE = PROBLEM_TYPE_PREFIX + problems.idempotencyInProgress.code;
 /** How long a computed Cookie header is reused before the jar is asked again (expiry is in seconds). */
 const COOKIE_CACHE_MS = 1_000;
@@ -165,7 +174,12 @@ export class HttpClient {
         this.options.trace?.(`* not retrying: Retry-After asks for more than ${RETRY_AFTER_CAP_MS / 1000} s`);
       }
       const location = single(response.headers.location);
-      if (isRedirect(response.status) && location !== undefined && request.method !== 'POST' && redirects < MAX_REDIRECTS) {
+      if (
+        isRedirect(response.status) &&
+        location !== undefined &&
+        request.method !== 'POST' &&
+        redirects < MAX_REDIRECTS
+      ) {
         const target = new URL(location, this.origin + path);
         if (target.origin === this.origin) {
           redirects++;
@@ -197,7 +211,10 @@ export class HttpClient {
     const jar = await this.jarLoad;
     await this.keepSkippedLines();
     await saveJar(jar, this.options.jarPath, this.setBy).catch((error: unknown) => {
-      throw new CliError(`the cookie jar: ${fileProblem('write', this.options.jarPath, error)} (or give another with --cookie-jar)`, EXIT.unexpected);
+      throw new CliError(
+        `the cookie jar: ${fileProblem('write', this.options.jarPath, error)} (or give another with --cookie-jar)`,
+        EXIT.unexpected,
+      );
     });
     this.jarChanged = false;
   }
@@ -213,9 +230,14 @@ export class HttpClient {
     try {
       await copyFile(this.options.jarPath, aside, constants.COPYFILE_EXCL);
     } catch (error) {
-      throw new CliError(`the cookie jar: it holds ${this.jarSkipped} lines that are not cookies and cannot be kept aside (${fileProblem('write', aside, error)}), so it was left as it was; give another --cookie-jar`, EXIT.unexpected);
+      throw new CliError(
+        `the cookie jar: it holds ${this.jarSkipped} lines that are not cookies and cannot be kept aside (${fileProblem('write', aside, error)}), so it was left as it was; give another --cookie-jar`,
+        EXIT.unexpected,
+      );
     }
-    this.options.warn(`cookie jar ${this.options.jarPath}: the file as it was, with the ${this.jarSkipped} lines that are not cookies, is kept in ${aside}`);
+    this.options.warn(
+      `cookie jar ${this.options.jarPath}: the file as it was, with the ${this.jarSkipped} lines that are not cookies, is kept in ${aside}`,
+    );
     this.jarSkipped = 0;
   }
 
@@ -235,13 +257,20 @@ export class HttpClient {
         this.jarSkipped = warnings.length;
         this.setBy = setBy;
         // A file that is not a jar at all (a wrong --cookie-jar) would give a line per line of it.
-        for (const warning of warnings.slice(0, MAX_JAR_WARNINGS)) this.options.warn(`cookie jar ${this.options.jarPath}: ${warning}`);
+        for (const warning of warnings.slice(0, MAX_JAR_WARNINGS))
+          this.options.warn(`cookie jar ${this.options.jarPath}: ${warning}`);
         const more = warnings.length - MAX_JAR_WARNINGS;
-        if (more > 0) this.options.warn(`cookie jar ${this.options.jarPath}: ${more} more line${more === 1 ? '' : 's'} skipped; is it the cookie file you meant to give?`);
+        if (more > 0)
+          this.options.warn(
+            `cookie jar ${this.options.jarPath}: ${more} more line${more === 1 ? '' : 's'} skipped; is it the cookie file you meant to give?`,
+          );
         return jar;
       },
       (error: unknown) => {
-        throw new CliError(`the cookie jar: ${fileProblem('read', this.options.jarPath, error)} (or give another with --cookie-jar)`, EXIT.unexpected);
+        throw new CliError(
+          `the cookie jar: ${fileProblem('read', this.options.jarPath, error)} (or give another with --cookie-jar)`,
+          EXIT.unexpected,
+        );
       },
     );
     return this.jarLoad;
@@ -271,7 +300,8 @@ export class HttpClient {
       });
       this.answered = true;
       const response = { status: res.statusCode, statusText: res.statusText ?? '', headers: res.headers, text: '' };
-      if (res.statusCode !== 200) return { ...response, text: await answerText(res, this.origin, this.options.timeoutMs) };
+      if (res.statusCode !== 200)
+        return { ...response, text: await answerText(res, this.origin, this.options.timeoutMs) };
       handlers.onHeaders(res.headers);
       res.body.setEncoding('utf8');
       for await (const chunk of res.body) await handlers.onChunk(chunk as string);
@@ -329,7 +359,8 @@ export class HttpClient {
     if (trace !== undefined) {
       trace(`< HTTP/1.1 ${response.status} ${oneLine(response.statusText)}`.trimEnd());
       for (const [name, value] of Object.entries(res.headers)) {
-        for (const v of Array.isArray(value) ? value : [value ?? '']) trace(`< ${name}: ${oneLine(name === 'set-cookie' ? maskSetCookie(v) : v)}`);
+        for (const v of Array.isArray(value) ? value : [value ?? ''])
+          trace(`< ${name}: ${oneLine(name === 'set-cookie' ? maskSetCookie(v) : v)}`);
       }
       trace('<');
     }
@@ -347,7 +378,8 @@ export class HttpClient {
     this.pathSpecific ??= (await jar.serialize()).cookies.some((c) => typeof c.path === 'string' && c.path !== '/');
     const key = this.pathSpecific ? url : '';
     const now = Date.now();
-    if (this.cookieCache !== undefined && this.cookieCache.key === key && now - this.cookieCache.at < COOKIE_CACHE_MS) return this.cookieCache.value;
+    if (this.cookieCache !== undefined && this.cookieCache.key === key && now - this.cookieCache.at < COOKIE_CACHE_MS)
+      return this.cookieCache.value;
     const value = await jar.getCookieString(url);
     this.cookieCache = { key, value, at: now };
     return value;
@@ -373,7 +405,9 @@ export class HttpClient {
     const before = this.setBy.get(key);
     this.setBy.set(key, server);
     if (before === undefined || before === server) return;
-    this.options.warn(`${server} replaced the cookie ${name} that ${before} had set in ${this.options.jarPath}: cookies do not tell ports apart (RFC 6265 section 8.5), so a jar holds one session a host; give each server its own --cookie-jar FILE`);
+    this.options.warn(
+      `${server} replaced the cookie ${name} that ${before} had set in ${this.options.jarPath}: cookies do not tell ports apart (RFC 6265 section 8.5), so a jar holds one session a host; give each server its own --cookie-jar FILE`,
+    );
   }
 
   private async pause(attempt: number, retryAfter: number | undefined, why: string): Promise<void> {
@@ -388,12 +422,16 @@ export class HttpClient {
     }
     const stopped = () => {
       const reason = this.options.interruption?.reason;
-      if (reason !== undefined) throw new CliError(`${why}; stopped (${this.options.interruption?.label}) instead of trying again`, STOP_EXIT[reason]);
+      if (reason !== undefined)
+        throw new CliError(
+          `${why}; stopped (${this.options.interruption?.label}) instead of trying again`,
+          STOP_EXIT[reason],
+        );
     };
     stopped();
     this.options.trace?.(`* ${why}; retry ${attempt + 1} of ${this.options.retries} in ${delay} ms`);
     await new Promise<void>((resolve) => {
-      const timer = setTimeout(() => (this.wake = undefined, resolve()), delay);
+      const timer = setTimeout(() => ((this.wake = undefined), resolve()), delay);
       this.wake = () => (clearTimeout(timer), (this.wake = undefined), resolve());
     });
     stopped();
@@ -407,7 +445,9 @@ export class HttpClient {
    */
   private perhapsHttps(error: unknown): string {
     const read = (error as { socket?: { bytesRead?: unknown } }).socket?.bytesRead;
-    return this.origin.startsWith('http:') && read === 0 && !this.answered ? '; nothing came back: if the server speaks HTTPS there, use https:// in --url' : '';
+    return this.origin.startsWith('http:') && read === 0 && !this.answered
+      ? '; nothing came back: if the server speaks HTTPS there, use https:// in --url'
+      : '';
   }
 
   private networkError(error: unknown): NetworkError {
@@ -415,7 +455,8 @@ export class HttpClient {
     // Something answered, but not in HTTP/1.1 (an SSH or mail server, a raw socket): not a network failure to retry.
     if (hasName(error, 'HTTPParserError')) throw new UnexpectedAnswerError('not HTTP/1.1');
     const code = errorCode(error);
-    if (code === 'UND_ERR_HEADERS_OVERFLOW') throw new UnexpectedAnswerError('header fields larger than usersctl reads (16 KiB)');
+    if (code === 'UND_ERR_HEADERS_OVERFLOW')
+      throw new UnexpectedAnswerError('header fields larger than usersctl reads (16 KiB)');
     if (code === undefined || PROGRAMMING_CODES.has(code)) throw error;
     const host = new URL(this.origin).host;
     const seconds = this.options.timeoutMs / 1000;
@@ -436,20 +477,32 @@ export class HttpClient {
       case 'ECONNRESET':
       case 'EPIPE':
       case 'UND_ERR_SOCKET':
-        return new NetworkError(`the connection to ${host} was closed before the answer was complete${this.perhapsHttps(error)}`, code);
+        return new NetworkError(
+          `the connection to ${host} was closed before the answer was complete${this.perhapsHttps(error)}`,
+          code,
+        );
       case 'DEPTH_ZERO_SELF_SIGNED_CERT':
       case 'SELF_SIGNED_CERT_IN_CHAIN':
       case 'UNABLE_TO_VERIFY_LEAF_SIGNATURE':
       case 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY':
-        return new NetworkError(`the certificate of ${host} is not signed by an authority this machine trusts; if it is your own, set NODE_EXTRA_CA_CERTS to its CA's PEM file`, code);
+        return new NetworkError(
+          `the certificate of ${host} is not signed by an authority this machine trusts; if it is your own, set NODE_EXTRA_CA_CERTS to its CA's PEM file`,
+          code,
+        );
       case 'CERT_HAS_EXPIRED':
         return new NetworkError(`the certificate of ${host} has expired; the server must renew it`, code);
       case 'ERR_TLS_CERT_ALTNAME_INVALID':
-        return new NetworkError(`the certificate of ${host} is for another host name; use the name it was issued for in --url`, code);
+        return new NetworkError(
+          `the certificate of ${host} is for another host name; use the name it was issued for in --url`,
+          code,
+        );
       case 'EPROTO':
       case 'ERR_SSL_WRONG_VERSION_NUMBER':
       case 'ERR_SSL_PACKET_LENGTH_TOO_LONG':
-        return new NetworkError(`${host} does not speak TLS on that port; try http:// instead of https:// in --url`, code);
+        return new NetworkError(
+          `${host} does not speak TLS on that port; try http:// instead of https:// in --url`,
+          code,
+        );
       default:
         return new NetworkError(`network error talking to ${host} (${code}); check --url and the server`, code);
     }
@@ -490,7 +543,11 @@ export function statusError(response: Response, url?: string, path?: string): St
   const text = (field: string) => (typeof problem?.[field] === 'string' ? (problem[field] as string) : undefined);
   const detail = detailOf(response);
   const elsewhere = url === undefined ? undefined : redirectElsewhere(response, url, path);
-  const message = elsewhere ?? (detail === NO_ROUTE && url !== undefined ? `there is nothing at ${url}: --url must be the server's address (it serves /users, /login, ...)` : inUsersctlTerms(detail));
+  const message =
+    elsewhere ??
+    (detail === NO_ROUTE && url !== undefined
+      ? `there is nothing at ${url}: --url must be the server's address (it serves /users, /login, ...)`
+      : inUsersctlTerms(detail));
   return new StatusError(response.status, message, text('type'), text('title'));
 }
 
@@ -510,8 +567,10 @@ function redirectElsewhere(response: Response, url: string, path: string | undef
   }
   if (target.origin === new URL(url).origin) return undefined;
   const at = target.pathname + target.search;
-  const base = path !== undefined && at.endsWith(path) ? target.origin + at.slice(0, at.length - path.length) : undefined;
-  const next = base === undefined ? 'point --url at users-server itself' : `if users-server is there, give --url ${base}`;
+  const base =
+    path !== undefined && at.endsWith(path) ? target.origin + at.slice(0, at.length - path.length) : undefined;
+  const next =
+    base === undefined ? 'point --url at users-server itself' : `if users-server is there, give --url ${base}`;
   return `${url} redirects to ${target.href} (${response.status}), another origin, which usersctl does not follow: ${next}`;
 }
 
@@ -519,7 +578,9 @@ function redirectElsewhere(response: Response, url: string, path: string | undef
 const NO_ROUTE = 'There is nothing at this path.';
 
 /** The server's hints name HTTP requests; usersctl names its own commands for them. */
-const HTTP_HINTS: readonly (readonly [RegExp, string])[] = [[/reserve one with POST \/reservations/, 'reserve one with `usersctl reserve`']];
+const HTTP_HINTS: readonly (readonly [RegExp, string])[] = [
+  [/reserve one with POST \/reservations/, 'reserve one with `usersctl reserve`'],
+];
 
 function inUsersctlTerms(detail: string): string {
   return HTTP_HINTS.reduce((text, [http, cli]) => text.replace(http, cli), detail);
@@ -533,7 +594,8 @@ export function jsonObject(text: string, what: string): Record<string, unknown> 
   } catch {
     throw new UnexpectedAnswerError(`${what} that is not JSON`);
   }
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new UnexpectedAnswerError(`${what} that is not a JSON object`);
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    throw new UnexpectedAnswerError(`${what} that is not a JSON object`);
   return value as Record<string, unknown>;
 }
 
@@ -550,7 +612,9 @@ export function problemOf(response: Response): Record<string, unknown> | undefin
   if (type !== PROBLEM_CONTENT_TYPE) return undefined;
   try {
     const doc: unknown = JSON.parse(response.text);
-    return typeof doc === 'object' && doc !== null && !Array.isArray(doc) ? (doc as Record<string, unknown>) : undefined;
+    return typeof doc === 'object' && doc !== null && !Array.isArray(doc)
+      ? (doc as Record<string, unknown>)
+      : undefined;
   } catch {
     return undefined;
   }
@@ -574,7 +638,10 @@ export function detailOf(response: Response): string {
     // not JSON: fall through to the status line
   }
   // Not users-server's answer (it always sends a problem document): something else answered at --url.
-  const next = response.status >= 500 ? 'try again later, or check what stands between usersctl and users-server (a proxy)' : 'check that --url is the address of users-server';
+  const next =
+    response.status >= 500
+      ? 'try again later, or check what stands between usersctl and users-server (a proxy)'
+      : 'check that --url is the address of users-server';
   return `${`the server answered ${response.status} ${oneLine(response.statusText)}`.trimEnd()}; ${next}`;
 }
 
@@ -595,7 +662,10 @@ const ANSWER_TIMEOUT = 'ANSWER_TIMEOUT';
  * time could otherwise hold a command for ever.
  */
 async function answerText(res: Dispatcher.ResponseData<unknown>, origin: string, ms: number): Promise<string> {
-  const deadline = setTimeout(() => res.body.destroy(Object.assign(new Error('the answer did not all come in time'), { code: ANSWER_TIMEOUT })), ms);
+  const deadline = setTimeout(
+    () => res.body.destroy(Object.assign(new Error('the answer did not all come in time'), { code: ANSWER_TIMEOUT })),
+    ms,
+  );
   try {
     return await bodyText(res, origin);
   } finally {
@@ -606,7 +676,10 @@ async function answerText(res: Dispatcher.ResponseData<unknown>, origin: string,
 async function bodyText(res: Dispatcher.ResponseData<unknown>, origin: string): Promise<string> {
   const tooLarge = () => {
     res.body.destroy();
-    return new CliError(`the answer of ${origin} is larger than ${MAX_ANSWER_BYTES / 1024 / 1024} MiB, more than usersctl reads; check that --url is the address of users-server, or list fewer users a page (--limit)`, EXIT.unexpected);
+    return new CliError(
+      `the answer of ${origin} is larger than ${MAX_ANSWER_BYTES / 1024 / 1024} MiB, more than usersctl reads; check that --url is the address of users-server, or list fewer users a page (--limit)`,
+      EXIT.unexpected,
+    );
   };
   if (Number(single(res.headers['content-length']) ?? 0) > MAX_ANSWER_BYTES) throw tooLarge();
   const chunks: Buffer[] = [];
@@ -654,7 +727,8 @@ export function retryAfterMs(value: string | string[] | undefined, now = Date.no
 /** The error code of a network failure; AggregateError (happy eyeballs) carries it on its members. */
 /** True when `error`, or an error it was caused by, has this name. */
 function hasName(error: unknown, name: string): boolean {
-  for (let e = error; typeof e === 'object' && e !== null; e = (e as { cause?: unknown }).cause) if ((e as { name?: unknown }).name === name) return true;
+  for (let e = error; typeof e === 'object' && e !== null; e = (e as { cause?: unknown }).cause)
+    if ((e as { name?: unknown }).name === name) return true;
   return false;
 }
 
@@ -662,10 +736,11 @@ function errorCode(error: unknown): string | undefined {
   if (typeof error !== 'object' || error === null) return undefined;
   const e = error as { code?: unknown; errors?: unknown; cause?: unknown; name?: unknown };
   if (typeof e.code === 'string') return e.code;
-  if (Array.isArray(e.errors)) for (const inner of e.errors) {
-    const code = errorCode(inner);
-    if (code !== undefined) return code;
-  }
+  if (Array.isArray(e.errors))
+    for (const inner of e.errors) {
+      const code = errorCode(inner);
+      if (code !== undefined) return code;
+    }
   if (e.cause !== undefined) return errorCode(e.cause);
   if (e.name === 'TimeoutError') return 'ETIMEDOUT';
   return undefined;
@@ -674,7 +749,11 @@ function errorCode(error: unknown): string | undefined {
 function maskRequestHeader(name: string, value: string): string {
   const lower = name.toLowerCase();
   if (lower === 'authorization') return /\s/.test(value) ? value.replace(/\s.*$/s, ' ***') : '***';
-  if (lower === 'cookie') return value.split(/;\s*/).map((pair) => pair.replace(/=.*$/, '=***')).join('; ');
+  if (lower === 'cookie')
+    return value
+      .split(/;\s*/)
+      .map((pair) => pair.replace(/=.*$/, '=***'))
+      .join('; ');
   return value;
 }
 

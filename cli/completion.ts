@@ -61,13 +61,20 @@ export function completionScript(program: Command, shell: Shell): string {
     }
     case 'fish': {
       const quote = (text: string) => `'${text.replaceAll('\\', '\\\\').replaceAll("'", "\\'")}'`;
-      const lines = [`# ${name} completion for fish: ${name} completion fish > ~/.config/fish/completions/${name}.fish`, `complete -c ${name} -f`];
-      for (const c of commands) lines.push(`complete -c ${name} -n __fish_use_subcommand -a ${c.name} -d ${quote(c.description)}`);
-      for (const o of program.options) if (o.long !== undefined) lines.push(`complete -c ${name} -l ${o.long.slice(2)} -d ${quote(o.description)}`);
+      const lines = [
+        `# ${name} completion for fish: ${name} completion fish > ~/.config/fish/completions/${name}.fish`,
+        `complete -c ${name} -f`,
+      ];
+      for (const c of commands)
+        lines.push(`complete -c ${name} -n __fish_use_subcommand -a ${c.name} -d ${quote(c.description)}`);
+      for (const o of program.options)
+        if (o.long !== undefined) lines.push(`complete -c ${name} -l ${o.long.slice(2)} -d ${quote(o.description)}`);
       const optionLines = (condition: string, options: readonly Option[]) => {
         for (const o of options) {
           if (o.long === undefined) continue;
-          lines.push(`complete -c ${name} -n '${condition}' -l ${o.long.slice(2)}${o.required || o.optional ? ' -r' : ''} -d ${quote(o.description)}`);
+          lines.push(
+            `complete -c ${name} -n '${condition}' -l ${o.long.slice(2)}${o.required || o.optional ? ' -r' : ''} -d ${quote(o.description)}`,
+          );
         }
       };
       for (const c of visibleCommands(program)) {
@@ -86,7 +93,8 @@ export function completionScript(program: Command, shell: Shell): string {
 /** The man page (section 1) of a commander program: synopsis, description, options, each command, and the help's closing text. */
 export function manPage(program: Command, date: string, version: string, after: string): string {
   const name = program.name();
-  const optionLines = (options: readonly Option[]) => options.flatMap((o) => ['.TP', `.B ${roff(o.flags)}`, roff(o.description)]);
+  const optionLines = (options: readonly Option[]) =>
+    options.flatMap((o) => ['.TP', `.B ${roff(o.flags)}`, roff(o.description)]);
   const lines = [
     `.TH ${name.toUpperCase()} 1 "${date}" "${name} ${version}" "User Commands"`,
     '.SH NAME',
@@ -98,12 +106,18 @@ export function manPage(program: Command, date: string, version: string, after: 
     ...optionLines(program.options),
     '.TP',
     '.B \\-h, \\-\\-help',
-    'show help (also after a command: the command\'s help)',
+    "show help (also after a command: the command's help)",
     '.SH COMMANDS',
   ];
   const section = (command: Command, prefix: string) => {
-    const args = command.registeredArguments.map((a) => (a.required ? `<${a.name()}${a.variadic ? '...' : ''}>` : `[${a.name()}${a.variadic ? '...' : ''}]`)).join(' ');
-    lines.push(`.SS ${roff(`${prefix}${command.name()} ${args}`.trim())}`, roff(command.description()), ...optionLines(command.options));
+    const args = command.registeredArguments
+      .map((a) => (a.required ? `<${a.name()}${a.variadic ? '...' : ''}>` : `[${a.name()}${a.variadic ? '...' : ''}]`))
+      .join(' ');
+    lines.push(
+      `.SS ${roff(`${prefix}${command.name()} ${args}`.trim())}`,
+      roff(command.description()),
+      ...optionLines(command.options),
+    );
   };
   for (const command of visibleCommands(program)) {
     section(command, '');

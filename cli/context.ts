@@ -49,21 +49,30 @@ export interface GlobalOptions {
 export function resolveGlobals(flags: GlobalFlags, env: NodeJS.ProcessEnv): GlobalOptions {
   const urlText = flags.url ?? nonEmpty(env.USERSCTL_URL) ?? DEFAULT_URL;
   // "127.0.0.1:8080" parses as a URL of the scheme "127.0.0.1:", and "localhost" not at all.
-  if (/^(\[[0-9a-fA-F:.]+\]|[\w.-]+)(:\d+)?(\/\S*)?$/.test(urlText)) throw new UsageError(`--url: ${urlText} has no scheme: give http://${urlText} (or https://)`);
+  if (/^(\[[0-9a-fA-F:.]+\]|[\w.-]+)(:\d+)?(\/\S*)?$/.test(urlText))
+    throw new UsageError(`--url: ${urlText} has no scheme: give http://${urlText} (or https://)`);
   let url: URL;
   try {
     url = new URL(urlText);
   } catch {
     throw new UsageError(`--url: not a URL: ${urlText}`);
   }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new UsageError(`--url: only http and https URLs are supported, not ${url.protocol}`);
-  if (url.search !== '' || url.hash !== '') throw new UsageError('--url: give the base URL without a query or fragment');
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    throw new UsageError(`--url: only http and https URLs are supported, not ${url.protocol}`);
+  if (url.search !== '' || url.hash !== '')
+    throw new UsageError('--url: give the base URL without a query or fragment');
   // usersctl sends no credentials from the URL; one that carries them also shows them in ps and the shell's history.
-  if (url.username !== '' || url.password !== '') throw new UsageError(`--url: leave the user and password out of it (${url.protocol}//${url.host}${url.pathname === '/' ? '' : url.pathname}); log in with usersctl login, or use --token`);
+  if (url.username !== '' || url.password !== '')
+    throw new UsageError(
+      `--url: leave the user and password out of it (${url.protocol}//${url.host}${url.pathname === '/' ? '' : url.pathname}); log in with usersctl login, or use --token`,
+    );
   return {
     url,
     jarPath: flags.cookieJar ?? nonEmpty(env.USERSCTL_COOKIE_JAR) ?? defaultJarPath(env),
-    token: tokenOf(flags.token ?? nonEmpty(env.USERSCTL_TOKEN), flags.token !== undefined ? '--token' : 'USERSCTL_TOKEN'),
+    token: tokenOf(
+      flags.token ?? nonEmpty(env.USERSCTL_TOKEN),
+      flags.token !== undefined ? '--token' : 'USERSCTL_TOKEN',
+    ),
     json: flags.json === true,
     timeoutMs: Math.round((flags.timeout ?? DEFAULT_TIMEOUT_SECONDS) * 1000),
     retries: flags.retries ?? DEFAULT_RETRIES,
@@ -76,7 +85,10 @@ export function resolveGlobals(flags: GlobalFlags, env: NodeJS.ProcessEnv): Glob
 function tokenOf(value: string | undefined, source: string): string | undefined {
   if (value === undefined) return undefined;
   const token = value.trim();
-  if (!/^[\x21-\x7e]+$/.test(token)) throw new UsageError(`${source}: an API token is one word of visible characters (ust_...); make one with: usersctl tokens create NAME`);
+  if (!/^[\x21-\x7e]+$/.test(token))
+    throw new UsageError(
+      `${source}: an API token is one word of visible characters (ust_...); make one with: usersctl tokens create NAME`,
+    );
   return token;
 }
 
@@ -145,7 +157,8 @@ export class Context {
 
   /** The failure of one ref among several: `REF: why`, or with --json its record. */
   failRef(ref: string, error: CliError): void {
-    if (this.options.json) this.io.stderr.write(JSON.stringify(errorRecord(error.message, error.exitCode, error, ref)) + '\n');
+    if (this.options.json)
+      this.io.stderr.write(JSON.stringify(errorRecord(error.message, error.exitCode, error, ref)) + '\n');
     else this.fail(`${ref}: ${error.message}`);
   }
 

@@ -61,7 +61,10 @@ export class NetworkError extends CliError {
 export class UnexpectedAnswerError extends CliError {
   override readonly name = 'UnexpectedAnswerError';
   constructor(what: string) {
-    super(`unexpected answer from the server: ${what}; check that --url is the address of users-server`, EXIT.unexpected);
+    super(
+      `unexpected answer from the server: ${what}; check that --url is the address of users-server`,
+      EXIT.unexpected,
+    );
   }
 }
 
@@ -102,7 +105,14 @@ const OWN_TITLES: Record<number, [string, string]> = {
 export function errorRecord(message: string, exit: number, error: unknown, givenRef?: string): ErrorRecord {
   const ref = givenRef ?? (error instanceof CliError ? error.ref : undefined);
   if (error instanceof StatusError) {
-    return { status: error.status, type: error.type ?? 'about:blank', title: error.title ?? '', detail: error.detail, ref: ref ?? null, exit };
+    return {
+      status: error.status,
+      type: error.type ?? 'about:blank',
+      title: error.title ?? '',
+      detail: error.detail,
+      ref: ref ?? null,
+      exit,
+    };
   }
   const [type, title] = OWN_TITLES[exit] ?? ['usersctl:error', 'Error'];
   return { status: null, type, title, detail: message, ref: ref ?? null, exit };

@@ -38,10 +38,12 @@ export interface ExportRecord {
 /** The record of an export line, or why the line is not one. */
 export function parseRecord(value: unknown): ExportRecord | string {
   const r = value as Partial<ExportRecord>;
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) return 'a record of an export must be a JSON object';
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    return 'a record of an export must be a JSON object';
   if (!isId(r.id)) return 'a record of an export needs "id", a user id';
   if (r.alias !== null && typeof r.alias !== 'string') return 'a record\'s "alias" must be a string or null';
-  if (typeof r.user !== 'object' || r.user === null || Array.isArray(r.user)) return 'a record needs "user", the user as a JSON object';
+  if (typeof r.user !== 'object' || r.user === null || Array.isArray(r.user))
+    return 'a record needs "user", the user as a JSON object';
   if (r.user.id !== r.id) return 'a record\'s "user" must carry the record\'s "id"';
   return r as ExportRecord;
 }

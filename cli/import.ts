@@ -40,7 +40,11 @@ export interface ImportOptions {
   overwrite?: boolean;
 }
 
-type Job = { kind: 'put'; path: string; body: Buffer } | { kind: 'restore'; record: ExportRecord } | { kind: 'result'; text: string } | { kind: 'end'; users: number };
+type Job =
+  | { kind: 'put'; path: string; body: Buffer }
+  | { kind: 'restore'; record: ExportRecord }
+  | { kind: 'result'; text: string }
+  | { kind: 'end'; users: number };
 
 /** Pause reading while this much output waits for a slow stdout. */
 const OUTPUT_HIGH_WATER = 1 << 20;
@@ -48,10 +52,14 @@ const OUTPUT_HIGH_WATER = 1 << 20;
 type Stats = { lines: number; ok: number; created: number; unchanged: number; failed: number; bytes: number };
 
 export async function importUsers(ctx: Context, options: ImportOptions): Promise<number> {
-  if (options.aliasField !== undefined && options.uuidNamespace !== undefined) throw new UsageError('--alias-field and --uuid-namespace are alternatives: give one');
-  if (options.uuidNamespace !== undefined && !isUuid(options.uuidNamespace)) throw new UsageError(`--uuid-namespace must be a UUID, not ${JSON.stringify(options.uuidNamespace)}`);
+  if (options.aliasField !== undefined && options.uuidNamespace !== undefined)
+    throw new UsageError('--alias-field and --uuid-namespace are alternatives: give one');
+  if (options.uuidNamespace !== undefined && !isUuid(options.uuidNamespace))
+    throw new UsageError(`--uuid-namespace must be a UUID, not ${JSON.stringify(options.uuidNamespace)}`);
   if (options.input !== undefined && options.file !== undefined && options.input !== options.file) {
-    throw new UsageError(`two inputs given (${JSON.stringify(options.input)} and -f ${JSON.stringify(options.file)}): name the file once`);
+    throw new UsageError(
+      `two inputs given (${JSON.stringify(options.input)} and -f ${JSON.stringify(options.file)}): name the file once`,
+    );
   }
   const file = options.input ?? options.file;
   // A jar that cannot be read fails the command once, not each line.
@@ -60,13 +68,23 @@ export async function importUsers(ctx: Context, options: ImportOptions): Promise
   const run = new ImportRun(ctx, options);
   const { stats } = run;
   ctx.interruption.onForcedStop(() => run.howFar());
-  const progress = startProgress(ctx, 'lines', () => ({ done: stats.lines, failed: stats.failed, ...(size !== undefined && size > 0 && { fraction: stats.bytes / size }) }), run.started);
+  const progress = startProgress(
+    ctx,
+    'lines',
+    () => ({
+      done: stats.lines,
+      failed: stats.failed,
+      ...(size !== undefined && size > 0 && { fraction: stats.bytes / size }),
+    }),
+    run.started,
+  );
   // A signal while waiting for stdin: end the input, so the loop sees the stop.
   if (size === undefined) ctx.interruption.onStop(() => (input as Partial<{ destroy(): void }>).destroy?.());
   try {
     await run.consume(input);
     // Only when reading stopped at a line: a stop after the last line was read (a result that could not be printed) left nothing unsent.
-    if (run.stoppedAt > 0 && size !== undefined && file !== undefined) run.notSent += await countLinesFrom(file, run.stoppedAt);
+    if (run.stoppedAt > 0 && size !== undefined && file !== undefined)
+      run.notSent += await countLinesFrom(file, run.stoppedAt);
   } finally {
     progress?.stop();
     await close();
@@ -74,16 +92,23 @@ export async function importUsers(ctx: Context, options: ImportOptions): Promise
   if (progress !== undefined) printSummary(ctx, run.stats, run.started);
   const stop = ctx.interruption.reason;
   if (stop !== undefined) {
-    const rest = size === undefined ? `${run.notSent > 0 ? `${run.notSent} line and ` : ''}the rest of stdin` : String(run.notSent);
-    ctx.fail(`interrupted (${ctx.interruption.label}): imported ${run.stats.ok}, failed ${run.stats.failed}, not sent ${rest}`);
+    const rest =
+      size === undefined
+        ? `${run.notSent > 0 ? `${run.notSent} line and ` : ''}the rest of stdin`
+        : String(run.notSent);
+    ctx.fail(
+      `interrupted (${ctx.interruption.label}): imported ${run.stats.ok}, failed ${run.stats.failed}, not sent ${rest}`,
+    );
     ctx.stopReported = true;
     return EXIT.ok;
   }
-  if (run.stop !== undefined) throw new CliError(`${run.stop.message}; import stopped after line ${run.lastLine}`, run.stop.exitCode);
+  if (run.stop !== undefined)
+    throw new CliError(`${run.stop.message}; import stopped after line ${run.lastLine}`, run.stop.exitCode);
   const damage = run.exportDamage();
   if (damage !== undefined) ctx.fail(damage);
   if (run.stats.failed > 0) {
-    if (progress === undefined) ctx.fail(`${run.stats.failed} of ${run.stats.lines} lines failed; their results on stdout say why`);
+    if (progress === undefined)
+      ctx.fail(`${run.stats.failed} of ${run.stats.lines} lines failed; their results on stdout say why`);
     return EXIT.partialImport;
   }
   return damage === undefined ? EXIT.ok : EXIT.partialImport;
@@ -93,7 +118,9 @@ function printSummary(ctx: Context, stats: Stats, started: number): void {
   const seconds = ((Date.now() - started) / 1000).toFixed(1);
   const failed = stats.failed === 0 ? '0 failed' : ctx.paint(`${stats.failed} failed`, '31');
   const unchanged = stats.unchanged === 0 ? '' : `, ${stats.unchanged} unchanged`;
-  ctx.io.stderr.write(`usersctl: ${stats.lines} lines in ${seconds} s: ${stats.ok} ok (${stats.created} created, ${stats.ok - stats.created - stats.unchanged} replaced${unchanged}), ${failed}\n`);
+  ctx.io.stderr.write(
+    `usersctl: ${stats.lines} lines in ${seconds} s: ${stats.ok} ok (${stats.created} created, ${stats.ok - stats.created - stats.unchanged} replaced${unchanged}), ${failed}\n`,
+  );
 }
 
 /** One import: lines in, at most `concurrency` PUTs in flight, results out in input order. */
@@ -143,12 +170,16 @@ class ImportRun {
     this.endExpected = first === EXPORT_HEADER;
     if (header) {
       if (this.options.aliasField !== undefined || this.options.uuidNamespace !== undefined) {
-        throw new UsageError('this input is an export (usersctl export): its records carry their ids and aliases, so --alias-field and --uuid-namespace do not apply');
+        throw new UsageError(
+          'this input is an export (usersctl export): its records carry their ids and aliases, so --alias-field and --uuid-namespace do not apply',
+        );
       }
       // Ids are issued in order: keeping them means one record at a time, in the export's id order.
       if (this.options.keepIds === true) this.concurrency = 1;
     } else if (this.options.keepIds === true || this.options.overwrite === true) {
-      throw new UsageError('--keep-ids and --overwrite apply to an export (usersctl export); this input is plain user lines');
+      throw new UsageError(
+        '--keep-ids and --overwrite apply to an export (usersctl export); this input is plain user lines',
+      );
     }
     return header;
   }
@@ -158,8 +189,14 @@ class ImportRun {
     const { printed, lastPrinted, completed } = this.results;
     // The requests in flight, and the results that came but wait for stdout.
     const unprinted = this.inFlight + completed - printed;
-    const done = printed === 0 ? 'no result printed' : `results printed through line ${lastPrinted} (${printed} line${printed === 1 ? '' : 's'})`;
-    const open = unprinted === 0 ? '' : `; ${unprinted} line${unprinted === 1 ? '' : 's'} more without a printed result (those sent may have been imported)`;
+    const done =
+      printed === 0
+        ? 'no result printed'
+        : `results printed through line ${lastPrinted} (${printed} line${printed === 1 ? '' : 's'})`;
+    const open =
+      unprinted === 0
+        ? ''
+        : `; ${unprinted} line${unprinted === 1 ? '' : 's'} more without a printed result (those sent may have been imported)`;
     return `${done}${open}; the rest not sent: the same import run again finishes it`;
   }
 
@@ -167,7 +204,8 @@ class ImportRun {
   exportDamage(): string | undefined {
     if (this.format !== 'export' || !this.endExpected) return undefined;
     const { lines, ok } = this.stats;
-    if (this.end === undefined) return `the export was cut short: it ends after ${lines} users without its end record (an export stopped early, by Ctrl-C, a full disk or a lost connection); ${ok} of them were imported: export again and import that`;
+    if (this.end === undefined)
+      return `the export was cut short: it ends after ${lines} users without its end record (an export stopped early, by Ctrl-C, a full disk or a lost connection); ${ok} of them were imported: export again and import that`;
     if (this.end.users === this.end.records) return undefined;
     return `the export is damaged: its end record counts ${this.end.users} users, but ${this.end.records} came before it; export again and import that`;
   }
@@ -195,7 +233,12 @@ class ImportRun {
       }
       this.lastLine = line.number;
       if (this.format === undefined && this.takeHeader(line)) continue;
-      const job = this.end !== undefined ? afterEnd(line) : this.format === 'export' ? prepareRecord(line) : prepare(line, this.options.aliasField, this.aliasOf);
+      const job =
+        this.end !== undefined
+          ? afterEnd(line)
+          : this.format === 'export'
+            ? prepareRecord(line)
+            : prepare(line, this.options.aliasField, this.aliasOf);
       if (job === undefined) continue;
       if (job.kind === 'end') {
         this.end = { users: job.users, records: this.stats.lines };
@@ -208,7 +251,8 @@ class ImportRun {
         this.results.complete(seq, line.number, job.text);
         continue;
       }
-      while (this.inFlight >= this.concurrency || seq - this.results.nextToPrint >= this.window) await this.waitForResult();
+      while (this.inFlight >= this.concurrency || seq - this.results.nextToPrint >= this.window)
+        await this.waitForResult();
       if (this.results.pendingChars > OUTPUT_HIGH_WATER) await this.results.flush();
       this.inFlight++;
       void (job.kind === 'put' ? this.put(seq, line, job.path, job.body) : this.restore(seq, line, job.record));
@@ -257,7 +301,13 @@ class ImportRun {
         this.stats.ok++;
         if (restored.action === 'created') this.stats.created++;
         if (restored.action === 'unchanged') this.stats.unchanged++;
-        text = JSON.stringify({ ...where, alias: restored.alias === undefined ? alias : restored.alias, ok: true, action: restored.action, id: restored.id });
+        text = JSON.stringify({
+          ...where,
+          alias: restored.alias === undefined ? alias : restored.alias,
+          ok: true,
+          action: restored.action,
+          id: restored.id,
+        });
         // The replaced version as the target stored it, byte for byte (parsed, a large number could change).
         if (restored.previous !== undefined) text = `${text.slice(0, -1)},"previous":${restored.previous}}`;
       } else {
@@ -267,7 +317,12 @@ class ImportRun {
     } catch (error) {
       this.stats.failed++;
       if (error instanceof NetworkError || error instanceof UnexpectedAnswerError) this.stop ??= error;
-      text = JSON.stringify({ ...where, ok: false, status: 0, error: error instanceof Error ? error.message : String(error) });
+      text = JSON.stringify({
+        ...where,
+        ok: false,
+        status: 0,
+        error: error instanceof Error ? error.message : String(error),
+      });
     } finally {
       this.inFlight--;
     }
@@ -348,7 +403,14 @@ class OrderedResults {
 
 /** A line's JSON value; undefined for a blank line, a failure result for one that is not JSON. */
 function parseLine(line: Line): unknown {
-  if (line.tooLong !== undefined) return new LineFailure(failure(line.number, 0, `the line is ${line.tooLong} bytes long, more than the 64 MiB users-server takes in a body; it was not sent`));
+  if (line.tooLong !== undefined)
+    return new LineFailure(
+      failure(
+        line.number,
+        0,
+        `the line is ${line.tooLong} bytes long, more than the 64 MiB users-server takes in a body; it was not sent`,
+      ),
+    );
   const text = line.bytes.toString('utf8');
   if (text.trim() === '') return undefined;
   try {
@@ -383,7 +445,14 @@ function prepare(line: Line, aliasField: string | undefined, aliasOf: (name: Uin
   } else if (aliasField !== undefined) {
     const alias = record[aliasField];
     if (typeof alias !== 'string' || parseRef(alias).kind !== 'alias') {
-      return { kind: 'result', text: failure(line.number, 0, `field "${aliasField}" must be an alias: 1 to 200 of A-Z a-z 0-9 . _ ~ - with a non-digit`) };
+      return {
+        kind: 'result',
+        text: failure(
+          line.number,
+          0,
+          `field "${aliasField}" must be an alias: 1 to 200 of A-Z a-z 0-9 . _ ~ - with a non-digit`,
+        ),
+      };
     }
     path = `${USERS_PATH}/${alias}`;
   } else {
@@ -400,13 +469,18 @@ function prepareRecord(line: Line): Job | undefined {
   const users = endRecordUsers(value);
   if (users !== undefined) return { kind: 'end', users };
   const record = parseRecord(value);
-  return typeof record === 'string' ? { kind: 'result', text: failure(line.number, 0, record) } : { kind: 'restore', record };
+  return typeof record === 'string'
+    ? { kind: 'result', text: failure(line.number, 0, record) }
+    : { kind: 'restore', record };
 }
 
 /** A line after an export's end record: a failure, or nothing (blank). */
 function afterEnd(line: Line): Job | undefined {
   if (line.tooLong === undefined && line.bytes.toString('utf8').trim() === '') return undefined;
-  return { kind: 'result', text: failure(line.number, 0, 'a line after the end record of the export; it was not sent') };
+  return {
+    kind: 'result',
+    text: failure(line.number, 0, 'a line after the end record of the export; it was not sent'),
+  };
 }
 
 /** The non-blank lines of `file` from byte `start` on (what an early stop left unsent). */
@@ -420,7 +494,10 @@ function failure(line: number, status: number, error: string): string {
   return JSON.stringify({ line, ok: false, status, error });
 }
 
-async function openInput(ctx: Context, file: string | undefined): Promise<{ input: AsyncIterable<Buffer | string>; size: number | undefined; close: () => Promise<void> }> {
+async function openInput(
+  ctx: Context,
+  file: string | undefined,
+): Promise<{ input: AsyncIterable<Buffer | string>; size: number | undefined; close: () => Promise<void> }> {
   if (file === undefined || file === '-') {
     if (ctx.io.stdin.isTTY === true) ctx.info('reading NDJSON from the terminal; end with Ctrl-D (or give -f FILE)');
     return { input: ctx.io.stdin as AsyncIterable<Buffer | string>, size: undefined, close: async () => {} };
@@ -447,4 +524,3 @@ async function openInput(ctx: Context, file: string | undefined): Promise<{ inpu
     },
   };
 }
-

@@ -91,7 +91,8 @@ export async function saveJar(jar: CookieJar, path: string, setBy: SetBy = new M
   for (const cookie of await jar.store.getAllCookies()) {
     const line = toLine(cookie, now);
     const server = setBy.get(cookieKey(cookie));
-    if (line !== undefined) lines.push(server === undefined ? line : { ...line, comment: `usersctl: set by ${server}` });
+    if (line !== undefined)
+      lines.push(server === undefined ? line : { ...line, comment: `usersctl: set by ${server}` });
   }
   await writeFileAtomic(path, formatCookieFile(lines));
 }

@@ -8,10 +8,26 @@ import * as session from './commands/session-commands.js';
 import * as tokens from './commands/token-commands.js';
 import * as users from './commands/user-commands.js';
 import { watch, type WatchOptions } from './commands/watch-command.js';
-import { Context, DEFAULT_RETRIES, DEFAULT_TIMEOUT_SECONDS, DEFAULT_URL, errorPrefix, noColorUnset, resolveGlobals, type GlobalFlags, type Io } from './context.js';
+import {
+  Context,
+  DEFAULT_RETRIES,
+  DEFAULT_TIMEOUT_SECONDS,
+  DEFAULT_URL,
+  errorPrefix,
+  noColorUnset,
+  resolveGlobals,
+  type GlobalFlags,
+  type Io,
+} from './context.js';
 import { OUTPUT_FORMATS } from './output-format.js';
 import { CliError, errorRecord, EXIT, StatusError } from './exit-codes.js';
-import { DEFAULT_CONCURRENCY, DEFAULT_IMPORT_NAMESPACE, MAX_CONCURRENCY, importUsers, type ImportOptions } from './import.js';
+import {
+  DEFAULT_CONCURRENCY,
+  DEFAULT_IMPORT_NAMESPACE,
+  MAX_CONCURRENCY,
+  importUsers,
+  type ImportOptions,
+} from './import.js';
 import { completionScript, manPage, SHELLS, type Shell } from './completion.js';
 import { STOP_EXIT } from './streams.js';
 import { writeFailure } from '../shared/file-errors.js';
@@ -77,7 +93,8 @@ export async function run(argv: readonly string[], io: Partial<Io> = {}): Promis
       const { message, code } = describe(error, helpFor(program, argv));
       if (message === undefined) return await unwrittenOutput(fullIo, code);
       // --json: a script reads the failure as JSON too, one object a line.
-      if (message !== undefined && argv.includes('--json')) fullIo.stderr.write(JSON.stringify(errorRecord(message, code, error)) + '\n');
+      if (message !== undefined && argv.includes('--json'))
+        fullIo.stderr.write(JSON.stringify(errorRecord(message, code, error)) + '\n');
       else if (message !== undefined) fullIo.stderr.write(`${errorPrefix(color)} ${message}\n`);
       return code;
     } catch {
@@ -112,7 +129,9 @@ async function unwrittenOutput(io: Io, code: number): Promise<number> {
   await new Promise((resolve) => setImmediate(resolve));
   const failed = guarded.get(io.stdout)?.failed;
   if (failed === undefined || code !== EXIT.ok) return code;
-  io.stderr.write(`usersctl: cannot write the output: ${writeFailure(failed)}; run the command again once it can be written\n`);
+  io.stderr.write(
+    `usersctl: cannot write the output: ${writeFailure(failed)}; run the command again once it can be written\n`,
+  );
   return EXIT.unexpected;
 }
 
@@ -124,18 +143,32 @@ async function unwrittenOutput(io: Io, code: number): Promise<number> {
 function describe(error: unknown, help: string): { message: string | undefined; code: number } {
   if (error instanceof CommanderError) {
     // --help, `help <command>` and --version printed what they print: success.
-    if (error.code === 'commander.helpDisplayed' || error.code === 'commander.version') return { message: undefined, code: EXIT.ok };
+    if (error.code === 'commander.helpDisplayed' || error.code === 'commander.version')
+      return { message: undefined, code: EXIT.ok };
     // Help shown by commander itself; on stderr (exit code 1 in commander's terms) it answered a usage error.
-    if (error.code === 'commander.help') return { message: undefined, code: error.exitCode === 0 ? EXIT.ok : EXIT.usage };
-    return { message: `${usageMessage(error.message)}; see ${GLOBAL_OPTION_VALUE.test(error.message) ? 'usersctl --help' : help}`, code: EXIT.usage };
+    if (error.code === 'commander.help')
+      return { message: undefined, code: error.exitCode === 0 ? EXIT.ok : EXIT.usage };
+    return {
+      message: `${usageMessage(error.message)}; see ${GLOBAL_OPTION_VALUE.test(error.message) ? 'usersctl --help' : help}`,
+      code: EXIT.usage,
+    };
   }
   // A user not found is named: "999: No such user."
-  if (error instanceof StatusError && error.status === 404 && error.ref !== undefined && !error.message.includes(error.ref)) return { message: `${error.ref}: ${error.message}`, code: error.exitCode };
+  if (
+    error instanceof StatusError &&
+    error.status === 404 &&
+    error.ref !== undefined &&
+    !error.message.includes(error.ref)
+  )
+    return { message: `${error.ref}: ${error.message}`, code: error.exitCode };
   if (error instanceof CliError) return { message: error.message, code: error.exitCode };
   // A bug or an environment failure (disk full writing the jar, ...): the message, never the stack.
   const message = error instanceof Error ? error.message : String(error);
   const code = (error as NodeJS.ErrnoException | undefined)?.code;
-  return { message: `unexpected error: ${message}${code !== undefined && !message.includes(code) ? ` (${code})` : ''}`, code: EXIT.unexpected };
+  return {
+    message: `unexpected error: ${message}${code !== undefined && !message.includes(code) ? ` (${code})` : ''}`,
+    code: EXIT.unexpected,
+  };
 }
 
 /**
@@ -185,18 +218,19 @@ function helpFor(program: Command | undefined, argv: readonly string[]): string 
   return `usersctl ${names.join(' ')} --help`;
 }
 
-
 function integer(name: string, min: number, max: number) {
   return (value: string): number => {
     const n = /^\d+$/.test(value) ? Number(value) : NaN;
-    if (!Number.isSafeInteger(n) || n < min || n > max) throw new InvalidArgumentError(`${name} must be an integer from ${min} to ${max}.`);
+    if (!Number.isSafeInteger(n) || n < min || n > max)
+      throw new InvalidArgumentError(`${name} must be an integer from ${min} to ${max}.`);
     return n;
   };
 }
 
 function seconds(value: string): number {
   const n = /^\d+(\.\d+)?$/.test(value) ? Number(value) : NaN;
-  if (!(n > 0) || n > 86_400) throw new InvalidArgumentError('--timeout must be a number of seconds above 0, at most 86400.');
+  if (!(n > 0) || n > 86_400)
+    throw new InvalidArgumentError('--timeout must be a number of seconds above 0, at most 86400.');
   return n;
 }
 
@@ -206,7 +240,9 @@ export function outputOption(): Option {
 }
 
 /** A command's body, as `action` wraps it: the context, then commander's arguments. */
-type Action = <A extends unknown[]>(body: (ctx: Context, ...args: A) => Promise<number | void>) => (...args: A) => Promise<void>;
+type Action = <A extends unknown[]>(
+  body: (ctx: Context, ...args: A) => Promise<number | void>,
+) => (...args: A) => Promise<void>;
 
 function buildProgram(io: Io, setExitCode: (code: number) => void): Command {
   const program = newProgram(io);
@@ -221,7 +257,10 @@ function buildProgram(io: Io, setExitCode: (code: number) => void): Command {
         const code = (await body(ctx, ...args)) ?? EXIT.ok;
         // Stopped early (a signal, a closed output): the command said what it did; the exit code says it stopped.
         const stop = ctx.interruption.reason;
-        if (stop !== undefined && !ctx.stopReported) ctx.fail(`stopped early (${ctx.interruption.label}): ${stop === 'output failed' ? 'the output may end in a cut line; run the command again once it can be written' : 'what was written before is complete'}`);
+        if (stop !== undefined && !ctx.stopReported)
+          ctx.fail(
+            `stopped early (${ctx.interruption.label}): ${stop === 'output failed' ? 'the output may end in a cut line; run the command again once it can be written' : 'what was written before is complete'}`,
+          );
         setExitCode(stop === undefined ? code : STOP_EXIT[stop]);
         failed = false;
       } finally {
@@ -247,13 +286,19 @@ function addShellCommands(program: Command, io: Io): void {
     .argument('<shell>', 'bash, zsh or fish')
     .addHelpText('after', '\nExample:\n  eval "$(usersctl completion bash)"\n')
     .action((shell: string) => {
-      if (!(SHELLS as readonly string[]).includes(shell)) throw new CliError(`no completion for ${JSON.stringify(shell)}: give bash, zsh or fish`, EXIT.usage);
+      if (!(SHELLS as readonly string[]).includes(shell))
+        throw new CliError(`no completion for ${JSON.stringify(shell)}: give bash, zsh or fish`, EXIT.usage);
       io.stdout.write(completionScript(program, shell as Shell));
     });
   program
     .command('man', { hidden: true })
     .description('print the usersctl(1) man page (npm run build writes it to dist/man/)')
-    .action(() => void io.stdout.write(manPage(program, new Date().toISOString().slice(0, 10), packageVersion(import.meta.url), HELP_AFTER)));
+    .action(
+      () =>
+        void io.stdout.write(
+          manPage(program, new Date().toISOString().slice(0, 10), packageVersion(import.meta.url), HELP_AFTER),
+        ),
+    );
 }
 
 /** The program with its global options, help and output wired to `io`. */
@@ -273,11 +318,24 @@ function newProgram(io: Io): Command {
       getErrHasColors: () => false,
     })
     .option('--url <url>', `server base URL (env USERSCTL_URL, default ${DEFAULT_URL})`)
-    .option('--cookie-jar <file>', 'Netscape cookie file holding the session; one a server, as cookies do not tell ports apart (env USERSCTL_COOKIE_JAR)')
-    .option('--token <token>', 'API token sent as Authorization: Bearer instead of the session (env USERSCTL_TOKEN, which ps cannot show)')
-    .option('--json', 'machine output: the server JSON unchanged, several results as NDJSON; failures as JSON on stderr')
+    .option(
+      '--cookie-jar <file>',
+      'Netscape cookie file holding the session; one a server, as cookies do not tell ports apart (env USERSCTL_COOKIE_JAR)',
+    )
+    .option(
+      '--token <token>',
+      'API token sent as Authorization: Bearer instead of the session (env USERSCTL_TOKEN, which ps cannot show)',
+    )
+    .option(
+      '--json',
+      'machine output: the server JSON unchanged, several results as NDJSON; failures as JSON on stderr',
+    )
     .option('--timeout <seconds>', `connect and response timeout (default ${DEFAULT_TIMEOUT_SECONDS})`, seconds)
-    .option('--retries <n>', `retries where safe, with backoff (default ${DEFAULT_RETRIES})`, integer('--retries', 0, 100))
+    .option(
+      '--retries <n>',
+      `retries where safe, with backoff (default ${DEFAULT_RETRIES})`,
+      integer('--retries', 0, 100),
+    )
     .option('-q, --quiet', 'no messages on stderr except errors')
     .option('-v, --verbose', 'print the HTTP exchange on stderr, secrets masked')
     .version(packageVersion(import.meta.url), '--version', 'print the version')
@@ -294,13 +352,19 @@ function addSessionCommands(program: Command, action: Action): void {
     .description('log in (POST /login) and keep the session cookie in the jar')
     .option('--user <name>', 'account name', 'admin')
     .option('--password-stdin', 'read the password from the first line of stdin')
-    .addHelpText('after', '\nWithout --password-stdin the password is asked on the terminal, without echo.\nExample:\n  usersctl login --user admin --password-stdin < ~/.users-password\n')
+    .addHelpText(
+      'after',
+      '\nWithout --password-stdin the password is asked on the terminal, without echo.\nExample:\n  usersctl login --user admin --password-stdin < ~/.users-password\n',
+    )
     .action(action((ctx, options: session.LoginOptions) => session.login(ctx, options)));
 
   program
     .command('logout')
     .description('end the session on the server and drop it from the jar')
-    .addHelpText('after', "\nIn a script, after login, to log out whenever it ends:\n\nExample:\n  trap 'usersctl logout' EXIT\n")
+    .addHelpText(
+      'after',
+      "\nIn a script, after login, to log out whenever it ends:\n\nExample:\n  trap 'usersctl logout' EXIT\n",
+    )
     .action(action((ctx) => session.logout(ctx)));
 
   program
@@ -328,7 +392,10 @@ function addUserCommands(program: Command, action: Action): void {
     .option('-f, --file <file>', 'the user as a JSON object, - for stdin')
     .option('--if-match <etag>', 'only if the user still has this ETag (else exit 5)')
     .option('--create-only', 'only if the user does not exist yet (If-None-Match: *)')
-    .addHelpText('after', '\nExample:\n  jq -n \'{name: "Alice", email: "alice@example.com"}\' | usersctl put alice -f -\n')
+    .addHelpText(
+      'after',
+      '\nExample:\n  jq -n \'{name: "Alice", email: "alice@example.com"}\' | usersctl put alice -f -\n',
+    )
     .action(action((ctx, ref: string, options: users.PutOptions) => users.put(ctx, ref, options)));
 
   program
@@ -345,7 +412,9 @@ function addUserCommands(program: Command, action: Action): void {
     .option('--limit <n>', 'users per page', integer('--limit', 1, users.MAX_PAGE_SIZE), users.DEFAULT_PAGE_SIZE)
     .addOption(outputOption())
     .addHelpText('after', '\nExamples:\n  usersctl list -o wide\n  usersctl list | jq -r .name | sort | uniq -c\n')
-    .action(action((ctx, options: { limit: number; output?: string }) => users.list(ctx, options.limit, options.output)));
+    .action(
+      action((ctx, options: { limit: number; output?: string }) => users.list(ctx, options.limit, options.output)),
+    );
 
   program
     .command('watch')
@@ -389,7 +458,11 @@ function addCreateCommands(program: Command, action: Action): void {
     .description('create a user, safe to retry: under a fresh UUID alias, or under a reserved id')
     .option('--name <name>', 'the name')
     .option('-f, --file <file>', 'the user as a JSON object, - for stdin')
-    .addOption(new Option('--mode <mode>', 'uuid: PUT /users/<new UUID>; reserve: POST /reservations, then PUT /users/<id>').choices(['uuid', 'reserve']).default('uuid'))
+    .addOption(
+      new Option('--mode <mode>', 'uuid: PUT /users/<new UUID>; reserve: POST /reservations, then PUT /users/<id>')
+        .choices(['uuid', 'reserve'])
+        .default('uuid'),
+    )
     .addHelpText('after', '\nExample:\n  usersctl create --name Carol --mode reserve | jq .id\n')
     .action(action((ctx, options: users.CreateOptions) => users.create(ctx, options)));
 
@@ -408,10 +481,15 @@ function addImportCommand(program: Command, action: Action): void {
     .description('create or replace users from NDJSON; one NDJSON result per input line, in input order')
     .argument('[file]', 'NDJSON input, - for stdin (default: stdin)')
     .option('-f, --file <file>', 'the same as the [file] argument')
-    .option('--concurrency <n>', 'requests in flight', integer('--concurrency', 1, MAX_CONCURRENCY), DEFAULT_CONCURRENCY)
+    .option(
+      '--concurrency <n>',
+      'requests in flight',
+      integer('--concurrency', 1, MAX_CONCURRENCY),
+      DEFAULT_CONCURRENCY,
+    )
     .option('--alias-field <field>', 'PUT each line to /users/<value of this field>')
     .option('--uuid-namespace <uuid>', 'PUT each line to /users/<UUIDv5(namespace, line)>')
-    .option('--keep-ids', 'an export: keep each user\'s id (one at a time, in id order) instead of getting new ones')
+    .option('--keep-ids', "an export: keep each user's id (one at a time, in id order) instead of getting new ones")
     .option('--overwrite', 'an export: replace a user that exists with other content (over the version read: If-Match)')
     .addHelpText(
       'after',
@@ -431,13 +509,15 @@ Examples:
   usersctl import --keep-ids backup.ndjson | jq -c 'select(.ok | not)'
 `,
     )
-    .action(action((ctx, file: string | undefined, options: ImportOptions) => importUsers(ctx, { ...options, input: file })));
+    .action(
+      action((ctx, file: string | undefined, options: ImportOptions) => importUsers(ctx, { ...options, input: file })),
+    );
 }
 
 function addTokenCommands(program: Command, action: Action): void {
   const group = program
     .command('tokens')
-    .description('API tokens for scripts and scrapers: create, list, revoke (an admin\'s session or token)')
+    .description("API tokens for scripts and scrapers: create, list, revoke (an admin's session or token)")
     .addHelpText('after', '\nExample:\n  export USERSCTL_TOKEN=$(usersctl tokens create backup --expires 90d)\n');
   group
     .command('create')
@@ -451,7 +531,10 @@ function addTokenCommands(program: Command, action: Action): void {
     .command('list')
     .description('every token (ID NAME ROLE CREATED EXPIRES), never the secrets themselves')
     .addOption(outputOption())
-    .addHelpText('after', '\nExample:\n  usersctl tokens list | jq -r \'select(.expired).id\' | usersctl tokens revoke -\n')
+    .addHelpText(
+      'after',
+      "\nExample:\n  usersctl tokens list | jq -r 'select(.expired).id' | usersctl tokens revoke -\n",
+    )
     .action(action((ctx, options: { output?: string }) => tokens.list(ctx, options.output)));
   group
     .command('revoke')

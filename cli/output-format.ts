@@ -14,8 +14,10 @@ export type OutputFormat = (typeof OUTPUT_FORMATS)[number];
 /** The format of `-o`, `--json` and where stdout goes; `-o table` or `wide` with `--json` is a usage error. */
 export function resolveOutput(option: string | undefined, json: boolean, stdoutIsTty: boolean): OutputFormat {
   if (option === undefined) return json || !stdoutIsTty ? 'ndjson' : 'table';
-  if (!(OUTPUT_FORMATS as readonly string[]).includes(option)) throw new UsageError(`-o: give one of ${OUTPUT_FORMATS.join(', ')}, not ${JSON.stringify(option)}`);
-  if (json && (option === 'table' || option === 'wide')) throw new UsageError(`--json and -o ${option} contradict each other: --json is -o ndjson`);
+  if (!(OUTPUT_FORMATS as readonly string[]).includes(option))
+    throw new UsageError(`-o: give one of ${OUTPUT_FORMATS.join(', ')}, not ${JSON.stringify(option)}`);
+  if (json && (option === 'table' || option === 'wide'))
+    throw new UsageError(`--json and -o ${option} contradict each other: --json is -o ndjson`);
   return option as OutputFormat;
 }
 
@@ -51,8 +53,14 @@ const MAX_CELL = 40;
  * record as it is rather than in an array (`get` of one ref). `bold`:
  * the table's header in bold (a terminal without NO_COLOR).
  */
-export function listing<T>(out: Output, format: OutputFormat, view: View<T>, options: { single?: boolean; bold?: boolean } = {}): Listing<T> {
-  if (format === 'ndjson') return { add: (records) => out.write(records.map((r) => view.json(r) + '\n').join('')), end: async () => {} };
+export function listing<T>(
+  out: Output,
+  format: OutputFormat,
+  view: View<T>,
+  options: { single?: boolean; bold?: boolean } = {},
+): Listing<T> {
+  if (format === 'ndjson')
+    return { add: (records) => out.write(records.map((r) => view.json(r) + '\n').join('')), end: async () => {} };
   if (format === 'json') return jsonListing(out, view, options.single === true);
   const rows: T[] = [];
   return {
@@ -63,7 +71,8 @@ export function listing<T>(out: Output, format: OutputFormat, view: View<T>, opt
 
 function jsonListing<T>(out: Output, view: View<T>, single: boolean): Listing<T> {
   let count = 0;
-  if (single) return { add: (records) => out.write(records.map((r) => view.json(r) + '\n').join('')), end: async () => {} };
+  if (single)
+    return { add: (records) => out.write(records.map((r) => view.json(r) + '\n').join('')), end: async () => {} };
   return {
     add: async (records) => {
       for (const record of records) await out.write(`${count++ === 0 ? '[' : ','}\n${view.json(record)}`);
@@ -77,13 +86,24 @@ function table<T>(records: readonly T[], view: View<T>, wide: boolean, bold: boo
   const columns: Column<T>[] = [...view.columns];
   if (wide) {
     const keys = new Set<string>();
-    for (const record of records) for (const key of Object.keys(view.fields(record))) if (!view.shown.includes(key)) keys.add(key);
-    for (const key of keys) columns.push({ header: key.replace(/([a-z])([A-Z])/g, '$1_$2').toUpperCase(), cell: (record) => view.fields(record)[key] });
+    for (const record of records)
+      for (const key of Object.keys(view.fields(record))) if (!view.shown.includes(key)) keys.add(key);
+    for (const key of keys)
+      columns.push({
+        header: key.replace(/([a-z])([A-Z])/g, '$1_$2').toUpperCase(),
+        cell: (record) => view.fields(record)[key],
+      });
   }
-  const cells = records.map((record) => columns.map((column) => cellText(column.cell(record), wide ? Infinity : MAX_CELL)));
+  const cells = records.map((record) =>
+    columns.map((column) => cellText(column.cell(record), wide ? Infinity : MAX_CELL)),
+  );
   const headers = columns.map((column) => column.header);
   const widths = headers.map((header, i) => Math.max(header.length, ...cells.map((row) => row[i]!.length)));
-  const line = (row: readonly string[]) => row.map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i]!))).join('  ').trimEnd() + '\n';
+  const line = (row: readonly string[]) =>
+    row
+      .map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i]!)))
+      .join('  ')
+      .trimEnd() + '\n';
   const head = line(headers);
   return (bold ? `\x1b[1m${head.slice(0, -1)}\x1b[0m\n` : head) + cells.map(line).join('');
 }
@@ -99,6 +119,9 @@ const UNPRINTABLE = /[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g;
  */
 export function cellText(value: unknown, max: number): string {
   if (value === undefined || value === null) return '-';
-  const text = (typeof value === 'string' ? value : JSON.stringify(value)).replace(UNPRINTABLE, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  const text = (typeof value === 'string' ? value : JSON.stringify(value)).replace(
+    UNPRINTABLE,
+    (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`,
+  );
   return text.length > max ? `${text.slice(0, max - 1)}…` : text;
 }

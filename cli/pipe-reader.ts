@@ -52,7 +52,12 @@ export function pipeReaderCheck(fd: number): (() => boolean) | undefined {
     wasi.initialize(instance);
     const memory = new DataView(instance.exports.memory.buffer);
     writeSubscriptions(memory);
-    const poll = wasi.wasiImport.poll_oneoff as (subscriptions: number, events: number, count: number, countAt: number) => number;
+    const poll = wasi.wasiImport.poll_oneoff as (
+      subscriptions: number,
+      events: number,
+      count: number,
+      countAt: number,
+    ) => number;
     return () => poll(0, EVENTS_AT, 2, COUNT_AT) === 0 && readerGone(memory);
   } catch {
     return undefined;
@@ -87,7 +92,8 @@ function readerGone(memory: DataView): boolean {
   for (let i = 0; i < count; i++) {
     const event = EVENTS_AT + i * EVENT_SIZE;
     if (memory.getUint8(event + 10) !== EVENTTYPE_FD_WRITE) continue;
-    if (memory.getUint16(event + 8, true) !== 0 || (memory.getUint16(event + 24, true) & EVENT_HANGUP) !== 0) return true;
+    if (memory.getUint16(event + 8, true) !== 0 || (memory.getUint16(event + 24, true) & EVENT_HANGUP) !== 0)
+      return true;
   }
   return false;
 }

@@ -22,9 +22,15 @@ export interface Progress {
 }
 
 /** Draws `standing()` until `stop`; undefined when there is nobody to show it to. */
-export function startProgress(ctx: Context, unit: string, standing: () => Standing, started = Date.now()): Progress | undefined {
+export function startProgress(
+  ctx: Context,
+  unit: string,
+  standing: () => Standing,
+  started = Date.now(),
+): Progress | undefined {
   if (ctx.io.stderr.isTTY !== true || ctx.options.quiet || ctx.options.verbose) return undefined;
-  const draw = () => ctx.io.stderr.write(`\r\x1b[2K${progressLine(ctx, unit, standing(), (Date.now() - started) / 1000)}`);
+  const draw = () =>
+    ctx.io.stderr.write(`\r\x1b[2K${progressLine(ctx, unit, standing(), (Date.now() - started) / 1000)}`);
   const timer = setInterval(draw, PROGRESS_INTERVAL_MS);
   timer.unref();
   return {
@@ -36,7 +42,12 @@ export function startProgress(ctx: Context, unit: string, standing: () => Standi
 }
 
 /** `[#####---]  42% 4200 users, 1234/s, 0:03 left`: the bar and the time left only when the fraction is known. */
-export function progressLine(ctx: Pick<Context, 'paint'>, unit: string, { done, failed = 0, fraction }: Standing, seconds: number): string {
+export function progressLine(
+  ctx: Pick<Context, 'paint'>,
+  unit: string,
+  { done, failed = 0, fraction }: Standing,
+  seconds: number,
+): string {
   const rate = seconds > 0 ? Math.round(done / seconds) : 0;
   let bar = '';
   let left = '';

@@ -101,16 +101,27 @@ export class Restorer {
   private async keepId(record: ExportRecord): Promise<Restored> {
     const body = JSON.stringify(record.user);
     // Under its alias the user may have another id (an import with new ids made it): the same fields are the same user.
-    const same = (current: Record<string, unknown>) => (record.alias === null ? JSON.stringify(current) === body : sameFields(current, record.user));
+    const same = (current: Record<string, unknown>) =>
+      record.alias === null ? JSON.stringify(current) === body : sameFields(current, record.user);
     const path = record.alias === null ? userPath(record.id) : `${USERS_PATH}/${record.alias}`;
     for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
       const created = await this.send('PUT', path, body, { 'if-none-match': '*' });
       if (created.status === 201) return done('created', created);
-      if (created.status === 412) return this.settleExisting(path, body, same, record.alias === null ? `the id ${record.id}` : `the alias ${record.alias}`);
+      if (created.status === 412)
+        return this.settleExisting(
+          path,
+          body,
+          same,
+          record.alias === null ? `the id ${record.id}` : `the alias ${record.alias}`,
+        );
       const reachable = await this.whyNotCreated(record, created);
       if (reachable !== undefined) return reachable;
     }
-    return { ok: false, status: 409, error: `the id ${record.id} could not be issued on the target: other clients kept taking ids; run the import again` };
+    return {
+      ok: false,
+      status: 409,
+      error: `the id ${record.id} could not be issued on the target: other clients kept taking ids; run the import again`,
+    };
   }
 
   /**
@@ -119,7 +130,11 @@ export class Restorer {
    */
   private async whyNotCreated(record: ExportRecord, refused: Response): Promise<Restored | undefined> {
     const { id } = record;
-    const meanwhile: Restored = { ok: false, status: 409, error: `the id ${id} was already issued on the target (to a reservation, or to a user since deleted): ids are never reused there` };
+    const meanwhile: Restored = {
+      ok: false,
+      status: 409,
+      error: `the id ${id} was already issued on the target (to a reservation, or to a user since deleted): ids are never reused there`,
+    };
     if (record.alias === null) {
       // 404: never issued here; reserving the ids up to it makes it this import's.
       if (refused.status === 410) return issuedAndGone(id);
@@ -141,8 +156,13 @@ export class Restorer {
     if (standing.status === 410) return issuedAndGone(id);
     if (standing.status !== 412) return failed(standing);
     const user = await this.send('GET', userPath(id));
-    if (user.status === 200) return { ok: false, status: 409, error: `the id ${id} belongs to another user on the target` };
-    return { ok: false, status: 409, error: `the id ${id} is held by a reservation on the target, where a user gets no alias: ids are never reused there` };
+    if (user.status === 200)
+      return { ok: false, status: 409, error: `the id ${id} belongs to another user on the target` };
+    return {
+      ok: false,
+      status: 409,
+      error: `the id ${id} is held by a reservation on the target, where a user gets no alias: ids are never reused there`,
+    };
   }
 
   /** POST /reservations until the id `last` is issued; false when the target went past it. */
@@ -157,20 +177,45 @@ export class Restorer {
   }
 
   /** The target exists: unchanged when `same`, else refused, or with --overwrite replaced over the version read. */
-  private async settleExisting(path: string, body: string, same: (current: Record<string, unknown>) => boolean, what: string): Promise<Restored> {
+  private async settleExisting(
+    path: string,
+    body: string,
+    same: (current: Record<string, unknown>) => boolean,
+    what: string,
+  ): Promise<Restored> {
     const current = await this.send('GET', path);
     if (current.status !== 200) return failed(current);
     if (same(answerUser(current))) return done('unchanged', current);
-    if (!this.options.overwrite) return { ok: false, status: 412, error: `${what} exists on the target with other content; nothing was changed (--overwrite replaces it)` };
+    if (!this.options.overwrite)
+      return {
+        ok: false,
+        status: 412,
+        error: `${what} exists on the target with other content; nothing was changed (--overwrite replaces it)`,
+      };
     const etag = single(current.headers.etag) ?? '';
     const replaced = await this.send('PUT', path, body, { 'if-match': etag });
     if (replaced.status === 200) return { ...done('replaced', replaced), previous: current.text };
-    if (replaced.status === 412) return { ok: false, status: 412, error: `${what} changed on the target while it was being imported; nothing was overwritten` };
+    if (replaced.status === 412)
+      return {
+        ok: false,
+        status: 412,
+        error: `${what} changed on the target while it was being imported; nothing was overwritten`,
+      };
     return failed(replaced);
   }
 
-  private send(method: 'GET' | 'PUT' | 'POST', path: string, body?: string, headers: Record<string, string> = {}): Promise<Response> {
-    return this.ctx.client.send({ method, path, headers: { ...JSON_HEADERS, ...headers }, ...(body !== undefined && { body }) });
+  private send(
+    method: 'GET' | 'PUT' | 'POST',
+    path: string,
+    body?: string,
+    headers: Record<string, string> = {},
+  ): Promise<Response> {
+    return this.ctx.client.send({
+      method,
+      path,
+      headers: { ...JSON_HEADERS, ...headers },
+      ...(body !== undefined && { body }),
+    });
   }
 }
 
@@ -189,7 +234,11 @@ function done(action: 'created' | 'unchanged' | 'replaced', response: Response):
 }
 
 function issuedAndGone(id: number): Restored {
-  return { ok: false, status: 410, error: `the id ${id} was issued on the target and its user deleted: ids are never reused there` };
+  return {
+    ok: false,
+    status: 410,
+    error: `the id ${id} was issued on the target and its user deleted: ids are never reused there`,
+  };
 }
 
 function failed(response: Response): Restored {

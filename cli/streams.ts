@@ -117,7 +117,6 @@ export class Output {
   }
 }
 
-
 /** Why a streaming command stopped before its input ended. */
 export type StopReason = 'SIGINT' | 'SIGTERM' | 'output closed' | 'output failed';
 
@@ -126,7 +125,12 @@ export type StopReason = 'SIGINT' | 'SIGTERM' | 'output closed' | 'output failed
  * by that signal (128 + its number; SIGPIPE for a closed output); a failed
  * write is the environment failing, 1.
  */
-export const STOP_EXIT: Record<StopReason, ExitCode | StopExitCode> = { SIGINT: 130, SIGTERM: 143, 'output closed': 141, 'output failed': EXIT.unexpected };
+export const STOP_EXIT: Record<StopReason, ExitCode | StopExitCode> = {
+  SIGINT: 130,
+  SIGTERM: 143,
+  'output closed': 141,
+  'output failed': EXIT.unexpected,
+};
 
 /**
  * Watches what ends a streaming command early: SIGINT, SIGTERM (only when
@@ -164,7 +168,9 @@ export class Interruption {
   }
 
   get reason(): StopReason | undefined {
-    return this.signal ?? (this.out.failure !== undefined ? 'output failed' : this.out.closed ? 'output closed' : undefined);
+    return (
+      this.signal ?? (this.out.failure !== undefined ? 'output failed' : this.out.closed ? 'output closed' : undefined)
+    );
   }
 
   /** The reason as a message says it: `SIGINT`, `output closed`, `output failed: no space left on the device`. */
@@ -260,7 +266,8 @@ export async function* readLines(input: AsyncIterable<Buffer | string>): AsyncGe
     base += data.length;
   }
   if (skipped > 0) yield { number: number + 1, bytes: NO_BYTES, end: base, tooLong: skipped };
-  else if (partsLength > 0) yield { number: number + 1, bytes: lineBytes(Buffer.concat(parts, partsLength), number + 1), end: base };
+  else if (partsLength > 0)
+    yield { number: number + 1, bytes: lineBytes(Buffer.concat(parts, partsLength), number + 1), end: base };
 }
 
 const NO_BYTES = Buffer.alloc(0);
@@ -331,7 +338,8 @@ export interface TtyInput {
  * Ctrl-C and Ctrl-D cancel.
  */
 export function promptHidden(input: TtyInput, output: Writable, prompt: string): Promise<string> {
-  if (typeof input.setRawMode !== 'function') return Promise.reject(new CliError('stdin is a terminal but cannot be put in raw mode', EXIT.unexpected));
+  if (typeof input.setRawMode !== 'function')
+    return Promise.reject(new CliError('stdin is a terminal but cannot be put in raw mode', EXIT.unexpected));
   const wasRaw = input.isRaw === true;
   input.setRawMode(true);
   output.write(prompt);
@@ -350,7 +358,8 @@ export function promptHidden(input: TtyInput, output: Writable, prompt: string):
       const text = typeof chunk === 'string' ? chunk : decoder.write(chunk);
       for (const ch of text) {
         if (ch === '\r' || ch === '\n') return finish();
-        if (ch === '\u0003' || (ch === '\u0004' && chars.length === 0)) return finish(new CliError('login cancelled', EXIT.unexpected));
+        if (ch === '\u0003' || (ch === '\u0004' && chars.length === 0))
+          return finish(new CliError('login cancelled', EXIT.unexpected));
         if (ch === '\u007f' || ch === '\b') chars.pop();
         else if (ch === '\u0015') chars = [];
         else if (ch >= ' ') chars.push(ch);

@@ -22,7 +22,11 @@ export function uuidV5Generator(namespace: string): (name: string | Uint8Array) 
     // RFC 9562 section 5.5: SHA-1 over namespace bytes then name bytes; the
     // first 16 bytes of the digest, with version 5 and the RFC variant set.
     // crypto.hash: one call instead of a Hash object per name (import derives 100,000).
-    const digest = hash('sha1', Buffer.concat([ns, typeof name === 'string' ? Buffer.from(name, 'utf8') : name]), 'buffer');
+    const digest = hash(
+      'sha1',
+      Buffer.concat([ns, typeof name === 'string' ? Buffer.from(name, 'utf8') : name]),
+      'buffer',
+    );
     digest[6] = (digest[6]! & 0x0f) | 0x50;
     digest[8] = (digest[8]! & 0x3f) | 0x80;
     const hex = digest.toString('hex', 0, 16);

@@ -65,10 +65,15 @@ export function flagUsageError(error: unknown, commands?: readonly string[]): Us
   const missing = /^Option '(\S+?)(?: <value>)?' argument missing/.exec(message);
   if (missing !== null) return new UsageError(`${missing[1]} needs a value`);
   const ambiguous = /^Option '(\S+?)(?: <value>)?' argument is ambiguous/.exec(message);
-  if (ambiguous !== null) return new UsageError(`${ambiguous[1]} needs a value; for one that starts with "-", write ${ambiguous[1]}=VALUE`);
+  if (ambiguous !== null)
+    return new UsageError(`${ambiguous[1]} needs a value; for one that starts with "-", write ${ambiguous[1]}=VALUE`);
   const stray = /^Unexpected argument '([^']*)'/.exec(message);
   if (stray !== null) {
-    return new UsageError(commands === undefined ? `unexpected argument '${stray[1]}': this command takes flags only` : `unknown command '${stray[1]}': the commands are ${commands.join(', ')}`);
+    return new UsageError(
+      commands === undefined
+        ? `unexpected argument '${stray[1]}': this command takes flags only`
+        : `unknown command '${stray[1]}': the commands are ${commands.join(', ')}`,
+    );
   }
   const line = message.split('\n')[0]!;
   return new UsageError(line.charAt(0).toLowerCase() + line.slice(1));

@@ -30,7 +30,10 @@ const COMMANDS: Record<ServerCommand, (args: string[], io: CommandIo) => number 
  * `backup` and `config` are commands of their own; anything else is the
  * server's flags (commands/serve.ts). Resolves to the exit code.
  */
-export async function main(argv: readonly string[], io: CommandIo = { stdout: process.stdout, stderr: process.stderr, env: process.env }): Promise<number> {
+export async function main(
+  argv: readonly string[],
+  io: CommandIo = { stdout: process.stdout, stderr: process.stderr, env: process.env },
+): Promise<number> {
   watchOutput(io.stdout);
   watchOutput(io.stderr);
   const command = Object.hasOwn(COMMANDS, argv[0] ?? '') ? COMMANDS[argv[0] as ServerCommand] : undefined;

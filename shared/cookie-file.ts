@@ -81,7 +81,8 @@ export function parseCookieFile(text: string): { cookies: CookieLine[]; warnings
     const parsed = parseLine(line);
     const above = comment;
     // Only a comment that can be written back (no TAB or other control character) is kept.
-    comment = parsed === undefined && line.startsWith('#') && !CONTROL.test(line) ? line.replace(/^# ?/, '') : undefined;
+    comment =
+      parsed === undefined && line.startsWith('#') && !CONTROL.test(line) ? line.replace(/^# ?/, '') : undefined;
     if (parsed === undefined) return;
     if (typeof parsed === 'string') warnings.push(`line ${index + 1}: ${parsed}`);
     else cookies.push(above === undefined ? parsed : { ...parsed, comment: above });
@@ -103,19 +104,29 @@ function parseLine(line: string): CookieLine | string | undefined {
   const fields = rest.split('\t');
   if (fields.length === 6) fields.push('');
   if (fields.length !== 7) return `expected 7 tab-separated fields, found ${fields.length}`;
-  const [rawDomain, tailmatch, path, secure, expires, name, value] = fields as [string, string, string, string, string, string, string];
+  const [rawDomain, tailmatch, path, secure, expires, name, value] = fields as [
+    string,
+    string,
+    string,
+    string,
+    string,
+    string,
+    string,
+  ];
 
   let domain = rawDomain.startsWith('.') ? rawDomain.slice(1) : rawDomain;
   const port = WITH_PORT.exec(domain);
   if (port !== null) domain = port[1]!;
   if (!DOMAIN.test(domain)) return `invalid domain ${JSON.stringify(rawDomain)}`;
   const includeSubdomains = flag(tailmatch);
-  if (includeSubdomains === undefined) return `includeSubdomains must be TRUE or FALSE, not ${JSON.stringify(tailmatch)}`;
+  if (includeSubdomains === undefined)
+    return `includeSubdomains must be TRUE or FALSE, not ${JSON.stringify(tailmatch)}`;
   if (!path.startsWith('/') || CONTROL.test(path)) return `invalid path ${JSON.stringify(path)}`;
   const isSecure = flag(secure);
   if (isSecure === undefined) return `secure must be TRUE or FALSE, not ${JSON.stringify(secure)}`;
   // curl writes 2^63-1 when a Max-Age overflows; such a far future is clamped.
-  if (!/^\d+$/.test(expires)) return `expires must be Unix seconds (0 for a session cookie), not ${JSON.stringify(expires)}`;
+  if (!/^\d+$/.test(expires))
+    return `expires must be Unix seconds (0 for a session cookie), not ${JSON.stringify(expires)}`;
   const expiry = Math.min(Number(expires), Number.MAX_SAFE_INTEGER);
   if (name === '' || BAD_NAME.test(name)) return `invalid cookie name ${JSON.stringify(name)}`;
   if (CONTROL.test(value) || value.includes(';')) return `invalid value for cookie ${name}`;
@@ -138,13 +149,17 @@ function flag(field: string): boolean | undefined {
  */
 export function formatCookieFile(cookies: readonly CookieLine[]): string {
   let text = `${COOKIE_FILE_HEADER}\n${FORMAT_COMMENT}\n\n`;
-  for (const cookie of cookies) text += (cookie.comment === undefined ? '' : `# ${cookie.comment}\n`) + formatLine(cookie) + '\n';
+  for (const cookie of cookies)
+    text += (cookie.comment === undefined ? '' : `# ${cookie.comment}\n`) + formatLine(cookie) + '\n';
   return text;
 }
 
 function formatLine(c: CookieLine): string {
   const why = unwritable(c);
-  if (why !== undefined) throw new TypeError(`cannot write cookie ${JSON.stringify(c.name)} for ${JSON.stringify(c.domain)} to a cookie file: ${why}`);
+  if (why !== undefined)
+    throw new TypeError(
+      `cannot write cookie ${JSON.stringify(c.name)} for ${JSON.stringify(c.domain)} to a cookie file: ${why}`,
+    );
   return [
     (c.httpOnly ? HTTP_ONLY_PREFIX : '') + (c.includeSubdomains ? '.' : '') + c.domain,
     c.includeSubdomains ? 'TRUE' : 'FALSE',
@@ -157,11 +172,17 @@ function formatLine(c: CookieLine): string {
 }
 
 function unwritable(c: CookieLine): string | undefined {
-  if (!DOMAIN.test(c.domain) || WITH_PORT.test(c.domain)) return 'invalid domain (give it without a leading dot or port)';
-  if (!c.path.startsWith('/') || CONTROL.test(c.path)) return 'the path must start with "/" and hold no control characters';
-  if (!Number.isSafeInteger(c.expires) || c.expires < 0) return 'expires must be a non-negative integer of Unix seconds';
-  if (c.name === '' || BAD_NAME.test(c.name)) return 'the name must be non-empty, without whitespace, control characters, ";" or "="';
-  if (CONTROL.test(c.value) || c.value.includes(';')) return 'the value may not hold control characters (TAB, CR, LF...) or ";"';
-  if (c.comment !== undefined && CONTROL.test(c.comment)) return 'the comment may not hold control characters (TAB, CR, LF...)';
+  if (!DOMAIN.test(c.domain) || WITH_PORT.test(c.domain))
+    return 'invalid domain (give it without a leading dot or port)';
+  if (!c.path.startsWith('/') || CONTROL.test(c.path))
+    return 'the path must start with "/" and hold no control characters';
+  if (!Number.isSafeInteger(c.expires) || c.expires < 0)
+    return 'expires must be a non-negative integer of Unix seconds';
+  if (c.name === '' || BAD_NAME.test(c.name))
+    return 'the name must be non-empty, without whitespace, control characters, ";" or "="';
+  if (CONTROL.test(c.value) || c.value.includes(';'))
+    return 'the value may not hold control characters (TAB, CR, LF...) or ";"';
+  if (c.comment !== undefined && CONTROL.test(c.comment))
+    return 'the comment may not hold control characters (TAB, CR, LF...)';
   return undefined;
 }

@@ -8,7 +8,9 @@ export function fileProblem(action: 'read' | 'write' | 'create', path: string, e
   switch (code) {
     case 'ENOENT':
       if (action === 'create') return `${path} cannot be made there; give a path on a writable file system`;
-      return action === 'read' ? `${path} does not exist; check the path` : `the folder of ${path} does not exist; create it or give another path`;
+      return action === 'read'
+        ? `${path} does not exist; check the path`
+        : `the folder of ${path} does not exist; create it or give another path`;
     case 'EISDIR':
       return `${path} is a folder, not a file; give the path of a file`;
     case 'ENOTDIR':
@@ -28,7 +30,22 @@ export function fileProblem(action: 'read' | 'write' | 'create', path: string, e
 
 /** The system calls of reading a file or a folder, and of writing one (a socket's are neither). */
 const READ_CALLS = new Set(['open', 'read', 'scandir', 'stat', 'lstat', 'fstat', 'access', 'readlink']);
-const WRITE_CALLS = new Set(['write', 'writev', 'mkdir', 'rename', 'fsync', 'fdatasync', 'ftruncate', 'unlink', 'rmdir', 'close', 'copyfile', 'link', 'chmod', 'fchmod']);
+const WRITE_CALLS = new Set([
+  'write',
+  'writev',
+  'mkdir',
+  'rename',
+  'fsync',
+  'fdatasync',
+  'ftruncate',
+  'unlink',
+  'rmdir',
+  'close',
+  'copyfile',
+  'link',
+  'chmod',
+  'fchmod',
+]);
 
 /**
  * A node file error (its `syscall` reads or writes a file) as

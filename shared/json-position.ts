@@ -49,6 +49,8 @@ function couldContinue(prefix: string): boolean {
   } catch (error) {
     const message = (error as Error).message;
     const position = /at position (\d+)/.exec(message);
-    return /end of JSON input|Unterminated/.test(message) || (position !== null && Number(position[1]) >= prefix.length);
+    return (
+      /end of JSON input|Unterminated/.test(message) || (position !== null && Number(position[1]) >= prefix.length)
+    );
   }
 }

@@ -34,9 +34,11 @@ const UNFIT_IN_NAME = /[\u0000-\u001f\u007f-\u009f\p{Cs}]/u;
 export function checkName(name: unknown): string | undefined {
   if (typeof name !== 'string') return 'name must be a string';
   // One scan for the usual name; which rule failed is looked up only after.
-  if (UNFIT_IN_NAME.test(name)) return name.isWellFormed() ? 'name must not contain control characters' : 'name must be well-formed Unicode';
+  if (UNFIT_IN_NAME.test(name))
+    return name.isWellFormed() ? 'name must not contain control characters' : 'name must be well-formed Unicode';
   // Characters are code points: never more than the UTF-16 length, counted only past it.
-  if (name.length === 0 || (name.length > NAME_MAX_LENGTH && codePoints(name) > NAME_MAX_LENGTH)) return `name must have 1 to ${NAME_MAX_LENGTH} characters`;
+  if (name.length === 0 || (name.length > NAME_MAX_LENGTH && codePoints(name) > NAME_MAX_LENGTH))
+    return `name must have 1 to ${NAME_MAX_LENGTH} characters`;
   return undefined;
 }
 
@@ -85,7 +87,8 @@ function checkFlat(object: Record<string, unknown>): boolean {
 
 function checkKey(key: string, path: string): void {
   if (FORBIDDEN_KEYS.has(key)) throw new UserValidationError(path, `the key "${key}" is not allowed`);
-  if (!key.isWellFormed()) throw new UserValidationError(path, 'a key must be well-formed Unicode (no lone surrogates)');
+  if (!key.isWellFormed())
+    throw new UserValidationError(path, 'a key must be well-formed Unicode (no lone surrogates)');
 }
 
 /** Walks a body with an explicit stack, so a deeply nested one cannot overflow the call stack. */
@@ -101,7 +104,9 @@ function checkNested(value: object): void {
       throw new UserValidationError(item.path, `nesting deeper than ${MAX_DEPTH} levels`);
     }
     if (Array.isArray(item.value)) {
-      item.value.forEach((element, index) => stack.push({ value: element, path: `${item.path}[${index}]`, depth: item.depth + 1 }));
+      item.value.forEach((element, index) =>
+        stack.push({ value: element, path: `${item.path}[${index}]`, depth: item.depth + 1 }),
+      );
       continue;
     }
     for (const key of Object.keys(item.value)) {
@@ -118,8 +123,10 @@ function checkNested(value: object): void {
  * JSON.stringify would store as null.
  */
 function checkScalar(value: unknown, path: string): void {
-  if (typeof value === 'string' && !value.isWellFormed()) throw new UserValidationError(path, 'a string must be well-formed Unicode (no lone surrogates)');
-  if (typeof value === 'number' && !Number.isFinite(value)) throw new UserValidationError(path, 'a number must fit a double (at most about 1.8e308)');
+  if (typeof value === 'string' && !value.isWellFormed())
+    throw new UserValidationError(path, 'a string must be well-formed Unicode (no lone surrogates)');
+  if (typeof value === 'number' && !Number.isFinite(value))
+    throw new UserValidationError(path, 'a number must fit a double (at most about 1.8e308)');
 }
 
 export function isId(value: unknown): value is number {
@@ -141,7 +148,10 @@ function isUnreserved(code: number): boolean {
     (code >= 0x61 && code <= 0x7a) || // a-z
     (code >= 0x41 && code <= 0x5a) || // A-Z
     (code >= 0x30 && code <= 0x39) || // 0-9
-    code === 0x2d || code === 0x2e || code === 0x5f || code === 0x7e
+    code === 0x2d ||
+    code === 0x2e ||
+    code === 0x5f ||
+    code === 0x7e
   );
 }
 
@@ -170,7 +180,8 @@ function decodeSegment(segment: string): string | Ref {
     const low = hexValue(segment.charCodeAt(i + 2));
     if (high < 0 || low < 0) return { kind: 'invalid', reason: 'malformed percent-encoding' };
     const value = high * 16 + low;
-    if (!isUnreserved(value)) return { kind: 'invalid', reason: 'only unreserved characters are allowed in a reference' };
+    if (!isUnreserved(value))
+      return { kind: 'invalid', reason: 'only unreserved characters are allowed in a reference' };
     decoded += String.fromCharCode(value);
     i += 2;
   }
@@ -197,7 +208,8 @@ export function idOfDigits(text: string, start: number): number {
     if (digit < 0 || digit > 9) return NOT_DIGITS;
     id = id * 10 + digit;
   }
-  if (text.charCodeAt(start) === 0x30 || length - start > MAX_SAFE_DIGITS || !Number.isSafeInteger(id)) return NO_SUCH_ID;
+  if (text.charCodeAt(start) === 0x30 || length - start > MAX_SAFE_DIGITS || !Number.isSafeInteger(id))
+    return NO_SUCH_ID;
   return id;
 }
 
@@ -214,12 +226,14 @@ export function parseRef(segment: string): Ref {
   if (typeof decoded !== 'string') return decoded;
   if (decoded.length === 0) return { kind: 'invalid', reason: 'the reference is empty' };
   for (let i = 0; i < decoded.length; i++) {
-    if (!isUnreserved(decoded.charCodeAt(i))) return { kind: 'invalid', reason: 'only unreserved characters are allowed in a reference' };
+    if (!isUnreserved(decoded.charCodeAt(i)))
+      return { kind: 'invalid', reason: 'only unreserved characters are allowed in a reference' };
   }
   // Digits percent-encoded (`%31` is `1`) are the same id.
   const id = idOfDigits(decoded, 0);
   if (id !== NOT_DIGITS) return id === NO_SUCH_ID ? { kind: 'no-such-id' } : { kind: 'id', id };
-  if (decoded.length > ALIAS_MAX_LENGTH) return { kind: 'invalid', reason: `an alias has at most ${ALIAS_MAX_LENGTH} characters` };
+  if (decoded.length > ALIAS_MAX_LENGTH)
+    return { kind: 'invalid', reason: `an alias has at most ${ALIAS_MAX_LENGTH} characters` };
   if (decoded === '.' || decoded === '..') return { kind: 'invalid', reason: 'dot-segments are not references' };
   if (decoded === RESERVED_ALIAS) return { kind: 'invalid', reason: `"${RESERVED_ALIAS}" is reserved` };
   return { kind: 'alias', alias: decoded };

@@ -25,7 +25,10 @@ test(`pipelining: ${PIPELINE_LIMIT} GETs in one write are all answered and the c
   await connection.until(() => parseResponses(connection.text).length === PIPELINE_LIMIT);
   assert.ok(parseResponses(connection.text).every((a) => a.status === 200));
   connection.write(GET);
-  await connection.until(() => parseResponses(connection.text).length === PIPELINE_LIMIT + 1, 'one more answer on the same connection');
+  await connection.until(
+    () => parseResponses(connection.text).length === PIPELINE_LIMIT + 1,
+    'one more answer on the same connection',
+  );
 });
 
 test(`pipelining: ${PIPELINE_LIMIT * 40} GETs in one write: the first ${PIPELINE_LIMIT} are answered in order, the connection is closed at the next one, nothing after it is parsed, and the server serves others`, async (t) => {
@@ -71,8 +74,15 @@ test(`pipelining: a connection's queued answers go out ${ANSWERS_PER_TURN} in a 
   release();
   const count = await answeredInARow;
   assert.ok(count >= 1 && count <= ANSWERS_PER_TURN, `${count} answers in a row before the loop turned (of 21)`);
-  await connection.until(() => connection.text.split('HTTP/1.1 ').length > 21 && connection.text.endsWith('"id":1}'), 'all 21 answers');
-  assert.deepEqual(finished, Array.from({ length: 21 }, (_, i) => i), 'in order');
+  await connection.until(
+    () => connection.text.split('HTTP/1.1 ').length > 21 && connection.text.endsWith('"id":1}'),
+    'all 21 answers',
+  );
+  assert.deepEqual(
+    finished,
+    Array.from({ length: 21 }, (_, i) => i),
+    'in order',
+  );
 });
 
 /** Opens a connection from `localAddress` and resolves once it is connected, or with 'closed' if the server closes it first. */
@@ -98,7 +108,9 @@ test('--max-connections-per-client: one address past the limit is closed before 
   assert.equal(Buffer.concat(received).length, 0, 'no answer on a connection past the limit');
   // Another host (all of 127/8 is this machine) is not affected.
   const other = await open(t, Number(port), '127.0.0.2');
-  const answered = new Promise<string>((resolve) => other.once('data', (chunk: Buffer) => resolve(chunk.toString('latin1'))));
+  const answered = new Promise<string>((resolve) =>
+    other.once('data', (chunk: Buffer) => resolve(chunk.toString('latin1'))),
+  );
   other.write('GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
   assert.match(await answered, /^HTTP\/1\.1 200 /);
   // A closed connection frees its place.
@@ -154,7 +166,9 @@ test('a request the server is still working on is not cut by the unread timeout:
   // Hashes wait from now on (the admin's, at start, did not).
   held = new Promise<void>((resolve) => (release = resolve));
   const connection = new Promise<Socket>((resolve) => server.running.server.once('connection', resolve));
-  const login = send(server.url, 'POST', '/login', { headers: { authorization: 'Basic ' + Buffer.from('nobody:wrong').toString('base64') } });
+  const login = send(server.url, 'POST', '/login', {
+    headers: { authorization: 'Basic ' + Buffer.from('nobody:wrong').toString('base64') },
+  });
   const socket = await connection;
   // The unread timeout has passed once a connection that does not read is closed by it.
   const reader = await neverReading(t, server);
@@ -198,7 +212,9 @@ test('--max-connections: one address holding thousands loses only its own newest
   const server = await startTestServer(t, { maxConnections: 100 });
   const port = Number(new URL(server.url).port);
   const flood = await Promise.all(Array.from({ length: 300 }, () => open(t, port, '127.0.0.3')));
-  const closed = flood.map((s) => new Promise<void>((resolve) => (s.destroyed ? resolve() : s.once('close', () => resolve()))));
+  const closed = flood.map(
+    (s) => new Promise<void>((resolve) => (s.destroyed ? resolve() : s.once('close', () => resolve()))),
+  );
   // The flood's first connections are kept; every one past the limit was closed.
   const answers = await Promise.all(flood.slice(0, 90).map(ask));
   assert.deepEqual([...new Set(answers)], ['HTTP/1.1 200 OK']);
@@ -209,7 +225,9 @@ test('--max-connections: one address holding thousands loses only its own newest
     assert.equal(await ask(good), 'HTTP/1.1 200 OK', `request ${i} of the other address`);
     good.destroy();
   }
-  const connections = await new Promise<number>((resolve, reject) => server.running.server.getConnections((e, n) => (e ? reject(e) : resolve(n))));
+  const connections = await new Promise<number>((resolve, reject) =>
+    server.running.server.getConnections((e, n) => (e ? reject(e) : resolve(n))),
+  );
   assert.ok(connections <= 100, `${connections} connections open`);
   for (const s of flood) s.destroy();
 });

@@ -27,9 +27,17 @@ interface Logged {
 }
 
 /** A server whose access log goes to an array, with the clock fixed at NOW. */
-async function logged(t: TestContext, logFormat: Config['logFormat'], overrides: Partial<Config> = {}): Promise<Logged> {
+async function logged(
+  t: TestContext,
+  logFormat: Config['logFormat'],
+  overrides: Partial<Config> = {},
+): Promise<Logged> {
   const chunks: string[] = [];
-  const server = await startTestServer(t, { logFormat, ...overrides }, { accessLog: (chunk) => chunks.push(chunk), clock: () => NOW });
+  const server = await startTestServer(
+    t,
+    { logFormat, ...overrides },
+    { accessLog: (chunk) => chunks.push(chunk), clock: () => NOW },
+  );
   return {
     server,
     chunks,
@@ -43,7 +51,15 @@ async function logged(t: TestContext, logFormat: Config['logFormat'], overrides:
 function textFields(line: string) {
   const m = TEXT_LINE.exec(line);
   assert.ok(m !== null, `not an access log line: ${JSON.stringify(line)}`);
-  return { time: m[1]!, method: m[2]!, path: m[3]!, status: Number(m[4]), ms: Number(m[5]), bytes: Number(m[6]), id: m[7]! };
+  return {
+    time: m[1]!,
+    method: m[2]!,
+    path: m[3]!,
+    status: Number(m[4]),
+    ms: Number(m[5]),
+    bytes: Number(m[6]),
+    id: m[7]!,
+  };
 }
 
 test('--log-format text writes one line per request: time, method, path with query, status, duration, body bytes and the X-Request-Id sent', async (t) => {
@@ -80,9 +96,32 @@ test('--log-format json writes one JSON object per line with exactly the keys ti
   const lines = await log.lines();
   assert.equal(lines.length, 2);
   const entries = lines.map((line) => JSON.parse(line) as Record<string, unknown>);
-  for (const entry of entries) assert.deepEqual(Object.keys(entry), ['time', 'method', 'path', 'status', 'ms', 'bytes', 'id']);
-  assert.deepEqual({ ...entries[0], ms: 0 }, { time: TIME, method: 'PUT', path: '/users/alice', status: 201, ms: 0, bytes: created.text.length, id: created.headers['x-request-id'] });
-  assert.deepEqual({ ...entries[1], ms: 0 }, { time: TIME, method: 'DELETE', path: '/users/new', status: 405, ms: 0, bytes: refused.text.length, id: refused.headers['x-request-id'] });
+  for (const entry of entries)
+    assert.deepEqual(Object.keys(entry), ['time', 'method', 'path', 'status', 'ms', 'bytes', 'id']);
+  assert.deepEqual(
+    { ...entries[0], ms: 0 },
+    {
+      time: TIME,
+      method: 'PUT',
+      path: '/users/alice',
+      status: 201,
+      ms: 0,
+      bytes: created.text.length,
+      id: created.headers['x-request-id'],
+    },
+  );
+  assert.deepEqual(
+    { ...entries[1], ms: 0 },
+    {
+      time: TIME,
+      method: 'DELETE',
+      path: '/users/new',
+      status: 405,
+      ms: 0,
+      bytes: refused.text.length,
+      id: refused.headers['x-request-id'],
+    },
+  );
   assert.equal(typeof entries[0]!.ms, 'number');
 });
 
@@ -98,7 +137,12 @@ test('--log-format off writes nothing, and the requests are still answered; text
 const formatCases: { name: string; argv: string[]; env: NodeJS.ProcessEnv; expected: Config['logFormat'] }[] = [
   { name: '--log-format json', argv: ['--log-format', 'json'], env: {}, expected: 'json' },
   { name: 'USERS_LOG_FORMAT=text', argv: [], env: { USERS_LOG_FORMAT: 'text' }, expected: 'text' },
-  { name: '--log-format off beats USERS_LOG_FORMAT=json', argv: ['--log-format', 'off'], env: { USERS_LOG_FORMAT: 'json' }, expected: 'off' },
+  {
+    name: '--log-format off beats USERS_LOG_FORMAT=json',
+    argv: ['--log-format', 'off'],
+    env: { USERS_LOG_FORMAT: 'json' },
+    expected: 'off',
+  },
 ];
 for (const c of formatCases) {
   test(`Server command line: ${c.name} sets the access log format`, () => {
@@ -142,13 +186,19 @@ test('a response cut off because the client closed the connection is logged with
   // A PUT whose body never arrives: the handler waits for it; the client leaves.
   const socket = connect(Number(port), hostname);
   socket.on('error', () => {});
-  socket.write('PUT /users/alice HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"na');
+  socket.write(
+    'PUT /users/alice HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"na',
+  );
   await arrived;
   socket.destroy();
   // Stopping waits for the server to see the connection close, then flushes.
   const lines = (await log.lines()).map(textFields);
   // node:http's parser also reports the body cut short: a raw 400, logged on its own line ("-").
-  assert.deepEqual(lines.filter((l) => l.method !== '-').map((l) => [l.method, l.path, l.status, l.bytes]), [['PUT', '/users/alice', 499, 0]], `lines: ${JSON.stringify(lines)}`);
+  assert.deepEqual(
+    lines.filter((l) => l.method !== '-').map((l) => [l.method, l.path, l.status, l.bytes]),
+    [['PUT', '/users/alice', 499, 0]],
+    `lines: ${JSON.stringify(lines)}`,
+  );
 });
 
 test('an error answered by the HTTP parser is logged with "-" for method and path, its status, and the X-Request-Id of its raw response', async (t) => {
@@ -159,24 +209,58 @@ test('an error answered by the HTTP parser is logged with "-" for method and pat
   const body = answer.slice(answer.indexOf('\r\n\r\n') + 4);
   const [line] = await log.lines();
   const fields = textFields(line!);
-  assert.deepEqual([fields.method, fields.path, fields.status, fields.bytes, fields.id], ['-', '-', 400, Buffer.byteLength(body), id]);
+  assert.deepEqual(
+    [fields.method, fields.path, fields.status, fields.bytes, fields.id],
+    ['-', '-', 400, Buffer.byteLength(body), id],
+  );
 });
 
 test('lines written in one turn of the event loop reach the sink in one chunk, at the next turn', async () => {
   const chunks: string[] = [];
-  const log = new AccessLog('text', (chunk) => chunks.push(chunk), () => NOW);
-  for (let i = 0; i < 5; i++) log.record({ method: 'GET', target: `/users/${i}`, status: 200, ms: 0.5, bytes: 10, id: `r${i}` });
+  const log = new AccessLog(
+    'text',
+    (chunk) => chunks.push(chunk),
+    () => NOW,
+  );
+  for (let i = 0; i < 5; i++)
+    log.record({ method: 'GET', target: `/users/${i}`, status: 200, ms: 0.5, bytes: 10, id: `r${i}` });
   assert.equal(chunks.length, 0, 'nothing is written during the turn');
   await new Promise((resolve) => setImmediate(resolve));
   assert.equal(chunks.length, 1);
-  assert.deepEqual(chunks[0]!.split('\n'), [0, 1, 2, 3, 4].map((i) => `${TIME} GET /users/${i} 200 0.50ms 10B req=r${i}`).concat(''));
+  assert.deepEqual(
+    chunks[0]!.split('\n'),
+    [0, 1, 2, 3, 4].map((i) => `${TIME} GET /users/${i} 200 0.50ms 10B req=r${i}`).concat(''),
+  );
 });
 
 test('the time of each line is toISOString of its millisecond, across milliseconds, seconds, days and before 1970', () => {
-  const moments = [NOW, NOW + 1, NOW + 9, NOW + 10, NOW + 99, NOW + 100, NOW + 999, NOW + 1000, NOW + 1000.7, NOW + 86_399_999, NOW + 86_400_000, NOW, 0, -1, -999, -1000, -1001, 951_782_400_000];
+  const moments = [
+    NOW,
+    NOW + 1,
+    NOW + 9,
+    NOW + 10,
+    NOW + 99,
+    NOW + 100,
+    NOW + 999,
+    NOW + 1000,
+    NOW + 1000.7,
+    NOW + 86_399_999,
+    NOW + 86_400_000,
+    NOW,
+    0,
+    -1,
+    -999,
+    -1000,
+    -1001,
+    951_782_400_000,
+  ];
   let now = 0;
   const chunks: string[] = [];
-  const log = new AccessLog('text', (chunk) => chunks.push(chunk), () => now);
+  const log = new AccessLog(
+    'text',
+    (chunk) => chunks.push(chunk),
+    () => now,
+  );
   for (const moment of moments) {
     now = moment;
     log.record({ method: 'GET', target: '/', status: 200, ms: 0, bytes: 0, id: 'r' });
@@ -187,7 +271,11 @@ test('the time of each line is toISOString of its millisecond, across millisecon
 
 test(`pending lines are handed over as soon as they reach ${FLUSH_BYTES} bytes, each chunk made of whole lines`, async () => {
   const chunks: string[] = [];
-  const log = new AccessLog('json', (chunk) => chunks.push(chunk), () => NOW);
+  const log = new AccessLog(
+    'json',
+    (chunk) => chunks.push(chunk),
+    () => NOW,
+  );
   const target = '/' + 'x'.repeat(1000);
   const count = Math.ceil((2.5 * FLUSH_BYTES) / target.length);
   for (let i = 0; i < count; i++) log.record({ method: 'GET', target, status: 404, ms: 1, bytes: 0, id: String(i) });
@@ -196,7 +284,10 @@ test(`pending lines are handed over as soon as they reach ${FLUSH_BYTES} bytes, 
   log.flush();
   const lines = chunks.join('').split('\n');
   assert.equal(lines.pop(), '', 'every chunk ends with a whole line');
-  assert.deepEqual(lines.map((line) => (JSON.parse(line) as { id: string }).id), Array.from({ length: count }, (_, i) => String(i)));
+  assert.deepEqual(
+    lines.map((line) => (JSON.parse(line) as { id: string }).id),
+    Array.from({ length: count }, (_, i) => String(i)),
+  );
 });
 
 const escapeCases: { name: string; target: string; text: string }[] = [
@@ -228,7 +319,13 @@ test('node bin/users-server.js --log-format json prints "listening on", then one
   assert.match(lines[0]!, /^listening on /);
   assert.equal(lines.length, 2, `stdout: ${out}`);
   const entry = JSON.parse(lines[1]!) as Record<string, unknown>;
-  assert.deepEqual({ ...entry, time: '', ms: 0 }, { time: '', method: 'GET', path: '/healthz', status: 200, ms: 0, bytes: health.text.length, id: 'probe-1' });
-  assert.ok(Math.abs(Date.parse(entry.time as string) - Date.now()) < 60_000, `time ${String(entry.time)} is the wall clock`);
+  assert.deepEqual(
+    { ...entry, time: '', ms: 0 },
+    { time: '', method: 'GET', path: '/healthz', status: 200, ms: 0, bytes: health.text.length, id: 'probe-1' },
+  );
+  assert.ok(
+    Math.abs(Date.parse(entry.time as string) - Date.now()) < 60_000,
+    `time ${String(entry.time)} is the wall clock`,
+  );
   assert.equal(beyondDataLine(err), '');
 });

@@ -23,8 +23,22 @@ interface RequestCase {
 
 // Every case runs against a store holding one user, /users/seed with id 1.
 const requests: RequestCase[] = [
-  { name: 'PUT creating through an alias', method: 'PUT', path: '/users/alice', json: { name: 'Alice' }, access: 'write', success: 201 },
-  { name: 'PUT replacing a user', method: 'PUT', path: '/users/1', json: { name: 'Changed' }, access: 'write', success: 200 },
+  {
+    name: 'PUT creating through an alias',
+    method: 'PUT',
+    path: '/users/alice',
+    json: { name: 'Alice' },
+    access: 'write',
+    success: 201,
+  },
+  {
+    name: 'PUT replacing a user',
+    method: 'PUT',
+    path: '/users/1',
+    json: { name: 'Changed' },
+    access: 'write',
+    success: 200,
+  },
   { name: 'DELETE', method: 'DELETE', path: '/users/1', access: 'write', success: 204 },
   { name: 'POST /users/new', method: 'POST', path: '/users/new', json: { name: 'New' }, access: 'write', success: 201 },
   { name: 'POST /reservations', method: 'POST', path: '/reservations', access: 'write', success: 201 },
@@ -143,7 +157,12 @@ test('Access control, require-session writes: a session signed with an older key
   const old = await startTestServer(t, { data, store: 'memory', secrets: [secretA] });
   const cookie = await old.login();
   await old.running.stop();
-  const rotated = await startTestServer(t, { data, store: 'memory', requireSession: 'writes', secrets: [secretB, secretA] });
+  const rotated = await startTestServer(t, {
+    data,
+    store: 'memory',
+    requireSession: 'writes',
+    secrets: [secretB, secretA],
+  });
   const reply = await send(rotated.url, 'PUT', '/users/a', { json: { name: 'A' }, headers: { cookie } });
   assert.equal(reply.status, 201);
   const fresh = cookiePair(reply.headers['set-cookie']);
@@ -180,7 +199,9 @@ test('Access control, require-session all: GET / without a session gives the row
 
 test('Access control, require-session all: POST /login stays open and opens a session', async (t) => {
   const server = await startTestServer(t, { requireSession: 'all' });
-  const reply = await send(server.url, 'POST', '/login', { headers: { authorization: basic('admin', ADMIN_PASSWORD) } });
+  const reply = await send(server.url, 'POST', '/login', {
+    headers: { authorization: basic('admin', ADMIN_PASSWORD) },
+  });
   assert.equal(reply.status, 200);
   assert.equal(reply.text, '"OK"');
   const cookie = cookiePair(reply.headers['set-cookie']);
@@ -190,16 +211,29 @@ test('Access control, require-session all: POST /login stays open and opens a se
 test('Access control, require-session all: reads answer Cache-Control: private (no shared cache keeps them for others), their 304 too; without the mode reads carry none', async (t) => {
   const server = await startTestServer(t, { requireSession: 'all' });
   const cookie = await server.login();
-  assert.equal((await send(server.url, 'PUT', '/users/seed', { json: { name: 'Seed' }, headers: { cookie } })).status, 201);
+  assert.equal(
+    (await send(server.url, 'PUT', '/users/seed', { json: { name: 'Seed' }, headers: { cookie } })).status,
+    201,
+  );
   for (const path of ['/users/1', '/users/seed', '/users?limit=1']) {
-    assert.equal((await send(server.url, 'GET', path, { headers: { cookie } })).headers['cache-control'], 'private', path);
+    assert.equal(
+      (await send(server.url, 'GET', path, { headers: { cookie } })).headers['cache-control'],
+      'private',
+      path,
+    );
   }
   const one = await send(server.url, 'GET', '/users/1', { headers: { cookie } });
-  const notModified = await send(server.url, 'GET', '/users/1', { headers: { cookie, 'if-none-match': String(one.headers.etag) } });
+  const notModified = await send(server.url, 'GET', '/users/1', {
+    headers: { cookie, 'if-none-match': String(one.headers.etag) },
+  });
   assert.deepEqual([notModified.status, notModified.headers['cache-control']], [304, 'private']);
   assert.equal((await send(server.url, 'GET', '/users/1')).headers['cache-control'], 'no-store', 'the 401');
   const open = await startTestServer(t, { requireSession: 'writes' });
-  assert.equal((await send(open.url, 'PUT', '/users/seed', { json: { name: 'Seed' }, headers: { cookie: await open.login() } })).status, 201);
+  assert.equal(
+    (await send(open.url, 'PUT', '/users/seed', { json: { name: 'Seed' }, headers: { cookie: await open.login() } }))
+      .status,
+    201,
+  );
   assert.equal((await send(open.url, 'GET', '/users/1')).headers['cache-control'], undefined);
 });
 
@@ -209,7 +243,11 @@ const READER_PASSWORD = 'reader-password';
 
 /** A server in `mode` with an admin and a reader account. */
 async function appWithReader(t: TestContext, mode: RequireSession): Promise<string> {
-  const server = await startTestServer(t, { requireSession: mode }, { accounts: [{ name: 'reader', role: 'reader', password: READER_PASSWORD }] });
+  const server = await startTestServer(
+    t,
+    { requireSession: mode },
+    { accounts: [{ name: 'reader', role: 'reader', password: READER_PASSWORD }] },
+  );
   return server.url;
 }
 
@@ -226,7 +264,10 @@ for (const mode of ['writes', 'all'] as const) {
     test(`Sessions, require-session ${mode}: a reader session on ${c.name} answers 403 forbidden and changes nothing`, async (t) => {
       const url = await appWithReader(t, mode);
       const admin = await loginAs(url, 'admin', ADMIN_PASSWORD);
-      assert.equal((await send(url, 'PUT', '/users/seed', { json: { name: 'Seed' }, headers: { cookie: admin } })).status, 201);
+      assert.equal(
+        (await send(url, 'PUT', '/users/seed', { json: { name: 'Seed' }, headers: { cookie: admin } })).status,
+        201,
+      );
       const before = (await send(url, 'GET', '/users', { headers: { cookie: admin } })).text;
       const reader = await loginAs(url, 'reader', READER_PASSWORD);
       const reply = await sendCase(url, c, reader);
@@ -241,7 +282,10 @@ for (const mode of ['writes', 'all'] as const) {
 test('Sessions: a reader session passes GET / and the reads under require-session all', async (t) => {
   const url = await appWithReader(t, 'all');
   const admin = await loginAs(url, 'admin', ADMIN_PASSWORD);
-  assert.equal((await send(url, 'PUT', '/users/seed', { json: { name: 'Seed' }, headers: { cookie: admin } })).status, 201);
+  assert.equal(
+    (await send(url, 'PUT', '/users/seed', { json: { name: 'Seed' }, headers: { cookie: admin } })).status,
+    201,
+  );
   const reader = await loginAs(url, 'reader', READER_PASSWORD);
   const root = await send(url, 'GET', '/', { headers: { cookie: reader } });
   assert.equal(root.status, 200);

@@ -18,12 +18,16 @@ const NEW_PASSWORD = 'the admin password, chosen';
 const GENERATED = { USERS_ADMIN_PASSWORD: undefined };
 const skipPostgres = postgresSkipReason();
 
-const login = (url: string, password: string) => send(url, 'POST', '/login', { headers: { authorization: basic('admin', password) } });
+const login = (url: string, password: string) =>
+  send(url, 'POST', '/login', { headers: { authorization: basic('admin', password) } });
 const rootStatus = async (url: string, cookie: string) => (await send(url, 'GET', '/', { headers: { cookie } })).status;
 
 /** `node bin/users-server.js ARGS`, run to its end with `input` on stdin. */
 function usersServer(t: TestContext, args: string[], input = '') {
-  return runTool(t, process.execPath, [SERVER_BIN, ...args], { input, env: { ...process.env, USERS_PASSWORD_COST: '1', USERS_ADMIN_PASSWORD: '' } });
+  return runTool(t, process.execPath, [SERVER_BIN, ...args], {
+    input,
+    env: { ...process.env, USERS_PASSWORD_COST: '1', USERS_ADMIN_PASSWORD: '' },
+  });
 }
 
 async function stop(server: ServerChild): Promise<void> {
@@ -48,28 +52,52 @@ async function databasePassword(url: string): Promise<string | undefined> {
  * ends the admin's sessions: the old password and every line on disk are
  * refused.
  */
-async function assertChanged(urls: readonly string[], old: string, session: string, refusedLines: readonly string[]): Promise<void> {
+async function assertChanged(
+  urls: readonly string[],
+  old: string,
+  session: string,
+  refusedLines: readonly string[],
+): Promise<void> {
   for (const url of urls) {
     assert.equal((await login(url, old)).status, 401, `${url}: the old password still logs in`);
     assert.equal((await login(url, NEW_PASSWORD)).status, 200, `${url}: the new password is refused`);
     assert.equal(await rootStatus(url, session), 401, `${url}: the admin's old session still works`);
-    for (const line of refusedLines) assert.equal((await login(url, line)).status, 401, `${url}: a stored line logs in: ${line}`);
+    for (const line of refusedLines)
+      assert.equal((await login(url, line)).status, 401, `${url}: a stored line logs in: ${line}`);
   }
 }
 
-test('admin password, journal: the generated one is in <data>/admin-password; accounts passwd admin while the server runs takes effect at once, ends the admin\'s sessions and removes the file; the restart says nothing of it', async (t) => {
+test("admin password, journal: the generated one is in <data>/admin-password; accounts passwd admin while the server runs takes effect at once, ends the admin's sessions and removes the file; the restart says nothing of it", async (t) => {
   const data = tempDir(t);
   const server = await spawnServer(t, ['--port', '0', '--data', data], { env: GENERATED });
   const file = join(data, 'admin-password');
-  assert.ok(server.stderr().includes(`first login: usersctl --url ${server.url} login --password-stdin < ${file} (then change it: users-server accounts passwd admin --data ${data})`), server.stderr());
+  assert.ok(
+    server
+      .stderr()
+      .includes(
+        `first login: usersctl --url ${server.url} login --password-stdin < ${file} (then change it: users-server accounts passwd admin --data ${data})`,
+      ),
+    server.stderr(),
+  );
   const generated = readFileSync(file, 'utf8').trim();
   const session = cookiePair((await login(server.url, generated)).headers['set-cookie']);
 
-  const changed = await usersServer(t, ['accounts', 'passwd', 'admin', '--data', data, '--password-stdin'], NEW_PASSWORD + '\n');
+  const changed = await usersServer(
+    t,
+    ['accounts', 'passwd', 'admin', '--data', data, '--password-stdin'],
+    NEW_PASSWORD + '\n',
+  );
   assert.equal(changed.code, 0, changed.stderr);
   assert.ok(!existsSync(file), 'the generated password is still on disk');
-  const accountsLines = readFileSync(join(data, 'accounts'), 'utf8').split('\n').filter((l) => l.startsWith('{"name"'));
-  await assertChanged([server.url], generated, session, accountsLines.map((l) => l.replace(/,$/, '')));
+  const accountsLines = readFileSync(join(data, 'accounts'), 'utf8')
+    .split('\n')
+    .filter((l) => l.startsWith('{"name"'));
+  await assertChanged(
+    [server.url],
+    generated,
+    session,
+    accountsLines.map((l) => l.replace(/,$/, '')),
+  );
   await stop(server);
 
   const again = await spawnServer(t, ['--port', '0', '--data', data], { env: GENERATED });
@@ -83,7 +111,13 @@ test('admin password, journal: a data directory whose admin-password holds a rec
   const data = tempDir(t);
   const first = await spawnServer(t, ['--port', '0', '--data', data], { env: GENERATED });
   await stop(first);
-  const record = { name: 'admin', role: 'admin' as const, id: newAccountId(), created: new Date().toISOString(), password: await hashPassword(NEW_PASSWORD, { cost: 1 }) };
+  const record = {
+    name: 'admin',
+    role: 'admin' as const,
+    id: newAccountId(),
+    created: new Date().toISOString(),
+    password: await hashPassword(NEW_PASSWORD, { cost: 1 }),
+  };
   const line = serializeAccount(record);
   writeFileSync(join(data, 'admin-password'), line + '\n', { mode: 0o600 });
   const server = await spawnServer(t, ['--port', '0', '--data', data], { env: GENERATED });
@@ -95,24 +129,31 @@ test('admin password, journal: a data directory whose admin-password holds a rec
   await stop(server);
 });
 
-test('admin password, PostgreSQL: accounts passwd admin --store URL while two instances run: both take it at once, the admin\'s sessions end, the generated password leaves the database, and no start points at it again', async (t) => {
+test("admin password, PostgreSQL: accounts passwd admin --store URL while two instances run: both take it at once, the admin's sessions end, the generated password leaves the database, and no start points at it again", async (t) => {
   if (skipPostgres !== undefined) return t.skip(skipPostgres);
   const url = await testDatabase(t);
   const a = await spawnServer(t, ['--port', '0', '--store', url], { env: GENERATED });
   const b = await spawnServer(t, ['--port', '0', '--store', url], { env: GENERATED });
-  const hint = (server: ServerChild) => `first login: psql '${url}' -Atc "select value from settings where name = 'admin-password'" | usersctl --url ${server.url} login --password-stdin (then change it: users-server accounts passwd admin --store URL)`;
+  const hint = (server: ServerChild) =>
+    `first login: psql '${url}' -Atc "select value from settings where name = 'admin-password'" | usersctl --url ${server.url} login --password-stdin (then change it: users-server accounts passwd admin --store URL)`;
   assert.ok(a.stderr().includes(hint(a)), a.stderr());
   assert.ok(b.stderr().includes(hint(b)), 'the second instance says where the password is too');
   const generated = (await databasePassword(url))!;
   // The line works as printed: the command before the pipe prints the password.
   if ((await runTool(t, 'sh', ['-c', 'command -v psql'])).code === 0) {
-    const printed = await runTool(t, 'bash', ['-c', hint(a).slice('first login: '.length).split(' | ')[0]!], { env: process.env });
+    const printed = await runTool(t, 'bash', ['-c', hint(a).slice('first login: '.length).split(' | ')[0]!], {
+      env: process.env,
+    });
     assert.equal(printed.stdout.trim(), generated, printed.stderr);
   }
   const session = cookiePair((await login(b.url, generated)).headers['set-cookie']);
   assert.equal(await rootStatus(a.url, session), 200);
 
-  const changed = await usersServer(t, ['accounts', 'passwd', 'admin', '--store', url, '--password-stdin'], NEW_PASSWORD + '\n');
+  const changed = await usersServer(
+    t,
+    ['accounts', 'passwd', 'admin', '--store', url, '--password-stdin'],
+    NEW_PASSWORD + '\n',
+  );
   assert.equal(changed.code, 0, changed.stderr);
   assert.equal(await databasePassword(url), undefined, 'the generated password is still in the database');
   await assertChanged([a.url, b.url], generated, session, []);
@@ -128,8 +169,15 @@ test('admin password, copy both ways: a changed password crosses from a data dir
   const first = await spawnServer(t, ['--port', '0', '--data', data], { env: GENERATED });
   const generated = readFileSync(join(data, 'admin-password'), 'utf8').trim();
   await stop(first);
-  assert.equal((await usersServer(t, ['accounts', 'passwd', 'admin', '--data', data, '--password-stdin'], NEW_PASSWORD + '\n')).code, 0);
-  const recordLine = readFileSync(join(data, 'accounts'), 'utf8').split('\n').find((l) => l.startsWith('{"name":"admin"'))!.replace(/,$/, '');
+  assert.equal(
+    (await usersServer(t, ['accounts', 'passwd', 'admin', '--data', data, '--password-stdin'], NEW_PASSWORD + '\n'))
+      .code,
+    0,
+  );
+  const recordLine = readFileSync(join(data, 'accounts'), 'utf8')
+    .split('\n')
+    .find((l) => l.startsWith('{"name":"admin"'))!
+    .replace(/,$/, '');
 
   const url = await testDatabase(t, { migrated: false });
   const there = await usersServer(t, ['copy', '--from', data, '--to', url]);
@@ -156,7 +204,13 @@ test('admin password, copy of a data directory whose admin-password holds a reco
   if (skipPostgres !== undefined) return t.skip(skipPostgres);
   const data = tempDir(t);
   await stop(await spawnServer(t, ['--port', '0', '--data', data], { env: GENERATED }));
-  const line = serializeAccount({ name: 'admin', role: 'admin', id: newAccountId(), created: new Date().toISOString(), password: await hashPassword(NEW_PASSWORD, { cost: 1 }) });
+  const line = serializeAccount({
+    name: 'admin',
+    role: 'admin',
+    id: newAccountId(),
+    created: new Date().toISOString(),
+    password: await hashPassword(NEW_PASSWORD, { cost: 1 }),
+  });
   writeFileSync(join(data, 'admin-password'), line + '\n', { mode: 0o600 });
   const url = await testDatabase(t, { migrated: false });
   const copied = await usersServer(t, ['copy', '--from', data, '--to', url]);
@@ -177,20 +231,27 @@ async function adminServer(t: TestContext, store: { data?: string; store?: strin
 }
 
 for (const kind of ['journal', 'PostgreSQL'] as const) {
-  test(`admin password, ${kind}: a start with another USERS_ADMIN_PASSWORD ends the admin's sessions (GET / 401, POST /tokens 401); a start with the same one keeps them`, { skip: kind === 'PostgreSQL' ? skipPostgres : undefined }, async (t) => {
-    const place = kind === 'journal' ? { data: tempDir(t) } : { data: tempDir(t), store: await testDatabase(t) };
-    const first = await adminServer(t, place, 'the first admin password');
-    await first.server.running.stop();
-    const same = await startTestServer(t, place, { env: { USERS_ADMIN_PASSWORD: 'the first admin password' } });
-    assert.equal(await rootStatus(same.url, first.cookie), 200, 'the same password keeps its sessions');
-    await same.running.stop();
-    const changed = await startTestServer(t, place, { env: { USERS_ADMIN_PASSWORD: 'another admin password' } });
-    assert.equal(await rootStatus(changed.url, first.cookie), 401, 'the old password\'s session ended');
-    const token = await send(changed.url, 'POST', '/tokens', { json: { name: 'late' }, headers: { cookie: first.cookie } });
-    assert.equal(token.status, 401, token.text);
-    assert.equal((await login(changed.url, 'the first admin password')).status, 401);
-    assert.equal((await login(changed.url, 'another admin password')).status, 200);
-  });
+  test(
+    `admin password, ${kind}: a start with another USERS_ADMIN_PASSWORD ends the admin's sessions (GET / 401, POST /tokens 401); a start with the same one keeps them`,
+    { skip: kind === 'PostgreSQL' ? skipPostgres : undefined },
+    async (t) => {
+      const place = kind === 'journal' ? { data: tempDir(t) } : { data: tempDir(t), store: await testDatabase(t) };
+      const first = await adminServer(t, place, 'the first admin password');
+      await first.server.running.stop();
+      const same = await startTestServer(t, place, { env: { USERS_ADMIN_PASSWORD: 'the first admin password' } });
+      assert.equal(await rootStatus(same.url, first.cookie), 200, 'the same password keeps its sessions');
+      await same.running.stop();
+      const changed = await startTestServer(t, place, { env: { USERS_ADMIN_PASSWORD: 'another admin password' } });
+      assert.equal(await rootStatus(changed.url, first.cookie), 401, "the old password's session ended");
+      const token = await send(changed.url, 'POST', '/tokens', {
+        json: { name: 'late' },
+        headers: { cookie: first.cookie },
+      });
+      assert.equal(token.status, 401, token.text);
+      assert.equal((await login(changed.url, 'the first admin password')).status, 401);
+      assert.equal((await login(changed.url, 'another admin password')).status, 200);
+    },
+  );
 }
 
 test('admin password, journal: a generated admin-password replaced between starts ends the sessions of the one before', async (t) => {

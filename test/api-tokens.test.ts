@@ -34,7 +34,11 @@ async function makeToken(server: TestServer, cookie: string, body: Record<string
   return { reply, token: doc.token, id: doc.id, bearer: { authorization: `Bearer ${doc.token}` } };
 }
 
-async function serverWithAdmin(t: TestContext, mode: RequireSession, extra: Parameters<typeof startTestServer>[2] = {}) {
+async function serverWithAdmin(
+  t: TestContext,
+  mode: RequireSession,
+  extra: Parameters<typeof startTestServer>[2] = {},
+) {
   const server = await startTestServer(t, { requireSession: mode }, extra);
   return { server, cookie: await server.login() };
 }
@@ -53,8 +57,19 @@ test('POST /tokens: an admin session makes a token: 201, Location, no-store, the
   assert.match(made.token, TOKEN);
   assert.equal(made.reply.headers.location, `/tokens/${made.id}`);
   assert.equal(made.reply.headers['cache-control'], 'no-store');
-  assert.equal(made.token.slice(4, 20), made.id, 'the id is the token\'s public part');
-  assert.deepEqual(Object.keys(doc), ['id', 'name', 'role', 'actsAs', 'createdBy', 'createdWith', 'createdAt', 'expiresAt', 'expired', 'token']);
+  assert.equal(made.token.slice(4, 20), made.id, "the id is the token's public part");
+  assert.deepEqual(Object.keys(doc), [
+    'id',
+    'name',
+    'role',
+    'actsAs',
+    'createdBy',
+    'createdWith',
+    'createdAt',
+    'expiresAt',
+    'expired',
+    'token',
+  ]);
   assert.equal(doc.createdBy, 'admin');
   assert.equal(doc.actsAs, 'reader');
   assert.equal(doc.createdWith, null);
@@ -65,7 +80,10 @@ test('POST /tokens: an admin session makes a token: 201, Location, no-store, the
   const { token: _shownOnce, ...withoutSecret } = doc;
   assert.deepEqual(listed.json(), { items: [withoutSecret] });
   assert.ok(!listed.text.includes(made.token.slice(21)), 'the secret is never listed');
-  const journal = readdirSync(dir).filter((n) => n.startsWith('journal-')).map((n) => readFileSync(join(dir, n), 'latin1')).join('');
+  const journal = readdirSync(dir)
+    .filter((n) => n.startsWith('journal-'))
+    .map((n) => readFileSync(join(dir, n), 'latin1'))
+    .join('');
   assert.ok(!journal.includes(made.token.slice(21)), 'the secret is not in the journal');
   assert.ok(journal.includes(tokenHash(made.token)), 'its SHA-256 is');
 });
@@ -122,14 +140,25 @@ test('a wrong token is refused with 401 invalid-token and the Bearer challenge, 
     assertInvalidToken(await send(url, 'GET', '/users', { headers: bearer }), `${what}: GET /users in mode none`);
     assertInvalidToken(await put(url, '/users/x', { name: 'X' }, bearer), `${what}: PUT in mode none`);
     assertInvalidToken(await send(url, 'GET', '/metrics', { headers: bearer }), `${what}: /metrics`);
-    assertInvalidToken(await send(url, 'GET', '/tokens', { headers: { ...bearer, cookie } }), `${what}: a bad token beside a good cookie`);
+    assertInvalidToken(
+      await send(url, 'GET', '/tokens', { headers: { ...bearer, cookie } }),
+      `${what}: a bad token beside a good cookie`,
+    );
     const root = await send(url, 'GET', '/', { headers: bearer });
     assert.equal(root.status, 401, what);
     assert.equal(root.text, '"not authorized"');
     assert.equal(root.headers['www-authenticate'], INVALID_TOKEN);
   }
-  assert.equal((await send(url, 'GET', '/users/x', { headers: { cookie } })).status, 404, 'no refused PUT created anything');
-  assert.equal((await send(url, 'GET', '/users', { headers: { authorization: 'Basic YWRtaW46eA==' } })).status, 200, 'another scheme is not a token: mode none reads on');
+  assert.equal(
+    (await send(url, 'GET', '/users/x', { headers: { cookie } })).status,
+    404,
+    'no refused PUT created anything',
+  );
+  assert.equal(
+    (await send(url, 'GET', '/users', { headers: { authorization: 'Basic YWRtaW46eA==' } })).status,
+    200,
+    'another scheme is not a token: mode none reads on',
+  );
 });
 
 test('an expired token is refused (401 invalid-token naming its expiry), listed as expired; a revoked one is refused at once; DELETE /tokens/{id} answers 204, then 404', async (t) => {
@@ -143,7 +172,15 @@ test('an expired token is refused (401 invalid-token naming its expiry), listed 
   const expired = await send(url, 'GET', '/users', { headers: short.bearer });
   assertInvalidToken(expired, 'expired');
   assert.match(expired.json().detail, /"short" expired at 2026-06-01T00:01:00\.000Z/);
-  assert.deepEqual((await send(url, 'GET', '/tokens', { headers: { cookie } })).json().items.map((x: { name: string; expired: boolean }) => [x.name, x.expired]), [['short', true], ['long', false]]);
+  assert.deepEqual(
+    (await send(url, 'GET', '/tokens', { headers: { cookie } }))
+      .json()
+      .items.map((x: { name: string; expired: boolean }) => [x.name, x.expired]),
+    [
+      ['short', true],
+      ['long', false],
+    ],
+  );
   assert.equal((await send(url, 'GET', '/users', { headers: long.bearer })).status, 200);
   assert.equal((await send(url, 'DELETE', `/tokens/${long.id}`, { headers: { cookie } })).status, 204);
   assertInvalidToken(await send(url, 'GET', '/users', { headers: long.bearer }), 'revoked');
@@ -158,8 +195,16 @@ test('POST /tokens refuses a bad request without making a token: 401 without cre
   assertProblem(noCredentials, 401, 'unauthorized');
   assert.equal(noCredentials.headers['www-authenticate'], GUARD_CHALLENGE);
   const headers = { cookie };
-  assertProblem(await send(url, 'POST', '/tokens', { body: 'name=x', headers: { ...headers, 'content-type': 'text/plain' } }), 415, 'unsupported-media-type');
-  assertProblem(await send(url, 'POST', '/tokens', { body: '{', headers: { ...headers, 'content-type': 'application/json' } }), 400, 'invalid-json');
+  assertProblem(
+    await send(url, 'POST', '/tokens', { body: 'name=x', headers: { ...headers, 'content-type': 'text/plain' } }),
+    415,
+    'unsupported-media-type',
+  );
+  assertProblem(
+    await send(url, 'POST', '/tokens', { body: '{', headers: { ...headers, 'content-type': 'application/json' } }),
+    400,
+    'invalid-json',
+  );
   const fields: [unknown, string][] = [
     [[], ''],
     [{}, '/name'],
@@ -176,14 +221,28 @@ test('POST /tokens refuses a bad request without making a token: 401 without cre
     assert.equal(assertProblem(reply, 422, 'invalid-token-request', JSON.stringify(body)).field, field);
   }
   await makeToken(server, cookie, { name: 'taken' });
-  assertProblem(await send(url, 'POST', '/tokens', { json: { name: 'taken', role: 'admin' }, headers }), 409, 'token-name-taken');
-  assertProblem(await send(url, 'POST', '/tokens', { json: { name: 'big', pad: 'x'.repeat(5000) }, headers }), 413, 'payload-too-large');
-  assert.deepEqual((await send(url, 'GET', '/tokens', { headers })).json().items.map((x: { name: string }) => x.name), ['taken']);
+  assertProblem(
+    await send(url, 'POST', '/tokens', { json: { name: 'taken', role: 'admin' }, headers }),
+    409,
+    'token-name-taken',
+  );
+  assertProblem(
+    await send(url, 'POST', '/tokens', { json: { name: 'big', pad: 'x'.repeat(5000) }, headers }),
+    413,
+    'payload-too-large',
+  );
+  assert.deepEqual(
+    (await send(url, 'GET', '/tokens', { headers })).json().items.map((x: { name: string }) => x.name),
+    ['taken'],
+  );
 });
 
-test('a page of another site may not make a token with the admin\'s cookie (403), and a token is not a cookie: it needs no such check', async (t) => {
+test("a page of another site may not make a token with the admin's cookie (403), and a token is not a cookie: it needs no such check", async (t) => {
   const { server, cookie } = await serverWithAdmin(t, 'none');
-  const refused = await send(server.url, 'POST', '/tokens', { json: { name: 'evil' }, headers: { cookie, origin: 'https://evil.example' } });
+  const refused = await send(server.url, 'POST', '/tokens', {
+    json: { name: 'evil' },
+    headers: { cookie, origin: 'https://evil.example' },
+  });
   assertProblem(refused, 403, 'forbidden');
   assert.deepEqual((await send(server.url, 'GET', '/tokens', { headers: { cookie } })).json().items, []);
 });
@@ -210,7 +269,14 @@ test('curl --oauth2-bearer, as a Prometheus scraper would: /metrics under --requ
   if (!CURL) return t.skip('curl not found');
   const { server, cookie } = await serverWithAdmin(t, 'all');
   const { token } = await makeToken(server, cookie, { name: 'prometheus' });
-  const ok = await runTool(t, 'curl', ['-s', '-w', '\\n%{http_code}', '--oauth2-bearer', token, `${server.url}/metrics`]);
+  const ok = await runTool(t, 'curl', [
+    '-s',
+    '-w',
+    '\\n%{http_code}',
+    '--oauth2-bearer',
+    token,
+    `${server.url}/metrics`,
+  ]);
   assert.match(ok.stdout, /^# HELP users_server_requests_total/);
   assert.match(ok.stdout, /\n200$/);
   const refused = await runTool(t, 'curl', ['-s', '-o', '/dev/null', '-w', '%{http_code}', `${server.url}/metrics`]);

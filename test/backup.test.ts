@@ -4,7 +4,18 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { chmodSync, chownSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, symlinkSync, watch, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  chownSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  symlinkSync,
+  watch,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { onSmallDisk, put, runUsersServer, send, startTestServer, tempDir } from './helpers.js';
@@ -40,10 +51,19 @@ test('node bin/users-server.js backup under write load (with compactions): the c
   stop = true;
   await writers;
   assert.equal(backup.code, 0, backup.stderr);
-  assert.match(backup.stdout, /^backed up \d+ users \((snapshot-\d{8}, )?journal-\d{8}(, journal-\d{8})*: \d+ bytes of data\) from .* to .* in \d+ ms\n$/);
+  assert.match(
+    backup.stdout,
+    /^backed up \d+ users \((snapshot-\d{8}, )?journal-\d{8}(, journal-\d{8})*: \d+ bytes of data\) from .* to .* in \d+ ms\n$/,
+  );
   // The bytes of data, not the size of a journal preallocated with zeros (1 MiB and more).
   assert.ok(Number(/: (\d+) bytes of data/.exec(backup.stdout)![1]) < 1024 * 1024, backup.stdout);
-  assert.deepEqual(readdirSync(dest).filter((n) => !/^(journal|snapshot)-\d{8}$/.test(n)).sort(), ['admin-identity', 'secret'], 'the secret and the admin\'s identity (this server\'s admin password comes from its environment)');
+  assert.deepEqual(
+    readdirSync(dest)
+      .filter((n) => !/^(journal|snapshot)-\d{8}$/.test(n))
+      .sort(),
+    ['admin-identity', 'secret'],
+    "the secret and the admin's identity (this server's admin password comes from its environment)",
+  );
   server.kill('SIGTERM');
   await server.exited;
   const restored = await startTestServer(t, { data: dest });
@@ -64,7 +84,10 @@ test('users-server backup refuses a target that holds anything (no earlier backu
   writeFileSync(join(full, 'journal-00000001'), 'an earlier backup');
   const refused = await runUsersServer(['backup', '--data', dir, '--to', full]);
   assert.equal(refused.code, 1);
-  assert.match(refused.stderr, /^users-server backup: .*full is not empty \(journal-00000001\): back up into a new directory/);
+  assert.match(
+    refused.stderr,
+    /^users-server backup: .*full is not empty \(journal-00000001\): back up into a new directory/,
+  );
   const missing = await runUsersServer(['backup', '--data', join(dir, 'nope'), '--to', join(tempDir(t), 'x')]);
   assert.equal(missing.code, 1);
   assert.match(missing.stderr, /does not exist: give the server's data directory with --data/);
@@ -85,9 +108,21 @@ test('users-server backup names what is wrong with --to, in one sentence and wit
   writeFileSync(file, 'not a folder');
   const cases: [string, number, RegExp][] = [
     [file, 2, /^users-server backup: --to .*a-file is a file, not a folder; give a new or empty folder\n$/],
-    [join(dir, 'inside'), 2, /^users-server backup: --to must be outside --data: a backup inside the data directory is lost with it\n$/],
-    ['/proc/users-server-backup', 1, /^users-server backup: cannot create the backup folder: \/proc\/users-server-backup cannot be made there; give a path on a writable file system\n$/],
-    [join(file, 'below'), 1, /^users-server backup: cannot create the backup folder: a part of .*a-file\/below is a file, not a folder; check the path\n$/],
+    [
+      join(dir, 'inside'),
+      2,
+      /^users-server backup: --to must be outside --data: a backup inside the data directory is lost with it\n$/,
+    ],
+    [
+      '/proc/users-server-backup',
+      1,
+      /^users-server backup: cannot create the backup folder: \/proc\/users-server-backup cannot be made there; give a path on a writable file system\n$/,
+    ],
+    [
+      join(file, 'below'),
+      1,
+      /^users-server backup: cannot create the backup folder: a part of .*a-file\/below is a file, not a folder; check the path\n$/,
+    ],
   ];
   for (const [to, code, stderr] of cases) {
     const run = await runUsersServer(['backup', '--data', dir, '--to', to]);
@@ -100,13 +135,17 @@ test('users-server backup names what is wrong with --to, in one sentence and wit
 test('users-server backup onto a disk that fills up during the copy (a 256 KiB tmpfs, a journal of 400 KB) fails in one sentence with exit 1 and leaves nothing: never a copy short of acknowledged writes', async (t) => {
   const dir = tempDir(t);
   const server = await startTestServer(t, { data: dir, secrets: ['a test secret of at least thirty-two bytes'] });
-  for (let i = 0; i < 40; i++) assert.equal((await put(server.url, `/users/u${i}`, { name: `User ${i}`, pad: 'p'.repeat(10_000) })).status, 201);
+  for (let i = 0; i < 40; i++)
+    assert.equal((await put(server.url, `/users/u${i}`, { name: `User ${i}`, pad: 'p'.repeat(10_000) })).status, 201);
   // The journal is the last file the backup writes (the secret and the admin password come from the test's settings): a short write of it is not followed by a write that fails.
   assert.deepEqual(readdirSync(dir).sort(), ['admin-identity', 'journal-00000001', 'lock']);
   await onSmallDisk(t, '256k', async (disk) => {
     const run = await runUsersServer(['backup', '--data', dir, '--to', join(disk, 'backup')]);
     assert.deepEqual([run.code, run.stdout], [1, '']);
-    assert.match(run.stderr, /^users-server backup: the backup failed, and what it had written was removed: no space left to write .*\/disk\/backup; free some space\n$/);
+    assert.match(
+      run.stderr,
+      /^users-server backup: the backup failed, and what it had written was removed: no space left to write .*\/disk\/backup; free some space\n$/,
+    );
     assert.deepEqual(readdirSync(disk), []);
   });
 });
@@ -115,12 +154,28 @@ test('a backup killed while it copies (SIGKILL) leaves a folder that a start, re
   const dir = join(tempDir(t), 'data');
   mkdirSync(dir);
   // 40,000 users, 10 MB: the copy and its check take a while, so the kill lands in them.
-  const users = Array.from({ length: 40_000 }, (_, i) => ({ id: i + 1, alias: undefined, json: JSON.stringify({ name: `User ${i + 1}`, note: 'x'.repeat(200), id: i + 1 }) }));
-  await writeJournalData(dir, { lastId: users.length, claimed: [], users, redirects: [], reservations: [], idempotency: [], revoked: [], tokens: [], lastChange: 0 });
+  const users = Array.from({ length: 40_000 }, (_, i) => ({
+    id: i + 1,
+    alias: undefined,
+    json: JSON.stringify({ name: `User ${i + 1}`, note: 'x'.repeat(200), id: i + 1 }),
+  }));
+  await writeJournalData(dir, {
+    lastId: users.length,
+    claimed: [],
+    users,
+    redirects: [],
+    reservations: [],
+    idempotency: [],
+    revoked: [],
+    tokens: [],
+    lastChange: 0,
+  });
   const dest = join(tempDir(t), 'backup');
   mkdirSync(dest);
   let watcher: ReturnType<typeof watch> | undefined;
-  const marked = new Promise<void>((resolve) => (watcher = watch(dest, (_event, name) => name === 'unfinished' && resolve())));
+  const marked = new Promise<void>(
+    (resolve) => (watcher = watch(dest, (_event, name) => name === 'unfinished' && resolve())),
+  );
   t.after(() => watcher?.close());
   const backup = spawnUsersServer(t, ['backup', '--data', dir, '--to', dest]);
   await Promise.race([marked, backup.exited]);
@@ -128,10 +183,21 @@ test('a backup killed while it copies (SIGKILL) leaves a folder that a start, re
   const { code, signal } = await backup.exited;
   if (signal === 'SIGKILL') {
     assert.ok(readdirSync(dest).includes('unfinished'));
-    for (const args of [['--port', '0', '--data', dest], ['repair', '--data', dest], ['backup', '--data', dest, '--to', join(tempDir(t), 'copy')], ['accounts', 'list', '--data', dest]]) {
+    for (const args of [
+      ['--port', '0', '--data', dest],
+      ['repair', '--data', dest],
+      ['backup', '--data', dest, '--to', join(tempDir(t), 'copy')],
+      ['accounts', 'list', '--data', dest],
+    ]) {
       const refused = await runUsersServer(args);
       assert.equal(refused.code, 1, `${args.join(' ')}: ${refused.stderr}`);
-      assert.match(refused.stderr, new RegExp(`^users-server(?: repair| backup)?: ${dest} is not whole: the backup from ${dir} stopped before it finished \\(unfinished says so\\), so it may hold part of the data; make it again, or remove ${dest}/unfinished to use what it holds\n$`), args.join(' '));
+      assert.match(
+        refused.stderr,
+        new RegExp(
+          `^users-server(?: repair| backup)?: ${dest} is not whole: the backup from ${dir} stopped before it finished \\(unfinished says so\\), so it may hold part of the data; make it again, or remove ${dest}/unfinished to use what it holds\n$`,
+        ),
+        args.join(' '),
+      );
     }
   } else assert.equal(code, 0, 'finished before the kill: then it is whole');
   const again = join(tempDir(t), 'again');
@@ -147,8 +213,22 @@ test('a backup killed while it copies (SIGKILL) leaves a folder that a start, re
 async function bigDataDir(t: TestContext): Promise<string> {
   const dir = join(tempDir(t), 'data');
   mkdirSync(dir);
-  const users = Array.from({ length: 40_000 }, (_, i) => ({ id: i + 1, alias: undefined, json: JSON.stringify({ name: `User ${i + 1}`, note: 'x'.repeat(200), id: i + 1 }) }));
-  await writeJournalData(dir, { lastId: users.length, claimed: [], users, redirects: [], reservations: [], idempotency: [], revoked: [], tokens: [], lastChange: 0 });
+  const users = Array.from({ length: 40_000 }, (_, i) => ({
+    id: i + 1,
+    alias: undefined,
+    json: JSON.stringify({ name: `User ${i + 1}`, note: 'x'.repeat(200), id: i + 1 }),
+  }));
+  await writeJournalData(dir, {
+    lastId: users.length,
+    claimed: [],
+    users,
+    redirects: [],
+    reservations: [],
+    idempotency: [],
+    revoked: [],
+    tokens: [],
+    lastChange: 0,
+  });
   writeFileSync(join(dir, 'secret'), 'the-signing-secret-of-this-server-0123456789\n', { mode: 0o600 });
   writeFileSync(join(dir, 'admin-password'), 'the-generated-admin-password\n', { mode: 0o600 });
   writeFileSync(join(dir, 'accounts'), '', { mode: 0o600 });
@@ -160,7 +240,8 @@ const NOBODY = { uid: 65534, gid: 65534 };
 /** Why this process cannot act as the user nobody (runuser, as root), or undefined. */
 function nobodySkipReason(): string | undefined {
   if (process.getuid?.() !== 0) return 'needs root, to act as another user (nobody)';
-  if (spawnSync('runuser', ['-u', 'nobody', '--', 'true']).status !== 0) return 'runuser -u nobody does not run (util-linux)';
+  if (spawnSync('runuser', ['-u', 'nobody', '--', 'true']).status !== 0)
+    return 'runuser -u nobody does not run (util-linux)';
   return undefined;
 }
 
@@ -184,17 +265,29 @@ test('backup --to a folder everyone may write (like /tmp/bk): another user who p
   const links = { secret: join(attacker, 's'), 'admin-password': join(attacker, 'p'), accounts: rootOwned };
   let watcher: ReturnType<typeof watch> | undefined;
   let planted: Promise<unknown> = Promise.resolve();
-  const begun = new Promise<void>((resolve) => (watcher = watch(target, (_event, name) => name === 'unfinished' && resolve())));
+  const begun = new Promise<void>(
+    (resolve) => (watcher = watch(target, (_event, name) => name === 'unfinished' && resolve())),
+  );
   t.after(() => watcher?.close());
   const backup = spawnUsersServer(t, ['backup', '--data', data, '--to', target]);
-  void begun.then(() => (planted = Promise.all(Object.entries(links).map(([name, to]) => runTool(t, 'runuser', ['-u', 'nobody', '--', 'ln', '-s', to, join(target, name)])))));
+  void begun.then(
+    () =>
+      (planted = Promise.all(
+        Object.entries(links).map(([name, to]) =>
+          runTool(t, 'runuser', ['-u', 'nobody', '--', 'ln', '-s', to, join(target, name)]),
+        ),
+      )),
+  );
   const { code } = await backup.exited;
   await planted;
-  assert.equal(readFileSync(join(attacker, 's'), 'utf8'), '', 'the attacker\'s file got no secret');
+  assert.equal(readFileSync(join(attacker, 's'), 'utf8'), '', "the attacker's file got no secret");
   assert.equal(readFileSync(join(attacker, 'p'), 'utf8'), '', 'nor the admin password');
   assert.equal(readFileSync(rootOwned, 'utf8'), 'root only\n', 'a file the link points to is not overwritten');
   assert.equal(code, 1, backup.stderr());
-  assert.match(backup.stderr(), /^users-server backup: \S+\/bk can be written by other users \(mode 0777\): back up into a folder only you can write \(chmod go-w\), or a new one\n$/);
+  assert.match(
+    backup.stderr(),
+    /^users-server backup: \S+\/bk can be written by other users \(mode 0777\): back up into a folder only you can write \(chmod go-w\), or a new one\n$/,
+  );
   assert.deepEqual(readdirSync(target), [], 'nothing written into it');
   assert.equal(lstatSync(target).mode & 0o7777, 0o777, 'and its mode as it was');
 });
@@ -212,24 +305,44 @@ test('backup and copy write only into a folder no other user can change: a link 
   mkdirSync(join(place, 'sticky'));
   chmodSync(join(place, 'sticky'), 0o1777);
   const cases: [string, RegExp][] = [
-    ['link', /^\S+\/link is a symbolic link: give the folder itself, so that no one can point it elsewhere while it is written\n$/],
-    ['open', /^\S+\/open can be written by other users \(mode 0777\): VERB into a folder only you can write \(chmod go-w\), or a new one\n$/],
-    ['shared/new', /^\S+\/shared, above \S+\/shared\/new, can be changed by another user \(uid \d+, mode 0777\), who could put a folder of their own in its place: VERB into a folder whose parents only you or root can change\n$/],
+    [
+      'link',
+      /^\S+\/link is a symbolic link: give the folder itself, so that no one can point it elsewhere while it is written\n$/,
+    ],
+    [
+      'open',
+      /^\S+\/open can be written by other users \(mode 0777\): VERB into a folder only you can write \(chmod go-w\), or a new one\n$/,
+    ],
+    [
+      'shared/new',
+      /^\S+\/shared, above \S+\/shared\/new, can be changed by another user \(uid \d+, mode 0777\), who could put a folder of their own in its place: VERB into a folder whose parents only you or root can change\n$/,
+    ],
   ];
   if (nobodySkipReason() === undefined) {
     mkdirSync(join(place, 'theirs'), { mode: 0o700 });
     chownSync(join(place, 'theirs'), NOBODY.uid, NOBODY.gid);
-    cases.push(['theirs', /^\S+\/theirs belongs to another user \(uid 65534\): back up into a folder of your own, or a new one\n$/]);
+    cases.push([
+      'theirs',
+      /^\S+\/theirs belongs to another user \(uid 65534\): back up into a folder of your own, or a new one\n$/,
+    ]);
   }
   for (const [name, sentence] of cases) {
     const run = await runUsersServer(['backup', '--data', data, '--to', join(place, name)]);
     assert.deepEqual([run.code, run.stdout], [1, ''], name);
-    assert.match(run.stderr.replace(/^users-server backup: /, ''), new RegExp(sentence.source.replace('VERB', 'back up')), name);
+    assert.match(
+      run.stderr.replace(/^users-server backup: /, ''),
+      new RegExp(sentence.source.replace('VERB', 'back up')),
+      name,
+    );
     // copy checks a folder that exists before it reaches for the database (one it makes, once made).
     if (name === 'theirs' || name === 'shared/new') continue;
     const copy = await runUsersServer(['copy', '--from', 'postgres://127.0.0.1:9/users', '--to', join(place, name)]);
     assert.deepEqual([copy.code, copy.stdout], [1, ''], `copy to ${name}`);
-    assert.match(copy.stderr.replace(/^users-server copy: /, ''), new RegExp(sentence.source.replace('VERB', 'copy')), `copy to ${name}`);
+    assert.match(
+      copy.stderr.replace(/^users-server copy: /, ''),
+      new RegExp(sentence.source.replace('VERB', 'copy')),
+      `copy to ${name}`,
+    );
   }
   assert.deepEqual(readdirSync(elsewhere), [], 'nothing written through the link');
   assert.deepEqual(readdirSync(join(place, 'open')), []);
@@ -239,7 +352,7 @@ test('backup and copy write only into a folder no other user can change: a link 
   assert.match(made.stdout, /^backed up 40000 users /);
 });
 
-test('the data files a copy, a repair or a backup writes are created new, never through a link: a link left under the name of a snapshot\'s temp file or a journal is replaced (a copy, a repair) or refused (a backup), and what it points to is not written', async (t) => {
+test("the data files a copy, a repair or a backup writes are created new, never through a link: a link left under the name of a snapshot's temp file or a journal is replaced (a copy, a repair) or refused (a backup), and what it points to is not written", async (t) => {
   const place = tempDir(t);
   const victims = ['a', 'b', 'c'].map((name) => join(place, `victim-${name}`));
   for (const victim of victims) writeFileSync(victim, 'untouched\n', { mode: 0o600 });
@@ -248,8 +361,19 @@ test('the data files a copy, a repair or a backup writes are created new, never 
   symlinkSync(victims[0]!, join(dir, 'snapshot-00000001.tmp'));
   symlinkSync(victims[1]!, join(dir, 'journal-00000001'));
   const users = [{ id: 1, alias: undefined, json: JSON.stringify({ name: 'Ann', id: 1 }) }];
-  await writeJournalData(dir, { lastId: 1, claimed: [], users, redirects: [], reservations: [], idempotency: [], revoked: [], tokens: [], lastChange: 0 });
-  for (const name of ['snapshot-00000001', 'journal-00000001']) assert.ok(lstatSync(join(dir, name)).isFile(), `${name} is a file of its own`);
+  await writeJournalData(dir, {
+    lastId: 1,
+    claimed: [],
+    users,
+    redirects: [],
+    reservations: [],
+    idempotency: [],
+    revoked: [],
+    tokens: [],
+    lastChange: 0,
+  });
+  for (const name of ['snapshot-00000001', 'journal-00000001'])
+    assert.ok(lstatSync(join(dir, name)).isFile(), `${name} is a file of its own`);
   assert.equal(recover(dir).state.users.size, 1);
   const backup = join(place, 'backup');
   mkdirSync(backup);

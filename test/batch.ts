@@ -45,11 +45,15 @@ const COSTS: Record<string, number> = {
 };
 const DEFAULT_COST = 1.5;
 /** Files that share a process: the PostgreSQL ones start one throwaway cluster per process. */
-const TOGETHER: readonly (readonly string[])[] = [['store-suite.test.ts', 'postgres-instances.test.ts', 'changes.test.ts']];
+const TOGETHER: readonly (readonly string[])[] = [
+  ['store-suite.test.ts', 'postgres-instances.test.ts', 'changes.test.ts'],
+];
 
 /** The test files of batch `index` (1-based) of `count`. */
 export function batchFiles(index: number, count: number): string[] {
-  const files = readdirSync(TEST_DIR).filter((name) => name.endsWith('.test.ts')).sort();
+  const files = readdirSync(TEST_DIR)
+    .filter((name) => name.endsWith('.test.ts'))
+    .sort();
   const units = files.filter((f) => !TOGETHER.some((g) => g.includes(f))).map((f) => [f]);
   for (const group of TOGETHER) units.push(group.filter((f) => files.includes(f)));
   const cost = (unit: readonly string[]) => unit.reduce((sum, f) => sum + (COSTS[f] ?? DEFAULT_COST), 0);

@@ -36,26 +36,42 @@ test('reference server: a GET of an id never PUT answers 404', TEST_OPTIONS, asy
   assert.equal(reply.status, 404);
 });
 
-test('reference server: a PUT creates (201) then replaces (200), and GET returns the stored {id,name}', TEST_OPTIONS, async (t) => {
-  const url = await startReference(t);
-  const created = await put(url, '/users/7', { name: 'Ada' });
-  assert.equal(created.status, 201);
-  assert.equal(created.headers['content-type'], 'application/json');
-  assert.deepEqual(created.json(), { id: 7, name: 'Ada' });
-  const replaced = await put(url, '/users/7', { name: 'Grace' });
-  assert.equal(replaced.status, 200);
-  assert.deepEqual(replaced.json(), { id: 7, name: 'Grace' });
-  const read = await send(url, 'GET', '/users/7');
-  assert.equal(read.status, 200);
-  assert.equal(read.text, '{"id":7,"name":"Grace"}');
-  assert.equal((await send(url, 'GET', '/users/8')).status, 404, 'other ids stay absent');
-});
+test(
+  'reference server: a PUT creates (201) then replaces (200), and GET returns the stored {id,name}',
+  TEST_OPTIONS,
+  async (t) => {
+    const url = await startReference(t);
+    const created = await put(url, '/users/7', { name: 'Ada' });
+    assert.equal(created.status, 201);
+    assert.equal(created.headers['content-type'], 'application/json');
+    assert.deepEqual(created.json(), { id: 7, name: 'Ada' });
+    const replaced = await put(url, '/users/7', { name: 'Grace' });
+    assert.equal(replaced.status, 200);
+    assert.deepEqual(replaced.json(), { id: 7, name: 'Grace' });
+    const read = await send(url, 'GET', '/users/7');
+    assert.equal(read.status, 200);
+    assert.equal(read.text, '{"id":7,"name":"Grace"}');
+    assert.equal((await send(url, 'GET', '/users/8')).status, 404, 'other ids stay absent');
+  },
+);
 
 const refused = [
-  { name: 'reference server: a PUT whose name is not a string answers 422 and changes nothing', body: '{"name":5}', status: 422 },
-  { name: 'reference server: a PUT without a name answers 422 and changes nothing', body: '{"nom":"Ada"}', status: 422 },
+  {
+    name: 'reference server: a PUT whose name is not a string answers 422 and changes nothing',
+    body: '{"name":5}',
+    status: 422,
+  },
+  {
+    name: 'reference server: a PUT without a name answers 422 and changes nothing',
+    body: '{"nom":"Ada"}',
+    status: 422,
+  },
   { name: 'reference server: a PUT of a JSON non-object answers 422 and changes nothing', body: '"Ada"', status: 422 },
-  { name: 'reference server: a PUT whose body is not JSON answers 400 and changes nothing', body: '{"name":', status: 400 },
+  {
+    name: 'reference server: a PUT whose body is not JSON answers 400 and changes nothing',
+    body: '{"name":',
+    status: 400,
+  },
 ];
 for (const c of refused) {
   test(c.name, TEST_OPTIONS, async (t) => {
@@ -99,33 +115,45 @@ test('reference server --floor: every request answers 200 with the same constant
   assert.equal(typeof replies[0]!.json().name, 'string');
 });
 
-test('reference server --contract --log: X-Request-Id on every answer, the stored version\'s ETag, Content-Location on a replace, 400 for a body that is not UTF-8, and one access log line per answer', TEST_OPTIONS, async (t) => {
-  const { url, child } = await startReferenceChild(t, ['--contract', '--log']);
-  const created = await put(url, '/users/7', { name: 'Ada' });
-  assert.equal(created.status, 201);
-  assert.equal(created.headers.location, '/users/7');
-  const replaced = await put(url, '/users/7', { name: 'Grace' });
-  assert.equal(replaced.status, 200);
-  assert.equal(replaced.headers['content-location'], '/users/7');
-  const read = await send(url, 'GET', '/users/7');
-  const tag = `"${createHash('sha256').update(read.text).digest('base64url').slice(0, 27)}"`;
-  assert.equal(read.headers.etag, tag, 'the tag of the stored JSON, computed as users-server does');
-  const notUtf8 = await send(url, 'PUT', '/users/7', { body: Buffer.from([0x7b, 0x22, 0x6e, 0x61, 0x6d, 0x65, 0x22, 0x3a, 0x22, 0xff, 0x22, 0x7d]), headers: { 'content-type': 'application/json' } });
-  assert.equal(notUtf8.status, 400);
-  const missing = await send(url, 'GET', '/users/8');
-  const replies = [created, replaced, read, notUtf8, missing];
-  const ids = replies.map((r) => r.headers['x-request-id']);
-  assert.equal(new Set(ids).size, 5, `five distinct request ids: ${ids.join(' ')}`);
-  const line = await child.waitForLine(new RegExp(`^\\S+Z GET /users/8 404 \\d+\\.\\d\\dms \\d+B req=${ids[4]}$`));
-  assert.ok(line, 'the last answer is logged with its id');
-  for (const [i, reply] of replies.entries()) assert.match(child.stdout(), new RegExp(` ${reply.status} [0-9.]+ms \\d+B req=${ids[i]}\\n`));
-});
+test(
+  "reference server --contract --log: X-Request-Id on every answer, the stored version's ETag, Content-Location on a replace, 400 for a body that is not UTF-8, and one access log line per answer",
+  TEST_OPTIONS,
+  async (t) => {
+    const { url, child } = await startReferenceChild(t, ['--contract', '--log']);
+    const created = await put(url, '/users/7', { name: 'Ada' });
+    assert.equal(created.status, 201);
+    assert.equal(created.headers.location, '/users/7');
+    const replaced = await put(url, '/users/7', { name: 'Grace' });
+    assert.equal(replaced.status, 200);
+    assert.equal(replaced.headers['content-location'], '/users/7');
+    const read = await send(url, 'GET', '/users/7');
+    const tag = `"${createHash('sha256').update(read.text).digest('base64url').slice(0, 27)}"`;
+    assert.equal(read.headers.etag, tag, 'the tag of the stored JSON, computed as users-server does');
+    const notUtf8 = await send(url, 'PUT', '/users/7', {
+      body: Buffer.from([0x7b, 0x22, 0x6e, 0x61, 0x6d, 0x65, 0x22, 0x3a, 0x22, 0xff, 0x22, 0x7d]),
+      headers: { 'content-type': 'application/json' },
+    });
+    assert.equal(notUtf8.status, 400);
+    const missing = await send(url, 'GET', '/users/8');
+    const replies = [created, replaced, read, notUtf8, missing];
+    const ids = replies.map((r) => r.headers['x-request-id']);
+    assert.equal(new Set(ids).size, 5, `five distinct request ids: ${ids.join(' ')}`);
+    const line = await child.waitForLine(new RegExp(`^\\S+Z GET /users/8 404 \\d+\\.\\d\\dms \\d+B req=${ids[4]}$`));
+    assert.ok(line, 'the last answer is logged with its id');
+    for (const [i, reply] of replies.entries())
+      assert.match(child.stdout(), new RegExp(` ${reply.status} [0-9.]+ms \\d+B req=${ids[i]}\\n`));
+  },
+);
 
-test('reference server without --contract sends none of it: no X-Request-Id, no ETag, no log line', TEST_OPTIONS, async (t) => {
-  const { url, child } = await startReferenceChild(t, []);
-  assert.equal((await put(url, '/users/1', { name: 'Ada' })).headers['x-request-id'], undefined);
-  const read = await send(url, 'GET', '/users/1');
-  assert.equal(read.headers.etag, undefined);
-  assert.equal(read.headers['x-request-id'], undefined);
-  assert.equal(child.stdout().trim().split('\n').length, 1, 'stdout has the listening line only');
-});
+test(
+  'reference server without --contract sends none of it: no X-Request-Id, no ETag, no log line',
+  TEST_OPTIONS,
+  async (t) => {
+    const { url, child } = await startReferenceChild(t, []);
+    assert.equal((await put(url, '/users/1', { name: 'Ada' })).headers['x-request-id'], undefined);
+    const read = await send(url, 'GET', '/users/1');
+    assert.equal(read.headers.etag, undefined);
+    assert.equal(read.headers['x-request-id'], undefined);
+    assert.equal(child.stdout().trim().split('\n').length, 1, 'stdout has the listening line only');
+  },
+);

@@ -42,13 +42,35 @@ before(async () => {
     return;
   }
   // The real server with --login-page, for the whole file (stopped in after()).
-  server = spawnChild(undefined, process.execPath, [SERVER_BIN, '--login-page', '--port', '0', '--data', tempDir(undefined, 'users-server-browser-'), '--log-format', 'off'], {
-    env: { PATH: process.env.PATH, USERS_ADMIN_PASSWORD: ADMIN_PASSWORD, USERS_PASSWORD_COST: '1' },
-  });
+  server = spawnChild(
+    undefined,
+    process.execPath,
+    [
+      SERVER_BIN,
+      '--login-page',
+      '--port',
+      '0',
+      '--data',
+      tempDir(undefined, 'users-server-browser-'),
+      '--log-format',
+      'off',
+    ],
+    {
+      env: { PATH: process.env.PATH, USERS_ADMIN_PASSWORD: ADMIN_PASSWORD, USERS_PASSWORD_COST: '1' },
+    },
+  );
   base = (await server.waitForLine(/^listening on (http:\/\/\S+)$/))[1]!;
   browser = await chromium.launch({
     executablePath: CHROMIUM,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+      '--no-first-run',
+    ],
   });
 });
 
@@ -59,7 +81,10 @@ after(async () => {
 });
 
 /** A fresh browser profile (its own cookie jar) and page, closed after the test; undefined when skipping. */
-async function newPage(t: { skip(message: string): void; after(fn: () => Promise<void>): void }): Promise<{ context: BrowserContext; page: Page } | undefined> {
+async function newPage(t: {
+  skip(message: string): void;
+  after(fn: () => Promise<void>): void;
+}): Promise<{ context: BrowserContext; page: Page } | undefined> {
   if (skipReason !== undefined || browser === undefined) {
     t.skip(skipReason ?? 'no browser');
     return undefined;
@@ -85,70 +110,96 @@ function bodyText(page: Page): Promise<string> {
   return page.evaluate<string>("(document.querySelector('pre') ?? document.body).textContent.trim()");
 }
 
-test('Browser sign-in in Chromium: / redirects to /login; signing in lands on / with "OK", which survives a reload; the cookie is HttpOnly; signing out sends / back to /login', TEST_OPTIONS, async (t) => {
-  const opened = await newPage(t);
-  if (opened === undefined) return;
-  const { context, page } = opened;
-  const violations = cspViolations(page);
+test(
+  'Browser sign-in in Chromium: / redirects to /login; signing in lands on / with "OK", which survives a reload; the cookie is HttpOnly; signing out sends / back to /login',
+  TEST_OPTIONS,
+  async (t) => {
+    const opened = await newPage(t);
+    if (opened === undefined) return;
+    const { context, page } = opened;
+    const violations = cspViolations(page);
 
-  const first = await page.goto(`${base}/`);
-  assert.equal(new URL(page.url()).pathname, '/login', 'the 302 was followed to the sign-in page');
-  assert.equal(first?.status(), 200);
-  assert.equal(await page.getByRole('heading', { level: 1 }).textContent(), 'Sign in');
-  // The inline style sheet applied: the CSP hash is the sheet's own.
-  assert.equal(await page.evaluate<string>("getComputedStyle(document.querySelector('main')).borderTopStyle"), 'solid');
-  mkdirSync(ARTIFACTS, { recursive: true });
-  await page.screenshot({ path: join(ARTIFACTS, 'sign-in.png'), fullPage: true });
+    const first = await page.goto(`${base}/`);
+    assert.equal(new URL(page.url()).pathname, '/login', 'the 302 was followed to the sign-in page');
+    assert.equal(first?.status(), 200);
+    assert.equal(await page.getByRole('heading', { level: 1 }).textContent(), 'Sign in');
+    // The inline style sheet applied: the CSP hash is the sheet's own.
+    assert.equal(
+      await page.evaluate<string>("getComputedStyle(document.querySelector('main')).borderTopStyle"),
+      'solid',
+    );
+    mkdirSync(ARTIFACTS, { recursive: true });
+    await page.screenshot({ path: join(ARTIFACTS, 'sign-in.png'), fullPage: true });
 
-  await page.getByLabel('User name').fill('admin');
-  await page.getByLabel('Password').fill(ADMIN_PASSWORD);
-  await Promise.all([page.waitForURL(`${base}/`), page.getByRole('button', { name: 'Sign in' }).click()]);
-  assert.equal(await bodyText(page), '"OK"');
+    await page.getByLabel('User name').fill('admin');
+    await page.getByLabel('Password').fill(ADMIN_PASSWORD);
+    await Promise.all([page.waitForURL(`${base}/`), page.getByRole('button', { name: 'Sign in' }).click()]);
+    assert.equal(await bodyText(page), '"OK"');
 
-  const reloaded = await page.reload();
-  assert.equal(reloaded?.status(), 200);
-  assert.equal(await bodyText(page), '"OK"', 'still signed in after a reload');
+    const reloaded = await page.reload();
+    assert.equal(reloaded?.status(), 200);
+    assert.equal(await bodyText(page), '"OK"', 'still signed in after a reload');
 
-  const session = (await context.cookies()).find((c) => c.name === 'USER_TOKEN');
-  assert.ok(session !== undefined, 'the browser holds USER_TOKEN');
-  assert.equal(session.httpOnly, true);
-  assert.equal(session.sameSite, 'Lax');
-  assert.equal(session.path, '/');
-  const scriptCookies = await page.evaluate<string>('document.cookie');
-  assert.ok(!scriptCookies.includes('USER_TOKEN'), `document.cookie does not show USER_TOKEN: ${scriptCookies}`);
+    const session = (await context.cookies()).find((c) => c.name === 'USER_TOKEN');
+    assert.ok(session !== undefined, 'the browser holds USER_TOKEN');
+    assert.equal(session.httpOnly, true);
+    assert.equal(session.sameSite, 'Lax');
+    assert.equal(session.path, '/');
+    const scriptCookies = await page.evaluate<string>('document.cookie');
+    assert.ok(!scriptCookies.includes('USER_TOKEN'), `document.cookie does not show USER_TOKEN: ${scriptCookies}`);
 
-  await page.goto(`${base}/login`);
-  assert.match((await page.locator('main').textContent()) ?? '', /Signed in as admin/);
-  await Promise.all([page.waitForURL(`${base}/login`), page.getByRole('button', { name: 'Sign out' }).click()]);
-  assert.equal(await page.getByRole('heading', { level: 1 }).textContent(), 'Sign in', 'signed out, back on the sign-in form');
-  assert.equal((await context.cookies()).find((c) => c.name === 'USER_TOKEN'), undefined, 'the cookie is gone');
+    await page.goto(`${base}/login`);
+    assert.match((await page.locator('main').textContent()) ?? '', /Signed in as admin/);
+    await Promise.all([page.waitForURL(`${base}/login`), page.getByRole('button', { name: 'Sign out' }).click()]);
+    assert.equal(
+      await page.getByRole('heading', { level: 1 }).textContent(),
+      'Sign in',
+      'signed out, back on the sign-in form',
+    );
+    assert.equal(
+      (await context.cookies()).find((c) => c.name === 'USER_TOKEN'),
+      undefined,
+      'the cookie is gone',
+    );
 
-  await page.goto(`${base}/`);
-  assert.equal(new URL(page.url()).pathname, '/login', 'without a session / sends the browser to /login again');
-  assert.deepEqual(violations, [], 'the Content-Security-Policy refused nothing');
-});
+    await page.goto(`${base}/`);
+    assert.equal(new URL(page.url()).pathname, '/login', 'without a session / sends the browser to /login again');
+    assert.deepEqual(violations, [], 'the Content-Security-Policy refused nothing');
+  },
+);
 
-test('Browser sign-in in Chromium: a wrong password shows the error in the page (role=alert) and keeps the form usable', TEST_OPTIONS, async (t) => {
-  const opened = await newPage(t);
-  if (opened === undefined) return;
-  const { context, page } = opened;
-  await page.goto(`${base}/login`);
-  await page.getByLabel('User name').fill('admin');
-  await page.getByLabel('Password').fill('not-the-password');
-  const [response] = await Promise.all([page.waitForResponse((r) => r.url() === `${base}/login` && r.request().method() === 'POST'), page.getByRole('button', { name: 'Sign in' }).click()]);
-  assert.equal(response.status(), 401);
-  await page.waitForLoadState();
-  assert.equal(await page.getByRole('alert').textContent(), 'The user name or password is wrong.');
-  assert.equal(await page.getByLabel('User name').inputValue(), 'admin', 'the user name is kept');
-  assert.equal(await page.getByLabel('Password').inputValue(), '', 'the password is not');
-  mkdirSync(ARTIFACTS, { recursive: true });
-  await page.screenshot({ path: join(ARTIFACTS, 'sign-in-error.png'), fullPage: true });
-  assert.equal((await context.cookies()).find((c) => c.name === 'USER_TOKEN'), undefined, 'no session');
+test(
+  'Browser sign-in in Chromium: a wrong password shows the error in the page (role=alert) and keeps the form usable',
+  TEST_OPTIONS,
+  async (t) => {
+    const opened = await newPage(t);
+    if (opened === undefined) return;
+    const { context, page } = opened;
+    await page.goto(`${base}/login`);
+    await page.getByLabel('User name').fill('admin');
+    await page.getByLabel('Password').fill('not-the-password');
+    const [response] = await Promise.all([
+      page.waitForResponse((r) => r.url() === `${base}/login` && r.request().method() === 'POST'),
+      page.getByRole('button', { name: 'Sign in' }).click(),
+    ]);
+    assert.equal(response.status(), 401);
+    await page.waitForLoadState();
+    assert.equal(await page.getByRole('alert').textContent(), 'The user name or password is wrong.');
+    assert.equal(await page.getByLabel('User name').inputValue(), 'admin', 'the user name is kept');
+    assert.equal(await page.getByLabel('Password').inputValue(), '', 'the password is not');
+    mkdirSync(ARTIFACTS, { recursive: true });
+    await page.screenshot({ path: join(ARTIFACTS, 'sign-in-error.png'), fullPage: true });
+    assert.equal(
+      (await context.cookies()).find((c) => c.name === 'USER_TOKEN'),
+      undefined,
+      'no session',
+    );
 
-  await page.getByLabel('Password').fill(ADMIN_PASSWORD);
-  await Promise.all([page.waitForURL(`${base}/`), page.getByRole('button', { name: 'Sign in' }).click()]);
-  assert.equal(await bodyText(page), '"OK"', 'the re-rendered form signs in');
-});
+    await page.getByLabel('Password').fill(ADMIN_PASSWORD);
+    await Promise.all([page.waitForURL(`${base}/`), page.getByRole('button', { name: 'Sign in' }).click()]);
+    assert.equal(await bodyText(page), '"OK"', 'the re-rendered form signs in');
+  },
+);
 
 /** The EventSource example of docs/api.md, as written there (without its list indent). */
 function eventSourceExample(): string {
@@ -157,30 +208,36 @@ function eventSourceExample(): string {
   return match[1]!.replace(/^ {2}/gm, '');
 }
 
-test('Browser feed of changes in Chromium: the EventSource example of docs/api.md, signed in on the sign-in page under --require-session all, gets each change once, resumes after a cut connection with Last-Event-ID, and closes once its session is signed out', TEST_OPTIONS, async (t) => {
-  const opened = await newPage(t);
-  if (opened === undefined) return;
-  const { page } = opened;
-  // In process: the test ends the feeds' wait for their next check of the session (every 15 s).
-  const server = await startTestServer(t, { requireSession: 'all', loginPage: true });
-  await page.goto(`${server.url}/login`);
-  await page.getByLabel('User name').fill('admin');
-  await page.getByLabel('Password').fill(ADMIN_PASSWORD);
-  await Promise.all([page.waitForURL(`${server.url}/`), page.getByRole('button', { name: 'Sign in' }).click()]);
-  await page.evaluate(`(() => { window.seen = []; const render = (change) => window.seen.push(change.cursor + ' ' + change.op + ' ' + change.id); ${eventSourceExample()}; window.feed = feed; })()`);
-  await page.waitForFunction('window.feed.readyState === EventSource.OPEN');
-  const admin = await server.login();
-  assert.equal((await put(server.url, '/users/ann', { name: 'Ann' }, { cookie: admin })).status, 201);
-  await page.waitForFunction('window.seen.length === 1');
+test(
+  'Browser feed of changes in Chromium: the EventSource example of docs/api.md, signed in on the sign-in page under --require-session all, gets each change once, resumes after a cut connection with Last-Event-ID, and closes once its session is signed out',
+  TEST_OPTIONS,
+  async (t) => {
+    const opened = await newPage(t);
+    if (opened === undefined) return;
+    const { page } = opened;
+    // In process: the test ends the feeds' wait for their next check of the session (every 15 s).
+    const server = await startTestServer(t, { requireSession: 'all', loginPage: true });
+    await page.goto(`${server.url}/login`);
+    await page.getByLabel('User name').fill('admin');
+    await page.getByLabel('Password').fill(ADMIN_PASSWORD);
+    await Promise.all([page.waitForURL(`${server.url}/`), page.getByRole('button', { name: 'Sign in' }).click()]);
+    await page.evaluate(
+      `(() => { window.seen = []; const render = (change) => window.seen.push(change.cursor + ' ' + change.op + ' ' + change.id); ${eventSourceExample()}; window.feed = feed; })()`,
+    );
+    await page.waitForFunction('window.feed.readyState === EventSource.OPEN');
+    const admin = await server.login();
+    assert.equal((await put(server.url, '/users/ann', { name: 'Ann' }, { cookie: admin })).status, 201);
+    await page.waitForFunction('window.seen.length === 1');
 
-  // Every connection cut: the browser connects again with Last-Event-ID and gets what it missed, once.
-  server.running.server.closeAllConnections();
-  assert.equal((await put(server.url, '/users/bob', { name: 'Bob' }, { cookie: admin })).status, 201);
-  await page.waitForFunction('window.seen.length === 2');
-  assert.deepEqual(await page.evaluate('window.seen'), ['1 put 1', '2 put 2']);
+    // Every connection cut: the browser connects again with Last-Event-ID and gets what it missed, once.
+    server.running.server.closeAllConnections();
+    assert.equal((await put(server.url, '/users/bob', { name: 'Bob' }, { cookie: admin })).status, 201);
+    await page.waitForFunction('window.seen.length === 2');
+    assert.deepEqual(await page.evaluate('window.seen'), ['1 put 1', '2 put 2']);
 
-  assert.equal(await page.evaluate("fetch('/logout', { method: 'POST' }).then((r) => r.status)"), 204);
-  server.running.app.feeds.recheck();
-  await page.waitForFunction('window.feed.readyState === EventSource.CLOSED');
-  assert.deepEqual(await page.evaluate('window.seen'), ['1 put 1', '2 put 2'], 'nothing after the session ended');
-});
+    assert.equal(await page.evaluate("fetch('/logout', { method: 'POST' }).then((r) => r.status)"), 204);
+    server.running.app.feeds.recheck();
+    await page.waitForFunction('window.feed.readyState === EventSource.CLOSED');
+    assert.deepEqual(await page.evaluate('window.seen'), ['1 put 1', '2 put 2'], 'nothing after the session ended');
+  },
+);

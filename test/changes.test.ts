@@ -55,7 +55,8 @@ function watch(t: TestContext, url: string, path: string, headers: Record<string
           const json = part.startsWith('data: ') ? part.slice(6) : part;
           if (json.startsWith('{')) lines.push(JSON.parse(json) as Line);
         }
-        for (const w of [...waiting]) if (lines.length >= w.count) w.done(lines), waiting.splice(waiting.indexOf(w), 1);
+        for (const w of [...waiting])
+          if (lines.length >= w.count) (w.done(lines), waiting.splice(waiting.indexOf(w), 1));
       });
       t.after(() => req.destroy());
       resolve(watcher);
@@ -68,7 +69,10 @@ function watch(t: TestContext, url: string, path: string, headers: Record<string
 /** The lines of a feed that ends by itself. */
 async function feed(url: string, path: string): Promise<{ status: number; type: string; lines: Line[]; text: string }> {
   const reply = await send(url, 'GET', path);
-  const lines = reply.text.split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as Line);
+  const lines = reply.text
+    .split('\n')
+    .filter((l) => l !== '')
+    .map((l) => JSON.parse(l) as Line);
   return { status: reply.status, type: String(reply.headers['content-type']), lines, text: reply.text };
 }
 
@@ -103,21 +107,34 @@ test('GET /changes refuses a cursor the server never gave (400 invalid-cursor) a
   const server = await startTestServer(t);
   await put(server.url, '/users/ann', { name: 'Ann' });
   await put(server.url, '/users/bob', { name: 'Bob' });
-  for (const bad of ['abc', '-1', '01', '99', '1.5']) assertProblem(await send(server.url, 'GET', `/changes?since=${bad}`), 400, 'invalid-cursor');
+  for (const bad of ['abc', '-1', '01', '99', '1.5'])
+    assertProblem(await send(server.url, 'GET', `/changes?since=${bad}`), 400, 'invalid-cursor');
   await server.running.store.sweep(Date.now() + DEFAULT_CHANGES_RETENTION_MS + 60_000);
   await put(server.url, '/users/cy', { name: 'Cy' });
   const expired = await send(server.url, 'GET', '/changes?since=1');
   assertProblem(expired, 410, 'changes-expired');
   assert.equal(expired.json().oldestCursor, '2');
-  assert.deepEqual((await feed(server.url, '/changes?since=0')).lines.map((l) => l.user?.name), ['Cy'], 'since=0 starts at the oldest kept');
-  assert.deepEqual((await feed(server.url, '/changes?since=2')).lines.map((l) => l.user?.name), ['Cy'], 'the oldest cursor kept resumes');
+  assert.deepEqual(
+    (await feed(server.url, '/changes?since=0')).lines.map((l) => l.user?.name),
+    ['Cy'],
+    'since=0 starts at the oldest kept',
+  );
+  assert.deepEqual(
+    (await feed(server.url, '/changes?since=2')).lines.map((l) => l.user?.name),
+    ['Cy'],
+    'the oldest cursor kept resumes',
+  );
 });
 
 test('GET /changes: follow=0 and follow=false end after the changes kept, as no follow does; any other follow, or two, is 400 invalid-query', async (t) => {
   const server = await startTestServer(t);
   await put(server.url, '/users/ann', { name: 'Ann' });
   for (const path of ['/changes?since=0&follow=0', '/changes?since=0&follow=false', '/changes?since=0']) {
-    assert.deepEqual((await feed(server.url, path)).lines.map((l) => l.user?.name), ['Ann'], path);
+    assert.deepEqual(
+      (await feed(server.url, path)).lines.map((l) => l.user?.name),
+      ['Ann'],
+      path,
+    );
   }
   for (const bad of ['yes', 'on', '', 'TRUE', '1&follow=1']) {
     const refused = await send(server.url, 'GET', `/changes?since=0&follow=${bad}`);
@@ -147,9 +164,15 @@ test('Accept: text/event-stream gives the feed as Server-Sent Events, and Last-E
   const events = await watch(t, server.url, '/changes', { accept: 'text/event-stream', 'last-event-id': '1' });
   assert.match(String(events.response.headers['content-type']), /^text\/event-stream/);
   await events.until(2);
-  assert.match(events.raw, /^id: 2\nevent: put\ndata: \{"cursor":"2","op":"put","id":2,"user":\{"name":"bob","id":2\}\}\n\n/);
+  assert.match(
+    events.raw,
+    /^id: 2\nevent: put\ndata: \{"cursor":"2","op":"put","id":2,"user":\{"name":"bob","id":2\}\}\n\n/,
+  );
   await put(server.url, '/users/dee', { name: 'dee' });
-  assert.deepEqual((await events.until(3)).map((l) => l.cursor), ['2', '3', '4']);
+  assert.deepEqual(
+    (await events.until(3)).map((l) => l.cursor),
+    ['2', '3', '4'],
+  );
 });
 
 test('HEAD /changes?follow=1 answers the fields a GET starts with and ends, so the next request on the connection is answered', async (t) => {
@@ -159,7 +182,9 @@ test('HEAD /changes?follow=1 answers the fields a GET starts with and ends, so t
   t.after(() => socket.destroy());
   let text = '';
   socket.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
-  socket.write('HEAD /changes?follow=1 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nGET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
+  socket.write(
+    'HEAD /changes?follow=1 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nGET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n',
+  );
   await new Promise<void>((resolve) => socket.on('data', () => text.includes('{"status":"ok"}') && resolve()));
   assert.match(text, /^HTTP\/1\.1 200 OK\r\n[\s\S]*X-Changes-Cursor: 1\r\n[\s\S]*\r\n\r\nHTTP\/1\.1 200 OK\r\n/);
 });
@@ -180,12 +205,23 @@ test('a following feed checks its session or token again (every 15 s): a token r
     assert.equal(made.status, 201, made.text);
     return made.json() as { id: string; token: string };
   };
-  const [revoked, brief, stays] = [await token({ name: 'revoked' }), await token({ name: 'brief', expiresIn: 60 }), await token({ name: 'stays' })];
+  const [revoked, brief, stays] = [
+    await token({ name: 'revoked' }),
+    await token({ name: 'brief', expiresIn: 60 }),
+    await token({ name: 'stays' }),
+  ];
   const session = await server.login();
   const bearer = (t: { token: string }) => ({ authorization: `Bearer ${t.token}` });
   const follow = (headers: Record<string, string>) => watch(t, server.url, '/changes?follow=1', headers);
-  const feeds = { revoked: await follow(bearer(revoked)), brief: await follow(bearer(brief)), loggedOut: await follow({ cookie: session }), stays: await follow(bearer(stays)), sse: await follow({ ...bearer(revoked), accept: 'text/event-stream' }) };
-  const ended = (w: Watcher) => new Promise<void>((resolve) => (w.response.complete ? resolve() : w.response.once('end', resolve)));
+  const feeds = {
+    revoked: await follow(bearer(revoked)),
+    brief: await follow(bearer(brief)),
+    loggedOut: await follow({ cookie: session }),
+    stays: await follow(bearer(stays)),
+    sse: await follow({ ...bearer(revoked), accept: 'text/event-stream' }),
+  };
+  const ended = (w: Watcher) =>
+    new Promise<void>((resolve) => (w.response.complete ? resolve() : w.response.once('end', resolve)));
 
   assert.equal((await send(server.url, 'DELETE', `/tokens/${revoked.id}`, { headers: { cookie: admin } })).status, 204);
   assert.equal((await send(server.url, 'POST', '/logout', { headers: { cookie: session } })).status, 204);
@@ -193,11 +229,20 @@ test('a following feed checks its session or token again (every 15 s): a token r
   server.running.app.feeds.recheck();
   await Promise.all([feeds.revoked, feeds.brief, feeds.loggedOut, feeds.sse].map(ended));
   assert.equal((await put(server.url, '/users/ann', { name: 'Ann' }, { cookie: admin })).status, 201);
-  assert.deepEqual((await feeds.stays.until(1)).map((l) => l.user?.name), ['Ann'], 'a feed whose token holds goes on');
-  for (const [headers, type] of [[bearer(revoked), 'invalid-token'], [bearer(brief), 'invalid-token'], [{ cookie: session }, 'unauthorized']] as const) {
+  assert.deepEqual(
+    (await feeds.stays.until(1)).map((l) => l.user?.name),
+    ['Ann'],
+    'a feed whose token holds goes on',
+  );
+  for (const [headers, type] of [
+    [bearer(revoked), 'invalid-token'],
+    [bearer(brief), 'invalid-token'],
+    [{ cookie: session }, 'unauthorized'],
+  ] as const) {
     assertProblem(await send(server.url, 'GET', '/changes?since=0', { headers }), 401, type);
   }
-  for (const w of [feeds.revoked, feeds.brief, feeds.loggedOut]) assert.deepEqual(w.lines, [], 'an ended feed got nothing after its end');
+  for (const w of [feeds.revoked, feeds.brief, feeds.loggedOut])
+    assert.deepEqual(w.lines, [], 'an ended feed got nothing after its end');
 });
 
 test('a watcher that stops reading is cut once its backlog passes the limit; writes and other watchers go on, and /metrics counts it', async (t) => {
@@ -231,7 +276,10 @@ test('150 following watchers (their feeds take turns) each get every change once
   await Promise.all(Array.from({ length: 30 }, (_, i) => put(server.url, `/users/u${i}`, { name: `U${i}` })));
   for (const watcher of watchers) {
     const lines = await watcher.until(30);
-    assert.deepEqual(lines.map((l) => Number(l.cursor)), Array.from({ length: 30 }, (_, i) => i + 1));
+    assert.deepEqual(
+      lines.map((l) => Number(l.cursor)),
+      Array.from({ length: 30 }, (_, i) => i + 1),
+    );
   }
   assert.match((await send(server.url, 'GET', '/metrics')).text, /users_server_change_feeds 150\n/);
 });
@@ -282,9 +330,14 @@ async function acrossInstances(t: TestContext, url: string): Promise<void> {
   const a = await startTestServer(t, { store: url });
   const b = await startTestServer(t, { store: url });
   const watcher = await watch(t, b.url, '/changes?follow=1');
-  await Promise.all(Array.from({ length: 10 }, (_, i) => put((i % 2 === 0 ? a : b).url, `/users/u${i}`, { name: `U${i}` })));
+  await Promise.all(
+    Array.from({ length: 10 }, (_, i) => put((i % 2 === 0 ? a : b).url, `/users/u${i}`, { name: `U${i}` })),
+  );
   const lines = await watcher.until(10);
-  assert.deepEqual(lines.map((l) => Number(l.cursor)), Array.from({ length: 10 }, (_, i) => i + 1));
+  assert.deepEqual(
+    lines.map((l) => Number(l.cursor)),
+    Array.from({ length: 10 }, (_, i) => i + 1),
+  );
   assert.deepEqual(new Set(lines.map((l) => l.user?.name)).size, 10);
   assert.deepEqual((await feed(a.url, '/changes?since=0')).lines, lines, 'both instances give the same feed');
 }

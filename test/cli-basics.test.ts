@@ -9,16 +9,33 @@ import { closedPortUrl, lines, startCliServer, startStub, sendJsonText, usersctl
 // The command line itself: help, version, usage errors, globals and their
 // precedence, stdout/stderr discipline, -v tracing, colour.
 
-const PACKAGE_VERSION = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+const PACKAGE_VERSION = (
+  JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }
+).version;
 
 test('--help prints usage, every exit code 0..8 and examples on stdout, and exits 0', async () => {
   const result = await usersctl(['--help']);
   assert.equal(result.code, EXIT.ok);
   assert.equal(result.stderr, '');
   assert.match(result.stdout, /^Usage: usersctl/);
-  for (let code = 0; code <= 8; code++) assert.match(result.stdout, new RegExp(`^  ${code}  \\S`, 'm'), `exit code ${code} listed`);
+  for (let code = 0; code <= 8; code++)
+    assert.match(result.stdout, new RegExp(`^  ${code}  \\S`, 'm'), `exit code ${code} listed`);
   assert.match(result.stdout, /^Examples:$/m);
-  for (const command of ['login', 'logout', 'status', 'get', 'put', 'delete', 'list', 'export', 'reserve', 'create', 'new', 'mv', 'import']) {
+  for (const command of [
+    'login',
+    'logout',
+    'status',
+    'get',
+    'put',
+    'delete',
+    'list',
+    'export',
+    'reserve',
+    'create',
+    'new',
+    'mv',
+    'import',
+  ]) {
     assert.match(result.stdout, new RegExp(`^  ${command}\\b`, 'm'), `${command} listed`);
   }
 });
@@ -31,7 +48,7 @@ test('help for a command names its options and shows an example', async () => {
   assert.match(result.stdout, /Examples?:/);
 });
 
-test('`help <command>` prints that command\'s help on stdout and exits 0', async () => {
+test("`help <command>` prints that command's help on stdout and exits 0", async () => {
   const result = await usersctl(['help', 'put']);
   assert.equal(result.code, EXIT.ok);
   assert.equal(result.stderr, '');
@@ -46,28 +63,76 @@ test('--version prints the package.json version and exits 0', async () => {
 const usageCases: Array<{ name: string; args: string[]; message: RegExp }> = [
   { name: 'no command at all', args: [], message: /missing command/ },
   { name: 'only global options', args: ['-q', '--retries', '2'], message: /missing command/ },
-  { name: 'an unknown command', args: ['frobnicate'], message: /^usersctl: unknown command 'frobnicate'; see usersctl --help\n$/ },
-  { name: 'an unknown command close to one', args: ['getx', '1'], message: /^usersctl: unknown command 'getx' \(did you mean get\?\); see usersctl --help\n$/ },
-  { name: 'an unknown option', args: ['get', 'x', '--bogus'], message: /^usersctl: unknown option '--bogus'; see usersctl get --help\n$/ },
-  { name: 'an unknown option of a subcommand', args: ['tokens', 'create', '--bogus'], message: /unknown option '--bogus'; see usersctl tokens create --help\n$/ },
-  { name: 'a missing argument', args: ['get'], message: /^usersctl: missing required argument 'ref'; see usersctl get --help\n$/ },
-  { name: 'a negative --retries', args: ['--retries', '-1', 'status'], message: /^usersctl: --retries must be an integer from 0 to 100 \(not '-1'\); see usersctl --help\n$/ },
-  { name: 'a zero --timeout', args: ['--timeout', '0', 'status'], message: /^usersctl: --timeout must be a number of seconds above 0, at most 86400 \(not '0'\); see usersctl --help\n$/ },
-  { name: 'a --limit above 1000', args: ['list', '--limit', '1001'], message: /^usersctl: --limit must be an integer from 1 to 1000 \(not '1001'\); see usersctl list --help\n$/ },
-  { name: 'an unknown --mode', args: ['create', '--name', 'x', '--mode', 'sequence'], message: /^usersctl: --mode must be one of uuid, reserve \(not 'sequence'\); see usersctl create --help\n$/ },
+  {
+    name: 'an unknown command',
+    args: ['frobnicate'],
+    message: /^usersctl: unknown command 'frobnicate'; see usersctl --help\n$/,
+  },
+  {
+    name: 'an unknown command close to one',
+    args: ['getx', '1'],
+    message: /^usersctl: unknown command 'getx' \(did you mean get\?\); see usersctl --help\n$/,
+  },
+  {
+    name: 'an unknown option',
+    args: ['get', 'x', '--bogus'],
+    message: /^usersctl: unknown option '--bogus'; see usersctl get --help\n$/,
+  },
+  {
+    name: 'an unknown option of a subcommand',
+    args: ['tokens', 'create', '--bogus'],
+    message: /unknown option '--bogus'; see usersctl tokens create --help\n$/,
+  },
+  {
+    name: 'a missing argument',
+    args: ['get'],
+    message: /^usersctl: missing required argument 'ref'; see usersctl get --help\n$/,
+  },
+  {
+    name: 'a negative --retries',
+    args: ['--retries', '-1', 'status'],
+    message: /^usersctl: --retries must be an integer from 0 to 100 \(not '-1'\); see usersctl --help\n$/,
+  },
+  {
+    name: 'a zero --timeout',
+    args: ['--timeout', '0', 'status'],
+    message:
+      /^usersctl: --timeout must be a number of seconds above 0, at most 86400 \(not '0'\); see usersctl --help\n$/,
+  },
+  {
+    name: 'a --limit above 1000',
+    args: ['list', '--limit', '1001'],
+    message: /^usersctl: --limit must be an integer from 1 to 1000 \(not '1001'\); see usersctl list --help\n$/,
+  },
+  {
+    name: 'an unknown --mode',
+    args: ['create', '--name', 'x', '--mode', 'sequence'],
+    message: /^usersctl: --mode must be one of uuid, reserve \(not 'sequence'\); see usersctl create --help\n$/,
+  },
   { name: 'a --url that is not a URL', args: ['--url', 'not a url', 'status'], message: /--url: not a URL/ },
   { name: 'a --url that is not http', args: ['--url', 'ftp://example.com', 'status'], message: /only http and https/ },
-  { name: 'a --url with a user and password', args: ['--url', 'http://admin:secret@127.0.0.1:8080', 'status'], message: /^usersctl: --url: leave the user and password out of it \(http:\/\/127\.0\.0\.1:8080\); log in with usersctl login, or use --token\n$/ },
+  {
+    name: 'a --url with a user and password',
+    args: ['--url', 'http://admin:secret@127.0.0.1:8080', 'status'],
+    message:
+      /^usersctl: --url: leave the user and password out of it \(http:\/\/127\.0\.0\.1:8080\); log in with usersctl login, or use --token\n$/,
+  },
   { name: 'put without --name or -f', args: ['put', 'alice'], message: /--name NAME or -f FILE/ },
   { name: 'a malformed ref', args: ['get', 'a/b'], message: /is not a user id or alias/ },
-  { name: 'mv to an id that is not a positive integer', args: ['mv', 'alice', '0'], message: /new id must be a positive integer/ },
+  {
+    name: 'mv to an id that is not a positive integer',
+    args: ['mv', 'alice', '0'],
+    message: /new id must be a positive integer/,
+  },
 ];
 
 for (const c of usageCases) {
   test(`a usage error (${c.name}) exits 2 with exactly one line on stderr and nothing on stdout`, async (t) => {
     const home = tempDir(t, 'usersctl-home-');
     // A dead URL: a usage error must be found before any request is made.
-    const result = await usersctl(c.args, { env: { HOME: home, XDG_STATE_HOME: home, USERSCTL_URL: await closedPortUrl() } });
+    const result = await usersctl(c.args, {
+      env: { HOME: home, XDG_STATE_HOME: home, USERSCTL_URL: await closedPortUrl() },
+    });
     assert.equal(result.code, EXIT.usage, result.stderr);
     assert.equal(result.stdout, '');
     assert.equal(lines(result.stderr).length, 1, result.stderr);
@@ -85,7 +150,9 @@ test('--url beats USERSCTL_URL, which beats the default http://127.0.0.1:8080', 
   assert.equal(env.code, EXIT.network, env.stderr);
   assert.match(env.stderr, new RegExp(dead.replace(/[.:/]/g, '\\$&')));
   const home = tempDir(t, 'usersctl-home-');
-  const fallback = await usersctl(['-v', '--retries', '0', '--timeout', '1', 'status'], { env: { HOME: home, XDG_STATE_HOME: home } });
+  const fallback = await usersctl(['-v', '--retries', '0', '--timeout', '1', 'status'], {
+    env: { HOME: home, XDG_STATE_HOME: home },
+  });
   assert.match(fallback.stderr, /^> host: 127\.0\.0\.1:8080$/m);
 });
 
@@ -94,7 +161,8 @@ test('--cookie-jar beats USERSCTL_COOKIE_JAR, which beats $XDG_STATE_HOME/usersc
   const dir = tempDir(t, 'usersctl-jars-');
   const flagJar = join(dir, 'flag.txt');
   const envJar = join(dir, 'env.txt');
-  const login = (args: string[], env: NodeJS.ProcessEnv) => cli.run([...args, 'login', '--password-stdin'], { stdin: ADMIN_PASSWORD, env });
+  const login = (args: string[], env: NodeJS.ProcessEnv) =>
+    cli.run([...args, 'login', '--password-stdin'], { stdin: ADMIN_PASSWORD, env });
 
   assert.equal((await login(['--cookie-jar', flagJar], { USERSCTL_COOKIE_JAR: envJar })).code, EXIT.ok);
   assert.ok(existsSync(flagJar) && !existsSync(envJar) && !existsSync(cli.jarPath));
@@ -137,7 +205,8 @@ test('-v prints the exchange on stderr with Authorization, Cookie and Set-Cookie
   assert.match(login.stderr, /^< set-cookie: USER_TOKEN=\*\*\*; Path=\/; HttpOnly; SameSite=Lax; Max-Age=\d+$/m);
   const token = /\tUSER_TOKEN\t(\S+)/.exec(readFileSync(cli.jarPath, 'utf8'))![1]!;
   const basic = Buffer.from(`admin:${ADMIN_PASSWORD}`).toString('base64');
-  for (const secret of [token, basic, ADMIN_PASSWORD]) assert.ok(!login.stderr.includes(secret), 'a secret leaked into the trace');
+  for (const secret of [token, basic, ADMIN_PASSWORD])
+    assert.ok(!login.stderr.includes(secret), 'a secret leaked into the trace');
 
   const status = await cli.run(['-v', 'status']);
   assert.equal(status.stdout, 'OK\n');
@@ -161,7 +230,9 @@ test('an answer the command cannot understand exits 1 (unexpected) with one line
   const home = tempDir(t, 'usersctl-home-');
   const result = await usersctl(['--url', stub.url, 'list'], { env: { HOME: home, XDG_STATE_HOME: home } });
   assert.equal(result.code, EXIT.unexpected);
-  assert.deepEqual(lines(result.stderr), ['usersctl: unexpected answer from the server: a page of users without "items" and "next"; check that --url is the address of users-server']);
+  assert.deepEqual(lines(result.stderr), [
+    'usersctl: unexpected answer from the server: a page of users without "items" and "next"; check that --url is the address of users-server',
+  ]);
   assert.ok(!/\n\s+at /.test(result.stderr));
 });
 
@@ -172,7 +243,10 @@ test('a cookie jar that cannot be read exits 1 with one line naming the problem'
   const result = await cli.run(['--cookie-jar', dir, 'status']);
   assert.equal(result.code, EXIT.unexpected);
   assert.equal(lines(result.stderr).length, 1, result.stderr);
-  assert.match(result.stderr, /^usersctl: the cookie jar: .* is a folder, not a file; give the path of a file \(or give another with --cookie-jar\)$/m);
+  assert.match(
+    result.stderr,
+    /^usersctl: the cookie jar: .* is a folder, not a file; give the path of a file \(or give another with --cookie-jar\)$/m,
+  );
 });
 
 test('malformed lines in the cookie jar are skipped with a warning on stderr', async (t) => {
@@ -195,6 +269,12 @@ test('a cookie jar that is not a cookie file at all names three skipped lines an
   assert.equal(result.code, EXIT.ok, result.stderr);
   const warnings = lines(result.stderr);
   assert.equal(warnings.length, 4, result.stderr);
-  assert.match(warnings[2]!, /^usersctl: warning: cookie jar .*cookies\.txt: line \d+: expected 7 tab-separated fields, found 1$/);
-  assert.match(warnings[3]!, /^usersctl: warning: cookie jar .*cookies\.txt: 37 more lines skipped; is it the cookie file you meant to give\?$/);
+  assert.match(
+    warnings[2]!,
+    /^usersctl: warning: cookie jar .*cookies\.txt: line \d+: expected 7 tab-separated fields, found 1$/,
+  );
+  assert.match(
+    warnings[3]!,
+    /^usersctl: warning: cookie jar .*cookies\.txt: 37 more lines skipped; is it the cookie file you meant to give\?$/,
+  );
 });

@@ -22,7 +22,13 @@ interface ChildResult {
 }
 
 /** Runs a command line in a child process (async: the test server lives in this process). */
-async function spawnText(t: TestContext, command: string, args: readonly string[], env: NodeJS.ProcessEnv, stdin = ''): Promise<ChildResult> {
+async function spawnText(
+  t: TestContext,
+  command: string,
+  args: readonly string[],
+  env: NodeJS.ProcessEnv,
+  stdin = '',
+): Promise<ChildResult> {
   return runTool(t, command, args, { input: stdin, env: { PATH: process.env.PATH, ...env } });
 }
 
@@ -47,7 +53,7 @@ test('the executable prints --help with the exit codes and exits 0', async (t) =
   assert.match(result.stdout, /^  8  import: some lines failed, or the export read was cut short$/m);
 });
 
-test('the executable\'s exit code reaches the shell: 0 for a found user, 3 for a missing one, with one stderr line and no stack', async (t) => {
+test("the executable's exit code reaches the shell: 0 for a found user, 3 for a missing one, with one stderr line and no stack", async (t) => {
   const { env } = await setup(t);
   const created = await usersctl(t, ['put', 'alice', '--name', 'Alice'], env);
   assert.deepEqual(created, { code: 0, stdout: '{"name":"Alice","id":1}\n', stderr: '' });
@@ -70,7 +76,9 @@ test('the executable imports a file, exits 8 for a bad line; list into a reader 
   const { env } = await setup(t);
   const file = join(tempDir(t, 'usersctl-files-'), 'users.ndjson');
   const padding = 'x'.repeat(150);
-  const input = Array.from({ length: 3000 }, (_, n) => JSON.stringify({ name: `User ${n}`, padding })).join('\n') + '\n{"name":""}\n';
+  const input =
+    Array.from({ length: 3000 }, (_, n) => JSON.stringify({ name: `User ${n}`, padding })).join('\n') +
+    '\n{"name":""}\n';
   writeFileSync(file, input);
   const imported = await usersctl(t, ['import', '-f', file, '--concurrency', '32'], env);
   assert.equal(imported.code, EXIT.partialImport, imported.stderr);
@@ -78,9 +86,16 @@ test('the executable imports a file, exits 8 for a bad line; list into a reader 
   assert.deepEqual(lines(imported.stderr), ['usersctl: 1 of 3001 lines failed; their results on stdout say why']);
 
   // About 600 KB of NDJSON into `head -n 1`: usersctl meets EPIPE, stops, and says it stopped early.
-  const piped = await spawnText(t, 'bash', ['-c', 'set -o pipefail; "$0" "$1" list --limit 1000 | head -n 1', process.execPath, BIN], env);
+  const piped = await spawnText(
+    t,
+    'bash',
+    ['-c', 'set -o pipefail; "$0" "$1" list --limit 1000 | head -n 1', process.execPath, BIN],
+    env,
+  );
   assert.equal(piped.code, 141, piped.stderr);
-  assert.deepEqual(lines(piped.stderr), ['usersctl: stopped early (output closed): what was written before is complete']);
+  assert.deepEqual(lines(piped.stderr), [
+    'usersctl: stopped early (output closed): what was written before is complete',
+  ]);
   assert.equal(JSON.parse(piped.stdout).id, 1);
 });
 
@@ -91,9 +106,10 @@ test('bin: usersctl --help piped into head -1 exits 0 with nothing on stderr (a 
   assert.match(result.stdout, /^Usage: usersctl .*\nexit=0\n$/);
 });
 
-test('bin: delete takes many refs and - for refs on stdin; a missing one is reported, the rest are deleted, and the exit code is the first failure\'s', async (t) => {
+test("bin: delete takes many refs and - for refs on stdin; a missing one is reported, the rest are deleted, and the exit code is the first failure's", async (t) => {
   const { env } = await setup(t);
-  for (const name of ['a', 'b', 'c', 'd']) assert.equal((await usersctl(t, ['put', name, '--name', name.toUpperCase()], env)).code, 0);
+  for (const name of ['a', 'b', 'c', 'd'])
+    assert.equal((await usersctl(t, ['put', name, '--name', name.toUpperCase()], env)).code, 0);
   const many = await usersctl(t, ['delete', 'a', 'nobody', '2'], env);
   assert.equal(many.code, EXIT.notFound, many.stderr);
   assert.deepEqual(lines(many.stderr), ['usersctl: nobody: No such user.']);
@@ -119,7 +135,10 @@ test('bin: a UTF-8 byte order mark at the start of a file or of stdin is not par
   assert.equal(put.code, 0, put.stderr);
   const got = await usersctl(t, ['get', '-'], env, `${bom}ann\ncy\ndee\n`);
   assert.equal(got.code, 0, got.stderr);
-  assert.deepEqual(lines(got.stdout).map((l) => JSON.parse(l).name), ['Ann', 'Cy', 'Dee']);
+  assert.deepEqual(
+    lines(got.stdout).map((l) => JSON.parse(l).name),
+    ['Ann', 'Cy', 'Dee'],
+  );
 });
 
 test('bin: mv against a server without --allow-id-change exits 5 with one sentence that names the flag to use', async (t) => {
@@ -127,7 +146,9 @@ test('bin: mv against a server without --allow-id-change exits 5 with one senten
   assert.equal((await usersctl(t, ['put', 'alice', '--name', 'Alice'], env)).code, 0);
   const moved = await usersctl(t, ['mv', 'alice', '500'], env);
   assert.equal(moved.code, EXIT.conflict);
-  assert.deepEqual(lines(moved.stderr), ['usersctl: The body says id 500 but this user is 1; ids are assigned by the server. To move a user to a new id, start users-server with --allow-id-change.']);
+  assert.deepEqual(lines(moved.stderr), [
+    'usersctl: The body says id 500 but this user is 1; ids are assigned by the server. To move a user to a new id, start users-server with --allow-id-change.',
+  ]);
 });
 
 test('bin: --json makes failures JSON on stderr, one object a line with status, type, title, detail and ref, so a script tells 404, 409, 410 and 412 apart', async (t) => {
@@ -138,33 +159,66 @@ test('bin: --json makes failures JSON on stderr, one object a line with status, 
   const cases: [string[], number, number, string, string][] = [
     [['--json', 'get', 'nobody'], EXIT.notFound, 404, problem('not-found'), 'nobody'],
     [['--json', 'mv', 'alice', '500'], EXIT.conflict, 409, problem('id-conflict'), 'alice'],
-    [['--json', 'put', 'alice', '--name', 'A', '--if-match', '"stale"'], EXIT.conflict, 412, problem('precondition-failed'), 'alice'],
+    [
+      ['--json', 'put', 'alice', '--name', 'A', '--if-match', '"stale"'],
+      EXIT.conflict,
+      412,
+      problem('precondition-failed'),
+      'alice',
+    ],
   ];
   for (const [args, exit, status, type, ref] of cases) {
     const result = await usersctl(t, args, env);
     assert.equal(result.code, exit, result.stderr);
     const [record, ...more] = json(result.stderr);
     assert.deepEqual(more, [], 'one line');
-    assert.deepEqual({ status: record!.status, type: record!.type, ref: record!.ref, exit: record!.exit }, { status, type, ref, exit }, args.join(' '));
+    assert.deepEqual(
+      { status: record!.status, type: record!.type, ref: record!.ref, exit: record!.exit },
+      { status, type, ref, exit },
+      args.join(' '),
+    );
     assert.equal(typeof record!.title, 'string');
     assert.equal(typeof record!.detail, 'string');
   }
   assert.equal((await usersctl(t, ['delete', 'alice'], env)).code, 0);
   const gone = await usersctl(t, ['--json', 'put', '1', '--name', 'Again'], env);
-  assert.deepEqual(json(gone.stderr).map((r) => [r.status, r.type, r.ref]), [[410, problem('gone'), '1']]);
+  assert.deepEqual(
+    json(gone.stderr).map((r) => [r.status, r.type, r.ref]),
+    [[410, problem('gone'), '1']],
+  );
   const several = await usersctl(t, ['--json', 'get', 'x', 'y'], env);
-  assert.deepEqual(json(several.stderr).map((r) => [r.status, r.ref]), [[404, 'x'], [404, 'y']]);
+  assert.deepEqual(
+    json(several.stderr).map((r) => [r.status, r.ref]),
+    [
+      [404, 'x'],
+      [404, 'y'],
+    ],
+  );
   const usage = await usersctl(t, ['--json', 'get', 'a/b'], env);
-  assert.deepEqual(json(usage.stderr).map((r) => [r.status, r.type, r.exit]), [[null, 'usersctl:usage', EXIT.usage]]);
+  assert.deepEqual(
+    json(usage.stderr).map((r) => [r.status, r.type, r.exit]),
+    [[null, 'usersctl:usage', EXIT.usage]],
+  );
 });
 
 test('bin: import into a reader that closes the pipe stops sending, says "imported N, failed M, not sent K" (N + M + K = the input\'s lines) and exits 141', async (t) => {
   const { env } = await setup(t);
   const file = join(tempDir(t, 'usersctl-files-'), 'users.ndjson');
-  writeFileSync(file, Array.from({ length: 3000 }, (_, n) => JSON.stringify({ name: `User ${n}`, pad: 'p'.repeat(100) })).join('\n') + '\n');
-  const piped = await spawnText(t, 'bash', ['-c', 'set -o pipefail; "$0" "$1" import -f "$2" | head -n 1', process.execPath, BIN, file], env);
+  writeFileSync(
+    file,
+    Array.from({ length: 3000 }, (_, n) => JSON.stringify({ name: `User ${n}`, pad: 'p'.repeat(100) })).join('\n') +
+      '\n',
+  );
+  const piped = await spawnText(
+    t,
+    'bash',
+    ['-c', 'set -o pipefail; "$0" "$1" import -f "$2" | head -n 1', process.execPath, BIN, file],
+    env,
+  );
   assert.equal(piped.code, 141, piped.stderr);
-  const summary = /^usersctl: interrupted \(output closed\): imported (\d+), failed (\d+), not sent (\d+)$/.exec(lines(piped.stderr).join('\n'));
+  const summary = /^usersctl: interrupted \(output closed\): imported (\d+), failed (\d+), not sent (\d+)$/.exec(
+    lines(piped.stderr).join('\n'),
+  );
   assert.ok(summary !== null, piped.stderr);
   assert.equal(Number(summary[1]) + Number(summary[2]) + Number(summary[3]), 3000);
   assert.ok(Number(summary[3]) > 0, 'some lines were not sent');
@@ -176,21 +230,43 @@ test('bin: output to a full device (/dev/full) stops each command (help and comp
   for (const name of ['Ann', 'Bob']) await put(server.url, `/users/${name.toLowerCase()}`, { name });
   const file = join(tempDir(t, 'usersctl-files-'), 'users.ndjson');
   writeFileSync(file, '{"name":"Cy"}\n{"name":"Di"}\n\n');
-  const full = (args: string[]) => spawnText(t, 'bash', ['-c', '"$0" "$@" > /dev/full', process.execPath, BIN, ...args], env);
-  const cut = 'usersctl: stopped early (output failed: no space left on the device): the output may end in a cut line; run the command again once it can be written\n';
+  const full = (args: string[]) =>
+    spawnText(t, 'bash', ['-c', '"$0" "$@" > /dev/full', process.execPath, BIN, ...args], env);
+  const cut =
+    'usersctl: stopped early (output failed: no space left on the device): the output may end in a cut line; run the command again once it can be written\n';
   for (const args of [['export'], ['list'], ['get', 'ann', 'bob']]) {
     const run = await full(args);
     assert.deepEqual([run.code, run.stderr], [1, cut], args.join(' '));
   }
   const watched = await full(['watch', '--from-start', '--no-follow']);
-  assert.deepEqual([watched.code, watched.stderr], [1, 'usersctl: stopped (output failed: no space left on the device); the last cursor is 0: resume with usersctl watch --since 0\n']);
+  assert.deepEqual(
+    [watched.code, watched.stderr],
+    [
+      1,
+      'usersctl: stopped (output failed: no space left on the device); the last cursor is 0: resume with usersctl watch --since 0\n',
+    ],
+  );
   for (const args of [['--help'], ['--version'], ['completion', 'bash']]) {
     const run = await full(args);
-    assert.deepEqual([run.code, run.stderr], [1, 'usersctl: cannot write the output: no space left on the device; run the command again once it can be written\n'], args.join(' '));
+    assert.deepEqual(
+      [run.code, run.stderr],
+      [
+        1,
+        'usersctl: cannot write the output: no space left on the device; run the command again once it can be written\n',
+      ],
+      args.join(' '),
+    );
   }
   const imported = await full(['import', '-f', file]);
-  assert.deepEqual([imported.code, imported.stderr], [1, 'usersctl: interrupted (output failed: no space left on the device): imported 2, failed 0, not sent 0\n']);
-  assert.equal((await send(server.url, 'GET', '/users')).json().items.length, 4, 'the import was made, only its results were not printed');
+  assert.deepEqual(
+    [imported.code, imported.stderr],
+    [1, 'usersctl: interrupted (output failed: no space left on the device): imported 2, failed 0, not sent 0\n'],
+  );
+  assert.equal(
+    (await send(server.url, 'GET', '/users')).json().items.length,
+    4,
+    'the import was made, only its results were not printed',
+  );
 });
 
 test('bin: SIGINT while a request waits to be tried again stops the command at once, exit 130, naming the failure and the stop', async (t) => {
@@ -198,11 +274,15 @@ test('bin: SIGINT while a request waits to be tried again stops the command at o
   const dir = tempDir(t, 'usersctl-files-');
   const trace = join(dir, 'trace.txt');
   // -v traces each retry: the shell sends SIGINT once the second one is announced (its wait is 100 to 200 ms, then more).
-  const script = '"$0" "$1" --url "$2" --retries 8 -v get 1 2> "$3" & p=$!; until grep -q "retry 2 of 8" "$3"; do :; done; kill -INT $p; wait $p';
+  const script =
+    '"$0" "$1" --url "$2" --retries 8 -v get 1 2> "$3" & p=$!; until grep -q "retry 2 of 8" "$3"; do :; done; kill -INT $p; wait $p';
   const run = await spawnText(t, 'bash', ['-c', script, process.execPath, BIN, await closedPortUrl(), trace], env);
   assert.equal(run.code, 130, readFileSync(trace, 'utf8'));
   const last = lines(readFileSync(trace, 'utf8')).at(-1);
-  assert.match(last ?? '', /^usersctl: cannot connect to http:\/\/127\.0\.0\.1:\d+: connection refused; stopped \(SIGINT\) instead of trying again$/);
+  assert.match(
+    last ?? '',
+    /^usersctl: cannot connect to http:\/\/127\.0\.0\.1:\d+: connection refused; stopped \(SIGINT\) instead of trying again$/,
+  );
   assert.ok(!readFileSync(trace, 'utf8').includes('retry 3 of 8'), 'no retry after the stop');
 });
 
@@ -213,16 +293,22 @@ test('bin: SIGINT during import stops sending, waits for the requests in flight,
   writeFileSync(file, Array.from({ length: 3000 }, (_, n) => JSON.stringify({ name: `User ${n}` })).join('\n') + '\n');
   const results = join(dir, 'results.ndjson');
   // The shell starts the import with its output in a file, waits for the first result, then sends SIGINT.
-  const script = '"$0" "$1" import --concurrency 1 -f "$2" > "$3" & p=$!; while [ ! -s "$3" ]; do :; done; kill -INT $p; wait $p';
+  const script =
+    '"$0" "$1" import --concurrency 1 -f "$2" > "$3" & p=$!; while [ ! -s "$3" ]; do :; done; kill -INT $p; wait $p';
   const run = await spawnText(t, 'bash', ['-c', script, process.execPath, BIN, file, results], env);
   assert.equal(run.code, 130, run.stderr);
-  const summary = /^usersctl: interrupted \(SIGINT\): imported (\d+), failed (\d+), not sent (\d+)$/.exec(lines(run.stderr).join('\n'));
+  const summary = /^usersctl: interrupted \(SIGINT\): imported (\d+), failed (\d+), not sent (\d+)$/.exec(
+    lines(run.stderr).join('\n'),
+  );
   assert.ok(summary !== null, run.stderr);
   const imported = Number(summary[1]);
   assert.equal(imported + Number(summary[2]) + Number(summary[3]), 3000);
   const written = lines(readFileSync(results, 'utf8'));
   assert.equal(written.length, imported + Number(summary[2]), 'one result per line sent, none missing');
-  assert.deepEqual(written.map((l) => JSON.parse(l).line), Array.from({ length: written.length }, (_, i) => i + 1));
+  assert.deepEqual(
+    written.map((l) => JSON.parse(l).line),
+    Array.from({ length: written.length }, (_, i) => i + 1),
+  );
 });
 
 test('bin: a second SIGINT during import exits 130 at once, and one line on stderr still says how far it got: the results printed, through which line, and how many lines are without one', async (t) => {
@@ -234,7 +320,9 @@ test('bin: a second SIGINT during import exits 130 at once, and one line on stde
   });
   const file = join(tempDir(t, 'usersctl-files-'), 'users.ndjson');
   writeFileSync(file, Array.from({ length: 100 }, (_, n) => JSON.stringify({ name: `User ${n}` })).join('\n') + '\n');
-  const importing = spawnUsersctl(t, ['--url', stub.url, 'import', '--concurrency', '4', file], { env: { PATH: process.env.PATH, HOME: tempDir(t) } });
+  const importing = spawnUsersctl(t, ['--url', stub.url, 'import', '--concurrency', '4', file], {
+    env: { PATH: process.env.PATH, HOME: tempDir(t) },
+  });
   await importing.waitForLine(/^\{"line":3,/);
   // Signals sent back to back can merge into one: the second that arrives is the one that counts.
   let exited = false;
@@ -245,7 +333,10 @@ test('bin: a second SIGINT during import exits 130 at once, and one line on stde
   }
   assert.equal((await importing.exited).code, 130);
   assert.equal(lines(importing.stdout()).length, 3);
-  const said = /^usersctl: stopped at once \(SIGINT again\): results printed through line 3 \(3 lines\); (\d+) lines? more without a printed result \(those sent may have been imported\); the rest not sent: the same import run again finishes it\n$/.exec(importing.stderr());
+  const said =
+    /^usersctl: stopped at once \(SIGINT again\): results printed through line 3 \(3 lines\); (\d+) lines? more without a printed result \(those sent may have been imported\); the rest not sent: the same import run again finishes it\n$/.exec(
+      importing.stderr(),
+    );
   assert.ok(said !== null, importing.stderr());
   assert.equal(said[1], '4', 'the four requests in flight');
 });
@@ -258,18 +349,44 @@ test('bin: failures are plain sentences with a next step, never a raw errno or O
     [['import', '-f', join(folder, 'missing.ndjson')], EXIT.usage, /missing\.ndjson does not exist; check the path$/],
     [['import', '-f', folder], EXIT.usage, /is a folder, not a file; give the path of a file$/],
     [['new', '-f', folder], EXIT.usage, /is a folder, not a file; give the path of a file$/],
-    [['--cookie-jar', folder, 'get', '1'], EXIT.unexpected, /^usersctl: the cookie jar: .* is a folder, not a file; .*--cookie-jar\)$/],
-    [['--url', server.url.replace('http:', 'https:'), 'get', '1'], EXIT.network, /does not speak TLS on that port; try http:\/\/ instead of https:\/\/ in --url$/],
+    [
+      ['--cookie-jar', folder, 'get', '1'],
+      EXIT.unexpected,
+      /^usersctl: the cookie jar: .* is a folder, not a file; .*--cookie-jar\)$/,
+    ],
+    [
+      ['--url', server.url.replace('http:', 'https:'), 'get', '1'],
+      EXIT.network,
+      /does not speak TLS on that port; try http:\/\/ instead of https:\/\/ in --url$/,
+    ],
   ];
   const openssl = await runTool(t, 'openssl', ['version']).catch(() => undefined);
   if (openssl?.code === 0) {
     const key = join(folder, 'key.pem');
     const cert = join(folder, 'cert.pem');
-    await runTool(t, 'openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', cert, '-days', '1', '-subj', '/CN=localhost']);
+    await runTool(t, 'openssl', [
+      'req',
+      '-x509',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-keyout',
+      key,
+      '-out',
+      cert,
+      '-days',
+      '1',
+      '-subj',
+      '/CN=localhost',
+    ]);
     const tls = createTlsServer({ key: readFileSync(key), cert: readFileSync(cert) }, (_req, res) => res.end('{}'));
     await new Promise<void>((resolve) => tls.listen(0, '127.0.0.1', resolve));
     t.after(() => new Promise<void>((resolve) => tls.close(() => resolve())));
-    cases.push([['--url', `https://127.0.0.1:${(tls.address() as AddressInfo).port}`, 'get', '1'], EXIT.network, /is not signed by an authority this machine trusts; if it is your own, set NODE_EXTRA_CA_CERTS to its CA's PEM file$/]);
+    cases.push([
+      ['--url', `https://127.0.0.1:${(tls.address() as AddressInfo).port}`, 'get', '1'],
+      EXIT.network,
+      /is not signed by an authority this machine trusts; if it is your own, set NODE_EXTRA_CA_CERTS to its CA's PEM file$/,
+    ]);
   }
   for (const [args, code, message] of cases) {
     const result = await usersctl(t, args, env);

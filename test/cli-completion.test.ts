@@ -31,13 +31,23 @@ function built(): void {
 const printed = new Map<string, Promise<string>>();
 function output(bin: string, args: string[]): Promise<string> {
   const key = [bin, ...args].join(' ');
-  if (!printed.has(key)) printed.set(key, runTool(undefined, process.execPath, [bin, ...args]).then((run) => (assert.equal(run.code, 0, run.stderr), run.stdout)));
+  if (!printed.has(key))
+    printed.set(
+      key,
+      runTool(undefined, process.execPath, [bin, ...args]).then(
+        (run) => (assert.equal(run.code, 0, run.stderr), run.stdout),
+      ),
+    );
   return printed.get(key)!;
 }
 
 /** What bash's completion offers for the words typed so far (the last one being completed), with the script `usersctl completion bash` printed. */
 async function completeWith(t: TestContext, script: string, words: string[]): Promise<string[]> {
-  const run = await runTool(t, 'bash', ['-c', `source "$0"; COMP_WORDS=(${words.map((w) => `'${w}'`).join(' ')}); COMP_CWORD=${words.length - 1}; _usersctl; printf '%s\\n' "\${COMPREPLY[@]}"`, script]);
+  const run = await runTool(t, 'bash', [
+    '-c',
+    `source "$0"; COMP_WORDS=(${words.map((w) => `'${w}'`).join(' ')}); COMP_CWORD=${words.length - 1}; _usersctl; printf '%s\\n' "\${COMPREPLY[@]}"`,
+    script,
+  ]);
   assert.equal(run.code, 0, run.stderr);
   return run.stdout.split('\n').filter((l) => l !== '');
 }
@@ -78,13 +88,17 @@ test('the man pages list every command and option of --help, and render with man
   const page = await output(CLI_BIN, ['man']);
   const commands = commandsOf(help);
   assert.ok(commands.length >= 14, commands.join(' '));
-  for (const command of commands) assert.match(page, new RegExp(`^\\.SS ${command}\\b`, 'm'), `usersctl(1) lacks ${command}`);
-  for (const sub of ['create', 'list', 'revoke']) assert.match(page, new RegExp(`^\\.SS tokens ${sub}\\b`, 'm'), `usersctl(1) lacks tokens ${sub}`);
-  assert.ok(page.includes('\\-\\-expires'), 'a subcommand\'s options are in the page');
-  for (const option of help.matchAll(/^ {2}(?:-\w, )?(--[a-z-]+)/gm)) assert.ok(page.includes(option[1]!.replaceAll('-', '\\-')), `usersctl(1) lacks ${option[1]}`);
+  for (const command of commands)
+    assert.match(page, new RegExp(`^\\.SS ${command}\\b`, 'm'), `usersctl(1) lacks ${command}`);
+  for (const sub of ['create', 'list', 'revoke'])
+    assert.match(page, new RegExp(`^\\.SS tokens ${sub}\\b`, 'm'), `usersctl(1) lacks tokens ${sub}`);
+  assert.ok(page.includes('\\-\\-expires'), "a subcommand's options are in the page");
+  for (const option of help.matchAll(/^ {2}(?:-\w, )?(--[a-z-]+)/gm))
+    assert.ok(page.includes(option[1]!.replaceAll('-', '\\-')), `usersctl(1) lacks ${option[1]}`);
   const serverHelp = (await runTool(t, process.execPath, [SERVER_BIN, '--help'])).stdout;
   const serverPage = (await runTool(t, process.execPath, [SERVER_BIN, 'man'])).stdout;
-  for (const flag of serverHelp.matchAll(/^ {2}(--[a-z-]+)/gm)) assert.ok(serverPage.includes(`.B ${flag[1]!.replaceAll('-', '\\-')}`), `users-server(1) lacks ${flag[1]}`);
+  for (const flag of serverHelp.matchAll(/^ {2}(--[a-z-]+)/gm))
+    assert.ok(serverPage.includes(`.B ${flag[1]!.replaceAll('-', '\\-')}`), `users-server(1) lacks ${flag[1]}`);
   if (await have(t, 'man')) {
     const file = join(tempDir(t, 'usersctl-man-'), 'usersctl.1');
     writeFileSync(file, page);

@@ -23,7 +23,10 @@ test('usersctl with --url at a path the server does not serve names the URL it a
   const cli = await startCliServer(t);
   const got = await cli.run(['--url', `${cli.server.url}/api`, 'get', '1']);
   assert.equal(got.code, EXIT.notFound);
-  assert.equal(got.stderr, `usersctl: there is nothing at ${cli.server.url}/api/users/1: --url must be the server's address (it serves /users, /login, ...)\n`);
+  assert.equal(
+    got.stderr,
+    `usersctl: there is nothing at ${cli.server.url}/api/users/1: --url must be the server's address (it serves /users, /login, ...)\n`,
+  );
 });
 
 test('usersctl put -f FILE with a file that is not JSON is a usage error (exit 2) naming the file, line and column; nothing is sent', async (t) => {
@@ -32,7 +35,12 @@ test('usersctl put -f FILE with a file that is not JSON is a usage error (exit 2
   writeFileSync(file, '{"name":\n  bad}');
   const got = await cli.run(['put', 'eve', '-f', file]);
   assert.equal(got.code, EXIT.usage);
-  assert.match(got.stderr, new RegExp(`^usersctl: ${file.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')} is not JSON at line 2, column 3 \\(.+\\); fix it and run the command again\\n$`));
+  assert.match(
+    got.stderr,
+    new RegExp(
+      `^usersctl: ${file.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')} is not JSON at line 2, column 3 \\(.+\\); fix it and run the command again\\n$`,
+    ),
+  );
   assert.equal((await cli.run(['get', 'eve'])).code, EXIT.notFound, 'the bad file created a user');
 });
 
@@ -46,7 +54,10 @@ test('usersctl put of an id never issued names the id and suggests usersctl rese
   const cli = await startCliServer(t);
   const got = await cli.run(['put', '999', '--name', 'X']);
   assert.equal(got.code, EXIT.notFound);
-  assert.equal(got.stderr, 'usersctl: The id 999 was never issued: reserve one with `usersctl reserve`, or PUT under an alias.\n');
+  assert.equal(
+    got.stderr,
+    'usersctl: The id 999 was never issued: reserve one with `usersctl reserve`, or PUT under an alias.\n',
+  );
 });
 
 test('users-server --config FILE that is not JSON names the line and column (exit 2)', async (t) => {
@@ -54,5 +65,10 @@ test('users-server --config FILE that is not JSON names the line and column (exi
   writeFileSync(file, '{\n  "port": 8081,\n}\n');
   const got = await runUsersServer(['--config', file]);
   assert.equal(got.code, 2);
-  assert.match(got.stderr, new RegExp(`^users-server: --config ${file.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}: not JSON at line 3, column 1 \\(.+\\) \\(see users-server --help\\)\\n$`));
+  assert.match(
+    got.stderr,
+    new RegExp(
+      `^users-server: --config ${file.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}: not JSON at line 3, column 1 \\(.+\\) \\(see users-server --help\\)\\n$`,
+    ),
+  );
 });

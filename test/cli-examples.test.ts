@@ -37,7 +37,8 @@ function subcommandsOf(help: string): string[] {
 
 test('every help of usersctl fits 80 columns and has an example, and every example runs as written and exits 0', async (t) => {
   for (const tool of ['bash', 'jq']) {
-    if ((await runTool(t, 'sh', ['-c', `command -v ${tool}`]).catch(() => undefined))?.code !== 0) return t.skip(`${tool} not found`);
+    if ((await runTool(t, 'sh', ['-c', `command -v ${tool}`]).catch(() => undefined))?.code !== 0)
+      return t.skip(`${tool} not found`);
   }
   const server = await startTestServer(t, { ...AS_SHIPPED, allowIdChange: true });
   const { home, env: shell } = shellWithUsersctl(t, server.url);
@@ -47,7 +48,10 @@ test('every help of usersctl fits 80 columns and has an example, and every examp
   // The help texts are read in process (they are the same program): only the examples run as processes.
   const help = async (args: string[]) => {
     let out = '';
-    await run(args, { stdout: Object.assign(new PassThrough(), { write: (chunk: string) => ((out += chunk), true) }), env });
+    await run(args, {
+      stdout: Object.assign(new PassThrough(), { write: (chunk: string) => ((out += chunk), true) }),
+      env,
+    });
     return out;
   };
   const main = await help(['--help']);
@@ -68,12 +72,17 @@ test('every help of usersctl fits 80 columns and has an example, and every examp
   }
   // For a reader at a terminal: every help fits 80 columns and ends with an example.
   for (const [command, text] of Object.entries(texts)) {
-    for (const line of text.split('\n')) assert.ok(line.length <= 80, `${command} --help: a line of ${line.length} columns: ${line}`);
-    if (command !== 'usersctl' && command !== 'completion' && command !== 'tokens') assert.ok(examplesOf(text).length > 0, `${command} --help has no example`);
+    for (const line of text.split('\n'))
+      assert.ok(line.length <= 80, `${command} --help: a line of ${line.length} columns: ${line}`);
+    if (command !== 'usersctl' && command !== 'completion' && command !== 'tokens')
+      assert.ok(examplesOf(text).length > 0, `${command} --help has no example`);
   }
   examples.push(...examplesOf(main));
   assert.ok(examples.length >= 15, `only ${examples.length} examples found`);
-  assert.ok(examples.some((e) => e.includes('usersctl tokens revoke prometheus')), 'the subcommands\' examples are run too');
+  assert.ok(
+    examples.some((e) => e.includes('usersctl tokens revoke prometheus')),
+    "the subcommands' examples are run too",
+  );
   for (const example of examples) {
     const run = await runTool(t, 'bash', ['-o', 'pipefail', '-c', `cd "$HOME" && ${example}`], { env });
     assert.equal(run.code, 0, `${example}\nexit ${run.code}\nstderr: ${run.stderr}`);

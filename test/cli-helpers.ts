@@ -34,7 +34,9 @@ export async function usersctl(args: readonly string[], options: RunOptions = {}
   let stdout = '';
   let stderr = '';
   const stdin =
-    options.stdin instanceof Readable ? options.stdin : Readable.from(options.stdin === undefined ? [] : [Buffer.from(options.stdin)]);
+    options.stdin instanceof Readable
+      ? options.stdin
+      : Readable.from(options.stdin === undefined ? [] : [Buffer.from(options.stdin)]);
   if (options.stdinTTY !== undefined) (stdin as Readable & { isTTY?: boolean }).isTTY = options.stdinTTY;
   const code = await run(args, {
     stdout: { write: (chunk: string) => (stdout += chunk), isTTY: options.stdoutTTY === true },
@@ -66,7 +68,8 @@ export async function startCliServer(t: TestContext, overrides: Partial<Config> 
   const server = await startTestServer(t, overrides);
   const home = tempDir(t, 'usersctl-home-');
   const env = { HOME: home, XDG_STATE_HOME: join(home, 'state'), USERSCTL_URL: server.url };
-  const runIn = (args: readonly string[], options: RunOptions = {}) => usersctl(args, { ...options, env: { ...env, ...options.env } });
+  const runIn = (args: readonly string[], options: RunOptions = {}) =>
+    usersctl(args, { ...options, env: { ...env, ...options.env } });
   return {
     server,
     env,
@@ -91,7 +94,10 @@ export interface Stub {
  * A node:http server whose handler decides each answer; `n` counts requests
  * from 0. The handler may leave the response open (a hanging server).
  */
-export async function startStub(t: TestContext, handler: (req: IncomingMessage, res: ServerResponse, n: number, body: string) => void): Promise<Stub> {
+export async function startStub(
+  t: TestContext,
+  handler: (req: IncomingMessage, res: ServerResponse, n: number, body: string) => void,
+): Promise<Stub> {
   const stub: Stub = { url: '', requests: [], connections: 0 };
   const sockets = new Set<Socket>();
   const server = createServer((req, res) => {
@@ -122,13 +128,27 @@ export async function startStub(t: TestContext, handler: (req: IncomingMessage, 
 }
 
 /** Answers a problem document, as users-server does. */
-export function sendProblem(res: ServerResponse, status: number, detail: string, headers: Record<string, string> = {}): void {
+export function sendProblem(
+  res: ServerResponse,
+  status: number,
+  detail: string,
+  headers: Record<string, string> = {},
+): void {
   const body = JSON.stringify({ type: 'tag:users-server,2026:problem/test', title: 'Test', status, detail });
-  res.writeHead(status, { 'content-type': 'application/problem+json', 'content-length': Buffer.byteLength(body), ...headers });
+  res.writeHead(status, {
+    'content-type': 'application/problem+json',
+    'content-length': Buffer.byteLength(body),
+    ...headers,
+  });
   res.end(body);
 }
 
-export function sendJsonText(res: ServerResponse, status: number, body: string, headers: Record<string, string> = {}): void {
+export function sendJsonText(
+  res: ServerResponse,
+  status: number,
+  body: string,
+  headers: Record<string, string> = {},
+): void {
   res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), ...headers });
   res.end(body);
 }
@@ -143,8 +163,18 @@ export async function closedPortUrl(): Promise<string> {
 }
 
 /** A stdin that claims to be a terminal, with raw-mode switching recorded. */
-export function fakeTty(): PassThrough & { isTTY: true; isRaw: boolean; setRawMode(mode: boolean): void; rawModes: boolean[] } {
-  const stream = new PassThrough() as PassThrough & { isTTY: true; isRaw: boolean; setRawMode(mode: boolean): void; rawModes: boolean[] };
+export function fakeTty(): PassThrough & {
+  isTTY: true;
+  isRaw: boolean;
+  setRawMode(mode: boolean): void;
+  rawModes: boolean[];
+} {
+  const stream = new PassThrough() as PassThrough & {
+    isTTY: true;
+    isRaw: boolean;
+    setRawMode(mode: boolean): void;
+    rawModes: boolean[];
+  };
   stream.isTTY = true;
   stream.isRaw = false;
   stream.rawModes = [];
@@ -166,9 +196,15 @@ export function shellWithUsersctl(t: TestContext, url: string): { home: string; 
   const home = tempDir(t, 'usersctl-home-');
   const bin = join(home, 'bin');
   mkdirSync(bin);
-  for (const [name, script] of [['usersctl', CLI_BIN], ['users-server', SERVER_BIN]]) {
+  for (const [name, script] of [
+    ['usersctl', CLI_BIN],
+    ['users-server', SERVER_BIN],
+  ]) {
     writeFileSync(join(bin, name!), `#!/bin/sh\nexec "${process.execPath}" "${script}" "$@"\n`);
     chmodSync(join(bin, name!), 0o755);
   }
-  return { home, env: { PATH: `${bin}:${process.env.PATH}`, HOME: home, XDG_STATE_HOME: join(home, 'state'), USERSCTL_URL: url } };
+  return {
+    home,
+    env: { PATH: `${bin}:${process.env.PATH}`, HOME: home, XDG_STATE_HOME: join(home, 'state'), USERSCTL_URL: url },
+  };
 }

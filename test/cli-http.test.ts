@@ -4,27 +4,40 @@ import { test } from 'node:test';
 import { EXIT } from '../cli/main.js';
 import { maskSetCookie, retryAfterMs } from '../cli/client.js';
 import { tempDir } from './helpers.js';
-import { closedPortUrl, lines, sendJsonText, sendProblem, startStub, usersctl, type RunOptions } from './cli-helpers.js';
+import {
+  closedPortUrl,
+  lines,
+  sendJsonText,
+  sendProblem,
+  startStub,
+  usersctl,
+  type RunOptions,
+} from './cli-helpers.js';
 
 // The HTTP client against stub servers: retries only where safe, Retry-After,
 // exit codes 6 and 7, timeouts, keep-alive.
 
 function runAt(t: import('node:test').TestContext, url: string) {
   const home = tempDir(t, 'usersctl-home-');
-  return (args: readonly string[], options: RunOptions = {}) => usersctl(['--url', url, ...args], { ...options, env: { HOME: home, XDG_STATE_HOME: home, ...options.env } });
+  return (args: readonly string[], options: RunOptions = {}) =>
+    usersctl(['--url', url, ...args], { ...options, env: { HOME: home, XDG_STATE_HOME: home, ...options.env } });
 }
 
 const USER = '{"name":"Alice","id":1}';
 
 test('a GET answered 503 is retried and succeeds on the next attempt', async (t) => {
-  const stub = await startStub(t, (_req, res, n) => (n === 0 ? sendProblem(res, 503, 'busy', { 'retry-after': '0' }) : sendJsonText(res, 200, USER)));
+  const stub = await startStub(t, (_req, res, n) =>
+    n === 0 ? sendProblem(res, 503, 'busy', { 'retry-after': '0' }) : sendJsonText(res, 200, USER),
+  );
   const result = await runAt(t, stub.url)(['get', 'alice']);
   assert.deepEqual(result, { code: EXIT.ok, stdout: USER + '\n', stderr: '' });
   assert.equal(stub.requests.length, 2);
 });
 
-test('a server error that outlasts the retries exits 6 with the server\'s detail, after 1 + --retries attempts', async (t) => {
-  const stub = await startStub(t, (_req, res) => sendProblem(res, 503, 'The store is down for maintenance.', { 'retry-after': '0' }));
+test("a server error that outlasts the retries exits 6 with the server's detail, after 1 + --retries attempts", async (t) => {
+  const stub = await startStub(t, (_req, res) =>
+    sendProblem(res, 503, 'The store is down for maintenance.', { 'retry-after': '0' }),
+  );
   const result = await runAt(t, stub.url)(['--retries', '2', 'get', 'alice']);
   assert.equal(result.code, EXIT.server);
   assert.deepEqual(lines(result.stderr), ['usersctl: The store is down for maintenance.']);
@@ -44,9 +57,27 @@ const retryCases: Array<{ name: string; status: number; args: string[]; method: 
   { name: 'DELETE on 504', status: 504, args: ['delete', 'a'], method: 'DELETE', retried: true },
   { name: 'GET on 408', status: 408, args: ['get', 'a'], method: 'GET', retried: true },
   { name: 'GET on 429', status: 429, args: ['get', 'a'], method: 'GET', retried: true },
-  { name: 'POST with an Idempotency-Key on 503', status: 503, args: ['new', '--name', 'A'], method: 'POST', retried: true },
-  { name: 'POST with an Idempotency-Key on 500', status: 500, args: ['new', '--name', 'A'], method: 'POST', retried: false },
-  { name: 'a bare POST (login) on 503', status: 503, args: ['login', '--password-stdin'], method: 'POST', retried: false },
+  {
+    name: 'POST with an Idempotency-Key on 503',
+    status: 503,
+    args: ['new', '--name', 'A'],
+    method: 'POST',
+    retried: true,
+  },
+  {
+    name: 'POST with an Idempotency-Key on 500',
+    status: 500,
+    args: ['new', '--name', 'A'],
+    method: 'POST',
+    retried: false,
+  },
+  {
+    name: 'a bare POST (login) on 503',
+    status: 503,
+    args: ['login', '--password-stdin'],
+    method: 'POST',
+    retried: false,
+  },
   { name: 'a bare POST (logout) on 502', status: 502, args: ['logout'], method: 'POST', retried: false },
   { name: 'GET on 501', status: 501, args: ['get', 'a'], method: 'GET', retried: false },
   { name: 'PUT on 409', status: 409, args: ['put', 'a', '--name', 'A'], method: 'PUT', retried: false },
@@ -54,7 +85,9 @@ const retryCases: Array<{ name: string; status: number; args: string[]; method: 
 
 for (const c of retryCases) {
   test(`retry policy: ${c.name} is ${c.retried ? '' : 'not '}retried`, async (t) => {
-    const stub = await startStub(t, (_req, res) => sendProblem(res, c.status, `status ${c.status}`, { 'retry-after': '0' }));
+    const stub = await startStub(t, (_req, res) =>
+      sendProblem(res, c.status, `status ${c.status}`, { 'retry-after': '0' }),
+    );
     const result = await runAt(t, stub.url)(['--retries', '2', ...c.args], { stdin: 'pw\n' });
     assert.equal(stub.requests.length, c.retried ? 3 : 1, result.stderr);
     assert.ok(stub.requests.every((r) => r.method === c.method));
@@ -63,7 +96,9 @@ for (const c of retryCases) {
 }
 
 test('every retry of new sends the same Idempotency-Key, and a later new sends another', async (t) => {
-  const stub = await startStub(t, (_req, res, n) => (n < 2 ? sendProblem(res, 503, 'busy', { 'retry-after': '0' }) : sendJsonText(res, 201, USER)));
+  const stub = await startStub(t, (_req, res, n) =>
+    n < 2 ? sendProblem(res, 503, 'busy', { 'retry-after': '0' }) : sendJsonText(res, 201, USER),
+  );
   const run = runAt(t, stub.url);
   assert.equal((await run(['new', '--name', 'Alice'])).code, EXIT.ok);
   assert.equal((await run(['new', '--name', 'Alice'])).code, EXIT.ok);
@@ -78,7 +113,12 @@ test('every retry of new sends the same Idempotency-Key, and a later new sends a
 test('a 409 "idempotency request in progress" is retried: the earlier attempt is still running', async (t) => {
   const stub = await startStub(t, (_req, res, n) => {
     if (n > 0) return sendJsonText(res, 201, USER);
-    const body = JSON.stringify({ type: 'tag:users-server,2026:problem/idempotency-in-progress', title: 't', status: 409, detail: 'in progress' });
+    const body = JSON.stringify({
+      type: 'tag:users-server,2026:problem/idempotency-in-progress',
+      title: 't',
+      status: 409,
+      detail: 'in progress',
+    });
     res.writeHead(409, { 'content-type': 'application/problem+json', 'retry-after': '0' });
     res.end(body);
   });
@@ -88,14 +128,18 @@ test('a 409 "idempotency request in progress" is retried: the earlier attempt is
 });
 
 test('Retry-After is honoured: -v shows the wait it asked for instead of the backoff', async (t) => {
-  const stub = await startStub(t, (_req, res, n) => (n === 0 ? sendProblem(res, 429, 'slow down', { 'retry-after': '1' }) : sendJsonText(res, 200, USER)));
+  const stub = await startStub(t, (_req, res, n) =>
+    n === 0 ? sendProblem(res, 429, 'slow down', { 'retry-after': '1' }) : sendJsonText(res, 200, USER),
+  );
   const result = await runAt(t, stub.url)(['-v', 'get', 'alice']);
   assert.equal(result.code, EXIT.ok);
   assert.match(result.stderr, /^\* 429 Too Many Requests; retry 1 of 3 in 1000 ms$/m);
 });
 
 test('a Retry-After beyond 30 s is not waited for: the failure is reported at once', async (t) => {
-  const stub = await startStub(t, (_req, res) => sendProblem(res, 503, 'Too many live reservations.', { 'retry-after': '3600' }));
+  const stub = await startStub(t, (_req, res) =>
+    sendProblem(res, 503, 'Too many live reservations.', { 'retry-after': '3600' }),
+  );
   const result = await runAt(t, stub.url)(['reserve']);
   assert.equal(result.code, EXIT.server);
   assert.deepEqual(lines(result.stderr), ['usersctl: Too many live reservations.']);
@@ -147,12 +191,16 @@ test('a server that trickles its answer, each byte within --timeout but never th
   });
   const result = await runAt(t, stub.url)(['--timeout', '0.5', '--retries', '0', 'get', 'alice']);
   assert.equal(result.code, EXIT.network);
-  assert.deepEqual(lines(result.stderr), [`usersctl: ${new URL(stub.url).host} did not send its whole answer within 0.5 s of its head`]);
+  assert.deepEqual(lines(result.stderr), [
+    `usersctl: ${new URL(stub.url).host} did not send its whole answer within 0.5 s of its head`,
+  ]);
 });
 
 test('a bare POST that timed out is not retried: it may have reached the server', async (t) => {
   const stub = await startStub(t, () => {});
-  const result = await runAt(t, stub.url)(['--timeout', '0.2', '--retries', '3', 'login', '--password-stdin'], { stdin: 'pw' });
+  const result = await runAt(t, stub.url)(['--timeout', '0.2', '--retries', '3', 'login', '--password-stdin'], {
+    stdin: 'pw',
+  });
   assert.equal(result.code, EXIT.network);
   assert.equal(stub.requests.length, 1);
 });
@@ -166,7 +214,8 @@ test('a PUT that timed out is retried: repeating it is harmless', async (t) => {
 
 test('keep-alive connections are reused across a run: every response body is consumed', async (t) => {
   // Ten pages: a body left unread would pin its connection, forcing a new one per page.
-  const page = (n: number) => JSON.stringify({ items: [{ name: `U${n}`, id: n + 1 }], next: n < 9 ? `/users?after=${n + 1}&limit=1` : null });
+  const page = (n: number) =>
+    JSON.stringify({ items: [{ name: `U${n}`, id: n + 1 }], next: n < 9 ? `/users?after=${n + 1}&limit=1` : null });
   const stub = await startStub(t, (_req, res, n) => sendJsonText(res, 200, page(n)));
   const result = await runAt(t, stub.url)(['list', '--limit', '1']);
   assert.equal(result.code, EXIT.ok);
@@ -183,7 +232,9 @@ test('a failed answer without a problem document is reported by its status line'
   });
   const result = await runAt(t, stub.url)(['get', 'alice']);
   assert.equal(result.code, EXIT.conflict);
-  assert.deepEqual(lines(result.stderr), ["usersctl: the server answered 418 I'm a Teapot; check that --url is the address of users-server"]);
+  assert.deepEqual(lines(result.stderr), [
+    "usersctl: the server answered 418 I'm a Teapot; check that --url is the address of users-server",
+  ]);
 });
 
 test('a 502 without a problem document (a proxy whose backend is down) is reported with what to check, after the retries, exit 6', async (t) => {
@@ -193,7 +244,9 @@ test('a 502 without a problem document (a proxy whose backend is down) is report
   });
   const result = await runAt(t, stub.url)(['--retries', '1', 'get', 'alice']);
   assert.equal(result.code, EXIT.server);
-  assert.deepEqual(lines(result.stderr), ['usersctl: the server answered 502 Bad Gateway; try again later, or check what stands between usersctl and users-server (a proxy)']);
+  assert.deepEqual(lines(result.stderr), [
+    'usersctl: the server answered 502 Bad Gateway; try again later, or check what stands between usersctl and users-server (a proxy)',
+  ]);
   assert.equal(stub.requests.length, 2, 'the GET was tried again once');
 });
 
@@ -205,16 +258,33 @@ test('--url with a path prefix puts every request under it', async (t) => {
 });
 
 const statusCases: Array<[number, number]> = [
-  [400, EXIT.conflict], [401, EXIT.unauthorized], [403, EXIT.unauthorized], [404, EXIT.notFound], [405, EXIT.conflict],
-  [409, EXIT.conflict], [410, EXIT.conflict], [412, EXIT.conflict], [413, EXIT.conflict], [415, EXIT.conflict],
-  [422, EXIT.conflict], [428, EXIT.conflict], [500, EXIT.server], [501, EXIT.server], [503, EXIT.server], [300, EXIT.unexpected],
+  [400, EXIT.conflict],
+  [401, EXIT.unauthorized],
+  [403, EXIT.unauthorized],
+  [404, EXIT.notFound],
+  [405, EXIT.conflict],
+  [409, EXIT.conflict],
+  [410, EXIT.conflict],
+  [412, EXIT.conflict],
+  [413, EXIT.conflict],
+  [415, EXIT.conflict],
+  [422, EXIT.conflict],
+  [428, EXIT.conflict],
+  [500, EXIT.server],
+  [501, EXIT.server],
+  [503, EXIT.server],
+  [300, EXIT.unexpected],
 ];
 
 for (const [status, code] of statusCases) {
   test(`an answer ${status} exits ${code} with the problem's detail as the one stderr line`, async (t) => {
     const stub = await startStub(t, (_req, res) => sendProblem(res, status, `detail of ${status}`));
     const result = await runAt(t, stub.url)(['--retries', '0', 'get', 'alice']);
-    assert.deepEqual(result, { code, stdout: '', stderr: `usersctl: ${status === 404 ? 'alice: ' : ''}detail of ${status}\n` });
+    assert.deepEqual(result, {
+      code,
+      stdout: '',
+      stderr: `usersctl: ${status === 404 ? 'alice: ' : ''}detail of ${status}\n`,
+    });
   });
 }
 
@@ -248,7 +318,10 @@ test('an answer larger than 256 MiB (something that is not users-server at --url
 test('a web page answered 200 at --url (another server there) is never printed as a user: every command says so in one sentence and exits 1; import stops, its results still NDJSON', async (t) => {
   const PAGE = '<!DOCTYPE html><html><body>Welcome</body></html>';
   const stub = await startStub(t, (req, res) => {
-    res.writeHead(req.method === 'POST' ? 201 : 200, { 'content-type': 'text/html', 'content-length': Buffer.byteLength(PAGE) });
+    res.writeHead(req.method === 'POST' ? 201 : 200, {
+      'content-type': 'text/html',
+      'content-length': Buffer.byteLength(PAGE),
+    });
     res.end(PAGE);
   });
   const run = runAt(t, stub.url);
@@ -269,26 +342,43 @@ test('a web page answered 200 at --url (another server there) is never printed a
   for (const [args, what] of commands) {
     const result = await run(['--retries', '0', ...args]);
     const sentence = `usersctl: unexpected answer from the server: ${what}; check that --url is the address of users-server`;
-    assert.deepEqual([result.code, result.stdout, lines(result.stderr)], [EXIT.unexpected, '', [sentence]], args.join(' '));
+    assert.deepEqual(
+      [result.code, result.stdout, lines(result.stderr)],
+      [EXIT.unexpected, '', [sentence]],
+      args.join(' '),
+    );
   }
   const imported = await run(['import'], { stdin: '{"name":"A","id":1}\n{"name":"B","id":2}\n{"name":"C","id":3}\n' });
   assert.equal(imported.code, EXIT.unexpected, imported.stderr);
   for (const line of lines(imported.stdout)) assert.equal((JSON.parse(line) as { ok: boolean }).ok, false, line);
-  assert.match(imported.stderr, /^usersctl: unexpected answer from the server: a user that is not JSON; check that --url is the address of users-server; import stopped after line \d\n$/);
+  assert.match(
+    imported.stderr,
+    /^usersctl: unexpected answer from the server: a user that is not JSON; check that --url is the address of users-server; import stopped after line \d\n$/,
+  );
 });
 
 test('watch prints the changes of a feed up to a line that is not a change, then stops with one sentence, exit 1', async (t) => {
-  const feed = '{"cursor":"6","op":"put","id":1,"user":{"name":"A","id":1}}\n[1,2]\n{"cursor":"7","op":"delete","id":1}\n';
+  const feed =
+    '{"cursor":"6","op":"put","id":1,"user":{"name":"A","id":1}}\n[1,2]\n{"cursor":"7","op":"delete","id":1}\n';
   const stub = await startStub(t, (_req, res) => {
-    res.writeHead(200, { 'content-type': 'application/x-ndjson', 'x-changes-cursor': '5', 'content-length': Buffer.byteLength(feed) });
+    res.writeHead(200, {
+      'content-type': 'application/x-ndjson',
+      'x-changes-cursor': '5',
+      'content-length': Buffer.byteLength(feed),
+    });
     res.end(feed);
   });
   const result = await runAt(t, stub.url)(['watch', '--no-follow']);
-  assert.deepEqual([result.code, lines(result.stdout), lines(result.stderr)], [
-    EXIT.unexpected,
-    ['{"cursor":"6","op":"put","id":1,"user":{"name":"A","id":1}}'],
-    ['usersctl: unexpected answer from the server: a change that is not a JSON object; check that --url is the address of users-server'],
-  ]);
+  assert.deepEqual(
+    [result.code, lines(result.stdout), lines(result.stderr)],
+    [
+      EXIT.unexpected,
+      ['{"cursor":"6","op":"put","id":1,"user":{"name":"A","id":1}}'],
+      [
+        'usersctl: unexpected answer from the server: a change that is not a JSON object; check that --url is the address of users-server',
+      ],
+    ],
+  );
 });
 
 test('watch --no-follow gives up on an unreachable server after --retries, like every other command: exit 7', async (t) => {
@@ -296,20 +386,33 @@ test('watch --no-follow gives up on an unreachable server after --retries, like 
   assert.equal(result.code, EXIT.network);
   const said = lines(result.stderr);
   assert.equal(said.length, 2, result.stderr);
-  assert.match(said[0]!, /^usersctl: cannot connect to http:\/\/127\.0\.0\.1:\d+: connection refused; connecting again in \d\.\d s$/);
+  assert.match(
+    said[0]!,
+    /^usersctl: cannot connect to http:\/\/127\.0\.0\.1:\d+: connection refused; connecting again in \d\.\d s$/,
+  );
   assert.match(said[1]!, /^usersctl: cannot connect to http:\/\/127\.0\.0\.1:\d+: connection refused$/);
 });
 
 test('watch waits out a server that answers "not now" (503 while its database is away, a proxy\'s 502), however many times and with --retries 0, and follows on from the last cursor; a refusal (401) ends it with the cursor', async (t) => {
   const change = '{"cursor":"6","op":"put","id":1,"user":{"name":"A","id":1}}\n';
   const stub = await startStub(t, (_req, res, n) => {
-    if (n === 0) return sendProblem(res, 503, 'The database did not answer (ECONNREFUSED); retry shortly.', { 'retry-after': '0' });
+    if (n === 0)
+      return sendProblem(res, 503, 'The database did not answer (ECONNREFUSED); retry shortly.', {
+        'retry-after': '0',
+      });
     if (n === 1) return sendProblem(res, 502, 'Bad gateway.');
     if (n === 2) {
-      res.writeHead(200, { 'content-type': 'application/x-ndjson', 'x-changes-cursor': '5', 'content-length': Buffer.byteLength(change) });
+      res.writeHead(200, {
+        'content-type': 'application/x-ndjson',
+        'x-changes-cursor': '5',
+        'content-length': Buffer.byteLength(change),
+      });
       return res.end(change);
     }
-    if (n === 3) return sendProblem(res, 503, 'The database did not answer (ECONNREFUSED); retry shortly.', { 'retry-after': '0' });
+    if (n === 3)
+      return sendProblem(res, 503, 'The database did not answer (ECONNREFUSED); retry shortly.', {
+        'retry-after': '0',
+      });
     sendProblem(res, 401, 'Log in first.');
   });
   const result = await runAt(t, stub.url)(['--retries', '0', 'watch', '--since', '5']);
@@ -317,15 +420,32 @@ test('watch waits out a server that answers "not now" (503 while its database is
   assert.equal(result.stdout, change);
   const said = lines(result.stderr);
   assert.equal(said.length, 4, result.stderr);
-  assert.match(said[0]!, /^usersctl: the server answered 503: The database did not answer \(ECONNREFUSED\); retry shortly; connecting again in \d\.\d s from cursor 5$/);
-  assert.match(said[1]!, /^usersctl: the server answered 502: Bad gateway; connecting again in \d\.\d s from cursor 5$/);
+  assert.match(
+    said[0]!,
+    /^usersctl: the server answered 503: The database did not answer \(ECONNREFUSED\); retry shortly; connecting again in \d\.\d s from cursor 5$/,
+  );
+  assert.match(
+    said[1]!,
+    /^usersctl: the server answered 502: Bad gateway; connecting again in \d\.\d s from cursor 5$/,
+  );
   assert.match(said[2]!, /^usersctl: the server answered 503: .*; connecting again in \d\.\d s from cursor 6$/);
   assert.equal(said[3], 'usersctl: Log in first. The last cursor is 6: resume with usersctl watch --since 6');
-  assert.deepEqual(stub.requests.map((r) => r.url), ['/changes?follow=1&since=5', '/changes?follow=1&since=5', '/changes?follow=1&since=5', '/changes?follow=1&since=6', '/changes?follow=1&since=6']);
+  assert.deepEqual(
+    stub.requests.map((r) => r.url),
+    [
+      '/changes?follow=1&since=5',
+      '/changes?follow=1&since=5',
+      '/changes?follow=1&since=5',
+      '/changes?follow=1&since=6',
+      '/changes?follow=1&since=6',
+    ],
+  );
 });
 
 test('watch --no-follow tries a server that answers 503 again --retries times, like every other command, then exits 6 with its sentence', async (t) => {
-  const stub = await startStub(t, (_req, res) => sendProblem(res, 503, 'The database did not answer (ECONNREFUSED); retry shortly.', { 'retry-after': '0' }));
+  const stub = await startStub(t, (_req, res) =>
+    sendProblem(res, 503, 'The database did not answer (ECONNREFUSED); retry shortly.', { 'retry-after': '0' }),
+  );
   const result = await runAt(t, stub.url)(['--retries', '2', 'watch', '--no-follow']);
   assert.equal(result.code, EXIT.server);
   assert.equal(stub.requests.length, 3);
@@ -335,15 +455,46 @@ test('watch --no-follow tries a server that answers 503 again --retries times, l
 });
 
 test('list and export that fail after printing part of the users (a database out of reach at page 2) say that what they printed is incomplete, with the exit code of the failure; a table printed nothing and says nothing more', async (t) => {
-  const page = JSON.stringify({ items: [{ name: 'A', id: 1 }, { name: 'B', id: 2 }], next: '/users?after=2&limit=2' });
-  const stub = await startStub(t, (req, res) => (req.url!.includes('after=2') ? sendProblem(res, 503, 'The database did not answer (ECONNREFUSED); retry shortly.') : sendJsonText(res, 200, page)));
+  const page = JSON.stringify({
+    items: [
+      { name: 'A', id: 1 },
+      { name: 'B', id: 2 },
+    ],
+    next: '/users?after=2&limit=2',
+  });
+  const stub = await startStub(t, (req, res) =>
+    req.url!.includes('after=2')
+      ? sendProblem(res, 503, 'The database did not answer (ECONNREFUSED); retry shortly.')
+      : sendJsonText(res, 200, page),
+  );
   const run = runAt(t, stub.url);
   const listed = await run(['--retries', '0', 'list', '-o', 'ndjson']);
-  assert.deepEqual([listed.code, lines(listed.stdout).length, lines(listed.stderr)], [EXIT.server, 2, ['usersctl: The database did not answer (ECONNREFUSED); retry shortly; list stopped after 2 users: what was printed is incomplete, run it again']]);
+  assert.deepEqual(
+    [listed.code, lines(listed.stdout).length, lines(listed.stderr)],
+    [
+      EXIT.server,
+      2,
+      [
+        'usersctl: The database did not answer (ECONNREFUSED); retry shortly; list stopped after 2 users: what was printed is incomplete, run it again',
+      ],
+    ],
+  );
   const exported = await run(['--retries', '0', 'export']);
-  assert.deepEqual([exported.code, lines(exported.stdout).length, lines(exported.stderr)], [EXIT.server, 3, ['usersctl: The database did not answer (ECONNREFUSED); retry shortly; export stopped after 2 users: what was written is incomplete, run it again']]);
+  assert.deepEqual(
+    [exported.code, lines(exported.stdout).length, lines(exported.stderr)],
+    [
+      EXIT.server,
+      3,
+      [
+        'usersctl: The database did not answer (ECONNREFUSED); retry shortly; export stopped after 2 users: what was written is incomplete, run it again',
+      ],
+    ],
+  );
   const table = await run(['--retries', '0', 'list', '-o', 'table']);
-  assert.deepEqual([table.code, table.stdout, lines(table.stderr)], [EXIT.server, '', ['usersctl: The database did not answer (ECONNREFUSED); retry shortly.']]);
+  assert.deepEqual(
+    [table.code, table.stdout, lines(table.stderr)],
+    [EXIT.server, '', ['usersctl: The database did not answer (ECONNREFUSED); retry shortly.']],
+  );
 });
 
 test('a connection closed with nothing read says "use https://" only while the server has answered nothing in the run: after an answer it is plainly HTTP', async (t) => {
@@ -351,13 +502,17 @@ test('a connection closed with nothing read says "use https://" only while the s
   const result = await runAt(t, stub.url)(['--retries', '0', 'get', '1', '2']);
   assert.equal(result.code, EXIT.network);
   assert.equal(result.stdout, USER + '\n');
-  assert.match(result.stderr, /^usersctl: the connection to 127\.0\.0\.1:\d+ was closed before the answer was complete\n$/);
+  assert.match(
+    result.stderr,
+    /^usersctl: the connection to 127\.0\.0\.1:\d+ was closed before the answer was complete\n$/,
+  );
 });
 
 test('list and export stop at a "next" link back to a page already read, which would be followed without end: one sentence, exit 1', async (t) => {
   const page = JSON.stringify({ items: [{ name: 'A', id: 1 }], next: '/users?after=0&limit=1' });
   const stub = await startStub(t, (_req, res) => sendJsonText(res, 200, page));
-  const sentence = 'usersctl: unexpected answer from the server: a "next" link back to a page already read (/users?after=0&limit=1); check that --url is the address of users-server';
+  const sentence =
+    'usersctl: unexpected answer from the server: a "next" link back to a page already read (/users?after=0&limit=1); check that --url is the address of users-server';
   for (const command of ['list', 'export']) {
     const result = await runAt(t, stub.url)([command]);
     assert.deepEqual([result.code, lines(result.stderr)], [EXIT.unexpected, [sentence]], command);
@@ -377,11 +532,16 @@ test('watch refuses a line of the feed that never ends (past 256 MiB) instead of
     pump();
   });
   const result = await runAt(t, stub.url)(['watch', '--no-follow']);
-  assert.deepEqual([result.code, result.stdout, lines(result.stderr)], [
-    EXIT.unexpected,
-    '{"cursor":"6","op":"delete","id":1}\n',
-    ['usersctl: unexpected answer from the server: a change longer than 256 MiB; check that --url is the address of users-server'],
-  ]);
+  assert.deepEqual(
+    [result.code, result.stdout, lines(result.stderr)],
+    [
+      EXIT.unexpected,
+      '{"cursor":"6","op":"delete","id":1}\n',
+      [
+        'usersctl: unexpected answer from the server: a change longer than 256 MiB; check that --url is the address of users-server',
+      ],
+    ],
+  );
 });
 
 test('a server at --url that does not speak HTTP/1.1 (an SSH banner, a bare body), or sends more header fields than usersctl reads, is one sentence, exit 1, not retried', async (t) => {
@@ -398,8 +558,19 @@ test('a server at --url that does not speak HTTP/1.1 (an SSH banner, a bare body
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     t.after(() => new Promise<void>((resolve) => server.close(() => resolve())));
-    const result = await runAt(t, `http://127.0.0.1:${(server.address() as AddressInfo).port}`)(['--retries', '2', 'get', '1']);
-    assert.deepEqual([result.code, result.stdout, lines(result.stderr)], [EXIT.unexpected, '', [`usersctl: unexpected answer from the server: ${what}; check that --url is the address of users-server`]], what);
+    const result = await runAt(
+      t,
+      `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    )(['--retries', '2', 'get', '1']);
+    assert.deepEqual(
+      [result.code, result.stdout, lines(result.stderr)],
+      [
+        EXIT.unexpected,
+        '',
+        [`usersctl: unexpected answer from the server: ${what}; check that --url is the address of users-server`],
+      ],
+      what,
+    );
     assert.equal(connections, 1, what);
   }
 });
@@ -410,14 +581,35 @@ test('a redirect to another origin (http to https at a proxy) is not followed, a
     res.end();
   });
   const plain = await runAt(t, stub.url)(['get', '1']);
-  assert.deepEqual([plain.code, lines(plain.stderr)], [EXIT.unexpected, [`usersctl: ${stub.url}/users/1 redirects to https://users.example.com:8443/users/1 (301), another origin, which usersctl does not follow: if users-server is there, give --url https://users.example.com:8443`]]);
+  assert.deepEqual(
+    [plain.code, lines(plain.stderr)],
+    [
+      EXIT.unexpected,
+      [
+        `usersctl: ${stub.url}/users/1 redirects to https://users.example.com:8443/users/1 (301), another origin, which usersctl does not follow: if users-server is there, give --url https://users.example.com:8443`,
+      ],
+    ],
+  );
   const prefixed = await runAt(t, `${stub.url}/api`)(['status']);
-  assert.deepEqual([prefixed.code, lines(prefixed.stderr)], [EXIT.unexpected, [`usersctl: ${stub.url}/api/ redirects to https://users.example.com:8443/api/ (301), another origin, which usersctl does not follow: if users-server is there, give --url https://users.example.com:8443/api`]]);
+  assert.deepEqual(
+    [prefixed.code, lines(prefixed.stderr)],
+    [
+      EXIT.unexpected,
+      [
+        `usersctl: ${stub.url}/api/ redirects to https://users.example.com:8443/api/ (301), another origin, which usersctl does not follow: if users-server is there, give --url https://users.example.com:8443/api`,
+      ],
+    ],
+  );
   assert.equal(stub.requests.length, 2, 'nothing was sent to the other origin, nor retried');
 });
 
-test('a server\'s text printed on stderr cannot drive the terminal: control characters in a problem\'s detail are shown as \\xNN, on one line', async (t) => {
-  const stub = await startStub(t, (_req, res) => sendProblem(res, 409, 'taken\u001b]0;owned\u0007 by\r\nsomeone\u001b[2J'));
+test("a server's text printed on stderr cannot drive the terminal: control characters in a problem's detail are shown as \\xNN, on one line", async (t) => {
+  const stub = await startStub(t, (_req, res) =>
+    sendProblem(res, 409, 'taken\u001b]0;owned\u0007 by\r\nsomeone\u001b[2J'),
+  );
   const result = await runAt(t, stub.url)(['--retries', '0', 'put', 'alice', '--name', 'A']);
-  assert.deepEqual([result.code, result.stderr], [EXIT.conflict, 'usersctl: taken\\x1b]0;owned\\x07 by someone\\x1b[2J\n']);
+  assert.deepEqual(
+    [result.code, result.stderr],
+    [EXIT.conflict, 'usersctl: taken\\x1b]0;owned\\x07 by someone\\x1b[2J\n'],
+  );
 });

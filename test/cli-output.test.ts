@@ -17,8 +17,14 @@ import { runTool } from './processes.js';
 async function threeUsers(t: Parameters<typeof startCliServer>[0]): Promise<CliServer> {
   const cli = await startCliServer(t);
   await cli.login();
-  assert.equal((await put(cli.server.url, '/users/alice', { name: 'Alice', email: 'alice@example.com', team: 'red' })).status, 201);
-  assert.equal((await send(cli.server.url, 'POST', '/users/new', { json: { name: 'Bob', tags: ['x', 'y'] } })).status, 201);
+  assert.equal(
+    (await put(cli.server.url, '/users/alice', { name: 'Alice', email: 'alice@example.com', team: 'red' })).status,
+    201,
+  );
+  assert.equal(
+    (await send(cli.server.url, 'POST', '/users/new', { json: { name: 'Bob', tags: ['x', 'y'] } })).status,
+    201,
+  );
   assert.equal((await put(cli.server.url, '/users/carol', { name: 'C'.repeat(60) })).status, 201);
   return cli;
 }
@@ -38,7 +44,11 @@ test('usersctl list on a terminal prints a table of ID, ALIAS and NAME, with a b
   const piped = await cli.run(['list']);
   const served = (await send(cli.server.url, 'GET', '/users')).json() as { items: unknown[] };
   assert.equal(piped.stdout, served.items.map((u) => JSON.stringify(u) + '\n').join(''));
-  assert.equal((await cli.run(['--json', 'list'], { stdoutTTY: true })).stdout, piped.stdout, '--json on a terminal is NDJSON');
+  assert.equal(
+    (await cli.run(['--json', 'list'], { stdoutTTY: true })).stdout,
+    piped.stdout,
+    '--json on a terminal is NDJSON',
+  );
   assert.equal((await cli.run(['list', '-o', 'ndjson'], { stdoutTTY: true })).stdout, piped.stdout);
 });
 
@@ -52,7 +62,10 @@ test('usersctl list -o wide adds a column for every other field; -o json is one 
     `3   carol  ${'C'.repeat(60)}  -                  -     -`,
   ]);
   const json = await cli.run(['list', '-o', 'json'], { stdoutTTY: true });
-  assert.deepEqual((JSON.parse(json.stdout) as { name: string }[]).map((u) => u.name), ['Alice', 'Bob', 'C'.repeat(60)]);
+  assert.deepEqual(
+    (JSON.parse(json.stdout) as { name: string }[]).map((u) => u.name),
+    ['Alice', 'Bob', 'C'.repeat(60)],
+  );
   const table = await cli.run(['list', '-o', 'table']);
   assert.equal(lines(table.stdout)[0], 'ID  ALIAS  NAME');
 });
@@ -61,11 +74,22 @@ test('usersctl get on a terminal: a table with the alias also for a user got by 
   const cli = await threeUsers(t);
   const table = await cli.run(['get', '1', 'carol', '2'], { stdoutTTY: true, env: { NO_COLOR: '1' } });
   assert.equal(table.code, EXIT.ok, table.stderr);
-  assert.deepEqual(lines(table.stdout).map((l) => l.split(/ +/).slice(0, 2)), [['ID', 'ALIAS'], ['1', 'alice'], ['3', 'carol'], ['2', '-']]);
+  assert.deepEqual(
+    lines(table.stdout).map((l) => l.split(/ +/).slice(0, 2)),
+    [
+      ['ID', 'ALIAS'],
+      ['1', 'alice'],
+      ['3', 'carol'],
+      ['2', '-'],
+    ],
+  );
   const one = await cli.run(['get', 'alice', '-o', 'json']);
   assert.equal(JSON.parse(one.stdout).email, 'alice@example.com');
   const several = await cli.run(['get', 'alice', '2', '-o', 'json']);
-  assert.deepEqual((JSON.parse(several.stdout) as { id: number }[]).map((u) => u.id), [1, 2]);
+  assert.deepEqual(
+    (JSON.parse(several.stdout) as { id: number }[]).map((u) => u.id),
+    [1, 2],
+  );
   const missing = await cli.run(['get', 'alice', '99'], { stdoutTTY: true });
   assert.equal(missing.code, EXIT.notFound);
   assert.equal(lines(missing.stdout).length, 2, 'the users found are still shown');
@@ -79,7 +103,13 @@ test('usersctl tokens list: a table on a terminal, NDJSON piped; -o and --json t
   await cli.login();
   assert.equal((await cli.run(['tokens', 'create', 'ci'])).code, EXIT.ok);
   const table = await cli.run(['tokens', 'list'], { stdoutTTY: true, env: { NO_COLOR: '1' } });
-  assert.deepEqual(lines(table.stdout).map((l) => l.split(/ +/).slice(1, 3)), [['NAME', 'ROLE'], ['ci', 'reader']]);
+  assert.deepEqual(
+    lines(table.stdout).map((l) => l.split(/ +/).slice(1, 3)),
+    [
+      ['NAME', 'ROLE'],
+      ['ci', 'reader'],
+    ],
+  );
   const wide = await cli.run(['tokens', 'list', '-o', 'wide']);
   assert.match(lines(wide.stdout)[0]!, /CREATED_WITH$/);
   const piped = await cli.run(['tokens', 'list']);
@@ -102,7 +132,10 @@ test('a table cell shows what a terminal would act on as an escape, never the co
 
 test('the progress line: a bar, the count, the rate and the time left when the whole is known; the count and rate otherwise', () => {
   const plain = { paint: (text: string) => text };
-  assert.equal(progressLine(plain, 'users', { done: 500, fraction: 0.25 }, 2), '[######------------------]  25% 500 users, 250/s, 0:06 left');
+  assert.equal(
+    progressLine(plain, 'users', { done: 500, fraction: 0.25 }, 2),
+    '[######------------------]  25% 500 users, 250/s, 0:06 left',
+  );
   assert.equal(progressLine(plain, 'lines', { done: 90, failed: 2 }, 3), '90 lines, 2 failed, 30/s');
 });
 
@@ -113,7 +146,9 @@ test('usersctl export on a terminal shows its progress on stderr and a last line
   const { env } = shellWithUsersctl(t, cli.server.url);
   const shell = { ...env, XDG_STATE_HOME: cli.env.XDG_STATE_HOME, NO_COLOR: '1' };
   // script gives the command a terminal: stdout and stderr both go to it.
-  const onTerminal = await runTool(t, 'script', ['-qec', 'usersctl export >/dev/null; usersctl list', '/dev/null'], { env: shell });
+  const onTerminal = await runTool(t, 'script', ['-qec', 'usersctl export >/dev/null; usersctl list', '/dev/null'], {
+    env: shell,
+  });
   assert.equal(onTerminal.code, 0, onTerminal.stdout);
   const screen = onTerminal.stdout.replace(/\r/g, '');
   assert.match(screen, /usersctl: exported 3 users\n/);

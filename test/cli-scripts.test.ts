@@ -20,7 +20,8 @@ function scripts(): Map<string, string> {
   const text = readFileSync(DOC, 'utf8');
   const section = text.slice(text.indexOf('\n## Scripting'), text.indexOf('\n## ', text.indexOf('\n## Scripting') + 1));
   const found = new Map<string, string>();
-  for (const match of section.matchAll(/```sh\n(#!\/bin\/sh\n# ([\w-]+\.sh)[^\n]*\n[\s\S]*?)```/g)) found.set(match[2]!, match[1]!);
+  for (const match of section.matchAll(/```sh\n(#!\/bin\/sh\n# ([\w-]+\.sh)[^\n]*\n[\s\S]*?)```/g))
+    found.set(match[2]!, match[1]!);
   return found;
 }
 
@@ -34,7 +35,8 @@ async function setup(t: TestContext) {
     writeFileSync(join(home, name), body);
     chmodSync(join(home, name), 0o755);
   }
-  const run = (script: string, ...args: string[]) => runTool(t, 'sh', ['-c', `cd "$HOME" && ./${script} "$@"`, 'sh', ...args], { env });
+  const run = (script: string, ...args: string[]) =>
+    runTool(t, 'sh', ['-c', `cd "$HOME" && ./${script} "$@"`, 'sh', ...args], { env });
   return { server, run };
 }
 
@@ -59,7 +61,11 @@ test('rename.sh renames over the version it read, and reports a failure that is 
   await put(s.server.url, '/users/bob', { name: 'Bob', team: 'blue' });
   const renamed = await s.run('rename.sh', 'bob', 'Robert');
   assert.equal(renamed.code, 0, renamed.stderr);
-  assert.deepEqual(JSON.parse((await send(s.server.url, 'GET', '/users/bob')).text), { name: 'Robert', team: 'blue', id: 1 });
+  assert.deepEqual(JSON.parse((await send(s.server.url, 'GET', '/users/bob')).text), {
+    name: 'Robert',
+    team: 'blue',
+    id: 1,
+  });
   const missing = await s.run('rename.sh', 'nobody', 'X');
   assert.equal(missing.code, 3, missing.stderr);
 });
@@ -72,5 +78,8 @@ test('delete-tests.sh deletes the users named Test..., keeps the others, and say
   assert.equal(result.code, 0, result.stderr);
   assert.match(result.stderr, /^deleted 2 users \(exit 0\)$/m);
   const left = JSON.parse((await send(s.server.url, 'GET', '/users')).text) as { items: { name: string }[] };
-  assert.deepEqual(left.items.map((u) => u.name), ['Keep']);
+  assert.deepEqual(
+    left.items.map((u) => u.name),
+    ['Keep'],
+  );
 });

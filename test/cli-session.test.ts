@@ -36,10 +36,15 @@ test('login --password-stdin saves the session in the jar (mode 0600) and status
 test('login whose jar cannot be written (a path under /proc, where mkdir never succeeds) exits 1 at once with one line, and does not say it logged in', async (t) => {
   if (!existsSync('/proc/self')) return t.skip('no /proc on this system');
   const cli = await startCliServer(t);
-  const login = await cli.run(['--cookie-jar', '/proc/self/usersctl/cookies.txt', 'login', '--password-stdin'], { stdin: `${ADMIN_PASSWORD}\n` });
+  const login = await cli.run(['--cookie-jar', '/proc/self/usersctl/cookies.txt', 'login', '--password-stdin'], {
+    stdin: `${ADMIN_PASSWORD}\n`,
+  });
   assert.equal(login.code, EXIT.unexpected, login.stderr);
   assert.equal(login.stdout, '');
-  assert.match(login.stderr, /^usersctl: the cookie jar: [^\n]*\/proc\/self\/usersctl\/cookies\.txt[^\n]*--cookie-jar\)\n$/);
+  assert.match(
+    login.stderr,
+    /^usersctl: the cookie jar: [^\n]*\/proc\/self\/usersctl\/cookies\.txt[^\n]*--cookie-jar\)\n$/,
+  );
 });
 
 test('login into a --cookie-jar that names some other file keeps that file as it was beside the jar, and says where', async (t) => {
@@ -57,14 +62,14 @@ test('login into a --cookie-jar that names some other file keeps that file as it
   assert.deepEqual(await cli.run(['status']), { code: EXIT.ok, stdout: 'OK\n', stderr: '' });
 });
 
-test('status --json prints the server\'s JSON body unchanged', async (t) => {
+test("status --json prints the server's JSON body unchanged", async (t) => {
   const cli = await startCliServer(t);
   await cli.login();
   const status = await cli.run(['--json', 'status']);
   assert.equal(status.stdout, '"OK"\n');
 });
 
-test('login with a wrong password exits 4 with the server\'s detail and writes no session', async (t) => {
+test("login with a wrong password exits 4 with the server's detail and writes no session", async (t) => {
   const cli = await startCliServer(t);
   const result = await cli.run(['login', '--password-stdin'], { stdin: 'wrong\n' });
   assert.equal(result.code, EXIT.unauthorized);
@@ -131,11 +136,13 @@ test('logout revokes the session and empties the jar: status then exits 4', asyn
   assert.equal((await cli.run(['status'])).code, EXIT.unauthorized);
 });
 
-test('writes need the jar\'s session when the server requires one: 401 exits 4, after login they pass', async (t) => {
+test("writes need the jar's session when the server requires one: 401 exits 4, after login they pass", async (t) => {
   const cli = await startCliServer(t, { requireSession: 'writes' });
   const before = await cli.run(['put', 'alice', '--name', 'Alice']);
   assert.equal(before.code, EXIT.unauthorized);
-  assert.deepEqual(lines(before.stderr), ['usersctl: Log in first: POST /login with Basic credentials (usersctl login), or send an API token: Authorization: Bearer ust_... (usersctl --token).']);
+  assert.deepEqual(lines(before.stderr), [
+    'usersctl: Log in first: POST /login with Basic credentials (usersctl login), or send an API token: Authorization: Bearer ust_... (usersctl --token).',
+  ]);
   await cli.login();
   const after = await cli.run(['put', 'alice', '--name', 'Alice']);
   assert.equal(after.code, EXIT.ok, after.stderr);
@@ -171,25 +178,46 @@ test('a command whose answer sets no cookie leaves the jar file untouched', asyn
   assert.equal(statSync(cli.jarPath).ino, before.ino, 'the jar was rewritten');
 });
 
-test('node bin/usersctl.js: logging in to a second server on the same host (another port) says on stderr that it replaced the first server\'s session in the jar, naming both and --cookie-jar; a login again to the same server, or one jar a server, says nothing', async (t) => {
+test("node bin/usersctl.js: logging in to a second server on the same host (another port) says on stderr that it replaced the first server's session in the jar, naming both and --cookie-jar; a login again to the same server, or one jar a server, says nothing", async (t) => {
   const first = await startTestServer(t);
   const second = await startTestServer(t);
   const { home, env } = shellWithUsersctl(t, first.url);
   const usersctlBin = (args: string[], input = '') => runTool(t, process.execPath, [CLI_BIN, ...args], { env, input });
-  const login = (url: string, ...more: string[]) => usersctlBin(['--url', url, ...more, 'login', '--password-stdin'], `${ADMIN_PASSWORD}\n`);
+  const login = (url: string, ...more: string[]) =>
+    usersctlBin(['--url', url, ...more, 'login', '--password-stdin'], `${ADMIN_PASSWORD}\n`);
   const jar = join(home, 'state', 'usersctl', 'cookies.txt');
   assert.deepEqual(lines((await login(first.url)).stderr), [`usersctl: logged in as admin; the session is in ${jar}`]);
-  assert.deepEqual(lines((await login(first.url)).stderr), [`usersctl: logged in as admin; the session is in ${jar}`], 'the same server again');
+  assert.deepEqual(
+    lines((await login(first.url)).stderr),
+    [`usersctl: logged in as admin; the session is in ${jar}`],
+    'the same server again',
+  );
   const replaced = await login(second.url);
   assert.equal(replaced.code, EXIT.ok, replaced.stderr);
   assert.deepEqual(lines(replaced.stderr), [
     `usersctl: warning: ${second.url} replaced the cookie USER_TOKEN that ${first.url} had set in ${jar}: cookies do not tell ports apart (RFC 6265 section 8.5), so a jar holds one session a host; give each server its own --cookie-jar FILE`,
     `usersctl: logged in as admin; the session is in ${jar}`,
   ]);
-  assert.equal((await usersctlBin(['--url', first.url, 'status'])).code, EXIT.unauthorized, 'the first server\'s session is gone');
+  assert.equal(
+    (await usersctlBin(['--url', first.url, 'status'])).code,
+    EXIT.unauthorized,
+    "the first server's session is gone",
+  );
   for (const server of [first, second]) {
     const own = await login(server.url, '--cookie-jar', join(home, `${new URL(server.url).port}.cookies`));
     assert.deepEqual([own.code, lines(own.stderr).length], [EXIT.ok, 1], own.stderr);
   }
-  for (const server of [first, second]) assert.equal((await usersctlBin(['--url', server.url, '--cookie-jar', join(home, `${new URL(server.url).port}.cookies`), 'status'])).stdout, 'OK\n');
+  for (const server of [first, second])
+    assert.equal(
+      (
+        await usersctlBin([
+          '--url',
+          server.url,
+          '--cookie-jar',
+          join(home, `${new URL(server.url).port}.cookies`),
+          'status',
+        ])
+      ).stdout,
+      'OK\n',
+    );
 });

@@ -18,13 +18,32 @@ test('usersctl tokens create prints the token alone on stdout and a note on stde
   const made = await cli.run(['tokens', 'create', 'deploy', '--role', 'admin', '--expires', '90d']);
   assert.equal(made.code, EXIT.ok, made.stderr);
   assert.match(made.stdout, TOKEN_LINE);
-  assert.match(made.stderr, /^usersctl: made API token "deploy" \(admin, expires \d{4}-\d\d-\d\dT[\d:.]+Z, id [0-9a-f]{16}\); it is shown only now/);
+  assert.match(
+    made.stderr,
+    /^usersctl: made API token "deploy" \(admin, expires \d{4}-\d\d-\d\dT[\d:.]+Z, id [0-9a-f]{16}\); it is shown only now/,
+  );
   const token = made.stdout.trim();
   const listed = await cli.run(['tokens', 'list', '-o', 'table']);
-  assert.deepEqual(lines(listed.stdout).map((l) => l.split(/ +/).slice(1, 3)), [['NAME', 'ROLE'], ['deploy', 'admin']]);
+  assert.deepEqual(
+    lines(listed.stdout).map((l) => l.split(/ +/).slice(1, 3)),
+    [
+      ['NAME', 'ROLE'],
+      ['deploy', 'admin'],
+    ],
+  );
   assert.ok(!listed.stdout.includes(token.slice(21)));
   const json = await cli.run(['--json', 'tokens', 'list']);
-  assert.deepEqual(Object.keys(JSON.parse(json.stdout)), ['id', 'name', 'role', 'actsAs', 'createdBy', 'createdWith', 'createdAt', 'expiresAt', 'expired']);
+  assert.deepEqual(Object.keys(JSON.parse(json.stdout)), [
+    'id',
+    'name',
+    'role',
+    'actsAs',
+    'createdBy',
+    'createdWith',
+    'createdAt',
+    'expiresAt',
+    'expired',
+  ]);
 
   // A fresh environment: no jar at all.
   const noJar = { ...cli.env, XDG_STATE_HOME: `${cli.env.HOME}/elsewhere` };
@@ -32,37 +51,49 @@ test('usersctl tokens create prints the token alone on stdout and a note on stde
   assert.equal(viaEnv.code, EXIT.ok, viaEnv.stderr);
   const viaFlag = await cli.run(['--token', token, 'get', 'alice'], { env: noJar });
   assert.equal(JSON.parse(viaFlag.stdout).name, 'Alice');
-  assert.equal((await cli.run(['status'], { env: { ...noJar, USERSCTL_TOKEN: `${token}\n` } })).stdout, 'OK\n', 'a trailing newline (a token read with $(cat)) is trimmed');
+  assert.equal(
+    (await cli.run(['status'], { env: { ...noJar, USERSCTL_TOKEN: `${token}\n` } })).stdout,
+    'OK\n',
+    'a trailing newline (a token read with $(cat)) is trimmed',
+  );
   assert.equal(existsSync(`${cli.env.HOME}/elsewhere`), false, 'no jar was written');
 });
 
-for (const mode of ['all', 'writes', 'none'] as const) test(`--require-session ${mode}: a reader token reads but its write exits 4 with the server's sentence; a revoked token exits 4 saying it is unknown; --json gives the invalid-token record`, async (t) => {
-  const cli = await startCliServer(t, { requireSession: mode });
-  await cli.login();
-  assert.equal((await cli.run(['put', 'bob', '--name', 'Bob'])).code, EXIT.ok);
-  const token = (await cli.run(['tokens', 'create', 'reader-one'])).stdout.trim();
-  const env = { USERSCTL_TOKEN: token };
-  assert.equal((await cli.run(['get', 'bob'], { env })).code, EXIT.ok);
-  const write = await cli.run(['put', 'bob', '--name', 'Robert'], { env });
-  assert.equal(write.code, EXIT.unauthorized);
-  assert.deepEqual(lines(write.stderr), ['usersctl: The API token "reader-one" has role reader, which may only read.']);
-  const revoked = await cli.run(['tokens', 'revoke', 'reader-one']);
-  assert.equal(revoked.code, EXIT.ok, revoked.stderr);
-  assert.match(revoked.stderr, /^usersctl: revoked API token "reader-one" \([0-9a-f]{16}\)\n$/);
-  const after = await cli.run(['get', 'bob'], { env });
-  assert.equal(after.code, EXIT.unauthorized);
-  assert.deepEqual(lines(after.stderr), ['usersctl: The API token is not known to this server: it was revoked, or never issued here. Create a new one with: usersctl tokens create NAME']);
-  const record = JSON.parse((await cli.run(['--json', 'get', 'bob'], { env })).stderr);
-  assert.equal(record.status, 401);
-  assert.equal(record.type, 'tag:users-server,2026:problem/invalid-token');
-  assert.equal(record.exit, EXIT.unauthorized);
-});
+for (const mode of ['all', 'writes', 'none'] as const)
+  test(`--require-session ${mode}: a reader token reads but its write exits 4 with the server's sentence; a revoked token exits 4 saying it is unknown; --json gives the invalid-token record`, async (t) => {
+    const cli = await startCliServer(t, { requireSession: mode });
+    await cli.login();
+    assert.equal((await cli.run(['put', 'bob', '--name', 'Bob'])).code, EXIT.ok);
+    const token = (await cli.run(['tokens', 'create', 'reader-one'])).stdout.trim();
+    const env = { USERSCTL_TOKEN: token };
+    assert.equal((await cli.run(['get', 'bob'], { env })).code, EXIT.ok);
+    const write = await cli.run(['put', 'bob', '--name', 'Robert'], { env });
+    assert.equal(write.code, EXIT.unauthorized);
+    assert.deepEqual(lines(write.stderr), [
+      'usersctl: The API token "reader-one" has role reader, which may only read.',
+    ]);
+    const revoked = await cli.run(['tokens', 'revoke', 'reader-one']);
+    assert.equal(revoked.code, EXIT.ok, revoked.stderr);
+    assert.match(revoked.stderr, /^usersctl: revoked API token "reader-one" \([0-9a-f]{16}\)\n$/);
+    const after = await cli.run(['get', 'bob'], { env });
+    assert.equal(after.code, EXIT.unauthorized);
+    assert.deepEqual(lines(after.stderr), [
+      'usersctl: The API token is not known to this server: it was revoked, or never issued here. Create a new one with: usersctl tokens create NAME',
+    ]);
+    const record = JSON.parse((await cli.run(['--json', 'get', 'bob'], { env })).stderr);
+    assert.equal(record.status, 401);
+    assert.equal(record.type, 'tag:users-server,2026:problem/invalid-token');
+    assert.equal(record.exit, EXIT.unauthorized);
+  });
 
 test('usersctl tokens revoke takes ids and names, and - for stdin; an unknown name is reported (exit 3) and the rest still revoked', async (t) => {
   const cli = await startCliServer(t);
   await cli.login();
   for (const name of ['a', 'b', 'c']) assert.equal((await cli.run(['tokens', 'create', name])).code, EXIT.ok);
-  const ids = (await cli.run(['--json', 'tokens', 'list'])).stdout.trim().split('\n').map((l) => JSON.parse(l).id as string);
+  const ids = (await cli.run(['--json', 'tokens', 'list'])).stdout
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l).id as string);
   const result = await cli.run(['tokens', 'revoke', ids[0]!, 'nope', '-'], { stdin: 'b\n' });
   assert.equal(result.code, EXIT.notFound);
   assert.deepEqual(lines(result.stderr), [
@@ -70,7 +101,13 @@ test('usersctl tokens revoke takes ids and names, and - for stdin; an unknown na
     'usersctl: nope: no API token is named "nope" (usersctl tokens list shows them)',
     `usersctl: revoked API token "b" (${ids[1]})`,
   ]);
-  assert.deepEqual((await cli.run(['--json', 'tokens', 'list'])).stdout.trim().split('\n').map((l) => JSON.parse(l).name), ['c']);
+  assert.deepEqual(
+    (await cli.run(['--json', 'tokens', 'list'])).stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l).name),
+    ['c'],
+  );
 });
 
 test('usage errors exit 2 before any request: a bad name, a bad --expires, a token with a space; a token without an admin session exits 4', async (t) => {
@@ -122,13 +159,22 @@ test('usersctl tokens revoke says which tokens made with the revoked one went wi
   const env = { USERSCTL_TOKEN: parent };
   const child = await cli.run(['tokens', 'create', 'child', '--role', 'admin'], { env });
   assert.equal(child.code, EXIT.ok, child.stderr);
-  assert.equal((await cli.run(['tokens', 'create', 'grandchild'], { env: { USERSCTL_TOKEN: child.stdout.trim() } })).code, EXIT.ok);
+  assert.equal(
+    (await cli.run(['tokens', 'create', 'grandchild'], { env: { USERSCTL_TOKEN: child.stdout.trim() } })).code,
+    EXIT.ok,
+  );
   const longer = await cli.run(['tokens', 'create', 'longer', '--expires', '2h'], { env });
   assert.equal(longer.code, EXIT.conflict);
   assert.match(longer.stderr, /cannot outlive it: expiresIn at most \d+ \(usersctl tokens create --expires \d+s\)/);
   assert.equal((await cli.run(['tokens', 'create', 'unrelated'])).code, EXIT.ok);
   const revoked = await cli.run(['tokens', 'revoke', 'parent']);
   assert.equal(revoked.code, EXIT.ok, revoked.stderr);
-  assert.match(revoked.stderr, /^usersctl: revoked API token "parent" \([0-9a-f]{16}\), and the 2 tokens made with it \(child, grandchild\)\n$/);
-  assert.deepEqual(lines((await cli.run(['tokens', 'list'])).stdout).map((l) => JSON.parse(l).name), ['unrelated']);
+  assert.match(
+    revoked.stderr,
+    /^usersctl: revoked API token "parent" \([0-9a-f]{16}\), and the 2 tokens made with it \(child, grandchild\)\n$/,
+  );
+  assert.deepEqual(
+    lines((await cli.run(['tokens', 'list'])).stdout).map((l) => JSON.parse(l).name),
+    ['unrelated'],
+  );
 });

@@ -18,19 +18,22 @@ test('get prints each user exactly as the server sent it, one per line', async (
   assert.equal((await cli.run(['--json', 'get', '1'])).stdout, raw + '\n');
 });
 
-test('get of an unknown user exits 3 with the server\'s detail as the one stderr line', async (t) => {
+test("get of an unknown user exits 3 with the server's detail as the one stderr line", async (t) => {
   const cli = await startCliServer(t);
   const result = await cli.run(['get', 'nobody']);
   assert.deepEqual(result, { code: EXIT.notFound, stdout: '', stderr: 'usersctl: nobody: No such user.\n' });
 });
 
-test('get with several refs continues after a failure and exits with the first failure\'s code', async (t) => {
+test("get with several refs continues after a failure and exits with the first failure's code", async (t) => {
   const cli = await startCliServer(t);
   await put(cli.server.url, '/users/alice', { name: 'Alice' });
   await put(cli.server.url, '/users/bob', { name: 'Bob' });
   const result = await cli.run(['get', 'alice', 'ghost', 'bob', '999']);
   assert.equal(result.code, EXIT.notFound);
-  assert.deepEqual(lines(result.stdout).map((l) => JSON.parse(l).name), ['Alice', 'Bob']);
+  assert.deepEqual(
+    lines(result.stdout).map((l) => JSON.parse(l).name),
+    ['Alice', 'Bob'],
+  );
   assert.deepEqual(lines(result.stderr), ['usersctl: ghost: No such user.', 'usersctl: 999: No such user.']);
 });
 
@@ -40,7 +43,10 @@ test('get - reads refs from stdin, one a line, blank lines skipped', async (t) =
   await put(cli.server.url, '/users/bob', { name: 'Bob' });
   const result = await cli.run(['get', '-'], { stdin: 'bob\n\n1\r\n' });
   assert.equal(result.code, EXIT.ok, result.stderr);
-  assert.deepEqual(lines(result.stdout).map((l) => JSON.parse(l).name), ['Bob', 'Alice']);
+  assert.deepEqual(
+    lines(result.stdout).map((l) => JSON.parse(l).name),
+    ['Bob', 'Alice'],
+  );
 });
 
 test('get --etag prints the ETag that put --if-match accepts', async (t) => {
@@ -65,11 +71,14 @@ test('put --name creates through an alias, then replaces, printing the represent
   assert.equal(replaced.stdout, '{"name":"Alicia","id":1}\n');
 });
 
-test('put -f FILE sends the file as the body; -f - reads stdin; --name overrides the file\'s name', async (t) => {
+test("put -f FILE sends the file as the body; -f - reads stdin; --name overrides the file's name", async (t) => {
   const cli = await startCliServer(t);
   const file = join(tempDir(t, 'usersctl-files-'), 'user.json');
   writeFileSync(file, '{"name":"Carol","email":"carol@example.com"}');
-  assert.equal((await cli.run(['put', 'carol', '-f', file])).stdout, '{"name":"Carol","email":"carol@example.com","id":1}\n');
+  assert.equal(
+    (await cli.run(['put', 'carol', '-f', file])).stdout,
+    '{"name":"Carol","email":"carol@example.com","id":1}\n',
+  );
   const fromStdin = await cli.run(['put', 'dave', '-f', '-'], { stdin: '{"name":"Dave"}' });
   assert.equal(fromStdin.stdout, '{"name":"Dave","id":2}\n');
   const both = await cli.run(['put', 'carol', '-f', file, '--name', 'Caroline']);
@@ -83,7 +92,7 @@ test('put -f with a file that does not exist is a usage error (exit 2)', async (
   assert.match(result.stderr, /^usersctl: .*missing\.json does not exist; check the path\n$/);
 });
 
-test('a user the server refuses (422) exits 5 with the server\'s detail', async (t) => {
+test("a user the server refuses (422) exits 5 with the server's detail", async (t) => {
   const cli = await startCliServer(t);
   const result = await cli.run(['put', 'x', '-f', '-'], { stdin: '{"name":""}' });
   assert.equal(result.code, EXIT.conflict);
@@ -111,7 +120,11 @@ test('put to an id that was never issued exits 3; to an id whose user was delete
 test('delete removes the user and prints it as it was (a copy of what is gone); a second delete exits 3', async (t) => {
   const cli = await startCliServer(t);
   await put(cli.server.url, '/users/alice', { name: 'Alice', note: 'kept' });
-  assert.deepEqual(await cli.run(['delete', 'alice']), { code: EXIT.ok, stdout: '{"name":"Alice","note":"kept","id":1}\n', stderr: '' });
+  assert.deepEqual(await cli.run(['delete', 'alice']), {
+    code: EXIT.ok,
+    stdout: '{"name":"Alice","note":"kept","id":1}\n',
+    stderr: '',
+  });
   assert.equal((await send(cli.server.url, 'GET', '/users/1')).status, 404);
   assert.equal((await cli.run(['delete', 'alice'])).code, EXIT.notFound);
 });
@@ -126,7 +139,8 @@ test('delete --if-match with a stale ETag exits 5 and deletes nothing', async (t
 
 test('list follows next to the end and prints every user as NDJSON, byte for byte; export the same users as records with their aliases', async (t) => {
   const cli = await startCliServer(t);
-  for (let i = 0; i < 7; i++) await put(cli.server.url, `/users/u${i}`, { name: `User ${i}`, n: i, tags: ['a', { deep: true }] });
+  for (let i = 0; i < 7; i++)
+    await put(cli.server.url, `/users/u${i}`, { name: `User ${i}`, n: i, tags: ['a', { deep: true }] });
   const all = JSON.parse((await send(cli.server.url, 'GET', '/users?limit=1000')).text) as { items: unknown[] };
   const expected = all.items.map((u) => JSON.stringify(u) + '\n').join('');
   for (const limit of ['1', '3', '7', '1000']) {
@@ -135,8 +149,17 @@ test('list follows next to the end and prints every user as NDJSON, byte for byt
     assert.equal(result.stdout, expected, `--limit ${limit}`);
   }
   const aliases = new Map(all.items.map((u, i) => [(u as { id: number }).id, `u${i}`]));
-  const records = all.items.map((u) => `{"id":${(u as { id: number }).id},"alias":"${aliases.get((u as { id: number }).id)}","user":${JSON.stringify(u)}}\n`).join('');
-  assert.equal((await cli.run(['export'])).stdout, '{"usersctl":"export","version":2}\n' + records + '{"usersctl":"end","users":7}\n', 'export: a header, then id, alias and representation a user, then the end record');
+  const records = all.items
+    .map(
+      (u) =>
+        `{"id":${(u as { id: number }).id},"alias":"${aliases.get((u as { id: number }).id)}","user":${JSON.stringify(u)}}\n`,
+    )
+    .join('');
+  assert.equal(
+    (await cli.run(['export'])).stdout,
+    '{"usersctl":"export","version":2}\n' + records + '{"usersctl":"end","users":7}\n',
+    'export: a header, then id, alias and representation a user, then the end record',
+  );
 });
 
 test('list of an empty server prints nothing and exits 0', async (t) => {
@@ -184,12 +207,14 @@ test('new POSTs /users/new with an automatic Idempotency-Key and prints the crea
   assert.match(result.stderr, /^> idempotency-key: [0-9a-f-]{36}$/m);
 });
 
-test('mv without --allow-id-change on the server exits 5 with the server\'s detail and moves nothing', async (t) => {
+test("mv without --allow-id-change on the server exits 5 with the server's detail and moves nothing", async (t) => {
   const cli = await startCliServer(t);
   await put(cli.server.url, '/users/alice', { name: 'Alice' });
   const result = await cli.run(['mv', 'alice', '500']);
   assert.equal(result.code, EXIT.conflict);
-  assert.deepEqual(lines(result.stderr), ['usersctl: The body says id 500 but this user is 1; ids are assigned by the server. To move a user to a new id, start users-server with --allow-id-change.']);
+  assert.deepEqual(lines(result.stderr), [
+    'usersctl: The body says id 500 but this user is 1; ids are assigned by the server. To move a user to a new id, start users-server with --allow-id-change.',
+  ]);
   assert.equal((await send(cli.server.url, 'GET', '/users/1')).status, 200);
 });
 

@@ -21,7 +21,17 @@ function file(t: import('node:test').TestContext, name: string, content: string)
 }
 
 test('--config FILE: its settings apply; a variable beats the file and a flag beats both; the default fills the rest', (t) => {
-  const path = file(t, 'users.json', JSON.stringify({ port: 9000, host: '127.0.0.2', 'require-session': 'writes', 'allow-id-change': true, 'max-body': '2048' }));
+  const path = file(
+    t,
+    'users.json',
+    JSON.stringify({
+      port: 9000,
+      host: '127.0.0.2',
+      'require-session': 'writes',
+      'allow-id-change': true,
+      'max-body': '2048',
+    }),
+  );
   const { config } = parseConfig(['--config', path, '--host', '127.0.0.3'], { USERS_PORT: '9100' });
   assert.equal(config.port, 9100, 'the variable beats the file');
   assert.equal(config.host, '127.0.0.3', 'the flag beats the file');
@@ -53,10 +63,19 @@ test('--config FILE refuses an unknown key by name, a value of the wrong type, a
 
 test('users-server config --show prints every effective setting with where it came from; signing secrets and database passwords are ***', async (t) => {
   const path = file(t, 'users.json', JSON.stringify({ 'require-session': 'all', secret: SECRET_A }));
-  const run = await runUsersServer(['config', '--show', '--config', path, '--store', 'postgres://app:hunter2@db/users'], { env: { USERS_PORT: '9100' } });
+  const run = await runUsersServer(
+    ['config', '--show', '--config', path, '--store', 'postgres://app:hunter2@db/users'],
+    { env: { USERS_PORT: '9100' } },
+  );
   assert.equal(run.code, 0, run.stderr);
   assert.match(run.stdout, /^port = 9100 {3}\(USERS_PORT\)$/m);
-  assert.match(run.stdout, new RegExp(`^require-session = all {3}\\(${path.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}: "require-session"\\)$`, 'm'));
+  assert.match(
+    run.stdout,
+    new RegExp(
+      `^require-session = all {3}\\(${path.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}: "require-session"\\)$`,
+      'm',
+    ),
+  );
   assert.match(run.stdout, /^store = postgres:\/\/app:\*\*\*@db\/users {3}\(--store\)$/m);
   assert.match(run.stdout, /^secret = \*\*\* /m);
   assert.match(run.stdout, /^host = 127\.0\.0\.1 {3}\(default\)$/m);
@@ -71,7 +90,9 @@ test('node bin/users-server.js --secret-file: sessions are signed with its first
   const data = tempDir(t);
   const start = () => spawnServer(t, ['--port', '0', '--data', data, '--secret-file', secrets]);
   let server = await start();
-  const login = await send(server.url, 'POST', '/login', { headers: { authorization: basic('admin', ADMIN_PASSWORD) } });
+  const login = await send(server.url, 'POST', '/login', {
+    headers: { authorization: basic('admin', ADMIN_PASSWORD) },
+  });
   const cookie = cookiePair(login.headers['set-cookie']);
   server.kill('SIGTERM');
   await server.exited;
@@ -87,8 +108,16 @@ test('node bin/users-server.js --secret-file: sessions are signed with its first
 
   writeFileSync(secrets, `${SECRET_B}\n`);
   server = await start();
-  assert.equal((await send(server.url, 'GET', '/', { headers: { cookie } })).status, 401, 'the old secret is gone: its cookies end');
-  assert.equal((await send(server.url, 'GET', '/', { headers: { cookie: resigned } })).status, 200, 'the re-signed one lives on');
+  assert.equal(
+    (await send(server.url, 'GET', '/', { headers: { cookie } })).status,
+    401,
+    'the old secret is gone: its cookies end',
+  );
+  assert.equal(
+    (await send(server.url, 'GET', '/', { headers: { cookie: resigned } })).status,
+    200,
+    'the re-signed one lives on',
+  );
   server.kill('SIGTERM');
   await server.exited;
 });

@@ -21,13 +21,19 @@ import { runTool } from './processes.js';
 
 function version(tool: string, args = ['--version']): string | undefined {
   const result = spawnSync(tool, args, { encoding: 'utf8' });
-  return result.error === undefined && result.status === 0 ? (result.stdout || result.stderr).split('\n')[0] : undefined;
+  return result.error === undefined && result.status === 0
+    ? (result.stdout || result.stderr).split('\n')[0]
+    : undefined;
 }
 const CURL = version('curl');
 const PYTHON = version('python3');
 const WGET = version('wget');
 
-function tool(file: string, args: readonly string[], input?: string): Promise<{ code: number; stdout: string; stderr: string }> {
+function tool(
+  file: string,
+  args: readonly string[],
+  input?: string,
+): Promise<{ code: number; stdout: string; stderr: string }> {
   return runTool(undefined, file, args, { ...(input !== undefined && { input }) });
 }
 
@@ -111,20 +117,36 @@ test('curl -c writes a jar that usersctl reads and uses: status prints OK', asyn
   if (CURL === undefined) return t.skip('curl not found');
   const server = await startTestServer(t);
   const jar = join(tempDir(t), 'curl-cookies.txt');
-  const login = await tool('curl', ['-s', '-o', '/dev/null', '-w', '%{http_code}', '-c', jar, '-u', `admin:${ADMIN_PASSWORD}`, '-X', 'POST', `${server.url}/login`]);
+  const login = await tool('curl', [
+    '-s',
+    '-o',
+    '/dev/null',
+    '-w',
+    '%{http_code}',
+    '-c',
+    jar,
+    '-u',
+    `admin:${ADMIN_PASSWORD}`,
+    '-X',
+    'POST',
+    `${server.url}/login`,
+  ]);
   assert.equal(login.stdout, '200');
   // curl's line for the server's cookie: HttpOnly prefix, host-only, Max-Age as Unix seconds.
   const token = tokenOf(await cookiesIn(jar));
-  assert.deepEqual({ ...token, expires: token.expires > 0, value: token.value !== '' }, {
-    domain: '127.0.0.1',
-    includeSubdomains: false,
-    path: '/',
-    secure: false,
-    httpOnly: true,
-    expires: true,
-    name: 'USER_TOKEN',
-    value: true,
-  });
+  assert.deepEqual(
+    { ...token, expires: token.expires > 0, value: token.value !== '' },
+    {
+      domain: '127.0.0.1',
+      includeSubdomains: false,
+      path: '/',
+      secure: false,
+      httpOnly: true,
+      expires: true,
+      name: 'USER_TOKEN',
+      value: true,
+    },
+  );
   const status = await usersctl(['status'], server.url, jar);
   assert.deepEqual(status, { code: 0, stdout: 'OK\n', stderr: '' });
 });
@@ -147,26 +169,66 @@ test('curl re-saves the cookie line usersctl wrote byte for byte', async (t) => 
   const jar = join(dir, 'cookies.txt');
   await usersctlLogin(server.url, jar);
   const resaved = join(dir, 'curl-resaved.txt');
-  const root = await tool('curl', ['-s', '-o', '/dev/null', '-w', '%{http_code}', '-b', jar, '-c', resaved, `${server.url}/`]);
+  const root = await tool('curl', [
+    '-s',
+    '-o',
+    '/dev/null',
+    '-w',
+    '%{http_code}',
+    '-b',
+    jar,
+    '-c',
+    resaved,
+    `${server.url}/`,
+  ]);
   assert.equal(root.stdout, '200');
-  const cookieLines = (text: string) => text.split('\n').filter((l) => l !== '' && !(l.startsWith('#') && !l.startsWith('#HttpOnly_')));
+  const cookieLines = (text: string) =>
+    text.split('\n').filter((l) => l !== '' && !(l.startsWith('#') && !l.startsWith('#HttpOnly_')));
   assert.deepEqual(cookieLines(await readFile(resaved, 'utf8')), cookieLines(await readFile(jar, 'utf8')));
 });
 
-test('curl -c creates a new jar with the umask\'s mode (0644 under umask 022) and keeps the mode of an existing one', { skip: process.platform === 'win32' && 'POSIX modes' }, async (t) => {
-  if (CURL === undefined) return t.skip('curl not found');
-  const server = await startTestServer(t);
-  const jar = join(tempDir(t), 'curl-cookies.txt');
-  const login = await toolWithUmask(0o022, 'curl', ['-s', '-o', '/dev/null', '-c', jar, '-u', `admin:${ADMIN_PASSWORD}`, '-X', 'POST', `${server.url}/login`]);
-  assert.equal(login.code, 0, login.stderr);
-  assert.equal(await modeOf(jar), 0o644);
-  await chmod(jar, 0o600);
-  const again = await toolWithUmask(0o022, 'curl', ['-s', '-o', '/dev/null', '-b', jar, '-c', jar, '-u', `admin:${ADMIN_PASSWORD}`, '-X', 'POST', `${server.url}/login`]);
-  assert.equal(again.code, 0, again.stderr);
-  assert.equal(await modeOf(jar), 0o600);
-});
+test(
+  "curl -c creates a new jar with the umask's mode (0644 under umask 022) and keeps the mode of an existing one",
+  { skip: process.platform === 'win32' && 'POSIX modes' },
+  async (t) => {
+    if (CURL === undefined) return t.skip('curl not found');
+    const server = await startTestServer(t);
+    const jar = join(tempDir(t), 'curl-cookies.txt');
+    const login = await toolWithUmask(0o022, 'curl', [
+      '-s',
+      '-o',
+      '/dev/null',
+      '-c',
+      jar,
+      '-u',
+      `admin:${ADMIN_PASSWORD}`,
+      '-X',
+      'POST',
+      `${server.url}/login`,
+    ]);
+    assert.equal(login.code, 0, login.stderr);
+    assert.equal(await modeOf(jar), 0o644);
+    await chmod(jar, 0o600);
+    const again = await toolWithUmask(0o022, 'curl', [
+      '-s',
+      '-o',
+      '/dev/null',
+      '-b',
+      jar,
+      '-c',
+      jar,
+      '-u',
+      `admin:${ADMIN_PASSWORD}`,
+      '-X',
+      'POST',
+      `${server.url}/login`,
+    ]);
+    assert.equal(again.code, 0, again.stderr);
+    assert.equal(await modeOf(jar), 0o600);
+  },
+);
 
-test('the Cookie header curl sends from usersctl\'s jar is byte-identical to the one usersctl sends', async (t) => {
+test("the Cookie header curl sends from usersctl's jar is byte-identical to the one usersctl sends", async (t) => {
   if (CURL === undefined) return t.skip('curl not found');
   const server = await startTestServer(t);
   const jar = join(tempDir(t), 'cookies.txt');
@@ -220,7 +282,18 @@ test('with --cookie-secure, the Secure __Host-USER_TOKEN cookie works over http:
   const root = await tool('curl', ['-s', '-w', ' %{http_code}', '-b', fromUsersctl, `${server.url}/`]);
   assert.equal(root.stdout, '"OK" 200');
   const fromCurl = join(dir, 'curl.txt');
-  await tool('curl', ['-s', '-o', '/dev/null', '-c', fromCurl, '-u', `admin:${ADMIN_PASSWORD}`, '-X', 'POST', `${server.url}/login`]);
+  await tool('curl', [
+    '-s',
+    '-o',
+    '/dev/null',
+    '-c',
+    fromCurl,
+    '-u',
+    `admin:${ADMIN_PASSWORD}`,
+    '-X',
+    'POST',
+    `${server.url}/login`,
+  ]);
   assert.equal(tokenOf(await cookiesIn(fromCurl), '__Host-USER_TOKEN').secure, true);
   const status = await usersctl(['status'], server.url, fromCurl);
   assert.deepEqual(status, { code: 0, stdout: 'OK\n', stderr: '' });
@@ -249,7 +322,16 @@ print(json.dumps(dict(cookies=cookies, status=status, body=body)))
 `;
 
 interface PythonView {
-  cookies: { name: string; value: string; domain: string; initial_dot: boolean; path: string; secure: boolean; expires: number | null; httponly: boolean }[];
+  cookies: {
+    name: string;
+    value: string;
+    domain: string;
+    initial_dot: boolean;
+    path: string;
+    secure: boolean;
+    expires: number | null;
+    httponly: boolean;
+  }[];
   status: number | null;
   body: string | null;
 }
@@ -260,7 +342,7 @@ async function pythonLoad(path: string, url = '', ignore = false): Promise<Pytho
   return JSON.parse(result.stdout) as PythonView;
 }
 
-test('python3 MozillaCookieJar().load() reads usersctl\'s jar with its defaults and its session passes GET /', async (t) => {
+test("python3 MozillaCookieJar().load() reads usersctl's jar with its defaults and its session passes GET /", async (t) => {
   if (PYTHON === undefined) return t.skip('python3 not found');
   const server = await startTestServer(t);
   const jar = join(tempDir(t), 'cookies.txt');
@@ -268,13 +350,22 @@ test('python3 MozillaCookieJar().load() reads usersctl\'s jar with its defaults 
   const token = tokenOf(await cookiesIn(jar));
   const view = await pythonLoad(jar, `${server.url}/`);
   assert.deepEqual(view.cookies, [
-    { name: 'USER_TOKEN', value: token.value, domain: '127.0.0.1', initial_dot: false, path: '/', secure: false, expires: token.expires, httponly: true },
+    {
+      name: 'USER_TOKEN',
+      value: token.value,
+      domain: '127.0.0.1',
+      initial_dot: false,
+      path: '/',
+      secure: false,
+      expires: token.expires,
+      httponly: true,
+    },
   ]);
   assert.equal(view.status, 200);
   assert.equal(view.body, '"OK"');
 });
 
-test('python3 MozillaCookieJar loads host-only and domain cookies from usersctl\'s jar with the dot matching the flag', async (t) => {
+test("python3 MozillaCookieJar loads host-only and domain cookies from usersctl's jar with the dot matching the flag", async (t) => {
   if (PYTHON === undefined) return t.skip('python3 not found');
   const path = join(tempDir(t), 'cookies.txt');
   const jar = new CookieJar();
@@ -282,32 +373,35 @@ test('python3 MozillaCookieJar loads host-only and domain cookies from usersctl\
   await jar.setCookie('dom=2; Domain=example.com; Path=/api; Secure; Max-Age=3600', 'https://www.example.com/');
   await saveJar(jar, path);
   const view = await pythonLoad(path);
-  assert.deepEqual(
-    view.cookies.map((c) => [c.name, c.domain, c.initial_dot, c.path, c.secure]).sort(),
-    [
-      ['dom', '.example.com', true, '/api', true],
-      ['host', 'www.example.com', false, '/', false],
-    ],
-  );
+  assert.deepEqual(view.cookies.map((c) => [c.name, c.domain, c.initial_dot, c.path, c.secure]).sort(), [
+    ['dom', '.example.com', true, '/api', true],
+    ['host', 'www.example.com', false, '/', false],
+  ]);
 });
 
-test('python3 MozillaCookieJar loads usersctl\'s session cookies (expiry 0) when told to keep discardable and expired ones', async (t) => {
+test("python3 MozillaCookieJar loads usersctl's session cookies (expiry 0) when told to keep discardable and expired ones", async (t) => {
   if (PYTHON === undefined) return t.skip('python3 not found');
   const path = join(tempDir(t), 'cookies.txt');
   const jar = new CookieJar();
   await jar.setCookie('s=1', 'http://127.0.0.1/');
   await saveJar(jar, path);
   const view = await pythonLoad(path, '', true);
-  assert.deepEqual(view.cookies.map((c) => [c.name, c.value, c.expires]), [['s', '1', 0]]);
+  assert.deepEqual(
+    view.cookies.map((c) => [c.name, c.value, c.expires]),
+    [['s', '1', 0]],
+  );
 });
 
-test('python3 urllib does not send usersctl\'s Secure cookie over http://127.0.0.1, though it loads it', async (t) => {
+test("python3 urllib does not send usersctl's Secure cookie over http://127.0.0.1, though it loads it", async (t) => {
   if (PYTHON === undefined) return t.skip('python3 not found');
   const server = await startTestServer(t, { cookieSecure: true });
   const jar = join(tempDir(t), 'cookies.txt');
   await usersctlLogin(server.url, jar);
   const view = await pythonLoad(jar, `${server.url}/`);
-  assert.deepEqual(view.cookies.map((c) => [c.name, c.secure]), [['__Host-USER_TOKEN', true]]);
+  assert.deepEqual(
+    view.cookies.map((c) => [c.name, c.secure]),
+    [['__Host-USER_TOKEN', true]],
+  );
   assert.equal(view.status, 401);
 });
 
@@ -359,7 +453,13 @@ test('GNU Wget does not send a Secure cookie over http://127.0.0.1, even with th
   const dir = tempDir(t);
   const base = { domain: '127.0.0.1', includeSubdomains: false, path: '/', secure: false, httpOnly: false, expires: 0 };
   const jar = join(dir, 'cookies.txt');
-  await writeFile(jar, formatCookieFile([{ ...base, secure: true, name: 'secure', value: '1' }, { ...base, name: 'plain', value: '1' }]));
+  await writeFile(
+    jar,
+    formatCookieFile([
+      { ...base, secure: true, name: 'secure', value: '1' },
+      { ...base, name: 'plain', value: '1' },
+    ]),
+  );
   const echo = await startEcho(t);
   const result = await tool('wget', ['-q', '-O', '-', '--load-cookies', jar, `${echo.url}/`]);
   assert.equal(result.code, 0, result.stderr);
@@ -370,9 +470,20 @@ test('a jar GNU Wget --save-cookies writes after a login (host:port domains, no 
   if (WGET === undefined) return t.skip('wget not found');
   const server = await startTestServer(t);
   const jar = join(tempDir(t), 'wget-cookies.txt');
-  const login = await toolWithUmask(0o022, 'wget', ['-q', '-O', '/dev/null', '--method=POST', '--user=admin', `--password=${ADMIN_PASSWORD}`, '--auth-no-challenge', '--save-cookies', jar, `${server.url}/login`]);
+  const login = await toolWithUmask(0o022, 'wget', [
+    '-q',
+    '-O',
+    '/dev/null',
+    '--method=POST',
+    '--user=admin',
+    `--password=${ADMIN_PASSWORD}`,
+    '--auth-no-challenge',
+    '--save-cookies',
+    jar,
+    `${server.url}/login`,
+  ]);
   assert.equal(login.code, 0, login.stderr);
-  if (process.platform !== 'win32') assert.equal(await modeOf(jar), 0o644, 'wget writes with the umask\'s mode');
+  if (process.platform !== 'win32') assert.equal(await modeOf(jar), 0o644, "wget writes with the umask's mode");
   const text = await readFile(jar, 'utf8');
   const { port } = new URL(server.url);
   assert.match(text, new RegExp(`^127\\.0\\.0\\.1:${port}\\tFALSE\\t/\\tFALSE\\t\\d+\\tUSER_TOKEN\\t`, 'm'), text);

@@ -23,7 +23,10 @@ function reserve(server: TestServer, headers: Record<string, string> = {}): Prom
 function idOf(reply: Reply): number {
   assert.equal(reply.status, 201, reply.text);
   const id = (reply.json() as { id: unknown }).id;
-  assert.ok(typeof id === 'number' && Number.isSafeInteger(id) && id > 0, `id ${String(id)} is a positive safe integer`);
+  assert.ok(
+    typeof id === 'number' && Number.isSafeInteger(id) && id > 0,
+    `id ${String(id)} is a positive safe integer`,
+  );
   assert.equal(reply.headers.location, `/users/${id}`);
   return id;
 }
@@ -44,7 +47,9 @@ test('POST /users/new answers 201 with Location /users/{id} and the representati
 
 test('POST /users/new accepts a +json media type with charset=utf-8 (RFC 6839)', async (t) => {
   const server = await startTestServer(t);
-  const created = await postNew(server, '{"name":"Vnd"}', { 'content-type': 'application/vnd.example+json; charset=utf-8' });
+  const created = await postNew(server, '{"name":"Vnd"}', {
+    'content-type': 'application/vnd.example+json; charset=utf-8',
+  });
   assert.equal(created.status, 201, created.text);
   assert.deepEqual(created.json(), { name: 'Vnd', id: 1 });
 });
@@ -70,21 +75,58 @@ for (const body of ['{"name":"x","id":1}', '{"id":7,"name":"x"}']) {
   });
 }
 
-const badBodies: Array<{ name: string; body: string; contentType?: string; status: number; code: string; field?: string }> = [
+const badBodies: Array<{
+  name: string;
+  body: string;
+  contentType?: string;
+  status: number;
+  code: string;
+  field?: string;
+}> = [
   { name: 'malformed JSON', body: '{"name":', status: 400, code: 'invalid-json' },
   { name: 'an empty body', body: '', status: 400, code: 'invalid-json' },
   { name: 'trailing garbage after the JSON', body: '{"name":"x"} x', status: 400, code: 'invalid-json' },
-  { name: 'Content-Type text/plain', body: '{"name":"x"}', contentType: 'text/plain', status: 415, code: 'unsupported-media-type' },
-  { name: 'a form-encoded Content-Type', body: 'name=x', contentType: 'application/x-www-form-urlencoded', status: 415, code: 'unsupported-media-type' },
-  { name: 'application/json with charset=iso-8859-1', body: '{"name":"x"}', contentType: 'application/json; charset=iso-8859-1', status: 415, code: 'unsupported-media-type' },
+  {
+    name: 'Content-Type text/plain',
+    body: '{"name":"x"}',
+    contentType: 'text/plain',
+    status: 415,
+    code: 'unsupported-media-type',
+  },
+  {
+    name: 'a form-encoded Content-Type',
+    body: 'name=x',
+    contentType: 'application/x-www-form-urlencoded',
+    status: 415,
+    code: 'unsupported-media-type',
+  },
+  {
+    name: 'application/json with charset=iso-8859-1',
+    body: '{"name":"x"}',
+    contentType: 'application/json; charset=iso-8859-1',
+    status: 415,
+    code: 'unsupported-media-type',
+  },
   { name: 'a JSON array', body: '[{"name":"x"}]', status: 422, code: 'invalid-user' },
   { name: 'a JSON string', body: '"x"', status: 422, code: 'invalid-user' },
   { name: 'JSON null', body: 'null', status: 422, code: 'invalid-user' },
   { name: 'an object without name', body: '{"nick":"x"}', status: 422, code: 'invalid-user', field: 'name' },
   { name: 'an empty name', body: '{"name":""}', status: 422, code: 'invalid-user', field: 'name' },
   { name: 'a name that is not a string', body: '{"name":42}', status: 422, code: 'invalid-user', field: 'name' },
-  { name: 'a name of 201 characters', body: JSON.stringify({ name: 'n'.repeat(201) }), status: 422, code: 'invalid-user', field: 'name' },
-  { name: 'a name with a control character', body: '{"name":"a\\u0007b"}', status: 422, code: 'invalid-user', field: 'name' },
+  {
+    name: 'a name of 201 characters',
+    body: JSON.stringify({ name: 'n'.repeat(201) }),
+    status: 422,
+    code: 'invalid-user',
+    field: 'name',
+  },
+  {
+    name: 'a name with a control character',
+    body: '{"name":"a\\u0007b"}',
+    status: 422,
+    code: 'invalid-user',
+    field: 'name',
+  },
 ];
 
 for (const c of badBodies) {
@@ -137,7 +179,15 @@ test('POST /reservations on the real clock: expiresAt is about now + the default
 test('POST /reservations ignores its body: a JSON body, another non-form body or none all reserve (form content is refused: csrf.test.ts)', async (t) => {
   const server = await startTestServer(t);
   assert.equal(idOf(await send(server.url, 'POST', '/reservations', { json: { name: 'ignored', id: 99 } })), 1);
-  assert.equal(idOf(await send(server.url, 'POST', '/reservations', { body: 'not json', headers: { 'content-type': 'application/octet-stream' } })), 2);
+  assert.equal(
+    idOf(
+      await send(server.url, 'POST', '/reservations', {
+        body: 'not json',
+        headers: { 'content-type': 'application/octet-stream' },
+      }),
+    ),
+    2,
+  );
   assert.equal(idOf(await send(server.url, 'POST', '/reservations')), 3);
   // The reservation created no user.
   assert.deepEqual((await send(server.url, 'GET', '/users')).json(), { items: [], next: null });
@@ -160,7 +210,10 @@ test('ids from POST /reservations, POST /users/new and alias PUTs never collide 
     assert.equal(created.status, 201, created.text);
   }
   const listed = (await send(server.url, 'GET', '/users')).json() as { items: Array<{ id: number }> };
-  assert.deepEqual(listed.items.map((u) => u.id), ids);
+  assert.deepEqual(
+    listed.items.map((u) => u.id),
+    ids,
+  );
 });
 
 test('maxReservations: past the cap POST /reservations answers 503 too-many-reservations with Retry-After in whole seconds >= 1, issuing no id', async (t) => {
@@ -229,5 +282,8 @@ test('64 concurrent creations through POST /users/new, POST /reservations and al
     return reply.json().id as number;
   });
   assert.equal(new Set(ids).size, 64);
-  assert.deepEqual([...ids].sort((a, b) => a - b), Array.from({ length: 64 }, (_, i) => i + 1));
+  assert.deepEqual(
+    [...ids].sort((a, b) => a - b),
+    Array.from({ length: 64 }, (_, i) => i + 1),
+  );
 });

@@ -18,11 +18,26 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { signSession } from '../server/security/session-token.js';
-import { ADMIN_PASSWORD, assertProblem, basic, cookiePair, listText, send, startTestServer, type Reply } from './helpers.js';
+import {
+  ADMIN_PASSWORD,
+  assertProblem,
+  basic,
+  cookiePair,
+  listText,
+  send,
+  startTestServer,
+  type Reply,
+} from './helpers.js';
 
 const EVIL = 'https://evil.example';
 /** What a browser adds to a cross-site form submission. */
-const CROSS_SITE = { origin: EVIL, referer: `${EVIL}/attack.html`, 'sec-fetch-site': 'cross-site', 'sec-fetch-mode': 'navigate', 'sec-fetch-dest': 'document' };
+const CROSS_SITE = {
+  origin: EVIL,
+  referer: `${EVIL}/attack.html`,
+  'sec-fetch-site': 'cross-site',
+  'sec-fetch-mode': 'navigate',
+  'sec-fetch-dest': 'document',
+};
 
 interface FormCase {
   name: string;
@@ -32,7 +47,11 @@ interface FormCase {
 
 // The three encodings an HTML form can send (HTML "form submission algorithm").
 const forms: FormCase[] = [
-  { name: 'application/x-www-form-urlencoded', contentType: 'application/x-www-form-urlencoded', body: 'name=Mallory&role=admin' },
+  {
+    name: 'application/x-www-form-urlencoded',
+    contentType: 'application/x-www-form-urlencoded',
+    body: 'name=Mallory&role=admin',
+  },
   {
     name: 'multipart/form-data',
     contentType: 'multipart/form-data; boundary=----x',
@@ -40,7 +59,11 @@ const forms: FormCase[] = [
   },
   // The JSON-in-a-form trick: <form enctype="text/plain"> with an input named '{"name":"Mallory","x":"' and value '"}'.
   { name: 'text/plain carrying JSON', contentType: 'text/plain', body: '{"name":"Mallory","x":"="}' },
-  { name: 'text/plain; charset=UTF-8 carrying JSON', contentType: 'text/plain; charset=UTF-8', body: '{"name":"Mallory"}' },
+  {
+    name: 'text/plain; charset=UTF-8 carrying JSON',
+    contentType: 'text/plain; charset=UTF-8',
+    body: '{"name":"Mallory"}',
+  },
 ];
 
 /** The attributes of a Set-Cookie value, names lower-cased. */
@@ -73,7 +96,10 @@ for (const form of forms) {
     const server = await startTestServer(t, { requireSession: 'writes' });
     const cookie = await server.login();
     const before = await listText(server);
-    const reply = await send(server.url, 'POST', '/users/new', { headers: { ...CROSS_SITE, cookie, 'content-type': form.contentType }, body: form.body });
+    const reply = await send(server.url, 'POST', '/users/new', {
+      headers: { ...CROSS_SITE, cookie, 'content-type': form.contentType },
+      body: form.body,
+    });
     assertProblem(reply, 403, 'forbidden');
     assert.equal(await listText(server), before, 'nothing was created');
     // No id was used up either: the next create gets id 1.
@@ -85,21 +111,34 @@ for (const form of forms) {
   test(`CSRF: a cross-site PUT /users/{ref} sent as ${form.name} with the admin cookie answers 403 and changes nothing`, async (t) => {
     const server = await startTestServer(t, { requireSession: 'writes' });
     const cookie = await server.login();
-    assert.equal((await send(server.url, 'PUT', '/users/alice', { headers: { cookie }, json: { name: 'Alice' } })).status, 201);
+    assert.equal(
+      (await send(server.url, 'PUT', '/users/alice', { headers: { cookie }, json: { name: 'Alice' } })).status,
+      201,
+    );
     const before = await listText(server);
     for (const path of ['/users/1', '/users/alice', '/users/mallory']) {
-      const reply = await send(server.url, 'PUT', path, { headers: { ...CROSS_SITE, cookie, 'content-type': form.contentType }, body: form.body });
+      const reply = await send(server.url, 'PUT', path, {
+        headers: { ...CROSS_SITE, cookie, 'content-type': form.contentType },
+        body: form.body,
+      });
       assertProblem(reply, 403, 'forbidden', path);
     }
     assert.equal(await listText(server), before);
   });
 }
 
-for (const type of ['application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', 'text/plain;charset=UTF-8']) {
+for (const type of [
+  'application/x-www-form-urlencoded',
+  'multipart/form-data; boundary=x',
+  'text/plain;charset=UTF-8',
+]) {
   test(`CSRF: a cross-site POST /reservations sent as ${type} with the admin cookie answers 403 and reserves nothing`, async (t) => {
     const server = await startTestServer(t, { requireSession: 'writes' });
     const cookie = await server.login();
-    const reply = await send(server.url, 'POST', '/reservations', { headers: { ...CROSS_SITE, cookie, 'content-type': type }, body: 'x=1' });
+    const reply = await send(server.url, 'POST', '/reservations', {
+      headers: { ...CROSS_SITE, cookie, 'content-type': type },
+      body: 'x=1',
+    });
     assertProblem(reply, 403, 'forbidden');
     // The id a refused request would have taken is still the next one.
     const next = await send(server.url, 'POST', '/reservations', { headers: { cookie } });
@@ -110,7 +149,10 @@ for (const type of ['application/x-www-form-urlencoded', 'multipart/form-data; b
 
 /** The headers of a request from a page of another site, one signal at a time. */
 const SIGNALS: { name: string; headers: Record<string, string> }[] = [
-  { name: 'Sec-Fetch-Site: cross-site and an Origin of another site', headers: { origin: EVIL, 'sec-fetch-site': 'cross-site' } },
+  {
+    name: 'Sec-Fetch-Site: cross-site and an Origin of another site',
+    headers: { origin: EVIL, 'sec-fetch-site': 'cross-site' },
+  },
   { name: 'Sec-Fetch-Site: cross-site alone', headers: { 'sec-fetch-site': 'cross-site' } },
   { name: 'an Origin of another site alone', headers: { origin: EVIL } },
   { name: 'an Origin of a sibling subdomain', headers: { origin: 'http://other.localhost' } },
@@ -130,9 +172,14 @@ for (const signal of SIGNALS) {
       ['DELETE', '/users/alice', { headers: { ...signal.headers, cookie } }],
       ['POST', '/users/new', { headers: { ...signal.headers, cookie }, json: { name: 'Mallory' } }],
     ];
-    for (const [method, path, options] of attempts) assertProblem(await send(server.url, method, path, options), 403, 'forbidden', `${method} ${path}`);
+    for (const [method, path, options] of attempts)
+      assertProblem(await send(server.url, method, path, options), 403, 'forbidden', `${method} ${path}`);
     assert.equal(await listText(server), before, 'no user changed');
-    assert.equal((await send(server.url, 'GET', '/', { headers: { cookie } })).status, 200, 'the session was not revoked');
+    assert.equal(
+      (await send(server.url, 'GET', '/', { headers: { cookie } })).status,
+      200,
+      'the session was not revoked',
+    );
     const next = await send(server.url, 'POST', '/reservations', { headers: { cookie } });
     assert.equal(next.json().id, 2, 'no id was reserved by the refused requests');
   });
@@ -142,15 +189,24 @@ test('CSRF, default mode: a same-origin browser request with the cookie, a cross
   const server = await startTestServer(t);
   const cookie = await server.login();
   const own = { origin: server.url, 'sec-fetch-site': 'same-origin' };
-  assert.equal((await send(server.url, 'PUT', '/users/alice', { headers: { ...own, cookie }, json: { name: 'Alice' } })).status, 201);
-  assert.equal((await send(server.url, 'POST', '/reservations', { headers: { ...CROSS_SITE } })).status, 201, 'no cookie: nothing to forge');
+  assert.equal(
+    (await send(server.url, 'PUT', '/users/alice', { headers: { ...own, cookie }, json: { name: 'Alice' } })).status,
+    201,
+  );
+  assert.equal(
+    (await send(server.url, 'POST', '/reservations', { headers: { ...CROSS_SITE } })).status,
+    201,
+    'no cookie: nothing to forge',
+  );
   assert.equal((await send(server.url, 'GET', '/users/alice', { headers: { ...CROSS_SITE, cookie } })).status, 200);
   assert.equal((await send(server.url, 'POST', '/logout', { headers: { ...own, cookie } })).status, 204);
 });
 
 test('CSRF: the session cookie of POST /login is SameSite=Lax, HttpOnly, Path=/, with no Domain', async (t) => {
   const server = await startTestServer(t);
-  const login = await send(server.url, 'POST', '/login', { headers: { authorization: basic('admin', ADMIN_PASSWORD) } });
+  const login = await send(server.url, 'POST', '/login', {
+    headers: { authorization: basic('admin', ADMIN_PASSWORD) },
+  });
   assert.equal(login.status, 200);
   const cookies = setCookies(login);
   assert.equal(cookies.length, 1);
@@ -161,7 +217,9 @@ test('CSRF: the session cookie of POST /login is SameSite=Lax, HttpOnly, Path=/,
 
 test('CSRF: with --cookie-secure the session cookie is __Host-USER_TOKEN, Secure, Path=/, no Domain, and only that name is a session', async (t) => {
   const server = await startTestServer(t, { cookieSecure: true });
-  const login = await send(server.url, 'POST', '/login', { headers: { authorization: basic('admin', ADMIN_PASSWORD) } });
+  const login = await send(server.url, 'POST', '/login', {
+    headers: { authorization: basic('admin', ADMIN_PASSWORD) },
+  });
   const [cookie] = setCookies(login);
   assertLaxHttpOnly(cookie!, 'POST /login', '__Host-USER_TOKEN');
   assert.ok(attributes(cookie!).has('secure'), `Secure in ${cookie}`);
@@ -173,7 +231,11 @@ test('CSRF: with --cookie-secure the session cookie is __Host-USER_TOKEN, Secure
   assert.match(String(root.headers['www-authenticate']), /cookie-name="__Host-USER_TOKEN"/);
   const logout = await send(server.url, 'POST', '/logout', { headers: { cookie: `__Host-USER_TOKEN=${token}` } });
   assertLaxHttpOnly(setCookies(logout)[0]!, 'POST /logout', '__Host-USER_TOKEN');
-  assert.equal((await send(server.url, 'GET', '/', { headers: { cookie: `__Host-USER_TOKEN=${token}` } })).status, 401, 'revoked');
+  assert.equal(
+    (await send(server.url, 'GET', '/', { headers: { cookie: `__Host-USER_TOKEN=${token}` } })).status,
+    401,
+    'revoked',
+  );
 });
 
 test('CSRF: the clearing cookie of POST /logout and a cookie re-issued after key rotation are SameSite=Lax and HttpOnly too', async (t) => {
@@ -181,7 +243,16 @@ test('CSRF: the clearing cookie of POST /logout and a cookie re-issued after key
   const old = 'o'.repeat(32);
   const server = await startTestServer(t, { secrets: [current, old] });
   const now = Math.floor(Date.now() / 1000);
-  const stale = signSession({ account: 'admin', accountId: await server.adminAccountId(), sessionId: 'rotation-test', issuedAt: now, expiresAt: now + 600 }, Buffer.from(old));
+  const stale = signSession(
+    {
+      account: 'admin',
+      accountId: await server.adminAccountId(),
+      sessionId: 'rotation-test',
+      issuedAt: now,
+      expiresAt: now + 600,
+    },
+    Buffer.from(old),
+  );
   const root = await send(server.url, 'GET', '/', { headers: { cookie: `USER_TOKEN=${stale}` } });
   assert.equal(root.status, 200, 'a session signed by the older key passes');
   const [reissued] = setCookies(root);
@@ -214,7 +285,10 @@ test('CSRF: a CORS preflight from another site for PUT, DELETE or a JSON POST is
 test('CSRF: under --require-session writes, a cross-site form POST /users/new without the cookie (what SameSite=Lax makes a browser send) answers 401', async (t) => {
   const server = await startTestServer(t, { requireSession: 'writes' });
   const before = await listText(server);
-  const reply = await send(server.url, 'POST', '/users/new', { headers: { ...CROSS_SITE, 'content-type': 'application/x-www-form-urlencoded' }, body: 'name=Mallory' });
+  const reply = await send(server.url, 'POST', '/users/new', {
+    headers: { ...CROSS_SITE, 'content-type': 'application/x-www-form-urlencoded' },
+    body: 'name=Mallory',
+  });
   assertProblem(reply, 401, 'unauthorized');
   assert.equal(await listText(server), before);
 });

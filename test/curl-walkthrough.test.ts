@@ -24,7 +24,9 @@ interface Command {
 
 /** The `$` commands of each console block, continuation lines joined, with the lines the transcript shows after each. */
 function transcripts(): Command[][] {
-  const blocks = [...readFileSync(PAGE, 'utf8').matchAll(/^```console\n([\s\S]*?)^```$/gm)].map((m) => m[1]!.split('\n'));
+  const blocks = [...readFileSync(PAGE, 'utf8').matchAll(/^```console\n([\s\S]*?)^```$/gm)].map((m) =>
+    m[1]!.split('\n'),
+  );
   return blocks.map((lines) => {
     const commands: Command[] = [];
     for (let i = 0; i < lines.length; i++) {
@@ -46,7 +48,7 @@ function stableBody(lines: string[]): string | undefined {
   return /\d{4}-\d\d-\d\dT|ust_|"expiresAt"/.test(last) ? undefined : last;
 }
 
-test('docs/curl.md\'s walk-through runs as written: every status line, Location, ETag, Allow and challenge, and every stable body, as shown', async (t) => {
+test("docs/curl.md's walk-through runs as written: every status line, Location, ETag, Allow and challenge, and every stable body, as shown", async (t) => {
   for (const tool of ['bash', 'curl', 'jq']) {
     if ((await runTool(t, 'sh', ['-c', `command -v ${tool}`])).code !== 0) return t.skip(`${tool} not found`);
   }
@@ -55,16 +57,27 @@ test('docs/curl.md\'s walk-through runs as written: every status line, Location,
   const cwd = tempDir(t);
   for (const block of transcripts()) {
     const url = block.some((c) => c.text.includes('--login-page')) ? signIn.url : main.url;
-    const script = block.map((c, i) => `printf '\\n@@@${i}\\n'\n${c.text.replaceAll('http://127.0.0.1:8080', url)}`).join('\n');
-    const run = await runTool(t, 'bash', ['-c', `cd "${cwd}"\n${script}`], { env: { ...process.env, PW: ADMIN_PASSWORD } });
+    const script = block
+      .map((c, i) => `printf '\\n@@@${i}\\n'\n${c.text.replaceAll('http://127.0.0.1:8080', url)}`)
+      .join('\n');
+    const run = await runTool(t, 'bash', ['-c', `cd "${cwd}"\n${script}`], {
+      env: { ...process.env, PW: ADMIN_PASSWORD },
+    });
     const outputs = run.stdout.split(/\n@@@\d+\n/).slice(1);
     block.forEach((command, i) => {
       const actual = (outputs[i] ?? '').replaceAll('\r', '').split('\n');
       const where = `docs/curl.md: $ ${command.text}\n--- got:\n${actual.join('\n')}`;
       const status = command.expected.find((l) => /^HTTP\/1\.1 \d{3}/.test(l));
-      if (status !== undefined) assert.ok(actual.some((l) => l.startsWith(status.slice(0, 12))), `${where}\n--- expected ${status}`);
+      if (status !== undefined)
+        assert.ok(
+          actual.some((l) => l.startsWith(status.slice(0, 12))),
+          `${where}\n--- expected ${status}`,
+        );
       for (const field of command.expected.filter((l) => CHECKED_FIELDS.test(l))) {
-        assert.ok(actual.some((l) => l.toLowerCase() === field.toLowerCase()), `${where}\n--- expected the field ${field}`);
+        assert.ok(
+          actual.some((l) => l.toLowerCase() === field.toLowerCase()),
+          `${where}\n--- expected the field ${field}`,
+        );
       }
       const body = stableBody(command.expected);
       if (body !== undefined) assert.equal(actual.filter((l) => l.trim() !== '').at(-1), body, where);

@@ -28,13 +28,26 @@ test(`data format 1 (test/fixtures/data-format-1): users-server (format ${FORMAT
   const dir = copyOfFixture(t);
   const logs: string[] = [];
   const now = WRITTEN_AT;
-  const server = await startTestServer(t, { data: dir, allowIdChange: true, requireSession: 'writes' }, { clock: () => now, logError: (line) => logs.push(line) });
+  const server = await startTestServer(
+    t,
+    { data: dir, allowIdChange: true, requireSession: 'writes' },
+    { clock: () => now, logError: (line) => logs.push(line) },
+  );
   assert.deepEqual(logs, [
     `users-server: upgraded ${dir} from data format 1 to ${FORMAT_VERSION}: new writes go to journal-00000003; the older files are kept and read as they are until the next compaction rewrites them`,
   ]);
-  assert.deepEqual(readdirSync(dir).filter((n) => /^(journal|snapshot)-/.test(n)).sort(), ['journal-00000002', 'journal-00000003', 'snapshot-00000002']);
+  assert.deepEqual(
+    readdirSync(dir)
+      .filter((n) => /^(journal|snapshot)-/.test(n))
+      .sort(),
+    ['journal-00000002', 'journal-00000003', 'snapshot-00000002'],
+  );
   const url = server.url;
-  assert.equal(await listText(server), readFileSync(join(FIXTURES, 'format-1-users.json'), 'utf8'), 'the listing is the one format 1 served');
+  assert.equal(
+    await listText(server),
+    readFileSync(join(FIXTURES, 'format-1-users.json'), 'utf8'),
+    'the listing is the one format 1 served',
+  );
   const alice = await send(url, 'GET', '/users/alice');
   assert.equal(alice.text, '{"name":"Alice","city":"Zürich","id":41}');
   assert.equal(alice.headers['content-location'], '/users/41');
@@ -45,13 +58,24 @@ test(`data format 1 (test/fixtures/data-format-1): users-server (format ${FORMAT
   const moved = await send(url, 'GET', '/users/5');
   assert.equal(moved.status, 301);
   assert.equal(moved.headers.location, '/users/100');
-  const replay = await send(url, 'POST', '/users/new', { json: { name: 'Created once' }, headers: { ...headers, 'idempotency-key': 'fixture-key-1' } });
+  const replay = await send(url, 'POST', '/users/new', {
+    json: { name: 'Created once' },
+    headers: { ...headers, 'idempotency-key': 'fixture-key-1' },
+  });
   assert.equal(replay.status, 201);
   assert.equal(replay.headers['idempotent-replayed'], 'true');
   assert.equal(replay.text, '{"name":"Created once","id":42}');
-  assert.equal((await put(url, '/users/43', { name: 'Reserved' }, headers)).status, 201, 'the live reservation is used up');
+  assert.equal(
+    (await put(url, '/users/43', { name: 'Reserved' }, headers)).status,
+    201,
+    'the live reservation is used up',
+  );
   const revoked = readFileSync(join(FIXTURES, 'format-1-revoked-session.txt'), 'utf8').trim();
-  assert.equal((await send(url, 'GET', '/', { headers: { cookie: `USER_TOKEN=${revoked}` } })).status, 401, 'the revoked session stays revoked');
+  assert.equal(
+    (await send(url, 'GET', '/', { headers: { cookie: `USER_TOKEN=${revoked}` } })).status,
+    401,
+    'the revoked session stays revoked',
+  );
   const next = await send(url, 'POST', '/users/new', { json: { name: 'Next' }, headers });
   assert.equal(next.headers.location, '/users/44', 'ids go on after the highest one issued');
 
@@ -67,15 +91,30 @@ test(`data format 1 (test/fixtures/data-format-1): users-server (format ${FORMAT
 test('data format 1: after the upgrade a compaction rewrites the directory in the current format and removes the older files', async (t) => {
   const dir = copyOfFixture(t);
   const logs: string[] = [];
-  const server = await startTestServer(t, { data: dir, compactionFloor: 4096 }, { clock: () => WRITTEN_AT, logError: (line) => logs.push(line) });
+  const server = await startTestServer(
+    t,
+    { data: dir, compactionFloor: 4096 },
+    { clock: () => WRITTEN_AT, logError: (line) => logs.push(line) },
+  );
   for (let i = 0; !logs.some((l) => /^users-server: compacted /.test(l)); i++) {
     assert.ok(i < 400, `no compaction: ${logs.join('\n')}`);
-    const reply = await put(server.url, `/users/u${i % 40 + 1}`, { name: `User ${i % 40 + 1}`, i, pad: 'y'.repeat(200) });
+    const reply = await put(server.url, `/users/u${(i % 40) + 1}`, {
+      name: `User ${(i % 40) + 1}`,
+      i,
+      pad: 'y'.repeat(200),
+    });
     assert.ok(reply.status === 200 || reply.status === 201, reply.text);
   }
-  const files = readdirSync(dir).filter((n) => /^(journal|snapshot)-/.test(n)).sort();
+  const files = readdirSync(dir)
+    .filter((n) => /^(journal|snapshot)-/.test(n))
+    .sort();
   assert.deepEqual(files, ['journal-00000004', 'snapshot-00000004']);
-  for (const name of files) assert.equal(readFileSync(join(dir, name)).readUInt16LE(8), FORMAT_VERSION, `${name} is in format ${FORMAT_VERSION}`);
+  for (const name of files)
+    assert.equal(
+      readFileSync(join(dir, name)).readUInt16LE(8),
+      FORMAT_VERSION,
+      `${name} is in format ${FORMAT_VERSION}`,
+    );
   const expected = await listText(server);
   await server.running.stop();
   assert.equal(await listText(await startTestServer(t, { data: dir })), expected);

@@ -36,7 +36,10 @@ test('deploy/users-server.service: a dedicated user, StateDirectory, ProtectSyst
   assert.equal(d.get('NoNewPrivileges'), 'yes');
   assert.equal(d.get('Restart'), 'on-failure');
   assert.equal(d.get('KillSignal'), 'SIGTERM');
-  assert.match(d.get('ExecStart')!, /^\/usr\/bin\/node \/opt\/users-server\/bin\/users-server\.js --data \/var\/lib\/users-server /);
+  assert.match(
+    d.get('ExecStart')!,
+    /^\/usr\/bin\/node \/opt\/users-server\/bin\/users-server\.js --data \/var\/lib\/users-server /,
+  );
   assert.ok(!/npm (start|run)/.test(d.get('ExecStart')!), 'npm would not pass SIGTERM on');
 });
 
@@ -47,9 +50,12 @@ test('systemd-analyze verify accepts deploy/users-server.service', async (t) => 
   assert.equal(run.stderr.trim(), '', 'no warnings');
 });
 
-test('the unit\'s ExecStart, run with the checkout for /opt/users-server and a temp folder for /var/lib, serves /healthz and stops on SIGTERM with exit 0', async (t) => {
+test("the unit's ExecStart, run with the checkout for /opt/users-server and a temp folder for /var/lib, serves /healthz and stops on SIGTERM with exit 0", async (t) => {
   const state = tempDir(t);
-  const args = directives(UNIT).get('ExecStart')!.split(' ').slice(1)
+  const args = directives(UNIT)
+    .get('ExecStart')!
+    .split(' ')
+    .slice(1)
     .map((a) => a.replace('/opt/users-server', ROOT.replace(/\/$/, '')).replace('/var/lib/users-server', state))
     .map((a) => (a === '8080' ? '0' : a));
   const child = spawnChild(t, process.execPath, args, { env: { ...process.env, USERS_PASSWORD_COST: '1' } });
@@ -68,11 +74,19 @@ test('deploy/Dockerfile: Node 24 slim, a non-root user, a volume for the data, H
   assert.match(DOCKERFILE, /^STOPSIGNAL SIGTERM$/m);
   assert.match(DOCKERFILE, /^ENTRYPOINT \["node", "bin\/users-server\.js"\]$/m);
   const runtime = DOCKERFILE.slice(DOCKERFILE.lastIndexOf('FROM '));
-  assert.ok(!runtime.includes('node_modules') && !/npm (ci|install)/.test(runtime), 'the runtime stage installs nothing');
+  assert.ok(
+    !runtime.includes('node_modules') && !/npm (ci|install)/.test(runtime),
+    'the runtime stage installs nothing',
+  );
   // The HEALTHCHECK's own command, against a real server (its address put in for 127.0.0.1:8080).
   const check = /HEALTHCHECK [^\n]*\\\n\s+CMD \["node", "-e", "(.*)"\]$/m.exec(DOCKERFILE);
   assert.ok(check !== null, 'a HEALTHCHECK running node -e');
-  const server = spawnChild(t, process.execPath, [join(ROOT, 'bin', 'users-server.js'), '--port', '0', '--data', tempDir(t)], { env: { ...process.env, USERS_PASSWORD_COST: '1' } });
+  const server = spawnChild(
+    t,
+    process.execPath,
+    [join(ROOT, 'bin', 'users-server.js'), '--port', '0', '--data', tempDir(t)],
+    { env: { ...process.env, USERS_PASSWORD_COST: '1' } },
+  );
   const url = (await server.waitForLine(/^listening on (http:\/\/\S+)$/))[1]!;
   const healthy = await runTool(t, process.execPath, ['-e', check[1]!.replaceAll('http://127.0.0.1:8080', url)]);
   assert.equal(healthy.code, 0, healthy.stderr);
@@ -83,25 +97,57 @@ test('deploy/Dockerfile: Node 24 slim, a non-root user, a volume for the data, H
 });
 
 test('docker build -f deploy/Dockerfile . builds the image', async (t) => {
-  if (spawnSync('docker', ['info'], { timeout: 20_000 }).status !== 0) return t.skip('no reachable docker daemon (docker info fails)');
-  const run = await runTool(t, 'docker', ['build', '-f', join(ROOT, 'deploy', 'Dockerfile'), '-t', 'users-server-test', ROOT]);
+  if (spawnSync('docker', ['info'], { timeout: 20_000 }).status !== 0)
+    return t.skip('no reachable docker daemon (docker info fails)');
+  const run = await runTool(t, 'docker', [
+    'build',
+    '-f',
+    join(ROOT, 'deploy', 'Dockerfile'),
+    '-t',
+    'users-server-test',
+    ROOT,
+  ]);
   assert.equal(run.code, 0, run.stderr);
 });
 
 test('npm pack ships LICENSE, the README, docs/, deploy/, the man pages, bin/ and the built server and usersctl, no sources or tests, and no source map that points at a file it leaves out', async (t) => {
-  const pack = await runTool(t, 'npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], { env: { ...process.env, npm_config_loglevel: 'silent' } });
+  const pack = await runTool(t, 'npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], {
+    env: { ...process.env, npm_config_loglevel: 'silent' },
+  });
   assert.equal(pack.code, 0, pack.stderr);
   const files = new Set((JSON.parse(pack.stdout) as { files: { path: string }[] }[])[0]!.files.map((f) => f.path));
-  const must = ['LICENSE', 'README.md', 'package.json', 'bin/users-server.js', 'bin/usersctl.js', 'dist/users-server/main.js', 'dist/usersctl/main.js', 'dist/man/usersctl.1', 'dist/man/users-server.1', 'deploy/users-server.service', 'deploy/Dockerfile'];
+  const must = [
+    'LICENSE',
+    'README.md',
+    'package.json',
+    'bin/users-server.js',
+    'bin/usersctl.js',
+    'dist/users-server/main.js',
+    'dist/usersctl/main.js',
+    'dist/man/usersctl.1',
+    'dist/man/users-server.1',
+    'deploy/users-server.service',
+    'deploy/Dockerfile',
+  ];
   for (const doc of readdirSync(join(ROOT, 'docs'))) must.push(`docs/${doc}`);
   for (const path of must) assert.ok(files.has(path), `the package lacks ${path}`);
-  for (const path of files) assert.ok(!/^(server|cli|shared|test|bench|\.ci)\//.test(path) && !path.endsWith('.ts'), `the package ships ${path}`);
+  for (const path of files)
+    assert.ok(
+      !/^(server|cli|shared|test|bench|\.ci)\//.test(path) && !path.endsWith('.ts'),
+      `the package ships ${path}`,
+    );
   for (const path of files) {
     if (!path.endsWith('.map')) continue;
-    const map = JSON.parse(readFileSync(join(ROOT, path), 'utf8')) as { sources: string[]; sourcesContent?: (string | null)[] };
+    const map = JSON.parse(readFileSync(join(ROOT, path), 'utf8')) as {
+      sources: string[];
+      sourcesContent?: (string | null)[];
+    };
     map.sources.forEach((source, i) => {
       const shipped = files.has(join(path, '..', source).replace(/^\.\//, ''));
-      assert.ok(shipped || typeof map.sourcesContent?.[i] === 'string', `${path} points at ${source}, which the package leaves out, without its content`);
+      assert.ok(
+        shipped || typeof map.sourcesContent?.[i] === 'string',
+        `${path} points at ${source}, which the package leaves out, without its content`,
+      );
     });
   }
 });

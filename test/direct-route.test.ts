@@ -21,7 +21,13 @@ function comparable(reply: Reply): unknown {
 }
 
 /** `/users/<digits>` by the direct path, then the two general spellings of it: the same answers. */
-async function sameAnswers(url: string, digits: string, method: 'GET' | 'HEAD' | 'PUT', headers: Record<string, string> = {}, body?: string): Promise<number> {
+async function sameAnswers(
+  url: string,
+  digits: string,
+  method: 'GET' | 'HEAD' | 'PUT',
+  headers: Record<string, string> = {},
+  body?: string,
+): Promise<number> {
   const direct = await send(url, method, `/users/${digits}`, { headers, body });
   const withQuery = await send(url, method, `/users/${digits}?`, { headers, body });
   const encoded = await send(url, method, `/users/${[...digits].map((d) => `%3${d}`).join('')}`, { headers, body });
@@ -81,12 +87,18 @@ test('PUT and DELETE /users/<digits> by the direct path: the same answers, and a
   assert.equal(await sameAnswers(server.url, '9', 'PUT', json, '{"name":"Nobody"}'), 404);
   assert.equal(await sameAnswers(server.url, '1', 'PUT', { 'content-type': 'text/plain' }, '{"name":"Ann"}'), 415);
   assert.equal(await sameAnswers(server.url, '1', 'PUT', json, '{"nick":"no name"}'), 422);
-  const deleted = [await send(server.url, 'DELETE', '/users/2'), await send(server.url, 'DELETE', '/users/3?'), await send(server.url, 'DELETE', '/users/%34')];
+  const deleted = [
+    await send(server.url, 'DELETE', '/users/2'),
+    await send(server.url, 'DELETE', '/users/3?'),
+    await send(server.url, 'DELETE', '/users/%34'),
+  ];
   assert.deepEqual(deleted.map(comparable), Array(3).fill(comparable(deleted[0]!)));
   assert.equal(deleted[0]!.status, 204);
 
   const basic = { authorization: `Basic ${Buffer.from(`admin:${ADMIN_PASSWORD}`).toString('base64')}` };
-  const cookie = String((await send(server.url, 'POST', '/login', { headers: basic })).headers['set-cookie']).split(';')[0]!;
+  const cookie = String((await send(server.url, 'POST', '/login', { headers: basic })).headers['set-cookie']).split(
+    ';',
+  )[0]!;
   const crossSite = { ...json, cookie, origin: 'https://evil.example', 'sec-fetch-site': 'cross-site' };
   assert.equal(await sameAnswers(server.url, '1', 'PUT', crossSite, '{"name":"Forged"}'), 403);
   assert.equal((await send(server.url, 'DELETE', '/users/1', { headers: crossSite })).status, 403);
@@ -94,14 +106,24 @@ test('PUT and DELETE /users/<digits> by the direct path: the same answers, and a
 });
 
 test('under node --disallow-code-generation-from-strings the server starts, and routes /users/<digits> both ways', async (t) => {
-  const env = { ...cleanEnv(), USERS_ADMIN_PASSWORD: ADMIN_PASSWORD, USERS_PASSWORD_COST: '1', USERS_REQUIRE_SESSION: 'none' };
-  const child = spawnChild(t, process.execPath, ['--disallow-code-generation-from-strings', SERVER_BIN, '--port', '0', '--data', tempDir(t)], { env });
+  const env = {
+    ...cleanEnv(),
+    USERS_ADMIN_PASSWORD: ADMIN_PASSWORD,
+    USERS_PASSWORD_COST: '1',
+    USERS_REQUIRE_SESSION: 'none',
+  };
+  const child = spawnChild(
+    t,
+    process.execPath,
+    ['--disallow-code-generation-from-strings', SERVER_BIN, '--port', '0', '--data', tempDir(t)],
+    { env },
+  );
   const url = (await child.waitForLine(/^listening on (http:\/\/\S+)$/))[1]!;
   await put(url, '/users/ann', { name: 'Ann' });
   assert.equal(await sameAnswers(url, '1', 'GET'), 200);
 });
 
-test('the direct path\'s params give the reference the router gives for the same target', () => {
+test("the direct path's params give the reference the router gives for the same target", () => {
   const route = { method: 'GET', path: USER_BY_REF, handler: () => {} } as unknown as Route;
   const router = new Router([route]);
   for (const target of ['/users/1', '/users/0012', '/users/123456789012345678']) {

@@ -28,7 +28,8 @@ function shellBlocks(path: string): string[] {
 
 test('every shell example of docs/cli.md runs as written and exits 0', async (t) => {
   for (const tool of ['bash', 'jq', 'gzip']) {
-    if ((await runTool(t, 'sh', ['-c', `command -v ${tool}`]).catch(() => undefined))?.code !== 0) return t.skip(`${tool} not found`);
+    if ((await runTool(t, 'sh', ['-c', `command -v ${tool}`]).catch(() => undefined))?.code !== 0)
+      return t.skip(`${tool} not found`);
   }
   const ops = { name: 'ops', role: 'admin' as const, password: 'ops-password-123' };
   const server = await startTestServer(t, { ...AS_SHIPPED, allowIdChange: true }, { accounts: [ops] });
@@ -42,11 +43,22 @@ test('every shell example of docs/cli.md runs as written and exits 0', async (t)
   writeFileSync(join(home, '.users-password'), ADMIN_PASSWORD + '\n');
   writeFileSync(join(home, 'erin.json'), '{"name":"Erin"}\n');
   writeFileSync(join(home, 'users.ndjson'), '{"name":"Una"}\n{"name":"Vic"}\n');
-  writeFileSync(join(home, 'legacy.json'), '{"username":"lee","full_name":"Lee Legacy"}\n{"username":"max","full_name":"Max Legacy"}\n');
+  writeFileSync(
+    join(home, 'legacy.json'),
+    '{"username":"lee","full_name":"Lee Legacy"}\n{"username":"max","full_name":"Max Legacy"}\n',
+  );
   mkdirSync(join(home, '.config', 'fish', 'completions'), { recursive: true });
   mkdirSync(join(home, 'dist'));
   symlinkSync(DIST_MAN, join(home, 'dist', 'man'));
-  const env = { ...shell, USERS_PASSWORD: ADMIN_PASSWORD, PW: ADMIN_PASSWORD, ref: 'alice', name: 'Alice', MANPAGER: 'cat', PAGER: 'cat' };
+  const env = {
+    ...shell,
+    USERS_PASSWORD: ADMIN_PASSWORD,
+    PW: ADMIN_PASSWORD,
+    ref: 'alice',
+    name: 'Alice',
+    MANPAGER: 'cat',
+    PAGER: 'cat',
+  };
   const hasMan = (await runTool(t, 'sh', ['-c', 'command -v man'])).code === 0;
 
   const blocks = shellBlocks(CLI_DOC).filter((block) => !block.startsWith('#!'));

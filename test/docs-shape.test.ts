@@ -15,7 +15,13 @@ import { run } from '../cli/main.js';
 import { runUsersServer } from './helpers.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
-const PAGES = ['README.md', 'CHANGELOG.md', ...readdirSync(join(ROOT, 'docs')).filter((n) => n.endsWith('.md')).map((n) => `docs/${n}`)];
+const PAGES = [
+  'README.md',
+  'CHANGELOG.md',
+  ...readdirSync(join(ROOT, 'docs'))
+    .filter((n) => n.endsWith('.md'))
+    .map((n) => `docs/${n}`),
+];
 const read = (page: string) => readFileSync(join(ROOT, page), 'utf8');
 
 test('the README: at most 200 lines, the install-and-run and the test commands within its first 30', () => {
@@ -33,11 +39,12 @@ test('docs/performance.md has at most 400 lines', () => {
   assert.ok(count <= 400, `docs/performance.md has ${count} lines`);
 });
 
-test('users-server --help and each of its commands\' --help fit 80 columns', async () => {
+test("users-server --help and each of its commands' --help fit 80 columns", async () => {
   for (const command of [[], ['accounts'], ['repair'], ['migrate'], ['copy'], ['backup'], ['config']]) {
     const help = (await runUsersServer([...command, '--help'])).stdout;
     assert.ok(help.length > 100, `users-server ${command.join(' ')} --help printed ${help}`);
-    for (const line of help.split('\n')) assert.ok(line.length <= 80, `users-server ${command.join(' ')} --help: ${line.length} columns: ${line}`);
+    for (const line of help.split('\n'))
+      assert.ok(line.length <= 80, `users-server ${command.join(' ')} --help: ${line.length} columns: ${line}`);
   }
 });
 
@@ -56,7 +63,10 @@ function namesIn(texts: readonly string[], commands: readonly string[]): Names {
 async function usersctlNames(): Promise<Names> {
   const help = async (args: string[]) => {
     let out = '';
-    await run(args, { stdout: Object.assign(new PassThrough(), { write: (chunk: string) => ((out += chunk), true) }), env: {} });
+    await run(args, {
+      stdout: Object.assign(new PassThrough(), { write: (chunk: string) => ((out += chunk), true) }),
+      env: {},
+    });
     return out;
   };
   const main = await help(['--help']);
@@ -89,10 +99,20 @@ function calls(page: string, program: string): { where: string; words: string[] 
   });
   const found: { where: string; words: string[] }[] = [];
   // Where a shell starts a command: the start (after a prompt and variables), or after | ; && || ( $( and a few runners.
-  const call = new RegExp(`(?:^(?:\\$ )?(?:\\w+=\\S* +)*|[|;&(] *|\\$\\( *|(?:exec|sudo|xargs|--) +)${program}(?=\\s|$)((?:[ \\t]+[^\\s|;&()\`#"']+)*)`, 'g');
+  const call = new RegExp(
+    `(?:^(?:\\$ )?(?:\\w+=\\S* +)*|[|;&(] *|\\$\\( *|(?:exec|sudo|xargs|--) +)${program}(?=\\s|$)((?:[ \\t]+[^\\s|;&()\`#"']+)*)`,
+    'g',
+  );
   for (const { line, text: snippet } of code) {
     const command = snippet.replace(/(^|\s)#.*$/, '').trim();
-    for (const match of command.matchAll(call)) found.push({ where: `${page}:${line}: ${snippet.trim()}`, words: match[1]!.trim().split(/\s+/).filter((w) => w !== '') });
+    for (const match of command.matchAll(call))
+      found.push({
+        where: `${page}:${line}: ${snippet.trim()}`,
+        words: match[1]!
+          .trim()
+          .split(/\s+/)
+          .filter((w) => w !== ''),
+      });
   }
   return found;
 }
@@ -128,7 +148,8 @@ test('docs name only commands and flags that usersctl and users-server have', as
     for (const { program, names, commandAfterOptions } of programs) {
       for (const { where, words } of calls(page, program)) {
         checked++;
-        for (const problem of problems(words, names, commandAfterOptions)) wrong.push(`${where}\n    ${program}: ${problem}`);
+        for (const problem of problems(words, names, commandAfterOptions))
+          wrong.push(`${where}\n    ${program}: ${problem}`);
       }
     }
   }

@@ -8,7 +8,13 @@ import { assertProblem, listText, put, send, startTestServer, type TestServer } 
 
 const SECRET_WORDS = 'disk on fire at /var/secret/path';
 
-const WRITES: ReadonlySet<string | symbol> = new Set(['putUser', 'deleteUser', 'createUser', 'reserveId', 'revokeSessions']);
+const WRITES: ReadonlySet<string | symbol> = new Set([
+  'putUser',
+  'deleteUser',
+  'createUser',
+  'reserveId',
+  'revokeSessions',
+]);
 
 /**
  * A memory store whose writes fail (a rejected promise, as a disk or fsync
@@ -40,7 +46,11 @@ async function mount(t: TestContext, store: Store): Promise<{ server: TestServer
   return { server, url: server.url, logged };
 }
 
-function assertBare500(reply: { status: number; headers: Record<string, string | string[] | undefined>; text: string }): void {
+function assertBare500(reply: {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  text: string;
+}): void {
   const doc = assertProblem(reply, 500, 'internal');
   assert.equal(doc.detail, 'The server could not complete the request.');
   assert.ok(!reply.text.includes('disk on fire'), 'the cause leaks into the body');
@@ -58,7 +68,10 @@ test('an unexpected error in a write becomes a bare 500 problem that leaks nothi
   assertBare500(await send(url, 'POST', '/users/new', { json: { name: 'Bob' } }));
   assertBare500(await send(url, 'POST', '/reservations'));
   assert.equal(logged.length, 3);
-  assert.ok(logged[0]!.includes(SECRET_WORDS) && logged[0]!.includes('at '), 'the log line carries the message and the stack');
+  assert.ok(
+    logged[0]!.includes(SECRET_WORDS) && logged[0]!.includes('at '),
+    'the log line carries the message and the stack',
+  );
   control.failing = false;
   assert.equal(await listText({ url }), before);
   assert.equal((await send(url, 'GET', '/healthz')).status, 200);

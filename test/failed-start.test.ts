@@ -28,14 +28,22 @@ async function failedStart(t: TestContext, args: string[]): Promise<string> {
 
 /** Every entry under `dir`, with the content of its files: a picture to compare. */
 function picture(dir: string): string[] {
-  return readdirSync(dir, { recursive: true, withFileTypes: true }).map((e) => `${join(e.parentPath, e.name)}${e.isFile() ? ` ${readFileSync(join(e.parentPath, e.name), 'base64')}` : ''}`).sort();
+  return readdirSync(dir, { recursive: true, withFileTypes: true })
+    .map(
+      (e) =>
+        `${join(e.parentPath, e.name)}${e.isFile() ? ` ${readFileSync(join(e.parentPath, e.name), 'base64')}` : ''}`,
+    )
+    .sort();
 }
 
 test('a start on a port in use exits 1 naming the address, and makes no data directory (nor its parents)', async (t) => {
   const port = await busyPort(t);
   const root = tempDir(t);
   const stderr = await failedStart(t, ['--port', String(port), '--data', join(root, 'new', 'fresh')]);
-  assert.equal(stderr, `users-server: the address 127.0.0.1:${port} is already in use: stop what listens there, or give another --port\n`);
+  assert.equal(
+    stderr,
+    `users-server: the address 127.0.0.1:${port} is already in use: stop what listens there, or give another --port\n`,
+  );
   assert.deepEqual(readdirSync(root), [], 'the failed start left a directory behind');
 });
 
@@ -63,10 +71,19 @@ test('a start on a full disk (a 64 KiB tmpfs) exits 1 with one sentence, no stac
     };
     const data = join(disk, 'data');
     fill(0);
-    assert.equal(await failedStart(t, ['--port', '0', '--data', data]), `users-server: cannot open the store in ${data}: no space left to write ${data}; free some space\n`);
+    assert.equal(
+      await failedStart(t, ['--port', '0', '--data', data]),
+      `users-server: cannot open the store in ${data}: no space left to write ${data}; free some space\n`,
+    );
     for (const name of readdirSync(disk)) if (name.startsWith('filler')) writeFileSync(join(disk, name), '');
     fill(8192);
-    assert.equal(await failedStart(t, ['--port', '0', '--data', data]), `users-server: cannot write the data directory: no space left to write ${data}; free some space\n`);
-    assert.deepEqual(readdirSync(disk).filter((name) => !name.startsWith('filler')), []);
+    assert.equal(
+      await failedStart(t, ['--port', '0', '--data', data]),
+      `users-server: cannot write the data directory: no space left to write ${data}; free some space\n`,
+    );
+    assert.deepEqual(
+      readdirSync(disk).filter((name) => !name.startsWith('filler')),
+      [],
+    );
   });
 });

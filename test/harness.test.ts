@@ -22,7 +22,10 @@ async function interrupt(t: TestContext, signal: 'SIGTERM' | 'SIGINT', args: str
   const made = JSON.parse(line[0]) as { dir: string; pid?: number; clusterDir?: string; clusterPid?: number };
   const folders = [made.dir, ...(made.clusterDir === undefined ? [] : [made.clusterDir])];
   const pids = [made.pid, made.clusterPid].filter((pid) => pid !== undefined);
-  assert.ok(folders.every((dir) => existsSync(dir)) && pids.every((pid) => isAlive(pid)), 'what it made exists before the signal');
+  assert.ok(
+    folders.every((dir) => existsSync(dir)) && pids.every((pid) => isAlive(pid)),
+    'what it made exists before the signal',
+  );
   runner.kill(signal);
   const exit = await runner.exited;
   assert.equal(exit.code, signal === 'SIGTERM' ? 143 : 130, `exit ${JSON.stringify(exit)}: ${runner.stderr()}`);
@@ -31,7 +34,8 @@ async function interrupt(t: TestContext, signal: 'SIGTERM' | 'SIGINT', args: str
 }
 
 for (const signal of ['SIGTERM', 'SIGINT'] as const) {
-  test(`harness: a test process interrupted by ${signal} kills the children it started and removes its temp folders`, (t) => interrupt(t, signal, ['--child']));
+  test(`harness: a test process interrupted by ${signal} kills the children it started and removes its temp folders`, (t) =>
+    interrupt(t, signal, ['--child']));
 }
 
 // No child here, so the exit on an interrupt must come from the helpers and the cluster's start,

@@ -17,7 +17,12 @@ import { isPostgresStore } from '../server/ops/config.js';
 import { updateAdminIdentity } from '../server/ops/data-dir.js';
 import { parseConfig, type Config } from '../server/ops/config.js';
 import { startServer, type RunningServer, type StartOptions } from '../server/commands/serve.js';
-import { newAccountId, serializeAccount, writeAccountsFile, type AccountRecord } from '../server/security/accounts-file.js';
+import {
+  newAccountId,
+  serializeAccount,
+  writeAccountsFile,
+  type AccountRecord,
+} from '../server/security/accounts-file.js';
 import { hashPassword, type Role, type ScryptFunction } from '../server/security/credentials.js';
 
 export const ADMIN_PASSWORD = 'test-admin-password';
@@ -66,7 +71,11 @@ export interface TestStartOptions extends StartOptions {
 }
 
 /** Writes `accounts` as the accounts command would, with the cheapest hashes. */
-export async function writeTestAccounts(dataDir: string, accounts: readonly TestAccount[], scrypt?: ScryptFunction): Promise<void> {
+export async function writeTestAccounts(
+  dataDir: string,
+  accounts: readonly TestAccount[],
+  scrypt?: ScryptFunction,
+): Promise<void> {
   const records: AccountRecord[] = [];
   for (const a of accounts) {
     const password = await hashPassword(a.password, { cost: 1, ...(scrypt && { scrypt }) });
@@ -76,7 +85,11 @@ export async function writeTestAccounts(dataDir: string, accounts: readonly Test
 }
 
 /** The same into a PostgreSQL database, where a server on it reads its accounts. */
-async function writeDatabaseAccounts(url: string, accounts: readonly TestAccount[], scrypt?: ScryptFunction): Promise<void> {
+async function writeDatabaseAccounts(
+  url: string,
+  accounts: readonly TestAccount[],
+  scrypt?: ScryptFunction,
+): Promise<void> {
   const { connect } = await import('../server/store/postgres/driver.js');
   const { PostgresSettings } = await import('../server/store/postgres/shared-settings.js');
   const sql = await connect(url, { max: 1 });
@@ -84,7 +97,16 @@ async function writeDatabaseAccounts(url: string, accounts: readonly TestAccount
     const lines: [string, string][] = [];
     for (const a of accounts) {
       const password = await hashPassword(a.password, { cost: 1, ...(scrypt && { scrypt }) });
-      lines.push([a.name, serializeAccount({ name: a.name, role: a.role, id: newAccountId(), created: new Date(0).toISOString(), password })]);
+      lines.push([
+        a.name,
+        serializeAccount({
+          name: a.name,
+          role: a.role,
+          id: newAccountId(),
+          created: new Date(0).toISOString(),
+          password,
+        }),
+      ]);
     }
     await new PostgresSettings(sql).updateAccountRecords((records) => {
       for (const [name, line] of lines) records.set(name, line);
@@ -119,7 +141,15 @@ export function tempDir(t: TestContext | undefined, prefix = 'users-server-test-
  * unless a test is about access (it sets `requireSession`); the binaries'
  * stories run with the product's default, `all`.
  */
-export const TEST_DEFAULTS: Partial<Config> = { host: '127.0.0.1', port: 0, store: 'memory', passwordCost: 1, logFormat: 'off', maxConnectionsPerClient: 0, requireSession: 'none' };
+export const TEST_DEFAULTS: Partial<Config> = {
+  host: '127.0.0.1',
+  port: 0,
+  store: 'memory',
+  passwordCost: 1,
+  logFormat: 'off',
+  maxConnectionsPerClient: 0,
+  requireSession: 'none',
+};
 
 /** What the product ships with where TEST_DEFAULTS differ on purpose: for the stories of the README and the docs, run as a new user meets them. */
 export const AS_SHIPPED: Partial<Config> = { requireSession: parseConfig([], {}).config.requireSession };
@@ -143,7 +173,11 @@ export async function defaultStore(t: TestContext): Promise<string> {
  * (the access log would write into the test runner's stdout: off unless a
  * test asks for it).
  */
-export async function startTestServer(t: TestContext, overrides: Partial<Config> = {}, options: TestStartOptions = {}): Promise<TestServer> {
+export async function startTestServer(
+  t: TestContext,
+  overrides: Partial<Config> = {},
+  options: TestStartOptions = {},
+): Promise<TestServer> {
   const dataDir = overrides.data ?? tempDir(t);
   const { config } = parseConfig([], {});
   // A test that names its data directory is about what is in it: the journal.
@@ -155,7 +189,13 @@ export async function startTestServer(t: TestContext, overrides: Partial<Config>
   const reloads = new EventEmitter();
   const running = await startServer(
     { ...config, ...TEST_DEFAULTS, store, data: dataDir, ...overrides },
-    { env: { USERS_ADMIN_PASSWORD: ADMIN_PASSWORD }, logError: () => {}, log: () => {}, onAccountsReload: () => reloads.emit('reload'), ...options },
+    {
+      env: { USERS_ADMIN_PASSWORD: ADMIN_PASSWORD },
+      logError: () => {},
+      log: () => {},
+      onAccountsReload: () => reloads.emit('reload'),
+      ...options,
+    },
   );
   t.after(() => running.stop());
   const url = running.url;
@@ -166,7 +206,10 @@ export async function startTestServer(t: TestContext, overrides: Partial<Config>
     nextAccountsReload: () => once(reloads, 'reload').then(() => {}),
     async adminAccountId() {
       const keep = (kept: string | undefined) => kept ?? '';
-      const record = running.store.shared === undefined ? updateAdminIdentity(dataDir, keep) : await running.store.shared.updateAdminIdentity(keep);
+      const record =
+        running.store.shared === undefined
+          ? updateAdminIdentity(dataDir, keep)
+          : await running.store.shared.updateAdminIdentity(keep);
       return (JSON.parse(record) as { id: string }).id;
     },
     async login(user = 'admin', password = ADMIN_PASSWORD) {
@@ -237,7 +280,9 @@ export function send(base: string, method: string, path: string, options: SendOp
     const from = options.localAddress === undefined ? {} : { localAddress: options.localAddress };
     // A URL brackets an IPv6 address; a socket is given it bare.
     const host = hostname.startsWith('[') ? hostname.slice(1, -1) : hostname;
-    const req = httpRequest({ host, port, path, method, headers, agent: false, ...from }, (res) => readReply(res, resolve, reject));
+    const req = httpRequest({ host, port, path, method, headers, agent: false, ...from }, (res) =>
+      readReply(res, resolve, reject),
+    );
     req.on('error', reject);
     req.end(body);
   });
@@ -368,10 +413,14 @@ export interface CommandRun {
  * and its output collected. For commands that end by themselves: a start
  * that fails, --help, `accounts`, `repair`.
  */
-export async function runUsersServer(args: readonly string[], options: { env?: NodeJS.ProcessEnv; stdin?: string } = {}): Promise<CommandRun> {
+export async function runUsersServer(
+  args: readonly string[],
+  options: { env?: NodeJS.ProcessEnv; stdin?: string } = {},
+): Promise<CommandRun> {
   let stdout = '';
   let stderr = '';
-  const sink = (append: (s: string) => void) => Object.assign(new PassThrough(), { write: (chunk: string) => (append(String(chunk)), true) });
+  const sink = (append: (s: string) => void) =>
+    Object.assign(new PassThrough(), { write: (chunk: string) => (append(String(chunk)), true) });
   const code = await main(args, {
     stdout: sink((s) => (stdout += s)),
     stderr: sink((s) => (stderr += s)),

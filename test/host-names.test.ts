@@ -20,7 +20,13 @@ import { exchangeUntilClosed } from './raw-http.js';
 const REBIND = 'rebind.attacker.example';
 
 /** A request with `host` as its Host field (node's client sends what it is given). */
-function withHost(base: string, method: string, path: string, host: string, options: { json?: unknown; headers?: Record<string, string> } = {}): Promise<Reply> {
+function withHost(
+  base: string,
+  method: string,
+  path: string,
+  host: string,
+  options: { json?: unknown; headers?: Record<string, string> } = {},
+): Promise<Reply> {
   return send(base, method, path, { ...options, headers: { ...options.headers, host } });
 }
 
@@ -45,7 +51,11 @@ test('DNS rebinding: a PUT, a DELETE, a POST and a GET whose Host and Origin nam
   ];
   for (const answer of answers) {
     const doc = assertProblem(answer, 421, 'misdirected-request');
-    assert.match(String(doc.detail), new RegExp(`"${REBIND.replaceAll('.', '\\.')}".*--allowed-hosts ${REBIND.replaceAll('.', '\\.')}`), 'the detail names the host and the flag to set');
+    assert.match(
+      String(doc.detail),
+      new RegExp(`"${REBIND.replaceAll('.', '\\.')}".*--allowed-hosts ${REBIND.replaceAll('.', '\\.')}`),
+      'the detail names the host and the flag to set',
+    );
     assert.equal(answer.text.includes('Alice'), false, 'no user is shown');
   }
   assert.equal(await listText(server), ALICE_LIST, 'nothing changed');
@@ -57,13 +67,36 @@ test('DNS rebinding: an absolute-form target naming another site is 421 whatever
   const bytes = `PUT http://${REBIND}:${port}/users/1 HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`;
   const [answer] = await exchangeUntilClosed(t, server.url, bytes);
   assertProblem(answer!, 421, 'misdirected-request');
-  const userinfo = await exchangeUntilClosed(t, server.url, `GET http://127.0.0.1@${REBIND}/users/1 HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n`);
+  const userinfo = await exchangeUntilClosed(
+    t,
+    server.url,
+    `GET http://127.0.0.1@${REBIND}/users/1 HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n`,
+  );
   assertProblem(userinfo[0]!, 421, 'misdirected-request', 'userinfo is not the host');
   assert.equal(await listText(server), ALICE_LIST);
 });
 
-const LOOPBACK_NAMES = ['127.0.0.1', '127.0.0.1.', 'localhost', 'LocalHost', 'localhost.', 'api.localhost', 'a.b.localhost.', '[::1]', '[0:0:0:0:0:0:0:1]'];
-const OTHER_NAMES = [REBIND, '127.0.0.1.attacker.example', 'localhost.attacker.example', 'localhostx', 'x-localhost', '127.0.0.2', '[::2]', '192.0.2.1'];
+const LOOPBACK_NAMES = [
+  '127.0.0.1',
+  '127.0.0.1.',
+  'localhost',
+  'LocalHost',
+  'localhost.',
+  'api.localhost',
+  'a.b.localhost.',
+  '[::1]',
+  '[0:0:0:0:0:0:0:1]',
+];
+const OTHER_NAMES = [
+  REBIND,
+  '127.0.0.1.attacker.example',
+  'localhost.attacker.example',
+  'localhostx',
+  'x-localhost',
+  '127.0.0.2',
+  '[::2]',
+  '192.0.2.1',
+];
 
 test('the default server answers Host of every loopback name, with a port or without, and an empty Host; any other name is 421', async (t) => {
   const { server, port } = await seeded(t);
@@ -72,20 +105,38 @@ test('the default server answers Host of every loopback name, with a port or wit
       assert.equal((await withHost(server.url, 'GET', '/users/1', host)).status, 200, host);
     }
   }
-  const [empty] = await exchangeUntilClosed(t, server.url, 'GET /users/1 HTTP/1.1\r\nHost:\r\nConnection: close\r\n\r\n');
+  const [empty] = await exchangeUntilClosed(
+    t,
+    server.url,
+    'GET /users/1 HTTP/1.1\r\nHost:\r\nConnection: close\r\n\r\n',
+  );
   assert.equal(empty!.status, 200, 'an empty Host names no host');
   for (const name of OTHER_NAMES) {
-    for (const host of [name, `${name}:${port}`]) assertProblem(await withHost(server.url, 'GET', '/users/1', host), 421, 'misdirected-request', host);
+    for (const host of [name, `${name}:${port}`])
+      assertProblem(await withHost(server.url, 'GET', '/users/1', host), 421, 'misdirected-request', host);
   }
 });
 
 test('--allowed-hosts: its names are served in any case, with any port and a final dot; others are still 421, loopback names still served', async (t) => {
   const { server, port } = await seeded(t, { allowedHosts: ['users.example.org', '[2001:db8::1]', '192.0.2.7'] });
-  for (const host of ['users.example.org', 'Users.Example.ORG:443', 'users.example.org.:8080', '[2001:db8::1]:8080', '[2001:DB8:0:0::1]', '192.0.2.7', `localhost:${port}`]) {
+  for (const host of [
+    'users.example.org',
+    'Users.Example.ORG:443',
+    'users.example.org.:8080',
+    '[2001:db8::1]:8080',
+    '[2001:DB8:0:0::1]',
+    '192.0.2.7',
+    `localhost:${port}`,
+  ]) {
     assert.equal((await withHost(server.url, 'GET', '/users/1', host)).status, 200, host);
   }
   for (const host of ['other.example.org', 'a.users.example.org', `${REBIND}:${port}`, '[2001:db8::2]', '192.0.2.8']) {
-    assertProblem(await withHost(server.url, 'PUT', '/users/1', host, { json: { name: 'Mallory' } }), 421, 'misdirected-request', host);
+    assertProblem(
+      await withHost(server.url, 'PUT', '/users/1', host, { json: { name: 'Mallory' } }),
+      421,
+      'misdirected-request',
+      host,
+    );
   }
   assert.equal(await listText(server), ALICE_LIST);
 });
@@ -114,18 +165,25 @@ test('a server on ::1 is served by its bracketed address, in any of its spelling
   }
   const port = new URL(server.url).port;
   assert.equal(server.url, `http://[::1]:${port}`);
-  for (const host of [`[::1]:${port}`, '[::1]', `[0::1]:${port}`]) assert.equal((await withHost(server.url, 'GET', '/healthz', host)).status, 200, host);
+  for (const host of [`[::1]:${port}`, '[::1]', `[0::1]:${port}`])
+    assert.equal((await withHost(server.url, 'GET', '/healthz', host)).status, 200, host);
   assertProblem(await withHost(server.url, 'GET', '/healthz', `[::2]:${port}`), 421, 'misdirected-request');
 });
 
-test('a server on 0.0.0.0 is served by the machine\'s interface addresses and loopback names, not by another name', async (t) => {
-  const own = Object.values(networkInterfaces()).flat().find((info) => info !== undefined && info.family === 'IPv4' && !info.internal)?.address;
+test("a server on 0.0.0.0 is served by the machine's interface addresses and loopback names, not by another name", async (t) => {
+  const own = Object.values(networkInterfaces())
+    .flat()
+    .find((info) => info !== undefined && info.family === 'IPv4' && !info.internal)?.address;
   const server = await startTestServer(t, { host: '0.0.0.0' });
   const port = new URL(server.url).port;
   assert.equal((await withHost(server.url, 'GET', '/healthz', `127.0.0.1:${port}`)).status, 200);
   assert.equal((await withHost(server.url, 'GET', '/healthz', `localhost:${port}`)).status, 200);
   assertProblem(await withHost(server.url, 'GET', '/healthz', `${REBIND}:${port}`), 421, 'misdirected-request');
-  assert.equal((await send(server.url, 'GET', '/healthz')).status, 200, 'the URL it prints, http://0.0.0.0:PORT, reaches it');
+  assert.equal(
+    (await send(server.url, 'GET', '/healthz')).status,
+    200,
+    'the URL it prints, http://0.0.0.0:PORT, reaches it',
+  );
   if (own === undefined) return t.skip('this machine has no IPv4 address but loopback');
   assert.equal((await withHost(server.url, 'GET', '/healthz', `${own}:${port}`)).status, 200, own);
 });
@@ -134,7 +192,11 @@ test('HostNames on a wildcard address reads the interfaces again, at most once a
   const addresses = ['192.0.2.5', '[fe80::1]'];
   let reads = 0;
   let now = 0;
-  const names = new HostNames({ host: '::', allowedHosts: [] }, () => (reads++, [...addresses]), () => now);
+  const names = new HostNames(
+    { host: '::', allowedHosts: [] },
+    () => (reads++, [...addresses]),
+    () => now,
+  );
   assert.equal(names.judge('192.0.2.5:8080'), 'allowed');
   assert.equal(names.judge('[FE80::1]'), 'allowed');
   assert.equal(names.judge('192.0.2.6'), 'misdirected');
@@ -148,7 +210,11 @@ test('HostNames on a wildcard address reads the interfaces again, at most once a
   assert.equal(reads, 2, 'not again within the second');
 });
 
-const JUDGED: { host: string; config?: Partial<Pick<Config, 'host' | 'allowedHosts'>>; verdict: 'allowed' | 'malformed' | 'misdirected' }[] = [
+const JUDGED: {
+  host: string;
+  config?: Partial<Pick<Config, 'host' | 'allowedHosts'>>;
+  verdict: 'allowed' | 'malformed' | 'misdirected';
+}[] = [
   { host: 'localhost:8080', verdict: 'allowed' },
   { host: '', verdict: 'allowed' },
   { host: 'a b', verdict: 'malformed' },

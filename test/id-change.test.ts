@@ -9,7 +9,16 @@
  */
 import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
-import { put, rawExchange, send, startTestServer, type Reply, type TestServer, assertProblem, listText } from './helpers.js';
+import {
+  put,
+  rawExchange,
+  send,
+  startTestServer,
+  type Reply,
+  type TestServer,
+  assertProblem,
+  listText,
+} from './helpers.js';
 
 function get(server: TestServer, path: string): Promise<Reply> {
   return send(server.url, 'GET', path);
@@ -50,7 +59,11 @@ test('id change: after a move, GET, HEAD, PUT and DELETE on the old id answer 30
   assert.match(head, /^HTTP\/1\.1 301 /, 'HEAD');
   assert.match(head, /\r\nLocation: \/users\/5\r\n/i, 'HEAD Location');
   assertMoved(await put(server.url, '/users/1', { name: 'Overwrite' }), '/users/5', 'PUT');
-  assertMoved(await put(server.url, '/users/1', { name: 'Overwrite', id: 1 }), '/users/5', 'PUT with the old id in the body');
+  assertMoved(
+    await put(server.url, '/users/1', { name: 'Overwrite', id: 1 }),
+    '/users/5',
+    'PUT with the old id in the body',
+  );
   assertMoved(await send(server.url, 'DELETE', '/users/1'), '/users/5', 'DELETE');
   assert.equal(await listText(server), before);
   assert.equal((await get(server, '/users/5')).text, '{"name":"Ann","id":5}');
@@ -59,7 +72,11 @@ test('id change: after a move, GET, HEAD, PUT and DELETE on the old id answer 30
 test('id change: any request to an old id answers 301, even a PUT whose body would be refused (415, 422)', async (t) => {
   const server = await withAnn(t);
   assert.equal((await put(server.url, '/users/1', { name: 'Ann', id: 5 })).status, 200);
-  assertMoved(await send(server.url, 'PUT', '/users/1', { body: '{"name":"x"}', headers: { 'content-type': 'text/plain' } }), '/users/5', 'PUT text/plain');
+  assertMoved(
+    await send(server.url, 'PUT', '/users/1', { body: '{"name":"x"}', headers: { 'content-type': 'text/plain' } }),
+    '/users/5',
+    'PUT text/plain',
+  );
   assertMoved(await put(server.url, '/users/1', { nick: 'no name' }), '/users/5', 'PUT without name');
 });
 
@@ -104,13 +121,24 @@ test('id change: the new id is issued by the move: no other move can take it and
   const server = await withAnn(t);
   assert.equal((await put(server.url, '/users/1', { name: 'Ann', id: 5 })).status, 200);
   // Only 5 was issued by the move, not the ids it skipped (API.md: "it is then issued").
-  assertProblem(await put(server.url, '/users/3', { name: 'x' }), 404, 'not-found', 'a skipped id is still never issued');
+  assertProblem(
+    await put(server.url, '/users/3', { name: 'x' }),
+    404,
+    'not-found',
+    'a skipped id is still never issued',
+  );
   const issued: string[] = [];
-  for (let i = 0; i < 3; i++) issued.push((await send(server.url, 'POST', '/users/new', { json: { name: `n${i}` } })).headers.location as string);
+  for (let i = 0; i < 3; i++)
+    issued.push((await send(server.url, 'POST', '/users/new', { json: { name: `n${i}` } })).headers.location as string);
   issued.push((await send(server.url, 'POST', '/reservations')).headers.location as string);
   assert.ok(!issued.includes('/users/5'), `the server did not issue 5 again: ${issued.join(' ')}`);
   assert.equal(new Set(issued).size, issued.length, 'distinct ids');
-  assertProblem(await put(server.url, issued[0]!, { name: 'n0', id: 5 }), 409, 'id-conflict', 'another user cannot move to 5');
+  assertProblem(
+    await put(server.url, issued[0]!, { name: 'n0', id: 5 }),
+    409,
+    'id-conflict',
+    'another user cannot move to 5',
+  );
   assert.equal((await get(server, '/users/5')).text, '{"name":"Ann","id":5}');
 });
 
@@ -118,7 +146,11 @@ test('id change: the moved user gets a new ETag and a conditional move with a st
   const server = await withAnn(t);
   const etag = (await get(server, '/users/1')).headers.etag as string;
   assert.equal((await put(server.url, '/users/1', { name: 'Changed' })).status, 200);
-  assertProblem(await put(server.url, '/users/1', { name: 'Ann', id: 5 }, { 'if-match': etag }), 412, 'precondition-failed');
+  assertProblem(
+    await put(server.url, '/users/1', { name: 'Ann', id: 5 }, { 'if-match': etag }),
+    412,
+    'precondition-failed',
+  );
   assert.equal((await get(server, '/users/1')).status, 200);
   assert.equal((await get(server, '/users/5')).status, 404);
 });
@@ -126,7 +158,8 @@ test('id change: the moved user gets a new ETag and a conditional move with a st
 const issuedTargets: Array<{ name: string; setup: (server: TestServer) => Promise<void>; to: number }> = [
   {
     name: 'the id of another existing user',
-    setup: async (s) => assert.equal((await send(s.url, 'POST', '/users/new', { json: { name: 'Bob' } })).headers.location, '/users/2'),
+    setup: async (s) =>
+      assert.equal((await send(s.url, 'POST', '/users/new', { json: { name: 'Bob' } })).headers.location, '/users/2'),
     to: 2,
   },
   {
@@ -159,7 +192,12 @@ for (const c of issuedTargets) {
     const before = await listText(server);
     const ann = await get(server, '/users/1');
     assertProblem(await put(server.url, '/users/1', { name: 'Ann', id: c.to }), 409, 'id-conflict');
-    assertProblem(await put(server.url, '/users/ann', { name: 'Ann', id: c.to }), 409, 'id-conflict', 'through the alias');
+    assertProblem(
+      await put(server.url, '/users/ann', { name: 'Ann', id: c.to }),
+      409,
+      'id-conflict',
+      'through the alias',
+    );
     assert.equal(await listText(server), before);
     const after = await get(server, '/users/1');
     assert.equal(after.status, 200);
@@ -171,7 +209,10 @@ for (const c of issuedTargets) {
 for (const id of [0, -3, 1.5, '"6"', 9007199254740992]) {
   test(`id change: a body id of ${String(id)} (not a positive safe integer) answers 422 invalid-user naming "id" and does not move`, async (t) => {
     const server = await withAnn(t);
-    const reply = await send(server.url, 'PUT', '/users/1', { body: `{"name":"Ann","id":${String(id)}}`, headers: { 'content-type': 'application/json' } });
+    const reply = await send(server.url, 'PUT', '/users/1', {
+      body: `{"name":"Ann","id":${String(id)}}`,
+      headers: { 'content-type': 'application/json' },
+    });
     const doc = assertProblem(reply, 422, 'invalid-user');
     assert.equal(doc.field, 'id');
     assert.equal((await get(server, '/users/1')).text, '{"name":"Ann","id":1}');

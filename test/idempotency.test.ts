@@ -184,7 +184,9 @@ for (const ep of endpoints) {
     const server = await startTestServer(t);
     const { socket, answer } = await openRaw(server);
     t.after(() => socket.destroy());
-    socket.write(Buffer.concat([Buffer.from(rawPostHead(ep.path, '\u043a\u043b\u044e\u0447', 20), 'utf8'), Buffer.from(ep.body)]));
+    socket.write(
+      Buffer.concat([Buffer.from(rawPostHead(ep.path, '\u043a\u043b\u044e\u0447', 20), 'utf8'), Buffer.from(ep.body)]),
+    );
     const reply = parseRawResponse(await answer);
     assert.equal(reply.status, 400, reply.body);
     assert.equal(reply.headers['content-type'], PROBLEM_CONTENT_TYPE);

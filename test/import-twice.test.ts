@@ -38,10 +38,16 @@ async function restartable(t: TestContext, args: string[]) {
  * a user deleted), imports it into a target with the flags of `first`,
  * restarts the target, imports it again with those of `second`.
  */
-async function importTwice(t: TestContext, targetArgs: string[], first: string[] = [], second: string[] = []): Promise<void> {
+async function importTwice(
+  t: TestContext,
+  targetArgs: string[],
+  first: string[] = [],
+  second: string[] = [],
+): Promise<void> {
   const source = await spawnServer(t, ['--port', '0', '--data', tempDir(t)]);
   assert.equal((await put(source.url, '/users/alice', { name: 'Alice' })).status, 201);
-  for (const name of ['Bob', 'Gone', 'Carol']) assert.equal((await send(source.url, 'POST', '/users/new', { json: { name } })).status, 201);
+  for (const name of ['Bob', 'Gone', 'Carol'])
+    assert.equal((await send(source.url, 'POST', '/users/new', { json: { name } })).status, 201);
   assert.equal((await send(source.url, 'DELETE', '/users/3')).status, 204);
   const file = join(tempDir(t), 'users.ndjson');
   const exported = await usersctl(t, source.url, ['export']);
@@ -55,8 +61,14 @@ async function importTwice(t: TestContext, targetArgs: string[], first: string[]
   const url = await target.restart();
   const again = await usersctl(t, url, ['import', ...second, '-f', file]);
   assert.equal(again.code, 0, again.stderr);
-  const results = again.stdout.trim().split('\n').map((l) => JSON.parse(l) as { action: string; id: number });
-  assert.deepEqual(results.map((r) => r.action), ['unchanged', 'unchanged', 'unchanged']);
+  const results = again.stdout
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as { action: string; id: number });
+  assert.deepEqual(
+    results.map((r) => r.action),
+    ['unchanged', 'unchanged', 'unchanged'],
+  );
   assert.equal((await send(url, 'GET', '/users')).text, listing, 'the second run changed the target');
   assert.equal(JSON.parse(listing).items.length, 3);
 }
@@ -82,7 +94,10 @@ test('import of an export, run twice on a PostgreSQL server restarted in between
 async function changesSoFar(t: TestContext, url: string): Promise<{ op: string; user?: { name: string } }[]> {
   const watched = await usersctl(t, url, ['watch', '--from-start', '--no-follow']);
   assert.equal(watched.code, 0, watched.stderr);
-  return watched.stdout.trim().split('\n').map((line) => JSON.parse(line));
+  return watched.stdout
+    .trim()
+    .split('\n')
+    .map((line) => JSON.parse(line));
 }
 
 async function linesTwiceWatched(t: TestContext, serverArgs: string[]): Promise<void> {
@@ -94,11 +109,20 @@ async function linesTwiceWatched(t: TestContext, serverArgs: string[]): Promise<
     assert.equal(imported.code, 0, `${run} run: ${imported.stderr}`);
   }
   // Lines go several at a time: the order of the creates is not the file's.
-  const named = (changes: { op: string; user?: { name: string } }[]) => changes.map((c) => `${c.op} ${c.user?.name}`).sort();
-  assert.deepEqual(named(await changesSoFar(t, server.url)), ['put Ann', 'put Ben', 'put Cy'], 'the second run is no change');
+  const named = (changes: { op: string; user?: { name: string } }[]) =>
+    changes.map((c) => `${c.op} ${c.user?.name}`).sort();
+  assert.deepEqual(
+    named(await changesSoFar(t, server.url)),
+    ['put Ann', 'put Ben', 'put Cy'],
+    'the second run is no change',
+  );
   writeFileSync(file, '{"name":"Ann"}\n{"name":"Ben"}\n{"name":"Cy"}\n{"name":"Dee"}\n');
   assert.equal((await usersctl(t, server.url, ['import', '-f', file])).code, 0);
-  assert.deepEqual(named((await changesSoFar(t, server.url)).slice(3)), ['put Dee'], 'a third run with a line more: that line alone');
+  assert.deepEqual(
+    named((await changesSoFar(t, server.url)).slice(3)),
+    ['put Dee'],
+    'a third run with a line more: that line alone',
+  );
 }
 
 test('plain lines imported twice on a journal server: usersctl watch shows each user once, and nothing of the second run', async (t) => {

@@ -3,7 +3,17 @@ import { randomBytes } from 'node:crypto';
 import { test } from 'node:test';
 import { crc32 } from 'node:zlib';
 import { DataError } from '../server/errors.js';
-import { applyPayload, checkRecordSize, crc32Bytes, encodeMutations, encodeRecord, FileKind, recordAt, recordBound, writeRecord } from '../server/store/journal/codec.js';
+import {
+  applyPayload,
+  checkRecordSize,
+  crc32Bytes,
+  encodeMutations,
+  encodeRecord,
+  FileKind,
+  recordAt,
+  recordBound,
+  writeRecord,
+} from '../server/store/journal/codec.js';
 import { StoreState, type Mutation } from '../server/store/memory/state.js';
 import { UserTable } from '../server/store/memory/user-table.js';
 import type { StoredUser } from '../server/users/rules.js';
@@ -14,8 +24,12 @@ import type { StoredUser } from '../server/users/rules.js';
 test('codec: the in-place CRC-32 equals zlib.crc32 for every length up to 300 bytes and any starting value', () => {
   for (let length = 0; length <= 300; length++) {
     const buf = randomBytes(length + 7);
-    const previous = length * 2654435761 >>> 0;
-    assert.equal(crc32Bytes(buf, 3, 3 + length, previous), crc32(buf.subarray(3, 3 + length), previous), `length ${length}`);
+    const previous = (length * 2654435761) >>> 0;
+    assert.equal(
+      crc32Bytes(buf, 3, 3 + length, previous),
+      crc32(buf.subarray(3, 3 + length), previous),
+      `length ${length}`,
+    );
   }
 });
 
@@ -32,7 +46,13 @@ test('codec: records of every size class verify, and any single flipped bit make
 });
 
 test('codec: records written one after another into a buffer sized by their bounds (a batch) are the bytes of each record alone, in 1- to 4-byte UTF-8', () => {
-  const payloads = ['p\t1\t\t{"name":"a","id":1}', 'Ålice ☃ \u{1F600} \u{10FFFF}', '☃'.repeat(1000), '\u{1F600}'.repeat(500), 'x'];
+  const payloads = [
+    'p\t1\t\t{"name":"a","id":1}',
+    'Ålice ☃ \u{1F600} \u{10FFFF}',
+    '☃'.repeat(1000),
+    '\u{1F600}'.repeat(500),
+    'x',
+  ];
   const buf = Buffer.alloc(payloads.reduce((sum, payload) => sum + recordBound(payload), 0));
   let offset = 0;
   for (const payload of payloads) {
@@ -81,8 +101,11 @@ test('state: the user table answers like a Map under random sets and deletes of 
   const table = new UserTable();
   const model = new Map<number, StoredUser>();
   let seed = 42;
-  const random = (n: number) => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) % n);
-  const pick = () => [random(5000) + 1, random(3) === 0 ? 9_007_199_254_740_991 - random(10) : random(40_000) + 1, 20_000 + random(100)][random(3)]!;
+  const random = (n: number) => (seed = (seed * 1103515245 + 12345) % 2 ** 31) % n;
+  const pick = () =>
+    [random(5000) + 1, random(3) === 0 ? 9_007_199_254_740_991 - random(10) : random(40_000) + 1, 20_000 + random(100)][
+      random(3)
+    ]!;
   for (let step = 0; step < 50_000; step++) {
     const id = pick();
     if (random(4) === 0) assert.equal(table.delete(id), model.delete(id));

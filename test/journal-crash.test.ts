@@ -45,7 +45,12 @@ test('crash: after each of 4 kill -9 under 64 writing clients, every acknowledge
 test('compaction: killed during compaction in each of 4 cycles (--compaction-floor 4096), every restart finds the whole state and a consistent set of files, no temp file', async (t) => {
   if (skipReason !== undefined) return t.skip(skipReason);
   // A small live set, so the journal outgrows twice the live data within a few hundred writes.
-  const summary = await runCrashCycles({ cycles: 4, serverArgs: ['--compaction-floor', '4096'], killOnCompaction: 1, targetUsers: 40 });
+  const summary = await runCrashCycles({
+    cycles: 4,
+    serverArgs: ['--compaction-floor', '4096'],
+    killOnCompaction: 1,
+    targetUsers: 40,
+  });
   report(t, summary);
   assertIntact(summary, 4);
   // The kills did land on compactions: the server created or renamed a journal or snapshot, and died a few ms later.

@@ -18,7 +18,18 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, fdatasync as realFdatasync, mkdirSync, readdirSync, readFileSync, statSync, unlinkSync, watch, writeFileSync, writev as realWritev } from 'node:fs';
+import {
+  existsSync,
+  fdatasync as realFdatasync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  statSync,
+  unlinkSync,
+  watch,
+  writeFileSync,
+  writev as realWritev,
+} from 'node:fs';
 import { join } from 'node:path';
 import { once } from 'node:events';
 import { test, type TestContext } from 'node:test';
@@ -27,12 +38,30 @@ import { lockOwnerPid } from '../server/ops/data-dir.js';
 import { HEADER_BYTES } from '../server/store/journal/codec.js';
 import type { JournalIo } from '../server/store/journal/journal.js';
 import type { Store } from '../server/store/store.js';
-import { ADMIN_PASSWORD, assertProblem, listText, onSmallDisk, put, send, startTestServer, tempDir, type Reply, type TestServer } from './helpers.js';
-import { beyondDataLine, SERVER_BIN, spawnChild, spawnServer, spawnUsersServer, cleanEnv, type Child } from './processes.js';
+import {
+  ADMIN_PASSWORD,
+  assertProblem,
+  listText,
+  onSmallDisk,
+  put,
+  send,
+  startTestServer,
+  tempDir,
+  type Reply,
+  type TestServer,
+} from './helpers.js';
+import {
+  beyondDataLine,
+  SERVER_BIN,
+  spawnChild,
+  spawnServer,
+  spawnUsersServer,
+  cleanEnv,
+  type Child,
+} from './processes.js';
 
 const JOURNAL = 'journal-00000001';
 const CHILD_TEST = {};
-
 
 // ---------------------------------------------------------------- injected failures
 
@@ -49,7 +78,11 @@ interface Held {
 }
 
 function ioError(code: string, syscall: Call): NodeJS.ErrnoException {
-  return Object.assign(new Error(`${code}: injected failure, ${syscall}`), { code, syscall, errno: code === 'EIO' ? -5 : -28 });
+  return Object.assign(new Error(`${code}: injected failure, ${syscall}`), {
+    code,
+    syscall,
+    errno: code === 'EIO' ? -5 : -28,
+  });
 }
 
 /**
@@ -77,7 +110,10 @@ class FaultyIo {
           buffers,
           fail: (error) => cb(error, 0, buffers),
           writePart: (bytes) => {
-            const part = Buffer.concat(buffers.map((b) => Buffer.from(b.buffer, b.byteOffset, b.byteLength))).subarray(0, bytes);
+            const part = Buffer.concat(buffers.map((b) => Buffer.from(b.buffer, b.byteOffset, b.byteLength))).subarray(
+              0,
+              bytes,
+            );
             realWritev(fd, [part], position, (error, written) => cb(error, written, buffers));
           },
         });
@@ -89,7 +125,12 @@ class FaultyIo {
       if (this.armed?.call === 'fdatasync') {
         const { resolve } = this.armed;
         this.armed = undefined;
-        return resolve({ fd, buffers: [], fail: (error) => cb(error), writePart: () => assert.fail('fdatasync writes nothing') });
+        return resolve({
+          fd,
+          buffers: [],
+          fail: (error) => cb(error),
+          writePart: () => assert.fail('fdatasync writes nothing'),
+        });
       }
       realFdatasync(fd, cb);
     }) as JournalIo['fdatasync'],
@@ -116,14 +157,23 @@ interface Failing extends TestServer {
   logs: string[];
 }
 
-async function startFailing(t: TestContext, dir: string, overrides: Partial<Config> = {}, withOnFatal = true): Promise<Failing> {
+async function startFailing(
+  t: TestContext,
+  dir: string,
+  overrides: Partial<Config> = {},
+  withOnFatal = true,
+): Promise<Failing> {
   const faults = new FaultyIo();
   const fatal: Error[] = [];
   const logs: string[] = [];
   const server = await startTestServer(
     t,
     { data: dir, ...overrides },
-    { journalIo: faults.io, logError: (line) => logs.push(line), ...(withOnFatal && { onFatal: (error: Error) => void fatal.push(error) }) },
+    {
+      journalIo: faults.io,
+      logError: (line) => logs.push(line),
+      ...(withOnFatal && { onFatal: (error: Error) => void fatal.push(error) }),
+    },
   );
   return { ...server, dir, faults, fatal, logs };
 }
@@ -201,7 +251,12 @@ for (const c of failureCases) {
     const sizeAtFailure = journalSize(dir);
     c.finish(call, server.faults);
 
-    const inFlight: [string, Reply][] = [['PUT A', await a], ['PUT B', await b], ['POST C', await cc], ['GET A', await read]];
+    const inFlight: [string, Reply][] = [
+      ['PUT A', await a],
+      ['PUT B', await b],
+      ['POST C', await cc],
+      ['GET A', await read],
+    ];
     for (const [what, reply] of inFlight) assertProblem(reply, 500, 'internal', `${what} in flight`);
     assert.equal(server.fatal.length, 1, 'onFatal calls');
     assert.match(server.fatal[0]!.message, c.error);
@@ -212,7 +267,8 @@ for (const c of failureCases) {
 
     const sizeAfterFailure = journalSize(dir);
     if (c.tornTail) assert.equal(sizeAfterFailure, sizeAtFailure + 11, 'the part written before the failure');
-    else if (!c.writtenBeforeFailure) assert.equal(sizeAfterFailure, sizeAtFailure, 'nothing of the failed batch is in the file');
+    else if (!c.writtenBeforeFailure)
+      assert.equal(sizeAfterFailure, sizeAtFailure, 'nothing of the failed batch is in the file');
     const writesBefore = server.faults.calls.writev;
     const later: [string, Reply][] = [
       ['PUT a new user', await put(url, '/users/later', { name: 'Later' })],
@@ -235,17 +291,29 @@ for (const c of failureCases) {
     const withA = acked.replace(/\],"next"/, ',{"name":"A","id":6}],"next"');
     if (c.writtenBeforeFailure) assert.ok(after === acked || after === withA, `after the restart: ${after}`);
     else assert.equal(after, acked, 'after the restart: exactly the acknowledged writes');
-    if (c.tornTail) assert.deepEqual(logs, [`users-server: ${JOURNAL}: dropped ${tail} bytes at offset ${sizeAtFailure} (a record that is incomplete or fails its checksum): the end of a write that was never acknowledged`]);
+    if (c.tornTail)
+      assert.deepEqual(logs, [
+        `users-server: ${JOURNAL}: dropped ${tail} bytes at offset ${sizeAtFailure} (a record that is incomplete or fails its checksum): the end of a write that was never acknowledged`,
+      ]);
     else assert.deepEqual(logs, []);
     const next = await send(restarted.url, 'POST', '/users/new', { json: { name: 'Next' } });
     assert.equal(next.status, 201, next.text);
-    assert.ok(Number(/\d+$/.exec(String(next.headers.location))![0]) > 5, `an acknowledged id was issued again: ${next.headers.location}`);
+    assert.ok(
+      Number(/\d+$/.exec(String(next.headers.location))![0]) > 5,
+      `an acknowledged id was issued again: ${next.headers.location}`,
+    );
   });
 }
 
 const fullDiskCases: { name: string; finish: (held: Held, faults: FaultyIo) => void }[] = [
-  { name: 'writev fails with ENOSPC', finish: (held, faults) => (faults.failWrites(), held.fail(ioError('ENOSPC', 'writev'))) },
-  { name: 'writev writes part of the batch, then fails with ENOSPC', finish: (held, faults) => (faults.failWrites(), held.writePart(11)) },
+  {
+    name: 'writev fails with ENOSPC',
+    finish: (held, faults) => (faults.failWrites(), held.fail(ioError('ENOSPC', 'writev'))),
+  },
+  {
+    name: 'writev writes part of the batch, then fails with ENOSPC',
+    finish: (held, faults) => (faults.failWrites(), held.writePart(11)),
+  },
 ];
 
 for (const c of fullDiskCases) {
@@ -255,7 +323,16 @@ for (const c of fullDiskCases) {
     const faults = new FaultyIo();
     const fatal: Error[] = [];
     const logs: string[] = [];
-    const server = await startTestServer(t, { data: dir }, { journalIo: faults.io, clock: () => now, logError: (line) => logs.push(line), onFatal: (error: Error) => void fatal.push(error) });
+    const server = await startTestServer(
+      t,
+      { data: dir },
+      {
+        journalIo: faults.io,
+        clock: () => now,
+        logError: (line) => logs.push(line),
+        onFatal: (error: Error) => void fatal.push(error),
+      },
+    );
     const url = server.url;
     for (let i = 0; i < 5; i++) assert.equal((await put(url, `/users/acked${i}`, { name: `Acked ${i}` })).status, 201);
     const acked = await listText(server);
@@ -268,16 +345,28 @@ for (const c of fullDiskCases) {
     await committed;
     const sizeAtFailure = journalSize(dir);
     c.finish(call, faults);
-    for (const [what, reply] of [['PUT A', await a], ['PUT B', await b], ['POST C', await cc]] as const) {
+    for (const [what, reply] of [
+      ['PUT A', await a],
+      ['PUT B', await b],
+      ['POST C', await cc],
+    ] as const) {
       assertProblem(reply, 503, 'disk-full', `${what} in flight`);
       assert.equal(reply.headers['retry-after'], '5', what);
     }
     assert.deepEqual(fatal, [], 'a full disk is not fatal');
-    assert.ok(logs.some((l) => /^users-server: the disk is full \(ENOSPC\)/.test(l)), logs.join('\n'));
+    assert.ok(
+      logs.some((l) => /^users-server: the disk is full \(ENOSPC\)/.test(l)),
+      logs.join('\n'),
+    );
     assert.equal(journalSize(dir), sizeAtFailure, 'the partial record was cut back');
     assert.equal(await listText(server), acked, 'reads serve exactly the acknowledged writes');
     assert.equal((await send(url, 'GET', '/users/inflight-a')).status, 404);
-    assertProblem(await put(url, '/users/later', { name: 'Later' }), 503, 'disk-full', 'a write while the disk is full');
+    assertProblem(
+      await put(url, '/users/later', { name: 'Later' }),
+      503,
+      'disk-full',
+      'a write while the disk is full',
+    );
     assertProblem(await send(url, 'GET', '/readyz'), 503, 'not-ready');
     assert.match((await send(url, 'GET', '/metrics')).text, /^users_server_disk_full 1$/m);
     // Space comes back; a second later a write finds it.
@@ -310,12 +399,18 @@ test('a full disk while a compaction writes its snapshot: the refused writes ans
     logs.push(line);
     if (/^users-server: compact/.test(line)) compacted();
   };
-  const server = await startTestServer(t, { data: dir, compactionFloor: 4096 }, { journalIo: faults.io, clock: () => now, logError: log, onFatal: (error: Error) => void fatal.push(error) });
+  const server = await startTestServer(
+    t,
+    { data: dir, compactionFloor: 4096 },
+    { journalIo: faults.io, clock: () => now, logError: log, onFatal: (error: Error) => void fatal.push(error) },
+  );
   const url = server.url;
   // The snapshot's temp file, seen as it appears: the disk fills while it is being written.
   const watcher = watch(dir);
   t.after(() => watcher.close());
-  const snapshotStarted = new Promise<void>((resolve) => watcher.on('change', (_, name) => String(name).endsWith('.tmp') && resolve()));
+  const snapshotStarted = new Promise<void>((resolve) =>
+    watcher.on('change', (_, name) => String(name).endsWith('.tmp') && resolve()),
+  );
   const held = faults.hold('writev', (fd) => fd !== faults.firstFd);
   // Eight writers keep a batch filling, so the first write into the next journal comes while the snapshot is written.
   const acked = new Map<string, string>();
@@ -336,9 +431,18 @@ test('a full disk while a compaction writes its snapshot: the refused writes ans
   for (const reply of refused) assertProblem(reply, 503, 'disk-full', 'a write the full disk refused');
   await compactionDone;
   assert.deepEqual(fatal, [], 'a full disk during a compaction is not fatal');
-  assert.ok(logs.some((l) => /^users-server: compacted \d+ journal bytes/.test(l)), logs.join('\n'));
-  assert.deepEqual(readdirSync(dir).filter((name) => /^(journal|snapshot)-/.test(name)).sort(), ['journal-00000002', 'snapshot-00000002']);
-  for (const [ref, text] of acked) assert.equal((await send(url, 'GET', ref)).text, text, `GET ${ref} serves its acknowledged write`);
+  assert.ok(
+    logs.some((l) => /^users-server: compacted \d+ journal bytes/.test(l)),
+    logs.join('\n'),
+  );
+  assert.deepEqual(
+    readdirSync(dir)
+      .filter((name) => /^(journal|snapshot)-/.test(name))
+      .sort(),
+    ['journal-00000002', 'snapshot-00000002'],
+  );
+  for (const [ref, text] of acked)
+    assert.equal((await send(url, 'GET', ref)).text, text, `GET ${ref} serves its acknowledged write`);
   faults.allowWrites();
   now += 1001;
   let reply = await put(url, '/users/later', { name: 'Later' });
@@ -387,71 +491,104 @@ test('journal failure without onFatal: the server stops itself (it no longer acc
 /** `node bin/users-server.js ARGS` under `ulimit -f BLOCKS` (bash: 1024-byte blocks), SIGXFSZ ignored. */
 function spawnWithFileSizeLimit(t: TestContext, args: string[], kib: number): Child {
   const script = `trap '' XFSZ; ulimit -f ${kib} && exec "$0" "$@"`;
-  return spawnChild(t, 'bash', ['-c', script, process.execPath, SERVER_BIN, ...args], { env: { ...cleanEnv(), USERS_ADMIN_PASSWORD: ADMIN_PASSWORD, USERS_PASSWORD_COST: '1', USERS_REQUIRE_SESSION: 'none' }, cwd: tempDir(t) });
+  return spawnChild(t, 'bash', ['-c', script, process.execPath, SERVER_BIN, ...args], {
+    env: {
+      ...cleanEnv(),
+      USERS_ADMIN_PASSWORD: ADMIN_PASSWORD,
+      USERS_PASSWORD_COST: '1',
+      USERS_REQUIRE_SESSION: 'none',
+    },
+    cwd: tempDir(t),
+  });
 }
 
 async function listening(child: Child): Promise<string> {
   return (await child.waitForLine(/^listening on (http:\/\/\S+)$/))[1]!;
 }
 
-test('node bin/users-server.js: when the journal really cannot be written (file-size limit, EFBIG) the failing request gets 500, the process logs "journal write failed ...; stopping" and exits 1, and a restart has every acknowledged write', CHILD_TEST, async (t) => {
-  const dir = tempDir(t);
-  const child = spawnWithFileSizeLimit(t, ['--port', '0', '--data', dir], 1500);
-  const url = await listening(child);
-  const acked: string[] = [];
-  let failed: Reply | undefined;
-  for (let i = 0; i < 100 && failed === undefined; i++) {
-    const reply = await put(url, `/users/u${i}`, { name: `User ${i}`, pad: 'p'.repeat(15_000) });
-    if (reply.status === 201) acked.push(reply.text);
-    else failed = reply;
-  }
-  assert.ok(failed !== undefined, 'every write succeeded: the file-size limit did not apply');
-  assertProblem(failed, 500, 'internal', 'the write that hit the limit');
-  assert.ok(acked.length > 5, `only ${acked.length} writes before the limit`);
-  const result = await (child).exited;
-  assert.equal(result.signal, null, `killed by ${result.signal}: SIGXFSZ was not ignored`);
-  assert.equal(result.code, 1, `exit code; stderr=${child.stderr()}`);
-  assert.match(beyondDataLine(child.stderr()), /^users-server: journal write failed: EFBIG: [^\n]*; stopping: [^\n]+\n$/, 'exactly one stderr line');
+test(
+  'node bin/users-server.js: when the journal really cannot be written (file-size limit, EFBIG) the failing request gets 500, the process logs "journal write failed ...; stopping" and exits 1, and a restart has every acknowledged write',
+  CHILD_TEST,
+  async (t) => {
+    const dir = tempDir(t);
+    const child = spawnWithFileSizeLimit(t, ['--port', '0', '--data', dir], 1500);
+    const url = await listening(child);
+    const acked: string[] = [];
+    let failed: Reply | undefined;
+    for (let i = 0; i < 100 && failed === undefined; i++) {
+      const reply = await put(url, `/users/u${i}`, { name: `User ${i}`, pad: 'p'.repeat(15_000) });
+      if (reply.status === 201) acked.push(reply.text);
+      else failed = reply;
+    }
+    assert.ok(failed !== undefined, 'every write succeeded: the file-size limit did not apply');
+    assertProblem(failed, 500, 'internal', 'the write that hit the limit');
+    assert.ok(acked.length > 5, `only ${acked.length} writes before the limit`);
+    const result = await child.exited;
+    assert.equal(result.signal, null, `killed by ${result.signal}: SIGXFSZ was not ignored`);
+    assert.equal(result.code, 1, `exit code; stderr=${child.stderr()}`);
+    assert.match(
+      beyondDataLine(child.stderr()),
+      /^users-server: journal write failed: EFBIG: [^\n]*; stopping: [^\n]+\n$/,
+      'exactly one stderr line',
+    );
 
-  const restarted = await startTestServer(t, { data: dir }, { logError: () => {} });
-  const list = (await send(restarted.url, 'GET', '/users?limit=1000')).json() as { items: unknown[] };
-  assert.deepEqual(list.items.slice(0, acked.length).map((u) => JSON.stringify(u)), acked, 'every acknowledged write, in order');
-  assert.ok(list.items.length <= acked.length + 1, `more users than writes: ${list.items.length}`);
-});
+    const restarted = await startTestServer(t, { data: dir }, { logError: () => {} });
+    const list = (await send(restarted.url, 'GET', '/users?limit=1000')).json() as { items: unknown[] };
+    assert.deepEqual(
+      list.items.slice(0, acked.length).map((u) => JSON.stringify(u)),
+      acked,
+      'every acknowledged write, in order',
+    );
+    assert.ok(list.items.length <= acked.length + 1, `more users than writes: ${list.items.length}`);
+  },
+);
 
-test('node bin/users-server.js: a second server on the same data directory exits 1 with one stderr line, and the first keeps serving', CHILD_TEST, async (t) => {
-  const dir = tempDir(t);
-  const first = spawnUsersServer(t, ['--port', '0', '--data', dir]);
-  const url = await listening(first);
-  assert.equal((await put(url, '/users/ann', { name: 'Ann' })).status, 201);
-  const second = spawnUsersServer(t, ['--port', '0', '--data', dir]);
-  const result = await (second).exited;
-  assert.equal(result.code, 1, `exit code; stderr=${second.stderr()}`);
-  assert.equal(second.stdout(), '');
-  assert.match(second.stderr(), new RegExp(`^users-server: another users-server \\(pid ${first.process.pid}\\) is using the data directory [^\\n]+: stop it first, or give another --data\\n$`));
-  assert.equal((await send(url, 'GET', '/users/ann')).status, 200, 'the first server still serves');
-  assert.equal(String(lockOwnerPid(dir)), String(first.process.pid));
-  first.process.kill('SIGTERM');
-  assert.equal((await (first).exited).code, 0);
-});
+test(
+  'node bin/users-server.js: a second server on the same data directory exits 1 with one stderr line, and the first keeps serving',
+  CHILD_TEST,
+  async (t) => {
+    const dir = tempDir(t);
+    const first = spawnUsersServer(t, ['--port', '0', '--data', dir]);
+    const url = await listening(first);
+    assert.equal((await put(url, '/users/ann', { name: 'Ann' })).status, 201);
+    const second = spawnUsersServer(t, ['--port', '0', '--data', dir]);
+    const result = await second.exited;
+    assert.equal(result.code, 1, `exit code; stderr=${second.stderr()}`);
+    assert.equal(second.stdout(), '');
+    assert.match(
+      second.stderr(),
+      new RegExp(
+        `^users-server: another users-server \\(pid ${first.process.pid}\\) is using the data directory [^\\n]+: stop it first, or give another --data\\n$`,
+      ),
+    );
+    assert.equal((await send(url, 'GET', '/users/ann')).status, 200, 'the first server still serves');
+    assert.equal(String(lockOwnerPid(dir)), String(first.process.pid));
+    first.process.kill('SIGTERM');
+    assert.equal((await first.exited).code, 0);
+  },
+);
 
-test('node bin/users-server.js: the lock left by a server killed with SIGKILL does not block the next start, which has every acknowledged write', CHILD_TEST, async (t) => {
-  const dir = tempDir(t);
-  const first = spawnUsersServer(t, ['--port', '0', '--data', dir]);
-  const url = await listening(first);
-  for (let i = 0; i < 5; i++) assert.equal((await put(url, `/users/u${i}`, { name: `U${i}` })).status, 201);
-  const acked = await listText({ url });
-  first.process.kill('SIGKILL');
-  assert.equal((await (first).exited).signal, 'SIGKILL');
-  assert.equal(String(lockOwnerPid(dir)), String(first.process.pid), 'the killed server left its lock');
+test(
+  'node bin/users-server.js: the lock left by a server killed with SIGKILL does not block the next start, which has every acknowledged write',
+  CHILD_TEST,
+  async (t) => {
+    const dir = tempDir(t);
+    const first = spawnUsersServer(t, ['--port', '0', '--data', dir]);
+    const url = await listening(first);
+    for (let i = 0; i < 5; i++) assert.equal((await put(url, `/users/u${i}`, { name: `U${i}` })).status, 201);
+    const acked = await listText({ url });
+    first.process.kill('SIGKILL');
+    assert.equal((await first.exited).signal, 'SIGKILL');
+    assert.equal(String(lockOwnerPid(dir)), String(first.process.pid), 'the killed server left its lock');
 
-  const next = spawnUsersServer(t, ['--port', '0', '--data', dir]);
-  const nextUrl = await listening(next);
-  assert.equal(await listText({ url: nextUrl }), acked);
-  assert.equal(String(lockOwnerPid(dir)), String(next.process.pid), 'the lock was taken over');
-  next.process.kill('SIGTERM');
-  assert.equal((await (next).exited).code, 0, next.stderr());
-});
+    const next = spawnUsersServer(t, ['--port', '0', '--data', dir]);
+    const nextUrl = await listening(next);
+    assert.equal(await listText({ url: nextUrl }), acked);
+    assert.equal(String(lockOwnerPid(dir)), String(next.process.pid), 'the lock was taken over');
+    next.process.kill('SIGTERM');
+    assert.equal((await next.exited).code, 0, next.stderr());
+  },
+);
 
 // ---------------------------------------------------------------- a real full disk
 
@@ -465,74 +602,105 @@ async function fillUp(url: string, prefix: string): Promise<{ acked: string[]; r
   }
 }
 
-test('node bin/users-server.js on a real full disk (a 4 MiB tmpfs): writes answer 503 disk-full, reads go on, space freed makes writes work again without a restart, and after kill -9 the server starts on the full disk and serves every acknowledged write', CHILD_TEST, async (t) => {
-  await onSmallDisk(t, '4m', async (disk) => {
-    const dir = join(disk, 'data');
-    mkdirSync(dir);
-    const ballast = join(disk, 'ballast');
-    writeFileSync(ballast, Buffer.alloc(1024 * 1024, 1));
-    const args = ['--port', '0', '--data', dir, '--max-body', '100000', '--compaction-floor', String(64 * 1024 * 1024)];
-    const first = await spawnServer(t, args);
-    const { acked, refused } = await fillUp(first.url, 'u');
-    assertProblem(refused, 503, 'disk-full');
-    assert.ok(acked.length > 10, `${acked.length} writes before the disk was full`);
-    await first.waitForLine(/^users-server: the disk is full \(ENOSPC\)/, 'stderr');
-    for (const ref of acked) assert.equal((await send(first.url, 'GET', ref)).status, 200, `GET ${ref}`);
-    assert.equal((await send(first.url, 'GET', '/readyz')).status, 503);
-    assert.match((await send(first.url, 'GET', '/metrics')).text, /^users_server_disk_full 1$/m);
-    // A PUT of what a user already holds changes nothing, so it needs no room.
-    const held = await send(first.url, 'GET', acked[0]!);
-    assert.equal((await send(first.url, 'PUT', acked[0]!, { body: held.text, headers: { 'content-type': 'application/json' } })).status, 200, 'a PUT that changes nothing on the full disk');
-    // Space freed: within a second or so a write finds it (each try is a request, no sleep).
-    unlinkSync(ballast);
-    let reply = await put(first.url, '/users/after-free', { name: 'After' });
-    while (reply.status === 503) reply = await put(first.url, '/users/after-free', { name: 'After' });
-    assert.equal(reply.status, 201, reply.text);
-    await first.waitForLine(/^users-server: disk space is back/, 'stderr');
-    acked.push('/users/after-free');
-    const more = await fillUp(first.url, 'v');
-    assertProblem(more.refused, 503, 'disk-full');
-    acked.push(...more.acked);
-    first.kill('SIGKILL');
-    await first.exited;
+test(
+  'node bin/users-server.js on a real full disk (a 4 MiB tmpfs): writes answer 503 disk-full, reads go on, space freed makes writes work again without a restart, and after kill -9 the server starts on the full disk and serves every acknowledged write',
+  CHILD_TEST,
+  async (t) => {
+    await onSmallDisk(t, '4m', async (disk) => {
+      const dir = join(disk, 'data');
+      mkdirSync(dir);
+      const ballast = join(disk, 'ballast');
+      writeFileSync(ballast, Buffer.alloc(1024 * 1024, 1));
+      const args = [
+        '--port',
+        '0',
+        '--data',
+        dir,
+        '--max-body',
+        '100000',
+        '--compaction-floor',
+        String(64 * 1024 * 1024),
+      ];
+      const first = await spawnServer(t, args);
+      const { acked, refused } = await fillUp(first.url, 'u');
+      assertProblem(refused, 503, 'disk-full');
+      assert.ok(acked.length > 10, `${acked.length} writes before the disk was full`);
+      await first.waitForLine(/^users-server: the disk is full \(ENOSPC\)/, 'stderr');
+      for (const ref of acked) assert.equal((await send(first.url, 'GET', ref)).status, 200, `GET ${ref}`);
+      assert.equal((await send(first.url, 'GET', '/readyz')).status, 503);
+      assert.match((await send(first.url, 'GET', '/metrics')).text, /^users_server_disk_full 1$/m);
+      // A PUT of what a user already holds changes nothing, so it needs no room.
+      const held = await send(first.url, 'GET', acked[0]!);
+      assert.equal(
+        (await send(first.url, 'PUT', acked[0]!, { body: held.text, headers: { 'content-type': 'application/json' } }))
+          .status,
+        200,
+        'a PUT that changes nothing on the full disk',
+      );
+      // Space freed: within a second or so a write finds it (each try is a request, no sleep).
+      unlinkSync(ballast);
+      let reply = await put(first.url, '/users/after-free', { name: 'After' });
+      while (reply.status === 503) reply = await put(first.url, '/users/after-free', { name: 'After' });
+      assert.equal(reply.status, 201, reply.text);
+      await first.waitForLine(/^users-server: disk space is back/, 'stderr');
+      acked.push('/users/after-free');
+      const more = await fillUp(first.url, 'v');
+      assertProblem(more.refused, 503, 'disk-full');
+      acked.push(...more.acked);
+      first.kill('SIGKILL');
+      await first.exited;
 
-    const second = await spawnServer(t, args);
-    for (const ref of acked) assert.equal((await send(second.url, 'GET', ref)).status, 200, `after the restart on a full disk: GET ${ref}`);
-    const write = await put(second.url, '/users/w', { name: 'W', pad: 'p'.repeat(20_000) });
-    assert.ok(write.status === 201 || write.status === 503, `a write on the full disk: ${write.status} ${write.text}`);
-    second.kill('SIGTERM');
-    assert.equal((await second.exited).code, 0, second.stderr());
-  });
-});
+      const second = await spawnServer(t, args);
+      for (const ref of acked)
+        assert.equal((await send(second.url, 'GET', ref)).status, 200, `after the restart on a full disk: GET ${ref}`);
+      const write = await put(second.url, '/users/w', { name: 'W', pad: 'p'.repeat(20_000) });
+      assert.ok(
+        write.status === 201 || write.status === 503,
+        `a write on the full disk: ${write.status} ${write.text}`,
+      );
+      second.kill('SIGTERM');
+      assert.equal((await second.exited).code, 0, second.stderr());
+    });
+  },
+);
 
-test('node bin/users-server.js: a compaction that runs out of disk (a 4 MiB tmpfs) removes its partial snapshot, leaves the journals in charge, and after kill -9 a start has every acknowledged write', CHILD_TEST, async (t) => {
-  await onSmallDisk(t, '4m', async (disk) => {
-    const dir = join(disk, 'data');
-    mkdirSync(dir);
-    const args = ['--port', '0', '--data', dir, '--max-body', '100000', '--compaction-floor', '4096'];
-    const server = await spawnServer(t, args);
-    // 120 users of 12 KB are the live data (1.45 MB). Replacing them once grows
-    // the journal past twice that (2.9 MB), when compaction is due; beside it
-    // the 4 MiB disk has 1.3 MB left, so the snapshot never fits, whatever
-    // the next journal has taken meanwhile.
-    const latest = new Map<string, string>();
-    let refused: Reply | undefined;
-    for (let round = 0; refused === undefined; round++) {
-      for (let i = 0; i < 120 && refused === undefined; i++) {
-        const body = { name: `User ${i}`, round, pad: 'p'.repeat(12_000) };
-        const reply = await put(server.url, `/users/u${i}`, body);
-        if (reply.status === 201 || reply.status === 200) latest.set(`/users/u${i}`, reply.text);
-        else refused = reply;
+test(
+  'node bin/users-server.js: a compaction that runs out of disk (a 4 MiB tmpfs) removes its partial snapshot, leaves the journals in charge, and after kill -9 a start has every acknowledged write',
+  CHILD_TEST,
+  async (t) => {
+    await onSmallDisk(t, '4m', async (disk) => {
+      const dir = join(disk, 'data');
+      mkdirSync(dir);
+      const args = ['--port', '0', '--data', dir, '--max-body', '100000', '--compaction-floor', '4096'];
+      const server = await spawnServer(t, args);
+      // 120 users of 12 KB are the live data (1.45 MB). Replacing them once grows
+      // the journal past twice that (2.9 MB), when compaction is due; beside it
+      // the 4 MiB disk has 1.3 MB left, so the snapshot never fits, whatever
+      // the next journal has taken meanwhile.
+      const latest = new Map<string, string>();
+      let refused: Reply | undefined;
+      for (let round = 0; refused === undefined; round++) {
+        for (let i = 0; i < 120 && refused === undefined; i++) {
+          const body = { name: `User ${i}`, round, pad: 'p'.repeat(12_000) };
+          const reply = await put(server.url, `/users/u${i}`, body);
+          if (reply.status === 201 || reply.status === 200) latest.set(`/users/u${i}`, reply.text);
+          else refused = reply;
+        }
       }
-    }
-    assertProblem(refused, 503, 'disk-full');
-    await server.waitForLine(/^users-server: compaction failed, will retry later: /, 'stderr');
-    server.kill('SIGKILL');
-    await server.exited;
-    assert.deepEqual(readdirSync(dir).filter((name) => name.endsWith('.tmp')), [], 'no partial snapshot left');
-    const restarted = await spawnServer(t, args);
-    for (const [ref, text] of latest) assert.equal((await send(restarted.url, 'GET', ref)).text, text, `after the restart: GET ${ref}`);
-    restarted.kill('SIGTERM');
-    assert.equal((await restarted.exited).code, 0, restarted.stderr());
-  });
-});
+      assertProblem(refused, 503, 'disk-full');
+      await server.waitForLine(/^users-server: compaction failed, will retry later: /, 'stderr');
+      server.kill('SIGKILL');
+      await server.exited;
+      assert.deepEqual(
+        readdirSync(dir).filter((name) => name.endsWith('.tmp')),
+        [],
+        'no partial snapshot left',
+      );
+      const restarted = await spawnServer(t, args);
+      for (const [ref, text] of latest)
+        assert.equal((await send(restarted.url, 'GET', ref)).text, text, `after the restart: GET ${ref}`);
+      restarted.kill('SIGTERM');
+      assert.equal((await restarted.exited).code, 0, restarted.stderr());
+    });
+  },
+);

@@ -18,24 +18,51 @@
  * refusal and `repair` once (needs `npm run build`).
  */
 import assert from 'node:assert/strict';
-import { cpSync, existsSync, readdirSync, readFileSync, rmSync, statfsSync, statSync, truncateSync, unlinkSync, writeFileSync } from 'node:fs';
+import {
+  cpSync,
+  existsSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statfsSync,
+  statSync,
+  truncateSync,
+  unlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { after, test, type TestContext } from 'node:test';
 import type { Config } from '../server/ops/config.js';
 import { repair } from '../server/commands/repair.js';
 import { writeAccountsFile } from '../server/security/accounts-file.js';
 import { hashPassword } from '../server/security/credentials.js';
-import { encodeHeader, encodeRecord, FileKind, FORMAT_VERSION, HEADER_BYTES, recordAt } from '../server/store/journal/codec.js';
+import {
+  encodeHeader,
+  encodeRecord,
+  FileKind,
+  FORMAT_VERSION,
+  HEADER_BYTES,
+  recordAt,
+} from '../server/store/journal/codec.js';
 import { recover } from '../server/store/journal/recovery.js';
 import type { StoreState } from '../server/store/memory/state.js';
-import { ADMIN_PASSWORD, listText, onSmallDisk, put, runUsersServer, send, startTestServer, tempDir, type TestServer } from './helpers.js';
+import {
+  ADMIN_PASSWORD,
+  listText,
+  onSmallDisk,
+  put,
+  runUsersServer,
+  send,
+  startTestServer,
+  tempDir,
+  type TestServer,
+} from './helpers.js';
 import { spawnServer, spawnUsersServer, beyondDataLine } from './processes.js';
 
 const JOURNAL = 'journal-00000001';
 const DROPPED = (name: string, bytes: number, offset: number, reason: string) =>
   `users-server: ${name}: dropped ${bytes} bytes at offset ${offset} (${reason}): the end of a write that was never acknowledged`;
 const TORN = 'a record that is incomplete or fails its checksum';
-
 
 // ---------------------------------------------------------------- the journal written by the server
 
@@ -73,7 +100,13 @@ function journalFixture(): Promise<Fixture> {
     const fakeT = { after: (fn: () => unknown) => cleanups.push(fn) } as unknown as TestContext;
     const server = await startTestServer(fakeT, { data: dir });
     const journal = join(dir, JOURNAL);
-    const f: Fixture = { dir, bytes: Buffer.alloc(0), ends: [recordsEnd(journal)], listings: [await listText(server)], lastIds: [0] };
+    const f: Fixture = {
+      dir,
+      bytes: Buffer.alloc(0),
+      ends: [recordsEnd(journal)],
+      listings: [await listText(server)],
+      lastIds: [0],
+    };
     let lastId = 0;
     const commit = async (what: string, request: () => Promise<{ status: number; text: string }>, issues = false) => {
       const reply = await request();
@@ -88,31 +121,60 @@ function journalFixture(): Promise<Fixture> {
     for (let i = 0; i < 30; i++) {
       switch (i % 6) {
         case 0:
-          await commit(`POST /users/new #${i}`, () => send(server.url, 'POST', '/users/new', { json: { name: `New ${i}` } }), true);
+          await commit(
+            `POST /users/new #${i}`,
+            () => send(server.url, 'POST', '/users/new', { json: { name: `New ${i}` } }),
+            true,
+          );
           break;
         case 1:
           aliasCreated = `a${i}`;
-          await commit(`PUT /users/${aliasCreated}`, () => put(server.url, `/users/${aliasCreated}`, { name: `Alias ${i}`, tags: ['t', i], note: 'tab\tnewline\n' }), true);
+          await commit(
+            `PUT /users/${aliasCreated}`,
+            () =>
+              put(server.url, `/users/${aliasCreated}`, { name: `Alias ${i}`, tags: ['t', i], note: 'tab\tnewline\n' }),
+            true,
+          );
           break;
         case 2:
           await commit(`PUT /users/1 #${i}`, () => put(server.url, '/users/1', { name: `One v${i}` }));
           break;
         case 3:
-          await commit(`POST /reservations #${i}`, () => send(server.url, 'POST', '/reservations', { headers: json, body: '{}' }), true);
+          await commit(
+            `POST /reservations #${i}`,
+            () => send(server.url, 'POST', '/reservations', { headers: json, body: '{}' }),
+            true,
+          );
           break;
         case 4:
           await commit(`DELETE /users/${aliasCreated}`, () => send(server.url, 'DELETE', `/users/${aliasCreated}`));
           break;
         case 5:
-          await commit(`keyed POST /users/new #${i}`, () => send(server.url, 'POST', '/users/new', { json: { name: `Keyed ${i}` }, headers: { 'idempotency-key': `key-${i}` } }), true);
+          await commit(
+            `keyed POST /users/new #${i}`,
+            () =>
+              send(server.url, 'POST', '/users/new', {
+                json: { name: `Keyed ${i}` },
+                headers: { 'idempotency-key': `key-${i}` },
+              }),
+            true,
+          );
           break;
       }
     }
     const cookie = await server.login();
     await commit('POST /logout', () => send(server.url, 'POST', '/logout', { headers: { cookie } }));
     // The last three records: a reservation, a long create, a delete.
-    await commit('POST /reservations (third-last record)', () => send(server.url, 'POST', '/reservations', { headers: json, body: '{}' }), true);
-    await commit('PUT /users/long (second-last record)', () => put(server.url, '/users/long', { name: 'Long', pad: 'é'.repeat(60) }), true);
+    await commit(
+      'POST /reservations (third-last record)',
+      () => send(server.url, 'POST', '/reservations', { headers: json, body: '{}' }),
+      true,
+    );
+    await commit(
+      'PUT /users/long (second-last record)',
+      () => put(server.url, '/users/long', { name: 'Long', pad: 'é'.repeat(60) }),
+      true,
+    );
     await commit('DELETE /users/1 (last record)', () => send(server.url, 'DELETE', '/users/1'));
     await server.running.stop();
     for (const fn of cleanups) await fn();
@@ -188,7 +250,8 @@ async function assertRefused(t: TestContext, dir: string, pattern: RegExp): Prom
   delete before.lock;
   delete after.lock;
   assert.deepEqual(Object.keys(after), Object.keys(before), 'the refused start added or removed files');
-  for (const name of Object.keys(before)) assert.ok(after[name]!.equals(before[name]!), `the refused start changed ${name}`);
+  for (const name of Object.keys(before))
+    assert.ok(after[name]!.equals(before[name]!), `the refused start changed ${name}`);
 }
 
 function snapshotDir(dir: string): Record<string, Buffer> {
@@ -203,7 +266,9 @@ function escape(text: string): string {
 
 function refusal(name: string, offset: number, dir: string, validAfter?: number): RegExp {
   const follows = validAfter === undefined ? '' : `, and valid records follow at offset ${validAfter}`;
-  return new RegExp(`^${escape(name)} is damaged at byte offset ${offset} \\([^\\n]+\\)${escape(follows)}; nothing was changed\\. Run: users-server repair --data ${escape(dir)}$`);
+  return new RegExp(
+    `^${escape(name)} is damaged at byte offset ${offset} \\([^\\n]+\\)${escape(follows)}; nothing was changed\\. Run: users-server repair --data ${escape(dir)}$`,
+  );
 }
 
 /** A fixed pseudo-random byte source (xorshift32), so a failure can be reproduced. */
@@ -228,7 +293,11 @@ test('the journal the server wrote holds one framed record per acknowledged comm
   assert.ok(f.ends.length > 30, `${f.ends.length - 1} commits`);
   assert.equal(f.ends[0], HEADER_BYTES);
   assert.ok(f.bytes.subarray(0, HEADER_BYTES).equals(encodeHeader(FileKind.Journal, 1)), 'the header');
-  assert.deepEqual(recordStarts(f.bytes), f.ends.slice(0, -1), 'record boundaries = the file length at each acknowledgement');
+  assert.deepEqual(
+    recordStarts(f.bytes),
+    f.ends.slice(0, -1),
+    'record boundaries = the file length at each acknowledgement',
+  );
   assert.equal(f.bytes.length, f.ends.at(-1));
 });
 
@@ -276,7 +345,11 @@ test('recovery: the real server started on a journal cut inside one of its last 
     assert.equal(statSync(join(dir, JOURNAL)).size, end, `${where}: file length after start`);
     const added = await put(server.url, '/users/after-recovery', { name: 'After' });
     assert.equal(added.status, 201, `${where}: ${added.text}`);
-    assert.equal(added.headers.location, `/users/${f.lastIds[k]! + 1}`, `${where}: the next id follows the recovered high-water mark`);
+    assert.equal(
+      added.headers.location,
+      `/users/${f.lastIds[k]! + 1}`,
+      `${where}: the next id follows the recovered high-water mark`,
+    );
     const expected = await listText(server);
     await server.running.stop();
     server = await startOn(t, dir);
@@ -291,8 +364,16 @@ test('recovery: the real server started on a journal cut inside one of its last 
 const tails: { name: string; tail: () => Buffer; reason: string }[] = [
   { name: '4096 random bytes', tail: () => pseudoRandomBytes(4096), reason: TORN },
   { name: 'one random byte', tail: () => pseudoRandomBytes(1, 7), reason: TORN },
-  { name: 'half a valid record followed by 4096 zero bytes', tail: () => Buffer.concat([encodeRecord('p\t99\t\t{"name":"Ghost","id":99}').subarray(0, 20), Buffer.alloc(4096)]), reason: TORN },
-  { name: 'a valid record whose last byte is missing', tail: () => encodeRecord('p\t99\t\t{"name":"Ghost","id":99}').subarray(0, -1), reason: TORN },
+  {
+    name: 'half a valid record followed by 4096 zero bytes',
+    tail: () => Buffer.concat([encodeRecord('p\t99\t\t{"name":"Ghost","id":99}').subarray(0, 20), Buffer.alloc(4096)]),
+    reason: TORN,
+  },
+  {
+    name: 'a valid record whose last byte is missing',
+    tail: () => encodeRecord('p\t99\t\t{"name":"Ghost","id":99}').subarray(0, -1),
+    reason: TORN,
+  },
 ];
 
 for (const c of tails) {
@@ -307,7 +388,7 @@ for (const c of tails) {
   });
 }
 
-test('recovery: zeros after the last record are the journal\'s preallocated space: they are cut off without a log line (nothing written there was acknowledged), and the server serves every acknowledged commit and appends after them', async (t) => {
+test("recovery: zeros after the last record are the journal's preallocated space: they are cut off without a log line (nothing written there was acknowledged), and the server serves every acknowledged commit and appends after them", async (t) => {
   const f = await journalFixture();
   const dir = copyWith(t, f, Buffer.concat([f.bytes, Buffer.alloc(4096)]));
   let server = await startOn(t, dir);
@@ -326,10 +407,17 @@ test('repair: zeros after the last record are not damage: repair finds nothing t
   const f = await journalFixture();
   const dir = copyWith(t, f, Buffer.concat([f.bytes, Buffer.alloc(4096)]));
   let out = '';
-  const code = await repair(['--data', dir], { stdout: { write: (s: string) => (out += s) }, stderr: { write: (s: string) => (out += s) }, env: {} });
+  const code = await repair(['--data', dir], {
+    stdout: { write: (s: string) => (out += s) },
+    stderr: { write: (s: string) => (out += s) },
+    env: {},
+  });
   assert.equal(code, 0, out);
   assert.match(out, /no damage found/);
-  assert.deepEqual(readdirSync(dir).filter((name) => name.startsWith('repair-')), []);
+  assert.deepEqual(
+    readdirSync(dir).filter((name) => name.startsWith('repair-')),
+    [],
+  );
 });
 
 // ---------------------------------------------------------------- corruption refuses
@@ -369,7 +457,11 @@ for (const flip of flips) {
 async function runRepair(dir: string): Promise<{ code: number; out: string; err: string }> {
   let out = '';
   let err = '';
-  const code = await repair(['--data', dir], { stdout: { write: (s: string) => (out += s) }, stderr: { write: (s: string) => (err += s) }, env: {} });
+  const code = await repair(['--data', dir], {
+    stdout: { write: (s: string) => (out += s) },
+    stderr: { write: (s: string) => (err += s) },
+    env: {},
+  });
   return { code, out, err };
 }
 
@@ -391,24 +483,40 @@ test('repair: after a flipped bit in the middle, repair resumes at the next reco
   assert.equal(code, 3, `exit ${code}; stderr=${err}`);
   assert.equal(err, '');
   const lines = out.trimEnd().split('\n');
-  assert.equal(lines[0], `${JOURNAL}: dropped ${next - offset} bytes at offset ${offset}: bytes that are not a whole record with a good checksum`);
+  assert.equal(
+    lines[0],
+    `${JOURNAL}: dropped ${next - offset} bytes at offset ${offset}: bytes that are not a whole record with a good checksum`,
+  );
   const kept = /^kept the original files in (\S+)$/.exec(lines[1]!);
   assert.ok(kept !== null, lines[1]);
   assert.match(kept[1]!, new RegExp(`^${escape(dir)}/repair-\\d{8}T\\d{6}Z$`));
   assert.ok(readFileSync(join(kept[1]!, JOURNAL)).equals(bytes), 'the original journal, byte for byte');
-  assert.match(lines[2]!, new RegExp(`^recovered \\d+ users into snapshot-00000002; dropped ${next - offset} bytes in 1 place$`));
-  assert.deepEqual(readdirSync(dir).filter((name) => /^(journal|snapshot)-\d{8}$/.test(name)).sort(), ['journal-00000002', 'snapshot-00000002']);
+  assert.match(
+    lines[2]!,
+    new RegExp(`^recovered \\d+ users into snapshot-00000002; dropped ${next - offset} bytes in 1 place$`),
+  );
+  assert.deepEqual(
+    readdirSync(dir)
+      .filter((name) => /^(journal|snapshot)-\d{8}$/.test(name))
+      .sort(),
+    ['journal-00000002', 'snapshot-00000002'],
+  );
 
   const server = await startOn(t, dir);
   assert.deepEqual(server.logs, []);
   assert.equal(await listText(server), expected, 'every commit but the damaged one');
   const created = await put(server.url, '/users/after-repair', { name: 'After' });
-  assert.ok(Number(String(created.headers.location).split('/').at(-1)) > f.lastIds.at(-1)!, `a new id above every id ever issued: ${created.headers.location}`);
+  assert.ok(
+    Number(String(created.headers.location).split('/').at(-1)) > f.lastIds.at(-1)!,
+    `a new id above every id ever issued: ${created.headers.location}`,
+  );
 });
 
 test('repair: one flipped byte in the middle of a 5,000-user journal brings back 4,999 users (at least 90% asked for), and reports exactly one dropped record', async (t) => {
   const dir = tempDir(t);
-  const records = Array.from({ length: 5000 }, (_, i) => encodeRecord(`p\t${i + 1}\t\t{"name":"User ${i + 1}","id":${i + 1}}`));
+  const records = Array.from({ length: 5000 }, (_, i) =>
+    encodeRecord(`p\t${i + 1}\t\t{"name":"User ${i + 1}","id":${i + 1}}`),
+  );
   const bytes = Buffer.concat([encodeHeader(FileKind.Journal, 1), ...records]);
   const middle = HEADER_BYTES + records.slice(0, 2500).reduce((sum, r) => sum + r.length, 0);
   bytes[middle + 12]! ^= 0x01;
@@ -430,10 +538,14 @@ test('a batch of large writes (three 3 MB users at once, past the size where a b
   // Multi-byte characters, so the bytes differ from the UTF-16 length the batch is first bounded by.
   const pads = ['a', 'é', '☃'].map((c) => c.repeat(3_000_000 / Buffer.byteLength(c)));
   const replies = await Promise.all(pads.map((pad, i) => put(server.url, `/users/big${i}`, { name: `Big ${i}`, pad })));
-  assert.deepEqual(replies.map((r) => r.status), [201, 201, 201]);
+  assert.deepEqual(
+    replies.map((r) => r.status),
+    [201, 201, 201],
+  );
   await server.running.stop();
   const again = await startTestServer(t, { data: dir });
-  for (const [i, pad] of pads.entries()) assert.equal((await send(again.url, 'GET', `/users/big${i}`)).json().pad, pad, `big${i}`);
+  for (const [i, pad] of pads.entries())
+    assert.equal((await send(again.url, 'GET', `/users/big${i}`)).json().pad, pad, `big${i}`);
 });
 
 test('repair on a disk with no room for the repaired copy (a full tmpfs) fails in one sentence with exit 1, and the directory is as it was: no partial snapshot, no new journal, no repair- folder', async (t) => {
@@ -448,7 +560,10 @@ test('repair on a disk with no room for the repaired copy (a full tmpfs) fails i
     const before = snapshotDir(dir);
     const { code, out, err } = await runRepair(dir);
     assert.equal(code, 1, out);
-    assert.equal(err, `users-server repair: failed, nothing was removed: no space left to write ${dir}; free some space\n`);
+    assert.equal(
+      err,
+      `users-server repair: failed, nothing was removed: no space left to write ${dir}; free some space\n`,
+    );
     assert.deepEqual(snapshotDir(dir), before);
     // Once there is room, the same command repairs.
     rmSync(join(disk, 'filler'));
@@ -473,9 +588,16 @@ test('repair: on an undamaged directory users-server repair says so, exits 0 and
   const dir = copyWith(t, f, f.bytes);
   const before = snapshotDir(dir);
   let out = '';
-  const code = await repair(['--data', dir], { stdout: { write: (s: string) => (out += s) }, stderr: { write: () => {} }, env: {} });
+  const code = await repair(['--data', dir], {
+    stdout: { write: (s: string) => (out += s) },
+    stderr: { write: () => {} },
+    env: {},
+  });
   assert.equal(code, 0);
-  assert.equal(out, `${dir}: no damage found (${JSON.parse(f.listings.at(-1)!).items.length} users); nothing to repair\n`);
+  assert.equal(
+    out,
+    `${dir}: no damage found (${JSON.parse(f.listings.at(-1)!).items.length} users); nothing to repair\n`,
+  );
   assert.deepEqual(snapshotDir(dir), before);
 });
 
@@ -511,11 +633,27 @@ test('recovery: a single flipped bit inside a snapshot refuses the start, naming
 });
 
 const headers: { name: string; damage: (bytes: Buffer) => Buffer; reason: string }[] = [
-  { name: 'a garbled magic', damage: (b) => Buffer.concat([Buffer.from('GARBAGE!'), b.subarray(8)]), reason: 'not a users-server data file (bad magic)' },
-  { name: 'a foreign file (text)', damage: () => Buffer.from('name,id\nAnn,1\n'.repeat(50)), reason: 'not a users-server data file (bad magic)' },
-  { name: 'format version 0', damage: (b) => patch(b, 8, [0, 0]), reason: `format version 0; this server reads versions 1 to ${FORMAT_VERSION}` },
+  {
+    name: 'a garbled magic',
+    damage: (b) => Buffer.concat([Buffer.from('GARBAGE!'), b.subarray(8)]),
+    reason: 'not a users-server data file (bad magic)',
+  },
+  {
+    name: 'a foreign file (text)',
+    damage: () => Buffer.from('name,id\nAnn,1\n'.repeat(50)),
+    reason: 'not a users-server data file (bad magic)',
+  },
+  {
+    name: 'format version 0',
+    damage: (b) => patch(b, 8, [0, 0]),
+    reason: `format version 0; this server reads versions 1 to ${FORMAT_VERSION}`,
+  },
   { name: 'the snapshot kind', damage: (b) => patch(b, 10, [2, 0]), reason: 'not a journal file' },
-  { name: 'another generation', damage: (b) => patch(b, 12, [7, 0, 0, 0]), reason: 'its header says generation 7, its name 1' },
+  {
+    name: 'another generation',
+    damage: (b) => patch(b, 12, [7, 0, 0, 0]),
+    reason: 'its header says generation 7, its name 1',
+  },
 ];
 
 function patch(bytes: Buffer, at: number, values: number[]): Buffer {
@@ -528,7 +666,13 @@ for (const c of headers) {
   test(`recovery: a journal with ${c.name} in its header refuses the start at offset 0 with the reason, and changes nothing`, async (t) => {
     const f = await journalFixture();
     const dir = copyWith(t, f, c.damage(f.bytes));
-    await assertRefused(t, dir, new RegExp(`^${JOURNAL} is damaged at byte offset 0 \\(${escape(c.reason)}\\)[^\\n]*; nothing was changed\\. Run: users-server repair --data ${escape(dir)}$`));
+    await assertRefused(
+      t,
+      dir,
+      new RegExp(
+        `^${JOURNAL} is damaged at byte offset 0 \\(${escape(c.reason)}\\)[^\\n]*; nothing was changed\\. Run: users-server repair --data ${escape(dir)}$`,
+      ),
+    );
   });
 }
 
@@ -549,13 +693,20 @@ test('recovery: a torn tail in a journal that is not the last one refuses the st
   const f = await journalFixture();
   const cut = f.ends.at(-2)! + 5;
   const dir = copyWith(t, f, f.bytes.subarray(0, cut));
-  writeFileSync(join(dir, 'journal-00000002'), Buffer.concat([encodeHeader(FileKind.Journal, 2), encodeRecord('p\t99\t\t{"name":"Later","id":99}')]));
+  writeFileSync(
+    join(dir, 'journal-00000002'),
+    Buffer.concat([encodeHeader(FileKind.Journal, 2), encodeRecord('p\t99\t\t{"name":"Later","id":99}')]),
+  );
   await assertRefused(t, dir, refusal(JOURNAL, f.ends.at(-2)!, dir));
 });
 
 test('recovery: zero bytes followed by a valid record are corruption, not a torn tail: the start is refused', async (t) => {
   const f = await journalFixture();
-  const dir = copyWith(t, f, Buffer.concat([f.bytes, Buffer.alloc(4096), encodeRecord('p\t99\t\t{"name":"Ghost","id":99}')]));
+  const dir = copyWith(
+    t,
+    f,
+    Buffer.concat([f.bytes, Buffer.alloc(4096), encodeRecord('p\t99\t\t{"name":"Ghost","id":99}')]),
+  );
   await assertRefused(t, dir, refusal(JOURNAL, f.bytes.length, dir, f.bytes.length + 4096));
 });
 
@@ -576,14 +727,27 @@ for (const c of lostJournals) {
     const exit = await child.exited;
     assert.equal(exit.code, 1, child.stderr());
     assert.equal(child.stdout(), '');
-    assert.match(child.stderr(), new RegExp(`^users-server: ${escape(dir)} holds its secret file from an earlier start but ${escape(c.what)}: .*Restore ${JOURNAL} .* from a backup; to start this directory empty on purpose, move its secret and admin-password files away first\n$`));
+    assert.match(
+      child.stderr(),
+      new RegExp(
+        `^users-server: ${escape(dir)} holds its secret file from an earlier start but ${escape(c.what)}: .*Restore ${JOURNAL} .* from a backup; to start this directory empty on purpose, move its secret and admin-password files away first\n$`,
+      ),
+    );
     assert.deepEqual(readdirSync(dir).sort(), before, 'nothing was created');
   });
 }
 
 test('a new data directory holding only an accounts file (put there before the first start) starts empty', async (t) => {
   const dir = tempDir(t);
-  writeAccountsFile(dir, [{ name: 'reader1', role: 'reader', id: 'abcdefghijkl', created: new Date().toISOString(), password: await hashPassword('a long enough password', { cost: 1 }) }]);
+  writeAccountsFile(dir, [
+    {
+      name: 'reader1',
+      role: 'reader',
+      id: 'abcdefghijkl',
+      created: new Date().toISOString(),
+      password: await hashPassword('a long enough password', { cost: 1 }),
+    },
+  ]);
   assert.ok(existsSync(join(dir, 'accounts')));
   const server = await startOn(t, dir);
   assert.equal((await put(server.url, '/users/first', { name: 'First' })).headers.location, '/users/1');
@@ -594,7 +758,10 @@ test('node bin/users-server.js: --data under /proc (a pseudo file system) exits 
   const child = spawnUsersServer(t, ['--port', '0', '--data', '/proc/self/users-data']);
   const exit = await child.exited;
   assert.equal(exit.code, 1, child.stderr());
-  assert.equal(child.stderr(), 'users-server: cannot create the data directory: /proc/self/users-data cannot be made there; give a path on a writable file system\n');
+  assert.equal(
+    child.stderr(),
+    'users-server: cannot create the data directory: /proc/self/users-data cannot be made there; give a path on a writable file system\n',
+  );
 });
 
 test('node bin/users-server.js: --data naming a file, or a path through one, exits 1 with one line that says so, and leaves the file as it was', async (t) => {
@@ -602,10 +769,16 @@ test('node bin/users-server.js: --data naming a file, or a path through one, exi
   writeFileSync(file, 'keep me\n');
   const onFile = spawnUsersServer(t, ['--port', '0', '--data', file]);
   assert.equal((await onFile.exited).code, 1, onFile.stderr());
-  assert.equal(onFile.stderr(), `users-server: the data directory ${file} is a file, not a folder; give --data a folder\n`);
+  assert.equal(
+    onFile.stderr(),
+    `users-server: the data directory ${file} is a file, not a folder; give --data a folder\n`,
+  );
   const through = spawnUsersServer(t, ['--port', '0', '--data', join(file, 'data')]);
   assert.equal((await through.exited).code, 1, through.stderr());
-  assert.equal(through.stderr(), `users-server: cannot create the data directory: a part of ${join(file, 'data')} is a file, not a folder; check the path\n`);
+  assert.equal(
+    through.stderr(),
+    `users-server: cannot create the data directory: a part of ${join(file, 'data')} is a file, not a folder; check the path\n`,
+  );
   assert.equal(readFileSync(file, 'utf8'), 'keep me\n');
 });
 
@@ -621,7 +794,10 @@ test('node bin/users-server.js: a flipped bit exits 1 with one stderr line namin
   const refused = { code: (await refusedChild.exited).code, out: refusedChild.stdout(), err: refusedChild.stderr() };
   assert.equal(refused.code, 1, `exit code; stderr=${refused.err}`);
   assert.equal(refused.out, '');
-  assert.equal(refused.err, `users-server: ${JOURNAL} is damaged at byte offset ${offset} (${TORN}), and valid records follow at offset ${next}; nothing was changed. Run: users-server repair --data ${dir}\n`);
+  assert.equal(
+    refused.err,
+    `users-server: ${JOURNAL} is damaged at byte offset ${offset} (${TORN}), and valid records follow at offset ${next}; nothing was changed. Run: users-server repair --data ${dir}\n`,
+  );
   assert.ok(readFileSync(join(dir, JOURNAL)).equals(bytes), 'the refused start changed the journal');
 
   const expected = await listingWithout(t, f, offset, next);

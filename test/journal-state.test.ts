@@ -16,7 +16,16 @@ import { readdirSync } from 'node:fs';
 import { test, type TestContext } from 'node:test';
 import type { Config } from '../server/ops/config.js';
 import type { StartOptions } from '../server/commands/serve.js';
-import { assertProblem, listText, put, send, startTestServer, tempDir, type Reply, type TestServer } from './helpers.js';
+import {
+  assertProblem,
+  listText,
+  put,
+  send,
+  startTestServer,
+  tempDir,
+  type Reply,
+  type TestServer,
+} from './helpers.js';
 
 const T0 = Date.UTC(2031, 4, 6, 7, 8, 9);
 const COMPACTED = /^users-server: compacted \d+.* into a \d+-byte snapshot of \d+ users in \d+ ms$/;
@@ -61,7 +70,14 @@ function created(reply: Reply, where: string): number {
 /** Everything a client can see of one GET: status, validators, locations and body. */
 async function look(url: string, path: string, headers: Record<string, string> = {}): Promise<string> {
   const r = await send(url, 'GET', path, { headers });
-  return [`GET ${path}`, r.status, `etag=${r.headers.etag}`, `location=${r.headers.location}`, `content-location=${r.headers['content-location']}`, r.text].join(' | ');
+  return [
+    `GET ${path}`,
+    r.status,
+    `etag=${r.headers.etag}`,
+    `location=${r.headers.location}`,
+    `content-location=${r.headers['content-location']}`,
+    r.text,
+  ].join(' | ');
 }
 
 async function lookAll(url: string, paths: readonly string[]): Promise<string[]> {
@@ -81,18 +97,31 @@ function dataFiles(dir: string): string[] {
 test('restart: every user comes back with all its fields, its byte-identical representation and the same strong ETag', async (t) => {
   const dir = tempDir(t);
   let server = await start(t, dir);
-  const odd = { name: 'Zoë 😀', z: 1, a: { deep: [1, { x: null }], empty: {} }, text: 'tab\there\nnewline "quoted" \\ \u0001', n: -0.5e-7, big: 12345678901234567890 };
+  const odd = {
+    name: 'Zoë 😀',
+    z: 1,
+    a: { deep: [1, { x: null }], empty: {} },
+    text: 'tab\there\nnewline "quoted" \\ \u0001',
+    n: -0.5e-7,
+    big: 12345678901234567890,
+  };
   assert.equal(created(await put(server.url, '/users/ann', odd), 'PUT /users/ann'), 1);
   assert.equal(created(await put(server.url, '/users/bob', { name: 'Bob' }), 'PUT /users/bob'), 2);
   assert.equal(created(await post(server.url, '/users/new', { name: 'Carl', tags: ['x', 'y'] }), 'POST /users/new'), 3);
   const reserved = created(await post(server.url, '/reservations'), 'POST /reservations');
   assert.equal(created(await put(server.url, `/users/${reserved}`, { name: 'Dora' }), 'PUT under the reservation'), 4);
   // A replace with the id first in the body: the id stays in place.
-  const replaced = await send(server.url, 'PUT', '/users/2', { body: '{"id":2,"name":"Bob Two","extra":true}', headers: { 'content-type': 'application/json' } });
+  const replaced = await send(server.url, 'PUT', '/users/2', {
+    body: '{"id":2,"name":"Bob Two","extra":true}',
+    headers: { 'content-type': 'application/json' },
+  });
   assert.equal(replaced.status, 200, replaced.text);
   const paths = ['/users/1', '/users/2', '/users/3', '/users/4', '/users/ann', '/users/bob'];
   const before = await lookAll(server.url, paths);
-  assert.match(before[1]!, /^GET \/users\/1 \| 200 \| etag="[^"]+" \| location=undefined \| content-location=undefined \| \{"name":"Zoë 😀","z":1,"a":\{"deep":\[1,\{"x":null\}\],"empty":\{\}\},"text":"tab\\there\\nnewline \\"quoted\\" \\\\ \\u0001","n":-5e-8,"big":12345678901234567000,"id":1\}$/);
+  assert.match(
+    before[1]!,
+    /^GET \/users\/1 \| 200 \| etag="[^"]+" \| location=undefined \| content-location=undefined \| \{"name":"Zoë 😀","z":1,"a":\{"deep":\[1,\{"x":null\}\],"empty":\{\}\},"text":"tab\\there\\nnewline \\"quoted\\" \\\\ \\u0001","n":-5e-8,"big":12345678901234567000,"id":1\}$/,
+  );
   assert.match(before[2]!, /\| \{"id":2,"name":"Bob Two","extra":true\}$/);
 
   server = await again(t, server);
@@ -194,11 +223,17 @@ for (const c of idCases) {
     server = await again(t, server, c.overrides, clock);
     assert.equal(await listText(server), before, 'the users are as they were');
     for (const r of c.refused) {
-      assertProblem(await put(server.url, `/users/${r.id}`, { name: 'X' }), r.status, r.status === 410 ? 'gone' : 'not-found', `PUT /users/${r.id}`);
+      assertProblem(
+        await put(server.url, `/users/${r.id}`, { name: 'X' }),
+        r.status,
+        r.status === 410 ? 'gone' : 'not-found',
+        `PUT /users/${r.id}`,
+      );
     }
     assert.equal(await listText(server), before, 'the refused PUTs changed nothing');
     const next: number[] = [];
-    for (let i = 0; i < c.next.length; i++) next.push(created(await post(server.url, '/users/new', { name: `N${i}` }), `POST /users/new #${i + 1}`));
+    for (let i = 0; i < c.next.length; i++)
+      next.push(created(await post(server.url, '/users/new', { name: `N${i}` }), `POST /users/new #${i + 1}`));
     assert.deepEqual(next, c.next);
   });
 }
@@ -234,7 +269,12 @@ test('restart: a live reservation survives with its exact expiry: a PUT under it
   // At a's expiry: a is gone, b (one second younger) is still live.
   clock.now = expiresA;
   server = await again(t, server, { reservationTtl: 300 }, clock);
-  assertProblem(await put(server.url, `/users/${a}`, { name: 'A' }), 410, 'gone', 'PUT under a reservation that expired at the restart');
+  assertProblem(
+    await put(server.url, `/users/${a}`, { name: 'A' }),
+    410,
+    'gone',
+    'PUT under a reservation that expired at the restart',
+  );
   assert.equal(await listText(server), '{"items":[],"next":null}');
 
   // One millisecond before b's expiry, after another restart, b still holds.
@@ -273,7 +313,10 @@ test('restart: an Idempotency-Key replay after a restart answers the same status
   ];
   const first: Reply[] = [];
   for (const e of endpoints) first.push(await post(server.url, e.path, e.body, { 'idempotency-key': 'key-1' }));
-  assert.deepEqual(first.map((r) => r.status), [201, 201]);
+  assert.deepEqual(
+    first.map((r) => r.status),
+    [201, 201],
+  );
   const listing = await listText(server);
 
   server = await again(t, server);
@@ -283,10 +326,19 @@ test('restart: an Idempotency-Key replay after a restart answers the same status
     assert.equal(replay.text, first[i]!.text, `${e.path}: body`);
     assert.equal(replay.headers.location, first[i]!.headers.location, `${e.path}: Location`);
     assert.equal(replay.headers['idempotent-replayed'], 'true', `${e.path}: Idempotent-Replayed`);
-    assertProblem(await post(server.url, e.path, e.other, { 'idempotency-key': 'key-1' }), 422, 'idempotency-key-reused', `${e.path} with another body`);
+    assertProblem(
+      await post(server.url, e.path, e.other, { 'idempotency-key': 'key-1' }),
+      422,
+      'idempotency-key-reused',
+      `${e.path} with another body`,
+    );
   }
   assert.equal(await listText(server), listing, 'replays and refusals changed nothing');
-  assert.equal(created(await post(server.url, '/users/new', { name: 'Next' }), 'a fresh create'), 3, 'the replays issued no id');
+  assert.equal(
+    created(await post(server.url, '/users/new', { name: 'Next' }), 'a fresh create'),
+    3,
+    'the replays issued no id',
+  );
 });
 
 // ---------------------------------------------------------------- sessions
@@ -303,19 +355,27 @@ test('restart: a session revoked by POST /logout stays 401 on GET / after a rest
   const after = await send(server.url, 'GET', '/', { headers: { cookie: revoked } });
   assert.equal(after.status, 401, 'the logged-out cookie passes GET / again after the restart');
   assert.equal(after.text, '"not authorized"');
-  assert.equal((await send(server.url, 'GET', '/', { headers: { cookie: kept } })).status, 200, 'the other session survives the restart');
+  assert.equal(
+    (await send(server.url, 'GET', '/', { headers: { cookie: kept } })).status,
+    200,
+    'the other session survives the restart',
+  );
 });
 
 // ---------------------------------------------------------------- moves and deletions
 
-test('restart: with --allow-id-change a moved user\'s old ids still answer 301 to the current id (chains collapsed), and its alias follows it', async (t) => {
+test("restart: with --allow-id-change a moved user's old ids still answer 301 to the current id (chains collapsed), and its alias follows it", async (t) => {
   const dir = tempDir(t);
   const overrides = { allowIdChange: true };
   let server = await start(t, dir, overrides);
   assert.equal(created(await put(server.url, '/users/ann', { name: 'Ann' }), 'create'), 1);
   assert.equal((await put(server.url, '/users/1', { name: 'Ann', id: 7 })).status, 200);
   server = await again(t, server, overrides);
-  assert.equal((await put(server.url, '/users/7', { name: 'Ann', id: 9 })).status, 200, 'a second move after the restart');
+  assert.equal(
+    (await put(server.url, '/users/7', { name: 'Ann', id: 9 })).status,
+    200,
+    'a second move after the restart',
+  );
   server = await again(t, server, overrides);
   for (const old of [1, 7]) {
     const r = await send(server.url, 'GET', `/users/${old}`);
@@ -368,7 +428,15 @@ const phases: ((server: Booted, clock: Clock, world: Partial<World>) => Promise<
     assert.equal(created(await put(url, '/users/ann', ANN), 'ann'), 1);
     assert.equal(created(await put(url, '/users/bob', { name: 'Bob' }), 'bob'), 2);
     assert.equal(created(await post(url, '/users/new', { name: 'Carl' }), 'carl'), 3);
-    assert.equal((await send(url, 'PUT', '/users/2', { body: '{"id":2,"name":"Bob Two","extra":true}', headers: { 'content-type': 'application/json' } })).status, 200);
+    assert.equal(
+      (
+        await send(url, 'PUT', '/users/2', {
+          body: '{"id":2,"name":"Bob Two","extra":true}',
+          headers: { 'content-type': 'application/json' },
+        })
+      ).status,
+      200,
+    );
     assert.equal((await send(url, 'DELETE', '/users/3')).status, 204);
     assert.equal((await put(url, '/users/1', { ...ANN, id: 7 })).status, 200, 'move 1 -> 7');
   },
@@ -393,13 +461,32 @@ const phases: ((server: Booted, clock: Clock, world: Partial<World>) => Promise<
   },
 ];
 
-const WORLD_PATHS = ['/users/1', '/users/2', '/users/3', '/users/4', '/users/5', '/users/6', '/users/7', '/users/8', '/users/9', '/users/10', '/users/12', '/users/ann', '/users/bob', '/users/dan'];
+const WORLD_PATHS = [
+  '/users/1',
+  '/users/2',
+  '/users/3',
+  '/users/4',
+  '/users/5',
+  '/users/6',
+  '/users/7',
+  '/users/8',
+  '/users/9',
+  '/users/10',
+  '/users/12',
+  '/users/ann',
+  '/users/bob',
+  '/users/dan',
+];
 
 /** What the world looks like, without changing it. */
 async function observeWorld(server: Booted, world: World): Promise<string[]> {
   const seen = await lookAll(server.url, WORLD_PATHS);
-  for (const cookie of [world.revoked, world.kept]) seen.push(`GET / ${(await send(server.url, 'GET', '/', { headers: { cookie } })).status}`);
-  for (const [path, key, body] of [['/users/new', 'new-key', { name: 'Dee' }], ['/reservations', 'res-key', {}]] as const) {
+  for (const cookie of [world.revoked, world.kept])
+    seen.push(`GET / ${(await send(server.url, 'GET', '/', { headers: { cookie } })).status}`);
+  for (const [path, key, body] of [
+    ['/users/new', 'new-key', { name: 'Dee' }],
+    ['/reservations', 'res-key', {}],
+  ] as const) {
     const r = await post(server.url, path, body, { 'idempotency-key': key });
     seen.push(`replay ${path} ${r.status} ${r.headers.location} ${r.headers['idempotent-replayed']} ${r.text}`);
   }
@@ -417,9 +504,25 @@ async function compact(server: Booted, n: number): Promise<void> {
   const pad = 'x'.repeat(400);
   for (let i = 0; count() < target; i++) {
     assert.ok(i < 400, `no compaction after ${i} writes; logs: ${server.logs.join('\n')}`);
-    assert.equal((await send(server.url, 'PUT', '/users/2', { body: `{"id":2,"name":"Bob Two","extra":true,"pad":"${pad}${i}"}`, headers: { 'content-type': 'application/json' } })).status, 200);
+    assert.equal(
+      (
+        await send(server.url, 'PUT', '/users/2', {
+          body: `{"id":2,"name":"Bob Two","extra":true,"pad":"${pad}${i}"}`,
+          headers: { 'content-type': 'application/json' },
+        })
+      ).status,
+      200,
+    );
   }
-  assert.equal((await send(server.url, 'PUT', '/users/2', { body: '{"id":2,"name":"Bob Two","extra":true}', headers: { 'content-type': 'application/json' } })).status, 200);
+  assert.equal(
+    (
+      await send(server.url, 'PUT', '/users/2', {
+        body: '{"id":2,"name":"Bob Two","extra":true}',
+        headers: { 'content-type': 'application/json' },
+      })
+    ).status,
+    200,
+  );
 }
 
 interface Mode {
@@ -434,8 +537,18 @@ interface Mode {
 
 const modes: Mode[] = [
   { name: 'a plain restart (journal only)', compactAfter: [], restartAfter: [], generation: 1 },
-  { name: 'a compaction (state split between a snapshot and the journal after it)', compactAfter: [1], restartAfter: [], generation: 2 },
-  { name: 'several compactions with a restart between them (snapshots carried forward)', compactAfter: [0, 1, 1, 2], restartAfter: [1], generation: 5 },
+  {
+    name: 'a compaction (state split between a snapshot and the journal after it)',
+    compactAfter: [1],
+    restartAfter: [],
+    generation: 2,
+  },
+  {
+    name: 'several compactions with a restart between them (snapshots carried forward)',
+    compactAfter: [0, 1, 1, 2],
+    restartAfter: [1],
+    generation: 5,
+  },
 ];
 
 for (const mode of modes) {
@@ -453,7 +566,16 @@ for (const mode of modes) {
     const w = world as World;
     const before = await observeWorld(server, w);
     await server.running.stop();
-    assert.deepEqual(dataFiles(dir), mode.generation === 1 ? ['journal-00000001'] : [`journal-${String(mode.generation).padStart(8, '0')}`, `snapshot-${String(mode.generation).padStart(8, '0')}`], 'the data files');
+    assert.deepEqual(
+      dataFiles(dir),
+      mode.generation === 1
+        ? ['journal-00000001']
+        : [
+            `journal-${String(mode.generation).padStart(8, '0')}`,
+            `snapshot-${String(mode.generation).padStart(8, '0')}`,
+          ],
+      'the data files',
+    );
 
     server = await start(t, dir, overrides, clock);
     assert.deepEqual(await observeWorld(server, w), before);
@@ -463,7 +585,12 @@ for (const mode of modes) {
       await listText(server),
       '{"items":[{"id":2,"name":"Bob Two","extra":true},{"name":"Dee","id":6},{"name":"Eve","id":8},{"name":"Dan","id":9},{"name":"Ann","deep":{"list":[1,"two",null]},"text":"a\\tb\\nc","id":12}],"next":null}',
     );
-    for (const old of [1, 7]) assert.equal((await send(url, 'GET', `/users/${old}`)).headers.location, '/users/12', `GET /users/${old} redirects`);
+    for (const old of [1, 7])
+      assert.equal(
+        (await send(url, 'GET', `/users/${old}`)).headers.location,
+        '/users/12',
+        `GET /users/${old} redirects`,
+      );
     assert.equal((await send(url, 'GET', '/users/ann')).headers['content-location'], '/users/12');
     assertProblem(await send(url, 'GET', '/users/3'), 404, 'not-found', 'deleted');
     assertProblem(await put(url, '/users/3', { name: 'X' }), 410, 'gone', 'deleted id');
@@ -489,7 +616,8 @@ test('restart with compactionFloor 4096: a snapshot-G file appears, the journal 
   const dir = tempDir(t);
   let server = await start(t, dir, { compactionFloor: 4096 });
   assert.equal(created(await put(server.url, '/users/bob', { name: 'Bob' }), 'bob'), 1);
-  for (let i = 0; i < 30; i++) assert.equal((await put(server.url, `/users/u${i}`, { name: `User ${i}`, pad: 'p'.repeat(200) })).status, 201);
+  for (let i = 0; i < 30; i++)
+    assert.equal((await put(server.url, `/users/u${i}`, { name: `User ${i}`, pad: 'p'.repeat(200) })).status, 201);
   const count = () => server.logs.filter((l) => COMPACTED.test(l)).length;
   for (let i = 0; count() === 0; i++) {
     assert.ok(i < 400, 'no compaction');
@@ -499,7 +627,10 @@ test('restart with compactionFloor 4096: a snapshot-G file appears, the journal 
   const before = await listText(server);
   await server.running.stop();
   const files = dataFiles(dir);
-  assert.ok(files.some((f) => /^snapshot-\d{8}$/.test(f)), `no snapshot file: ${files.join(' ')}`);
+  assert.ok(
+    files.some((f) => /^snapshot-\d{8}$/.test(f)),
+    `no snapshot file: ${files.join(' ')}`,
+  );
   assert.ok(!files.includes('journal-00000001'), `generation 1 was not removed: ${files.join(' ')}`);
   server = await start(t, dir, { compactionFloor: 4096 });
   assert.equal(await listText(server), before);
@@ -517,7 +648,12 @@ test('--store memory forgets everything on restart: no users, no aliases, ids st
   server = await again(t, server, { store: 'memory' });
   assert.equal(await listText(server), '{"items":[],"next":null}');
   assertProblem(await send(server.url, 'GET', '/users/ann'), 404, 'not-found', 'the alias');
-  assertProblem(await put(server.url, '/users/2', { name: 'X' }), 404, 'not-found', 'the reservation is forgotten: its id was never issued');
+  assertProblem(
+    await put(server.url, '/users/2', { name: 'X' }),
+    404,
+    'not-found',
+    'the reservation is forgotten: its id was never issued',
+  );
   const keyed = await post(server.url, '/users/new', { name: 'K' }, { 'idempotency-key': 'k' });
   assert.equal(keyed.headers['idempotent-replayed'], undefined, 'the idempotency record is forgotten');
   assert.equal(created(keyed, 'after the restart'), 1);

@@ -9,7 +9,16 @@ import { test, type TestContext } from 'node:test';
 import type { Config } from '../server/ops/config.js';
 import type { ScryptFunction } from '../server/security/credentials.js';
 import { LoginLimiter, loginLimitKey, type LoginRefusal, type SlotAnswer } from '../server/security/login-limit.js';
-import { ADMIN_PASSWORD, assertProblem, basic, canUseSecondLoopback, send, startTestServer, type Reply, type TestStartOptions } from './helpers.js';
+import {
+  ADMIN_PASSWORD,
+  assertProblem,
+  basic,
+  canUseSecondLoopback,
+  send,
+  startTestServer,
+  type Reply,
+  type TestStartOptions,
+} from './helpers.js';
 
 const MINUTE = 60_000;
 const T0 = 1_800_000_000_000;
@@ -63,7 +72,8 @@ test('Failed logins: tries being checked hold slots; past the limit a try is bus
   assert.ok(slots.every((s) => 'slot' in s));
   assert.deepEqual(limiter.take(A, 'bob', T0), { busy: 1 }, 'ten under way: the 11th is told to retry shortly');
   for (const s of slots) if ('slot' in s) s.slot.released();
-  for (let i = 0; i < 10; i++) assert.equal(fail(limiter, T0), undefined, `failure ${i + 1}: the released tries left nothing`);
+  for (let i = 0; i < 10; i++)
+    assert.equal(fail(limiter, T0), undefined, `failure ${i + 1}: the released tries left nothing`);
   assert.equal(waitOf(fail(limiter, T0)), 60);
   assert.equal(limiter.size, 1);
 });
@@ -87,7 +97,11 @@ test('Failed logins: at most 100 failures a minute per address over all names; t
 test('Failed logins: IPv6 addresses of one /64 share a count (one host holds a whole /64), another /64 does not', () => {
   const limiter = new LoginLimiter();
   for (let i = 1; i <= 10; i++) fail(limiter, T0, 'bob', `2001:db8:1:2::${i.toString(16)}`);
-  assert.equal(waitOf(fail(limiter, T0, 'bob', '2001:db8:1:2:ffff:ffff:ffff:ffff')), 60, 'the 11th guess from the same /64');
+  assert.equal(
+    waitOf(fail(limiter, T0, 'bob', '2001:db8:1:2:ffff:ffff:ffff:ffff')),
+    60,
+    'the 11th guess from the same /64',
+  );
   assert.equal(fail(limiter, T0, 'bob', '2001:db8:1:3::1'), undefined, 'the next /64');
 });
 
@@ -114,7 +128,11 @@ test('Failed logins: memory is bounded: past maxKeys pairs the least recently tr
   for (let i = 0; i < 10_000; i++) fail(limiter, T0, 'bob', `key-${i}`);
   assert.equal(limiter.size, 3);
   for (let i = 0; i < 3; i++) assert.equal(fail(limiter, T0, `name-${i}`, 'e'), undefined);
-  assert.deepEqual(fail(limiter, T0, 'name-3', 'e'), { wait: 60, scope: 'address' }, 'one address holds at most addressLimit pairs');
+  assert.deepEqual(
+    fail(limiter, T0, 'name-3', 'e'),
+    { wait: 60, scope: 'address' },
+    'one address holds at most addressLimit pairs',
+  );
   assert.equal(limiter.size, 3);
   assert.throws(() => new LoginLimiter({ maxKeys: 99 }), RangeError, 'a table smaller than what one address may fill');
 });
@@ -136,14 +154,23 @@ interface Mounted {
 }
 
 /** A server with admin and a reader, a fast counting stand-in for scrypt, and a clock the test moves. */
-async function mount(t: TestContext, options: TestStartOptions = {}, overrides: Partial<Config> = {}): Promise<Mounted> {
+async function mount(
+  t: TestContext,
+  options: TestStartOptions = {},
+  overrides: Partial<Config> = {},
+): Promise<Mounted> {
   let runs = 0;
   let now = T0;
   const scrypt: ScryptFunction = async (password, salt, _params, length) => {
     runs++;
     return createHash('sha256').update(salt).update(password).digest().subarray(0, length);
   };
-  const server = await startTestServer(t, overrides, { scrypt, clock: () => now, accounts: [{ name: 'rita', role: 'reader', password: READER_PASSWORD }], ...options });
+  const server = await startTestServer(t, overrides, {
+    scrypt,
+    clock: () => now,
+    accounts: [{ name: 'rita', role: 'reader', password: READER_PASSWORD }],
+    ...options,
+  });
   runs = 0;
   return { url: server.url, scryptRuns: () => runs, setNow: (n) => (now = n) };
 }
@@ -153,12 +180,19 @@ function login(url: string, user: string, password: string): Promise<Reply> {
 }
 
 /** POST /login sent from `localAddress` (another loopback address is another client). */
-function loginFrom(url: string, localAddress: string, user: string, password: string, headers: Record<string, string> = {}): Promise<Reply> {
+function loginFrom(
+  url: string,
+  localAddress: string,
+  user: string,
+  password: string,
+  headers: Record<string, string> = {},
+): Promise<Reply> {
   return send(url, 'POST', '/login', { headers: { authorization: basic(user, password), ...headers }, localAddress });
 }
 
 async function failTenTimes(url: string, user: string): Promise<void> {
-  for (let i = 0; i < 10; i++) assertProblem(await login(url, user, `wrong-${i}`), 401, 'login-failed', `failed login ${i + 1}`);
+  for (let i = 0; i < 10; i++)
+    assertProblem(await login(url, user, `wrong-${i}`), 401, 'login-failed', `failed login ${i + 1}`);
 }
 
 function assertTooMany(reply: Reply, retryAfter: string, where = ''): void {
@@ -198,7 +232,12 @@ test('Failed logins: another account from the same address is not limited', asyn
   await failTenTimes(app.url, 'admin');
   assert.equal((await login(app.url, 'rita', READER_PASSWORD)).status, 200);
   assertProblem(await login(app.url, 'rita', 'wrong'), 401, 'login-failed');
-  assertProblem(await login(app.url, 'nobody', 'wrong'), 401, 'login-failed', 'an unknown name is limited per name too, not per address');
+  assertProblem(
+    await login(app.url, 'nobody', 'wrong'),
+    401,
+    'login-failed',
+    'an unknown name is limited per name too, not per address',
+  );
 });
 
 test('Failed logins: the same account from another address is not limited', async (t) => {
@@ -238,7 +277,10 @@ test('Failed logins: twenty concurrent wrong logins run scrypt at most ten times
   const replies = await Promise.all(Array.from({ length: 20 }, (_, i) => login(app.url, 'admin', `wrong-${i}`)));
   const statuses = replies.map((r) => r.status);
   const checked = statuses.filter((s) => s === 401).length;
-  assert.ok(statuses.every((s) => s === 401 || s === 429 || s === 503), `${statuses}`);
+  assert.ok(
+    statuses.every((s) => s === 401 || s === 429 || s === 503),
+    `${statuses}`,
+  );
   assert.ok(checked <= 10, `at most ten checked: ${statuses}`);
   assert.equal(app.scryptRuns(), checked, 'a busy answer ran no hash');
   // A busy answer was no try: the tries it left are tried again.
@@ -252,7 +294,10 @@ test('Failed logins are always on: the real server with default flags answers th
   const reply = await login(server.url, 'admin', ADMIN_PASSWORD);
   assertProblem(reply, 429, 'too-many-requests');
   const retryAfter = Number(reply.headers['retry-after']);
-  assert.ok(Number.isInteger(retryAfter) && retryAfter >= 1 && retryAfter <= 60, `Retry-After: ${reply.headers['retry-after']}`);
+  assert.ok(
+    Number.isInteger(retryAfter) && retryAfter >= 1 && retryAfter <= 60,
+    `Retry-After: ${reply.headers['retry-after']}`,
+  );
 });
 
 test('Failed logins: made-up names from one address cannot push its count for an account out of the table: its next guesses are still refused', async (t) => {
@@ -264,14 +309,19 @@ test('Failed logins: made-up names from one address cannot push its count for an
   for (let i = 0; i < 210; i++) statuses.push((await login(app.url, `junk${i}`, 'wrong')).status);
   assertTooMany(await login(app.url, 'admin', 'wrong-again'), '60', 'the 11th guess at admin');
   assertTooMany(await login(app.url, 'admin', ADMIN_PASSWORD), '60', 'the right password too');
-  assert.deepEqual(statuses, [...Array(90).fill(401), ...Array(120).fill(429)], 'the address had its 100 failures a minute');
+  assert.deepEqual(
+    statuses,
+    [...Array(90).fill(401), ...Array(120).fill(429)],
+    'the address had its 100 failures a minute',
+  );
   assert.equal(app.scryptRuns(), 100);
 });
 
 test('Failed logins: at most 100 a minute per address over all names (429, the right password too); another address is not limited', async (t) => {
   const app = await mount(t, {}, { loginFailuresPerMinute: 0 });
   if (!(await canUseSecondLoopback(app.url))) return t.skip('127.0.0.2 is not a usable loopback address here');
-  for (let i = 0; i < 100; i++) assertProblem(await login(app.url, `name${i}`, 'wrong'), 401, 'login-failed', `failure ${i + 1}`);
+  for (let i = 0; i < 100; i++)
+    assertProblem(await login(app.url, `name${i}`, 'wrong'), 401, 'login-failed', `failure ${i + 1}`);
   app.setNow(T0 + 20_000);
   const refused = await login(app.url, 'rita', READER_PASSWORD);
   assertTooMany(refused, '40', 'a name this address never tried');

@@ -12,7 +12,16 @@ import { createHash } from 'node:crypto';
 import { test } from 'node:test';
 import type { ScryptFunction } from '../server/security/credentials.js';
 import { FailureBudget, HashingGate } from '../server/security/login-load.js';
-import { ADMIN_PASSWORD, assertProblem, basic, canUseSecondLoopback, send, startTestServer, type Reply, type TestServer } from './helpers.js';
+import {
+  ADMIN_PASSWORD,
+  assertProblem,
+  basic,
+  canUseSecondLoopback,
+  send,
+  startTestServer,
+  type Reply,
+  type TestServer,
+} from './helpers.js';
 
 const T0 = 1_800_000_000_000;
 
@@ -20,11 +29,24 @@ test('HashingGate: runs `concurrency` at once, queues `queue` more, at most `per
   const gate = new HashingGate(1, 3, 2);
   const order: string[] = [];
   let release = () => {};
-  const first = gate.run(() => new Promise<void>((resolve) => (release = resolve)).then(() => order.push('first')), { client: 'a' });
-  const queued = [gate.run(async () => order.push('a1'), { client: 'a' }), gate.run(async () => order.push('a2'), { client: 'a' })];
-  assert.equal(gate.run(async () => order.push('a3'), { client: 'a' }), undefined, 'client a holds its two places: refused at once');
+  const first = gate.run(() => new Promise<void>((resolve) => (release = resolve)).then(() => order.push('first')), {
+    client: 'a',
+  });
+  const queued = [
+    gate.run(async () => order.push('a1'), { client: 'a' }),
+    gate.run(async () => order.push('a2'), { client: 'a' }),
+  ];
+  assert.equal(
+    gate.run(async () => order.push('a3'), { client: 'a' }),
+    undefined,
+    'client a holds its two places: refused at once',
+  );
   queued.push(gate.run(async () => order.push('b1'), { client: 'b' }));
-  assert.equal(gate.run(async () => order.push('c1'), { client: 'c' }), undefined, 'the queue is full');
+  assert.equal(
+    gate.run(async () => order.push('c1'), { client: 'c' }),
+    undefined,
+    'the queue is full',
+  );
   assert.ok(first !== undefined && queued.every((q) => q !== undefined));
   release();
   await Promise.all([first, ...queued]);
@@ -36,11 +58,17 @@ test('HashingGate: a signed-in login waits past the bound, before the queue, one
   const gate = new HashingGate(1, 1, 1);
   const order: string[] = [];
   let release = () => {};
-  const first = gate.run(() => new Promise<void>((resolve) => (release = resolve)).then(() => order.push('first')), { client: 'a' });
+  const first = gate.run(() => new Promise<void>((resolve) => (release = resolve)).then(() => order.push('first')), {
+    client: 'a',
+  });
   const queued = gate.run(async () => order.push('queued'), { client: 'b' });
   const rita = gate.run(async () => order.push('rita'), { client: 'c', signedInAs: 'rita' });
   const bob = gate.run(async () => order.push('bob'), { client: 'c', signedInAs: 'bob' });
-  assert.equal(gate.run(async () => order.push('rita again'), { client: 'd', signedInAs: 'rita' }), undefined, "rita's place past the bound is taken, and the queue is full");
+  assert.equal(
+    gate.run(async () => order.push('rita again'), { client: 'd', signedInAs: 'rita' }),
+    undefined,
+    "rita's place past the bound is taken, and the queue is full",
+  );
   assert.ok(first !== undefined && queued !== undefined && rita !== undefined && bob !== undefined);
   release();
   await Promise.all([first, queued, rita, bob]);
@@ -99,8 +127,17 @@ function heldScrypt() {
   };
 }
 
-function login(url: string, user: string, password: string, headers: Record<string, string> = {}, localAddress?: string): Promise<Reply> {
-  return send(url, 'POST', '/login', { headers: { authorization: basic(user, password), ...headers }, ...(localAddress !== undefined && { localAddress }) });
+function login(
+  url: string,
+  user: string,
+  password: string,
+  headers: Record<string, string> = {},
+  localAddress?: string,
+): Promise<Reply> {
+  return send(url, 'POST', '/login', {
+    headers: { authorization: basic(user, password), ...headers },
+    ...(localAddress !== undefined && { localAddress }),
+  });
 }
 
 const READER_PASSWORD = 'reader-password';
@@ -125,7 +162,9 @@ test('POST /login under a flood: one hash at a time and 16 waiting; the rest ans
   // 40 at once from ten clients, four each (what one client may queue): whichever arrive first take the
   // slot and the 16 places; the other 23 are refused at once.
   const answers: Reply[] = [];
-  const flood = Array.from({ length: 40 }, (_, i) => login(server.url, `nobody-${i}`, 'wrong', from(1 + (i % 10))).then((reply) => (answers.push(reply), reply)));
+  const flood = Array.from({ length: 40 }, (_, i) =>
+    login(server.url, `nobody-${i}`, 'wrong', from(1 + (i % 10))).then((reply) => (answers.push(reply), reply)),
+  );
   await until(() => answers.length === 23);
   for (const reply of answers) {
     assertProblem(reply, 503, 'login-busy');
@@ -144,29 +183,49 @@ test('POST /login under a flood: one hash at a time and 16 waiting; the rest ans
 
 test('POST /login: once --login-failures-per-minute failures are spent server-wide, logins without a session of their account answer 503 unhashed, from any address; a signed-in user still logs in', async (t) => {
   const stand = heldScrypt();
-  const server = await startTestServer(t, { loginFailuresPerMinute: 3, trustProxy: true }, { scrypt: stand.scrypt, accounts: [READER] });
+  const server = await startTestServer(
+    t,
+    { loginFailuresPerMinute: 3, trustProxy: true },
+    { scrypt: stand.scrypt, accounts: [READER] },
+  );
   const cookie = await server.login();
   const readerCookie = await server.login('rita', READER_PASSWORD);
-  for (let i = 1; i <= 3; i++) assertProblem(await login(server.url, 'nobody', 'wrong', { 'x-forwarded-for': `198.51.100.${i}` }), 401, 'login-failed');
+  for (let i = 1; i <= 3; i++)
+    assertProblem(
+      await login(server.url, 'nobody', 'wrong', { 'x-forwarded-for': `198.51.100.${i}` }),
+      401,
+      'login-failed',
+    );
   const runs = stand.runs();
   const refused = await login(server.url, 'admin', ADMIN_PASSWORD, { 'x-forwarded-for': '203.0.113.9' });
   assertProblem(refused, 503, 'login-busy');
   assert.ok(Number(refused.headers['retry-after']) >= 1);
   assert.equal(stand.runs(), runs, 'refused unhashed');
   assert.equal((await login(server.url, 'admin', ADMIN_PASSWORD, { cookie })).status, 200, 'a signed-in user');
-  assertProblem(await login(server.url, 'admin', ADMIN_PASSWORD, { cookie: readerCookie }), 503, 'login-busy', "a reader's session does not get another account's login past the budget");
+  assertProblem(
+    await login(server.url, 'admin', ADMIN_PASSWORD, { cookie: readerCookie }),
+    503,
+    'login-busy',
+    "a reader's session does not get another account's login past the budget",
+  );
   assert.equal(stand.runs(), runs + 1, 'only the signed-in login was hashed');
 });
 
-test('POST /login: a login refused busy takes none of its account\'s ten tries: the right password, refused busy twelve times, then logs in', async (t) => {
+test("POST /login: a login refused busy takes none of its account's ten tries: the right password, refused busy twelve times, then logs in", async (t) => {
   const stand = heldScrypt();
-  const server = await startTestServer(t, { loginConcurrency: 1, trustProxy: true }, { scrypt: stand.scrypt, accounts: [READER] });
+  const server = await startTestServer(
+    t,
+    { loginConcurrency: 1, trustProxy: true },
+    { scrypt: stand.scrypt, accounts: [READER] },
+  );
   stand.hold();
   // One hash running and the 16 places of the queue taken, in whatever order the logins reach the
   // gate (on PostgreSQL each first takes its slot in the database): six clients of five logins
   // each, at most four places each, so every order fills the queue and refuses the other 13.
   let answered = 0;
-  const flood = Array.from({ length: 30 }, (_, i) => login(server.url, `nobody-${i}`, 'wrong', from(1 + (i % 6))).then((reply) => (answered++, reply)));
+  const flood = Array.from({ length: 30 }, (_, i) =>
+    login(server.url, `nobody-${i}`, 'wrong', from(1 + (i % 6))).then((reply) => (answered++, reply)),
+  );
   await until(() => stand.held() === 1 && answered === 13);
   const refused: Reply[] = [];
   for (let i = 0; i < 12; i++) refused.push(await login(server.url, 'rita', READER_PASSWORD, from(9)));
@@ -182,7 +241,9 @@ test('POST /login: concurrent logins with the right password are never told "too
   const cookie = await server.login('rita', READER_PASSWORD);
   stand.hold();
   const answers: Reply[] = [];
-  const logins = Array.from({ length: 200 }, () => login(server.url, 'rita', READER_PASSWORD, { cookie }).then((reply) => (answers.push(reply), reply)));
+  const logins = Array.from({ length: 200 }, () =>
+    login(server.url, 'rita', READER_PASSWORD, { cookie }).then((reply) => (answers.push(reply), reply)),
+  );
   await until(() => answers.length >= 190);
   stand.releaseAll();
   const statuses = (await Promise.all(logins)).map((r) => r.status);
@@ -197,7 +258,13 @@ test('POST /login: concurrent logins with the right password are never told "too
  * once the probe has its answer or the flood its `refused` answers,
  * whichever comes first.
  */
-async function probeAfterFlood(server: TestServer, stand: ReturnType<typeof heldScrypt>, flood: (() => Promise<Reply>)[], refused: number, probe: () => Promise<Reply>) {
+async function probeAfterFlood(
+  server: TestServer,
+  stand: ReturnType<typeof heldScrypt>,
+  flood: (() => Promise<Reply>)[],
+  refused: number,
+  probe: () => Promise<Reply>,
+) {
   let arrived = 0;
   server.running.server.on('request', () => arrived++);
   stand.hold();
@@ -216,18 +283,33 @@ test('POST /login: one client address holds at most 4 of the 16 places of the ha
   const stand = heldScrypt();
   const server = await startTestServer(t, { loginConcurrency: 1, trustProxy: true }, { scrypt: stand.scrypt });
   const flood = Array.from({ length: 40 }, (_, i) => () => login(server.url, `nobody-${i}`, 'wrong', from(1)));
-  const { probe, answers } = await probeAfterFlood(server, stand, flood, 35, () => login(server.url, 'admin', ADMIN_PASSWORD, from(2)));
+  const { probe, answers } = await probeAfterFlood(server, stand, flood, 35, () =>
+    login(server.url, 'admin', ADMIN_PASSWORD, from(2)),
+  );
   assert.equal(probe.status, 200, 'the other address was queued and checked');
-  assert.equal(answers.filter((r) => r.status === 503).length, 35, 'the flooding address: one hashing, four waiting, the rest busy');
+  assert.equal(
+    answers.filter((r) => r.status === 503).length,
+    35,
+    'the flooding address: one hashing, four waiting, the rest busy',
+  );
 });
 
-test('POST /login: a session lets its own account\'s login wait past the queue\'s bound, not any name\'s: made-up names sent with a reader\'s cookie are bounded like any others', async (t) => {
+test("POST /login: a session lets its own account's login wait past the queue's bound, not any name's: made-up names sent with a reader's cookie are bounded like any others", async (t) => {
   const stand = heldScrypt();
-  const server = await startTestServer(t, { loginConcurrency: 1, trustProxy: true }, { scrypt: stand.scrypt, accounts: [READER] });
+  const server = await startTestServer(
+    t,
+    { loginConcurrency: 1, trustProxy: true },
+    { scrypt: stand.scrypt, accounts: [READER] },
+  );
   const cookie = await server.login('rita', READER_PASSWORD);
   const runs = stand.runs();
-  const flood = Array.from({ length: 200 }, (_, i) => () => login(server.url, `junk-${i}`, 'wrong', { cookie, ...from(1) }));
-  const { probe, answers } = await probeAfterFlood(server, stand, flood, 195, () => login(server.url, 'admin', ADMIN_PASSWORD, from(2)));
+  const flood = Array.from(
+    { length: 200 },
+    (_, i) => () => login(server.url, `junk-${i}`, 'wrong', { cookie, ...from(1) }),
+  );
+  const { probe, answers } = await probeAfterFlood(server, stand, flood, 195, () =>
+    login(server.url, 'admin', ADMIN_PASSWORD, from(2)),
+  );
   assert.equal(probe.status, 200, 'a login of another client is not starved');
   assert.equal(answers.filter((r) => r.status === 503).length, 195);
   assert.equal(stand.runs() - runs, 5 + 1, 'the five of the flood admitted (one hashing, four waiting), and the probe');
@@ -239,6 +321,10 @@ test('POST /login: one address spending --login-failures-per-minute on made-up n
   if (!(await canUseSecondLoopback(server.url))) return t.skip('127.0.0.2 is not a usable loopback address here');
   const statuses: number[] = [];
   for (let i = 0; i < 50; i++) statuses.push((await login(server.url, `junk${i}`, 'wrong', {}, '127.0.0.1')).status);
-  assert.deepEqual(statuses, [...Array(5).fill(401), ...Array(45).fill(503)], 'five checked, then this address is refused unhashed');
+  assert.deepEqual(
+    statuses,
+    [...Array(5).fill(401), ...Array(45).fill(503)],
+    'five checked, then this address is refused unhashed',
+  );
   assert.equal((await login(server.url, 'admin', ADMIN_PASSWORD, {}, '127.0.0.5')).status, 200, 'from 127.0.0.5');
 });

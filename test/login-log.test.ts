@@ -12,7 +12,8 @@ import { quoteLogText } from '../server/ops/log-text.js';
 import { ADMIN_PASSWORD, basic, send, startTestServer, tempDir } from './helpers.js';
 import { runTool, spawnServer } from './processes.js';
 
-const LINE = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z users-server: login (ok|failed) client=(\S+) account=("(?:[^"\\]|\\.)*") outcome=([a-z-]+)$/;
+const LINE =
+  /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z users-server: login (ok|failed) client=(\S+) account=("(?:[^"\\]|\\.)*") outcome=([a-z-]+)$/;
 const OPERATIONS = fileURLToPath(new URL('../docs/operations.md', import.meta.url));
 
 function login(url: string, user: string, password: string) {
@@ -44,7 +45,10 @@ test('every login is logged with its client, account and outcome: ok, wrong-pass
   ]);
   assert.deepEqual(parsed.at(-1), ['failed', '127.0.0.1', 'victim', 'rate-limited']);
   assert.equal(lines.length, 16, 'one line per attempt');
-  assert.ok(lines.every((line) => !line.includes('\n')), 'no line holds a line break');
+  assert.ok(
+    lines.every((line) => !line.includes('\n')),
+    'no line holds a line break',
+  );
 });
 
 test('node bin/users-server.js writes login lines to stderr, and the fail2ban filter of docs/operations.md matches the failed ones (not the successful) and finds the client address (python3 re, the engine fail2ban uses)', async (t) => {
@@ -54,7 +58,10 @@ test('node bin/users-server.js writes login lines to stderr, and the fail2ban fi
   assert.equal((await login(server.url, 'admin', 'wrong')).status, 401);
   assert.equal((await login(server.url, 'nobody', 'wrong')).status, 401);
   await server.waitForLine(/account="nobody" outcome=unknown-account$/, 'stderr');
-  const logged = server.stderr().split('\n').filter((l) => l.includes(' users-server: login '));
+  const logged = server
+    .stderr()
+    .split('\n')
+    .filter((l) => l.includes(' users-server: login '));
   assert.equal(logged.length, 3, server.stderr());
   const doc = readFileSync(OPERATIONS, 'utf8');
   const failregex = /^failregex = (.+)$/m.exec(doc)?.[1];
@@ -90,9 +97,15 @@ test('a login line cuts an account name past 64 characters to its first 64 and "
   assert.equal(accounts[0], `"${'x'.repeat(64)}..."`);
   assert.match(lines[10]!, /outcome=rate-limited$/);
   assert.equal(accounts[10], accounts[0], 'a refused attempt is cut the same way');
-  assert.ok(lines.every((line) => line.length < 200), 'every line stays short');
+  assert.ok(
+    lines.every((line) => line.length < 200),
+    'every line stays short',
+  );
   assert.equal(accounts[11], '"admin\\u202E\\u2066\\u200F\\u0085\\u009B\\u0007\\u2028\\uFEFF\\u200B"');
-  assert.ok(lines.every((line) => /^[\x20-\x7e]*$/.test(line)), 'nothing but printable ASCII in the lines of these names');
+  assert.ok(
+    lines.every((line) => /^[\x20-\x7e]*$/.test(line)),
+    'nothing but printable ASCII in the lines of these names',
+  );
 });
 
 const QUOTED: [string, string, string][] = [

@@ -14,10 +14,20 @@ import { prefersHtml } from '../server/http/negotiation.js';
 import { usage, type Config } from '../server/ops/config.js';
 import { signFormToken } from '../server/security/form-token.js';
 import type { StartOptions } from '../server/commands/serve.js';
-import { ADMIN_PASSWORD, assertProblem, basic, cookiePair, send, startTestServer, type Reply, type TestServer } from './helpers.js';
+import {
+  ADMIN_PASSWORD,
+  assertProblem,
+  basic,
+  cookiePair,
+  send,
+  startTestServer,
+  type Reply,
+  type TestServer,
+} from './helpers.js';
 
 const COOKIE_CHALLENGE = 'Cookie realm="users", cookie-name="USER_TOKEN", form-action="/login"';
-const CHROME_ACCEPT = 'text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,image/apng,*/*;q=0.8,application/signed-exchange;v=b3;q=0.7';
+const CHROME_ACCEPT =
+  'text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,image/apng,*/*;q=0.8,application/signed-exchange;v=b3;q=0.7';
 const FIREFOX_ACCEPT = 'text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8';
 const EVIL = 'https://evil.example';
 const EXPIRED = 'The form expired; try again.';
@@ -81,7 +91,12 @@ async function getForm(url: string, cookie?: string): Promise<Form> {
 }
 
 /** A form submission: application/x-www-form-urlencoded, as a browser sends it. */
-function postForm(url: string, path: string, fields: Record<string, string>, headers: Record<string, string> = {}): Promise<Reply> {
+function postForm(
+  url: string,
+  path: string,
+  fields: Record<string, string>,
+  headers: Record<string, string> = {},
+): Promise<Reply> {
   return send(url, 'POST', path, {
     headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers },
     body: new URLSearchParams(fields).toString(),
@@ -91,7 +106,12 @@ function postForm(url: string, path: string, fields: Record<string, string>, hea
 /** Signs in through the page as a browser would: GET the form, POST it back with its cookie. */
 async function signIn(url: string, password = ADMIN_PASSWORD): Promise<Reply> {
   const form = await getForm(url);
-  return postForm(url, '/login', { csrf: form.token, username: 'admin', password }, { cookie: form.formCookie, origin: url });
+  return postForm(
+    url,
+    '/login',
+    { csrf: form.token, username: 'admin', password },
+    { cookie: form.formCookie, origin: url },
+  );
 }
 
 async function rootStatus(url: string, cookie: string): Promise<number> {
@@ -132,7 +152,11 @@ const acceptCases: AcceptCase[] = [
   { name: "Firefox's Accept (HTML at 1, */* at 0.8)", accept: FIREFOX_ACCEPT, html: true },
   { name: 'text/html alone', accept: 'text/html', html: true },
   { name: 'upper-case TEXT/HTML', accept: 'TEXT/HTML', html: true },
-  { name: 'text/html;q=0.9 over application/json;q=0.8', accept: 'application/json;q=0.8, text/html;q=0.9', html: true },
+  {
+    name: 'text/html;q=0.9 over application/json;q=0.8',
+    accept: 'application/json;q=0.8, text/html;q=0.9',
+    html: true,
+  },
   { name: 'text/* at 0.5 over */* at 0.1', accept: 'text/*;q=0.5, */*;q=0.1', html: true },
   { name: 'text/html with application/json refused (q=0)', accept: 'text/html, application/json;q=0', html: true },
   { name: 'a media-type parameter before q', accept: 'text/html;level=1;q=0.7, application/json;q=0.6', html: true },
@@ -142,7 +166,11 @@ const acceptCases: AcceptCase[] = [
   { name: 'text/html;q=0', accept: 'text/html;q=0', html: false },
   { name: 'text/html;q=0 beside */*', accept: 'text/html;q=0, */*', html: false },
   { name: 'application/json with text/html;q=0.5', accept: 'application/json, text/html;q=0.5', html: false },
-  { name: 'a tie between text/html and application/json (JSON wins ties)', accept: 'text/html, application/json', html: false },
+  {
+    name: 'a tie between text/html and application/json (JSON wins ties)',
+    accept: 'text/html, application/json',
+    html: false,
+  },
   { name: 'application/* at 1 over text/html at 0.9', accept: 'application/*, text/html;q=0.9', html: false },
   { name: 'an invalid qvalue (q=abc), which drops the range', accept: 'text/html;q=abc', html: false },
   { name: 'a qvalue above 1 (q=1.5), which drops the range', accept: 'text/html;q=1.5', html: false },
@@ -195,7 +223,9 @@ test('Browser sign-in 302 rule: GET / with a valid session and a browser Accept 
 
 test('Browser sign-in 302 rule: a USER_TOKEN the server did not sign is no session: a browser is sent to /login', async (t) => {
   const server = await pageServer(t);
-  const reply = await send(server.url, 'GET', '/', { headers: { accept: CHROME_ACCEPT, cookie: 'USER_TOKEN=anything' } });
+  const reply = await send(server.url, 'GET', '/', {
+    headers: { accept: CHROME_ACCEPT, cookie: 'USER_TOKEN=anything' },
+  });
   assert.equal(reply.status, 302);
   assert.equal(reply.headers.location, '/login');
 });
@@ -232,7 +262,12 @@ test('Without --login-page GET /login and HEAD /login answer 405 with Allow: POS
 
 test('Without --login-page a form POST /login is the API login: 401 login-failed with the Basic challenge, no session', async (t) => {
   const server = await startTestServer(t);
-  const reply = await postForm(server.url, '/login', { username: 'admin', password: ADMIN_PASSWORD }, { origin: server.url });
+  const reply = await postForm(
+    server.url,
+    '/login',
+    { username: 'admin', password: ADMIN_PASSWORD },
+    { origin: server.url },
+  );
   assertProblem(reply, 401, 'login-failed');
   assert.equal(reply.headers['www-authenticate'], 'Basic realm="users"');
   assert.deepEqual(setCookies(reply), []);
@@ -265,10 +300,14 @@ test('Browser sign-in page: GET /login answers 200 text/html; charset=utf-8 with
   const server = await pageServer(t);
   const { reply } = await getForm(server.url);
   assertPage(reply, 200, 'GET /login');
-  const csp = new Map(String(reply.headers['content-security-policy']).split(';').map((d) => {
-    const [name, ...values] = d.trim().split(/\s+/);
-    return [name!, values.join(' ')];
-  }));
+  const csp = new Map(
+    String(reply.headers['content-security-policy'])
+      .split(';')
+      .map((d) => {
+        const [name, ...values] = d.trim().split(/\s+/);
+        return [name!, values.join(' ')];
+      }),
+  );
   assert.equal(csp.get('default-src'), "'none'");
   assert.equal(csp.get('form-action'), "'self'");
   assert.equal(csp.get('frame-ancestors'), "'none'");
@@ -286,7 +325,10 @@ test('Browser sign-in page: the markup is accessible: lang="en", a heading, a la
   assert.match(html, /<title>[^<]+<\/title>/);
   assert.match(html, /<h1>Sign in<\/h1>/);
   assert.match(html, /<form method="post" action="\/login">/);
-  for (const [id, autocomplete, type] of [['username', 'username', 'text'], ['password', 'current-password', 'password']] as const) {
+  for (const [id, autocomplete, type] of [
+    ['username', 'username', 'text'],
+    ['password', 'current-password', 'password'],
+  ] as const) {
     assert.match(html, new RegExp(`<label for="${id}">[^<]+</label>`), `a label for ${id}`);
     const input = new RegExp(`<input id="${id}" name="${id}"[^>]*>`).exec(html)?.[0];
     assert.ok(input !== undefined, `an input with id ${id}`);
@@ -305,7 +347,8 @@ test('Browser sign-in page: no external asset, no script: no src attribute, ever
   assert.doesNotMatch(html, /\ssrc=/i);
   assert.doesNotMatch(html, /\son[a-z]+=/i);
   assert.doesNotMatch(html, /<link/i);
-  for (const [, href] of html.matchAll(/\s(?:href|action)="([^"]*)"/g)) assert.match(href!, /^\/(?!\/)/, `local: ${href}`);
+  for (const [, href] of html.matchAll(/\s(?:href|action)="([^"]*)"/g))
+    assert.match(href!, /^\/(?!\/)/, `local: ${href}`);
   assert.doesNotMatch(html, /url\(|@import/, 'the style sheet loads nothing');
 });
 
@@ -322,7 +365,11 @@ test('Browser sign-in page: GET /login sets LOGIN_FORM (HttpOnly, SameSite=Stric
   assert.ok(!attrs.has('domain'));
   const nonce = formCookie.slice('LOGIN_FORM='.length);
   assert.match(nonce, /^[A-Za-z0-9_-]{22}$/);
-  assert.equal(Buffer.from(token.split('.')[0]!, 'base64url').subarray(0, 16).toString('base64url'), nonce, 'the token carries the cookie\'s nonce');
+  assert.equal(
+    Buffer.from(token.split('.')[0]!, 'base64url').subarray(0, 16).toString('base64url'),
+    nonce,
+    "the token carries the cookie's nonce",
+  );
   assert.equal(setCookie(reply, 'USER_TOKEN'), undefined);
 });
 
@@ -338,7 +385,12 @@ test('Browser sign-in page: a browser that already holds a LOGIN_FORM keeps its 
   const second = await getForm(server.url, first.formCookie);
   assert.equal(second.formCookie, first.formCookie);
   for (const form of [first, second]) {
-    const reply = await postForm(server.url, '/login', { csrf: form.token, username: 'admin', password: ADMIN_PASSWORD }, { cookie: first.formCookie });
+    const reply = await postForm(
+      server.url,
+      '/login',
+      { csrf: form.token, username: 'admin', password: ADMIN_PASSWORD },
+      { cookie: first.formCookie },
+    );
     assert.equal(reply.status, 303, reply.text);
   }
 });
@@ -361,9 +413,15 @@ test('Browser sign-in form: the right password answers 303 to / with the USER_TO
   assert.equal(reply.headers['cache-control'], 'no-store');
   const session = setCookie(reply, 'USER_TOKEN');
   assert.ok(session !== undefined, 'a session cookie');
-  const basicLogin = await send(server.url, 'POST', '/login', { headers: { authorization: basic('admin', ADMIN_PASSWORD) } });
+  const basicLogin = await send(server.url, 'POST', '/login', {
+    headers: { authorization: basic('admin', ADMIN_PASSWORD) },
+  });
   const attrsOf = (c: string) => [...attributes(c)].sort();
-  assert.deepEqual(attrsOf(session), attrsOf(setCookie(basicLogin, 'USER_TOKEN')!), 'the same attributes as the Basic login\'s cookie');
+  assert.deepEqual(
+    attrsOf(session),
+    attrsOf(setCookie(basicLogin, 'USER_TOKEN')!),
+    "the same attributes as the Basic login's cookie",
+  );
   assert.equal(attributes(setCookie(reply, 'LOGIN_FORM')!).get('max-age'), '0');
   assert.equal(await rootStatus(server.url, cookiePair(session)), 200, 'the session passes GET /');
 });
@@ -372,9 +430,18 @@ test('Browser sign-in form: a wrong password answers 401 with the page again, th
   const server = await pageServer(t);
   const form = await getForm(server.url);
   const password = 'Wr0ng-pa55word-XYZ';
-  const reply = await postForm(server.url, '/login', { csrf: form.token, username: 'admin', password }, { cookie: form.formCookie, origin: server.url });
+  const reply = await postForm(
+    server.url,
+    '/login',
+    { csrf: form.token, username: 'admin', password },
+    { cookie: form.formCookie, origin: server.url },
+  );
   assertPage(reply, 401, 'wrong password');
-  assert.equal(reply.headers['www-authenticate'], COOKIE_CHALLENGE, 'a 401 carries a challenge; Basic would open the browser\'s own dialog');
+  assert.equal(
+    reply.headers['www-authenticate'],
+    COOKIE_CHALLENGE,
+    "a 401 carries a challenge; Basic would open the browser's own dialog",
+  );
   assert.equal(alertOf(reply.text), 'The user name or password is wrong.');
   assert.ok(!reply.text.includes(password), 'the password is not echoed');
   assert.match(reply.text, /<input id="password" name="password" type="password"[^>]*>/);
@@ -382,7 +449,12 @@ test('Browser sign-in form: a wrong password answers 401 with the page again, th
   assert.match(reply.text, /<input id="username" name="username"[^>]*value="admin"/, 'the user name is kept');
   assert.equal(setCookie(reply, 'USER_TOKEN'), undefined);
   // The form stays usable: its fresh token signs in.
-  const retry = await postForm(server.url, '/login', { csrf: csrfOf(reply.text)!, username: 'admin', password: ADMIN_PASSWORD }, { cookie: form.formCookie });
+  const retry = await postForm(
+    server.url,
+    '/login',
+    { csrf: csrfOf(reply.text)!, username: 'admin', password: ADMIN_PASSWORD },
+    { cookie: form.formCookie },
+  );
   assert.equal(retry.status, 303, retry.text);
 });
 
@@ -390,7 +462,12 @@ test('Browser sign-in form: an echoed user name is HTML-escaped', async (t) => {
   const server = await pageServer(t);
   const form = await getForm(server.url);
   const username = `<b>"x"&'</b>`;
-  const reply = await postForm(server.url, '/login', { csrf: form.token, username, password: 'nope' }, { cookie: form.formCookie });
+  const reply = await postForm(
+    server.url,
+    '/login',
+    { csrf: form.token, username, password: 'nope' },
+    { cookie: form.formCookie },
+  );
   assertPage(reply, 401, 'wrong user');
   assert.ok(!reply.text.includes('<b>'), 'no markup injected');
   assert.match(reply.text, /value="&lt;b&gt;&quot;x&quot;&amp;&#39;&lt;\/b&gt;"/);
@@ -411,7 +488,12 @@ test('Browser sign-in form: an empty user name or password answers 401 with the 
 test('Browser sign-in form: a same-origin Origin is accepted', async (t) => {
   const server = await pageServer(t);
   const form = await getForm(server.url);
-  const reply = await postForm(server.url, '/login', { csrf: form.token, username: 'admin', password: ADMIN_PASSWORD }, { cookie: form.formCookie, origin: server.url });
+  const reply = await postForm(
+    server.url,
+    '/login',
+    { csrf: form.token, username: 'admin', password: ADMIN_PASSWORD },
+    { cookie: form.formCookie, origin: server.url },
+  );
   assert.equal(reply.status, 303, reply.text);
 });
 
@@ -423,7 +505,11 @@ test('Browser sign-in form: POST /login with Basic credentials stays the API log
   assert.equal(reply.headers['content-type'], 'application/json');
   assert.equal(reply.headers.vary, 'Cookie');
   assert.ok(setCookie(reply, 'USER_TOKEN') !== undefined);
-  assertProblem(await postForm(server.url, '/login', {}, { authorization: basic('admin', 'wrong') }), 401, 'login-failed');
+  assertProblem(
+    await postForm(server.url, '/login', {}, { authorization: basic('admin', 'wrong') }),
+    401,
+    'login-failed',
+  );
   assertProblem(await send(server.url, 'POST', '/login'), 401, 'login-failed');
 });
 
@@ -439,31 +525,67 @@ const right = { username: 'admin', password: ADMIN_PASSWORD };
 
 const csrfCases: CsrfCase[] = [
   { name: 'no csrf field', build: (form) => ({ fields: { ...right }, headers: { cookie: form.formCookie } }) },
-  { name: 'an empty csrf field', build: (form) => ({ fields: { csrf: '', ...right }, headers: { cookie: form.formCookie } }) },
-  { name: 'no LOGIN_FORM cookie', build: (form) => ({ fields: { csrf: form.token, ...right }, headers: {} }) },
-  { name: 'a LOGIN_FORM cookie of another form (mismatched nonce)', build: (form, other) => ({ fields: { csrf: form.token, ...right }, headers: { cookie: other.formCookie } }) },
   {
-    name: 'a token forged with another key for the cookie\'s nonce',
+    name: 'an empty csrf field',
+    build: (form) => ({ fields: { csrf: '', ...right }, headers: { cookie: form.formCookie } }),
+  },
+  { name: 'no LOGIN_FORM cookie', build: (form) => ({ fields: { csrf: form.token, ...right }, headers: {} }) },
+  {
+    name: 'a LOGIN_FORM cookie of another form (mismatched nonce)',
+    build: (form, other) => ({ fields: { csrf: form.token, ...right }, headers: { cookie: other.formCookie } }),
+  },
+  {
+    name: "a token forged with another key for the cookie's nonce",
     build: (form) => {
       const nonce = form.formCookie.slice('LOGIN_FORM='.length);
-      return { fields: { csrf: signFormToken('login-form', '', nonce, Math.floor(Date.now() / 1000), randomBytes(32)), ...right }, headers: { cookie: form.formCookie } };
+      return {
+        fields: {
+          csrf: signFormToken('login-form', '', nonce, Math.floor(Date.now() / 1000), randomBytes(32)),
+          ...right,
+        },
+        headers: { cookie: form.formCookie },
+      };
     },
   },
   {
     name: 'a token with one signature character changed',
     build: (form) => {
       const last = form.token.at(-2) === 'A' ? 'B' : 'A';
-      return { fields: { csrf: form.token.slice(0, -2) + last + form.token.slice(-1), ...right }, headers: { cookie: form.formCookie } };
+      return {
+        fields: { csrf: form.token.slice(0, -2) + last + form.token.slice(-1), ...right },
+        headers: { cookie: form.formCookie },
+      };
     },
   },
   {
-    name: 'a token whose nonce was swapped for another form\'s',
-    build: (form, other) => ({ fields: { csrf: other.token.split('.')[0] + '.' + form.token.split('.')[1], ...right }, headers: { cookie: other.formCookie } }),
+    name: "a token whose nonce was swapped for another form's",
+    build: (form, other) => ({
+      fields: { csrf: other.token.split('.')[0] + '.' + form.token.split('.')[1], ...right },
+      headers: { cookie: other.formCookie },
+    }),
   },
-  { name: 'a cross-site Origin with a valid token and cookie', build: (form) => ({ fields: { csrf: form.token, ...right }, headers: { cookie: form.formCookie, origin: EVIL } }) },
-  { name: 'Origin: null with a valid token and cookie', build: (form) => ({ fields: { csrf: form.token, ...right }, headers: { cookie: form.formCookie, origin: 'null' } }) },
-  { name: 'an Origin with the same host but https', build: (form, _o, url) => ({ fields: { csrf: form.token, ...right }, headers: { cookie: form.formCookie, origin: url.replace('http:', 'https:') } }) },
-  { name: 'an Origin with the same host but another port', build: (form) => ({ fields: { csrf: form.token, ...right }, headers: { cookie: form.formCookie, origin: 'http://127.0.0.1:1' } }) },
+  {
+    name: 'a cross-site Origin with a valid token and cookie',
+    build: (form) => ({ fields: { csrf: form.token, ...right }, headers: { cookie: form.formCookie, origin: EVIL } }),
+  },
+  {
+    name: 'Origin: null with a valid token and cookie',
+    build: (form) => ({ fields: { csrf: form.token, ...right }, headers: { cookie: form.formCookie, origin: 'null' } }),
+  },
+  {
+    name: 'an Origin with the same host but https',
+    build: (form, _o, url) => ({
+      fields: { csrf: form.token, ...right },
+      headers: { cookie: form.formCookie, origin: url.replace('http:', 'https:') },
+    }),
+  },
+  {
+    name: 'an Origin with the same host but another port',
+    build: (form) => ({
+      fields: { csrf: form.token, ...right },
+      headers: { cookie: form.formCookie, origin: 'http://127.0.0.1:1' },
+    }),
+  },
 ];
 
 for (const c of csrfCases) {
@@ -488,11 +610,41 @@ interface SchemeCase {
 }
 
 const schemeCases: SchemeCase[] = [
-  { name: 'with --cookie-secure an https Origin is the server\'s own', overrides: { cookieSecure: true }, headers: {}, scheme: 'https', accepted: true },
-  { name: 'with --cookie-secure an http Origin is not', overrides: { cookieSecure: true }, headers: {}, scheme: 'http', accepted: false },
-  { name: 'with --trust-proxy the last X-Forwarded-Proto (https) gives the scheme', overrides: { trustProxy: true }, headers: { 'x-forwarded-proto': 'http, https' }, scheme: 'https', accepted: true },
-  { name: 'with --trust-proxy and X-Forwarded-Proto https an http Origin is not the server\'s', overrides: { trustProxy: true }, headers: { 'x-forwarded-proto': 'https' }, scheme: 'http', accepted: false },
-  { name: 'without --trust-proxy X-Forwarded-Proto is not read', overrides: {}, headers: { 'x-forwarded-proto': 'https' }, scheme: 'https', accepted: false },
+  {
+    name: "with --cookie-secure an https Origin is the server's own",
+    overrides: { cookieSecure: true },
+    headers: {},
+    scheme: 'https',
+    accepted: true,
+  },
+  {
+    name: 'with --cookie-secure an http Origin is not',
+    overrides: { cookieSecure: true },
+    headers: {},
+    scheme: 'http',
+    accepted: false,
+  },
+  {
+    name: 'with --trust-proxy the last X-Forwarded-Proto (https) gives the scheme',
+    overrides: { trustProxy: true },
+    headers: { 'x-forwarded-proto': 'http, https' },
+    scheme: 'https',
+    accepted: true,
+  },
+  {
+    name: "with --trust-proxy and X-Forwarded-Proto https an http Origin is not the server's",
+    overrides: { trustProxy: true },
+    headers: { 'x-forwarded-proto': 'https' },
+    scheme: 'http',
+    accepted: false,
+  },
+  {
+    name: 'without --trust-proxy X-Forwarded-Proto is not read',
+    overrides: {},
+    headers: { 'x-forwarded-proto': 'https' },
+    scheme: 'https',
+    accepted: false,
+  },
 ];
 
 for (const c of schemeCases) {
@@ -500,7 +652,12 @@ for (const c of schemeCases) {
     const server = await pageServer(t, c.overrides);
     const form = await getForm(server.url);
     const origin = server.url.replace(/^http:/, `${c.scheme}:`);
-    const reply = await postForm(server.url, '/login', { csrf: form.token, ...right }, { cookie: form.formCookie, origin, ...c.headers });
+    const reply = await postForm(
+      server.url,
+      '/login',
+      { csrf: form.token, ...right },
+      { cookie: form.formCookie, origin, ...c.headers },
+    );
     if (c.accepted) assert.equal(reply.status, 303, reply.text);
     else assertSignInRefused(reply, c.name);
   });
@@ -520,7 +677,10 @@ test('Login CSRF: a token issued in the future (a clock set back) is refused', a
   const { server, setNow } = await clockedServer(t);
   const form = await getForm(server.url);
   setNow(T0 - 5_000);
-  assertSignInRefused(await postForm(server.url, '/login', { csrf: form.token, ...right }, { cookie: form.formCookie }), 'issued later than now');
+  assertSignInRefused(
+    await postForm(server.url, '/login', { csrf: form.token, ...right }, { cookie: form.formCookie }),
+    'issued later than now',
+  );
 });
 
 test('Login CSRF: a sign-out token does not sign in', async (t) => {
@@ -528,14 +688,27 @@ test('Login CSRF: a sign-out token does not sign in', async (t) => {
   const session = await server.login();
   const signedIn = await getForm(server.url, session);
   const form = await getForm(server.url);
-  assertSignInRefused(await postForm(server.url, '/login', { csrf: signedIn.token, ...right }, { cookie: form.formCookie }), 'a logout-form token');
+  assertSignInRefused(
+    await postForm(server.url, '/login', { csrf: signedIn.token, ...right }, { cookie: form.formCookie }),
+    'a logout-form token',
+  );
 });
 
 test('Login CSRF: refused form logins take no failed-login slot', async (t) => {
   const server = await pageServer(t);
   const form = await getForm(server.url);
   for (let i = 0; i < 12; i++) {
-    assert.equal((await postForm(server.url, '/login', { csrf: 'forged', username: 'admin', password: 'wrong' }, { cookie: form.formCookie })).status, 403);
+    assert.equal(
+      (
+        await postForm(
+          server.url,
+          '/login',
+          { csrf: 'forged', username: 'admin', password: 'wrong' },
+          { cookie: form.formCookie },
+        )
+      ).status,
+      403,
+    );
   }
   assert.equal((await signIn(server.url)).status, 303);
 });
@@ -545,17 +718,28 @@ test('Login CSRF: refused form logins take no failed-login slot', async (t) => {
 test('Browser sign-in form: the failed-login limit applies: the 11th attempt answers 429 with the page, the error and Retry-After, even with the right password', async (t) => {
   const server = await pageServer(t);
   const form = await getForm(server.url);
-  const attempt = (password: string) => postForm(server.url, '/login', { csrf: form.token, username: 'admin', password }, { cookie: form.formCookie });
+  const attempt = (password: string) =>
+    postForm(server.url, '/login', { csrf: form.token, username: 'admin', password }, { cookie: form.formCookie });
   for (let i = 0; i < 10; i++) assert.equal((await attempt(`wrong-${i}`)).status, 401, `attempt ${i + 1}`);
   const reply = await attempt(ADMIN_PASSWORD);
   assertPage(reply, 429, 'limited');
   const retryAfter = Number(reply.headers['retry-after']);
-  assert.ok(Number.isInteger(retryAfter) && retryAfter >= 1 && retryAfter <= 60, `Retry-After: ${reply.headers['retry-after']}`);
-  assert.match(alertOf(reply.text) ?? '', new RegExp(`^Too many failed sign-ins; try again in ${retryAfter} seconds\\.$`));
+  assert.ok(
+    Number.isInteger(retryAfter) && retryAfter >= 1 && retryAfter <= 60,
+    `Retry-After: ${reply.headers['retry-after']}`,
+  );
+  assert.match(
+    alertOf(reply.text) ?? '',
+    new RegExp(`^Too many failed sign-ins; try again in ${retryAfter} seconds\\.$`),
+  );
   assert.ok(csrfOf(reply.text) !== undefined, 'the form is still there');
   assert.equal(setCookie(reply, 'USER_TOKEN'), undefined, 'no session');
   // One limit for the page and the API: the Basic login of that account is limited too.
-  assertProblem(await send(server.url, 'POST', '/login', { headers: { authorization: basic('admin', ADMIN_PASSWORD) } }), 429, 'too-many-requests');
+  assertProblem(
+    await send(server.url, 'POST', '/login', { headers: { authorization: basic('admin', ADMIN_PASSWORD) } }),
+    429,
+    'too-many-requests',
+  );
 });
 
 // ---------------------------------------------------------------- sign-out
@@ -603,16 +787,38 @@ interface LogoutCase {
 }
 
 const logoutCases: LogoutCase[] = [
-  { name: 'a cross-site Origin, with a valid token', build: (token) => ({ body: `csrf=${token}`, headers: { origin: EVIL } }) },
-  { name: 'Origin: null, with a valid token', build: (token) => ({ body: `csrf=${token}`, headers: { origin: 'null' } }) },
+  {
+    name: 'a cross-site Origin, with a valid token',
+    build: (token) => ({ body: `csrf=${token}`, headers: { origin: EVIL } }),
+  },
+  {
+    name: 'Origin: null, with a valid token',
+    build: (token) => ({ body: `csrf=${token}`, headers: { origin: 'null' } }),
+  },
   { name: 'no token', build: () => ({ body: '', headers: {} }) },
-  { name: 'a forged token', build: () => ({ body: `csrf=${signFormToken('logout-form', 'guess', randomBytes(16).toString('base64url'), Math.floor(Date.now() / 1000), randomBytes(32))}`, headers: {} }) },
-  { name: 'the token of another session', build: (_t, _u, otherToken) => ({ body: `csrf=${otherToken}`, headers: {} }) },
-  { name: 'a text/plain form (no Origin)', contentType: 'text/plain', build: (token) => ({ body: `csrf=${token}`, headers: {} }) },
+  {
+    name: 'a forged token',
+    build: () => ({
+      body: `csrf=${signFormToken('logout-form', 'guess', randomBytes(16).toString('base64url'), Math.floor(Date.now() / 1000), randomBytes(32))}`,
+      headers: {},
+    }),
+  },
+  {
+    name: 'the token of another session',
+    build: (_t, _u, otherToken) => ({ body: `csrf=${otherToken}`, headers: {} }),
+  },
+  {
+    name: 'a text/plain form (no Origin)',
+    contentType: 'text/plain',
+    build: (token) => ({ body: `csrf=${token}`, headers: {} }),
+  },
   {
     name: 'a multipart/form-data form (no Origin)',
     contentType: 'multipart/form-data; boundary=x',
-    build: (token) => ({ body: `--x\r\nContent-Disposition: form-data; name="csrf"\r\n\r\n${token}\r\n--x--\r\n`, headers: {} }),
+    build: (token) => ({
+      body: `--x\r\nContent-Disposition: form-data; name="csrf"\r\n\r\n${token}\r\n--x--\r\n`,
+      headers: {},
+    }),
   },
 ];
 
@@ -624,7 +830,10 @@ for (const c of logoutCases) {
     const { token } = await getForm(server.url, session);
     const { token: otherToken } = await getForm(server.url, other);
     const { body, headers } = c.build(token, server.url, otherToken);
-    const reply = await send(server.url, 'POST', '/logout', { headers: { 'content-type': c.contentType ?? 'application/x-www-form-urlencoded', cookie: session, ...headers }, body });
+    const reply = await send(server.url, 'POST', '/logout', {
+      headers: { 'content-type': c.contentType ?? 'application/x-www-form-urlencoded', cookie: session, ...headers },
+      body,
+    });
     assertPage(reply, 403, c.name);
     assert.equal(alertOf(reply.text), EXPIRED);
     assert.match(reply.text, /Signed in as <strong>admin<\/strong>/, 'the sign-out form again');
@@ -643,7 +852,11 @@ test('Logout CSRF: a sign-out token is good for 600 seconds and refused at 601 (
   assertPage(refused, 403, 'expired sign-out form');
   assert.equal(await rootStatus(server.url, session), 200);
   const fresh = csrfOf(refused.text)!;
-  assert.equal((await postForm(server.url, '/logout', { csrf: fresh }, { cookie: session })).status, 303, 'the re-rendered form signs out');
+  assert.equal(
+    (await postForm(server.url, '/logout', { csrf: fresh }, { cookie: session })).status,
+    303,
+    'the re-rendered form signs out',
+  );
   assert.equal(await rootStatus(server.url, session), 401);
 });
 
@@ -666,7 +879,10 @@ for (const c of [
     const session = await server.login();
     const headers: Record<string, string> = { cookie: session };
     if ('headers' in c.options) headers.origin = server.url;
-    const reply = await send(server.url, 'POST', '/logout', { headers, ...('json' in c.options && { json: c.options.json }) });
+    const reply = await send(server.url, 'POST', '/logout', {
+      headers,
+      ...('json' in c.options && { json: c.options.json }),
+    });
     assert.equal(reply.status, 204, reply.text);
     assert.equal(reply.text, '');
     assert.equal(reply.headers['cache-control'], 'no-store');

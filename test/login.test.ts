@@ -81,7 +81,10 @@ test('POST /login: two logins open two distinct sessions, each passing GET /', a
 
 test('POST /login with a request body still answers 200 (the body is read and ignored)', async (t) => {
   const server = await startTestServer(t);
-  const reply = await send(server.url, 'POST', '/login', { headers: { authorization: basic('admin', ADMIN_PASSWORD) }, body: 'ignored' });
+  const reply = await send(server.url, 'POST', '/login', {
+    headers: { authorization: basic('admin', ADMIN_PASSWORD) },
+    body: 'ignored',
+  });
   assert.equal(reply.status, 200);
 });
 
@@ -119,7 +122,9 @@ for (const c of failures) {
 test('POST /login: a failed login does not disturb an existing session', async (t) => {
   const server = await startTestServer(t);
   const cookie = await server.login();
-  const failed = await send(server.url, 'POST', '/login', { headers: { authorization: basic('admin', 'wrong'), cookie } });
+  const failed = await send(server.url, 'POST', '/login', {
+    headers: { authorization: basic('admin', 'wrong'), cookie },
+  });
   assert.equal(failed.status, 401);
   assert.equal((await getRoot(server.url, cookie)).status, 200);
 });
@@ -175,7 +180,9 @@ test('POST /logout revokes every valid session the request carries', async (t) =
   const server = await startTestServer(t);
   const first = await server.login();
   const second = await server.login();
-  const reply = await send(server.url, 'POST', '/logout', { headers: { cookie: `USER_TOKEN=junk; ${first}; ${second}` } });
+  const reply = await send(server.url, 'POST', '/logout', {
+    headers: { cookie: `USER_TOKEN=junk; ${first}; ${second}` },
+  });
   assert.equal(reply.status, 204);
   assert.equal((await getRoot(server.url, first)).status, 401);
   assert.equal((await getRoot(server.url, second)).status, 401);

@@ -121,13 +121,18 @@ function checkHistograms(types: Map<string, string>, samples: Map<string, number
         assert.ok(buckets[i]!.value >= buckets[i - 1]!.value, `${family}${group}: buckets are cumulative`);
       }
       assert.equal(buckets.at(-1)!.le, Infinity, `${family}${group}: the last bucket is +Inf`);
-      assert.equal(buckets.at(-1)!.value, samples.get(key(`${family}_count`, rest)), `${family}${group}: +Inf equals _count`);
+      assert.equal(
+        buckets.at(-1)!.value,
+        samples.get(key(`${family}_count`, rest)),
+        `${family}${group}: +Inf equals _count`,
+      );
       assert.ok(samples.has(key(`${family}_sum`, rest)), `${family}${group}: a _sum`);
     }
   }
 }
 
-const GOOD = '# HELP a_total A.\n# TYPE a_total counter\na_total{x="1"} 2\n# HELP h H.\n# TYPE h histogram\nh_bucket{le="1"} 1\nh_bucket{le="+Inf"} 2\nh_sum 3\nh_count 2\n';
+const GOOD =
+  '# HELP a_total A.\n# TYPE a_total counter\na_total{x="1"} 2\n# HELP h H.\n# TYPE h histogram\nh_bucket{le="1"} 1\nh_bucket{le="+Inf"} 2\nh_sum 3\nh_count 2\n';
 const badExpositions: { name: string; text: string }[] = [
   { name: 'no final line feed', text: GOOD.slice(0, -1) },
   { name: 'a sample before its TYPE', text: 'b 1\n' + GOOD },
@@ -135,7 +140,10 @@ const badExpositions: { name: string; text: string }[] = [
   { name: 'a value that is not a number', text: GOOD.replace('} 2\n', '} two\n') },
   { name: 'an unquoted label value', text: GOOD.replace('x="1"', 'x=1') },
   { name: 'the same series twice', text: GOOD.replace('a_total{x="1"} 2\n', 'a_total{x="1"} 2\na_total{x="1"} 3\n') },
-  { name: 'buckets that are not cumulative', text: GOOD.replace('h_bucket{le="+Inf"} 2', 'h_bucket{le="+Inf"} 0').replace('h_count 2', 'h_count 0') },
+  {
+    name: 'buckets that are not cumulative',
+    text: GOOD.replace('h_bucket{le="+Inf"} 2', 'h_bucket{le="+Inf"} 0').replace('h_count 2', 'h_count 0'),
+  },
   { name: '+Inf different from _count', text: GOOD.replace('h_count 2', 'h_count 5') },
   { name: 'a family split in two', text: GOOD + 'a_total{x="2"} 1\n' },
 ];
@@ -228,15 +236,22 @@ test('users_server_requests_total counts each answered request once, by route pa
     ['/metrics', 'GET', 200, 1],
   ];
   for (const [route, method, status, delta] of moved) {
-    assert.equal(requests(after, route, method, status) - requests(before, route, method, status), delta, `${method} ${route} ${status}`);
+    assert.equal(
+      requests(after, route, method, status) - requests(before, route, method, status),
+      delta,
+      `${method} ${route} ${status}`,
+    );
   }
   // Nothing else moved.
   for (const [k, v] of after.samples) {
     if (!k.startsWith('users_server_requests_total{')) continue;
-    const counted = moved.some(([route, method, status]) => k === key('users_server_requests_total', { route, method, status: String(status) }));
+    const counted = moved.some(
+      ([route, method, status]) => k === key('users_server_requests_total', { route, method, status: String(status) }),
+    );
     if (!counted) assert.equal(v, before.samples.get(k) ?? 0, `${k} moved`);
   }
-  const count = (e: typeof before, route: string) => e.samples.get(key('users_server_request_duration_seconds_count', { route })) ?? 0;
+  const count = (e: typeof before, route: string) =>
+    e.samples.get(key('users_server_request_duration_seconds_count', { route })) ?? 0;
   assert.equal(count(after, '/users/:ref') - count(before, '/users/:ref'), 8);
   assert.equal(count(after, 'unmatched') - count(before, 'unmatched'), 1);
   assert.equal(count(after, '/users/new') - count(before, '/users/new'), 1);
@@ -253,7 +268,8 @@ test('an error answered by the HTTP parser is counted under route "unmatched", m
 test('users_server_users is the number of users stored', async (t) => {
   const server = await startTestServer(t);
   assert.equal(value(await scrape(server), 'users_server_users'), 0);
-  for (const alias of ['a', 'b', 'c']) assert.equal((await put(server.url, `/users/${alias}`, { name: alias })).status, 201);
+  for (const alias of ['a', 'b', 'c'])
+    assert.equal((await put(server.url, `/users/${alias}`, { name: alias })).status, 201);
   assert.equal((await send(server.url, 'DELETE', '/users/b')).status, 204);
   assert.equal(value(await scrape(server), 'users_server_users'), 2);
 });
@@ -321,13 +337,18 @@ test('Metrics: a status without a column of its own gets one, and an unusual met
   const metrics = new Metrics(['/a', '/b/:x']);
   metrics.count(1, 'PROPFIND', 418, 0.002);
   metrics.count(-1, 'GET', 599, undefined);
-  const e = parseExposition(metrics.render({ users: 0, reservations: 0, journalBytes: 0, fsyncSeconds: new Histogram([0.1]) }));
+  const e = parseExposition(
+    metrics.render({ users: 0, reservations: 0, journalBytes: 0, fsyncSeconds: new Histogram([0.1]) }),
+  );
   assert.equal(requests(e, '/b/:x', 'other', 418), 1);
   assert.equal(requests(e, 'unmatched', 'GET', 599), 1);
   assert.equal(value(e, 'users_server_request_duration_seconds_count', { route: '/b/:x' }), 1);
   assert.equal(value(e, 'users_server_request_duration_seconds_bucket', { route: '/b/:x', le: '0.0025' }), 1);
   assert.equal(value(e, 'users_server_request_duration_seconds_bucket', { route: '/b/:x', le: '0.001' }), 0);
-  assert.ok(!e.samples.has(key('users_server_request_duration_seconds_count', { route: 'unmatched' })), 'no duration without a measurement');
+  assert.ok(
+    !e.samples.has(key('users_server_request_duration_seconds_count', { route: 'unmatched' })),
+    'no duration without a measurement',
+  );
 });
 
 test('Histogram: an observation lands in the first bucket whose bound it does not exceed; past the last bound, in +Inf', () => {

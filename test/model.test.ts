@@ -74,7 +74,8 @@ class Model {
   }
 
   put(ref: Ref, body: Record<string, unknown>): Expected {
-    if (ref.kind === 'id' && this.moved.has(ref.id)) return { status: 301, body: '', location: `/users/${this.moved.get(ref.id)}` };
+    if (ref.kind === 'id' && this.moved.has(ref.id))
+      return { status: 301, body: '', location: `/users/${this.moved.get(ref.id)}` };
     const bodyId = body.id as number | undefined;
     const current = this.resolve(ref);
     if (current !== undefined) {
@@ -97,7 +98,8 @@ class Model {
       }
     } else {
       id = ref.id;
-      if (!this.isLive(id)) return this.issued.has(id) ? { status: 410, problem: 'gone' } : { status: 404, problem: 'not-found' };
+      if (!this.isLive(id))
+        return this.issued.has(id) ? { status: 410, problem: 'gone' } : { status: 404, problem: 'not-found' };
       if (bodyId !== undefined && bodyId !== id) return { status: 409, problem: 'id-conflict' };
     }
     const json = represent(body, id);
@@ -120,7 +122,8 @@ class Model {
   }
 
   delete(ref: Ref): Expected {
-    if (ref.kind === 'id' && this.moved.has(ref.id)) return { status: 301, body: '', location: `/users/${this.moved.get(ref.id)}` };
+    if (ref.kind === 'id' && this.moved.has(ref.id))
+      return { status: 301, body: '', location: `/users/${this.moved.get(ref.id)}` };
     const id = this.resolve(ref);
     if (id === undefined) return { status: 404, problem: 'not-found' };
     const { alias } = this.users.get(id)!;
@@ -130,10 +133,15 @@ class Model {
   }
 
   get(ref: Ref): Expected {
-    if (ref.kind === 'id' && this.moved.has(ref.id)) return { status: 301, body: '', location: `/users/${this.moved.get(ref.id)}` };
+    if (ref.kind === 'id' && this.moved.has(ref.id))
+      return { status: 301, body: '', location: `/users/${this.moved.get(ref.id)}` };
     const id = this.resolve(ref);
     if (id === undefined) return { status: 404, problem: 'not-found' };
-    return { status: 200, body: this.users.get(id)!.json, ...(ref.kind === 'alias' && { contentLocation: `/users/${id}` }) };
+    return {
+      status: 200,
+      body: this.users.get(id)!.json,
+      ...(ref.kind === 'alias' && { contentLocation: `/users/${id}` }),
+    };
   }
 
   reserve(): Expected {
@@ -141,7 +149,11 @@ class Model {
     const expiresAt = this.now + TTL_SECONDS * 1000;
     this.reservations.set(id, expiresAt);
     this.issue(id);
-    return { status: 201, body: JSON.stringify({ id, expiresAt: new Date(expiresAt).toISOString() }), location: `/users/${id}` };
+    return {
+      status: 201,
+      body: JSON.stringify({ id, expiresAt: new Date(expiresAt).toISOString() }),
+      location: `/users/${id}`,
+    };
   }
 
   create(body: Record<string, unknown>): Expected {
@@ -173,7 +185,14 @@ type Ref = { kind: 'id'; id: number } | { kind: 'alias'; alias: string };
  * still means something.
  */
 type Command =
-  | { kind: 'put-alias'; alias: string; name: string; team: boolean; bodyId: 'none' | 'next' | 'fresh' | 'issued'; pick: number }
+  | {
+      kind: 'put-alias';
+      alias: string;
+      name: string;
+      team: boolean;
+      bodyId: 'none' | 'next' | 'fresh' | 'issued';
+      pick: number;
+    }
   | { kind: 'put-id'; pick: number; name: string; bodyId: 'none' | 'same' | 'other' }
   | { kind: 'move'; pick: number; viaAlias: boolean; name: string; target: 'fresh' | 'issued'; offset: number }
   | { kind: 'delete'; pick: number; viaAlias: boolean }
@@ -186,9 +205,37 @@ type Command =
 const name = fc.constantFrom(...NAMES);
 const pick = fc.nat({ max: 1000 });
 const command: fc.Arbitrary<Command> = fc.oneof(
-  { weight: 4, arbitrary: fc.record({ kind: fc.constant('put-alias' as const), alias: fc.constantFrom(...ALIASES), name, team: fc.boolean(), bodyId: fc.constantFrom('none' as const, 'none' as const, 'next' as const, 'fresh' as const, 'issued' as const), pick }) },
-  { weight: 4, arbitrary: fc.record({ kind: fc.constant('put-id' as const), pick, name, bodyId: fc.constantFrom('none' as const, 'same' as const, 'other' as const) }) },
-  { weight: 2, arbitrary: fc.record({ kind: fc.constant('move' as const), pick, viaAlias: fc.boolean(), name, target: fc.constantFrom('fresh' as const, 'fresh' as const, 'issued' as const), offset: fc.nat({ max: 3 }) }) },
+  {
+    weight: 4,
+    arbitrary: fc.record({
+      kind: fc.constant('put-alias' as const),
+      alias: fc.constantFrom(...ALIASES),
+      name,
+      team: fc.boolean(),
+      bodyId: fc.constantFrom('none' as const, 'none' as const, 'next' as const, 'fresh' as const, 'issued' as const),
+      pick,
+    }),
+  },
+  {
+    weight: 4,
+    arbitrary: fc.record({
+      kind: fc.constant('put-id' as const),
+      pick,
+      name,
+      bodyId: fc.constantFrom('none' as const, 'same' as const, 'other' as const),
+    }),
+  },
+  {
+    weight: 2,
+    arbitrary: fc.record({
+      kind: fc.constant('move' as const),
+      pick,
+      viaAlias: fc.boolean(),
+      name,
+      target: fc.constantFrom('fresh' as const, 'fresh' as const, 'issued' as const),
+      offset: fc.nat({ max: 3 }),
+    }),
+  },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('delete' as const), pick, viaAlias: fc.boolean() }) },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('get' as const), pick, viaAlias: fc.boolean() }) },
   { weight: 3, arbitrary: fc.constant({ kind: 'reserve' as const }) },
@@ -199,7 +246,9 @@ const command: fc.Arbitrary<Command> = fc.oneof(
 
 /** Any id worth aiming at: issued ones, moved-from ones, and a couple never issued. */
 function someId(model: Model, n: number): number {
-  const candidates = [...new Set([...model.issued, ...model.moved.keys(), model.nextId(), model.nextId() + 1])].sort((a, b) => a - b);
+  const candidates = [...new Set([...model.issued, ...model.moved.keys(), model.nextId(), model.nextId() + 1])].sort(
+    (a, b) => a - b,
+  );
   return candidates[n % candidates.length]!;
 }
 
@@ -237,8 +286,19 @@ class System {
   async start(): Promise<void> {
     const { config } = parseConfig([], {});
     this.running = await startServer(
-      { ...config, ...TEST_DEFAULTS, store: 'journal', data: this.dataDir, allowIdChange: true, reservationTtl: TTL_SECONDS },
-      { env: { USERS_ADMIN_PASSWORD: ADMIN_PASSWORD }, logError: (message) => this.logged.push(message), clock: () => this.model.now },
+      {
+        ...config,
+        ...TEST_DEFAULTS,
+        store: 'journal',
+        data: this.dataDir,
+        allowIdChange: true,
+        reservationTtl: TTL_SECONDS,
+      },
+      {
+        env: { USERS_ADMIN_PASSWORD: ADMIN_PASSWORD },
+        logError: (message) => this.logged.push(message),
+        clock: () => this.model.now,
+      },
     );
   }
 
@@ -266,7 +326,8 @@ function assertAnswer(reply: Reply, expected: Expected, where: string): void {
     assert.equal(reply.text, expected.body, `${label}: body`);
   }
   assert.equal(reply.headers.location, expected.location, `${label}: Location`);
-  if (expected.contentLocation !== undefined || expected.status < 300) assert.equal(reply.headers['content-location'], expected.contentLocation, `${label}: Content-Location`);
+  if (expected.contentLocation !== undefined || expected.status < 300)
+    assert.equal(reply.headers['content-location'], expected.contentLocation, `${label}: Content-Location`);
 }
 
 /** Runs one command on both sides and compares; returns a line for the failure report. */
@@ -276,7 +337,14 @@ async function step(system: System, model: Model, c: Command): Promise<string> {
       const ref: Ref = { kind: 'alias', alias: c.alias };
       const body: Record<string, unknown> = { name: c.name };
       const issued = someIssued(model, c.pick);
-      const id = c.bodyId === 'next' ? model.nextId() : c.bodyId === 'fresh' ? freshId(model, c.pick % 3) : c.bodyId === 'issued' ? issued : undefined;
+      const id =
+        c.bodyId === 'next'
+          ? model.nextId()
+          : c.bodyId === 'fresh'
+            ? freshId(model, c.pick % 3)
+            : c.bodyId === 'issued'
+              ? issued
+              : undefined;
       if (id !== undefined) body.id = id;
       if (c.team) body.team = 'red';
       const reply = await send(system.url, 'PUT', refPath(ref), { json: body });
@@ -378,10 +446,17 @@ async function runSequence(t: TestContext, commands: Command[]): Promise<void> {
 
 test('model: random PUT (id, alias, move), DELETE, GET, POST /reservations, POST /users/new, expiry and restarts answer exactly as the API.md model says, and the final listing matches it', async (t) => {
   await fc.assert(
-    fc.asyncProperty(fc.array(command, { minLength: 10, maxLength: 60, size: 'max' }), (commands) => runSequence(t, commands)),
+    fc.asyncProperty(fc.array(command, { minLength: 10, maxLength: 60, size: 'max' }), (commands) =>
+      runSequence(t, commands),
+    ),
     { numRuns: 25, includeErrorInReport: true },
   );
-  t.diagnostic(`answers: ${[...seen].sort((a, b) => (a[0] < b[0] ? -1 : 1)).map(([k, n]) => `${k} x${n}`).join(', ')}`);
+  t.diagnostic(
+    `answers: ${[...seen]
+      .sort((a, b) => (a[0] < b[0] ? -1 : 1))
+      .map(([k, n]) => `${k} x${n}`)
+      .join(', ')}`,
+  );
 });
 
 test('model: a fixed sequence through every command kind matches the model (a smoke test of the harness)', async (t) => {

@@ -27,7 +27,8 @@ async function fetchDocument(t: Parameters<typeof startTestServer>[0]) {
 function operations(doc: Json): { path: string; method: string; op: Json }[] {
   const out: { path: string; method: string; op: Json }[] = [];
   for (const [path, item] of Object.entries(doc.paths as Json)) {
-    for (const [method, op] of Object.entries(item as Json)) if (METHODS.includes(method)) out.push({ path, method, op: op as Json });
+    for (const [method, op] of Object.entries(item as Json))
+      if (METHODS.includes(method)) out.push({ path, method, op: op as Json });
   }
   return out;
 }
@@ -53,17 +54,45 @@ test('GET /openapi.json is an OpenAPI 3.1.0 document that @seriousme/openapi-sch
 
 test('the validator used here refuses a broken document and a dangling $ref, so the test above can fail', async () => {
   const minimal = (paths: Json): Json => ({ openapi: '3.1.0', info: { title: 't', version: '1' }, paths });
-  assert.equal((await new Validator().validate(minimal({ '/x': { get: { responses: { '200': { description: 'ok' } } } } }))).valid, true);
-  assert.equal((await new Validator().validate(minimal({ '/x': { get: { responses: { '200': { content: 'nope' } } } } }))).valid, false);
-  assert.equal((await new Validator().validate(minimal({ '/x': { get: { responses: { '200': { $ref: '#/components/responses/Nope' } } } } }))).valid, false);
+  assert.equal(
+    (await new Validator().validate(minimal({ '/x': { get: { responses: { '200': { description: 'ok' } } } } }))).valid,
+    true,
+  );
+  assert.equal(
+    (await new Validator().validate(minimal({ '/x': { get: { responses: { '200': { content: 'nope' } } } } }))).valid,
+    false,
+  );
+  assert.equal(
+    (
+      await new Validator().validate(
+        minimal({ '/x': { get: { responses: { '200': { $ref: '#/components/responses/Nope' } } } } }),
+      )
+    ).valid,
+    false,
+  );
 });
 
 test('the paths and methods of /openapi.json are exactly the route table (":ref" written "{ref}")', async (t) => {
   const { server, doc } = await fetchDocument(t);
-  const documented = operations(doc).map(({ path, method }) => `${method.toUpperCase()} ${path}`).sort();
+  const documented = operations(doc)
+    .map(({ path, method }) => `${method.toUpperCase()} ${path}`)
+    .sort();
   const routed = server.running.app.routes.map((r) => `${r.method} ${r.path.replace(/:(\w+)/g, '{$1}')}`).sort();
   assert.deepEqual(documented, routed);
-  for (const expected of ['GET /', 'POST /login', 'POST /logout', 'GET /users', 'POST /users/new', 'GET /users/{ref}', 'PUT /users/{ref}', 'DELETE /users/{ref}', 'POST /reservations', 'GET /healthz', 'GET /metrics', 'GET /openapi.json']) {
+  for (const expected of [
+    'GET /',
+    'POST /login',
+    'POST /logout',
+    'GET /users',
+    'POST /users/new',
+    'GET /users/{ref}',
+    'PUT /users/{ref}',
+    'DELETE /users/{ref}',
+    'POST /reservations',
+    'GET /healthz',
+    'GET /metrics',
+    'GET /openapi.json',
+  ]) {
     assert.ok(documented.includes(expected), `${expected} is documented`);
   }
 });
@@ -77,7 +106,11 @@ test('each operation of the document is the description written beside its route
   const { server, doc } = await fetchDocument(t);
   const routes: readonly Route[] = server.running.app.routes;
   for (const route of routes) {
-    assert.equal(doc.paths[openApiPath(route.path)][route.method.toLowerCase()].operationId, route.doc.operationId, `${route.method} ${route.path}`);
+    assert.equal(
+      doc.paths[openApiPath(route.path)][route.method.toLowerCase()].operationId,
+      route.doc.operationId,
+      `${route.method} ${route.path}`,
+    );
   }
   const ids = routes.map((r) => r.doc.operationId);
   assert.equal(new Set(ids).size, ids.length, `duplicate operationIds: ${ids.join(', ')}`);
@@ -87,8 +120,15 @@ test('each operation of the document is the description written beside its route
 for (const kind of Object.values(problems)) {
   test(`the Problem schema lists the problem type ${kind.code} with its status and title, and the ${kind.status} responses name it`, async (t) => {
     const { doc } = await fetchDocument(t);
-    const listed = doc.components.schemas.Problem['x-problem-types'] as { type: string; status: number; title: string }[];
-    assert.deepEqual(listed.find((p) => p.type === problemType(kind)), { type: problemType(kind), status: kind.status, title: kind.title });
+    const listed = doc.components.schemas.Problem['x-problem-types'] as {
+      type: string;
+      status: number;
+      title: string;
+    }[];
+    assert.deepEqual(
+      listed.find((p) => p.type === problemType(kind)),
+      { type: problemType(kind), status: kind.status, title: kind.title },
+    );
     // 405 is the router's answer to a method no operation has: the introduction describes it.
     if (kind.status === 405) {
       assert.match(doc.info.description, /405 with `Allow`/);
@@ -96,8 +136,13 @@ for (const kind of Object.values(problems)) {
     }
     const response = doc.components.responses[`Problem${kind.status}`] as Json | undefined;
     assert.ok(response !== undefined, `no Problem${kind.status} response`);
-    assert.ok(String(response.description).includes(`\`${kind.code}\``), `Problem${kind.status} names ${kind.code}: ${response.description}`);
-    const answering = operations(doc).filter(({ op }) => op.responses[String(kind.status)]?.$ref === `#/components/responses/Problem${kind.status}`);
+    assert.ok(
+      String(response.description).includes(`\`${kind.code}\``),
+      `Problem${kind.status} names ${kind.code}: ${response.description}`,
+    );
+    const answering = operations(doc).filter(
+      ({ op }) => op.responses[String(kind.status)]?.$ref === `#/components/responses/Problem${kind.status}`,
+    );
     assert.ok(answering.length > 0, `no operation answers ${kind.status}`);
   });
 }
@@ -121,7 +166,8 @@ test('every operation can answer 429 with Retry-After, RateLimit-Policy and Rate
       assert.equal(resolve(doc, response.content['application/problem+json'].schema).title ?? 'Problem', 'Problem');
     }
     const headers = Object.keys(resolve(doc, op.responses['429']).headers as Json);
-    for (const name of ['Retry-After', 'RateLimit-Policy', 'RateLimit']) assert.ok(headers.includes(name), `${method} ${path} 429 ${name}`);
+    for (const name of ['Retry-After', 'RateLimit-Policy', 'RateLimit'])
+      assert.ok(headers.includes(name), `${method} ${path} 429 ${name}`);
   }
 });
 
@@ -148,11 +194,21 @@ for (const c of headerCases) {
 
 test('the session cookie and API tokens are security schemes, the /users operations and /metrics accept either or nothing (per --require-session), /tokens needs one', async (t) => {
   const { doc } = await fetchDocument(t);
-  assert.deepEqual(doc.components.securitySchemes.session, { ...doc.components.securitySchemes.session, type: 'apiKey', in: 'cookie', name: 'USER_TOKEN' });
-  assert.deepEqual(doc.components.securitySchemes.bearer, { ...doc.components.securitySchemes.bearer, type: 'http', scheme: 'bearer' });
+  assert.deepEqual(doc.components.securitySchemes.session, {
+    ...doc.components.securitySchemes.session,
+    type: 'apiKey',
+    in: 'cookie',
+    name: 'USER_TOKEN',
+  });
+  assert.deepEqual(doc.components.securitySchemes.bearer, {
+    ...doc.components.securitySchemes.bearer,
+    type: 'http',
+    scheme: 'bearer',
+  });
   assert.deepEqual(doc.paths['/users/{ref}'].put.security, [{}, { session: [] }, { bearer: [] }]);
   assert.deepEqual(doc.paths['/metrics'].get.security, [{}, { session: [] }, { bearer: [] }]);
-  for (const method of ['get', 'post']) assert.deepEqual(doc.paths['/tokens'][method].security, [{ session: [] }, { bearer: [] }]);
+  for (const method of ['get', 'post'])
+    assert.deepEqual(doc.paths['/tokens'][method].security, [{ session: [] }, { bearer: [] }]);
   assert.deepEqual(doc.paths['/tokens/{id}'].delete.security, [{ session: [] }, { bearer: [] }]);
   assert.deepEqual(doc.paths['/login'].post.security, [{ basic: [] }]);
   assert.deepEqual(doc.paths['/healthz'].get.security, []);
@@ -179,40 +235,84 @@ test('GET /openapi.json needs no session, even under --require-session all', asy
   assert.equal((await send(server.url, 'GET', '/openapi.json')).status, 200);
 });
 
-const pathCases: [string, string][] = [['/users/:ref', '/users/{ref}'], ['/users', '/users'], ['/a/:x/b/:y', '/a/{x}/b/{y}']];
+const pathCases: [string, string][] = [
+  ['/users/:ref', '/users/{ref}'],
+  ['/users', '/users'],
+  ['/a/:x/b/:y', '/a/{x}/b/{y}'],
+];
 for (const [route, path] of pathCases) {
   test(`openApiPath writes the route ${route} as ${path}`, () => assert.equal(openApiPath(route), path));
 }
 
 /** Asserts that the document describes `reply` for this operation: its status, with its media type. */
-function assertDescribed(doc: Json, method: string, path: string, reply: { status: number; headers: Record<string, unknown> }): void {
+function assertDescribed(
+  doc: Json,
+  method: string,
+  path: string,
+  reply: { status: number; headers: Record<string, unknown> },
+): void {
   const op = ((doc.paths as Json)[path] as Json)[method] as Json;
   const response = (op.responses as Json)[String(reply.status)] as Json | undefined;
   assert.ok(response !== undefined, `${method.toUpperCase()} ${path} does not describe ${reply.status}`);
   const content = resolve(doc, response).content as Json | undefined;
   const type = String(reply.headers['content-type']).split(';')[0]!;
-  assert.ok(content !== undefined && type in content, `${method.toUpperCase()} ${path} ${reply.status}: ${type} is not among ${Object.keys(content ?? {}).join(', ')}`);
+  assert.ok(
+    content !== undefined && type in content,
+    `${method.toUpperCase()} ${path} ${reply.status}: ${type} is not among ${Object.keys(content ?? {}).join(', ')}`,
+  );
 }
 
 test('with --login-page, the HTML answers of POST /login (401, 403, 429) and POST /logout (403) and the problem answers of the same statuses are in the document', async (t) => {
   const server = await startTestServer(t, { loginPage: true });
   const doc = (await send(server.url, 'GET', '/openapi.json')).json() as Json;
   const form = (fields: Record<string, string>, headers: Record<string, string> = {}) =>
-    send(server.url, 'POST', '/login', { headers: { 'content-type': 'application/x-www-form-urlencoded', origin: server.url, ...headers }, body: new URLSearchParams(fields).toString() });
+    send(server.url, 'POST', '/login', {
+      headers: { 'content-type': 'application/x-www-form-urlencoded', origin: server.url, ...headers },
+      body: new URLSearchParams(fields).toString(),
+    });
   const page = await send(server.url, 'GET', '/login');
   const csrf = /name="csrf" value="([^"]*)"/.exec(page.text)![1]!;
   const formCookie = String(page.headers['set-cookie']).split(';')[0]!;
   const answers: [string, string, Awaited<ReturnType<typeof send>>][] = [];
   answers.push(['post', '/login', await form({ csrf, username: 'admin', password: 'wrong' }, { cookie: formCookie })]);
-  answers.push(['post', '/login', await form({ csrf: 'forged', username: 'admin', password: 'wrong' }, { cookie: formCookie })]);
+  answers.push([
+    'post',
+    '/login',
+    await form({ csrf: 'forged', username: 'admin', password: 'wrong' }, { cookie: formCookie }),
+  ]);
   let limited;
-  for (let i = 0; i < 11; i++) limited = await form({ csrf, username: 'rita', password: 'wrong' }, { cookie: formCookie });
+  for (let i = 0; i < 11; i++)
+    limited = await form({ csrf, username: 'rita', password: 'wrong' }, { cookie: formCookie });
   answers.push(['post', '/login', limited!]);
-  answers.push(['post', '/login', await send(server.url, 'POST', '/login', { headers: { authorization: 'Basic ' + Buffer.from('admin:wrong').toString('base64') } })]);
+  answers.push([
+    'post',
+    '/login',
+    await send(server.url, 'POST', '/login', {
+      headers: { authorization: 'Basic ' + Buffer.from('admin:wrong').toString('base64') },
+    }),
+  ]);
   const cookie = await server.login();
-  answers.push(['post', '/logout', await send(server.url, 'POST', '/logout', { headers: { 'content-type': 'application/x-www-form-urlencoded', origin: 'https://evil.example', cookie }, body: 'csrf=x' })]);
-  answers.push(['post', '/logout', await send(server.url, 'POST', '/logout', { headers: { origin: 'https://evil.example', cookie } })]);
+  answers.push([
+    'post',
+    '/logout',
+    await send(server.url, 'POST', '/logout', {
+      headers: { 'content-type': 'application/x-www-form-urlencoded', origin: 'https://evil.example', cookie },
+      body: 'csrf=x',
+    }),
+  ]);
+  answers.push([
+    'post',
+    '/logout',
+    await send(server.url, 'POST', '/logout', { headers: { origin: 'https://evil.example', cookie } }),
+  ]);
   const seen = answers.map(([, , reply]) => `${reply.status} ${String(reply.headers['content-type']).split(';')[0]}`);
-  assert.deepEqual(seen, ['401 text/html', '403 text/html', '429 text/html', '401 application/problem+json', '403 text/html', '403 application/problem+json']);
+  assert.deepEqual(seen, [
+    '401 text/html',
+    '403 text/html',
+    '429 text/html',
+    '401 application/problem+json',
+    '403 text/html',
+    '403 application/problem+json',
+  ]);
   for (const [method, path, reply] of answers) assertDescribed(doc, method, path, reply);
 });

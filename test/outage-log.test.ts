@@ -13,16 +13,23 @@ test('an outage is logged once however many requests meet it, its end once the p
   let answering = false;
   let now = 1_000_000;
   let logged: (line: string) => void = () => {};
-  const outage = new OutageLog('postgres://db/users', async () => answering, (line) => {
-    lines.push(line);
-    logged(line);
-  }, () => now);
+  const outage = new OutageLog(
+    'postgres://db/users',
+    async () => answering,
+    (line) => {
+      lines.push(line);
+      logged(line);
+    },
+    () => now,
+  );
   for (const code of ['57014', '55P03', '23505', undefined]) outage.failed(Object.assign(new Error('x'), { code }));
   assert.deepEqual(lines, [], 'no outage');
   outage.failed(Object.assign(new Error('refused'), { code: 'ECONNREFUSED' }));
   outage.failed(Object.assign(new Error('refused'), { code: 'ECONNREFUSED' }));
   outage.failed(Object.assign(new Error('ended'), { code: '57P01' }));
-  assert.deepEqual(lines, ['users-server: postgres://db/users does not answer (ECONNREFUSED): requests that need it are answered 503 until it does']);
+  assert.deepEqual(lines, [
+    'users-server: postgres://db/users does not answer (ECONNREFUSED): requests that need it are answered 503 until it does',
+  ]);
   const back = new Promise<string>((resolve) => (logged = resolve));
   // The probe's timer is unref'd (it never keeps a server alive): something must hold the test's event loop meanwhile.
   const hold = setInterval(() => {}, 60_000);

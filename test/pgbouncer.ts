@@ -29,7 +29,10 @@ let started: Promise<number> | undefined;
 /** The user and group ids of `postgres` when this process is root (pgbouncer's owner then), else undefined. */
 function owner(): { uid: number; gid: number } | undefined {
   if (process.getuid?.() !== 0) return undefined;
-  return { uid: Number(execFileSync('id', ['-u', 'postgres']).toString()), gid: Number(execFileSync('id', ['-g', 'postgres']).toString()) };
+  return {
+    uid: Number(execFileSync('id', ['-u', 'postgres']).toString()),
+    gid: Number(execFileSync('id', ['-g', 'postgres']).toString()),
+  };
 }
 
 /** Starts pgbouncer in front of the cluster; resolves with its port once it listens. */
@@ -76,7 +79,10 @@ async function startPgbouncer(): Promise<number> {
 }
 
 /** A fresh migrated database for this test (testDatabase), reached through the process's pgbouncer: its URL, with `?pool_mode=transaction`. */
-export async function pgbouncerDatabase(t: TestContext, options: Parameters<typeof testDatabase>[1] = {}): Promise<string> {
+export async function pgbouncerDatabase(
+  t: TestContext,
+  options: Parameters<typeof testDatabase>[1] = {},
+): Promise<string> {
   const direct = new URL(await testDatabase(t, options));
   started ??= startPgbouncer();
   direct.port = String(await started);

@@ -39,14 +39,18 @@ let starting: Promise<Cluster> | undefined;
 function serverBin(): string | undefined {
   const root = '/usr/lib/postgresql';
   if (!existsSync(root)) return undefined;
-  const versions = readdirSync(root).filter((v) => existsSync(join(root, v, 'bin', 'initdb'))).sort((a, b) => Number(b) - Number(a));
+  const versions = readdirSync(root)
+    .filter((v) => existsSync(join(root, v, 'bin', 'initdb')))
+    .sort((a, b) => Number(b) - Number(a));
   return versions.length === 0 ? undefined : join(root, versions[0]!, 'bin');
 }
 
 /** Why PostgreSQL tests cannot run here, or undefined when they can. */
 export function postgresSkipReason(): string | undefined {
-  if (serverBin() === undefined) return 'no PostgreSQL server binaries under /usr/lib/postgresql/*/bin (Debian: apt-get install postgresql)';
-  if (process.getuid?.() === 0 && spawnSync('id', ['postgres']).status !== 0) return 'running as root, and there is no postgres user to run the cluster as';
+  if (serverBin() === undefined)
+    return 'no PostgreSQL server binaries under /usr/lib/postgresql/*/bin (Debian: apt-get install postgresql)';
+  if (process.getuid?.() === 0 && spawnSync('id', ['postgres']).status !== 0)
+    return 'running as root, and there is no postgres user to run the cluster as';
   return undefined;
 }
 
@@ -90,7 +94,17 @@ async function startCluster(): Promise<Cluster> {
     rmSync(dir, { recursive: true, force: true });
   });
   exitOnInterrupt();
-  runAsOwner(join(bin, 'initdb'), ['-D', data, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--locale=C', '--no-sync']);
+  runAsOwner(join(bin, 'initdb'), [
+    '-D',
+    data,
+    '-U',
+    'postgres',
+    '--auth=trust',
+    '-E',
+    'UTF8',
+    '--locale=C',
+    '--no-sync',
+  ]);
   const port = await startOnFreePort(bin, dir);
   const base = `postgres://postgres@127.0.0.1:${port}`;
   // Idle connections close within a second, so they never keep a finished test process alive.
@@ -111,11 +125,21 @@ async function startOnFreePort(bin: string, dir: string): Promise<number> {
   for (let attempt = 1; ; attempt++) {
     const port = await serverPort();
     try {
-      runAsOwner(join(bin, 'pg_ctl'), ['-D', join(dir, 'data'), '-o', serverOptions(dir, port, durableCluster), '-l', join(dir, 'log'), '-w', 'start']);
+      runAsOwner(join(bin, 'pg_ctl'), [
+        '-D',
+        join(dir, 'data'),
+        '-o',
+        serverOptions(dir, port, durableCluster),
+        '-l',
+        join(dir, 'log'),
+        '-w',
+        'start',
+      ]);
       return port;
     } catch (error) {
       const log = readLog(dir);
-      if (attempt === 3 || !/could not bind|Address already in use/.test(log)) throw new Error(`PostgreSQL did not start on port ${port}: ${String(error)}\n${log}`);
+      if (attempt === 3 || !/could not bind|Address already in use/.test(log))
+        throw new Error(`PostgreSQL did not start on port ${port}: ${String(error)}\n${log}`);
     }
   }
 }
@@ -140,7 +164,10 @@ export async function postgresCluster(): Promise<Cluster> {
 const finished: string[] = [];
 
 /** A fresh, migrated database for this test, dropped once it has ended; its URL. */
-export async function testDatabase(t: TestContext | undefined, options: { migrated?: boolean; durable?: boolean } = {}): Promise<string> {
+export async function testDatabase(
+  t: TestContext | undefined,
+  options: { migrated?: boolean; durable?: boolean } = {},
+): Promise<string> {
   // The first call decides for the process: a benchmark wants PostgreSQL's fsync.
   if (options.durable === true && cluster === undefined) durableCluster = true;
   const c = await postgresCluster();
@@ -184,7 +211,8 @@ export async function setPostgresRunning(running: boolean): Promise<void> {
   const c = await postgresCluster();
   const data = join(c.dir, 'data');
   const options = serverOptions(c.dir, c.port, durableCluster);
-  const up = spawnSync(join(c.bin, 'pg_ctl'), ['-D', data, 'status'], { stdio: 'pipe' }).status === 0 || isRunning(data);
+  const up =
+    spawnSync(join(c.bin, 'pg_ctl'), ['-D', data, 'status'], { stdio: 'pipe' }).status === 0 || isRunning(data);
   if (running && !up) {
     runAsOwner(join(c.bin, 'pg_ctl'), ['-D', data, '-o', options, '-l', join(c.dir, 'log'), '-w', 'start']);
     // A fresh pool: the old one's connections were cut by the stop, and one
@@ -207,8 +235,21 @@ export async function restartPostgres(): Promise<number> {
   const started = performance.now();
   // Not runAsOwner: the event loop goes on during the restart, so a test's load goes on too.
   const root = process.getuid?.() === 0;
-  const args = ['-D', data, '-o', serverOptions(c.dir, c.port, durableCluster), '-l', join(c.dir, 'log'), '-m', 'fast', '-w', 'restart'];
-  const [command, argv] = root ? ['runuser', ['-u', 'postgres', '--', join(c.bin, 'pg_ctl'), ...args]] : [join(c.bin, 'pg_ctl'), args];
+  const args = [
+    '-D',
+    data,
+    '-o',
+    serverOptions(c.dir, c.port, durableCluster),
+    '-l',
+    join(c.dir, 'log'),
+    '-m',
+    'fast',
+    '-w',
+    'restart',
+  ];
+  const [command, argv] = root
+    ? ['runuser', ['-u', 'postgres', '--', join(c.bin, 'pg_ctl'), ...args]]
+    : [join(c.bin, 'pg_ctl'), args];
   await promisify(execFile)(command, argv);
   const took = performance.now() - started;
   c.admin = await connect(`${c.base}/postgres`, { max: 2, idleSeconds: 1 });

@@ -56,7 +56,8 @@ export interface SpawnOptions {
 /** The test process's environment without USERS_* (so nothing leaks in) and without node:test's marker. */
 export function cleanEnv(): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
-  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('USERS_') && !k.startsWith('USERSCTL_') && k !== 'NODE_TEST_CONTEXT') env[k] = v;
+  for (const [k, v] of Object.entries(process.env))
+    if (!k.startsWith('USERS_') && !k.startsWith('USERSCTL_') && k !== 'NODE_TEST_CONTEXT') env[k] = v;
   return env;
 }
 
@@ -64,9 +65,19 @@ export function cleanEnv(): NodeJS.ProcessEnv {
  * Runs `command` with `args`; killed after the test `t` if it is still
  * running (without a test, by its owner or when this process exits).
  */
-export function spawnChild(t: TestContext | undefined, command: string, args: readonly string[], options: SpawnOptions = {}): Child {
+export function spawnChild(
+  t: TestContext | undefined,
+  command: string,
+  args: readonly string[],
+  options: SpawnOptions = {},
+): Child {
   const group = options.group === true;
-  const child = spawn(command, args, { cwd: options.cwd, env: options.env ?? cleanEnv(), stdio: [options.stdin ?? 'ignore', 'pipe', 'pipe'], detached: group });
+  const child = spawn(command, args, {
+    cwd: options.cwd,
+    env: options.env ?? cleanEnv(),
+    stdio: [options.stdin ?? 'ignore', 'pipe', 'pipe'],
+    detached: group,
+  });
   track(child, group);
   const text = { stdout: '', stderr: '' };
   child.stdout!.setEncoding('utf8').on('data', (s: string) => (text.stdout += s));
@@ -101,7 +112,11 @@ export function spawnChild(t: TestContext | undefined, command: string, args: re
       check();
       void exited.then(({ code, signal }) => {
         source.off('data', check);
-        reject(new Error(`${command} exited (code ${code}, signal ${signal}) before printing ${pattern}; stdout=${JSON.stringify(text.stdout)} stderr=${JSON.stringify(text.stderr)}`));
+        reject(
+          new Error(
+            `${command} exited (code ${code}, signal ${signal}) before printing ${pattern}; stdout=${JSON.stringify(text.stdout)} stderr=${JSON.stringify(text.stderr)}`,
+          ),
+        );
       });
     });
   const handle: Child = {
@@ -118,7 +133,12 @@ export function spawnChild(t: TestContext | undefined, command: string, args: re
 }
 
 /** Runs a tool to its end with `input` on stdin; resolves with its exit code (-1 when killed) and output. */
-export async function runTool(t: TestContext | undefined, command: string, args: readonly string[], options: { input?: string; env?: NodeJS.ProcessEnv } = {}): Promise<{ code: number; stdout: string; stderr: string }> {
+export async function runTool(
+  t: TestContext | undefined,
+  command: string,
+  args: readonly string[],
+  options: { input?: string; env?: NodeJS.ProcessEnv } = {},
+): Promise<{ code: number; stdout: string; stderr: string }> {
   const child = spawnChild(t, command, args, { stdin: 'pipe', env: options.env ?? process.env });
   // A tool may exit before reading all of its input.
   child.process.stdin!.on('error', () => {});
@@ -145,13 +165,27 @@ export interface ServerChild extends Child {
 export function spawnUsersServer(t: TestContext, args: readonly string[], options: SpawnOptions = {}): Child {
   const stale = buildIfStale();
   if (stale !== undefined) throw new Error(stale);
-  const env: NodeJS.ProcessEnv = { ...cleanEnv(), USERS_ADMIN_PASSWORD: ADMIN_PASSWORD, USERS_PASSWORD_COST: '1', USERS_REQUIRE_SESSION: 'none', ...options.env };
+  const env: NodeJS.ProcessEnv = {
+    ...cleanEnv(),
+    USERS_ADMIN_PASSWORD: ADMIN_PASSWORD,
+    USERS_PASSWORD_COST: '1',
+    USERS_REQUIRE_SESSION: 'none',
+    ...options.env,
+  };
   for (const [k, v] of Object.entries(env)) if (v === undefined) delete env[k];
-  return spawnChild(t, process.execPath, [SERVER_BIN, ...args], { ...options, cwd: options.cwd ?? tempDir(t, 'users-server-cwd-'), env });
+  return spawnChild(t, process.execPath, [SERVER_BIN, ...args], {
+    ...options,
+    cwd: options.cwd ?? tempDir(t, 'users-server-cwd-'),
+    env,
+  });
 }
 
 /** `spawnUsersServer`, then waits for its "listening on" line. */
-export async function spawnServer(t: TestContext, args: readonly string[], options: SpawnOptions = {}): Promise<ServerChild> {
+export async function spawnServer(
+  t: TestContext,
+  args: readonly string[],
+  options: SpawnOptions = {},
+): Promise<ServerChild> {
   const child = spawnUsersServer(t, args, options);
   const match = await child.waitForLine(/^listening on (https?:\/\/\S+:(\d+))$/);
   return Object.assign(child, { url: match[1]!, port: Number(match[2]) });
@@ -166,7 +200,9 @@ export function spawnUsersctl(t: TestContext, args: readonly string[], options: 
 
 /** A server's stderr without its start lines that say where the data is and who may use it (the rest is what a test checks: warnings, the first-login line). */
 export function beyondDataLine(stderr: string): string {
-  return stderr.replace(/^users-server: (data in .*|users in memory only: .*)\n/m, '').replace(/^users-server: access: .*\n/m, '');
+  return stderr
+    .replace(/^users-server: (data in .*|users in memory only: .*)\n/m, '')
+    .replace(/^users-server: access: .*\n/m, '');
 }
 
 /** The lowest port the kernel hands out itself (listen on port 0, a client's local port): ip_local_port_range. */

@@ -35,8 +35,12 @@ async function watchedServer(t: TestContext, overrides: Partial<Config> = {}): P
   const token = (await server.login()).slice('USER_TOKEN='.length);
   // A few users to aim at: 1 and 2, and "alice" (3).
   const cookie = `USER_TOKEN=${token}`;
-  for (const path of ['/users/new', '/users/new']) assert.equal((await send(server.url, 'POST', path, { json: { name: 'Seed' }, headers: { cookie } })).status, 201);
-  assert.equal((await send(server.url, 'PUT', '/users/alice', { json: { name: 'Alice' }, headers: { cookie } })).status, 201);
+  for (const path of ['/users/new', '/users/new'])
+    assert.equal((await send(server.url, 'POST', path, { json: { name: 'Seed' }, headers: { cookie } })).status, 201);
+  assert.equal(
+    (await send(server.url, 'PUT', '/users/alice', { json: { name: 'Alice' }, headers: { cookie } })).status,
+    201,
+  );
   return { server, logged, token };
 }
 
@@ -63,8 +67,39 @@ const segment = fc.oneof(
   {
     weight: 5,
     arbitrary: fc.constantFrom(
-      'users', 'new', 'reservations', 'login', 'logout', 'healthz', '1', '2', '3', '4', '0', '007', '9007199254740991', '9007199254740992',
-      '99999999999999999999', 'alice', 'bob', '..', '.', '', '%2F', '%00', '%61lice', '%6Eew', '%75sers', '%zz', '%', 'a%20b', '%2e%2e', '%C3%A9', '%FF', '~', '-._~',
+      'users',
+      'new',
+      'reservations',
+      'login',
+      'logout',
+      'healthz',
+      '1',
+      '2',
+      '3',
+      '4',
+      '0',
+      '007',
+      '9007199254740991',
+      '9007199254740992',
+      '99999999999999999999',
+      'alice',
+      'bob',
+      '..',
+      '.',
+      '',
+      '%2F',
+      '%00',
+      '%61lice',
+      '%6Eew',
+      '%75sers',
+      '%zz',
+      '%',
+      'a%20b',
+      '%2e%2e',
+      '%C3%A9',
+      '%FF',
+      '~',
+      '-._~',
     ),
   },
   { weight: 1, arbitrary: fc.webSegment() },
@@ -74,7 +109,20 @@ const segment = fc.oneof(
 );
 const path = fc.oneof(
   { weight: 6, arbitrary: segment.map((ref) => `/users/${ref}`) },
-  { weight: 2, arbitrary: fc.constantFrom('/users', '/users/new', '/reservations', '/login', '/logout', '/', '/healthz', '/%75sers/1', '/users/') },
+  {
+    weight: 2,
+    arbitrary: fc.constantFrom(
+      '/users',
+      '/users/new',
+      '/reservations',
+      '/login',
+      '/logout',
+      '/',
+      '/healthz',
+      '/%75sers/1',
+      '/users/',
+    ),
+  },
   { weight: 2, arbitrary: fc.array(segment, { maxLength: 4 }).map((segments) => '/' + segments.join('/')) },
 );
 const query = fc.oneof(
@@ -83,13 +131,27 @@ const query = fc.oneof(
   {
     weight: 2,
     arbitrary: fc
-      .array(fc.tuple(fc.constantFrom('limit', 'after', 'x'), fc.oneof(fc.integer().map(String), fc.constantFrom('', '-1', '1e3', '0x10', '1000', '1001', '9007199254740992', '%31'))), { maxLength: 3 })
+      .array(
+        fc.tuple(
+          fc.constantFrom('limit', 'after', 'x'),
+          fc.oneof(
+            fc.integer().map(String),
+            fc.constantFrom('', '-1', '1e3', '0x10', '1000', '1001', '9007199254740992', '%31'),
+          ),
+        ),
+        { maxLength: 3 },
+      )
       .map((pairs) => '?' + pairs.map(([k, v]) => `${k}=${v}`).join('&')),
   },
 );
 const target = fc.oneof(
   { weight: 8, arbitrary: fc.tuple(path, query).map(([p, q]) => p + q) },
-  { weight: 1, arbitrary: fc.tuple(fc.constantFrom('http://127.0.0.1', 'HTTPS://evil.example:1', 'http://a:b@h'), path, query).map(([a, p, q]) => a + p + q) },
+  {
+    weight: 1,
+    arbitrary: fc
+      .tuple(fc.constantFrom('http://127.0.0.1', 'HTTPS://evil.example:1', 'http://a:b@h'), path, query)
+      .map(([a, p, q]) => a + p + q),
+  },
   { weight: 1, arbitrary: fc.oneof(fc.constant('*'), fc.webUrl(), printable(20)) },
 );
 const method = fc.oneof(
@@ -116,30 +178,80 @@ function header(token: string) {
   const cookie = sessionCookie(token);
   return fc.oneof(
     fc.tuple(fc.constantFrom('If-Match', 'If-None-Match'), etag),
-    fc.tuple(fc.constant('Prefer'), fc.oneof(fc.constantFrom('return=minimal', 'return=representation', 'return = minimal; x', 'handling=strict'), headerText)),
+    fc.tuple(
+      fc.constant('Prefer'),
+      fc.oneof(
+        fc.constantFrom('return=minimal', 'return=representation', 'return = minimal; x', 'handling=strict'),
+        headerText,
+      ),
+    ),
     fc.tuple(fc.constant('Idempotency-Key'), fc.oneof(printable(20), headerText, fc.constant('k'.repeat(256)))),
     fc.tuple(
       fc.constant('Content-Type'),
       fc.oneof(
-        fc.constantFrom('application/json', 'application/json; charset=utf-8', 'application/json; charset=utf-16', 'application/merge-patch+json', 'text/plain', 'multipart/form-data; boundary=x', 'application/x-www-form-urlencoded', ''),
+        fc.constantFrom(
+          'application/json',
+          'application/json; charset=utf-8',
+          'application/json; charset=utf-16',
+          'application/merge-patch+json',
+          'text/plain',
+          'multipart/form-data; boundary=x',
+          'application/x-www-form-urlencoded',
+          '',
+        ),
         headerText,
       ),
     ),
-    fc.tuple(fc.constant('Cookie'), fc.oneof(cookie.valid, cookie.forged, cookie.tampered, cookie.junk).map((v) => `USER_TOKEN=${v}`)),
+    fc.tuple(
+      fc.constant('Cookie'),
+      fc.oneof(cookie.valid, cookie.forged, cookie.tampered, cookie.junk).map((v) => `USER_TOKEN=${v}`),
+    ),
     fc.tuple(fc.constant('Cookie'), headerText),
-    fc.tuple(fc.constant('Authorization'), fc.oneof(fc.tuple(printable(10), printable(10)).map(([u, p]) => `Basic ${Buffer.from(`${u}:${p}`).toString('base64')}`), headerText)),
-    fc.tuple(fc.constantFrom('Expect', 'Origin', 'Accept', 'Accept-Encoding', 'Content-Encoding', 'Range', 'Upgrade', 'TE', 'Trailer', 'Forwarded', 'Host'), headerText),
+    fc.tuple(
+      fc.constant('Authorization'),
+      fc.oneof(
+        fc.tuple(printable(10), printable(10)).map(([u, p]) => `Basic ${Buffer.from(`${u}:${p}`).toString('base64')}`),
+        headerText,
+      ),
+    ),
+    fc.tuple(
+      fc.constantFrom(
+        'Expect',
+        'Origin',
+        'Accept',
+        'Accept-Encoding',
+        'Content-Encoding',
+        'Range',
+        'Upgrade',
+        'TE',
+        'Trailer',
+        'Forwarded',
+        'Host',
+      ),
+      headerText,
+    ),
     fc.tuple(fc.stringMatching(/^X-[A-Za-z0-9-]{1,12}$/), headerText),
   );
 }
 
 const jsonUser = fc
   .tuple(
-    fc.oneof(fc.string({ unit: 'grapheme', maxLength: 20 }), fc.string({ unit: 'binary', maxLength: 20 }), fc.string({ maxLength: 210 }), fc.jsonValue({ maxDepth: 1 })),
-    fc.dictionary(fc.oneof(fc.string({ maxLength: 8 }), fc.constantFrom('id', '__proto__', 'constructor', '2', 'name')), fc.jsonValue({ maxDepth: 3 }), { maxKeys: 4 }),
+    fc.oneof(
+      fc.string({ unit: 'grapheme', maxLength: 20 }),
+      fc.string({ unit: 'binary', maxLength: 20 }),
+      fc.string({ maxLength: 210 }),
+      fc.jsonValue({ maxDepth: 1 }),
+    ),
+    fc.dictionary(
+      fc.oneof(fc.string({ maxLength: 8 }), fc.constantFrom('id', '__proto__', 'constructor', '2', 'name')),
+      fc.jsonValue({ maxDepth: 3 }),
+      { maxKeys: 4 },
+    ),
     fc.boolean(),
   )
-  .map(([name, extra, nameFirst]) => (nameFirst ? JSON.stringify({ name, ...extra }) : JSON.stringify({ ...extra, name })));
+  .map(([name, extra, nameFirst]) =>
+    nameFirst ? JSON.stringify({ name, ...extra }) : JSON.stringify({ ...extra, name }),
+  );
 const body = fc.oneof(
   { weight: 2, arbitrary: fc.constant(undefined) },
   { weight: 4, arbitrary: jsonUser },
@@ -159,14 +271,22 @@ interface RawRequest {
 }
 
 function rawRequest(token: string): fc.Arbitrary<RawRequest> {
-  return fc.record({ method, target, headers: fc.array(header(token), { maxLength: 5 }), body, chunked: fc.boolean(), json: fc.boolean() });
+  return fc.record({
+    method,
+    target,
+    headers: fc.array(header(token), { maxLength: 5 }),
+    body,
+    chunked: fc.boolean(),
+    json: fc.boolean(),
+  });
 }
 
 /** The request as bytes (latin1): framing and `Connection: close` are added here. */
 function encode(r: RawRequest): string {
   let head = `${r.method} ${r.target} HTTP/1.1\r\nHost: 127.0.0.1\r\n`;
   for (const [name, value] of r.headers) head += `${name}: ${value}\r\n`;
-  if (r.json && r.body !== undefined && !r.headers.some(([name]) => name === 'Content-Type')) head += 'Content-Type: application/json\r\n';
+  if (r.json && r.body !== undefined && !r.headers.some(([name]) => name === 'Content-Type'))
+    head += 'Content-Type: application/json\r\n';
   head += 'Connection: close\r\n';
   if (r.body === undefined) return head + '\r\n';
   const bytes = Buffer.from(r.body, 'utf8').toString('latin1');
@@ -195,7 +315,11 @@ async function exchange(base: string, r: RawRequest): Promise<Answer[]> {
       return parseResponses(connection.text, true);
     } catch {
       const answers = parseResponses(connection.text);
-      assert.deepEqual(answers.map((a) => a.status).filter((s) => s !== 400 && s !== 431), [], `a HEAD answered with a body is a parser refusal: ${connection.text.slice(0, 300)}`);
+      assert.deepEqual(
+        answers.map((a) => a.status).filter((s) => s !== 400 && s !== 431),
+        [],
+        `a HEAD answered with a body is a parser refusal: ${connection.text.slice(0, 300)}`,
+      );
       return answers;
     }
   } finally {
@@ -212,20 +336,36 @@ async function exchange(base: string, r: RawRequest): Promise<Answer[]> {
 function assertWellFormedAnswer(answers: Answer[], r: RawRequest): void {
   const finals = answers.filter((a) => a.status >= 200);
   assert.equal(finals.length, 1, `one final answer, got ${answers.map((a) => a.status).join(', ')}`);
-  assert.ok(answers.every((a) => a.status >= 200 || a.status === 100), 'only 100 Continue before it');
+  assert.ok(
+    answers.every((a) => a.status >= 200 || a.status === 100),
+    'only 100 Continue before it',
+  );
   const answer = finals[0]!;
   // 501 is the one 5xx a request can earn: a method the server does not recognize (RFC 9110 section 9.1).
-  const unknownMethod = answer.status === 501 && !/^(GET|HEAD|PUT|POST|DELETE|OPTIONS|PATCH)$/.test(r.method) && answer.text.includes('"type":"tag:users-server,2026:problem/not-implemented"');
-  assert.ok(answer.status < 500 || unknownMethod, `no 5xx but 501 for an unknown method: ${answer.status} ${answer.text}`);
+  const unknownMethod =
+    answer.status === 501 &&
+    !/^(GET|HEAD|PUT|POST|DELETE|OPTIONS|PATCH)$/.test(r.method) &&
+    answer.text.includes('"type":"tag:users-server,2026:problem/not-implemented"');
+  assert.ok(
+    answer.status < 500 || unknownMethod,
+    `no 5xx but 501 for an unknown method: ${answer.status} ${answer.text}`,
+  );
   if (answer.status < 400 || (r.method === 'HEAD' && answer.text === '')) return;
   if (answer.status === 401 && answer.text === '"not authorized"') {
     assert.equal(answer.headers['content-type'], 'application/json');
     return;
   }
-  assert.equal(answer.headers['content-type'], PROBLEM_CONTENT_TYPE, `a problem document: ${answer.status} ${answer.text}`);
+  assert.equal(
+    answer.headers['content-type'],
+    PROBLEM_CONTENT_TYPE,
+    `a problem document: ${answer.status} ${answer.text}`,
+  );
   const doc = JSON.parse(answer.text) as Record<string, unknown>;
   assert.equal(doc.status, answer.status);
-  assert.ok(typeof doc.type === 'string' && doc.type.startsWith(PROBLEM_TYPE_PREFIX), `a catalog type: ${String(doc.type)}`);
+  assert.ok(
+    typeof doc.type === 'string' && doc.type.startsWith(PROBLEM_TYPE_PREFIX),
+    `a catalog type: ${String(doc.type)}`,
+  );
   assert.equal(typeof doc.title, 'string');
   assert.equal(typeof doc.detail, 'string');
 }
@@ -234,7 +374,10 @@ function assertWellFormedAnswer(answers: Answer[], r: RawRequest): void {
 
 const configurations: { name: string; overrides: Partial<Config> }[] = [
   { name: 'the defaults', overrides: {} },
-  { name: '--require-session all --allow-id-change --require-if-match --max-body 1024', overrides: { requireSession: 'all', allowIdChange: true, requireIfMatch: true, maxBody: 1024 } },
+  {
+    name: '--require-session all --allow-id-change --require-if-match --max-body 1024',
+    overrides: { requireSession: 'all', allowIdChange: true, requireIfMatch: true, maxBody: 1024 },
+  },
 ];
 
 for (const c of configurations) {
@@ -253,12 +396,19 @@ for (const c of configurations) {
       }),
       { numRuns: RAW_RUNS, includeErrorInReport: true },
     );
-    t.diagnostic(`statuses: ${[...statuses].sort((a, b) => (a[0] < b[0] ? -1 : 1)).map(([s, n]) => `${s} x${n}`).join(', ')}`);
+    t.diagnostic(
+      `statuses: ${[...statuses]
+        .sort((a, b) => (a[0] < b[0] ? -1 : 1))
+        .map(([s, n]) => `${s} x${n}`)
+        .join(', ')}`,
+    );
     await assertHealthy(watched);
   });
 }
 
-const aliasArb = fc.stringMatching(/^[A-Za-z0-9._~-]{1,24}$/).filter((a) => /\D/.test(a) && a !== 'new' && a !== '.' && a !== '..');
+const aliasArb = fc
+  .stringMatching(/^[A-Za-z0-9._~-]{1,24}$/)
+  .filter((a) => /\D/.test(a) && a !== 'new' && a !== '.' && a !== '..');
 
 test('property: a random JSON body to PUT /users/{alias}, PUT /users/1 or POST /users/new is refused with a 4xx, or stored as its JSON round trip plus id and read back byte for byte', async (t) => {
   const watched = await watchedServer(t);
@@ -268,17 +418,30 @@ test('property: a random JSON body to PUT /users/{alias}, PUT /users/1 or POST /
     { weight: 1, arbitrary: jsonUser.map((s) => s.slice(0, -1)) },
     { weight: 1, arbitrary: fc.uint8Array({ maxLength: 40 }).map((b) => Buffer.from(b)) },
   );
-  const targetArb = fc.oneof(aliasArb.map((a) => ({ method: 'PUT', path: `/users/${a}` })), fc.constantFrom({ method: 'PUT', path: '/users/1' }, { method: 'POST', path: '/users/new' }));
+  const targetArb = fc.oneof(
+    aliasArb.map((a) => ({ method: 'PUT', path: `/users/${a}` })),
+    fc.constantFrom({ method: 'PUT', path: '/users/1' }, { method: 'POST', path: '/users/new' }),
+  );
   await fc.assert(
     fc.asyncProperty(targetArb, bodyArb, async ({ method, path }, raw) => {
-      const reply = await send(watched.server.url, method, path, { body: raw, headers: { 'content-type': 'application/json' } });
-      assert.ok([200, 201, 400, 409, 413, 422].includes(reply.status), `an expected status: ${reply.status} ${reply.text}`);
+      const reply = await send(watched.server.url, method, path, {
+        body: raw,
+        headers: { 'content-type': 'application/json' },
+      });
+      assert.ok(
+        [200, 201, 400, 409, 413, 422].includes(reply.status),
+        `an expected status: ${reply.status} ${reply.text}`,
+      );
       const text = Buffer.isBuffer(raw) ? raw.toString('latin1') : raw;
       let parsed: unknown;
       try {
         parsed = JSON.parse(Buffer.isBuffer(raw) ? new TextDecoder('utf-8', { fatal: true }).decode(raw) : raw);
       } catch {
-        assert.equal(reply.status, 400, `not JSON (${JSON.stringify(text.slice(0, 60))}): 400 invalid-json, got ${reply.status}`);
+        assert.equal(
+          reply.status,
+          400,
+          `not JSON (${JSON.stringify(text.slice(0, 60))}): 400 invalid-json, got ${reply.status}`,
+        );
         assert.equal(reply.json().type, `${PROBLEM_TYPE_PREFIX}invalid-json`);
         return;
       }
@@ -293,7 +456,11 @@ test('property: a random JSON body to PUT /users/{alias}, PUT /users/1 or POST /
       }
       const location = reply.headers['content-location'] ?? reply.headers.location;
       const id = Number(String(location).slice('/users/'.length));
-      assert.equal(reply.text, JSON.stringify(Object.assign({}, parsed, { id })), 'the representation is the JSON round trip plus id');
+      assert.equal(
+        reply.text,
+        JSON.stringify(Object.assign({}, parsed, { id })),
+        'the representation is the JSON round trip plus id',
+      );
       const read = await send(watched.server.url, 'GET', `/users/${id}`);
       assert.equal(read.status, 200);
       assert.equal(read.text, reply.text, 'GET returns the stored representation byte for byte');
@@ -311,13 +478,19 @@ test('property (--require-session all): a Cookie header passes GET / and GET /us
     cookie.valid.map((v) => ({ text: `USER_TOKEN=${v}`, valid: true })),
     cookie.valid.map((v) => ({ text: `USER_TOKEN="${v}"`, valid: true })),
     fc.oneof(cookie.forged, cookie.tampered, cookie.junk).map((v) => ({ text: `USER_TOKEN=${v}`, valid: false })),
-    fc.constantFrom('user_token', 'USER_TOKEN2', 'XUSER_TOKEN', '__Host-USER_TOKEN').map((name) => ({ text: `${name}=${token}`, valid: false })),
-    fc.tuple(fc.stringMatching(/^[A-Za-z0-9_-]{1,10}$/), cookie.junk).map(([name, v]) => ({ text: `${name}=${v}`, valid: name === 'USER_TOKEN' && v === token })),
+    fc
+      .constantFrom('user_token', 'USER_TOKEN2', 'XUSER_TOKEN', '__Host-USER_TOKEN')
+      .map((name) => ({ text: `${name}=${token}`, valid: false })),
+    fc
+      .tuple(fc.stringMatching(/^[A-Za-z0-9_-]{1,10}$/), cookie.junk)
+      .map(([name, v]) => ({ text: `${name}=${v}`, valid: name === 'USER_TOKEN' && v === token })),
   );
-  const header = fc.tuple(fc.array(pair, { minLength: 1, maxLength: 6 }), fc.constantFrom('; ', ';', ' ; ')).map(([pairs, separator]) => ({
-    cookie: pairs.map((p) => p.text).join(separator),
-    valid: pairs.some((p) => p.valid),
-  }));
+  const header = fc
+    .tuple(fc.array(pair, { minLength: 1, maxLength: 6 }), fc.constantFrom('; ', ';', ' ; '))
+    .map(([pairs, separator]) => ({
+      cookie: pairs.map((p) => p.text).join(separator),
+      valid: pairs.some((p) => p.valid),
+    }));
   await fc.assert(
     fc.asyncProperty(header, async ({ cookie: value, valid }) => {
       const root = await send(watched.server.url, 'GET', '/', { headers: { cookie: value } });

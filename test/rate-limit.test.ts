@@ -86,7 +86,11 @@ test('Rate limit: a refusal says how many whole seconds until a request is admit
   clock.advance(900);
   const almost = limiter.take('a');
   assert.equal(almost.admitted, false);
-  assert.equal(almost.seconds, 1, 'a tenth of a second to wait is still announced as 1 s: Retry-After has no fractions');
+  assert.equal(
+    almost.seconds,
+    1,
+    'a tenth of a second to wait is still announced as 1 s: Retry-After has no fractions',
+  );
 });
 
 test('Rate limit: an admitted request says how many whole seconds until the bucket is full again (the RateLimit t)', () => {
@@ -101,8 +105,18 @@ test('Rate limit: an admitted request says how many whole seconds until the buck
 
 const policyCases = [
   { name: 'a burst equal to the rate is q=rate per 1 s', rate: 10, burst: 10, policy: '"default";q=10;w=1' },
-  { name: 'a burst larger than the rate is q=burst per the seconds a drained bucket takes to refill', rate: 10, burst: 50, policy: '"default";q=50;w=5' },
-  { name: 'a refill time that is not whole seconds is rounded up, so the policy never promises more than the bucket gives', rate: 3, burst: 5, policy: '"default";q=5;w=2' },
+  {
+    name: 'a burst larger than the rate is q=burst per the seconds a drained bucket takes to refill',
+    rate: 10,
+    burst: 50,
+    policy: '"default";q=50;w=5',
+  },
+  {
+    name: 'a refill time that is not whole seconds is rounded up, so the policy never promises more than the bucket gives',
+    rate: 3,
+    burst: 5,
+    policy: '"default";q=5;w=2',
+  },
   { name: 'a burst smaller than the rate is q=burst per 1 s', rate: 100, burst: 10, policy: '"default";q=10;w=1' },
 ];
 for (const c of policyCases) {
@@ -182,7 +196,10 @@ for (const c of keyCases) {
   });
 }
 
-function fakeRequest(remoteAddress: string | undefined, headers: Record<string, string | string[]> = {}): IncomingMessage {
+function fakeRequest(
+  remoteAddress: string | undefined,
+  headers: Record<string, string | string[]> = {},
+): IncomingMessage {
   return { headers, socket: { remoteAddress } } as unknown as IncomingMessage;
 }
 
@@ -190,16 +207,76 @@ const TRUST: Pick<Config, 'trustProxy'> = { trustProxy: true };
 const NO_TRUST: Pick<Config, 'trustProxy'> = { trustProxy: false };
 
 const addressCases = [
-  { name: 'without --trust-proxy, X-Forwarded-For is ignored', config: NO_TRUST, peer: '127.0.0.1', xff: '203.0.113.9', expected: '127.0.0.1' },
-  { name: 'with --trust-proxy, the last X-Forwarded-For entry (the one the proxy appended) is the client', config: TRUST, peer: '127.0.0.1', xff: '198.51.100.66, 203.0.113.9', expected: '203.0.113.9' },
-  { name: 'with --trust-proxy, repeated X-Forwarded-For lines count as one list', config: TRUST, peer: '127.0.0.1', xff: ['198.51.100.66', '203.0.113.9'], expected: '203.0.113.9' },
-  { name: 'with --trust-proxy, an IPv6 entry is taken as is', config: TRUST, peer: '127.0.0.1', xff: '2001:db8::7', expected: '2001:db8::7' },
-  { name: 'with --trust-proxy, a port after an IPv4 entry is dropped', config: TRUST, peer: '127.0.0.1', xff: '203.0.113.9:4711', expected: '203.0.113.9' },
-  { name: 'with --trust-proxy, a bracketed IPv6 entry with a port is unwrapped', config: TRUST, peer: '127.0.0.1', xff: '[2001:db8::7]:4711', expected: '2001:db8::7' },
-  { name: 'with --trust-proxy, a last entry that is no address falls back to the peer', config: TRUST, peer: '127.0.0.1', xff: '203.0.113.9, unknown', expected: '127.0.0.1' },
-  { name: 'with --trust-proxy, an empty last entry falls back to the peer', config: TRUST, peer: '127.0.0.1', xff: '203.0.113.9,', expected: '127.0.0.1' },
-  { name: 'with --trust-proxy and no X-Forwarded-For, the peer is the client', config: TRUST, peer: '192.0.2.5', xff: undefined, expected: '192.0.2.5' },
-  { name: 'an IPv4-mapped IPv6 peer is given as IPv4', config: NO_TRUST, peer: '::ffff:192.0.2.5', xff: undefined, expected: '192.0.2.5' },
+  {
+    name: 'without --trust-proxy, X-Forwarded-For is ignored',
+    config: NO_TRUST,
+    peer: '127.0.0.1',
+    xff: '203.0.113.9',
+    expected: '127.0.0.1',
+  },
+  {
+    name: 'with --trust-proxy, the last X-Forwarded-For entry (the one the proxy appended) is the client',
+    config: TRUST,
+    peer: '127.0.0.1',
+    xff: '198.51.100.66, 203.0.113.9',
+    expected: '203.0.113.9',
+  },
+  {
+    name: 'with --trust-proxy, repeated X-Forwarded-For lines count as one list',
+    config: TRUST,
+    peer: '127.0.0.1',
+    xff: ['198.51.100.66', '203.0.113.9'],
+    expected: '203.0.113.9',
+  },
+  {
+    name: 'with --trust-proxy, an IPv6 entry is taken as is',
+    config: TRUST,
+    peer: '127.0.0.1',
+    xff: '2001:db8::7',
+    expected: '2001:db8::7',
+  },
+  {
+    name: 'with --trust-proxy, a port after an IPv4 entry is dropped',
+    config: TRUST,
+    peer: '127.0.0.1',
+    xff: '203.0.113.9:4711',
+    expected: '203.0.113.9',
+  },
+  {
+    name: 'with --trust-proxy, a bracketed IPv6 entry with a port is unwrapped',
+    config: TRUST,
+    peer: '127.0.0.1',
+    xff: '[2001:db8::7]:4711',
+    expected: '2001:db8::7',
+  },
+  {
+    name: 'with --trust-proxy, a last entry that is no address falls back to the peer',
+    config: TRUST,
+    peer: '127.0.0.1',
+    xff: '203.0.113.9, unknown',
+    expected: '127.0.0.1',
+  },
+  {
+    name: 'with --trust-proxy, an empty last entry falls back to the peer',
+    config: TRUST,
+    peer: '127.0.0.1',
+    xff: '203.0.113.9,',
+    expected: '127.0.0.1',
+  },
+  {
+    name: 'with --trust-proxy and no X-Forwarded-For, the peer is the client',
+    config: TRUST,
+    peer: '192.0.2.5',
+    xff: undefined,
+    expected: '192.0.2.5',
+  },
+  {
+    name: 'an IPv4-mapped IPv6 peer is given as IPv4',
+    config: NO_TRUST,
+    peer: '::ffff:192.0.2.5',
+    xff: undefined,
+    expected: '192.0.2.5',
+  },
 ];
 for (const c of addressCases) {
   test(`Client address: ${c.name}`, () => {
@@ -251,8 +328,15 @@ test('Rate limit over HTTP: past the burst a client gets 429 too-many-requests w
 test('Rate limit over HTTP: every path and method is limited, unknown paths and OPTIONS included', async (t) => {
   const server = await limitedServer(t, { rateLimit: 1 });
   assert.equal((await send(server.url, 'OPTIONS', '/users')).status, 204);
-  const cases: [string, string][] = [['GET', '/'], ['GET', '/nope'], ['OPTIONS', '/users'], ['POST', '/login'], ['DELETE', '/users/1']];
-  for (const [method, path] of cases) assertTooManyRequests(await send(server.url, method, path), '"default";q=1;w=1', `${method} ${path}`);
+  const cases: [string, string][] = [
+    ['GET', '/'],
+    ['GET', '/nope'],
+    ['OPTIONS', '/users'],
+    ['POST', '/login'],
+    ['DELETE', '/users/1'],
+  ];
+  for (const [method, path] of cases)
+    assertTooManyRequests(await send(server.url, method, path), '"default";q=1;w=1', `${method} ${path}`);
 });
 
 test('Rate limit over HTTP: GET /healthz is never limited and carries no RateLimit fields', async (t) => {
@@ -271,8 +355,16 @@ test('Rate limit over HTTP: refused requests change nothing (no user written, no
   const server = await limitedServer(t, { rateLimit: 1, rateBurst: 1 });
   const before = await send(server.url, 'GET', '/users?limit=1000');
   assert.equal(before.status, 200);
-  assertTooManyRequests(await send(server.url, 'PUT', '/users/alice', { json: { name: 'Alice' } }), '"default";q=1;w=1', 'PUT');
-  assertTooManyRequests(await send(server.url, 'POST', '/users/new', { json: { name: 'Bob' } }), '"default";q=1;w=1', 'POST /users/new');
+  assertTooManyRequests(
+    await send(server.url, 'PUT', '/users/alice', { json: { name: 'Alice' } }),
+    '"default";q=1;w=1',
+    'PUT',
+  );
+  assertTooManyRequests(
+    await send(server.url, 'POST', '/users/new', { json: { name: 'Bob' } }),
+    '"default";q=1;w=1',
+    'POST /users/new',
+  );
   assertTooManyRequests(await send(server.url, 'POST', '/reservations'), '"default";q=1;w=1', 'POST /reservations');
   server.advance(1000);
   assert.equal(await listText(server), before.text);
@@ -290,14 +382,24 @@ test('Rate limit over HTTP: with --trust-proxy each X-Forwarded-For client has i
   const from = (address: string) => ({ headers: { 'x-forwarded-for': `198.51.100.66, ${address}` } });
   assert.equal((await send(server.url, 'GET', '/users', from('203.0.113.1'))).status, 200);
   assertTooManyRequests(await send(server.url, 'GET', '/users', from('203.0.113.1')), '"default";q=1;w=1');
-  assert.equal((await send(server.url, 'GET', '/users', from('203.0.113.2'))).status, 200, 'another client behind the same proxy');
+  assert.equal(
+    (await send(server.url, 'GET', '/users', from('203.0.113.2'))).status,
+    200,
+    'another client behind the same proxy',
+  );
   assert.equal((await send(server.url, 'GET', '/users')).status, 200, 'the proxy itself, without the header');
 });
 
 test('Rate limit over HTTP: without --trust-proxy X-Forwarded-For is ignored: one socket address, one bucket', async (t) => {
   const server = await limitedServer(t, { rateLimit: 1 });
-  assert.equal((await send(server.url, 'GET', '/users', { headers: { 'x-forwarded-for': '203.0.113.1' } })).status, 200);
-  assertTooManyRequests(await send(server.url, 'GET', '/users', { headers: { 'x-forwarded-for': '203.0.113.2' } }), '"default";q=1;w=1');
+  assert.equal(
+    (await send(server.url, 'GET', '/users', { headers: { 'x-forwarded-for': '203.0.113.1' } })).status,
+    200,
+  );
+  assertTooManyRequests(
+    await send(server.url, 'GET', '/users', { headers: { 'x-forwarded-for': '203.0.113.2' } }),
+    '"default";q=1;w=1',
+  );
 });
 
 test('Rate limit over HTTP: with --rate-limit 0 (the default) nothing is refused and no RateLimit fields are sent', async (t) => {

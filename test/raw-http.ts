@@ -52,7 +52,8 @@ export function parseResponses(raw: string, head = false): Answer[] {
         }
       } else {
         const length = Number(headers['content-length'] ?? 0);
-        if (rest.length < length) throw new Error(`a body shorter than its Content-Length ${length}: ${JSON.stringify(rest.slice(0, 200))}`);
+        if (rest.length < length)
+          throw new Error(`a body shorter than its Content-Length ${length}: ${JSON.stringify(rest.slice(0, 200))}`);
         text = rest.slice(0, length);
         rest = rest.slice(length);
       }
@@ -117,7 +118,9 @@ export class RawConnection {
           resolve();
         } else if (this.closed) {
           this.waiters = this.waiters.filter((w) => w !== check);
-          reject(new Error(`${what}: the connection closed first; received ${JSON.stringify(this.text.slice(0, 400))}`));
+          reject(
+            new Error(`${what}: the connection closed first; received ${JSON.stringify(this.text.slice(0, 400))}`),
+          );
         }
       };
       this.waiters.push(check);
@@ -134,7 +137,12 @@ export class RawConnection {
  * Writes `bytes` (a string is sent as latin1, one byte per character), waits
  * until the server closes the connection, and parses every answer.
  */
-export async function exchangeUntilClosed(t: TestContext | undefined, base: string, bytes: string | Buffer, head = false): Promise<Answer[]> {
+export async function exchangeUntilClosed(
+  t: TestContext | undefined,
+  base: string,
+  bytes: string | Buffer,
+  head = false,
+): Promise<Answer[]> {
   const connection = await RawConnection.open(t, base);
   try {
     connection.write(typeof bytes === 'string' ? Buffer.from(bytes, 'latin1') : bytes);

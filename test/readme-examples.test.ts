@@ -27,8 +27,12 @@ function shBlockOf(page: string, section: string): string[] {
   return block.split('\n').filter((line) => line.trim() !== '');
 }
 
-test('the README\'s tour runs as written, and prints what its comments show', async (t) => {
-  if ((await runTool(t, 'sh', ['-c', 'command -v jq && command -v bash && command -v curl']).catch(() => undefined))?.code !== 0) return t.skip('jq, bash or curl not found');
+test("the README's tour runs as written, and prints what its comments show", async (t) => {
+  if (
+    (await runTool(t, 'sh', ['-c', 'command -v jq && command -v bash && command -v curl']).catch(() => undefined))
+      ?.code !== 0
+  )
+    return t.skip('jq, bash or curl not found');
   const server = await startTestServer(t, AS_SHIPPED);
   const { home, env } = shellWithUsersctl(t, server.url);
   const { XDG_STATE_HOME: _default, ...shell } = env;
@@ -38,7 +42,12 @@ test('the README\'s tour runs as written, and prints what its comments show', as
   assert.ok(lines.length >= 12, lines.join('\n'));
   for (const line of lines) {
     const [command, comment] = line.split(/\s+# /);
-    const run = await runTool(t, 'bash', ['-o', 'pipefail', '-c', `cd "$HOME" && ${command!.replaceAll('http://127.0.0.1:8080', server.url)}`], { env: shell });
+    const run = await runTool(
+      t,
+      'bash',
+      ['-o', 'pipefail', '-c', `cd "$HOME" && ${command!.replaceAll('http://127.0.0.1:8080', server.url)}`],
+      { env: shell },
+    );
     assert.equal(run.code, 0, `${command}\n${run.stderr}`);
     const shown = /^("?OK"?|\d+|\{.*\})(:|$)/.exec(comment?.trim() ?? '')?.[1];
     if (shown !== undefined) assert.equal(run.stdout.trim(), shown, command);
@@ -46,11 +55,16 @@ test('the README\'s tour runs as written, and prints what its comments show', as
 });
 
 test('the accounts examples of docs/operations.md run as written against a data directory a server made (DIR), each password typed as the first line of stdin', async (t) => {
-  if ((await runTool(t, 'sh', ['-c', 'command -v bash']).catch(() => undefined))?.code !== 0) return t.skip('bash not found');
+  if ((await runTool(t, 'sh', ['-c', 'command -v bash']).catch(() => undefined))?.code !== 0)
+    return t.skip('bash not found');
   const server = await startTestServer(t, { ...AS_SHIPPED, store: 'journal' });
   const { env } = shellWithUsersctl(t, server.url);
   const lines = shBlockOf('docs/operations.md', 'Accounts');
-  assert.ok(lines.length >= 6 && lines.every((l) => l.startsWith('users-server accounts') || l.includes('| users-server accounts')), lines.join('\n'));
+  assert.ok(
+    lines.length >= 6 &&
+      lines.every((l) => l.startsWith('users-server accounts') || l.includes('| users-server accounts')),
+    lines.join('\n'),
+  );
   for (const line of lines) {
     const [command] = line.split(/\s+# /);
     const run = await runTool(t, 'bash', ['-o', 'pipefail', '-c', command!.replaceAll('DIR', server.dataDir)], {

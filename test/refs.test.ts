@@ -24,7 +24,12 @@ interface Answer {
  * `send` parses base + path as a WHATWG URL, which resolves `.`, `..` and
  * `%2e%2e` as dot-segments before anything is sent.
  */
-function sendPath(server: TestServer, method: string, path: string, options: { body?: string; headers?: Record<string, string> } = {}): Promise<Answer> {
+function sendPath(
+  server: TestServer,
+  method: string,
+  path: string,
+  options: { body?: string; headers?: Record<string, string> } = {},
+): Promise<Answer> {
   return send(server.url, method, path, options);
 }
 
@@ -233,7 +238,9 @@ for (const path of ['/users/new', '/users/%6Eew', '/users/n%65w']) {
     const before = await listText(server);
     const refused = await putPath(server, path, { name: 'Newt' });
     assertProblem(refused, 405, 'method-not-allowed', `PUT ${path}`);
-    const allow = String(refused.headers.allow).split(',').map((m) => m.trim());
+    const allow = String(refused.headers.allow)
+      .split(',')
+      .map((m) => m.trim());
     assert.ok(allow.includes('POST'), `Allow ${refused.headers.allow} lists POST`);
     assert.ok(!allow.includes('PUT'), `Allow ${refused.headers.allow} does not list PUT`);
     assert.equal(await listText(server), before);
@@ -250,7 +257,15 @@ test('refs: GET and DELETE on /users/new answer 405 method-not-allowed, not a us
 
 // ---------------------------------------------------------------- prototype names
 
-const prototypeNames = ['__proto__', 'hasOwnProperty', 'constructor', 'prototype', 'toString', 'valueOf', 'isPrototypeOf'];
+const prototypeNames = [
+  '__proto__',
+  'hasOwnProperty',
+  'constructor',
+  'prototype',
+  'toString',
+  'valueOf',
+  'isPrototypeOf',
+];
 
 function prototypeFingerprint(): string {
   return JSON.stringify(
@@ -285,9 +300,17 @@ test('refs: __proto__, hasOwnProperty, constructor and other Object.prototype na
     assert.equal(replaced.status, 200, `second PUT /users/${alias}`);
   }
   // An alias bound to nobody with a prototype name is still unknown.
-  assertProblem(await sendPath(server, 'GET', '/users/__defineGetter__'), 404, 'not-found', 'GET /users/__defineGetter__');
+  assertProblem(
+    await sendPath(server, 'GET', '/users/__defineGetter__'),
+    404,
+    'not-found',
+    'GET /users/__defineGetter__',
+  );
   const list = JSON.parse(await listText(server)) as { items: Array<{ id: number }> };
-  assert.deepEqual(list.items.map((u) => u.id), prototypeNames.map((_, i) => i + 1));
+  assert.deepEqual(
+    list.items.map((u) => u.id),
+    prototypeNames.map((_, i) => i + 1),
+  );
   // The server runs in this process: its prototypes are ours.
   assert.equal(({} as Record<string, unknown>).polluted, undefined);
   assert.equal(({} as Record<string, unknown>).isAdmin, undefined);
@@ -309,7 +332,7 @@ test('refs: deleting the user bound to __proto__ releases that alias like any ot
   assert.equal(({} as Record<string, unknown>).name, undefined);
 });
 
-test('refs: parseRef reads a plain id, its percent-encoded digits and an alias the same way idOfDigits reads a target\'s digits', () => {
+test("refs: parseRef reads a plain id, its percent-encoded digits and an alias the same way idOfDigits reads a target's digits", () => {
   const cases: [string, ReturnType<typeof parseRef>][] = [
     ['1', { kind: 'id', id: 1 }],
     ['42', { kind: 'id', id: 42 }],
@@ -326,7 +349,12 @@ test('refs: parseRef reads a plain id, its percent-encoded digits and an alias t
   for (const [segment, ref] of cases) {
     assert.deepEqual(parseRef(segment), ref, segment);
     const digits = idOfDigits(`/users/${segment}`, '/users/'.length);
-    const expected = ref.kind === 'id' && !segment.includes('%') ? ref.id : ref.kind === 'no-such-id' && !segment.includes('%') ? NO_SUCH_ID : NOT_DIGITS;
+    const expected =
+      ref.kind === 'id' && !segment.includes('%')
+        ? ref.id
+        : ref.kind === 'no-such-id' && !segment.includes('%')
+          ? NO_SUCH_ID
+          : NOT_DIGITS;
     assert.equal(digits, expected, `idOfDigits of /users/${segment}`);
   }
 });

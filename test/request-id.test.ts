@@ -30,7 +30,11 @@ const answers: { name: string; status: number; send: (url: string) => Promise<Re
   { name: 'HEAD of a user (200, no body)', status: 200, send: (url) => send(url, 'HEAD', '/users/1') },
   { name: 'PUT creating a user (201)', status: 201, send: (url) => put(url, '/users/bob', { name: 'Bob' }) },
   { name: 'DELETE (204)', status: 204, send: (url) => send(url, 'DELETE', '/users/alice') },
-  { name: 'a conditional GET (304)', status: 304, send: async (url) => send(url, 'GET', '/users/1', { headers: { 'if-none-match': '*' } }) },
+  {
+    name: 'a conditional GET (304)',
+    status: 304,
+    send: async (url) => send(url, 'GET', '/users/1', { headers: { 'if-none-match': '*' } }),
+  },
   { name: 'OPTIONS (204 + Allow)', status: 204, send: (url) => send(url, 'OPTIONS', '/users/1') },
   { name: 'GET / without a session (401, mandated body)', status: 401, send: (url) => send(url, 'GET', '/') },
   { name: 'a malformed ref (400 problem)', status: 400, send: (url) => send(url, 'GET', '/users/%2F') },
@@ -106,7 +110,11 @@ test('isSaneRequestId accepts exactly 1..128 of A-Z a-z 0-9 . _ : -', () => {
 const parserErrors: { name: string; bytes: string; status: number }[] = [
   { name: 'a malformed request line', bytes: 'NOT HTTP AT ALL\r\n\r\n', status: 400 },
   { name: 'a malformed header', bytes: 'GET / HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n', status: 400 },
-  { name: 'headers over 16 KiB', bytes: `GET / HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`, status: 431 },
+  {
+    name: 'headers over 16 KiB',
+    bytes: `GET / HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`,
+    status: 431,
+  },
 ];
 for (const c of parserErrors) {
   test(`X-Request-Id: the raw problem answered for ${c.name} (${c.status}) carries a generated id`, async (t) => {
@@ -130,9 +138,15 @@ test('an unexpected error answers a bare 500 with the X-Request-Id, and its stac
   const reply = await put(server.url, '/users/alice', { name: 'Changed' }, { 'x-request-id': 'trace-500' });
   const doc = assertProblem(reply, 500, 'internal');
   assert.equal(doc.detail, 'The server could not complete the request.');
-  assert.ok(!reply.text.includes('disk on fire') && !reply.text.includes('/var/secret') && !/\bat \S+ \(/.test(reply.text), `the body leaks: ${reply.text}`);
+  assert.ok(
+    !reply.text.includes('disk on fire') && !reply.text.includes('/var/secret') && !/\bat \S+ \(/.test(reply.text),
+    `the body leaks: ${reply.text}`,
+  );
   assert.equal(idOf(reply), 'trace-500');
   assert.equal(logged.length, 1, JSON.stringify(logged));
-  assert.match(logged[0]!, /^users-server: unexpected error \(request trace-500\): Error: disk on fire at \/var\/secret\/path\n\s+at /);
+  assert.match(
+    logged[0]!,
+    /^users-server: unexpected error \(request trace-500\): Error: disk on fire at \/var\/secret\/path\n\s+at /,
+  );
   assert.equal((await send(server.url, 'GET', '/users?limit=1000')).text, before.text, 'nothing changed');
 });

@@ -186,7 +186,10 @@ test('Sessions: a token signed with an older key still listed answers 200 and is
   const cookies = setCookies(reply);
   assert.equal(cookies.length, 1, `one Set-Cookie re-issues the session: ${JSON.stringify(cookies)}`);
   const attributes = cookies[0]!.split('; ');
-  assert.ok(attributes.includes('Path=/') && attributes.includes('HttpOnly') && attributes.includes('SameSite=Lax'), cookies[0]);
+  assert.ok(
+    attributes.includes('Path=/') && attributes.includes('HttpOnly') && attributes.includes('SameSite=Lax'),
+    cookies[0],
+  );
   const maxAge = attributes.find((a) => a.startsWith('Max-Age='));
   assert.ok(maxAge !== undefined && Number(maxAge.slice(8)) > 0 && Number(maxAge.slice(8)) <= 43200, cookies[0]);
 

@@ -11,7 +11,11 @@ import { put, rawExchange, send, startTestServer, type Reply, type TestServer, a
 function allowOf(reply: Reply): string[] {
   const allow = reply.headers.allow;
   assert.equal(typeof allow, 'string', `an Allow field on ${reply.status}`);
-  return (allow as string).split(',').map((m) => m.trim()).filter((m) => m !== '').sort();
+  return (allow as string)
+    .split(',')
+    .map((m) => m.trim())
+    .filter((m) => m !== '')
+    .sort();
 }
 
 /** Starts a server with user 1 (alias "alice"), so /users/1 is a known resource. */
@@ -49,12 +53,28 @@ test('GET /healthz answers 200 {"status":"ok"} as application/json, without a se
   assert.deepEqual(reply.json(), { status: 'ok' });
 });
 
-const unknownPaths = ['/nope', '/users/1/', '/users/', '/users/1/extra', '/users/new/', '/healthz/', '/reservations/1', '/USERS/1', '//users/1', '/users//1'];
+const unknownPaths = [
+  '/nope',
+  '/users/1/',
+  '/users/',
+  '/users/1/extra',
+  '/users/new/',
+  '/healthz/',
+  '/reservations/1',
+  '/USERS/1',
+  '//users/1',
+  '/users//1',
+];
 for (const path of unknownPaths) {
   test(`routing: the unknown path ${path} answers 404 not-found as a problem document`, async (t) => {
     const server = await seeded(t);
     for (const method of ['GET', 'PUT', 'POST', 'DELETE']) {
-      const reply = await send(server.url, method, path, method === 'GET' || method === 'DELETE' ? {} : { json: { name: 'x' } });
+      const reply = await send(
+        server.url,
+        method,
+        path,
+        method === 'GET' || method === 'DELETE' ? {} : { json: { name: 'x' } },
+      );
       assertProblem(reply, 404, 'not-found');
     }
     // Nothing was created or changed through the unknown path.
@@ -81,7 +101,12 @@ for (const c of wrongMethods) {
   test(`routing: ${c.method} ${c.path} answers 405 method-not-allowed with Allow: ${c.allow.join(', ')}, changing nothing`, async (t) => {
     const server = await seeded(t);
     const before = await snapshot(server);
-    const reply = await send(server.url, c.method, c.path, c.method === 'GET' || c.method === 'DELETE' ? {} : { json: { name: 'Mallory' } });
+    const reply = await send(
+      server.url,
+      c.method,
+      c.path,
+      c.method === 'GET' || c.method === 'DELETE' ? {} : { json: { name: 'Mallory' } },
+    );
     assertProblem(reply, 405, 'method-not-allowed');
     assert.deepEqual(allowOf(reply), c.allow);
     assert.equal(await snapshot(server), before);

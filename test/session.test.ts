@@ -15,7 +15,12 @@ const KEY_B = Buffer.from('b'.repeat(32) + '-key-B-for-session-unit-tests');
 const NOW = 1_700_000_000; // seconds
 const BASE64URL_CHARS = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
 
-const session: SessionPayload = { account: 'admin', sessionId: 'sid-0123456789abcdef', issuedAt: NOW, expiresAt: NOW + 3600 };
+const session: SessionPayload = {
+  account: 'admin',
+  sessionId: 'sid-0123456789abcdef',
+  issuedAt: NOW,
+  expiresAt: NOW + 3600,
+};
 const token = signSession(session, KEY_A);
 
 /** The token format of API.md / the brief: base64url(payload) "." base64url(HMAC(key, "USER_TOKEN=" + payload)). */
@@ -118,11 +123,23 @@ const malformed: { name: string; value: string }[] = [
   { name: 'a character prepended', value: 'A' + token },
   { name: 'last character removed', value: token.slice(0, -1) },
   { name: 'first character removed', value: token.slice(1) },
-  { name: 'payload and signature swapped', value: `${token.slice(token.lastIndexOf('.') + 1)}.${token.slice(0, token.lastIndexOf('.'))}` },
-  { name: 'signature in standard base64 with padding', value: `${token.slice(0, token.lastIndexOf('.'))}.${Buffer.from(token.slice(token.lastIndexOf('.') + 1), 'base64url').toString('base64')}` },
-  { name: 'signature uppercased', value: `${token.slice(0, token.lastIndexOf('.'))}.${token.slice(token.lastIndexOf('.') + 1).toUpperCase()}` },
+  {
+    name: 'payload and signature swapped',
+    value: `${token.slice(token.lastIndexOf('.') + 1)}.${token.slice(0, token.lastIndexOf('.'))}`,
+  },
+  {
+    name: 'signature in standard base64 with padding',
+    value: `${token.slice(0, token.lastIndexOf('.'))}.${Buffer.from(token.slice(token.lastIndexOf('.') + 1), 'base64url').toString('base64')}`,
+  },
+  {
+    name: 'signature uppercased',
+    value: `${token.slice(0, token.lastIndexOf('.'))}.${token.slice(token.lastIndexOf('.') + 1).toUpperCase()}`,
+  },
   { name: 'non-ASCII characters', value: 'é'.repeat(10) + '.' + 'ü'.repeat(43) },
-  { name: 'an unsigned payload with a plausible signature length', value: `${encodePayload({ a: 'admin', s: 'x', i: NOW, e: NOW + 60 })}.${'A'.repeat(43)}` },
+  {
+    name: 'an unsigned payload with a plausible signature length',
+    value: `${encodePayload({ a: 'admin', s: 'x', i: NOW, e: NOW + 60 })}.${'A'.repeat(43)}`,
+  },
   { name: 'a plain word', value: 'anything' },
   { name: 'longer than a cookie can be', value: 'A'.repeat(MAX_TOKEN_LENGTH + 1) },
 ];
@@ -138,7 +155,10 @@ const signedButInvalid: { name: string; payload: string }[] = [
   { name: 'a JSON null payload', payload: encodePayload(null) },
   { name: 'a JSON array payload', payload: encodePayload(['admin', 'sid', NOW, NOW + 60]) },
   { name: 'a payload without an expiry', payload: encodePayload({ a: 'admin', s: 'sid', i: NOW }) },
-  { name: 'a payload with a string expiry', payload: encodePayload({ a: 'admin', s: 'sid', i: NOW, e: String(NOW + 60) }) },
+  {
+    name: 'a payload with a string expiry',
+    payload: encodePayload({ a: 'admin', s: 'sid', i: NOW, e: String(NOW + 60) }),
+  },
   { name: 'a payload without an account', payload: encodePayload({ s: 'sid', i: NOW, e: NOW + 60 }) },
   { name: 'a payload that is not base64url', payload: 'e30=' },
 ];
@@ -179,16 +199,25 @@ for (const c of cookieCases) {
 
 test('Cookie header parsing: fifty USER_TOKEN pairs all come back in order', () => {
   const header = Array.from({ length: 50 }, (_, i) => `USER_TOKEN=v${i}`).join('; ');
-  assert.deepEqual(cookieValues(header, 'USER_TOKEN'), Array.from({ length: 50 }, (_, i) => `v${i}`));
+  assert.deepEqual(
+    cookieValues(header, 'USER_TOKEN'),
+    Array.from({ length: 50 }, (_, i) => `v${i}`),
+  );
 });
 
 test('Set-Cookie: the session cookie carries Path=/; HttpOnly; SameSite=Lax; Max-Age', () => {
-  assert.equal(serializeCookie('USER_TOKEN', 'v', { maxAge: 43200, secure: false }), 'USER_TOKEN=v; Path=/; HttpOnly; SameSite=Lax; Max-Age=43200');
+  assert.equal(
+    serializeCookie('USER_TOKEN', 'v', { maxAge: 43200, secure: false }),
+    'USER_TOKEN=v; Path=/; HttpOnly; SameSite=Lax; Max-Age=43200',
+  );
 });
 
 test('Set-Cookie: with cookieSecure the cookie also carries Secure', () => {
   const cookie = serializeCookie('USER_TOKEN', 'v', { maxAge: 60, secure: true });
-  assert.deepEqual(cookie.split('; ').sort(), ['HttpOnly', 'Max-Age=60', 'Path=/', 'SameSite=Lax', 'Secure', 'USER_TOKEN=v'].sort());
+  assert.deepEqual(
+    cookie.split('; ').sort(),
+    ['HttpOnly', 'Max-Age=60', 'Path=/', 'SameSite=Lax', 'Secure', 'USER_TOKEN=v'].sort(),
+  );
 });
 
 test('Set-Cookie: a clearing cookie has an empty value and Max-Age=0', () => {
@@ -201,21 +230,26 @@ test('Set-Cookie: a clearing cookie has an empty value and Max-Age=0', () => {
 
 const b64 = (s: string) => Buffer.from(s, 'utf8').toString('base64');
 
-const basicCases: { name: string; header: string | undefined; want: { user: string; password: string } | undefined }[] = [
-  { name: 'curl-style Basic admin:pw', header: `Basic ${b64('admin:pw')}`, want: { user: 'admin', password: 'pw' } },
-  { name: 'a lowercase scheme', header: `basic ${b64('admin:pw')}`, want: { user: 'admin', password: 'pw' } },
-  { name: 'a password containing colons', header: `Basic ${b64('admin:a:b:c')}`, want: { user: 'admin', password: 'a:b:c' } },
-  { name: 'an empty password', header: `Basic ${b64('admin:')}`, want: { user: 'admin', password: '' } },
-  { name: 'UTF-8 credentials', header: `Basic ${b64('zoë:pässwörd')}`, want: { user: 'zoë', password: 'pässwörd' } },
-  { name: 'no header', header: undefined, want: undefined },
-  { name: 'an empty header', header: '', want: undefined },
-  { name: 'the scheme alone', header: 'Basic', want: undefined },
-  { name: 'Basic !!!', header: 'Basic !!!', want: undefined },
-  { name: 'Bearer x', header: 'Bearer x', want: undefined },
-  { name: 'credentials without a colon', header: `Basic ${b64('adminpw')}`, want: undefined },
-  { name: 'a scheme glued to the credentials', header: `Basic${b64('admin:pw')}`, want: undefined },
-  { name: 'two credentials', header: `Basic ${b64('admin:pw')} ${b64('x:y')}`, want: undefined },
-];
+const basicCases: { name: string; header: string | undefined; want: { user: string; password: string } | undefined }[] =
+  [
+    { name: 'curl-style Basic admin:pw', header: `Basic ${b64('admin:pw')}`, want: { user: 'admin', password: 'pw' } },
+    { name: 'a lowercase scheme', header: `basic ${b64('admin:pw')}`, want: { user: 'admin', password: 'pw' } },
+    {
+      name: 'a password containing colons',
+      header: `Basic ${b64('admin:a:b:c')}`,
+      want: { user: 'admin', password: 'a:b:c' },
+    },
+    { name: 'an empty password', header: `Basic ${b64('admin:')}`, want: { user: 'admin', password: '' } },
+    { name: 'UTF-8 credentials', header: `Basic ${b64('zoë:pässwörd')}`, want: { user: 'zoë', password: 'pässwörd' } },
+    { name: 'no header', header: undefined, want: undefined },
+    { name: 'an empty header', header: '', want: undefined },
+    { name: 'the scheme alone', header: 'Basic', want: undefined },
+    { name: 'Basic !!!', header: 'Basic !!!', want: undefined },
+    { name: 'Bearer x', header: 'Bearer x', want: undefined },
+    { name: 'credentials without a colon', header: `Basic ${b64('adminpw')}`, want: undefined },
+    { name: 'a scheme glued to the credentials', header: `Basic${b64('admin:pw')}`, want: undefined },
+    { name: 'two credentials', header: `Basic ${b64('admin:pw')} ${b64('x:y')}`, want: undefined },
+  ];
 
 for (const c of basicCases) {
   test(`parseBasicAuth (RFC 7617): ${c.name} -> ${c.want === undefined ? 'undefined' : JSON.stringify(c.want)}`, () => {
@@ -228,10 +262,20 @@ for (const c of basicCases) {
 const secretCases: { name: string; argv: string[]; env: Record<string, string>; ok: boolean }[] = [
   { name: 'a 31-byte --secret is refused', argv: ['--secret', 'x'.repeat(31)], env: {}, ok: false },
   { name: 'a 31-byte USERS_SECRET is refused', argv: [], env: { USERS_SECRET: 'x'.repeat(31) }, ok: false },
-  { name: 'a list with one short secret is refused', argv: ['--secret', `${'x'.repeat(32)},short`], env: {}, ok: false },
+  {
+    name: 'a list with one short secret is refused',
+    argv: ['--secret', `${'x'.repeat(32)},short`],
+    env: {},
+    ok: false,
+  },
   { name: 'a list with an empty entry is refused', argv: ['--secret', `${'x'.repeat(32)},`], env: {}, ok: false },
   { name: 'a 32-byte secret is accepted', argv: ['--secret', 'x'.repeat(32)], env: {}, ok: true },
-  { name: 'sixteen two-byte characters make 32 bytes and are accepted', argv: ['--secret', 'é'.repeat(16)], env: {}, ok: true },
+  {
+    name: 'sixteen two-byte characters make 32 bytes and are accepted',
+    argv: ['--secret', 'é'.repeat(16)],
+    env: {},
+    ok: true,
+  },
 ];
 
 for (const c of secretCases) {

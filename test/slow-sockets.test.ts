@@ -58,44 +58,45 @@ test('slow headers: the header timeout is 10 s and the connection check runs eve
   assert.ok(TIMEOUTS.connectionsCheck <= 2000, `connectionsCheck is ${TIMEOUTS.connectionsCheck} ms`);
 });
 
-test(
-  'slow headers: 200 sockets dripping a header line at a time are each answered 408 and closed, never before the headers timeout, while GETs on fresh connections are answered',
-  async (t) => {
-    const server = await startTestServer(t, {}, { timeouts: TEST_TIMEOUTS });
-    assert.equal(server.running.server.headersTimeout, TEST_TIMEOUTS.headers);
-    assert.equal((await put(server.url, '/users/alice', { name: 'Alice' })).status, 201);
-    const port = Number(new URL(server.url).port);
+test('slow headers: 200 sockets dripping a header line at a time are each answered 408 and closed, never before the headers timeout, while GETs on fresh connections are answered', async (t) => {
+  const server = await startTestServer(t, {}, { timeouts: TEST_TIMEOUTS });
+  assert.equal(server.running.server.headersTimeout, TEST_TIMEOUTS.headers);
+  assert.equal((await put(server.url, '/users/alice', { name: 'Alice' })).status, 201);
+  const port = Number(new URL(server.url).port);
 
-    const drips = Promise.all(Array.from({ length: DRIPPERS }, (_, i) => drip(port, i)));
-    let dripping = true;
-    void drips.finally(() => (dripping = false)).catch(() => {});
+  const drips = Promise.all(Array.from({ length: DRIPPERS }, (_, i) => drip(port, i)));
+  let dripping = true;
+  void drips.finally(() => (dripping = false)).catch(() => {});
 
-    // Ordinary clients meanwhile, one fresh connection each.
-    const latencies: number[] = [];
-    const failures: string[] = [];
-    while (dripping) {
-      const started = performance.now();
-      const reply = await send(server.url, 'GET', '/users/1');
-      latencies.push(performance.now() - started);
-      if (reply.status !== 200 || reply.text !== '{"name":"Alice","id":1}') failures.push(`${reply.status} ${reply.text}`);
-    }
-    const results = await drips;
+  // Ordinary clients meanwhile, one fresh connection each.
+  const latencies: number[] = [];
+  const failures: string[] = [];
+  while (dripping) {
+    const started = performance.now();
+    const reply = await send(server.url, 'GET', '/users/1');
+    latencies.push(performance.now() - started);
+    if (reply.status !== 200 || reply.text !== '{"name":"Alice","id":1}')
+      failures.push(`${reply.status} ${reply.text}`);
+  }
+  const results = await drips;
 
-    const lives = results.map((r) => r.lived).sort((a, b) => a - b);
-    const maxProbe = Math.max(...latencies);
-    t.diagnostic(
-      `${DRIPPERS} drippers lived ${(lives[0]! / 1000).toFixed(2)} s to ${(lives[lives.length - 1]! / 1000).toFixed(2)} s; ` +
-        `${latencies.length} GETs meanwhile, slowest ${maxProbe.toFixed(0)} ms`,
+  const lives = results.map((r) => r.lived).sort((a, b) => a - b);
+  const maxProbe = Math.max(...latencies);
+  t.diagnostic(
+    `${DRIPPERS} drippers lived ${(lives[0]! / 1000).toFixed(2)} s to ${(lives[lives.length - 1]! / 1000).toFixed(2)} s; ` +
+      `${latencies.length} GETs meanwhile, slowest ${maxProbe.toFixed(0)} ms`,
+  );
+  assert.deepEqual(failures, [], 'every GET made meanwhile answered 200 with the user');
+  assert.ok(latencies.length >= 5, `GETs were answered throughout (${latencies.length})`);
+  for (const [i, r] of results.entries()) {
+    assert.ok(
+      r.lived >= TEST_TIMEOUTS.headers - 50,
+      `dripper ${i} was cut after ${r.lived.toFixed(0)} ms, before the headers timeout`,
     );
-    assert.deepEqual(failures, [], 'every GET made meanwhile answered 200 with the user');
-    assert.ok(latencies.length >= 5, `GETs were answered throughout (${latencies.length})`);
-    for (const [i, r] of results.entries()) {
-      assert.ok(r.lived >= TEST_TIMEOUTS.headers - 50, `dripper ${i} was cut after ${r.lived.toFixed(0)} ms, before the headers timeout`);
-      assert.match(r.answer, /^HTTP\/1\.1 408 /, `dripper ${i} got a 408 before the close`);
-      assert.match(r.answer, /\r\nContent-Type: application\/problem\+json\r\n/);
-      assert.match(r.answer, /"type":"tag:users-server,2026:problem\/request-timeout"/);
-    }
-    // The server still serves afterwards.
-    assert.equal((await send(server.url, 'GET', '/healthz')).status, 200);
-  },
-);
+    assert.match(r.answer, /^HTTP\/1\.1 408 /, `dripper ${i} got a 408 before the close`);
+    assert.match(r.answer, /\r\nContent-Type: application\/problem\+json\r\n/);
+    assert.match(r.answer, /"type":"tag:users-server,2026:problem\/request-timeout"/);
+  }
+  // The server still serves afterwards.
+  assert.equal((await send(server.url, 'GET', '/healthz')).status, 200);
+});

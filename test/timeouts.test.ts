@@ -81,18 +81,28 @@ function assertOne408(text: string): void {
 
 test('Timeouts: a client dripping header lines is answered 408 request-timeout and cut off, not before the headers timeout', async (t) => {
   const server = await startTestServer(t, { store: 'memory' }, { timeouts: SHORT });
-  const talk = await converse(server.url, 'GET /users HTTP/1.1\r\nHost: 127.0.0.1\r\n', { bytes: 'X-Drip: 1\r\n', everyMs: 50 });
+  const talk = await converse(server.url, 'GET /users HTTP/1.1\r\nHost: 127.0.0.1\r\n', {
+    bytes: 'X-Drip: 1\r\n',
+    everyMs: 50,
+  });
   assertOne408(talk.text);
-  assert.ok(talk.firstByteAfter! >= SHORT.headers - SLACK_MS, `408 after ${talk.firstByteAfter} ms, before the ${SHORT.headers} ms headers timeout`);
+  assert.ok(
+    talk.firstByteAfter! >= SHORT.headers - SLACK_MS,
+    `408 after ${talk.firstByteAfter} ms, before the ${SHORT.headers} ms headers timeout`,
+  );
 });
 
 test('Timeouts: a client dripping its body is answered 408 and cut off at the request timeout, and its PUT changes nothing', async (t) => {
   const server = await startTestServer(t, { store: 'memory' }, { timeouts: SHORT });
   const before = await listText(server);
-  const head = 'PUT /users/alice HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"name":"Alice"';
+  const head =
+    'PUT /users/alice HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"name":"Alice"';
   const talk = await converse(server.url, head, { bytes: ' ', everyMs: 50 });
   assertOne408(talk.text);
-  assert.ok(talk.firstByteAfter! >= SHORT.request - SLACK_MS, `408 after ${talk.firstByteAfter} ms, before the ${SHORT.request} ms request timeout`);
+  assert.ok(
+    talk.firstByteAfter! >= SHORT.request - SLACK_MS,
+    `408 after ${talk.firstByteAfter} ms, before the ${SHORT.request} ms request timeout`,
+  );
   assert.equal(await listText(server), before, 'the cut-off PUT wrote nothing');
 });
 
@@ -126,16 +136,21 @@ test('Timeouts: an idle keep-alive connection is closed by the server after the 
   assert.match(talk.text, /^HTTP\/1\.1 200 /);
   assert.match(talk.text, /^keep-alive: timeout=1$/im);
   const idle = talk.closedAfter! - talk.firstByteAfter!;
-  assert.ok(idle >= SHORT.keepAlive - SLACK_MS, `closed after ${idle} ms idle, before the ${SHORT.keepAlive} ms keep-alive timeout`);
+  assert.ok(
+    idle >= SHORT.keepAlive - SLACK_MS,
+    `closed after ${idle} ms idle, before the ${SHORT.keepAlive} ms keep-alive timeout`,
+  );
 });
 
-test('Timeouts: a server started with the defaults has API.md\'s timeouts and announces the 5 s keep-alive', async (t) => {
+test("Timeouts: a server started with the defaults has API.md's timeouts and announces the 5 s keep-alive", async (t) => {
   const server = await startTestServer(t);
   const http = server.running.server;
   assert.deepEqual([http.headersTimeout, http.requestTimeout, http.keepAliveTimeout], [10_000, 30_000, 5_000]);
   const reply = await new Promise<string>((resolve, reject) => {
     const { hostname, port } = new URL(server.url);
-    const socket = connect(Number(port), hostname, () => socket.write('GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n'));
+    const socket = connect(Number(port), hostname, () =>
+      socket.write('GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n'),
+    );
     socket.once('data', (chunk: Buffer) => {
       socket.destroy();
       resolve(chunk.toString('latin1'));

@@ -4,7 +4,16 @@
  */
 import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
-import { put, rawExchange, send, startTestServer, type Reply, type TestServer, assertProblem, listText } from './helpers.js';
+import {
+  put,
+  rawExchange,
+  send,
+  startTestServer,
+  type Reply,
+  type TestServer,
+  assertProblem,
+  listText,
+} from './helpers.js';
 
 // RFC 9110 section 8.8.3: a strong entity-tag is a quoted opaque-tag without W/.
 const STRONG_ETAG = /^"[\x21\x23-\x7e\x80-\xff]*"$/;
@@ -32,7 +41,9 @@ async function createMany(server: TestServer, count: number): Promise<void> {
   const batch = 25;
   for (let start = 1; start <= count; start += batch) {
     const replies = await Promise.all(
-      Array.from({ length: Math.min(batch, count - start + 1) }, (_, i) => send(server.url, 'POST', '/users/new', { json: { name: `u${start + i}` } })),
+      Array.from({ length: Math.min(batch, count - start + 1) }, (_, i) =>
+        send(server.url, 'POST', '/users/new', { json: { name: `u${start + i}` } }),
+      ),
     );
     for (const r of replies) assert.equal(r.status, 201, r.text);
   }
@@ -188,7 +199,9 @@ test('DELETE /users/{id} answers 204 with no body; then GET answers 404 and a re
 test('DELETE with Prefer: return=representation answers 200 with the user as it was and Preference-Applied; return=minimal or another preference keeps 204', async (t) => {
   const server = await seeded(t);
   assert.equal((await put(server.url, '/users/bob', { name: 'Bob', tags: ['x'] })).status, 201);
-  const kept = await send(server.url, 'DELETE', '/users/bob', { headers: { prefer: 'respond-async, return=representation' } });
+  const kept = await send(server.url, 'DELETE', '/users/bob', {
+    headers: { prefer: 'respond-async, return=representation' },
+  });
   assert.equal(kept.status, 200);
   assert.equal(kept.text, '{"name":"Bob","tags":["x"],"id":2}');
   assert.equal(kept.headers['content-type'], 'application/json');
@@ -247,7 +260,11 @@ test('DELETE with a matching If-Match answers 204; with a stale one 412 and the 
   const server = await seeded(t);
   const etag = (await get(server, '/users/1')).headers.etag as string;
   assert.equal((await put(server.url, '/users/1', { name: 'Changed' })).status, 200);
-  assertProblem(await send(server.url, 'DELETE', '/users/1', { headers: { 'if-match': etag } }), 412, 'precondition-failed');
+  assertProblem(
+    await send(server.url, 'DELETE', '/users/1', { headers: { 'if-match': etag } }),
+    412,
+    'precondition-failed',
+  );
   assert.equal((await get(server, '/users/1')).text, '{"name":"Changed","id":1}');
   const current = (await get(server, '/users/1')).headers.etag as string;
   assert.equal((await send(server.url, 'DELETE', '/users/alice', { headers: { 'if-match': current } })).status, 204);
@@ -283,7 +300,10 @@ test('GET /users: a user created late under an old reservation appears in id ord
   await createManyAfter(server, 2, 5);
   assert.equal((await put(server.url, '/users/1', { name: 'late' })).status, 201);
   const first = await page(server, '/users?limit=2');
-  assert.deepEqual(first.items.map((u) => u.id), [1, 2]);
+  assert.deepEqual(
+    first.items.map((u) => u.id),
+    [1, 2],
+  );
   assert.equal(first.items[0]!.name, 'late');
   assert.equal(first.next, '/users?after=2&limit=2');
 });
@@ -291,7 +311,10 @@ test('GET /users: a user created late under an old reservation appears in id ord
 /** Creates users with the ids from..to through POST /users/new (the server must be at from-1). */
 async function createManyAfter(server: TestServer, from: number, to: number): Promise<void> {
   for (let id = from; id <= to; id++) {
-    assert.equal((await send(server.url, 'POST', '/users/new', { json: { name: `u${id}` } })).headers.location, `/users/${id}`);
+    assert.equal(
+      (await send(server.url, 'POST', '/users/new', { json: { name: `u${id}` } })).headers.location,
+      `/users/${id}`,
+    );
   }
 }
 
@@ -300,10 +323,16 @@ test('GET /users without limit answers a page of 100 and a next link with limit=
   await createMany(server, 101);
   const first = await page(server, '/users');
   assert.equal(first.items.length, 100);
-  assert.deepEqual(first.items.map((u) => u.id), Array.from({ length: 100 }, (_, i) => i + 1));
+  assert.deepEqual(
+    first.items.map((u) => u.id),
+    Array.from({ length: 100 }, (_, i) => i + 1),
+  );
   assert.equal(first.next, '/users?after=100&limit=100');
   const second = await page(server, first.next!);
-  assert.deepEqual(second.items.map((u) => u.id), [101]);
+  assert.deepEqual(
+    second.items.map((u) => u.id),
+    [101],
+  );
   assert.equal(second.next, null);
 });
 
@@ -315,7 +344,10 @@ test('GET /users?limit=1000 (the maximum) answers a page of 1000; the next page 
   assert.equal(first.items[999]!.id, 1000);
   assert.equal(first.next, '/users?after=1000&limit=1000');
   const second = await page(server, first.next!);
-  assert.deepEqual(second.items.map((u) => u.id), [1001]);
+  assert.deepEqual(
+    second.items.map((u) => u.id),
+    [1001],
+  );
   assert.equal(second.next, null);
   assertProblem(await get(server, '/users?limit=1001'), 400, 'invalid-query');
 });
@@ -345,7 +377,10 @@ test('GET /users: when the last page is exactly full its next is null', async (t
   const first = await page(server, '/users?limit=3');
   assert.equal(first.next, '/users?after=3&limit=3');
   const second = await page(server, first.next!);
-  assert.deepEqual(second.items.map((u) => u.id), [4, 5, 6]);
+  assert.deepEqual(
+    second.items.map((u) => u.id),
+    [4, 5, 6],
+  );
   assert.equal(second.next, null);
   const all = await page(server, '/users?limit=6');
   assert.equal(all.next, null);
@@ -367,12 +402,31 @@ for (const c of afterCases) {
     await createMany(server, 5);
     assert.equal((await send(server.url, 'DELETE', '/users/2')).status, 204);
     const p = await page(server, `/users?${c.query}`);
-    assert.deepEqual(p.items.map((u) => u.id), c.ids);
+    assert.deepEqual(
+      p.items.map((u) => u.id),
+      c.ids,
+    );
     if (c.ids.length === 0 || c.ids.at(-1) === 5) assert.equal(p.next, null);
   });
 }
 
-const badQueries = ['limit=0', 'limit=1001', 'limit=x', 'limit=-1', 'limit=1.5', 'limit=', 'limit=1e2', 'limit=1&limit=2', 'limit=99999999999999999999', 'after=x', 'after=-1', 'after=1.5', 'after=', 'after=1&after=2', 'after=9007199254740992'];
+const badQueries = [
+  'limit=0',
+  'limit=1001',
+  'limit=x',
+  'limit=-1',
+  'limit=1.5',
+  'limit=',
+  'limit=1e2',
+  'limit=1&limit=2',
+  'limit=99999999999999999999',
+  'after=x',
+  'after=-1',
+  'after=1.5',
+  'after=',
+  'after=1&after=2',
+  'after=9007199254740992',
+];
 
 for (const query of badQueries) {
   test(`GET /users?${query} answers 400 invalid-query`, async (t) => {
@@ -383,8 +437,14 @@ for (const query of badQueries) {
 
 test('GET /users?limit=1 and limit=1000 are the accepted bounds', async (t) => {
   const server = await seeded(t);
-  assert.deepEqual((await page(server, '/users?limit=1')).items.map((u) => u.id), [1]);
-  assert.deepEqual((await page(server, '/users?limit=1000')).items.map((u) => u.id), [1]);
+  assert.deepEqual(
+    (await page(server, '/users?limit=1')).items.map((u) => u.id),
+    [1],
+  );
+  assert.deepEqual(
+    (await page(server, '/users?limit=1000')).items.map((u) => u.id),
+    [1],
+  );
 });
 
 test('HEAD /users answers the headers of GET /users and no body', async (t) => {

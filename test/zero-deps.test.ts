@@ -34,8 +34,10 @@ function findSpecifiers(source: string, fileName = 'sample.ts'): Specifier[] {
   };
   const visit = (node: ts.Node): void => {
     if (ts.isImportDeclaration(node)) add(node, 'import', node.moduleSpecifier);
-    else if (ts.isExportDeclaration(node) && node.moduleSpecifier !== undefined) add(node, 'export-from', node.moduleSpecifier);
-    else if (ts.isImportEqualsDeclaration(node) && ts.isExternalModuleReference(node.moduleReference)) add(node, 'import-require', node.moduleReference.expression);
+    else if (ts.isExportDeclaration(node) && node.moduleSpecifier !== undefined)
+      add(node, 'export-from', node.moduleSpecifier);
+    else if (ts.isImportEqualsDeclaration(node) && ts.isExternalModuleReference(node.moduleReference))
+      add(node, 'import-require', node.moduleReference.expression);
     else if (ts.isImportTypeNode(node)) {
       const arg = node.argument;
       add(node, 'import-type', ts.isLiteralTypeNode(arg) ? arg.literal : undefined);
@@ -43,7 +45,12 @@ function findSpecifiers(source: string, fileName = 'sample.ts'): Specifier[] {
       const callee = node.expression;
       if (callee.kind === ts.SyntaxKind.ImportKeyword) add(node, 'dynamic-import', node.arguments[0]);
       else if (ts.isIdentifier(callee) && callee.text === 'require') add(node, 'require', node.arguments[0]);
-      else if (ts.isPropertyAccessExpression(callee) && ts.isIdentifier(callee.expression) && callee.expression.text === 'require' && callee.name.text === 'resolve') {
+      else if (
+        ts.isPropertyAccessExpression(callee) &&
+        ts.isIdentifier(callee.expression) &&
+        callee.expression.text === 'require' &&
+        callee.name.text === 'resolve'
+      ) {
         add(node, 'require.resolve', node.arguments[0]);
       }
     }
@@ -55,7 +62,10 @@ function findSpecifiers(source: string, fileName = 'sample.ts'): Specifier[] {
 
 /** The zero-dependency rule for one specifier: a `node:` builtin or a relative path. */
 function isAllowedSpecifier(specifier: string | undefined): boolean {
-  return specifier !== undefined && (specifier.startsWith('node:') || specifier.startsWith('./') || specifier.startsWith('../'));
+  return (
+    specifier !== undefined &&
+    (specifier.startsWith('node:') || specifier.startsWith('./') || specifier.startsWith('../'))
+  );
 }
 
 /** Human-readable violations of the zero-dependency rule in one source text. */
@@ -108,9 +118,13 @@ function layerViolations(source: string, absolutePath: string, root = ROOT): str
   const out: string[] = [];
   for (const s of findSpecifiers(source, absolutePath)) {
     if (s.text === undefined || !(s.text.startsWith('./') || s.text.startsWith('../'))) continue;
-    const to = relative(root, resolve(dirname(absolutePath), s.text)).split(sep).join('/').replace(/\.js$/, '.ts');
+    const to = relative(root, resolve(dirname(absolutePath), s.text))
+      .split(sep)
+      .join('/')
+      .replace(/\.js$/, '.ts');
     const target = layerOf(to);
-    if (target > own || (target === -1 && own !== -1)) out.push(`${from}:${s.line}: imports ${to}, which is ${target === -1 ? 'outside the layers' : 'a layer up'}`);
+    if (target > own || (target === -1 && own !== -1))
+      out.push(`${from}:${s.line}: imports ${to}, which is ${target === -1 ? 'outside the layers' : 'a layer up'}`);
   }
   return out;
 }
@@ -154,7 +168,10 @@ const mustFlag: { name: string; source: string }[] = [
   { name: 'a require.resolve of a package', source: `const p = require.resolve('commander');` },
   { name: 'an import = require', source: `import fs = require('fs');` },
   { name: 'an import type expression', source: `type T = import('tough-cookie').Cookie;` },
-  { name: 'a package import hidden after allowed ones', source: `import a from 'node:fs';\nimport b from './b.js';\nimport c from 'express';` },
+  {
+    name: 'a package import hidden after allowed ones',
+    source: `import a from 'node:fs';\nimport b from './b.js';\nimport c from 'express';`,
+  },
 ];
 for (const c of mustFlag) {
   test(`zero-dependency checker: ${c.name} is flagged`, () => {
@@ -168,10 +185,19 @@ const mustPass: { name: string; source: string }[] = [
   { name: 'a node: builtin with a subpath', source: `import { readFile } from 'node:fs/promises';` },
   { name: 'a dynamic import of a node: builtin', source: `const os = await import('node:os');` },
   { name: 'a relative re-export', source: `export { a } from './a.js'; export * from '../b.js';` },
-  { name: 'an import only in a comment', source: `// import x from 'express';\n/* require('commander') */\nexport const a = 1;` },
-  { name: 'an import only in a string', source: `const s = "import x from 'express'"; const t = \`require('undici')\`;` },
+  {
+    name: 'an import only in a comment',
+    source: `// import x from 'express';\n/* require('commander') */\nexport const a = 1;`,
+  },
+  {
+    name: 'an import only in a string',
+    source: `const s = "import x from 'express'"; const t = \`require('undici')\`;`,
+  },
   { name: 'import.meta', source: `const u = new URL('../package.json', import.meta.url);` },
-  { name: 'a method named require on an object', source: `const o = { require: (s: string) => s }; o.require('express');` },
+  {
+    name: 'a method named require on an object',
+    source: `const o = { require: (s: string) => s }; o.require('express');`,
+  },
 ];
 for (const c of mustPass) {
   test(`zero-dependency checker: ${c.name} is allowed`, () => {
@@ -184,7 +210,10 @@ test('layer checker: a shared/ file importing from server/ or cli/ is flagged, o
   assert.equal(sharedLayerViolations(`import { x } from '../server/ops/config.js';`, file).length, 1);
   assert.equal(sharedLayerViolations(`export * from '../cli/main.js';`, file).length, 1);
   assert.equal(sharedLayerViolations(`const m = await import('../server/http/app.js');`, file).length, 1);
-  assert.equal(sharedLayerViolations(`import { y } from './paths.js'; import { z } from '../shared/problems.js';`, file).length, 0);
+  assert.equal(
+    sharedLayerViolations(`import { y } from './paths.js'; import { z } from '../shared/problems.js';`, file).length,
+    0,
+  );
   // A sibling whose name merely starts with "server" is not server/.
   assert.equal(sharedLayerViolations(`import { w } from '../server-notes/x.js';`, file).length, 0);
 });
@@ -195,7 +224,10 @@ test('zero dependencies: every module specifier under server/ and shared/ is nod
   const files = [...sourceFiles(join(ROOT, 'server')), ...sourceFiles(join(ROOT, 'shared'))];
   const names = files.map((f) => relative(ROOT, f).split(sep).join('/'));
   // Guard against a walk that finds nothing and so passes vacuously.
-  assert.ok(names.includes('server/main.ts') && names.includes('server/http/server.ts') && names.includes('shared/problems.ts'), `walk found: ${names.join(', ')}`);
+  assert.ok(
+    names.includes('server/main.ts') && names.includes('server/http/server.ts') && names.includes('shared/problems.ts'),
+    `walk found: ${names.join(', ')}`,
+  );
   let specifiers = 0;
   const violations: string[] = [];
   for (const file of files) {
@@ -203,25 +235,49 @@ test('zero dependencies: every module specifier under server/ and shared/ is nod
     specifiers += findSpecifiers(source, file).length;
     violations.push(...zeroDepViolations(source, relative(ROOT, file)).filter((v) => !isTheDriverImport(v)));
   }
-  assert.ok(specifiers > files.length, `only ${specifiers} specifiers in ${files.length} files: the parser is not seeing imports`);
+  assert.ok(
+    specifiers > files.length,
+    `only ${specifiers} specifiers in ${files.length} files: the parser is not seeing imports`,
+  );
   assert.deepEqual(violations, []);
 });
 
 test('layer checker: an import of a higher layer is flagged, one of the same or a lower layer is not', () => {
   const store = join(ROOT, 'server', 'store', 'sample.ts');
   assert.equal(layerViolations(`import { x } from '../http/app.js';`, store).length, 1, 'store -> http runs up');
-  assert.equal(layerViolations(`import { x } from '../commands/serve.js';`, store).length, 1, 'store -> commands runs up');
-  assert.equal(layerViolations(`import { x } from './memory/state.js'; import { y } from '../ops/histogram.js'; import { z } from '../users/rules.js'; import { e } from '../errors.js';`, store).length, 0);
-  assert.equal(layerViolations(`import { x } from '../../cli/main.js';`, store).length, 1, 'server -> cli is outside the layers');
+  assert.equal(
+    layerViolations(`import { x } from '../commands/serve.js';`, store).length,
+    1,
+    'store -> commands runs up',
+  );
+  assert.equal(
+    layerViolations(
+      `import { x } from './memory/state.js'; import { y } from '../ops/histogram.js'; import { z } from '../users/rules.js'; import { e } from '../errors.js';`,
+      store,
+    ).length,
+    0,
+  );
+  assert.equal(
+    layerViolations(`import { x } from '../../cli/main.js';`, store).length,
+    1,
+    'server -> cli is outside the layers',
+  );
   const users = join(ROOT, 'server', 'users', 'sample.ts');
-  assert.equal(layerViolations(`import type { Store } from '../store/store.js';`, users).length, 1, 'a type import counts too');
+  assert.equal(
+    layerViolations(`import type { Store } from '../store/store.js';`, users).length,
+    1,
+    'a type import counts too',
+  );
 });
 
 test('layers: every import under server/ and shared/ points to its own layer or one below (docs/architecture.md)', () => {
   const files = [...sourceFiles(join(ROOT, 'server')), ...sourceFiles(join(ROOT, 'shared'))];
   const unplaced = files.map((f) => relative(ROOT, f).split(sep).join('/')).filter((path) => layerOf(path) === -1);
   assert.deepEqual(unplaced, [], 'every file belongs to a layer');
-  assert.deepEqual(files.flatMap((f) => layerViolations(readFileSync(f, 'utf8'), f)), []);
+  assert.deepEqual(
+    files.flatMap((f) => layerViolations(readFileSync(f, 'utf8'), f)),
+    [],
+  );
 });
 
 test('layers: nothing in shared/ imports from server/ or cli/', () => {
@@ -231,7 +287,7 @@ test('layers: nothing in shared/ imports from server/ or cli/', () => {
   assert.deepEqual(violations, []);
 });
 
-test('package.json: the runtime dependencies are exactly commander, undici and tough-cookie (the CLI\'s); postgres is an optional peer, never installed for users of the journal', () => {
+test("package.json: the runtime dependencies are exactly commander, undici and tough-cookie (the CLI's); postgres is an optional peer, never installed for users of the journal", () => {
   const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as Record<string, unknown>;
   assert.deepEqual(Object.keys((pkg.dependencies ?? {}) as object).sort(), ['commander', 'tough-cookie', 'undici']);
   assert.deepEqual(pkg.peerDependencies, { postgres: '^3.4.0' });
@@ -244,7 +300,11 @@ test('package.json: the runtime dependencies are exactly commander, undici and t
 test('zero dependencies: only the driver module names postgres, and only in a dynamic import and type imports', () => {
   const source = readFileSync(join(ROOT, DRIVER_FILE), 'utf8');
   const named = findSpecifiers(source, DRIVER_FILE).filter((s) => s.text === 'postgres');
-  assert.ok(named.some((s) => s.kind === 'dynamic-import'), 'the driver is loaded with import()');
+  assert.ok(
+    named.some((s) => s.kind === 'dynamic-import'),
+    'the driver is loaded with import()',
+  );
   assert.ok(/^\s*import type /m.test(source), 'its static import is a type import');
-  for (const line of source.split('\n').filter((l) => /^import .*'postgres'/.test(l))) assert.match(line, /^import type /, line);
+  for (const line of source.split('\n').filter((l) => /^import .*'postgres'/.test(l)))
+    assert.match(line, /^import type /, line);
 });

@@ -15,7 +15,10 @@ export async function login(ctx: Context, options: LoginOptions): Promise<void> 
   if (options.user.includes(':')) throw new UsageError('--user: a user name cannot contain ":" (RFC 7617)');
   const password = await readPassword(ctx, options);
   const credentials = Buffer.from(`${options.user}:${password}`, 'utf8').toString('base64');
-  await ctx.client.expect({ method: 'POST', path: LOGIN_PATH, headers: { authorization: `Basic ${credentials}` } }, [200]);
+  await ctx.client.expect(
+    { method: 'POST', path: LOGIN_PATH, headers: { authorization: `Basic ${credentials}` } },
+    [200],
+  );
   await ctx.client.saveJar();
   ctx.info(`logged in as ${options.user}; the session is in ${ctx.options.jarPath}`);
 }
@@ -27,8 +30,11 @@ async function readPassword(ctx: Context, options: LoginOptions): Promise<string
     if (line === undefined) throw new UsageError('--password-stdin: stdin is empty');
     return line;
   }
-  if (stdin.isTTY === true) return promptHidden(stdin as unknown as TtyInput, ctx.io.stderr, `Password for ${options.user}: `);
-  throw new UsageError('stdin is not a terminal, so there is no one to ask for the password: pass it with --password-stdin');
+  if (stdin.isTTY === true)
+    return promptHidden(stdin as unknown as TtyInput, ctx.io.stderr, `Password for ${options.user}: `);
+  throw new UsageError(
+    'stdin is not a terminal, so there is no one to ask for the password: pass it with --password-stdin',
+  );
 }
 
 /** POST /logout: the server revokes the session and its clearing cookie empties the jar. */

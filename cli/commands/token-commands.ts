@@ -30,21 +30,29 @@ export interface CreateTokenOptions {
 
 /** POST /tokens: prints the token alone on stdout (--json: the server JSON); it is never shown again. */
 export async function create(ctx: Context, name: string, options: CreateTokenOptions): Promise<void> {
-  if (!TOKEN_NAME.test(name)) throw new UsageError(`${JSON.stringify(name)} is not a token name: 1 to 64 of A-Z a-z 0-9 . _ -`);
+  if (!TOKEN_NAME.test(name))
+    throw new UsageError(`${JSON.stringify(name)} is not a token name: 1 to 64 of A-Z a-z 0-9 . _ -`);
   const body: Record<string, unknown> = { name, role: options.role };
   if (options.expires !== undefined && options.expires !== 'never') {
     const seconds = parseLifetime(options.expires);
     if (seconds === undefined || seconds > MAX_TOKEN_LIFETIME) {
-      throw new UsageError(`--expires: give a lifetime such as 90d, 12h, 30m, 2w or 3600s (at most ten years), or never; not ${JSON.stringify(options.expires)}`);
+      throw new UsageError(
+        `--expires: give a lifetime such as 90d, 12h, 30m, 2w or 3600s (at most ten years), or never; not ${JSON.stringify(options.expires)}`,
+      );
     }
     body.expiresIn = seconds;
   }
-  const response = await ctx.client.expect({ method: 'POST', path: TOKENS_PATH, headers: JSON_HEADERS, body: JSON.stringify(body) }, [201]);
+  const response = await ctx.client.expect(
+    { method: 'POST', path: TOKENS_PATH, headers: JSON_HEADERS, body: JSON.stringify(body) },
+    [201],
+  );
   const made = jsonObject(response.text, 'a new API token') as unknown as TokenInfo & { token: string };
   if (typeof made.token !== 'string') throw new UnexpectedAnswerError('a new API token without "token"');
   await ctx.out.write(ctx.options.json ? `${response.text}\n` : `${made.token}\n`);
   const expiry = made.expiresAt === null ? 'never expires' : `expires ${made.expiresAt}`;
-  ctx.info(`made API token "${made.name}" (${made.role}, ${expiry}, id ${made.id}); it is shown only now: keep it, e.g. export USERSCTL_TOKEN=...`);
+  ctx.info(
+    `made API token "${made.name}" (${made.role}, ${expiry}, id ${made.id}); it is shown only now: keep it, e.g. export USERSCTL_TOKEN=...`,
+  );
 }
 
 const TOKEN_VIEW: View<TokenInfo> = {
@@ -55,7 +63,10 @@ const TOKEN_VIEW: View<TokenInfo> = {
     { header: 'ROLE', cell: roleCell },
     { header: 'ACCOUNT', cell: (t) => (t.actsAs === null ? `${t.createdBy} (removed: refused)` : t.createdBy) },
     { header: 'CREATED', cell: (t) => t.createdAt },
-    { header: 'EXPIRES', cell: (t) => (t.expiresAt === null ? 'never' : `${t.expiresAt}${t.expired ? ' (expired)' : ''}`) },
+    {
+      header: 'EXPIRES',
+      cell: (t) => (t.expiresAt === null ? 'never' : `${t.expiresAt}${t.expired ? ' (expired)' : ''}`),
+    },
   ],
   fields: (token) => token as unknown as Record<string, unknown>,
   shown: ['id', 'name', 'role', 'actsAs', 'createdBy', 'createdAt', 'expiresAt', 'expired'],
@@ -63,7 +74,9 @@ const TOKEN_VIEW: View<TokenInfo> = {
 
 /** The role, and what the token acts as when its account's role lowers it (servers before 0.2 send no actsAs). */
 function roleCell(t: TokenInfo): string {
-  return t.actsAs === undefined || t.actsAs === null || t.actsAs === t.role ? t.role : `${t.role} (acts as ${t.actsAs})`;
+  return t.actsAs === undefined || t.actsAs === null || t.actsAs === t.role
+    ? t.role
+    : `${t.role} (acts as ${t.actsAs})`;
 }
 
 /** GET /tokens: a table of ID NAME ROLE ACCOUNT CREATED EXPIRES on a terminal, else (and with --json) one JSON object a line; `-o` chooses. */
@@ -86,14 +99,20 @@ export async function revoke(ctx: Context, refs: readonly string[]): Promise<num
     let label = ref;
     if (!TOKEN_ID.test(ref)) {
       const token = listed.find((t) => t.name === ref);
-      if (token === undefined) throw new CliError(`no API token is named ${JSON.stringify(ref)} (usersctl tokens list shows them)`, EXIT.notFound);
+      if (token === undefined)
+        throw new CliError(
+          `no API token is named ${JSON.stringify(ref)} (usersctl tokens list shows them)`,
+          EXIT.notFound,
+        );
       id = token.id;
       label = `"${token.name}" (${token.id})`;
     }
     await ctx.client.expect({ method: 'DELETE', path: `${TOKENS_PATH}/${id}` }, [204]);
     const made = madeWith(listed, id);
     listed = listed.filter((t) => t.id !== id && !made.includes(t));
-    ctx.info(`revoked API token ${label}${made.length === 0 ? '' : `, and the ${made.length === 1 ? 'token' : `${made.length} tokens`} made with it (${made.map((t) => t.name).join(', ')})`}`);
+    ctx.info(
+      `revoked API token ${label}${made.length === 0 ? '' : `, and the ${made.length === 1 ? 'token' : `${made.length} tokens`} made with it (${made.map((t) => t.name).join(', ')})`}`,
+    );
   });
 }
 
@@ -108,7 +127,10 @@ function madeWith(tokens: readonly TokenInfo[], id: string): TokenInfo[] {
 }
 
 async function fetchTokens(ctx: Context): Promise<TokenInfo[]> {
-  const response = await ctx.client.expect({ method: 'GET', path: TOKENS_PATH, headers: { accept: 'application/json' } }, [200]);
+  const response = await ctx.client.expect(
+    { method: 'GET', path: TOKENS_PATH, headers: { accept: 'application/json' } },
+    [200],
+  );
   const { items } = jsonObject(response.text, 'a list of API tokens');
   if (!Array.isArray(items)) throw new UnexpectedAnswerError('a list of API tokens without "items"');
   return items as TokenInfo[];

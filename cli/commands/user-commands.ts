@@ -19,7 +19,8 @@ export const MAX_PAGE_SIZE = 1000;
 /** `/users/{ref}` for a reference the server could accept; anything else is a usage error. */
 export function refPath(ref: string): string {
   const parsed = parseRef(ref);
-  if (parsed.kind === 'invalid') throw new UsageError(`${JSON.stringify(ref)} is not a user id or alias: ${parsed.reason}`);
+  if (parsed.kind === 'invalid')
+    throw new UsageError(`${JSON.stringify(ref)} is not a user id or alias: ${parsed.reason}`);
   return `${USERS_PATH}/${ref}`;
 }
 
@@ -67,7 +68,10 @@ const USER_VIEW: View<Listed> = {
 /** The alias of the user `id` (a table's ALIAS column for a user got by id): one listing page of that user. */
 async function aliasOf(ctx: Context, id: unknown): Promise<string | null | undefined> {
   if (!isId(id)) return undefined;
-  const response = await ctx.client.expect({ method: 'GET', path: `${USERS_PATH}?after=${id - 1}&limit=1&aliases=true`, headers: ACCEPT }, [200]);
+  const response = await ctx.client.expect(
+    { method: 'GET', path: `${USERS_PATH}?after=${id - 1}&limit=1&aliases=true`, headers: ACCEPT },
+    [200],
+  );
   const alias = ((parsePage(response.text).aliases ?? {}) as Record<string, unknown>)[String(id)];
   return typeof alias === 'string' ? alias : null;
 }
@@ -77,7 +81,11 @@ async function aliasOf(ctx: Context, id: unknown): Promise<string | null | undef
  * failure is reported and the rest still run; the exit code is the first
  * failure's. A network failure stops at once: the next ref would fail too.
  */
-export async function eachRef(ctx: Context, refs: readonly string[], one: (ref: string) => Promise<void>): Promise<number> {
+export async function eachRef(
+  ctx: Context,
+  refs: readonly string[],
+  one: (ref: string) => Promise<void>,
+): Promise<number> {
   const several = refs.length > 1 || refs.includes('-');
   let exitCode = 0;
   for await (const ref of expandRefs(ctx, refs)) {
@@ -128,9 +136,12 @@ async function userBody(ctx: Context, options: BodyOptions): Promise<string> {
   try {
     user = JSON.parse(text);
   } catch (error) {
-    throw new UsageError(`${where} is not JSON at ${jsonErrorPlace(text, error)} (${jsonErrorReason(error)}); fix it and run the command again`);
+    throw new UsageError(
+      `${where} is not JSON at ${jsonErrorPlace(text, error)} (${jsonErrorReason(error)}); fix it and run the command again`,
+    );
   }
-  if (typeof user !== 'object' || user === null || Array.isArray(user)) throw new UsageError(`${where}: the user must be a JSON object`);
+  if (typeof user !== 'object' || user === null || Array.isArray(user))
+    throw new UsageError(`${where}: the user must be a JSON object`);
   if (options.name === undefined) return text;
   return JSON.stringify({ ...(user as Record<string, unknown>), name: options.name });
 }
@@ -156,7 +167,8 @@ export function put(ctx: Context, ref: string, options: PutOptions): Promise<voi
 }
 
 async function putUser(ctx: Context, ref: string, options: PutOptions): Promise<void> {
-  if (options.ifMatch !== undefined && options.createOnly === true) throw new UsageError('--if-match and --create-only contradict each other');
+  if (options.ifMatch !== undefined && options.createOnly === true)
+    throw new UsageError('--if-match and --create-only contradict each other');
   const path = refPath(ref);
   const body = await userBody(ctx, options);
   const headers: Record<string, string> = { ...ACCEPT, 'content-type': JSON_TYPE };
@@ -176,7 +188,8 @@ export interface DeleteOptions {
  * copy; --if-match names one user's ETag, so it takes one ref.
  */
 export function remove(ctx: Context, refs: readonly string[], options: DeleteOptions): Promise<number> {
-  if (options.ifMatch !== undefined && (refs.length > 1 || refs.includes('-'))) throw new UsageError('--if-match is the ETag of one user: give one ref with it');
+  if (options.ifMatch !== undefined && (refs.length > 1 || refs.includes('-')))
+    throw new UsageError('--if-match is the ETag of one user: give one ref with it');
   const headers: Record<string, string> = { ...ACCEPT, prefer: 'return=representation' };
   if (options.ifMatch !== undefined) headers['if-match'] = options.ifMatch;
   return eachRef(ctx, refs, async (ref) => {
@@ -228,7 +241,10 @@ export async function exportUsers(ctx: Context): Promise<void> {
   await ctx.out.write(EXPORT_HEADER + '\n');
   let written = 0;
   const total = ctx.io.stderr.isTTY === true ? await usersStored(ctx) : undefined;
-  const progress = startProgress(ctx, 'users', () => ({ done: written, ...(total !== undefined && total > 0 && { fraction: written / total }) }));
+  const progress = startProgress(ctx, 'users', () => ({
+    done: written,
+    ...(total !== undefined && total > 0 && { fraction: written / total }),
+  }));
   try {
     await exportPages(ctx, (count) => (written += count));
     // Only a run that read the last page ends the file: one stopped early has no end, and import says it was cut short.
@@ -309,9 +325,13 @@ function parsePage(text: string): { items: unknown[]; aliases?: unknown; next: s
 
 /** POST /reservations, safe to retry: the same Idempotency-Key on every attempt. */
 async function reserveId(ctx: Context): Promise<{ response: Response; id: number; expiresAt: string }> {
-  const response = await ctx.client.expect({ method: 'POST', path: RESERVATIONS_PATH, headers: { ...ACCEPT, 'idempotency-key': randomUUID() } }, [201]);
+  const response = await ctx.client.expect(
+    { method: 'POST', path: RESERVATIONS_PATH, headers: { ...ACCEPT, 'idempotency-key': randomUUID() } },
+    [201],
+  );
   const body = jsonObject(response.text, 'a reservation');
-  if (!isId(body.id) || typeof body.expiresAt !== 'string') throw new UnexpectedAnswerError('a reservation without "id" and "expiresAt"');
+  if (!isId(body.id) || typeof body.expiresAt !== 'string')
+    throw new UnexpectedAnswerError('a reservation without "id" and "expiresAt"');
   return { response, id: body.id, expiresAt: body.expiresAt };
 }
 
@@ -356,7 +376,8 @@ export function move(ctx: Context, ref: string, newId: string): Promise<void> {
 }
 
 async function moveUser(ctx: Context, ref: string, newId: string): Promise<void> {
-  if (!/^[1-9]\d*$/.test(newId) || !isId(Number(newId))) throw new UsageError(`the new id must be a positive integer, not ${JSON.stringify(newId)}`);
+  if (!/^[1-9]\d*$/.test(newId) || !isId(Number(newId)))
+    throw new UsageError(`the new id must be a positive integer, not ${JSON.stringify(newId)}`);
   const current = await ctx.client.expect({ method: 'GET', path: refPath(ref), headers: ACCEPT }, [200]);
   const user = answerUser(current);
   const headers: Record<string, string> = { ...ACCEPT, 'content-type': JSON_TYPE };

@@ -29,8 +29,12 @@ const RECONNECT_MAX_MS = 10_000;
  * output it stops and says the last cursor, for `--since` next time.
  */
 export async function watch(ctx: Context, options: WatchOptions): Promise<number> {
-  if (options.since !== undefined && options.fromStart === true) throw new UsageError('--since and --from-start are alternatives: give one');
-  if (options.since !== undefined && !CURSOR.test(options.since)) throw new UsageError(`--since ${JSON.stringify(options.since)} is not a cursor: give one the feed printed (its "cursor")`);
+  if (options.since !== undefined && options.fromStart === true)
+    throw new UsageError('--since and --from-start are alternatives: give one');
+  if (options.since !== undefined && !CURSOR.test(options.since))
+    throw new UsageError(
+      `--since ${JSON.stringify(options.since)} is not a cursor: give one the feed printed (its "cursor")`,
+    );
   const follow = options.follow !== false;
   const feed = new FeedReader(ctx, options.fromStart === true ? '0' : options.since);
   const aborts = new AbortController();
@@ -39,14 +43,18 @@ export async function watch(ctx: Context, options: WatchOptions): Promise<number
   ctx.interruption.onStop(() => aborts.abort());
   // An idle feed writes nothing for hours: `watch | head -n 3` must not wait for the next change to learn that head has exited.
   ctx.out.noticeReaderGone(() => aborts.abort());
-  for (let failures = 0; ctx.interruption.reason === undefined; ) {
+  for (let failures = 0; ctx.interruption.reason === undefined;) {
     /** Why this attempt found no feed, when another may: what to say, and what ends a --no-follow run past its retries. */
     let notNow: { why: string; error: Error; atLeastMs?: number | undefined };
     try {
       const since = feed.cursor === undefined ? '' : `&since=${feed.cursor}`;
       feed.reset();
       const response = await ctx.client.stream(
-        { method: 'GET', path: `${CHANGES_PATH}?follow=${follow ? 1 : 0}${since}`, headers: { accept: 'application/x-ndjson' } },
+        {
+          method: 'GET',
+          path: `${CHANGES_PATH}?follow=${follow ? 1 : 0}${since}`,
+          headers: { accept: 'application/x-ndjson' },
+        },
         {
           idleMs: IDLE_MS,
           signal: aborts.signal,
@@ -63,15 +71,23 @@ export async function watch(ctx: Context, options: WatchOptions): Promise<number
       );
       if (response.status === 200) {
         // users-server ends every change with a newline: a feed that ends within a line was not its.
-        if (feed.cutOff() && ctx.interruption.reason === undefined) throw new UnexpectedAnswerError('a feed of changes that ends within a line');
+        if (feed.cutOff() && ctx.interruption.reason === undefined)
+          throw new UnexpectedAnswerError('a feed of changes that ends within a line');
         if (!follow) break;
         // The server ended the feed (it stopped): connect again at once, to it or another instance.
         continue;
       }
-      const refused = resumable(statusError(response, ctx.client.urlOf(CHANGES_PATH), CHANGES_PATH), followed ? feed.cursor : undefined);
+      const refused = resumable(
+        statusError(response, ctx.client.urlOf(CHANGES_PATH), CHANGES_PATH),
+        followed ? feed.cursor : undefined,
+      );
       // A refusal ends it; "not now" (a database out of reach, a proxy while the server restarts) is waited out like a dropped connection.
       if (!worthRetrying('GET', response)) throw refused;
-      notNow = { why: `the server answered ${response.status}: ${refused.detail.replace(/\.$/, '')}`, error: refused, atLeastMs: retryAfterMs(response.headers['retry-after']) };
+      notNow = {
+        why: `the server answered ${response.status}: ${refused.detail.replace(/\.$/, '')}`,
+        error: refused,
+        atLeastMs: retryAfterMs(response.headers['retry-after']),
+      };
     } catch (error) {
       if (ctx.interruption.reason !== undefined) break;
       if (!(error instanceof NetworkError)) throw error;
@@ -84,7 +100,9 @@ export async function watch(ctx: Context, options: WatchOptions): Promise<number
   }
   const stop = ctx.interruption.reason;
   if (stop !== undefined) {
-    ctx.fail(`stopped (${ctx.interruption.label})${feed.cursor === undefined ? '' : `; the last cursor is ${feed.cursor}: resume with usersctl watch --since ${feed.cursor}`}`);
+    ctx.fail(
+      `stopped (${ctx.interruption.label})${feed.cursor === undefined ? '' : `; the last cursor is ${feed.cursor}: resume with usersctl watch --since ${feed.cursor}`}`,
+    );
     ctx.stopReported = true;
   }
   return EXIT.ok;
@@ -134,7 +152,8 @@ class FeedReader {
       for (const line of lines) {
         if (line === '') continue;
         const { cursor } = jsonObject(line, 'a change');
-        if (typeof cursor !== 'string' || !CURSOR.test(cursor)) throw new UnexpectedAnswerError('a change without a "cursor"');
+        if (typeof cursor !== 'string' || !CURSOR.test(cursor))
+          throw new UnexpectedAnswerError('a change without a "cursor"');
         out += line + '\n';
         last = cursor;
       }
@@ -151,7 +170,8 @@ class FeedReader {
   private hold(piece: string): void {
     if (piece === '') return;
     this.held += piece.length;
-    if (this.held > MAX_ANSWER_BYTES) throw new UnexpectedAnswerError(`a change longer than ${MAX_ANSWER_BYTES / 1024 / 1024} MiB`);
+    if (this.held > MAX_ANSWER_BYTES)
+      throw new UnexpectedAnswerError(`a change longer than ${MAX_ANSWER_BYTES / 1024 / 1024} MiB`);
     this.pieces.push(piece);
   }
 }
@@ -161,10 +181,19 @@ class FeedReader {
  * doubling, jittered, and no sooner than the server's Retry-After (up to
  * RECONNECT_MAX_MS); an abort ends the wait.
  */
-async function backOff(ctx: Context, why: string, failures: number, cursor: string | undefined, signal: AbortSignal, atLeastMs = 0): Promise<void> {
+async function backOff(
+  ctx: Context,
+  why: string,
+  failures: number,
+  cursor: string | undefined,
+  signal: AbortSignal,
+  atLeastMs = 0,
+): Promise<void> {
   const backoff = (0.5 + Math.random() / 2) * Math.min(RECONNECT_FIRST_MS * 2 ** (failures - 1), RECONNECT_MAX_MS);
   const wait = Math.max(backoff, Math.min(atLeastMs, RECONNECT_MAX_MS));
-  ctx.info(`${why}; connecting again in ${(wait / 1000).toFixed(1)} s${cursor === undefined ? '' : ` from cursor ${cursor}`}`);
+  ctx.info(
+    `${why}; connecting again in ${(wait / 1000).toFixed(1)} s${cursor === undefined ? '' : ` from cursor ${cursor}`}`,
+  );
   await new Promise<void>((resolve) => {
     const timer = setTimeout(resolve, wait);
     signal.addEventListener('abort', () => (clearTimeout(timer), resolve()), { once: true });
@@ -173,11 +202,21 @@ async function backOff(ctx: Context, why: string, failures: number, cursor: stri
 
 /** A network failure that ends a --no-follow run, with where to go on from when something was printed. */
 function withCursor(error: NetworkError, cursor: string | undefined): NetworkError {
-  return cursor === undefined ? error : new NetworkError(`${error.message}; the last cursor is ${cursor}: resume with usersctl watch --since ${cursor}`, error.code);
+  return cursor === undefined
+    ? error
+    : new NetworkError(
+        `${error.message}; the last cursor is ${cursor}: resume with usersctl watch --since ${cursor}`,
+        error.code,
+      );
 }
 
 /** A refusal of a feed that was followed before, with where to resume (not for 410: that cursor is gone). */
 function resumable(error: StatusError, cursor: string | undefined): StatusError {
   if (cursor === undefined || error.status === 410) return error;
-  return new StatusError(error.status, `${error.detail} The last cursor is ${cursor}: resume with usersctl watch --since ${cursor}`, error.type, error.title);
+  return new StatusError(
+    error.status,
+    `${error.detail} The last cursor is ${cursor}: resume with usersctl watch --since ${cursor}`,
+    error.type,
+    error.title,
+  );
 }

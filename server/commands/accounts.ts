@@ -5,7 +5,18 @@ import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { CommandError, flagUsageError, UsageError } from '../errors.js';
 import { envName, isPostgresStore, passwordCostFrom } from '../ops/config.js';
 import { requireDataDir, withEditLock } from '../ops/data-dir.js';
-import { ACCOUNT_NAME, ACCOUNTS_FILE, ADMIN_PASSWORD_FILE, BUILT_IN_ACCOUNT, newAccountId, parseDatabaseAccounts, readAccountsFile, serializeAccount, writeAccountsFile, type AccountRecord } from '../security/accounts-file.js';
+import {
+  ACCOUNT_NAME,
+  ACCOUNTS_FILE,
+  ADMIN_PASSWORD_FILE,
+  BUILT_IN_ACCOUNT,
+  newAccountId,
+  parseDatabaseAccounts,
+  readAccountsFile,
+  serializeAccount,
+  writeAccountsFile,
+  type AccountRecord,
+} from '../security/accounts-file.js';
 import { hashPassword, ROLES, type Role } from '../security/credentials.js';
 import type { PasswordInput } from './command-io.js';
 
@@ -82,7 +93,11 @@ async function run(argv: readonly string[], io: AccountsIo): Promise<number> {
     return 0;
   }
   if (!COMMANDS.includes(command as Command)) {
-    throw new UsageError(command === undefined ? 'accounts needs a command: add, passwd, role, remove or list' : `unknown accounts command "${command}"`);
+    throw new UsageError(
+      command === undefined
+        ? 'accounts needs a command: add, passwd, role, remove or list'
+        : `unknown accounts command "${command}"`,
+    );
   }
   const { values, positionals } = parse(command as Command, rest);
   if (values.help === true) {
@@ -90,11 +105,20 @@ async function run(argv: readonly string[], io: AccountsIo): Promise<number> {
     return 0;
   }
   const wanted = command === 'list' ? 0 : command === 'role' ? 2 : 1;
-  if (positionals.length !== wanted) throw new UsageError(command === 'list' ? `accounts list takes no NAME, got "${positionals[0]}"` : `accounts ${command} takes ${command === 'role' ? 'NAME and a role' : 'exactly one NAME'}`);
+  if (positionals.length !== wanted)
+    throw new UsageError(
+      command === 'list'
+        ? `accounts list takes no NAME, got "${positionals[0]}"`
+        : `accounts ${command} takes ${command === 'role' ? 'NAME and a role' : 'exactly one NAME'}`,
+    );
   const name = positionals[0] ?? '';
-  if (command !== 'list' && !ACCOUNT_NAME.test(name)) throw new UsageError(`the account name must be 1..64 of A-Z a-z 0-9 . _ -, not ${JSON.stringify(name)}`);
+  if (command !== 'list' && !ACCOUNT_NAME.test(name))
+    throw new UsageError(`the account name must be 1..64 of A-Z a-z 0-9 . _ -, not ${JSON.stringify(name)}`);
   const role = command === 'role' ? positionals[1] : (values.role ?? 'reader');
-  if (typeof role !== 'string' || !ROLES.includes(role as Role)) throw new UsageError(`${command === 'role' ? 'the role' : '--role'} must be admin or reader, not "${String(role)}"`);
+  if (typeof role !== 'string' || !ROLES.includes(role as Role))
+    throw new UsageError(
+      `${command === 'role' ? 'the role' : '--role'} must be admin or reader, not "${String(role)}"`,
+    );
   const password = { fromStdin: values['password-stdin'] === true, min: minLength(values['min-password-length']) };
   const place = await placeOf(values, io.env);
   try {
@@ -123,7 +147,8 @@ interface PasswordRules {
 function minLength(value: string | boolean | undefined): number {
   if (value === undefined) return DEFAULT_MIN_PASSWORD_LENGTH;
   const n = typeof value === 'string' && /^\d{1,4}$/.test(value) ? Number(value) : NaN;
-  if (!(n >= 1 && n <= MAX_PASSWORD_LENGTH)) throw new UsageError(`--min-password-length must be a number from 1 to ${MAX_PASSWORD_LENGTH}`);
+  if (!(n >= 1 && n <= MAX_PASSWORD_LENGTH))
+    throw new UsageError(`--min-password-length must be a number from 1 to ${MAX_PASSWORD_LENGTH}`);
   return n;
 }
 
@@ -140,7 +165,10 @@ interface AccountsPlace {
 }
 
 /** `--store` (or USERS_STORE) naming PostgreSQL picks the database; anything else, `--data`. */
-async function placeOf(values: Record<string, string | boolean | undefined>, env: NodeJS.ProcessEnv): Promise<AccountsPlace> {
+async function placeOf(
+  values: Record<string, string | boolean | undefined>,
+  env: NodeJS.ProcessEnv,
+): Promise<AccountsPlace> {
   const store = typeof values.store === 'string' ? values.store : env[envName('store')];
   if (store !== undefined && isPostgresStore(store)) return databasePlace(store === 'postgres' ? undefined : store);
   const dir = resolve(typeof values.data === 'string' ? values.data : (env[envName('data')] ?? './data'));
@@ -155,8 +183,14 @@ async function placeOf(values: Record<string, string | boolean | undefined>, env
 }
 
 async function databasePlace(url: string | undefined): Promise<AccountsPlace> {
-  const { openPostgresStore, describeDatabase, COMMAND_SILENCE_SECONDS } = await import('../store/postgres/open-postgres.js');
-  const store = await openPostgresStore(url, { max: 1, startWaitSeconds: 0, log: () => {}, silenceSeconds: COMMAND_SILENCE_SECONDS });
+  const { openPostgresStore, describeDatabase, COMMAND_SILENCE_SECONDS } =
+    await import('../store/postgres/open-postgres.js');
+  const store = await openPostgresStore(url, {
+    max: 1,
+    startWaitSeconds: 0,
+    log: () => {},
+    silenceSeconds: COMMAND_SILENCE_SECONDS,
+  });
   const byName = (records: readonly AccountRecord[]) => new Map(records.map((r) => [r.name, serializeAccount(r)]));
   return {
     where: describeDatabase(url),
@@ -171,29 +205,59 @@ async function databasePlace(url: string | undefined): Promise<AccountsPlace> {
   };
 }
 
-
-
 const PASSWORD_OPTIONS = { 'password-stdin': { type: 'boolean' }, 'min-password-length': { type: 'string' } } as const;
 const OPTIONS: Record<Command, ParseArgsConfig['options']> = {
-  add: { data: { type: 'string' }, store: { type: 'string' }, help: { type: 'boolean', short: 'h' }, role: { type: 'string' }, ...PASSWORD_OPTIONS },
-  passwd: { data: { type: 'string' }, store: { type: 'string' }, help: { type: 'boolean', short: 'h' }, ...PASSWORD_OPTIONS },
+  add: {
+    data: { type: 'string' },
+    store: { type: 'string' },
+    help: { type: 'boolean', short: 'h' },
+    role: { type: 'string' },
+    ...PASSWORD_OPTIONS,
+  },
+  passwd: {
+    data: { type: 'string' },
+    store: { type: 'string' },
+    help: { type: 'boolean', short: 'h' },
+    ...PASSWORD_OPTIONS,
+  },
   role: { data: { type: 'string' }, store: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
   remove: { data: { type: 'string' }, store: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
-  list: { data: { type: 'string' }, store: { type: 'string' }, help: { type: 'boolean', short: 'h' }, json: { type: 'boolean' } },
+  list: {
+    data: { type: 'string' },
+    store: { type: 'string' },
+    help: { type: 'boolean', short: 'h' },
+    json: { type: 'boolean' },
+  },
 };
 
-function parse(command: Command, args: string[]): { values: Record<string, string | boolean | undefined>; positionals: string[] } {
+function parse(
+  command: Command,
+  args: string[],
+): { values: Record<string, string | boolean | undefined>; positionals: string[] } {
   try {
-    const { values, positionals } = parseArgs({ args, options: OPTIONS[command], strict: true, allowPositionals: true });
+    const { values, positionals } = parseArgs({
+      args,
+      options: OPTIONS[command],
+      strict: true,
+      allowPositionals: true,
+    });
     return { values: values as Record<string, string | boolean | undefined>, positionals };
   } catch (error) {
     throw flagUsageError(error);
   }
 }
 
-async function add(place: AccountsPlace, name: string, role: Role, rules: PasswordRules, io: AccountsIo): Promise<number> {
+async function add(
+  place: AccountsPlace,
+  name: string,
+  role: Role,
+  rules: PasswordRules,
+  io: AccountsIo,
+): Promise<number> {
   if (name === BUILT_IN_ACCOUNT) {
-    throw new CommandError(`the account "${BUILT_IN_ACCOUNT}" is built in: change its password with users-server accounts passwd ${BUILT_IN_ACCOUNT}`);
+    throw new CommandError(
+      `the account "${BUILT_IN_ACCOUNT}" is built in: change its password with users-server accounts passwd ${BUILT_IN_ACCOUNT}`,
+    );
   }
   // Refuse a taken name before asking for a password.
   if ((await place.read()).some((a) => a.name === name)) throw new CommandError(`the account "${name}" already exists`);
@@ -216,23 +280,38 @@ async function add(place: AccountsPlace, name: string, role: Role, rules: Passwo
  * any account change.
  */
 async function passwd(place: AccountsPlace, name: string, rules: PasswordRules, io: AccountsIo): Promise<number> {
-  if (name !== BUILT_IN_ACCOUNT && !(await place.read()).some((a) => a.name === name)) throw new CommandError(`no account "${name}" in ${place.where}`);
+  if (name !== BUILT_IN_ACCOUNT && !(await place.read()).some((a) => a.name === name))
+    throw new CommandError(`no account "${name}" in ${place.where}`);
   const password = await hashPassword(await readPassword(name, rules, io), { cost: passwordCostFrom(io.env) });
   if (name === BUILT_IN_ACCOUNT) {
-    const record: AccountRecord = { name, role: 'admin', id: newAccountId(), created: new Date().toISOString(), password };
+    const record: AccountRecord = {
+      name,
+      role: 'admin',
+      id: newAccountId(),
+      created: new Date().toISOString(),
+      password,
+    };
     await place.change((records) => [...records.filter((r) => r.name !== name), record]);
-    const removed = place.dir === undefined ? 'the generated one is no longer in the database' : `${join(place.dir, ADMIN_PASSWORD_FILE)} is removed`;
-    io.stdout.write(`changed the password of "${name}"; running servers take it within a second, its sessions end, and ${removed}\n`);
+    const removed =
+      place.dir === undefined
+        ? 'the generated one is no longer in the database'
+        : `${join(place.dir, ADMIN_PASSWORD_FILE)} is removed`;
+    io.stdout.write(
+      `changed the password of "${name}"; running servers take it within a second, its sessions end, and ${removed}\n`,
+    );
     return 0;
   }
-  await place.change((records) => replaceRecord(records, name, place.where, (r) => ({ ...r, id: newAccountId(), password })));
+  await place.change((records) =>
+    replaceRecord(records, name, place.where, (r) => ({ ...r, id: newAccountId(), password })),
+  );
   io.stdout.write(`changed the password of "${name}"; its sessions end\n`);
   return 0;
 }
 
 /** A new role, and a new account id: the account's sessions end. */
 async function changeRole(place: AccountsPlace, name: string, role: Role, io: AccountsIo): Promise<number> {
-  if (name === BUILT_IN_ACCOUNT) throw new CommandError(`the account "${BUILT_IN_ACCOUNT}" is built in and always admin`);
+  if (name === BUILT_IN_ACCOUNT)
+    throw new CommandError(`the account "${BUILT_IN_ACCOUNT}" is built in and always admin`);
   let unchanged = false;
   await place.change((records) =>
     replaceRecord(records, name, place.where, (r) => {
@@ -240,17 +319,27 @@ async function changeRole(place: AccountsPlace, name: string, role: Role, io: Ac
       return unchanged ? r : { ...r, role, id: newAccountId() };
     }),
   );
-  io.stdout.write(unchanged ? `"${name}" already has role ${role}; nothing changed\n` : `"${name}" now has role ${role}; its sessions end\n`);
+  io.stdout.write(
+    unchanged
+      ? `"${name}" already has role ${role}; nothing changed\n`
+      : `"${name}" now has role ${role}; its sessions end\n`,
+  );
   return 0;
 }
 
-function replaceRecord(records: AccountRecord[], name: string, where: string, edit: (r: AccountRecord) => AccountRecord): AccountRecord[] {
+function replaceRecord(
+  records: AccountRecord[],
+  name: string,
+  where: string,
+  edit: (r: AccountRecord) => AccountRecord,
+): AccountRecord[] {
   if (!records.some((a) => a.name === name)) throw new CommandError(`no account "${name}" in ${where}`);
   return records.map((r) => (r.name === name ? edit(r) : r));
 }
 
 async function remove(place: AccountsPlace, name: string, io: AccountsIo): Promise<number> {
-  if (name === BUILT_IN_ACCOUNT) throw new CommandError(`the account "${BUILT_IN_ACCOUNT}" is built in and cannot be removed`);
+  if (name === BUILT_IN_ACCOUNT)
+    throw new CommandError(`the account "${BUILT_IN_ACCOUNT}" is built in and cannot be removed`);
   await place.change((records) => {
     const kept = records.filter((a) => a.name !== name);
     if (kept.length === records.length) throw new CommandError(`no account "${name}" in ${place.where}`);
@@ -263,9 +352,14 @@ async function remove(place: AccountsPlace, name: string, io: AccountsIo): Promi
 async function list(place: AccountsPlace, json: boolean, io: AccountsIo): Promise<number> {
   const records = await place.read();
   const others = records.filter((a) => a.name !== BUILT_IN_ACCOUNT);
-  const rows = [{ name: BUILT_IN_ACCOUNT, role: 'admin', created: 'built-in' }, ...others.map((a) => ({ name: a.name, role: a.role, created: a.created }))];
+  const rows = [
+    { name: BUILT_IN_ACCOUNT, role: 'admin', created: 'built-in' },
+    ...others.map((a) => ({ name: a.name, role: a.role, created: a.created })),
+  ];
   if (json) {
-    const items = rows.map((r, i) => (i === 0 ? { name: r.name, role: r.role, builtIn: true } : { name: r.name, role: r.role, created: r.created }));
+    const items = rows.map((r, i) =>
+      i === 0 ? { name: r.name, role: r.role, builtIn: true } : { name: r.name, role: r.role, created: r.created },
+    );
     io.stdout.write(JSON.stringify(items) + '\n');
     return 0;
   }
@@ -285,8 +379,12 @@ async function readPassword(name: string, rules: PasswordRules, io: AccountsIo):
     password = await readFirstLine(io.stdin);
   }
   if (password === '') throw new UsageError('the password is empty');
-  if (password.length > MAX_PASSWORD_LENGTH) throw new UsageError(`the password is longer than ${MAX_PASSWORD_LENGTH} characters`);
-  if ([...password].length < rules.min) throw new UsageError(`the password has ${[...password].length} characters; it needs at least ${rules.min} (--min-password-length)`);
+  if (password.length > MAX_PASSWORD_LENGTH)
+    throw new UsageError(`the password is longer than ${MAX_PASSWORD_LENGTH} characters`);
+  if ([...password].length < rules.min)
+    throw new UsageError(
+      `the password has ${[...password].length} characters; it needs at least ${rules.min} (--min-password-length)`,
+    );
   return password;
 }
 
@@ -332,7 +430,8 @@ function promptHidden(question: string, io: AccountsIo): Promise<string> {
     const onData = (chunk: string | Buffer) => {
       for (const char of String(chunk)) {
         if (ENTER.has(char)) return finish();
-        if (char === '\u0003' || (char === '\u0004' && typed === '')) return finish(new CommandError('cancelled; nothing was changed'));
+        if (char === '\u0003' || (char === '\u0004' && typed === ''))
+          return finish(new CommandError('cancelled; nothing was changed'));
         if (BACKSPACE.has(char)) typed = [...typed].slice(0, -1).join('');
         else if (char >= ' ') typed += char;
       }

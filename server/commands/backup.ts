@@ -41,27 +41,46 @@ export function backupCommand(argv: readonly string[], io: CommandIo): number {
 }
 
 function run(argv: readonly string[], io: CommandIo): number {
-  const values = commandFlags('backup', argv, { data: { type: 'string' }, to: { type: 'string' }, store: { type: 'string' }, help: { type: 'boolean', short: 'h' } }, USAGE, io);
+  const values = commandFlags(
+    'backup',
+    argv,
+    {
+      data: { type: 'string' },
+      to: { type: 'string' },
+      store: { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+    USAGE,
+    io,
+  );
   if (values === undefined) return 0;
   const store = values.store ?? io.env.USERS_STORE;
-  if (store !== undefined && isPostgresStore(store)) throw new UsageError('a PostgreSQL store is backed up with pg_dump (docs/scaling.md "Backups"), not with this command');
+  if (store !== undefined && isPostgresStore(store))
+    throw new UsageError(
+      'a PostgreSQL store is backed up with pg_dump (docs/scaling.md "Backups"), not with this command',
+    );
   if (values.to === undefined) throw new UsageError('backup needs --to DEST (see users-server backup --help)');
   const source = resolve(values.data ?? nonEmpty(io.env.USERS_DATA) ?? 'data');
   const given = resolve(values.to);
   requireDataDir(source);
   if (given === source) throw new UsageError('--to must be another directory than --data');
-  if (given.startsWith(source + sep)) throw new UsageError('--to must be outside --data: a backup inside the data directory is lost with it');
+  if (given.startsWith(source + sep))
+    throw new UsageError('--to must be outside --data: a backup inside the data directory is lost with it');
   const { target, made } = prepareTarget(given);
   const started = performance.now();
   try {
     const mark = markUnfinished(target, `backup from ${source}`);
     const copied = backupDataFiles(source, target);
-    for (const name of SETTINGS_FILES) if (existsSync(join(source, name))) writeNewFileSync(target, join(target, name), readFileSync(join(source, name)), 0o600);
+    for (const name of SETTINGS_FILES)
+      if (existsSync(join(source, name)))
+        writeNewFileSync(target, join(target, name), readFileSync(join(source, name)), 0o600);
     fsyncDirSync(target);
     mark.finish();
     const bytes = copied.files.reduce((sum, f) => sum + f.bytes, 0);
     const ms = Math.round(performance.now() - started);
-    io.stdout.write(`backed up ${copied.users} users (${copied.files.map((f) => f.name).join(', ')}: ${bytes} bytes of data) from ${source} to ${target} in ${ms} ms\n`);
+    io.stdout.write(
+      `backed up ${copied.users} users (${copied.files.map((f) => f.name).join(', ')}: ${bytes} bytes of data) from ${source} to ${target} in ${ms} ms\n`,
+    );
     return 0;
   } catch (error) {
     // Leave no half backup that could be mistaken for a whole one.
@@ -78,7 +97,8 @@ function run(argv: readonly string[], io: CommandIo): number {
  */
 function prepareTarget(given: string): { target: string; made: boolean } {
   const made = !lexists(given);
-  if (!made && existsSync(given) && !statSync(given).isDirectory()) throw new UsageError(`--to ${given} is a file, not a folder; give a new or empty folder`);
+  if (!made && existsSync(given) && !statSync(given).isDirectory())
+    throw new UsageError(`--to ${given} is a file, not a folder; give a new or empty folder`);
   if (made) {
     try {
       makeDirectories(given, 0o700);
@@ -88,7 +108,10 @@ function prepareTarget(given: string): { target: string; made: boolean } {
   }
   const target = requirePrivateDirectory(given, { verb: 'back up', made });
   const held = readdirSync(target);
-  if (held.length > 0) throw new CommandError(`${target} is not empty (${held.slice(0, 3).join(', ')}${held.length > 3 ? ', ...' : ''}): back up into a new directory, so no earlier backup is overwritten`);
+  if (held.length > 0)
+    throw new CommandError(
+      `${target} is not empty (${held.slice(0, 3).join(', ')}${held.length > 3 ? ', ...' : ''}): back up into a new directory, so no earlier backup is overwritten`,
+    );
   return { target, made };
 }
 

@@ -19,14 +19,22 @@ export interface PasswordInput extends NodeJS.ReadableStream {
 }
 
 type Options = NonNullable<ParseArgsConfig['options']>;
-type Flags<T extends Options> = ReturnType<typeof parseArgs<{ args: string[]; options: T; strict: true; allowPositionals: false }>>['values'];
+type Flags<T extends Options> = ReturnType<
+  typeof parseArgs<{ args: string[]; options: T; strict: true; allowPositionals: false }>
+>['values'];
 
 /**
  * A command's flags, parsed strictly: an unknown flag or a missing value is
  * a UsageError naming it. Undefined once `--help` (or `-h`, which `options`
  * must declare) has printed `usage`: the command then exits 0.
  */
-export function commandFlags<T extends Options>(command: string, argv: readonly string[], options: T, usage: string, io: CommandIo): Flags<T> | undefined {
+export function commandFlags<T extends Options>(
+  command: string,
+  argv: readonly string[],
+  options: T,
+  usage: string,
+  io: CommandIo,
+): Flags<T> | undefined {
   let values: Flags<T>;
   try {
     ({ values } = parseArgs({ args: [...argv], options, strict: true, allowPositionals: false }));
@@ -62,7 +70,9 @@ export async function finishOutput(io: CommandIo, code: number): Promise<number>
   await new Promise((resolve) => setImmediate(resolve));
   const failed = failedWrites.get(io.stdout)?.code;
   if (failed === undefined || code !== 0) return code;
-  io.stderr.write(`users-server: cannot write the output: ${writeFailure(failed)}; the command ran, but what it printed is lost\n`);
+  io.stderr.write(
+    `users-server: cannot write the output: ${writeFailure(failed)}; the command ran, but what it printed is lost\n`,
+  );
   return 1;
 }
 
@@ -74,6 +84,9 @@ export function writtenFilesFailure(command: 'backup' | 'copy', error: unknown, 
   const failed = error as NodeJS.ErrnoException & { dest?: string };
   if (typeof failed?.code !== 'string') return error;
   const path = failed.dest ?? failed.path ?? target;
-  const problem = path === target || path.startsWith(target + sep) ? fileProblem('write', path, error) : fileProblem('read', path, error);
+  const problem =
+    path === target || path.startsWith(target + sep)
+      ? fileProblem('write', path, error)
+      : fileProblem('read', path, error);
   return new CommandError(`the ${command} failed, and what it had written was removed: ${problem}`);
 }

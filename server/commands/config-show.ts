@@ -24,7 +24,7 @@ export function configCommand(argv: readonly string[], io: CommandIo): number {
     return 0;
   }
   if (argv[0] !== '--show') {
-    io.stderr.write('users-server config: usage: users-server config --show [the server\'s flags]\n');
+    io.stderr.write("users-server config: usage: users-server config --show [the server's flags]\n");
     return 2;
   }
   try {

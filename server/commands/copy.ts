@@ -2,13 +2,29 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, s
 import { join, resolve } from 'node:path';
 import { CommandError, UsageError } from '../errors.js';
 import { isPostgresStore, redactSecrets } from '../ops/config.js';
-import { acquireLock, ADMIN_IDENTITY_FILE, ensureDataDir, markUnfinished, requireDataDir, UNFINISHED_FILE } from '../ops/data-dir.js';
+import {
+  acquireLock,
+  ADMIN_IDENTITY_FILE,
+  ensureDataDir,
+  markUnfinished,
+  requireDataDir,
+  UNFINISHED_FILE,
+} from '../ops/data-dir.js';
 import { replaceFileSync } from '../ops/durable-files.js';
 import { requirePrivateDirectory } from '../ops/private-directory.js';
 import type { Sql } from '../store/postgres/driver.js';
 import type { PostgresStore } from '../store/postgres/postgres-store.js';
 import { INSTANCE_GONE_MS } from '../store/store.js';
-import { ACCOUNTS_FILE, ADMIN_PASSWORD_FILE, adminRecordOf, parseAccount, parseGeneratedAdminPassword, readAccountsFile, serializeAccount, writeAccountsFile } from '../security/accounts-file.js';
+import {
+  ACCOUNTS_FILE,
+  ADMIN_PASSWORD_FILE,
+  adminRecordOf,
+  parseAccount,
+  parseGeneratedAdminPassword,
+  readAccountsFile,
+  serializeAccount,
+  writeAccountsFile,
+} from '../security/accounts-file.js';
 import { describeDump, isEmptyDump, type StoreDump } from '../store/dump.js';
 import { hasJournalData, readJournalData, writeJournalData } from '../store/journal/dump-files.js';
 import { journalName, snapshotName } from '../store/journal/recovery.js';
@@ -44,17 +60,33 @@ export async function copyCommand(argv: readonly string[], io: CommandIo): Promi
 }
 
 async function run(argv: readonly string[], io: CommandIo): Promise<number> {
-  const values = commandFlags('copy', argv, { from: { type: 'string' }, to: { type: 'string' }, replace: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } }, USAGE, io);
+  const values = commandFlags(
+    'copy',
+    argv,
+    {
+      from: { type: 'string' },
+      to: { type: 'string' },
+      replace: { type: 'boolean' },
+      help: { type: 'boolean', short: 'h' },
+    },
+    USAGE,
+    io,
+  );
   if (values === undefined) return 0;
-  if (values.from === undefined || values.to === undefined) throw new UsageError('copy needs --from and --to (see users-server copy --help)');
+  if (values.from === undefined || values.to === undefined)
+    throw new UsageError('copy needs --from and --to (see users-server copy --help)');
   const [from, to] = [placeOf(values.from), placeOf(values.to)];
-  if (from.kind === to.kind) throw new UsageError('copy goes between a data directory and a PostgreSQL database: one of --from and --to must be postgres://...');
+  if (from.kind === to.kind)
+    throw new UsageError(
+      'copy goes between a data directory and a PostgreSQL database: one of --from and --to must be postgres://...',
+    );
   const now = Date.now();
   const release: (() => void)[] = [];
   let replaced: string | undefined;
   let dump: StoreDump;
   if (from.kind === 'dir') requireDataDir(from.dir, '--from');
-  if (to.kind === 'dir' && existsSync(to.dir) && !statSync(to.dir).isDirectory()) throw new CommandError(`${to.dir} is a file, not a folder: give --to a data directory, new or empty`);
+  if (to.kind === 'dir' && existsSync(to.dir) && !statSync(to.dir).isDirectory())
+    throw new CommandError(`${to.dir} is a file, not a folder: give --to a data directory, new or empty`);
   // Before anything is read, or set aside in it with --replace.
   if (to.kind === 'dir' && existsSync(to.dir)) to.dir = privateTarget(to.dir, false);
   try {
@@ -73,14 +105,21 @@ async function run(argv: readonly string[], io: CommandIo): Promise<number> {
   }
   if (replaced !== undefined) io.stdout.write(`kept what ${labelOf(to)} held in ${replaced}\n`);
   if (to.kind === 'dir' && dump.secrets.length > 1) {
-    io.stderr.write(`users-server copy: ${dump.secrets.length - 1} older signing secrets were not copied (a data directory keeps one); to keep their cookies valid, start with --secret and all of them, the first first\n`);
+    io.stderr.write(
+      `users-server copy: ${dump.secrets.length - 1} older signing secrets were not copied (a data directory keeps one); to keep their cookies valid, start with --secret and all of them, the first first\n`,
+    );
   }
   io.stdout.write(`copied ${describeDump(dump)} from ${labelOf(from)} to ${labelOf(to)}\n`);
   return 0;
 }
 
 function placeOf(text: string): Place {
-  if (isPostgresStore(text)) return { kind: 'postgres', url: text === 'postgres' ? undefined : text, label: text === 'postgres' ? 'the PG* database' : redactSecrets(text) };
+  if (isPostgresStore(text))
+    return {
+      kind: 'postgres',
+      url: text === 'postgres' ? undefined : text,
+      label: text === 'postgres' ? 'the PG* database' : redactSecrets(text),
+    };
   return { kind: 'dir', dir: resolve(text) };
 }
 
@@ -108,7 +147,10 @@ async function refuseInUse(place: Place): Promise<() => void> {
 const COPY_IN_USE = 'stop it first, then copy again';
 
 async function read(place: Place, now: number): Promise<StoreDump> {
-  if (place.kind === 'postgres') return withDatabase(place, async (sql) => (await import('../store/postgres/dump-tables.js')).readPostgresDump(sql, now));
+  if (place.kind === 'postgres')
+    return withDatabase(place, async (sql) =>
+      (await import('../store/postgres/dump-tables.js')).readPostgresDump(sql, now),
+    );
   if (!existsSync(place.dir)) throw new CommandError(`${place.dir} does not exist`);
   return { ...readJournalData(place.dir, now), ...readDataDirSettings(place.dir) };
 }
@@ -119,7 +161,12 @@ function readDataDirSettings(dir: string): Pick<StoreDump, 'secrets' | 'adminPas
   const secret = text('secret');
   const admin = text('admin-password');
   const identity = text(ADMIN_IDENTITY_FILE);
-  return { secrets: secret === '' ? [] : [secret], adminPassword: admin === '' ? undefined : admin, adminIdentity: identity === '' ? undefined : identity, accounts: readAccountsFile(dir).map(serializeAccount) };
+  return {
+    secrets: secret === '' ? [] : [secret],
+    adminPassword: admin === '' ? undefined : admin,
+    adminIdentity: identity === '' ? undefined : identity,
+    accounts: readAccountsFile(dir).map(serializeAccount),
+  };
 }
 
 /**
@@ -131,9 +178,14 @@ function readDataDirSettings(dir: string): Pick<StoreDump, 'secrets' | 'adminPas
 function adminAsAccount(dump: StoreDump, where: string): StoreDump {
   if (dump.adminPassword === undefined) return dump;
   const parsed = parseGeneratedAdminPassword(dump.adminPassword, `${where}: the generated admin password`);
-  const changed = adminRecordOf(dump.accounts.map((line, i) => parseAccount(line, `${where}: account ${i + 1}`))) !== undefined;
+  const changed =
+    adminRecordOf(dump.accounts.map((line, i) => parseAccount(line, `${where}: account ${i + 1}`))) !== undefined;
   if ('password' in parsed) return changed ? { ...dump, adminPassword: undefined } : dump;
-  return { ...dump, adminPassword: undefined, accounts: changed ? dump.accounts : [...dump.accounts, serializeAccount(parsed.record)] };
+  return {
+    ...dump,
+    adminPassword: undefined,
+    accounts: changed ? dump.accounts : [...dump.accounts, serializeAccount(parsed.record)],
+  };
 }
 
 /**
@@ -145,7 +197,10 @@ async function keepTarget(place: Place, now: number, replace: boolean): Promise<
   if (place.kind === 'dir') {
     const names = existsSync(place.dir) ? readdirSync(place.dir).filter((n) => n !== 'lock') : [];
     if (names.length === 0) return undefined;
-    if (!replace) throw new CommandError(`${place.dir} is not empty (${hasJournalData(place.dir) ? 'it holds a journal' : names.join(', ')}); pass --replace to keep it aside and copy anyway`);
+    if (!replace)
+      throw new CommandError(
+        `${place.dir} is not empty (${hasJournalData(place.dir) ? 'it holds a journal' : names.join(', ')}); pass --replace to keep it aside and copy anyway`,
+      );
     const aside = join(place.dir, `replaced-${stamp}`);
     mkdirSync(aside);
     for (const name of names) renameSync(join(place.dir, name), join(aside, name));
@@ -153,7 +208,10 @@ async function keepTarget(place: Place, now: number, replace: boolean): Promise<
   }
   const held = await read(place, now);
   if (isEmptyDump(held)) return undefined;
-  if (!replace) throw new CommandError(`${place.label} is not empty (${describeDump(held)}); pass --replace to keep a copy and copy anyway`);
+  if (!replace)
+    throw new CommandError(
+      `${place.label} is not empty (${describeDump(held)}); pass --replace to keep a copy and copy anyway`,
+    );
   const aside = resolve(`users-server-replaced-${stamp}`);
   await write({ kind: 'dir', dir: aside }, held, place.label);
   return aside;
@@ -162,7 +220,9 @@ async function keepTarget(place: Place, now: number, replace: boolean): Promise<
 /** Writes `dump` (read from `source`) into `place`: all of it, or, in a data directory, nothing a server would start on. */
 async function write(place: Place, dump: StoreDump, source: string): Promise<void> {
   if (place.kind === 'postgres') {
-    await withDatabase(place, async (sql) => (await import('../store/postgres/dump-tables.js')).writePostgresDump(sql, dump));
+    await withDatabase(place, async (sql) =>
+      (await import('../store/postgres/dump-tables.js')).writePostgresDump(sql, dump),
+    );
     return;
   }
   // A directory made here is new: no server can be using it. One that existed is locked (refuseInUse).
@@ -174,9 +234,15 @@ async function write(place: Place, dump: StoreDump, source: string): Promise<voi
     const mark = markUnfinished(dir, `copy from ${source}`);
     await writeJournalData(dir, dump);
     if (dump.secrets[0] !== undefined) replaceFileSync(dir, join(dir, 'secret'), dump.secrets[0] + '\n', 0o600);
-    if (dump.adminPassword !== undefined) replaceFileSync(dir, join(dir, ADMIN_PASSWORD_FILE), dump.adminPassword + '\n', 0o600);
-    if (dump.adminIdentity !== undefined) replaceFileSync(dir, join(dir, ADMIN_IDENTITY_FILE), dump.adminIdentity + '\n', 0o600);
-    if (dump.accounts.length > 0) writeAccountsFile(dir, dump.accounts.map((line, i) => parseAccount(line, `account ${i + 1}`)));
+    if (dump.adminPassword !== undefined)
+      replaceFileSync(dir, join(dir, ADMIN_PASSWORD_FILE), dump.adminPassword + '\n', 0o600);
+    if (dump.adminIdentity !== undefined)
+      replaceFileSync(dir, join(dir, ADMIN_IDENTITY_FILE), dump.adminIdentity + '\n', 0o600);
+    if (dump.accounts.length > 0)
+      writeAccountsFile(
+        dir,
+        dump.accounts.map((line, i) => parseAccount(line, `account ${i + 1}`)),
+      );
     mark.finish();
   } catch (error) {
     failure = error;
@@ -196,7 +262,16 @@ function privateTarget(dir: string, made: boolean): string {
 }
 
 /** What a copy writes into a data directory. */
-const WRITTEN_FILES = [snapshotName(1), `${snapshotName(1)}.tmp`, journalName(1), 'secret', ADMIN_PASSWORD_FILE, ADMIN_IDENTITY_FILE, ACCOUNTS_FILE, UNFINISHED_FILE];
+const WRITTEN_FILES = [
+  snapshotName(1),
+  `${snapshotName(1)}.tmp`,
+  journalName(1),
+  'secret',
+  ADMIN_PASSWORD_FILE,
+  ADMIN_IDENTITY_FILE,
+  ACCOUNTS_FILE,
+  UNFINISHED_FILE,
+];
 
 /** Moves what `keepTarget` set aside in `aside` back into `dir`. */
 function putBack(dir: string, aside: string): void {
@@ -205,16 +280,27 @@ function putBack(dir: string, aside: string): void {
 }
 
 /** Opens the database (migrating an empty one), runs `work`, closes it. */
-async function withDatabase<T>(place: Extract<Place, { kind: 'postgres' }>, work: (sql: Sql, store: PostgresStore) => Promise<T>): Promise<T> {
+async function withDatabase<T>(
+  place: Extract<Place, { kind: 'postgres' }>,
+  work: (sql: Sql, store: PostgresStore) => Promise<T>,
+): Promise<T> {
   const { openPostgresStore, COMMAND_SILENCE_SECONDS } = await import('../store/postgres/open-postgres.js');
   const { describeFailure, isUnavailable } = await import('../store/postgres/driver.js');
-  const store = await openPostgresStore(place.url, { max: 2, startWaitSeconds: 0, log: () => {}, silenceSeconds: COMMAND_SILENCE_SECONDS });
+  const store = await openPostgresStore(place.url, {
+    max: 2,
+    startWaitSeconds: 0,
+    log: () => {},
+    silenceSeconds: COMMAND_SILENCE_SECONDS,
+  });
   try {
     return await work(store.sql, store);
   } catch (error) {
     if (error instanceof CommandError) throw error;
     // A connection lost or gone silent: the copy's one transaction there never committed.
-    if (isUnavailable(error)) throw new CommandError(`lost ${place.label} during the copy (${(error as { code: string }).code}): nothing was changed; check that PostgreSQL runs there and the network to it, then copy again`);
+    if (isUnavailable(error))
+      throw new CommandError(
+        `lost ${place.label} during the copy (${(error as { code: string }).code}): nothing was changed; check that PostgreSQL runs there and the network to it, then copy again`,
+      );
     throw new CommandError(`${place.label} failed during the copy: ${describeFailure(error)}`);
   } finally {
     await store.close();

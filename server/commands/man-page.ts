@@ -7,7 +7,11 @@ import type { CommandIo } from './command-io.js';
  * table as `--help`; `npm run build` writes it to dist/man/users-server.1.
  */
 export function manCommand(io: CommandIo, version: string, date = new Date().toISOString().slice(0, 10)): number {
-  const synopsis = usage().split('\n\nflags')[0]!.replace(/^usage: /, '').split('\n').map((l) => l.trim());
+  const synopsis = usage()
+    .split('\n\nflags')[0]!
+    .replace(/^usage: /, '')
+    .split('\n')
+    .map((l) => l.trim());
   const lines = [
     `.TH USERS-SERVER 1 "${date}" "users-server ${version}" "User Commands"`,
     '.SH NAME',
@@ -19,7 +23,12 @@ export function manCommand(io: CommandIo, version: string, date = new Date().toI
     '.SH OPTIONS',
     'Each flag can also be given by its environment variable; a flag wins over its variable.',
   ];
-  for (const flag of flagTable()) lines.push('.TP', `.B ${roff(flag.name)}`, `${roff(flag.description)} (variable \\fB${roff(flag.env)}\\fR, default ${roff(flag.default)})`);
+  for (const flag of flagTable())
+    lines.push(
+      '.TP',
+      `.B ${roff(flag.name)}`,
+      `${roff(flag.description)} (variable \\fB${roff(flag.env)}\\fR, default ${roff(flag.default)})`,
+    );
   lines.push(
     '.SH ENVIRONMENT',
     '.TP',

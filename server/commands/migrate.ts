@@ -26,19 +26,33 @@ export async function migrateCommand(argv: readonly string[], io: CommandIo): Pr
 }
 
 async function run(argv: readonly string[], io: CommandIo): Promise<number> {
-  const values = commandFlags('migrate', argv, { store: { type: 'string' }, help: { type: 'boolean', short: 'h' } }, USAGE, io);
+  const values = commandFlags(
+    'migrate',
+    argv,
+    { store: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+    USAGE,
+    io,
+  );
   if (values === undefined) return 0;
   const spec = values.store ?? io.env[envName('store')] ?? 'postgres';
-  if (!isPostgresStore(spec)) throw new UsageError(`--store must be postgres or a postgres:// URL, not "${redactSecrets(spec)}": only a database has a schema to migrate`);
+  if (!isPostgresStore(spec))
+    throw new UsageError(
+      `--store must be postgres or a postgres:// URL, not "${redactSecrets(spec)}": only a database has a schema to migrate`,
+    );
   const url = spec === 'postgres' ? undefined : spec;
-  const { connect, describeFailure, isUnavailable, COMMAND_SILENCE_SECONDS } = await import('../store/postgres/driver.js');
+  const { connect, describeFailure, isUnavailable, COMMAND_SILENCE_SECONDS } =
+    await import('../store/postgres/driver.js');
   const { migrate, schemaVersion, SCHEMA_VERSION } = await import('../store/postgres/schema.js');
   const { describeDatabase, unreachable } = await import('../store/postgres/open-postgres.js');
   const sql = await connect(url, { max: 1, silenceSeconds: COMMAND_SILENCE_SECONDS });
   try {
     const applied = await migrate(sql, (line) => io.stdout.write(line.replace(/^users-server: /, '') + '\n'));
     const version = await schemaVersion(sql);
-    io.stdout.write(applied.length === 0 ? `${describeDatabase(url)}: schema version ${version}, nothing to do\n` : `${describeDatabase(url)}: schema version ${version} of ${SCHEMA_VERSION}\n`);
+    io.stdout.write(
+      applied.length === 0
+        ? `${describeDatabase(url)}: schema version ${version}, nothing to do\n`
+        : `${describeDatabase(url)}: schema version ${version} of ${SCHEMA_VERSION}\n`,
+    );
     return 0;
   } catch (error) {
     if (error instanceof CommandError) throw error;

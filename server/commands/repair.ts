@@ -38,7 +38,12 @@ const MIN_ISSUING_LINE = 6;
 export async function repair(argv: readonly string[], io: RepairIo): Promise<number> {
   let values;
   try {
-    ({ values } = parseArgs({ args: [...argv], options: { data: { type: 'string' }, help: { type: 'boolean', short: 'h' } }, strict: true, allowPositionals: false }));
+    ({ values } = parseArgs({
+      args: [...argv],
+      options: { data: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+      strict: true,
+      allowPositionals: false,
+    }));
   } catch (error) {
     io.stderr.write(`users-server repair: ${flagUsageError(error).message} (see users-server repair --help)\n`);
     return 2;
@@ -61,7 +66,10 @@ export async function repair(argv: readonly string[], io: RepairIo): Promise<num
     return await repairLocked(dir, io);
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
-    const problem = typeof code === 'string' ? fileProblem('write', (error as NodeJS.ErrnoException).path ?? dir, error) : (error as Error).message;
+    const problem =
+      typeof code === 'string'
+        ? fileProblem('write', (error as NodeJS.ErrnoException).path ?? dir, error)
+        : (error as Error).message;
     io.stderr.write(`users-server repair: failed, nothing was removed: ${problem}\n`);
     return 1;
   } finally {
@@ -81,13 +89,21 @@ async function repairLocked(dir: string, io: RepairIo): Promise<number> {
   // Ids issued only in dropped bytes must never be issued again.
   const skipped = Math.ceil(bytes / MIN_ISSUING_LINE) + dropped.length;
   const mark = Math.min(Number.MAX_SAFE_INTEGER - 1, state.lastId + skipped);
-  state.restoreIssued(mark, [...state.claimedIds()].filter((id) => id > mark));
+  state.restoreIssued(
+    mark,
+    [...state.claimedIds()].filter((id) => id > mark),
+  );
   state.sweep(Date.now());
   const aside = keepOriginals(dir);
   const files = listDataFiles(dir);
   const generation = Math.max(0, ...files.journals, ...files.snapshots) + 1;
   try {
-    await writeSnapshot(captureImage(state, Date.now()), generation, join(dir, `${snapshotName(generation)}.tmp`), join(dir, snapshotName(generation)));
+    await writeSnapshot(
+      captureImage(state, Date.now()),
+      generation,
+      join(dir, `${snapshotName(generation)}.tmp`),
+      join(dir, snapshotName(generation)),
+    );
     closeSync(createJournalSync(dir, generation));
     fsyncDirSync(dir);
   } catch (error) {
@@ -99,9 +115,15 @@ async function repairLocked(dir: string, io: RepairIo): Promise<number> {
   say(`kept the original files in ${aside}`);
   for (const name of dataFileNames(files)) unlinkSync(join(dir, name));
   fsyncDirSync(dir);
-  say(`recovered ${state.users.size} users into ${snapshotName(generation)}; dropped ${bytes} bytes in ${dropped.length} place${dropped.length === 1 ? '' : 's'}`);
-  say(`the next id issued is above ${state.lastId} (${skipped} ids skipped, which the dropped bytes could have issued)`);
-  say('the server can start again; users written only in the dropped bytes are lost: compare with a backup or an export');
+  say(
+    `recovered ${state.users.size} users into ${snapshotName(generation)}; dropped ${bytes} bytes in ${dropped.length} place${dropped.length === 1 ? '' : 's'}`,
+  );
+  say(
+    `the next id issued is above ${state.lastId} (${skipped} ids skipped, which the dropped bytes could have issued)`,
+  );
+  say(
+    'the server can start again; users written only in the dropped bytes are lost: compare with a backup or an export',
+  );
   return DROPPED;
 }
 

@@ -10,8 +10,28 @@ import { createApp, type App } from '../http/app.js';
 import { listen, type Listening, type TIMEOUTS } from '../http/server.js';
 import { AccessLog, type LogSink } from '../ops/access-log.js';
 import { isPostgresStore, parseConfig, redactSecrets, usage, type Config } from '../ops/config.js';
-import { acquireLock, loadOrCreateAdminPassword, prepareDataDir, loadOrCreateSecret, newAdminPassword, updateAdminIdentity, usedBefore, withEditLock } from '../ops/data-dir.js';
-import { ACCOUNTS_FILE, AccountsFileWatcher, ADMIN_PASSWORD_FILE, adminRecordOf, parseGeneratedAdminPassword, readAccountsFile, serializeAccount, SharedAccountsPoller, writeAccountsFile, type AccountRecord } from '../security/accounts-file.js';
+import {
+  acquireLock,
+  loadOrCreateAdminPassword,
+  prepareDataDir,
+  loadOrCreateSecret,
+  newAdminPassword,
+  updateAdminIdentity,
+  usedBefore,
+  withEditLock,
+} from '../ops/data-dir.js';
+import {
+  ACCOUNTS_FILE,
+  AccountsFileWatcher,
+  ADMIN_PASSWORD_FILE,
+  adminRecordOf,
+  parseGeneratedAdminPassword,
+  readAccountsFile,
+  serializeAccount,
+  SharedAccountsPoller,
+  writeAccountsFile,
+  type AccountRecord,
+} from '../security/accounts-file.js';
 import { adminIdentity } from '../security/admin-identity.js';
 import { Accounts, hashPassword, type ScryptFunction } from '../security/credentials.js';
 import { SharedLoginLimits, type LoginLimits } from '../security/login-limit.js';
@@ -88,7 +108,8 @@ interface Settings {
 /** What a start says of who may use the server, by `--require-session`. */
 const ACCESS_LINES: Record<Config['requireSession'], string> = {
   all: 'access: /users, /changes and /metrics need a session or an API token (--require-session all); /, /login, /healthz, /readyz and /openapi.json are open',
-  writes: 'access: reads of /users, /changes and /metrics are open to anyone who can reach the server; writes need a session or an API token (--require-session writes)',
+  writes:
+    'access: reads of /users, /changes and /metrics are open to anyone who can reach the server; writes need a session or an API token (--require-session writes)',
   none: 'access: /users, /changes and /metrics are open to anyone who can reach the server, to read and to write (--require-session none)',
 };
 
@@ -111,7 +132,8 @@ export function accessLine(config: Config): string {
  */
 export function openToOthers(config: Config): string | undefined {
   if (config.requireSession === 'all' || isLoopback(config.host)) return undefined;
-  const what = config.requireSession === 'none' ? 'read and change every user' : 'read every user and the feed of changes';
+  const what =
+    config.requireSession === 'none' ? 'read and change every user' : 'read every user and the feed of changes';
   return `listening on ${config.host}, not only on this machine, with --require-session ${config.requireSession}: anyone who can reach it can ${what}. --require-session all closes that`;
 }
 
@@ -134,13 +156,24 @@ const USERSCTL_DEFAULT_URL = 'http://127.0.0.1:8080';
  */
 export function startLines(config: Config, running: Pick<RunningServer, 'url' | 'adminPasswordFile'>): string[] {
   const postgres = isPostgresStore(config.store);
-  const where = postgres ? (config.store === 'postgres' ? 'the database of the PG* variables' : redactSecrets(config.store)) : resolve(config.data);
-  const lines = [config.store === 'memory' ? 'users in memory only: they are gone when the server stops' : `data in ${where}${postgres ? '' : ' (journal)'}`, accessLine(config)];
+  const where = postgres
+    ? config.store === 'postgres'
+      ? 'the database of the PG* variables'
+      : redactSecrets(config.store)
+    : resolve(config.data);
+  const lines = [
+    config.store === 'memory'
+      ? 'users in memory only: they are gone when the server stops'
+      : `data in ${where}${postgres ? '' : ' (journal)'}`,
+    accessLine(config),
+  ];
   if (running.adminPasswordFile === undefined) return lines;
   const reach = reachableUrl(running.url);
   const url = reach === USERSCTL_DEFAULT_URL ? '' : ` --url ${reach}`;
   const store = postgres ? `--store ${config.store === 'postgres' ? 'postgres' : 'URL'}` : `--data ${where}`;
-  const password = postgres ? `${generatedPasswordQuery(config.store)} | usersctl${url} login --password-stdin` : `usersctl${url} login --password-stdin < ${running.adminPasswordFile}`;
+  const password = postgres
+    ? `${generatedPasswordQuery(config.store)} | usersctl${url} login --password-stdin`
+    : `usersctl${url} login --password-stdin < ${running.adminPasswordFile}`;
   lines.push(`first login: ${password} (then change it: users-server accounts passwd admin ${store})`);
   return lines;
 }
@@ -175,30 +208,73 @@ async function lostAtStart(config: Config, doing: string, error: unknown): Promi
   if (!(error instanceof StoreUnavailableError)) throw error;
   const { describeDatabase } = await import('../store/postgres/open-postgres.js');
   const code = (error.cause as { code?: string } | undefined)?.code ?? 'error';
-  throw new CommandError(`lost ${describeDatabase(config.store === 'postgres' ? undefined : config.store)} while ${doing} at the start (${code}): check that PostgreSQL runs there and the network to it, then start again`);
+  throw new CommandError(
+    `lost ${describeDatabase(config.store === 'postgres' ? undefined : config.store)} while ${doing} at the start (${code}): check that PostgreSQL runs there and the network to it, then start again`,
+  );
 }
 
 /** The settings a shared store (PostgreSQL) holds for every instance. */
-async function sharedSettings(shared: SharedSettings, config: Config, accounts: Accounts, env: NodeJS.ProcessEnv, log: (m: string) => void, onReload?: () => void): Promise<Settings> {
+async function sharedSettings(
+  shared: SharedSettings,
+  config: Config,
+  accounts: Accounts,
+  env: NodeJS.ProcessEnv,
+  log: (m: string) => void,
+  onReload?: () => void,
+): Promise<Settings> {
   const secrets = config.secrets.length > 0 ? config.secrets : await shared.secrets(newSecret);
   const accountsSource = await SharedAccountsPoller.start(shared, accounts, log, onReload);
   const where = "the database (settings 'admin-password')";
-  const admin = await adminPassword(accountsSource.records, env, async () => {
-    const { password, created } = await shared.generatedAdminPassword(newAdminPassword);
-    return { text: password, path: where, created };
-  }, (record) => shared.updateAccountRecords((records) => void records.set(record.name, serializeAccount(record))), where);
+  const admin = await adminPassword(
+    accountsSource.records,
+    env,
+    async () => {
+      const { password, created } = await shared.generatedAdminPassword(newAdminPassword);
+      return { text: password, path: where, created };
+    },
+    (record) => shared.updateAccountRecords((records) => void records.set(record.name, serializeAccount(record))),
+    where,
+  );
   const keepAdminIdentity = (update: (kept: string | undefined) => string) => shared.updateAdminIdentity(update);
-  return { keys: secrets.map((s) => Buffer.from(s, 'utf8')), ...admin, keepAdminIdentity, accountsSource, loginLimits: new SharedLoginLimits(shared) };
+  return {
+    keys: secrets.map((s) => Buffer.from(s, 'utf8')),
+    ...admin,
+    keepAdminIdentity,
+    accountsSource,
+    loginLimits: new SharedLoginLimits(shared),
+  };
 }
 
 /** The settings an instance keeps in its own data directory. */
-function dataDirSettings(dataDir: string, config: Config, accounts: Accounts, env: NodeJS.ProcessEnv, log: (m: string) => void, onReload?: () => void): Promise<Settings> {
+function dataDirSettings(
+  dataDir: string,
+  config: Config,
+  accounts: Accounts,
+  env: NodeJS.ProcessEnv,
+  log: (m: string) => void,
+  onReload?: () => void,
+): Promise<Settings> {
   const accountsSource = new AccountsFileWatcher(dataDir, accounts, log, onReload);
-  const keys = (config.secrets.length > 0 ? config.secrets : [loadOrCreateSecret(dataDir)]).map((s) => Buffer.from(s, 'utf8'));
+  const keys = (config.secrets.length > 0 ? config.secrets : [loadOrCreateSecret(dataDir)]).map((s) =>
+    Buffer.from(s, 'utf8'),
+  );
   // Under the accounts' edit lock: an accounts command may be editing the file meanwhile.
-  const adopt = (record: AccountRecord) => withEditLock(dataDir, ACCOUNTS_FILE, () => writeAccountsFile(dataDir, [...readAccountsFile(dataDir), record]));
-  return adminPassword(accountsSource.records, env, async () => loadOrCreateAdminPassword(dataDir), adopt, join(dataDir, ADMIN_PASSWORD_FILE)).then(
-    (admin) => ({ keys, ...admin, keepAdminIdentity: (update: (kept: string | undefined) => string) => updateAdminIdentity(dataDir, update), accountsSource, loginLimits: undefined }),
+  const adopt = (record: AccountRecord) =>
+    withEditLock(dataDir, ACCOUNTS_FILE, () => writeAccountsFile(dataDir, [...readAccountsFile(dataDir), record]));
+  return adminPassword(
+    accountsSource.records,
+    env,
+    async () => loadOrCreateAdminPassword(dataDir),
+    adopt,
+    join(dataDir, ADMIN_PASSWORD_FILE),
+  ).then(
+    (admin) => ({
+      keys,
+      ...admin,
+      keepAdminIdentity: (update: (kept: string | undefined) => string) => updateAdminIdentity(dataDir, update),
+      accountsSource,
+      loginLimits: undefined,
+    }),
     (error: unknown) => {
       accountsSource.close();
       throw error;
@@ -246,7 +322,12 @@ function openConfiguredStore(
     ...(evidence !== undefined && { usedBefore: evidence }),
     log: logError,
     onFatal,
-    postgres: { max: config.dbPool, timeoutSeconds: config.dbTimeout, startWaitSeconds: config.dbStartWait, ...(options.signal && { signal: options.signal }) },
+    postgres: {
+      max: config.dbPool,
+      timeoutSeconds: config.dbTimeout,
+      startWaitSeconds: config.dbStartWait,
+      ...(options.signal && { signal: options.signal }),
+    },
     ...(options.clock && { now: options.clock }),
     ...(options.journalIo && { io: options.journalIo }),
   });
@@ -271,16 +352,20 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       if (options.onFatal) options.onFatal(error);
       else void stop();
     };
-    const store = (opened.store = options.store ?? (await openConfiguredStore(config, dataDir, evidence, options, logError, onFatal)));
+    const store = (opened.store =
+      options.store ?? (await openConfiguredStore(config, dataDir, evidence, options, logError, onFatal)));
     const hashing = { cost: config.passwordCost, ...(options.scrypt && { scrypt: options.scrypt }) };
     const accounts = new Accounts(hashing);
     const env = options.env ?? process.env;
     const settings = (opened.settings =
       store.shared !== undefined
-        ? await sharedSettings(store.shared, config, accounts, env, logError, options.onAccountsReload).catch((error: unknown) => lostAtStart(config, 'reading its settings', error))
+        ? await sharedSettings(store.shared, config, accounts, env, logError, options.onAccountsReload).catch(
+            (error: unknown) => lostAtStart(config, 'reading its settings', error),
+          )
         : await dataDirSettings(dataDir!, config, accounts, env, logError, options.onAccountsReload));
     const admin = settings.admin;
-    if (typeof admin === 'string') accounts.add('admin', 'admin', await hashPassword(admin, hashing), await keptAdminId(admin, settings));
+    if (typeof admin === 'string')
+      accounts.add('admin', 'admin', await hashPassword(admin, hashing), await keptAdminId(admin, settings));
     else accounts.add('admin', 'admin', admin.password, admin.id);
     const loginLimits = options.loginLimits ?? settings.loginLimits;
     const app = createApp({
@@ -294,21 +379,39 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       ...(options.logError && { logError: options.logError }),
       log: options.log ?? logError,
     });
-    const accessLog = config.logFormat === 'off' ? undefined : new AccessLog(config.logFormat, options.accessLog ?? ((chunk) => process.stdout.write(chunk)), options.clock);
+    const accessLog =
+      config.logFormat === 'off'
+        ? undefined
+        : new AccessLog(config.logFormat, options.accessLog ?? ((chunk) => process.stdout.write(chunk)), options.clock);
     const tls = config.tlsCert === '' ? undefined : readCertificate(config);
     const listening = (opened.listening = await listenFor(app, config, accessLog, tls, options));
-    const announced = (opened.announced = await store.shared?.announce({ host: hostname(), pid: process.pid, url: listening.url }).catch((error: unknown) => lostAtStart(config, 'announcing this instance', error)));
+    const announced = (opened.announced = await store.shared
+      ?.announce({ host: hostname(), pid: process.pid, url: listening.url })
+      .catch((error: unknown) => lostAtStart(config, 'announcing this instance', error)));
     stop = stopper({ config, store, settings, app, listening, announced, accessLog, releaseLock });
     const reloadAccounts = async () => settings.accountsSource.refresh();
-    const reloadCertificate = tls === undefined ? undefined : () => listening.replaceCertificate(readCertificate(config));
+    const reloadCertificate =
+      tls === undefined ? undefined : () => listening.replaceCertificate(readCertificate(config));
     const fromEnv = typeof admin === 'string' && settings.adminPasswordAt === undefined ? admin.length : undefined;
-    return { url: listening.url, server: listening.server, app, store, adminPasswordFile: settings.adminPasswordAt, adminPasswordFromEnv: fromEnv, stop, hurry: () => listening.hurry(), reloadAccounts, reloadCertificate };
+    return {
+      url: listening.url,
+      server: listening.server,
+      app,
+      store,
+      adminPasswordFile: settings.adminPasswordAt,
+      adminPasswordFromEnv: fromEnv,
+      stop,
+      hurry: () => listening.hurry(),
+      reloadAccounts,
+      reloadCertificate,
+    };
   } catch (error) {
     await closeOpened(opened);
     releaseLock();
     // Nothing new is left behind: no directory, secret, password or journal of a start that did not serve.
     prepared?.discard();
-    const problem = error instanceof CommandError || dataDir === undefined ? undefined : systemFileProblem(error, dataDir);
+    const problem =
+      error instanceof CommandError || dataDir === undefined ? undefined : systemFileProblem(error, dataDir);
     throw problem === undefined ? error : new CommandError(`cannot write the data directory: ${problem}`);
   }
 }
@@ -330,7 +433,8 @@ async function closeOpened(opened: Opened): Promise<void> {
 
 /** The data directory, made if new, and its lock: none for a shared PostgreSQL store. */
 function lockDataDir(config: Config, options: StartOptions, logError: (message: string) => void) {
-  const prepared = isPostgresStore(config.store) && options.store === undefined ? undefined : prepareDataDir(config.data);
+  const prepared =
+    isPostgresStore(config.store) && options.store === undefined ? undefined : prepareDataDir(config.data);
   const dataDir = prepared?.path;
   try {
     const releaseLock = dataDir === undefined ? () => {} : acquireLock(dataDir, logError);
@@ -341,7 +445,13 @@ function lockDataDir(config: Config, options: StartOptions, logError: (message: 
   }
 }
 
-function listenFor(app: App, config: Config, accessLog: AccessLog | undefined, tls: { cert: Buffer; key: Buffer } | undefined, options: StartOptions): Promise<Listening> {
+function listenFor(
+  app: App,
+  config: Config,
+  accessLog: AccessLog | undefined,
+  tls: { cert: Buffer; key: Buffer } | undefined,
+  options: StartOptions,
+): Promise<Listening> {
   return listen(app, {
     host: config.host,
     port: config.port,
@@ -405,7 +515,9 @@ function readCertificate(config: Config): { cert: Buffer; key: Buffer } {
   try {
     createSecureContext(pair);
   } catch {
-    throw new CommandError(`the TLS certificate ${config.tlsCert} and key ${config.tlsKey} do not make a pair a server can use: check that both are PEM and that the key is the certificate's`);
+    throw new CommandError(
+      `the TLS certificate ${config.tlsCert} and key ${config.tlsKey} do not make a pair a server can use: check that both are PEM and that the key is the certificate's`,
+    );
   }
   return pair;
 }
@@ -481,8 +593,10 @@ function startFailure(error: unknown, config: Config): string | undefined {
   if (error instanceof CommandError) return error.message;
   const code = (error as NodeJS.ErrnoException).code;
   const address = `${config.host}:${config.port}`;
-  if (code === 'EADDRINUSE') return `the address ${address} is already in use: stop what listens there, or give another --port`;
-  if (code === 'EACCES') return `no permission to listen on ${address}: give a --port above 1023, or run with the right to bind it`;
+  if (code === 'EADDRINUSE')
+    return `the address ${address} is already in use: stop what listens there, or give another --port`;
+  if (code === 'EACCES')
+    return `no permission to listen on ${address}: give a --port above 1023, or run with the right to bind it`;
   if (code === 'EADDRNOTAVAIL' || code === 'ENOTFOUND') return `cannot listen on ${config.host}: no such local address`;
   return undefined;
 }
@@ -491,7 +605,8 @@ function startFailure(error: unknown, config: Config): string | undefined {
 function reload(running: RunningServer, io: CommandIo): void {
   running.reloadAccounts().then(
     () => io.stderr.write('users-server: SIGHUP: accounts read again\n'),
-    (error: unknown) => io.stderr.write(`users-server: SIGHUP: cannot read the accounts: ${(error as Error).message}\n`),
+    (error: unknown) =>
+      io.stderr.write(`users-server: SIGHUP: cannot read the accounts: ${(error as Error).message}\n`),
   );
   if (running.reloadCertificate === undefined) return;
   try {
@@ -532,7 +647,13 @@ export async function serve(argv: readonly string[], io: CommandIo): Promise<num
   };
   let running: RunningServer;
   try {
-    running = await startServer(parsed.config, { env: io.env, onFatal, logError: (message) => io.stderr.write(message + '\n'), accessLog: stdoutSink(io), signal: signals.stopAsked });
+    running = await startServer(parsed.config, {
+      env: io.env,
+      onFatal,
+      logError: (message) => io.stderr.write(message + '\n'),
+      accessLog: stdoutSink(io),
+      signal: signals.stopAsked,
+    });
   } catch (error) {
     signals.unwatch();
     // Stopped while it started (Ctrl-C while it waited for the database): a stop, not a failure.

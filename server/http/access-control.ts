@@ -65,7 +65,11 @@ export class AccessControl {
   principal(req: IncomingMessage, res: ServerResponse | undefined, now: number): MaybePromise<Principal | undefined> {
     const bearer = parseBearer(req.headers.authorization);
     if (bearer !== undefined) return this.tokenPrincipal(bearer, now);
-    return andThen(this.deps.sessions.current(req, res, now), (session) => (session === undefined ? undefined : { name: session.account.name, role: session.account.role, via: 'session' as const, account: session.account }));
+    return andThen(this.deps.sessions.current(req, res, now), (session) =>
+      session === undefined
+        ? undefined
+        : { name: session.account.name, role: session.account.role, via: 'session' as const, account: session.account },
+    );
   }
 
   /**
@@ -83,7 +87,8 @@ export class AccessControl {
     // The clock is read only past this point: an open read never asks for the time.
     const now = asker.now;
     // A read that needs a session answers what this client may see: no shared cache (a proxy's, a CDN's) may keep it for others.
-    if (needed && access !== 'write' && res !== undefined && !res.headersSent) res.setHeader('Cache-Control', 'private');
+    if (needed && access !== 'write' && res !== undefined && !res.headersSent)
+      res.setHeader('Cache-Control', 'private');
     return andThen(this.principal(req, res, now), (principal) => {
       if (principal !== undefined || needed) this.permit(principal, access === 'write' ? 'admin' : undefined);
     });
@@ -118,7 +123,10 @@ export class AccessControl {
     if (bearer === undefined) return undefined;
     const id = apiTokenId(bearer);
     if (id === undefined) return false;
-    return andThen(this.deps.store.findToken(id), (record) => typeof checkToken(record, bearer, now, this.deps.accounts) !== 'string');
+    return andThen(
+      this.deps.store.findToken(id),
+      (record) => typeof checkToken(record, bearer, now, this.deps.accounts) !== 'string',
+    );
   }
 
   private tokenPrincipal(token: string, now: number): MaybePromise<Principal> {
@@ -129,7 +137,11 @@ export class AccessControl {
 
   private permit(principal: Principal | undefined, role: Role | undefined): Principal {
     if (principal === undefined) {
-      throw new HttpError(problems.unauthorized, `Log in first: POST ${LOGIN_PATH} with Basic credentials (usersctl login), or send an API token: Authorization: Bearer ust_... (usersctl --token).`, { 'WWW-Authenticate': this.challenge });
+      throw new HttpError(
+        problems.unauthorized,
+        `Log in first: POST ${LOGIN_PATH} with Basic credentials (usersctl login), or send an API token: Authorization: Bearer ust_... (usersctl --token).`,
+        { 'WWW-Authenticate': this.challenge },
+      );
     }
     if (role === 'admin' && principal.role !== 'admin') {
       throw new HttpError(problems.forbidden, `${describePrincipal(principal)}, which may only read.`);
@@ -138,7 +150,12 @@ export class AccessControl {
   }
 }
 
-function principalOfToken(record: ApiTokenRecord | undefined, token: string, now: number, accounts: Accounts): Principal {
+function principalOfToken(
+  record: ApiTokenRecord | undefined,
+  token: string,
+  now: number,
+  accounts: Accounts,
+): Principal {
   const checked = checkToken(record, token, now, accounts);
   if (typeof checked === 'string') throw invalidToken(checked);
   const { valid, owner } = checked;
@@ -146,21 +163,34 @@ function principalOfToken(record: ApiTokenRecord | undefined, token: string, now
 }
 
 /** The token `record` keeps and the account it acts for when `token` is valid now; else why it is not. */
-function checkToken(record: ApiTokenRecord | undefined, token: string, now: number, accounts: Accounts): { valid: ApiTokenRecord; owner: Account } | string {
-  if (record === undefined || !tokenMatches(token, record.hash)) return 'The API token is not known to this server: it was revoked, or never issued here.';
-  if (record.expiresAt !== undefined && record.expiresAt <= now) return `The API token "${record.name}" expired at ${new Date(record.expiresAt).toISOString()}.`;
+function checkToken(
+  record: ApiTokenRecord | undefined,
+  token: string,
+  now: number,
+  accounts: Accounts,
+): { valid: ApiTokenRecord; owner: Account } | string {
+  if (record === undefined || !tokenMatches(token, record.hash))
+    return 'The API token is not known to this server: it was revoked, or never issued here.';
+  if (record.expiresAt !== undefined && record.expiresAt <= now)
+    return `The API token "${record.name}" expired at ${new Date(record.expiresAt).toISOString()}.`;
   const owner = tokenOwner(record, accounts);
-  if (owner === undefined) return `The API token "${record.name}" belonged to the account "${record.createdBy}", which was removed.`;
+  if (owner === undefined)
+    return `The API token "${record.name}" belonged to the account "${record.createdBy}", which was removed.`;
   return { valid: record, owner };
 }
 
 function invalidToken(detail: string): HttpError {
-  return new HttpError(problems.invalidToken, `${detail} Create a new one with: usersctl tokens create NAME`, { 'WWW-Authenticate': INVALID_TOKEN_CHALLENGE });
+  return new HttpError(problems.invalidToken, `${detail} Create a new one with: usersctl tokens create NAME`, {
+    'WWW-Authenticate': INVALID_TOKEN_CHALLENGE,
+  });
 }
 
 /** Who a principal is and what it may do, for a 403's detail. */
 function describePrincipal(principal: Principal): string {
   if (principal.token === undefined) return `The account "${principal.name}" has role ${principal.role}`;
-  const lowered = principal.token.role !== principal.role ? `, lowered to ${principal.role}: its account "${principal.account.name}" has role ${principal.account.role}` : '';
+  const lowered =
+    principal.token.role !== principal.role
+      ? `, lowered to ${principal.role}: its account "${principal.account.name}" has role ${principal.account.role}`
+      : '';
   return `The API token "${principal.name}" has role ${principal.token.role}${lowered}`;
 }

@@ -90,7 +90,12 @@ class UsersApp implements App {
     this.hostNames = new HostNames(deps.config);
     const access = new AccessControl({ ...deps, sessions: this.sessions });
     this.feeds = new ChangeFeeds(deps.store);
-    const routeDeps: RouteDeps = { ...deps, sessions: this.sessions, access, log: deps.log ?? ((line: string) => process.stderr.write(line + '\n')) };
+    const routeDeps: RouteDeps = {
+      ...deps,
+      sessions: this.sessions,
+      access,
+      log: deps.log ?? ((line: string) => process.stderr.write(line + '\n')),
+    };
     this.routes = [
       ...sessionRoutes(routeDeps),
       ...userRoutes(routeDeps),
@@ -104,7 +109,8 @@ class UsersApp implements App {
     this.router = new Router(this.routes);
     this.metrics = new Metrics(this.router.paths);
     this.openapi = buildOpenApi(this.routes);
-    this.admit = deps.config.rateLimit > 0 ? rateLimitGate(deps, (res, error) => this.answerFailure(res, error)) : undefined;
+    this.admit =
+      deps.config.rateLimit > 0 ? rateLimitGate(deps, (res, error) => this.answerFailure(res, error)) : undefined;
     if (this.admit === undefined) {
       const byId = (method: string) => {
         const found = this.router.route(method, USER_BY_REF);
@@ -113,7 +119,8 @@ class UsersApp implements App {
       this.userById = { get: byId('GET'), put: byId('PUT'), delete: byId('DELETE') };
     }
     // The direct path is the router's answer for these targets only while no literal path looks like an id.
-    if (this.routes.some((route) => USER_ID_TARGET.test(route.path))) throw new Error(`a route's path looks like ${USER_BY_REF}`);
+    if (this.routes.some((route) => USER_ID_TARGET.test(route.path)))
+      throw new Error(`a route's path looks like ${USER_BY_REF}`);
   }
 
   readonly handle = (req: IncomingMessage, res: ObservedResponse): void => {
@@ -126,17 +133,32 @@ class UsersApp implements App {
       // What splitTarget and the router would find for this target, found
       // without them: the same route, slot and params; and the id parseRef
       // would read from the params, given to the route's byId.
-      return this.dispatch(req, res, direct.route, direct.slot, new DirectParams(url) as unknown as Record<string, string>, '', id);
+      return this.dispatch(
+        req,
+        res,
+        direct.route,
+        direct.slot,
+        new DirectParams(url) as unknown as Record<string, string>,
+        '',
+        id,
+      );
     }
     const target = splitTarget(req.url ?? '');
-    const authorityError = target === undefined || url.charCodeAt(0) === 0x2f ? undefined : authorityProblem(url, this.hostNames);
+    const authorityError =
+      target === undefined || url.charCodeAt(0) === 0x2f ? undefined : authorityProblem(url, this.hostNames);
     if (authorityError !== undefined) return this.fail(res, authorityError);
     // With --rate-limit 0 this one comparison is all rate limiting costs.
     if (this.admit !== undefined && !this.admit(req, res, target?.path)) return;
     if (target === undefined) {
       // RFC 9110 section 9.3.7: OPTIONS * asks about the server as a whole.
       if (req.url === '*' && req.method === 'OPTIONS') return sendEmpty(res, 204, { Allow: this.router.allowAnywhere });
-      return this.fail(res, new HttpError(problems.badRequest, 'The request target must be a path or an absolute http URI (or * for OPTIONS).'));
+      return this.fail(
+        res,
+        new HttpError(
+          problems.badRequest,
+          'The request target must be a path or an absolute http URI (or * for OPTIONS).',
+        ),
+      );
     }
     const match = this.router.match(req.method ?? '', target.path);
     res.routeSlot = match.slot;
@@ -146,7 +168,12 @@ class UsersApp implements App {
       case 'options':
         return sendEmpty(res, 204, { Allow: match.allow });
       case 'method-not-allowed':
-        return this.fail(res, new HttpError(problems.methodNotAllowed, `${req.method} is not allowed here; allowed: ${match.allow}.`, { Allow: match.allow }));
+        return this.fail(
+          res,
+          new HttpError(problems.methodNotAllowed, `${req.method} is not allowed here; allowed: ${match.allow}.`, {
+            Allow: match.allow,
+          }),
+        );
       case 'not-found':
         return this.fail(res, new HttpError(problems.notFound, 'There is nothing at this path.'));
     }
@@ -156,10 +183,24 @@ class UsersApp implements App {
    * Runs a matched route, unless the request is a forgery of another site:
    * its `byId` when the direct path read the reference, an `id`, else its handler.
    */
-  private dispatch(req: IncomingMessage, res: ObservedResponse, route: Route, slot: number, params: Record<string, string>, query: string, id: number): void {
+  private dispatch(
+    req: IncomingMessage,
+    res: ObservedResponse,
+    route: Route,
+    slot: number,
+    params: Record<string, string>,
+    query: string,
+    id: number,
+  ): void {
     res.routeSlot = slot;
     if (this.forgedBySite(req, route)) {
-      return this.fail(res, new HttpError(problems.forbidden, 'A page of another site may not change anything with this server\'s session cookie; send the request from this server\'s own pages, or without the cookie.'));
+      return this.fail(
+        res,
+        new HttpError(
+          problems.forbidden,
+          "A page of another site may not change anything with this server's session cookie; send the request from this server's own pages, or without the cookie.",
+        ),
+      );
     }
     const ctx = new RequestContext(req, res, params, query, this);
     // Whatever a handler throws, now or later, is answered by `fail`.
@@ -179,7 +220,12 @@ class UsersApp implements App {
    * and with --login-page POST /logout answers a cross-site form with the page.
    */
   private forgedBySite(req: IncomingMessage, route: Route): boolean {
-    if (route.method === 'GET' || route.path === LOGIN_PATH || (route.path === LOGOUT_PATH && this.deps.config.loginPage)) return false;
+    if (
+      route.method === 'GET' ||
+      route.path === LOGIN_PATH ||
+      (route.path === LOGOUT_PATH && this.deps.config.loginPage)
+    )
+      return false;
     if (!this.sessions.carried(req)) return false;
     return isCrossSite(req, this.deps.config);
   }
@@ -189,7 +235,11 @@ class UsersApp implements App {
     // gone): answer it once they are, like any read.
     const pending = this.deps.store.settled();
     if (pending === undefined) this.answerFailure(res, error);
-    else pending.then(() => this.answerFailure(res, error), (failure: unknown) => this.answerFailure(res, failure));
+    else
+      pending.then(
+        () => this.answerFailure(res, error),
+        (failure: unknown) => this.answerFailure(res, failure),
+      );
   }
 
   /** The one place an error becomes a response: a problem from the catalog, or a bare 500 that leaks nothing. */
@@ -203,7 +253,9 @@ class UsersApp implements App {
       error = new HttpError(problems.diskFull, error.message, { 'Retry-After': String(DISK_FULL_RETRY_SECONDS) });
     } else if (!(error instanceof HttpError)) {
       const id = res instanceof ObservedResponse ? res.requestId : '';
-      this.logError(`users-server: unexpected error${id === '' ? '' : ` (request ${id})`}: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+      this.logError(
+        `users-server: unexpected error${id === '' ? '' : ` (request ${id})`}: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`,
+      );
       error = new HttpError(problems.internal, 'The server could not complete the request.');
     }
     if (res.headersSent) {
@@ -305,7 +357,11 @@ type Gate = (req: IncomingMessage, res: ServerResponse, path: string | undefined
  */
 function rateLimitGate(deps: AppDeps, refuse: (res: ServerResponse, error: unknown) => void): Gate {
   const { config } = deps;
-  const limiter = new RateLimiter({ rate: config.rateLimit, burst: config.rateBurst || config.rateLimit, ...(deps.clock && { now: deps.clock }) });
+  const limiter = new RateLimiter({
+    rate: config.rateLimit,
+    burst: config.rateBurst || config.rateLimit,
+    ...(deps.clock && { now: deps.clock }),
+  });
   return (req, res, path) => {
     if (path === HEALTH_PATH || path === READY_PATH) return true;
     const decision = limiter.take(limitKey(clientAddress(req, config)));
@@ -317,7 +373,14 @@ function rateLimitGate(deps: AppDeps, refuse: (res: ServerResponse, error: unkno
     }
     // Retry-After and the effective window agree, as the draft asks (section 6).
     const headers = { 'Retry-After': String(decision.seconds), 'RateLimit-Policy': limiter.policy, RateLimit: field };
-    refuse(res, new HttpError(problems.tooManyRequests, `This client address is over its rate limit (${limiter.rate}/s, burst ${limiter.burst}); retry after ${decision.seconds} s.`, headers));
+    refuse(
+      res,
+      new HttpError(
+        problems.tooManyRequests,
+        `This client address is over its rate limit (${limiter.rate}/s, burst ${limiter.burst}); retry after ${decision.seconds} s.`,
+        headers,
+      ),
+    );
     return false;
   };
 }
@@ -334,7 +397,12 @@ function checkFields(req: IncomingMessage, names: HostNames): HttpError | undefi
   const raw = req.rawHeaders;
   // node stops collecting lines past its maxHeadersCount, MAX_FIELD_LINES + 1
   // (server.ts): a second Host among the lines it drops would go unseen.
-  if (raw.length > 2 * MAX_FIELD_LINES) return new HttpError(problems.requestHeaderFieldsTooLarge, `The request has more than ${MAX_FIELD_LINES} header lines.`, { Connection: 'close' });
+  if (raw.length > 2 * MAX_FIELD_LINES)
+    return new HttpError(
+      problems.requestHeaderFieldsTooLarge,
+      `The request has more than ${MAX_FIELD_LINES} header lines.`,
+      { Connection: 'close' },
+    );
   let hosts = 0;
   let host = '';
   let coded = false;
@@ -348,7 +416,12 @@ function checkFields(req: IncomingMessage, names: HostNames): HttpError | undefi
   const hostError = hostProblem(hosts, host, req.httpVersion, names);
   if (hostError !== undefined) return hostError;
   const coding = coded ? unknownCoding(req) : undefined;
-  if (coding !== undefined) return new HttpError(problems.notImplemented, `This server decodes no transfer coding but chunked; the request used ${JSON.stringify(coding)}.`, { Connection: 'close' });
+  if (coding !== undefined)
+    return new HttpError(
+      problems.notImplemented,
+      `This server decodes no transfer coding but chunked; the request used ${JSON.stringify(coding)}.`,
+      { Connection: 'close' },
+    );
   return undefined;
 }
 
@@ -369,7 +442,10 @@ function hostVerdictError(verdict: HostVerdict, host: string, where: string): Ht
   if (verdict === 'allowed') return undefined;
   if (verdict === 'malformed') return badHost(`The ${where} is not a host name or address with an optional port.`);
   const name = nameOf(host) ?? host;
-  return new HttpError(problems.misdirectedRequest, `The ${where} names ${JSON.stringify(name)}, which is not a name of this server; if clients reach it by that name, start it with --allowed-hosts ${name} (USERS_ALLOWED_HOSTS).`);
+  return new HttpError(
+    problems.misdirectedRequest,
+    `The ${where} names ${JSON.stringify(name)}, which is not a name of this server; if clients reach it by that name, start it with --allowed-hosts ${name} (USERS_ALLOWED_HOSTS).`,
+  );
 }
 
 function badHost(detail: string): HttpError {
@@ -379,7 +455,13 @@ function badHost(detail: string): HttpError {
 /** True for "host" in any case, without lowering a copy of every field name. */
 function isHostName(name: string): boolean {
   // c | 0x20 folds an upper-case letter to its lower case; among ASCII only 'H' and 'h' give 'h', and so on.
-  return name.length === 4 && (name.charCodeAt(0) | 0x20) === 0x68 && (name.charCodeAt(1) | 0x20) === 0x6f && (name.charCodeAt(2) | 0x20) === 0x73 && (name.charCodeAt(3) | 0x20) === 0x74;
+  return (
+    name.length === 4 &&
+    (name.charCodeAt(0) | 0x20) === 0x68 &&
+    (name.charCodeAt(1) | 0x20) === 0x6f &&
+    (name.charCodeAt(2) | 0x20) === 0x73 &&
+    (name.charCodeAt(3) | 0x20) === 0x74
+  );
 }
 
 /**

@@ -33,7 +33,9 @@ export function defaultTotalConnections(): number {
 /** The soft limit on open files (Linux's /proc/self/limits); 1024 where it cannot be read. */
 function openFilesLimit(): number {
   try {
-    const line = readFileSync('/proc/self/limits', 'utf8').split('\n').find((l) => l.startsWith('Max open files'));
+    const line = readFileSync('/proc/self/limits', 'utf8')
+      .split('\n')
+      .find((l) => l.startsWith('Max open files'));
     const soft = line?.slice('Max open files'.length).trim().split(/\s+/)[0];
     return soft === 'unlimited' ? Number.MAX_SAFE_INTEGER : Number(soft) || 1024;
   } catch {

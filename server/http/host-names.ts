@@ -41,7 +41,9 @@ export class HostNames {
     private readonly now: () => number = () => performance.now(),
   ) {
     this.any = config.allowedHosts.includes('*');
-    const listening = nameOf(config.host.includes(':') && !config.host.startsWith('[') ? `[${config.host}]` : config.host);
+    const listening = nameOf(
+      config.host.includes(':') && !config.host.startsWith('[') ? `[${config.host}]` : config.host,
+    );
     this.wildcard = listening === '0.0.0.0' || listening === '[::]';
     this.named = new Set([...config.allowedHosts.map(nameOf), listening].filter((name) => name !== undefined));
   }
@@ -111,7 +113,8 @@ function isLoopbackName(name: string): boolean {
 function machineAddresses(): string[] {
   const addresses: string[] = [];
   for (const list of Object.values(networkInterfaces())) {
-    for (const info of list ?? []) addresses.push(nameOf(info.family === 'IPv6' ? `[${info.address}]` : info.address) ?? '');
+    for (const info of list ?? [])
+      addresses.push(nameOf(info.family === 'IPv6' ? `[${info.address}]` : info.address) ?? '');
   }
   return addresses;
 }

@@ -21,7 +21,11 @@ function parameterOf(field: string, name: string): string | undefined {
   for (const parameter of field.slice(semicolon + 1).split(';')) {
     const eq = parameter.indexOf('=');
     if (eq === -1 || parameter.slice(0, eq).trim().toLowerCase() !== name) continue;
-    return parameter.slice(eq + 1).trim().replace(/^"(.*)"$/, '$1').toLowerCase();
+    return parameter
+      .slice(eq + 1)
+      .trim()
+      .replace(/^"(.*)"$/, '$1')
+      .toLowerCase();
   }
   return undefined;
 }

@@ -27,7 +27,10 @@ export function parseAccept(field: string): MediaRange[] {
     const slash = range!.indexOf('/');
     if (slash === -1) continue;
     const type = range!.slice(0, slash).trim().toLowerCase();
-    const subtype = range!.slice(slash + 1).trim().toLowerCase();
+    const subtype = range!
+      .slice(slash + 1)
+      .trim()
+      .toLowerCase();
     if (!TOKEN.test(type) || !TOKEN.test(subtype) || (type === '*' && subtype !== '*')) continue;
     let q = 1;
     let valid = true;
@@ -51,7 +54,14 @@ function weight(ranges: readonly MediaRange[], type: string, subtype: string): n
   let best = -1;
   let q = 0;
   for (const range of ranges) {
-    const specificity = range.type === type && range.subtype === subtype ? 2 : range.type === type && range.subtype === '*' ? 1 : range.type === '*' ? 0 : -1;
+    const specificity =
+      range.type === type && range.subtype === subtype
+        ? 2
+        : range.type === type && range.subtype === '*'
+          ? 1
+          : range.type === '*'
+            ? 0
+            : -1;
     if (specificity > best) {
       best = specificity;
       q = range.q;

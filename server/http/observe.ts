@@ -115,7 +115,11 @@ export class ObservedResponse extends ServerResponse {
    * at once (`sendJson`) leave node nothing to store per header, which is
    * the cheapest way node:http sends headers; a list is copied, never changed.
    */
-  override writeHead(statusCode: number, reason?: string | OutgoingHttpHeaders | OutgoingHttpHeader[], headers?: OutgoingHttpHeaders | OutgoingHttpHeader[]): this {
+  override writeHead(
+    statusCode: number,
+    reason?: string | OutgoingHttpHeaders | OutgoingHttpHeader[],
+    headers?: OutgoingHttpHeaders | OutgoingHttpHeader[],
+  ): this {
     if (typeof reason !== 'string') {
       headers = reason;
       reason = undefined;
@@ -125,7 +129,8 @@ export class ObservedResponse extends ServerResponse {
     if (this.server !== undefined && this.server.stopping) this.setHeader('Connection', 'close');
     if (this.requestId !== '' && !this.idListed) {
       if (Array.isArray(headers)) {
-        for (let i = 0; i < headers.length; i += 2) if (headers[i] === 'Content-Length') this.listedLength = Number(headers[i + 1]);
+        for (let i = 0; i < headers.length; i += 2)
+          if (headers[i] === 'Content-Length') this.listedLength = Number(headers[i + 1]);
         headers = [...headers, REQUEST_ID_HEADER, this.requestId];
       } else {
         this.setHeader(REQUEST_ID_HEADER, this.requestId);
@@ -197,7 +202,14 @@ export class Observer {
     const status = done ? res.statusCode : CLOSED_EARLY;
     this.metrics.count(res.routeSlot, method, status, ms / 1000);
     if (this.log === undefined) return;
-    this.log.record({ method, target: res.req.url ?? '', status, ms, bytes: done ? bodyBytes(res, method) : 0, id: res.requestId });
+    this.log.record({
+      method,
+      target: res.req.url ?? '',
+      status,
+      ms,
+      bytes: done ? bodyBytes(res, method) : 0,
+      id: res.requestId,
+    });
   }
 
   /**

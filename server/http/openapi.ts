@@ -54,11 +54,15 @@ export function empty(description: string, ...headerNames: string[]): Json {
 export const SESSION_OPTIONAL: Json[] = [{}, { session: [] }, { bearer: [] }];
 /** An admin's session or API token, in every mode. */
 export const ADMIN_ONLY: Json[] = [{ session: [] }, { bearer: [] }];
-export const NEEDS_SESSION = 'Under `--require-session all` (the default) or `writes` this needs a valid session or API token (401 without one). A `reader`\'s session or token is 403 in every mode, and a Bearer token that is sent is checked in every mode (401 `invalid-token`).';
-export const NEEDS_SESSION_TO_READ = 'Under `--require-session all` (the default) this needs a valid session or API token (401 without one). A Bearer token that is sent is checked in every mode (401 `invalid-token`).';
+export const NEEDS_SESSION =
+  "Under `--require-session all` (the default) or `writes` this needs a valid session or API token (401 without one). A `reader`'s session or token is 403 in every mode, and a Bearer token that is sent is checked in every mode (401 `invalid-token`).";
+export const NEEDS_SESSION_TO_READ =
+  'Under `--require-session all` (the default) this needs a valid session or API token (401 without one). A Bearer token that is sent is checked in every mode (401 `invalid-token`).';
 
 /** Titles of statuses that have no entry in the problem catalog. */
-const EXTRA_PROBLEM_TITLES: Record<number, string> = { 429: 'Too many requests: the rate limit (`--rate-limit`, failed logins)' };
+const EXTRA_PROBLEM_TITLES: Record<number, string> = {
+  429: 'Too many requests: the rate limit (`--rate-limit`, failed logins)',
+};
 
 /** Response headers that come with particular problem statuses. */
 const PROBLEM_HEADERS: Record<number, string[]> = {
@@ -71,8 +75,13 @@ const PROBLEM_HEADERS: Record<number, string[]> = {
 function problemResponse(status: number): Json {
   const kinds = Object.values(problems).filter((k) => k.status === status);
   const listed = kinds.map((k) => `\`${k.code}\` (${k.title})`).join('; ');
-  const description = listed !== '' ? `Problem document: ${listed}.` : `Problem document. ${EXTRA_PROBLEM_TITLES[status] ?? ''}`.trim();
-  return { description, headers: headers(...(PROBLEM_HEADERS[status] ?? [])), content: { [PROBLEM_CONTENT_TYPE]: { schema: schema('Problem') } } };
+  const description =
+    listed !== '' ? `Problem document: ${listed}.` : `Problem document. ${EXTRA_PROBLEM_TITLES[status] ?? ''}`.trim();
+  return {
+    description,
+    headers: headers(...(PROBLEM_HEADERS[status] ?? [])),
+    content: { [PROBLEM_CONTENT_TYPE]: { schema: schema('Problem') } },
+  };
 }
 
 /** The statuses a route's own description leaves out: 403 for a state-changing request from another site with the cookie (app.ts). */
@@ -107,9 +116,11 @@ export function buildOpenApi(routes: readonly Route[]): Json {
   const paths: Record<string, Json> = {};
   for (const route of routes) (paths[openApiPath(route.path)] ??= {})[route.method.toLowerCase()] = operation(route);
   const problemStatuses = new Set<number>(COMMON_PROBLEMS);
-  for (const route of routes) for (const status of [...route.doc.problems, ...implied(route)]) problemStatuses.add(status);
+  for (const route of routes)
+    for (const status of [...route.doc.problems, ...implied(route)]) problemStatuses.add(status);
   const responses: Json = {};
-  for (const status of [...problemStatuses].sort((a, b) => a - b)) responses[`Problem${status}`] = problemResponse(status);
+  for (const status of [...problemStatuses].sort((a, b) => a - b))
+    responses[`Problem${status}`] = problemResponse(status);
   return {
     openapi: '3.1.0',
     info: {
@@ -127,7 +138,13 @@ export function buildOpenApi(routes: readonly Route[]): Json {
       { name: 'operations', description: 'Health, metrics and this document.' },
     ],
     paths,
-    components: { schemas: SCHEMAS, parameters: PARAMETERS, headers: HEADERS, responses, securitySchemes: SECURITY_SCHEMES },
+    components: {
+      schemas: SCHEMAS,
+      parameters: PARAMETERS,
+      headers: HEADERS,
+      responses,
+      securitySchemes: SECURITY_SCHEMES,
+    },
   };
 }
 
@@ -137,8 +154,18 @@ const SCHEMAS: Json = {
     description: `Any JSON object with a \`name\`; other fields are kept and returned as given. No key \`__proto__\`, \`constructor\` or \`prototype\` at any depth; at most ${MAX_DEPTH} levels of nesting.`,
     required: ['name'],
     properties: {
-      name: { type: 'string', minLength: 1, maxLength: NAME_MAX_LENGTH, description: 'No control characters; length in Unicode code points.' },
-      id: { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER, description: 'Assigned by the server; in a request body optional, and must equal the target\'s id.' },
+      name: {
+        type: 'string',
+        minLength: 1,
+        maxLength: NAME_MAX_LENGTH,
+        description: 'No control characters; length in Unicode code points.',
+      },
+      id: {
+        type: 'integer',
+        minimum: 1,
+        maximum: Number.MAX_SAFE_INTEGER,
+        description: "Assigned by the server; in a request body optional, and must equal the target's id.",
+      },
     },
     additionalProperties: true,
   },
@@ -147,14 +174,26 @@ const SCHEMAS: Json = {
     required: ['items', 'next'],
     properties: {
       items: { type: 'array', items: schema('User') },
-      aliases: { type: 'object', additionalProperties: { type: 'string' }, description: 'Only with `aliases=true`: listed id (as a string) -> alias, for the users that have one.', examples: [{ '1': 'alice' }] },
-      next: { type: ['string', 'null'], description: 'The path of the next page, or null on the last page.', examples: ['/users?after=2&limit=2'] },
+      aliases: {
+        type: 'object',
+        additionalProperties: { type: 'string' },
+        description: 'Only with `aliases=true`: listed id (as a string) -> alias, for the users that have one.',
+        examples: [{ '1': 'alice' }],
+      },
+      next: {
+        type: ['string', 'null'],
+        description: 'The path of the next page, or null on the last page.',
+        examples: ['/users?after=2&limit=2'],
+      },
     },
   },
   Reservation: {
     type: 'object',
     required: ['id', 'expiresAt'],
-    properties: { id: { type: 'integer', minimum: 1 }, expiresAt: { type: 'string', format: 'date-time', description: 'RFC 3339, UTC, milliseconds.' } },
+    properties: {
+      id: { type: 'integer', minimum: 1 },
+      expiresAt: { type: 'string', format: 'date-time', description: 'RFC 3339, UTC, milliseconds.' },
+    },
   },
   TokenRequest: {
     type: 'object',
@@ -163,7 +202,12 @@ const SCHEMAS: Json = {
     properties: {
       name: { type: 'string', pattern: '^[A-Za-z0-9._-]{1,64}$', description: 'Unique among the tokens.' },
       role: { enum: ['admin', 'reader'], default: 'reader' },
-      expiresIn: { type: 'integer', minimum: 1, maximum: MAX_TOKEN_LIFETIME, description: 'Seconds until it expires; absent: it never does.' },
+      expiresIn: {
+        type: 'integer',
+        minimum: 1,
+        maximum: MAX_TOKEN_LIFETIME,
+        description: 'Seconds until it expires; absent: it never does.',
+      },
     },
   },
   Token: {
@@ -173,36 +217,69 @@ const SCHEMAS: Json = {
       id: { type: 'string', pattern: '^[0-9a-f]{16}$' },
       name: { type: 'string' },
       role: { enum: ['admin', 'reader'], description: 'The role it was made with.' },
-      actsAs: { enum: ['admin', 'reader', null], description: 'What it may do now: the lesser of `role` and its account\'s role; null once its account was removed (it is refused).' },
-      createdBy: { type: 'string', description: 'The account it belongs to: the one that created it, or that created the token that did.' },
-      createdWith: { type: ['string', 'null'], pattern: '^[0-9a-f]{16}$', description: 'The id of the token that created it, or null when a session did. Revoking that token revokes this one.' },
+      actsAs: {
+        enum: ['admin', 'reader', null],
+        description:
+          "What it may do now: the lesser of `role` and its account's role; null once its account was removed (it is refused).",
+      },
+      createdBy: {
+        type: 'string',
+        description: 'The account it belongs to: the one that created it, or that created the token that did.',
+      },
+      createdWith: {
+        type: ['string', 'null'],
+        pattern: '^[0-9a-f]{16}$',
+        description:
+          'The id of the token that created it, or null when a session did. Revoking that token revokes this one.',
+      },
       createdAt: { type: 'string', format: 'date-time' },
       expiresAt: { type: ['string', 'null'], format: 'date-time' },
       expired: { type: 'boolean' },
     },
   },
   NewToken: {
-    allOf: [schema('Token'), { type: 'object', required: ['token'], properties: { token: { type: 'string', pattern: '^ust_[0-9a-f]{16}\\.[A-Za-z0-9_-]{43}$', description: 'The secret: shown here only.' } } }],
+    allOf: [
+      schema('Token'),
+      {
+        type: 'object',
+        required: ['token'],
+        properties: {
+          token: {
+            type: 'string',
+            pattern: '^ust_[0-9a-f]{16}\\.[A-Za-z0-9_-]{43}$',
+            description: 'The secret: shown here only.',
+          },
+        },
+      },
+    ],
   },
   Health: { type: 'object', required: ['status'], properties: { status: { const: 'ok' } } },
   Ready: { type: 'object', required: ['status'], properties: { status: { const: 'ready' } } },
   Problem: {
     type: 'object',
-    description: 'RFC 9457 problem details. `type` is a tag URI (RFC 4151) naming the kind of error; see `x-problem-types`.',
+    description:
+      'RFC 9457 problem details. `type` is a tag URI (RFC 4151) naming the kind of error; see `x-problem-types`.',
     required: ['type', 'title', 'status', 'detail'],
     properties: {
       type: { type: 'string', format: 'uri', examples: [problemType(problems.notFound)] },
       title: { type: 'string', description: 'Fixed per type.' },
       status: { type: 'integer' },
       detail: { type: 'string', description: 'This occurrence; wording may change.' },
-      field: { type: 'string', description: '`invalid-user` and `invalid-token-request` only: the path of the offending value, "" for the body itself.' },
+      field: {
+        type: 'string',
+        description:
+          '`invalid-user` and `invalid-token-request` only: the path of the offending value, "" for the body itself.',
+      },
       parameter: { type: 'string', description: '`invalid-query` only: `limit` or `after`.' },
     },
     'x-problem-types': Object.values(problems).map((k) => ({ type: problemType(k), status: k.status, title: k.title })),
   },
 };
 
-const stringHeader = (description: string, extra: Json = {}): Json => ({ description, schema: { type: 'string', ...extra } });
+const stringHeader = (description: string, extra: Json = {}): Json => ({
+  description,
+  schema: { type: 'string', ...extra },
+});
 
 const PARAMETERS: Json = {
   ref: {
@@ -212,13 +289,50 @@ const PARAMETERS: Json = {
     description: `An id (canonical decimal, 1..2^53-1) or an alias (1..${ALIAS_MAX_LENGTH} of \`A-Z a-z 0-9 . _ ~ -\`, at least one non-digit, not \`new\`, not \`.\` or \`..\`).`,
     schema: { type: 'string' },
   },
-  limit: { name: 'limit', in: 'query', description: 'Page size.', schema: { type: 'integer', minimum: 1, maximum: 1000, default: 100 } },
-  after: { name: 'after', in: 'query', description: 'List users with ids above this one.', schema: { type: 'integer', minimum: 0, maximum: Number.MAX_SAFE_INTEGER, default: 0 } },
-  aliases: { name: 'aliases', in: 'query', description: '`true`: the page also carries `aliases`, each listed id that has an alias mapped to it (what an export needs to rebuild the users); `next` keeps the parameter.', schema: { const: 'true' } },
-  'If-Match': { name: 'If-Match', in: 'header', description: 'Strong comparison; `*` matches any existing user.', schema: { type: 'string' } },
-  'If-None-Match': { name: 'If-None-Match', in: 'header', description: 'Weak comparison on GET (304); on PUT, a match or `*` on an existing user is 412.', schema: { type: 'string' } },
-  Prefer: { name: 'Prefer', in: 'header', description: 'PUT: `return=minimal` answers 204 without a body. DELETE: `return=representation` answers 200 with the user as it was.', schema: { type: 'string' } },
-  'Idempotency-Key': { name: 'Idempotency-Key', in: 'header', description: '1..255 visible ASCII characters.', schema: { type: 'string', pattern: '^[\\x21-\\x7e]{1,255}$' } },
+  limit: {
+    name: 'limit',
+    in: 'query',
+    description: 'Page size.',
+    schema: { type: 'integer', minimum: 1, maximum: 1000, default: 100 },
+  },
+  after: {
+    name: 'after',
+    in: 'query',
+    description: 'List users with ids above this one.',
+    schema: { type: 'integer', minimum: 0, maximum: Number.MAX_SAFE_INTEGER, default: 0 },
+  },
+  aliases: {
+    name: 'aliases',
+    in: 'query',
+    description:
+      '`true`: the page also carries `aliases`, each listed id that has an alias mapped to it (what an export needs to rebuild the users); `next` keeps the parameter.',
+    schema: { const: 'true' },
+  },
+  'If-Match': {
+    name: 'If-Match',
+    in: 'header',
+    description: 'Strong comparison; `*` matches any existing user.',
+    schema: { type: 'string' },
+  },
+  'If-None-Match': {
+    name: 'If-None-Match',
+    in: 'header',
+    description: 'Weak comparison on GET (304); on PUT, a match or `*` on an existing user is 412.',
+    schema: { type: 'string' },
+  },
+  Prefer: {
+    name: 'Prefer',
+    in: 'header',
+    description:
+      'PUT: `return=minimal` answers 204 without a body. DELETE: `return=representation` answers 200 with the user as it was.',
+    schema: { type: 'string' },
+  },
+  'Idempotency-Key': {
+    name: 'Idempotency-Key',
+    in: 'header',
+    description: '1..255 visible ASCII characters.',
+    schema: { type: 'string', pattern: '^[\\x21-\\x7e]{1,255}$' },
+  },
   'X-Request-Id': {
     name: 'X-Request-Id',
     in: 'header',
@@ -228,11 +342,15 @@ const PARAMETERS: Json = {
 };
 
 const HEADERS: Json = {
-  'X-Request-Id': stringHeader('The id of this exchange in the access log: the request\'s own when sane, else generated.'),
+  'X-Request-Id': stringHeader(
+    "The id of this exchange in the access log: the request's own when sane, else generated.",
+  ),
   ETag: stringHeader('Strong entity tag of the representation.'),
   Location: stringHeader('The URI of the user, e.g. `/users/1`.'),
-  'Content-Location': stringHeader('The user\'s canonical URI, `/users/{id}`.'),
-  'Set-Cookie': stringHeader(`The \`${SESSION_COOKIE}\` session cookie: \`Path=/; HttpOnly; SameSite=Lax; Max-Age=...\`; with \`--cookie-secure\` it is named \`__Host-${SESSION_COOKIE}\` and also \`Secure\`.`),
+  'Content-Location': stringHeader("The user's canonical URI, `/users/{id}`."),
+  'Set-Cookie': stringHeader(
+    `The \`${SESSION_COOKIE}\` session cookie: \`Path=/; HttpOnly; SameSite=Lax; Max-Age=...\`; with \`--cookie-secure\` it is named \`__Host-${SESSION_COOKIE}\` and also \`Secure\`.`,
+  ),
   'WWW-Authenticate': stringHeader(
     `Missing credentials: \`Cookie realm="users", cookie-name="${SESSION_COOKIE}", form-action="${LOGIN_PATH}", Bearer realm="users"\` (\`GET /\`: the Cookie challenge alone); ` +
       `a bad API token: \`Bearer realm="users", error="invalid_token"\`; a failed login: \`Basic realm="users"\`.`,
@@ -240,17 +358,30 @@ const HEADERS: Json = {
   'Retry-After': { description: 'Seconds to wait before retrying.', schema: { type: 'integer', minimum: 0 } },
   'RateLimit-Policy': stringHeader('The rate limit policy (IETF httpapi RateLimit header fields draft).'),
   RateLimit: stringHeader('The remaining quota and its reset (IETF httpapi RateLimit header fields draft).'),
-  'Idempotent-Replayed': stringHeader('`true` when the response replays the one kept for the Idempotency-Key.', { const: 'true' }),
-  'Preference-Applied': stringHeader('The `return` preference honoured.', { enum: ['return=minimal', 'return=representation'] }),
+  'Idempotent-Replayed': stringHeader('`true` when the response replays the one kept for the Idempotency-Key.', {
+    const: 'true',
+  }),
+  'Preference-Applied': stringHeader('The `return` preference honoured.', {
+    enum: ['return=minimal', 'return=representation'],
+  }),
 };
 
 const SECURITY_SCHEMES: Json = {
-  session: { type: 'apiKey', in: 'cookie', name: SESSION_COOKIE, description: 'The signed session cookie set by `POST /login`, named `__Host-' + SESSION_COOKIE + '` with `--cookie-secure`. Which requests need it depends on `--require-session`.' },
+  session: {
+    type: 'apiKey',
+    in: 'cookie',
+    name: SESSION_COOKIE,
+    description:
+      'The signed session cookie set by `POST /login`, named `__Host-' +
+      SESSION_COOKIE +
+      '` with `--cookie-secure`. Which requests need it depends on `--require-session`.',
+  },
   basic: { type: 'http', scheme: 'basic', description: '`POST /login` only.' },
   bearer: {
     type: 'http',
     scheme: 'bearer',
     bearerFormat: 'ust_<16 hex digits>.<43 base64url characters>',
-    description: 'An API token made with `POST /tokens` (`usersctl tokens create`): accepted wherever a session is, with the token\'s role. Wrong, expired or revoked: 401 `invalid-token` with `WWW-Authenticate: Bearer realm="users", error="invalid_token"`.',
+    description:
+      'An API token made with `POST /tokens` (`usersctl tokens create`): accepted wherever a session is, with the token\'s role. Wrong, expired or revoked: 401 `invalid-token` with `WWW-Authenticate: Bearer realm="users", error="invalid_token"`.',
   },
 };

@@ -64,11 +64,24 @@ interface ParserObject {
 export function stopParsing(socket: Socket): void {
   const parser = (socket as Socket & { parser?: ParserObject | null }).parser;
   if (parser === null || parser === undefined || parser[guarded]) return;
-  const slot = Object.keys(parser).find((key) => (parser[key] as { name?: string } | undefined)?.name === 'parserOnHeadersComplete');
+  const slot = Object.keys(parser).find(
+    (key) => (parser[key] as { name?: string } | undefined)?.name === 'parserOnHeadersComplete',
+  );
   if (slot === undefined) return;
   const onHeadersComplete = parser[slot] as HeadersComplete;
   // node passes nine arguments; naming them spares a rest array per request.
-  parser[slot] = function (this: ParserObject, a: unknown, b: unknown, c: unknown, d: unknown, e: unknown, f: unknown, g: unknown, h: unknown, i: unknown) {
+  parser[slot] = function (
+    this: ParserObject,
+    a: unknown,
+    b: unknown,
+    c: unknown,
+    d: unknown,
+    e: unknown,
+    f: unknown,
+    g: unknown,
+    h: unknown,
+    i: unknown,
+  ) {
     // Wrapped after the request that went past the limit had its headers: the next one is not made at all.
     if (closed(this)) return 2;
     const result = onHeadersComplete.call(this, a, b, c, d, e, f, g, h, i);

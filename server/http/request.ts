@@ -10,7 +10,9 @@ import { HttpError } from '../errors.js';
 
 function tooLarge(limit: number): HttpError {
   // The rest of the body is not read: close the connection after answering.
-  return new HttpError(problems.payloadTooLarge, `The request body is larger than ${limit} bytes.`, { Connection: 'close' });
+  return new HttpError(problems.payloadTooLarge, `The request body is larger than ${limit} bytes.`, {
+    Connection: 'close',
+  });
 }
 
 /** True when the declared Content-Length already exceeds the limit. */
@@ -45,11 +47,18 @@ function readBodyAs<T>(req: IncomingMessage, limit: number, finish: (raw: Buffer
  * `failed` with what the read or `finish` threw: one of them, once (at
  * once when the body has already arrived).
  */
-export function readBodyThen<T>(req: IncomingMessage, limit: number, finish: (raw: Buffer) => T, done: (value: T) => void, failed: (error: unknown) => void): void {
+export function readBodyThen<T>(
+  req: IncomingMessage,
+  limit: number,
+  finish: (raw: Buffer) => T,
+  done: (value: T) => void,
+  failed: (error: unknown) => void,
+): void {
   const coding = req.headers['content-encoding'];
   if (coding !== undefined && !isIdentity(coding)) return failed(codedBody(coding));
   if (declaresTooLarge(req, limit)) return failed(tooLarge(limit));
-  if (req.complete && req.readableLength <= limit) return finishWith(finish, (req.read() as Buffer | null) ?? NO_BODY, done, failed);
+  if (req.complete && req.readableLength <= limit)
+    return finishWith(finish, (req.read() as Buffer | null) ?? NO_BODY, done, failed);
   const chunks: Buffer[] = [];
   let size = 0;
   const cleanup = () => {
@@ -96,10 +105,19 @@ function isIdentity(field: string): boolean {
  * decode: 415, naming the codings it takes (RFC 9110 section 15.5.16).
  */
 function codedBody(coding: string): HttpError {
-  return new HttpError(problems.unsupportedMediaType, `This server reads request bodies as they are; this one came with Content-Encoding: ${coding.slice(0, 64)}. Send it without a content coding.`, { 'Accept-Encoding': 'identity' });
+  return new HttpError(
+    problems.unsupportedMediaType,
+    `This server reads request bodies as they are; this one came with Content-Encoding: ${coding.slice(0, 64)}. Send it without a content coding.`,
+    { 'Accept-Encoding': 'identity' },
+  );
 }
 
-function finishWith<T>(finish: (raw: Buffer) => T, raw: Buffer, done: (value: T) => void, failed: (error: unknown) => void): void {
+function finishWith<T>(
+  finish: (raw: Buffer) => T,
+  raw: Buffer,
+  done: (value: T) => void,
+  failed: (error: unknown) => void,
+): void {
   let value: T;
   try {
     value = finish(raw);

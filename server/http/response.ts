@@ -45,7 +45,12 @@ export function sendJsonWith(res: ServerResponse, status: number, json: string, 
   const length = Buffer.byteLength(json);
   const size = String(length);
   const id = res instanceof ObservedResponse ? res.listedHead(length) : '';
-  res.writeHead(status, id === '' ? [name, value, 'Content-Type', JSON_TYPE, 'Content-Length', size] : [name, value, 'Content-Type', JSON_TYPE, 'Content-Length', size, REQUEST_ID_HEADER, id]);
+  res.writeHead(
+    status,
+    id === ''
+      ? [name, value, 'Content-Type', JSON_TYPE, 'Content-Length', size]
+      : [name, value, 'Content-Type', JSON_TYPE, 'Content-Length', size, REQUEST_ID_HEADER, id],
+  );
   res.end(json);
 }
 

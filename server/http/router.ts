@@ -67,7 +67,10 @@ export class Router {
    * slot and its params factory, for a caller that recognizes some of its
    * targets itself (UsersApp's direct path); undefined when the table has none.
    */
-  route(method: string, pattern: string): { route: Route; slot: number; params: (values: readonly string[]) => Record<string, string> } | undefined {
+  route(
+    method: string,
+    pattern: string,
+  ): { route: Route; slot: number; params: (values: readonly string[]) => Record<string, string> } | undefined {
     for (const groups of this.bySegments) {
       const group = groups?.find((g) => '/' + g.segments.join('/') === pattern);
       const route = group?.byMethod.get(method);
@@ -126,10 +129,13 @@ const NO_VALUES: readonly string[] = [];
  * (adding each name in turn costs a keyed store per request on the hot path).
  */
 function paramsFactory(names: readonly string[]): (values: readonly string[]) => Record<string, string> {
-  if (!names.every((name) => /^[A-Za-z_][A-Za-z0-9_]*$/.test(name))) throw new Error(`route parameter names must be identifiers: ${names.join(', ')}`);
+  if (!names.every((name) => /^[A-Za-z_][A-Za-z0-9_]*$/.test(name)))
+    throw new Error(`route parameter names must be identifiers: ${names.join(', ')}`);
   try {
     // The names are the route table's own, checked above; no request reaches this text.
-    return new Function('values', `return { ${names.map((name, i) => `${name}: values[${i}]`).join(', ')} };`) as (values: readonly string[]) => Record<string, string>;
+    return new Function('values', `return { ${names.map((name, i) => `${name}: values[${i}]`).join(', ')} };`) as (
+      values: readonly string[],
+    ) => Record<string, string>;
   } catch {
     // node --disallow-code-generation-from-strings: the same objects, made name by name.
     return (values) => Object.fromEntries(names.map((name, i) => [name, values[i]!]));

@@ -1,4 +1,11 @@
-import { createServer, maxHeaderSize, type IncomingMessage, type Server, type ServerOptions as HttpServerOptions, type ServerResponse } from 'node:http';
+import {
+  createServer,
+  maxHeaderSize,
+  type IncomingMessage,
+  type Server,
+  type ServerOptions as HttpServerOptions,
+  type ServerResponse,
+} from 'node:http';
 import { createServer as createTlsServer, type Server as TlsServer } from 'node:https';
 import type { Socket } from 'node:net';
 import { problems, type ProblemKind } from '../../shared/problems.js';
@@ -11,7 +18,14 @@ import { declaresTooLarge } from './request.js';
 import { problemBody, rawProblemResponse } from './response.js';
 
 /** API.md "Access control and limits": TLS handshake 10 s, headers 10 s, whole request 30 s, idle keep-alive 5 s. */
-export const TIMEOUTS = { handshake: 10_000, headers: 10_000, request: 30_000, keepAlive: 5_000, connectionsCheck: 2_000, unread: 15_000 };
+export const TIMEOUTS = {
+  handshake: 10_000,
+  headers: 10_000,
+  request: 30_000,
+  keepAlive: 5_000,
+  connectionsCheck: 2_000,
+  unread: 15_000,
+};
 const STOP_GRACE_MS = 10_000;
 const DRAIN_MS = 1_000;
 
@@ -66,9 +80,17 @@ export async function listen(app: App, options: ListenOptions): Promise<Listenin
   // Any other expectation: RFC 9110 section 10.1.1 lets a server ignore
   // it, so it is served like any request (node would answer a bare 417).
   server.on('checkExpectation', serving.handle);
-  server.on('clientError', (error: NodeJS.ErrnoException, socket: Socket) => answerClientError(error, socket, observer));
+  server.on('clientError', (error: NodeJS.ErrnoException, socket: Socket) =>
+    answerClientError(error, socket, observer),
+  );
   server.on('connect', (_req: IncomingMessage, socket: Socket) => refuseConnect(socket, observer));
-  server.on('connection', connectionLimits({ total: options.maxConnections ?? defaultTotalConnections(), perClient: options.maxConnectionsPerClient ?? 0 }));
+  server.on(
+    'connection',
+    connectionLimits({
+      total: options.maxConnections ?? defaultTotalConnections(),
+      perClient: options.maxConnectionsPerClient ?? 0,
+    }),
+  );
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(options.port, options.host, () => {
@@ -89,7 +111,10 @@ export async function listen(app: App, options: ListenOptions): Promise<Listenin
   };
 }
 
-function newServer(options: ListenOptions, timeouts: typeof TIMEOUTS): Server<typeof IncomingMessage, typeof ObservedResponse> {
+function newServer(
+  options: ListenOptions,
+  timeouts: typeof TIMEOUTS,
+): Server<typeof IncomingMessage, typeof ObservedResponse> {
   // Responses are ObservedResponses: the observer keeps its per-request
   // figures in their fields instead of in closures.
   const settings = {
@@ -104,7 +129,10 @@ function newServer(options: ListenOptions, timeouts: typeof TIMEOUTS): Server<ty
   // server.timeout stays 0: a timeout on every connection is refreshed at
   // each read and write, about 2% of a GET's CPU. A connection gets the
   // unread timeout only while an answer waits unsent on it (ObservedResponse.end).
-  const server = options.tls === undefined ? createServer<typeof IncomingMessage, typeof ObservedResponse>(settings) : newTlsServer(settings, options.tls, timeouts.handshake);
+  const server =
+    options.tls === undefined
+      ? createServer<typeof IncomingMessage, typeof ObservedResponse>(settings)
+      : newTlsServer(settings, options.tls, timeouts.handshake);
   // node collects no header lines past this count: the app refuses a
   // request that reaches it, instead of serving what is left (app.ts).
   server.maxHeadersCount = MAX_FIELD_LINES + 1;
@@ -115,8 +143,17 @@ function newServer(options: ListenOptions, timeouts: typeof TIMEOUTS): Server<ty
  * node:https's server is node:http's over TLS: the same events, timeouts
  * and responses, and a handshake that must end within `handshake` ms.
  */
-function newTlsServer(settings: HttpServerOptions<typeof IncomingMessage, typeof ObservedResponse>, tls: { cert: Buffer; key: Buffer }, handshake: number): Server<typeof IncomingMessage, typeof ObservedResponse> {
-  const server = createTlsServer<typeof IncomingMessage, typeof ObservedResponse>({ ...settings, handshakeTimeout: handshake, cert: tls.cert, key: tls.key });
+function newTlsServer(
+  settings: HttpServerOptions<typeof IncomingMessage, typeof ObservedResponse>,
+  tls: { cert: Buffer; key: Buffer },
+  handshake: number,
+): Server<typeof IncomingMessage, typeof ObservedResponse> {
+  const server = createTlsServer<typeof IncomingMessage, typeof ObservedResponse>({
+    ...settings,
+    handshakeTimeout: handshake,
+    cert: tls.cert,
+    key: tls.key,
+  });
   // 'tlsClientError' comes only before the handshake has ended (a timeout,
   // bytes that are no handshake, a hang-up). Nothing can be sent on such a
   // connection: node passes the error on as 'clientError', whose plaintext
@@ -202,7 +239,9 @@ class Serving implements Stopping {
     // after a PUT sees the PUT.
     // A connection answers a few in a row, then lets the others have a turn.
     if (res.socket === null) {
-      res.once('socket', () => (res.pipeline?.yieldsTurn() === true ? setImmediate(() => this.serve(req, res)) : this.serve(req, res)));
+      res.once('socket', () =>
+        res.pipeline?.yieldsTurn() === true ? setImmediate(() => this.serve(req, res)) : this.serve(req, res),
+      );
       return;
     }
     // Parsed behind an answer that closes the connection (a 413, say): it
@@ -290,14 +329,21 @@ function answerClientError(error: NodeJS.ErrnoException, socket: Socket, observe
   let detail: string;
   if (error.code === 'HPE_HEADER_OVERFLOW' && requestLineTooLong((error as { rawPacket?: unknown }).rawPacket)) {
     // The request line alone passed the limit: its target is what is too long (RFC 9110 section 15.5.15).
-    [kind, detail] = [problems.uriTooLong, 'The request target is too long (the request line and headers are limited to 16 KiB together).'];
-  } else if (error.code === 'HPE_HEADER_OVERFLOW') [kind, detail] = [problems.requestHeaderFieldsTooLarge, 'The request headers are too large.'];
-  else if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT') [kind, detail] = [problems.requestTimeout, 'The request took too long to arrive.'];
+    [kind, detail] = [
+      problems.uriTooLong,
+      'The request target is too long (the request line and headers are limited to 16 KiB together).',
+    ];
+  } else if (error.code === 'HPE_HEADER_OVERFLOW')
+    [kind, detail] = [problems.requestHeaderFieldsTooLarge, 'The request headers are too large.'];
+  else if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT')
+    [kind, detail] = [problems.requestTimeout, 'The request took too long to arrive.'];
   else if (error.code === 'HPE_INVALID_METHOD' && startsWithRequestLine((error as { rawPacket?: unknown }).rawPacket)) {
     // RFC 9110 section 9.1: a method the server does not recognize is 501 (405 is for one it knows).
-    [kind, detail] = [problems.notImplemented, 'This server does not implement that method (methods are case-sensitive: GET, HEAD, PUT, POST, DELETE, OPTIONS).'];
-  }
-  else [kind, detail] = [problems.badRequest, 'The request is not valid HTTP/1.1.'];
+    [kind, detail] = [
+      problems.notImplemented,
+      'This server does not implement that method (methods are case-sensitive: GET, HEAD, PUT, POST, DELETE, OPTIONS).',
+    ];
+  } else [kind, detail] = [problems.badRequest, 'The request is not valid HTTP/1.1.'];
   const id = observer.raw(kind.status, Buffer.byteLength(problemBody(kind, detail)));
   socket.end(rawProblemResponse(kind, detail, id));
 }
@@ -311,5 +357,11 @@ function refuseConnect(socket: Socket, observer: Observer): void {
   // node has removed its own error handler from this socket.
   socket.on('error', () => socket.destroy());
   const detail = 'CONNECT is not served: the request target must be a path or an absolute http URI.';
-  socket.end(rawProblemResponse(problems.badRequest, detail, observer.raw(400, Buffer.byteLength(problemBody(problems.badRequest, detail)))));
+  socket.end(
+    rawProblemResponse(
+      problems.badRequest,
+      detail,
+      observer.raw(400, Buffer.byteLength(problemBody(problems.badRequest, detail))),
+    ),
+  );
 }

@@ -2,10 +2,15 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { LOGIN_PATH, sessionCookieName } from '../../shared/endpoints.js';
 import type { Config } from '../ops/config.js';
 import type { Account, Accounts } from '../security/credentials.js';
-import { newSessionId, signSession, verifySession, type SessionPayload, type VerifiedSession } from '../security/session-token.js';
+import {
+  newSessionId,
+  signSession,
+  verifySession,
+  type SessionPayload,
+  type VerifiedSession,
+} from '../security/session-token.js';
 import type { MaybePromise, Store } from '../store/store.js';
 import { cookieValues, serializeCookie } from './cookies.js';
-
 
 export interface ActiveSession {
   readonly account: Account;
@@ -81,11 +86,19 @@ export class SessionCookies {
   }
 
   /** The first valid session from `tokens[from]` on; a plain loop while the store answers at once. */
-  private firstValid(tokens: readonly string[], from: number, res: ServerResponse | undefined, now: number): MaybePromise<ActiveSession | undefined> {
+  private firstValid(
+    tokens: readonly string[],
+    from: number,
+    res: ServerResponse | undefined,
+    now: number,
+  ): MaybePromise<ActiveSession | undefined> {
     const nowSeconds = Math.floor(now / 1000);
     for (let i = from; i < tokens.length; i++) {
       const session = this.check(tokens[i]!, nowSeconds);
-      if (session instanceof Promise) return session.then((s) => (s === undefined ? this.firstValid(tokens, i + 1, res, now) : this.reissue(s, res, now)));
+      if (session instanceof Promise)
+        return session.then((s) =>
+          s === undefined ? this.firstValid(tokens, i + 1, res, now) : this.reissue(s, res, now),
+        );
       if (session !== undefined) return this.reissue(session, res, now);
     }
     return undefined;
@@ -101,7 +114,9 @@ export class SessionCookies {
     const verified = this.verify(token, nowSeconds);
     if (verified === undefined) return undefined;
     const revoked = this.deps.store.isRevoked(verified.payload.sessionId);
-    return revoked instanceof Promise ? revoked.then((r) => this.activate(verified, r)) : this.activate(verified, revoked);
+    return revoked instanceof Promise
+      ? revoked.then((r) => this.activate(verified, r))
+      : this.activate(verified, revoked);
   }
 
   private activate(verified: VerifiedSession, revoked: boolean): ActiveSession | undefined {
@@ -129,14 +144,22 @@ export class SessionCookies {
   /** A new session for `account`, as a Set-Cookie value. */
   open(account: Account, now: number): string {
     const issuedAt = Math.floor(now / 1000);
-    const payload: SessionPayload = { account: account.name, sessionId: newSessionId(), issuedAt, expiresAt: issuedAt + this.deps.config.sessionTtl };
+    const payload: SessionPayload = {
+      account: account.name,
+      sessionId: newSessionId(),
+      issuedAt,
+      expiresAt: issuedAt + this.deps.config.sessionTtl,
+    };
     if (account.id !== '') payload.accountId = account.id;
     return this.cookie(payload, now);
   }
 
   cookie(payload: SessionPayload, now: number): string {
     const maxAge = Math.max(0, payload.expiresAt - Math.floor(now / 1000));
-    return serializeCookie(this.name, signSession(payload, this.deps.keys[0]!), { maxAge, secure: this.deps.config.cookieSecure });
+    return serializeCookie(this.name, signSession(payload, this.deps.keys[0]!), {
+      maxAge,
+      secure: this.deps.config.cookieSecure,
+    });
   }
 
   clearingCookie(): string {

@@ -109,7 +109,12 @@ ${view.kind === 'sign-in' ? signInBody(view) : signedInBody(view)}
 }
 
 /** Answers with the page for `view`; HEAD gets the headers only. */
-export function sendLoginPage(res: ServerResponse, status: number, view: LoginView, headers: Record<string, string> = {}): void {
+export function sendLoginPage(
+  res: ServerResponse,
+  status: number,
+  view: LoginView,
+  headers: Record<string, string> = {},
+): void {
   const html = renderLoginPage(view);
   res.statusCode = status;
   for (const name in PAGE_HEADERS) res.setHeader(name, PAGE_HEADERS[name]!);

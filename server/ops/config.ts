@@ -72,7 +72,6 @@ export interface Config {
   tlsKey: string;
 }
 
-
 interface FlagSpec {
   type: 'string' | 'boolean';
   default: string | boolean;
@@ -108,13 +107,17 @@ function text(value: string | boolean, source: string): string {
  */
 function parseAllowedHosts(value: string | boolean, source: string): string[] {
   if (value === '') return [];
-  return String(value).split(',').map((entry) => {
-    const name = entry.trim().toLowerCase();
-    if (name === '*' || REG_NAME.test(name)) return name;
-    const address = name.startsWith('[') && name.endsWith(']') ? name.slice(1, -1) : name;
-    if (isIP(address) === 6) return `[${address}]`;
-    throw new UsageError(`${source}: "${entry.trim()}" is not a host name or address (give each without a scheme or port; any port is accepted), or * for any`);
-  });
+  return String(value)
+    .split(',')
+    .map((entry) => {
+      const name = entry.trim().toLowerCase();
+      if (name === '*' || REG_NAME.test(name)) return name;
+      const address = name.startsWith('[') && name.endsWith(']') ? name.slice(1, -1) : name;
+      if (isIP(address) === 6) return `[${address}]`;
+      throw new UsageError(
+        `${source}: "${entry.trim()}" is not a host name or address (give each without a scheme or port; any port is accepted), or * for any`,
+      );
+    });
 }
 
 // RFC 3986 section 3.2.2: a reg-name or IPv4 address (unreserved and sub-delims; no port, no percent-encoding).
@@ -123,89 +126,255 @@ const REG_NAME = /^[0-9a-z._~!$&'()*+;=-]+$/;
 /** Every server flag, its default and its environment variable (USERS_ + name). */
 export const FLAGS: Record<string, FlagSpec> = {
   host: { type: 'string', default: '127.0.0.1', description: 'address to listen on', key: 'host', parse: text },
-  port: { type: 'string', default: '8080', description: 'port to listen on (0: any free port)', key: 'port', parse: integer(0, 65535) },
+  port: {
+    type: 'string',
+    default: '8080',
+    description: 'port to listen on (0: any free port)',
+    key: 'port',
+    parse: integer(0, 65535),
+  },
   data: { type: 'string', default: './data', description: 'data directory', key: 'data', parse: text },
-  'reservation-ttl': { type: 'string', default: '300', description: 'seconds a reserved id stays reserved', key: 'reservationTtl', parse: integer(1, 31_536_000) },
-  'session-ttl': { type: 'string', default: '43200', description: 'seconds a session stays valid', key: 'sessionTtl', parse: integer(1, 31_536_000) },
-  'allow-id-change': { type: 'boolean', default: false, description: 'let a PUT body move a user to a new id', key: 'allowIdChange', parse: (v) => v },
+  'reservation-ttl': {
+    type: 'string',
+    default: '300',
+    description: 'seconds a reserved id stays reserved',
+    key: 'reservationTtl',
+    parse: integer(1, 31_536_000),
+  },
+  'session-ttl': {
+    type: 'string',
+    default: '43200',
+    description: 'seconds a session stays valid',
+    key: 'sessionTtl',
+    parse: integer(1, 31_536_000),
+  },
+  'allow-id-change': {
+    type: 'boolean',
+    default: false,
+    description: 'let a PUT body move a user to a new id',
+    key: 'allowIdChange',
+    parse: (v) => v,
+  },
   'require-session': {
-    type: 'string', default: 'all', description: 'all, writes or none: which requests of /users, /changes and /metrics need a session or API token', key: 'requireSession',
+    type: 'string',
+    default: 'all',
+    description: 'all, writes or none: which requests of /users, /changes and /metrics need a session or API token',
+    key: 'requireSession',
     parse: (v, source) => {
       if (v === 'none' || v === 'writes' || v === 'all') return v;
       throw new UsageError(`${source} must be all, writes or none, not "${String(v)}"`);
     },
   },
-  'require-if-match': { type: 'boolean', default: false, description: 'refuse PUT and DELETE of an existing user without If-Match (428)', key: 'requireIfMatch', parse: (v) => v },
-  'max-body': { type: 'string', default: '16384', description: 'largest request body in bytes', key: 'maxBody', parse: integer(2, 64 * 1024 * 1024) },
-  'max-reservations': { type: 'string', default: '100000', description: 'most live reservations at once', key: 'maxReservations', parse: integer(1, 100_000_000) },
+  'require-if-match': {
+    type: 'boolean',
+    default: false,
+    description: 'refuse PUT and DELETE of an existing user without If-Match (428)',
+    key: 'requireIfMatch',
+    parse: (v) => v,
+  },
+  'max-body': {
+    type: 'string',
+    default: '16384',
+    description: 'largest request body in bytes',
+    key: 'maxBody',
+    parse: integer(2, 64 * 1024 * 1024),
+  },
+  'max-reservations': {
+    type: 'string',
+    default: '100000',
+    description: 'most live reservations at once',
+    key: 'maxReservations',
+    parse: integer(1, 100_000_000),
+  },
   store: {
-    type: 'string', default: 'journal', description: 'journal (durable, in --data), memory (lost on exit), postgres or postgres://...', key: 'store',
+    type: 'string',
+    default: 'journal',
+    description: 'journal (durable, in --data), memory (lost on exit), postgres or postgres://...',
+    key: 'store',
     parse: (v, source) => {
       const text = String(v);
-      if (text === 'journal' || text === 'memory' || text === 'postgres' || /^postgres(ql)?:\/\//.test(text)) return text;
-      throw new UsageError(`${source} must be journal, memory, postgres or a postgres:// URL, not "${redactSecrets(text)}"`);
+      if (text === 'journal' || text === 'memory' || text === 'postgres' || /^postgres(ql)?:\/\//.test(text))
+        return text;
+      throw new UsageError(
+        `${source} must be journal, memory, postgres or a postgres:// URL, not "${redactSecrets(text)}"`,
+      );
     },
   },
-  'db-pool': { type: 'string', default: '10', description: 'PostgreSQL connections per instance (up to twice that for a moment when the pool is replaced)', key: 'dbPool', parse: integer(1, 1000) },
-  'db-timeout': { type: 'string', default: '5', description: 'seconds a PostgreSQL statement may take (a new connection: at most 0.9)', key: 'dbTimeout', parse: integer(1, 300) },
-  'db-start-wait': { type: 'string', default: '30', description: 'seconds to keep trying to reach PostgreSQL at start', key: 'dbStartWait', parse: integer(0, 3600) },
+  'db-pool': {
+    type: 'string',
+    default: '10',
+    description: 'PostgreSQL connections per instance (up to twice that for a moment when the pool is replaced)',
+    key: 'dbPool',
+    parse: integer(1, 1000),
+  },
+  'db-timeout': {
+    type: 'string',
+    default: '5',
+    description: 'seconds a PostgreSQL statement may take (a new connection: at most 0.9)',
+    key: 'dbTimeout',
+    parse: integer(1, 300),
+  },
+  'db-start-wait': {
+    type: 'string',
+    default: '30',
+    description: 'seconds to keep trying to reach PostgreSQL at start',
+    key: 'dbStartWait',
+    parse: integer(0, 3600),
+  },
   'changes-retention': {
-    type: 'string', default: '1h', description: 'how long the feed of changes keeps a change: 90s, 30m, 1h, 7d, 2w', key: 'changesRetention',
+    type: 'string',
+    default: '1h',
+    description: 'how long the feed of changes keeps a change: 90s, 30m, 1h, 7d, 2w',
+    key: 'changesRetention',
     parse: (v, source) => {
       const seconds = parseLifetime(String(v));
-      if (seconds === undefined || seconds > 366 * 86_400) throw new UsageError(`${source} must be a duration such as 90s, 30m, 1h, 7d or 2w (at most a year), not "${String(v)}"`);
+      if (seconds === undefined || seconds > 366 * 86_400)
+        throw new UsageError(
+          `${source} must be a duration such as 90s, 30m, 1h, 7d or 2w (at most a year), not "${String(v)}"`,
+        );
       return seconds;
     },
   },
-  'compaction-floor': { type: 'string', default: String(8 * 1024 * 1024), description: 'journal bytes before compaction is considered', key: 'compactionFloor', parse: integer(4096, 2 ** 40) },
-  'rate-limit': { type: 'string', default: '0', description: 'requests per second per client address (0: no limit)', key: 'rateLimit', parse: integer(0, MAX_RATE) },
-  'rate-burst': { type: 'string', default: '0', description: 'requests a client may make at once (0: same as --rate-limit)', key: 'rateBurst', parse: integer(0, MAX_RATE) },
+  'compaction-floor': {
+    type: 'string',
+    default: String(8 * 1024 * 1024),
+    description: 'journal bytes before compaction is considered',
+    key: 'compactionFloor',
+    parse: integer(4096, 2 ** 40),
+  },
+  'rate-limit': {
+    type: 'string',
+    default: '0',
+    description: 'requests per second per client address (0: no limit)',
+    key: 'rateLimit',
+    parse: integer(0, MAX_RATE),
+  },
+  'rate-burst': {
+    type: 'string',
+    default: '0',
+    description: 'requests a client may make at once (0: same as --rate-limit)',
+    key: 'rateBurst',
+    parse: integer(0, MAX_RATE),
+  },
   'max-connections': {
-    type: 'string', default: '0', description: 'open connections at most; past it the newest of the address holding the most is closed (0: the open-files limit less 256, up to 10000)', key: 'maxConnections', parse: integer(0, 1_000_000),
+    type: 'string',
+    default: '0',
+    description:
+      'open connections at most; past it the newest of the address holding the most is closed (0: the open-files limit less 256, up to 10000)',
+    key: 'maxConnections',
+    parse: integer(0, 1_000_000),
   },
   'max-connections-per-client': {
-    type: 'string', default: '0', description: 'open connections per client address, IPv6 per /64 (0: no limit; not applied with --trust-proxy)', key: 'maxConnectionsPerClient', parse: integer(0, 1_000_000),
+    type: 'string',
+    default: '0',
+    description: 'open connections per client address, IPv6 per /64 (0: no limit; not applied with --trust-proxy)',
+    key: 'maxConnectionsPerClient',
+    parse: integer(0, 1_000_000),
   },
-  'trust-proxy': { type: 'boolean', default: false, description: 'client address from the last X-Forwarded-For entry (behind a proxy)', key: 'trustProxy', parse: (v) => v },
+  'trust-proxy': {
+    type: 'boolean',
+    default: false,
+    description: 'client address from the last X-Forwarded-For entry (behind a proxy)',
+    key: 'trustProxy',
+    parse: (v) => v,
+  },
   'allowed-hosts': {
-    type: 'string', default: '', description: 'comma-separated names clients may give in Host besides the listening address and loopback names (*: any)', key: 'allowedHosts', parse: parseAllowedHosts,
+    type: 'string',
+    default: '',
+    description:
+      'comma-separated names clients may give in Host besides the listening address and loopback names (*: any)',
+    key: 'allowedHosts',
+    parse: parseAllowedHosts,
   },
   'log-format': {
-    type: 'string', default: 'text', description: 'access log on stdout, one line per request: text, json or off', key: 'logFormat',
+    type: 'string',
+    default: 'text',
+    description: 'access log on stdout, one line per request: text, json or off',
+    key: 'logFormat',
     parse: (v, source) => {
       if (v === 'text' || v === 'json' || v === 'off') return v;
       throw new UsageError(`${source} must be text, json or off, not "${String(v)}"`);
     },
   },
-  'login-page': { type: 'boolean', default: false, description: 'browser sign-in page at /login; GET / sends browsers there', key: 'loginPage', parse: (v) => v },
+  'login-page': {
+    type: 'boolean',
+    default: false,
+    description: 'browser sign-in page at /login; GET / sends browsers there',
+    key: 'loginPage',
+    parse: (v) => v,
+  },
   'password-cost': {
-    type: 'string', default: '15', description: 'log2 of scrypt N for password hashes; lower only for tests', key: 'passwordCost', parse: integer(1, 20),
+    type: 'string',
+    default: '15',
+    description: 'log2 of scrypt N for password hashes; lower only for tests',
+    key: 'passwordCost',
+    parse: integer(1, 20),
   },
   'login-concurrency': {
-    type: 'string', default: '2', description: 'password hashes computed at once (16 more wait, at most 4 per client address; the rest get 503)', key: 'loginConcurrency', parse: integer(1, 64),
+    type: 'string',
+    default: '2',
+    description: 'password hashes computed at once (16 more wait, at most 4 per client address; the rest get 503)',
+    key: 'loginConcurrency',
+    parse: integer(1, 64),
   },
   'login-failures-per-minute': {
-    type: 'string', default: '600', description: 'failed logins a minute server-wide before logins without a session of their account get 503, at most a tenth of them per client address (0: no limit)', key: 'loginFailuresPerMinute', parse: integer(0, 1_000_000),
+    type: 'string',
+    default: '600',
+    description:
+      'failed logins a minute server-wide before logins without a session of their account get 503, at most a tenth of them per client address (0: no limit)',
+    key: 'loginFailuresPerMinute',
+    parse: integer(0, 1_000_000),
   },
-  'cookie-secure': { type: 'boolean', default: false, description: 'name the session cookie __Host-USER_TOKEN and mark it Secure (behind TLS)', key: 'cookieSecure', parse: (v) => v },
+  'cookie-secure': {
+    type: 'boolean',
+    default: false,
+    description: 'name the session cookie __Host-USER_TOKEN and mark it Secure (behind TLS)',
+    key: 'cookieSecure',
+    parse: (v) => v,
+  },
   secret: {
-    type: 'string', default: '', description: 'comma-separated signing secrets, 32+ bytes each; the first signs', key: 'secrets',
+    type: 'string',
+    default: '',
+    description: 'comma-separated signing secrets, 32+ bytes each; the first signs',
+    key: 'secrets',
     parse: (v, source) => {
       if (v === '') return [];
       const secrets = String(v).split(',');
       for (const s of secrets) {
-        if (Buffer.byteLength(s) < MIN_SECRET_BYTES) throw new UsageError(`${source}: each secret needs at least ${MIN_SECRET_BYTES} bytes`);
+        if (Buffer.byteLength(s) < MIN_SECRET_BYTES)
+          throw new UsageError(`${source}: each secret needs at least ${MIN_SECRET_BYTES} bytes`);
       }
       return secrets;
     },
   },
-  'tls-cert': { type: 'string', default: '', description: 'serve HTTPS with this PEM certificate chain (with --tls-key; implies --cookie-secure)', key: 'tlsCert', parse: (v) => String(v) },
-  'tls-key': { type: 'string', default: '', description: 'the PEM private key of --tls-cert; both are read again on SIGHUP', key: 'tlsKey', parse: (v) => String(v) },
-  'secret-file': {
-    type: 'string', default: '', description: 'file of signing secrets, one a line, the first signs (instead of --secret)', key: 'secretFile',
+  'tls-cert': {
+    type: 'string',
+    default: '',
+    description: 'serve HTTPS with this PEM certificate chain (with --tls-key; implies --cookie-secure)',
+    key: 'tlsCert',
     parse: (v) => String(v),
   },
-  config: { type: 'string', default: '', description: 'JSON file of settings named like these flags; flags and variables win', key: 'configFile', parse: (v) => String(v) },
+  'tls-key': {
+    type: 'string',
+    default: '',
+    description: 'the PEM private key of --tls-cert; both are read again on SIGHUP',
+    key: 'tlsKey',
+    parse: (v) => String(v),
+  },
+  'secret-file': {
+    type: 'string',
+    default: '',
+    description: 'file of signing secrets, one a line, the first signs (instead of --secret)',
+    key: 'secretFile',
+    parse: (v) => String(v),
+  },
+  config: {
+    type: 'string',
+    default: '',
+    description: 'JSON file of settings named like these flags; flags and variables win',
+    key: 'configFile',
+    parse: (v) => String(v),
+  },
 };
 
 /** `--password-cost` from the environment alone, for the commands that hash without the server's flags. */
@@ -255,7 +424,9 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Pa
   for (const [flag, spec] of Object.entries(FLAGS)) options[flag] = { type: spec.type };
   let values: Record<string, string | boolean | undefined>;
   try {
-    ({ values } = parseArgs({ args: [...argv], options, strict: true, allowPositionals: false }) as { values: Record<string, string | boolean | undefined> });
+    ({ values } = parseArgs({ args: [...argv], options, strict: true, allowPositionals: false }) as {
+      values: Record<string, string | boolean | undefined>;
+    });
   } catch (error) {
     throw flagUsageError(error, SERVER_COMMANDS);
   }
@@ -284,11 +455,13 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Pa
   }
   // A burst without a rate is a setup mistake, not a silent no-op.
   if (config.rateBurst !== 0 && config.rateLimit === 0) throw new UsageError('--rate-burst needs --rate-limit');
-  if ((config.tlsCert === '') !== (config.tlsKey === '')) throw new UsageError('HTTPS needs both --tls-cert and --tls-key');
+  if ((config.tlsCert === '') !== (config.tlsKey === ''))
+    throw new UsageError('HTTPS needs both --tls-cert and --tls-key');
   // Served over TLS, the session cookie can be Secure and __Host- prefixed.
   if (config.tlsCert !== '') config.cookieSecure = true;
   if (config.secretFile !== '') {
-    if ((config.secrets as string[]).length > 0) throw new UsageError('give the signing secrets once: --secret or --secret-file, not both');
+    if ((config.secrets as string[]).length > 0)
+      throw new UsageError('give the signing secrets once: --secret or --secret-file, not both');
     config.secrets = readSecretFile(config.secretFile as string);
   }
   return { config: config as unknown as Config, sources, help: values.help === true, version: values.version === true };
@@ -312,13 +485,19 @@ function readConfigFile(path: string): Record<string, string | boolean> {
   } catch (error) {
     throw new UsageError(`--config ${path}: not JSON at ${jsonErrorPlace(text, error)} (${jsonErrorReason(error)})`);
   }
-  if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) throw new UsageError(`--config ${path}: the settings must be a JSON object`);
+  if (typeof doc !== 'object' || doc === null || Array.isArray(doc))
+    throw new UsageError(`--config ${path}: the settings must be a JSON object`);
   const settings: Record<string, string | boolean> = {};
   for (const [key, value] of Object.entries(doc)) {
     const spec = FLAGS[key];
-    if (spec === undefined || key === 'config') throw new UsageError(`--config ${path}: unknown setting "${key}" (the settings are named like the flags, without --)`);
+    if (spec === undefined || key === 'config')
+      throw new UsageError(
+        `--config ${path}: unknown setting "${key}" (the settings are named like the flags, without --)`,
+      );
     if (spec.type === 'boolean' ? typeof value !== 'boolean' : typeof value !== 'string' && typeof value !== 'number') {
-      throw new UsageError(`--config ${path}: "${key}" must be ${spec.type === 'boolean' ? 'true or false' : 'a string or a number'}`);
+      throw new UsageError(
+        `--config ${path}: "${key}" must be ${spec.type === 'boolean' ? 'true or false' : 'a string or a number'}`,
+      );
     }
     settings[key] = typeof value === 'number' ? String(value) : (value as string | boolean);
   }
@@ -333,9 +512,15 @@ function readSecretFile(path: string): string[] {
   } catch (error) {
     throw new UsageError(`--secret-file: ${fileProblem('read', path, error)}`);
   }
-  const secrets = text.split('\n').map((line) => line.trim()).filter((line) => line !== '' && !line.startsWith('#'));
-  if (secrets.length === 0) throw new UsageError(`--secret-file ${path}: no secret in it (one a line, the first signs)`);
-  for (const secret of secrets) if (Buffer.byteLength(secret) < MIN_SECRET_BYTES) throw new UsageError(`--secret-file ${path}: each secret needs at least ${MIN_SECRET_BYTES} bytes`);
+  const secrets = text
+    .split('\n')
+    .map((line) => line.trim())
+    .filter((line) => line !== '' && !line.startsWith('#'));
+  if (secrets.length === 0)
+    throw new UsageError(`--secret-file ${path}: no secret in it (one a line, the first signs)`);
+  for (const secret of secrets)
+    if (Buffer.byteLength(secret) < MIN_SECRET_BYTES)
+      throw new UsageError(`--secret-file ${path}: each secret needs at least ${MIN_SECRET_BYTES} bytes`);
   return secrets;
 }
 
@@ -349,7 +534,8 @@ export function describeSettings(parsed: ParsedCommandLine): string {
     if (flag === 'store') shown = redactSecrets(shown);
     lines.push(`${flag} = ${shown === '' ? '(none)' : shown}   (${parsed.sources[flag]})`);
   }
-  if (parsed.config.secretFile !== '') lines.push(`# the signing secrets (${parsed.config.secrets.length}) come from ${parsed.config.secretFile}`);
+  if (parsed.config.secretFile !== '')
+    lines.push(`# the signing secrets (${parsed.config.secrets.length}) come from ${parsed.config.secretFile}`);
   return lines.join('\n');
 }
 
@@ -380,7 +566,9 @@ export function usage(): string {
     const name = spec.type === 'boolean' ? `--${flag}` : `--${flag} ${spec.default === '' ? 'S' : spec.default}`;
     // A name too long for its column goes on a line of its own.
     if (name.length > 26) lines.push(`  ${name}`);
-    lines.push(...wrapped(`${spec.description}; ${envName(flag)}`, name.length > 26 ? ' '.repeat(29) : `  ${name.padEnd(27)}`));
+    lines.push(
+      ...wrapped(`${spec.description}; ${envName(flag)}`, name.length > 26 ? ' '.repeat(29) : `  ${name.padEnd(27)}`),
+    );
   }
   lines.push(
     '',
@@ -392,7 +580,10 @@ export function usage(): string {
     '  backup    a consistent copy of a data directory while the server runs',
     '  config    the settings a start would use, and where each comes from',
     '',
-    ...wrapped('USERS_ADMIN_PASSWORD sets the admin password until "accounts passwd admin" sets one; without either, one is generated into <data>/admin-password.', ''),
+    ...wrapped(
+      'USERS_ADMIN_PASSWORD sets the admin password until "accounts passwd admin" sets one; without either, one is generated into <data>/admin-password.',
+      '',
+    ),
     '',
     'Examples:',
     '  users-server --port 8081 --data /var/lib/users-server',

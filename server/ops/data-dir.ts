@@ -1,5 +1,14 @@
 import { randomBytes } from 'node:crypto';
-import { existsSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, symlinkSync, unlinkSync } from 'node:fs';
+import {
+  existsSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  unlinkSync,
+} from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { makeDirectories } from '../../shared/directories.js';
 import { fileProblem } from '../../shared/file-errors.js';
@@ -19,7 +28,8 @@ export function ensureDataDir(dir: string): string {
   } catch (error) {
     throw new CommandError(`cannot create the data directory: ${fileProblem('create', path, error)}`);
   }
-  if (!statSync(path).isDirectory()) throw new CommandError(`the data directory ${path} is a file, not a folder; give --data a folder`);
+  if (!statSync(path).isDirectory())
+    throw new CommandError(`the data directory ${path} is a file, not a folder; give --data a folder`);
   return path;
 }
 
@@ -30,8 +40,12 @@ export function ensureDataDir(dir: string): string {
  * otherwise read or make a directory no server uses.
  */
 export function requireDataDir(dir: string, flag = '--data'): void {
-  if (!existsSync(dir)) throw new CommandError(`${dir} does not exist: give the server's data directory with ${flag}, or start users-server once with --data ${dir} to make it`);
-  if (!statSync(dir).isDirectory()) throw new CommandError(`${dir} is a file, not a folder: give the server's data directory with ${flag}`);
+  if (!existsSync(dir))
+    throw new CommandError(
+      `${dir} does not exist: give the server's data directory with ${flag}, or start users-server once with --data ${dir} to make it`,
+    );
+  if (!statSync(dir).isDirectory())
+    throw new CommandError(`${dir} is a file, not a folder: give the server's data directory with ${flag}`);
   let names: string[];
   try {
     names = readdirSync(dir);
@@ -40,7 +54,10 @@ export function requireDataDir(dir: string, flag = '--data'): void {
   }
   refuseUnfinished(dir);
   const known = names.some((name) => DATA_DIR_FILES.has(name) || /^(journal|snapshot)-\d{8}$/.test(name));
-  if (!known) throw new CommandError(`${dir} is not a users-server data directory (no journal, secret or accounts in it): give the server's data directory with ${flag}, or start users-server once with --data ${dir} to make it`);
+  if (!known)
+    throw new CommandError(
+      `${dir} is not a users-server data directory (no journal, secret or accounts in it): give the server's data directory with ${flag}, or start users-server once with --data ${dir} to make it`,
+    );
 }
 
 /** Where the built-in admin's identity is kept (security/admin-identity.ts). */
@@ -63,7 +80,12 @@ export function prepareDataDir(dir: string): { path: string; discard(): void } {
   refuseUnfinished(path);
   const before = new Set(readdirSync(path));
   const discard = () => {
-    const made = top === undefined ? readdirSync(path).filter((name) => !before.has(name)).map((name) => join(path, name)) : [top];
+    const made =
+      top === undefined
+        ? readdirSync(path)
+            .filter((name) => !before.has(name))
+            .map((name) => join(path, name))
+        : [top];
     for (const entry of made) rmSync(entry, { recursive: true, force: true });
   };
   return { path, discard };
@@ -79,14 +101,21 @@ export const UNFINISHED_FILE = 'unfinished';
 
 /** Marks `dir` as being filled by `what` (synced); the returned `finish` removes the mark once everything is written and synced. */
 export function markUnfinished(dir: string, what: string): { finish(): void } {
-  replaceFileSync(dir, join(dir, UNFINISHED_FILE), `${what}\nbegun ${new Date().toISOString()}; this directory is not whole while this file is here\n`, 0o600);
+  replaceFileSync(
+    dir,
+    join(dir, UNFINISHED_FILE),
+    `${what}\nbegun ${new Date().toISOString()}; this directory is not whole while this file is here\n`,
+    0o600,
+  );
   return { finish: () => removeFileSync(dir, join(dir, UNFINISHED_FILE)) };
 }
 
 function refuseUnfinished(dir: string): void {
   const mark = readTrimmed(join(dir, UNFINISHED_FILE));
   if (mark === undefined) return;
-  throw new CommandError(`${dir} is not whole: the ${mark.split('\n')[0]} stopped before it finished (${UNFINISHED_FILE} says so), so it may hold part of the data; make it again, or remove ${join(dir, UNFINISHED_FILE)} to use what it holds`);
+  throw new CommandError(
+    `${dir} is not whole: the ${mark.split('\n')[0]} stopped before it finished (${UNFINISHED_FILE} says so), so it may hold part of the data; make it again, or remove ${join(dir, UNFINISHED_FILE)} to use what it holds`,
+  );
 }
 
 export function isAlive(pid: number): boolean {
@@ -160,10 +189,12 @@ export function lockOwnerPid(dir: string): number | undefined {
 
 /** Why the owner cannot be holding the lock any more; undefined while it can. */
 function staleReason(owner: LockOwner): string | undefined {
-  if (owner.boot !== undefined && owner.boot !== readProc('/proc/sys/kernel/random/boot_id')) return `it was taken before the system last started`;
+  if (owner.boot !== undefined && owner.boot !== readProc('/proc/sys/kernel/random/boot_id'))
+    return `it was taken before the system last started`;
   if (!isAlive(owner.pid)) return `its process ${owner.pid} is not running`;
   const started = startedAt(owner.pid);
-  if (owner.started !== undefined && started !== undefined && started !== owner.started) return `its pid ${owner.pid} now belongs to another process`;
+  if (owner.started !== undefined && started !== undefined && started !== owner.started)
+    return `its pid ${owner.pid} now belongs to another process`;
   return undefined;
 }
 
@@ -176,14 +207,24 @@ function staleReason(owner: LockOwner): string | undefined {
  * `log`. Returns the release function. `nextStep` is what a refusal tells
  * the person to do, in the words of the command that asks.
  */
-export function acquireLock(dir: string, log: (line: string) => void = () => {}, nextStep = 'stop it first, or give another --data'): () => void {
+export function acquireLock(
+  dir: string,
+  log: (line: string) => void = () => {},
+  nextStep = 'stop it first, or give another --data',
+): () => void {
   const path = join(dir, 'lock');
   // The pid in the lock cannot tell two servers of this process apart.
-  if (heldLocks.has(path)) throw new CommandError(`another users-server in this process is using the data directory ${dir}`);
-  const taken = takeLink(path, 'the data directory', (stale) => log(`users-server: took over the lock of ${dir}: ${stale}`));
+  if (heldLocks.has(path))
+    throw new CommandError(`another users-server in this process is using the data directory ${dir}`);
+  const taken = takeLink(path, 'the data directory', (stale) =>
+    log(`users-server: took over the lock of ${dir}: ${stale}`),
+  );
   if ('owner' in taken) {
-    if (taken.owner === undefined) throw new CommandError(`cannot lock the data directory ${dir}: another server is starting on it`);
-    throw new CommandError(`another users-server (pid ${taken.owner.pid}) is using the data directory ${dir}: ${nextStep}`);
+    if (taken.owner === undefined)
+      throw new CommandError(`cannot lock the data directory ${dir}: another server is starting on it`);
+    throw new CommandError(
+      `another users-server (pid ${taken.owner.pid}) is using the data directory ${dir}: ${nextStep}`,
+    );
   }
   heldLocks.add(path);
   return () => {
@@ -198,7 +239,11 @@ export function acquireLock(dir: string, log: (line: string) => void = () => {},
  * link whose owner is gone is taken over once, `tookOver` told why;
  * `label` names what is locked in a failure.
  */
-function takeLink(path: string, label: string, tookOver: (stale: string) => void): { release: () => void } | { owner: LockOwner | undefined } {
+function takeLink(
+  path: string,
+  label: string,
+  tookOver: (stale: string) => void,
+): { release: () => void } | { owner: LockOwner | undefined } {
   let owner: LockOwner | undefined;
   for (let attempt = 0; attempt < 2; attempt++) {
     try {
@@ -213,10 +258,16 @@ function takeLink(path: string, label: string, tookOver: (stale: string) => void
         },
       };
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw new CommandError(`cannot lock ${label}: ${fileProblem('write', path, error)}`);
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST')
+        throw new CommandError(`cannot lock ${label}: ${fileProblem('write', path, error)}`);
     }
     owner = readOwner(path);
-    const stale = owner === undefined ? 'it names no process' : owner.pid === process.pid ? 'it was left by this process' : staleReason(owner);
+    const stale =
+      owner === undefined
+        ? 'it names no process'
+        : owner.pid === process.pid
+          ? 'it was left by this process'
+          : staleReason(owner);
     if (stale === undefined) return { owner };
     try {
       unlinkSync(path);
@@ -252,7 +303,9 @@ export async function withEditLock<T>(dir: string, name: string, edit: () => T):
       }
     }
     if (Date.now() > deadline) {
-      throw new CommandError(`${join(dir, name)} is being changed by another process${taken.owner === undefined ? '' : ` (pid ${taken.owner.pid})`} for more than ${EDIT_WAIT_MS / 1000} s; try again once it has finished`);
+      throw new CommandError(
+        `${join(dir, name)} is being changed by another process${taken.owner === undefined ? '' : ` (pid ${taken.owner.pid})`} for more than ${EDIT_WAIT_MS / 1000} s; try again once it has finished`,
+      );
     }
     await new Promise((resolve) => setTimeout(resolve, 2 + Math.random() * 10));
   }

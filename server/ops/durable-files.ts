@@ -1,5 +1,19 @@
 import { randomBytes } from 'node:crypto';
-import { close, closeSync, constants, fchownSync, fsync, fsyncSync, open, openSync, renameSync, statSync, unlink, unlinkSync, writeSync } from 'node:fs';
+import {
+  close,
+  closeSync,
+  constants,
+  fchownSync,
+  fsync,
+  fsyncSync,
+  open,
+  openSync,
+  renameSync,
+  statSync,
+  unlink,
+  unlinkSync,
+  writeSync,
+} from 'node:fs';
 
 /**
  * The file system calls every durable write of users-server shares: a

@@ -28,7 +28,11 @@ export class Histogram {
 }
 
 /** Buckets for request latency: 0.25 ms (a map lookup) to 10 s (the request timeout's range). */
-export const REQUEST_BUCKETS: readonly number[] = [0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+export const REQUEST_BUCKETS: readonly number[] = [
+  0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
+];
 
 /** Buckets for one journal fdatasync: 50 µs (a write cache) to 5 s (a struggling disk). */
-export const FSYNC_BUCKETS: readonly number[] = [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5];
+export const FSYNC_BUCKETS: readonly number[] = [
+  0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5,
+];

@@ -44,6 +44,7 @@ function escapeCharacter(character: string): string {
   if (character === '"' || character === '\\') return '\\' + character;
   let out = '';
   // A character past U+FFFF (a Cf tag character, say) is two UTF-16 units: JSON writes each as \uXXXX.
-  for (let i = 0; i < character.length; i++) out += '\\u' + character.charCodeAt(i).toString(16).toUpperCase().padStart(4, '0');
+  for (let i = 0; i < character.length; i++)
+    out += '\\u' + character.charCodeAt(i).toString(16).toUpperCase().padStart(4, '0');
   return out;
 }

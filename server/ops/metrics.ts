@@ -20,19 +20,29 @@ const OTHER_METHOD = METHODS.length - 1;
 
 function methodSlot(method: string | undefined): number {
   switch (method) {
-    case 'GET': return 0;
-    case 'HEAD': return 1;
-    case 'POST': return 2;
-    case 'PUT': return 3;
-    case 'DELETE': return 4;
-    case 'OPTIONS': return 5;
-    case 'PATCH': return 6;
-    default: return OTHER_METHOD;
+    case 'GET':
+      return 0;
+    case 'HEAD':
+      return 1;
+    case 'POST':
+      return 2;
+    case 'PUT':
+      return 3;
+    case 'DELETE':
+      return 4;
+    case 'OPTIONS':
+      return 5;
+    case 'PATCH':
+      return 6;
+    default:
+      return OTHER_METHOD;
   }
 }
 
 /** The statuses users-server answers, given a column up front so counting them never allocates. */
-const KNOWN_STATUSES = [200, 201, 204, 301, 304, 400, 401, 403, 404, 405, 408, 409, 410, 412, 413, 415, 422, 428, 429, 431, 499, 500, 503];
+const KNOWN_STATUSES = [
+  200, 201, 204, 301, 304, 400, 401, 403, 404, 405, 408, 409, 410, 412, 413, 415, 422, 428, 429, 431, 499, 500, 503,
+];
 
 /** Figures read at scrape time, from the store and the process. */
 export interface Gauges {
@@ -93,31 +103,64 @@ export class Metrics {
         if (counts[i] === 0) continue;
         const route = this.routes[Math.floor(i / METHODS.length)]!;
         const method = METHODS[i % METHODS.length]!;
-        out.push(`users_server_requests_total{route="${label(route)}",method="${method}",status="${this.statuses[column]}"} ${counts[i]}`);
+        out.push(
+          `users_server_requests_total{route="${label(route)}",method="${method}",status="${this.statuses[column]}"} ${counts[i]}`,
+        );
       }
     }
-    header(out, 'users_server_request_duration_seconds', 'histogram', 'Time from the request headers to the end of the response, by route pattern.');
+    header(
+      out,
+      'users_server_request_duration_seconds',
+      'histogram',
+      'Time from the request headers to the end of the response, by route pattern.',
+    );
     this.durations.forEach((histogram, slot) => {
-      if (histogram.count > 0) writeHistogram(out, 'users_server_request_duration_seconds', histogram, `route="${label(this.routes[slot]!)}"`);
+      if (histogram.count > 0)
+        writeHistogram(out, 'users_server_request_duration_seconds', histogram, `route="${label(this.routes[slot]!)}"`);
     });
     gauge(out, 'users_server_users', 'Users stored.', gauges.users);
     gauge(out, 'users_server_reservations', 'Live (unexpired) reservations.', gauges.reservations);
-    gauge(out, 'users_server_journal_bytes', 'Bytes in the journal files not yet covered by a snapshot (0 with --store memory).', gauges.journalBytes);
-    gauge(out, 'users_server_disk_full', '1 while the journal\'s disk is full and writes are refused (503 disk-full), else 0.', gauges.diskFull === true ? 1 : 0);
+    gauge(
+      out,
+      'users_server_journal_bytes',
+      'Bytes in the journal files not yet covered by a snapshot (0 with --store memory).',
+      gauges.journalBytes,
+    );
+    gauge(
+      out,
+      'users_server_disk_full',
+      "1 while the journal's disk is full and writes are refused (503 disk-full), else 0.",
+      gauges.diskFull === true ? 1 : 0,
+    );
     if (gauges.feeds !== undefined) {
       gauge(out, 'users_server_change_feeds', 'Feeds of changes (GET /changes) following now.', gauges.feeds.open);
       header(out, 'users_server_change_lines_total', 'counter', 'Changes sent by the feeds of changes.');
       out.push(`users_server_change_lines_total ${gauges.feeds.lines}`);
-      header(out, 'users_server_change_feeds_cut_total', 'counter', 'Feeds of changes cut because their reader fell too far behind.');
+      header(
+        out,
+        'users_server_change_feeds_cut_total',
+        'counter',
+        'Feeds of changes cut because their reader fell too far behind.',
+      );
       out.push(`users_server_change_feeds_cut_total ${gauges.feeds.cut}`);
     }
-    header(out, 'users_server_fsync_duration_seconds', 'histogram', 'Duration of each journal fdatasync; one covers a batch of writes.');
+    header(
+      out,
+      'users_server_fsync_duration_seconds',
+      'histogram',
+      'Duration of each journal fdatasync; one covers a batch of writes.',
+    );
     writeHistogram(out, 'users_server_fsync_duration_seconds', gauges.fsyncSeconds, '');
     const cpu = process.cpuUsage();
     header(out, 'process_cpu_seconds_total', 'counter', 'User and system CPU time spent, in seconds.');
     out.push(`process_cpu_seconds_total ${(cpu.user + cpu.system) / 1e6}`);
     gauge(out, 'process_resident_memory_bytes', 'Resident memory size in bytes.', process.memoryUsage.rss());
-    gauge(out, 'process_start_time_seconds', 'Start time of the process since the Unix epoch, in seconds.', Math.round(performance.timeOrigin) / 1000);
+    gauge(
+      out,
+      'process_start_time_seconds',
+      'Start time of the process since the Unix epoch, in seconds.',
+      Math.round(performance.timeOrigin) / 1000,
+    );
     return out.join('\n') + '\n';
   }
 }

@@ -37,7 +37,6 @@ const ACCOUNT_ID = /^[A-Za-z0-9_-]{8,64}$/;
 /** How often a running server looks at the file (a stat on the thread pool, off the request path). */
 export const ACCOUNTS_POLL_MS = 250;
 
-
 export interface AccountRecord extends StoredAccount {
   /** RFC 3339 time the account was added. */
   readonly created: string;
@@ -59,7 +58,13 @@ export function serializeAccount(r: AccountRecord): string {
     role: r.role,
     id: r.id,
     created: r.created,
-    scrypt: { N: r.password.params.N, r: r.password.params.r, p: r.password.params.p, salt: r.password.salt.toString('base64'), hash: r.password.hash.toString('base64') },
+    scrypt: {
+      N: r.password.params.N,
+      r: r.password.params.r,
+      p: r.password.params.p,
+      salt: r.password.salt.toString('base64'),
+      hash: r.password.hash.toString('base64'),
+    },
   });
 }
 
@@ -88,7 +93,8 @@ export function parseAccounts(text: string): AccountRecord[] {
   } catch {
     throw new DataError('not valid JSON');
   }
-  if (!isObject(doc) || doc.format !== FORMAT || !Array.isArray(doc.accounts)) throw new DataError(`not an accounts file of format ${FORMAT}`);
+  if (!isObject(doc) || doc.format !== FORMAT || !Array.isArray(doc.accounts))
+    throw new DataError(`not an accounts file of format ${FORMAT}`);
   const records: AccountRecord[] = [];
   const names = new Set<string>();
   doc.accounts.forEach((entry: unknown, index: number) => {
@@ -106,10 +112,14 @@ export function parseAccounts(text: string): AccountRecord[] {
  * changed password there as a record line, `{ record }`. Never a record as
  * a password: a generated password never starts with "{".
  */
-export function parseGeneratedAdminPassword(text: string, where: string): { password: string } | { record: AccountRecord } {
+export function parseGeneratedAdminPassword(
+  text: string,
+  where: string,
+): { password: string } | { record: AccountRecord } {
   if (!text.startsWith('{')) return { password: text };
   const record = parseAccount(text, where);
-  if (record.name !== BUILT_IN_ACCOUNT) throw new DataError(`${where}: not the record of the account "${BUILT_IN_ACCOUNT}"`);
+  if (record.name !== BUILT_IN_ACCOUNT)
+    throw new DataError(`${where}: not the record of the account "${BUILT_IN_ACCOUNT}"`);
   return { record };
 }
 
@@ -123,7 +133,8 @@ function parseRecord(entry: unknown, where: string): AccountRecord {
   const { name, role, id, created, scrypt } = entry;
   if (typeof name !== 'string' || !ACCOUNT_NAME.test(name)) throw new DataError(`${where}: bad name`);
   if (typeof role !== 'string' || !ROLES.includes(role as Role)) throw new DataError(`${where} (${name}): bad role`);
-  if (name === BUILT_IN_ACCOUNT && role !== 'admin') throw new DataError(`${where}: "${BUILT_IN_ACCOUNT}" is built in and always has role admin`);
+  if (name === BUILT_IN_ACCOUNT && role !== 'admin')
+    throw new DataError(`${where}: "${BUILT_IN_ACCOUNT}" is built in and always has role admin`);
   if (typeof id !== 'string' || !ACCOUNT_ID.test(id)) throw new DataError(`${where} (${name}): bad id`);
   if (typeof created !== 'string') throw new DataError(`${where} (${name}): bad created time`);
   if (!isObject(scrypt)) throw new DataError(`${where} (${name}): no scrypt hash`);
@@ -144,7 +155,16 @@ function validParams(params: Record<string, unknown>): params is Record<keyof Sc
   const { N, r, p } = params;
   if (!Number.isSafeInteger(N) || !Number.isSafeInteger(r) || !Number.isSafeInteger(p)) return false;
   const n = N as number;
-  return n >= 2 && n <= 2 ** 20 && (n & (n - 1)) === 0 && (r as number) >= 1 && (r as number) <= 32 && (p as number) >= 1 && (p as number) <= 16 && 128 * n * (r as number) <= 2 ** 30;
+  return (
+    n >= 2 &&
+    n <= 2 ** 20 &&
+    (n & (n - 1)) === 0 &&
+    (r as number) >= 1 &&
+    (r as number) <= 32 &&
+    (p as number) >= 1 &&
+    (p as number) <= 16 &&
+    128 * n * (r as number) <= 2 ** 30
+  );
 }
 
 function decodeBase64(value: unknown): Buffer | undefined {
@@ -282,7 +302,12 @@ export class SharedAccountsPoller {
   }
 
   /** Loads the accounts once (throwing DataError when one is bad) and starts polling. */
-  static async start(shared: Pick<SharedSettings, 'accountRecords'>, accounts: Accounts, log: (message: string) => void, onReload: () => void = () => {}): Promise<SharedAccountsPoller> {
+  static async start(
+    shared: Pick<SharedSettings, 'accountRecords'>,
+    accounts: Accounts,
+    log: (message: string) => void,
+    onReload: () => void = () => {},
+  ): Promise<SharedAccountsPoller> {
     const lines = await shared.accountRecords();
     const records = parseDatabaseAccounts(lines);
     const poller = new SharedAccountsPoller(shared, accounts, log, onReload);

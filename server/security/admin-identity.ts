@@ -45,7 +45,9 @@ function parseIdentity(text: string | undefined): IdentityRecord | undefined {
   if (text === undefined) return undefined;
   try {
     const r = JSON.parse(text) as Partial<IdentityRecord>;
-    return typeof r.id === 'string' && typeof r.key === 'string' && typeof r.check === 'string' ? (r as IdentityRecord) : undefined;
+    return typeof r.id === 'string' && typeof r.key === 'string' && typeof r.check === 'string'
+      ? (r as IdentityRecord)
+      : undefined;
   } catch {
     return undefined;
   }

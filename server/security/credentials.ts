@@ -66,7 +66,9 @@ export interface HashOptions {
 export const scryptHash: ScryptFunction = (password, salt, params, length) =>
   new Promise((resolve, reject) => {
     const maxmem = Math.max(32 * 1024 * 1024, 2 * 128 * params.N * params.r);
-    scrypt(password, salt, length, { N: params.N, r: params.r, p: params.p, maxmem }, (error, key) => (error ? reject(error) : resolve(key)));
+    scrypt(password, salt, length, { N: params.N, r: params.r, p: params.p, maxmem }, (error, key) =>
+      error ? reject(error) : resolve(key),
+    );
   });
 
 /** A new salted scrypt hash of `password`. */
@@ -90,7 +92,8 @@ export class Accounts {
 
   constructor(options: HashOptions = {}) {
     this.scrypt = options.scrypt ?? scryptHash;
-    this.newParams = options.params ?? (options.cost === undefined ? DEFAULT_SCRYPT_PARAMS : scryptParams(options.cost));
+    this.newParams =
+      options.params ?? (options.cost === undefined ? DEFAULT_SCRYPT_PARAMS : scryptParams(options.cost));
     this.decoy = { salt: randomBytes(SALT_LENGTH), hash: randomBytes(KEY_LENGTH), params: this.newParams };
   }
 
@@ -111,7 +114,13 @@ export class Accounts {
     const next = new Map(this.builtIn);
     for (const account of stored) next.set(account.name, account);
     this.accounts = next;
-    this.decoy = { ...this.decoy, params: decoyParams([...next.values()].filter((a) => !this.builtIn.has(a.name)), this.newParams) };
+    this.decoy = {
+      ...this.decoy,
+      params: decoyParams(
+        [...next.values()].filter((a) => !this.builtIn.has(a.name)),
+        this.newParams,
+      ),
+    };
   }
 
   get(name: string): Account | undefined {
@@ -148,7 +157,12 @@ function decoyParams(accounts: readonly StoredAccount[], fallback: ScryptParams)
   }
   let best: { params: ScryptParams; count: number } | undefined;
   for (const entry of counts.values()) {
-    if (best === undefined || entry.count > best.count || (entry.count === best.count && scryptWork(entry.params) > scryptWork(best.params))) best = entry;
+    if (
+      best === undefined ||
+      entry.count > best.count ||
+      (entry.count === best.count && scryptWork(entry.params) > scryptWork(best.params))
+    )
+      best = entry;
   }
   return best?.params ?? fallback;
 }

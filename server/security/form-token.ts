@@ -53,7 +53,13 @@ function signedText(purpose: FormPurpose, binding: string, payload: string): str
 }
 
 /** A token for a form served at `issuedAt` (seconds), signed with `key`. */
-export function signFormToken(purpose: FormPurpose, binding: string, nonce: string, issuedAt: number, key: Buffer): string {
+export function signFormToken(
+  purpose: FormPurpose,
+  binding: string,
+  nonce: string,
+  issuedAt: number,
+  key: Buffer,
+): string {
   const bytes = Buffer.alloc(PAYLOAD_BYTES);
   Buffer.from(nonce, 'base64url').copy(bytes, 0, 0, NONCE_BYTES);
   bytes.writeBigUInt64BE(BigInt(Math.max(0, Math.floor(issuedAt))), NONCE_BYTES);
@@ -67,7 +73,13 @@ export function signFormToken(purpose: FormPurpose, binding: string, nonce: stri
  * (and not after it); undefined for anything else. The signature is
  * compared as its canonical text, in constant time, as session tokens are.
  */
-export function verifyFormToken(token: string, purpose: FormPurpose, binding: string, keys: readonly Buffer[], nowSeconds: number): string | undefined {
+export function verifyFormToken(
+  token: string,
+  purpose: FormPurpose,
+  binding: string,
+  keys: readonly Buffer[],
+  nowSeconds: number,
+): string | undefined {
   const match = TOKEN.exec(token);
   if (match === null) return undefined;
   const payload = match[1]!;

@@ -66,15 +66,22 @@ interface Rules {
 }
 
 function rulesOf(options: LoginLimitOptions): Rules {
-  return { limit: options.limit ?? 10, addressLimit: options.addressLimit ?? 100, windowMs: options.windowMs ?? 60_000 };
+  return {
+    limit: options.limit ?? 10,
+    addressLimit: options.addressLimit ?? 100,
+    windowMs: options.windowMs ?? 60_000,
+  };
 }
 
 /** The refusal the counts of a try's account and address call for, or undefined: it may go ahead. */
 function judgeTry(counts: LoginTryCounts, now: number, rules: Rules): LoginRefusal | undefined {
   const { account, address } = counts;
-  if (account.failures >= rules.limit) return { wait: secondsUntil(account.oldest + rules.windowMs, now), scope: 'account' };
-  if (address.failures >= rules.addressLimit) return { wait: secondsUntil(address.oldest + rules.windowMs, now), scope: 'address' };
-  if (account.failures + account.pending >= rules.limit || address.failures + address.pending >= rules.addressLimit) return { busy: BUSY_RETRY_SECONDS };
+  if (account.failures >= rules.limit)
+    return { wait: secondsUntil(account.oldest + rules.windowMs, now), scope: 'account' };
+  if (address.failures >= rules.addressLimit)
+    return { wait: secondsUntil(address.oldest + rules.windowMs, now), scope: 'address' };
+  if (account.failures + account.pending >= rules.limit || address.failures + address.pending >= rules.addressLimit)
+    return { busy: BUSY_RETRY_SECONDS };
   return undefined;
 }
 
@@ -102,7 +109,8 @@ export class LoginLimiter implements LoginLimits {
   constructor(options: LoginLimitOptions = {}) {
     this.rules = rulesOf(options);
     this.maxKeys = options.maxKeys ?? 10_000;
-    if (this.maxKeys < this.rules.addressLimit) throw new RangeError('maxKeys must be at least addressLimit: one address may hold that many pairs');
+    if (this.maxKeys < this.rules.addressLimit)
+      throw new RangeError('maxKeys must be at least addressLimit: one address may hold that many pairs');
   }
 
   take(address: string, account: string, now: number): SlotAnswer {
@@ -110,7 +118,11 @@ export class LoginLimiter implements LoginLimits {
     const name = account.slice(0, MAX_KEY_NAME);
     const names = this.touch(where, now);
     const pair = names.get(name);
-    const refusal = judgeTry({ account: countOf(pair === undefined ? [] : [pair]), address: countOf(names.values()) }, now, this.rules);
+    const refusal = judgeTry(
+      { account: countOf(pair === undefined ? [] : [pair]), address: countOf(names.values()) },
+      now,
+      this.rules,
+    );
     if (refusal !== undefined) {
       if (names.size === 0) this.addresses.delete(where);
       return refusal;
@@ -217,9 +229,12 @@ export class SharedLoginLimits implements LoginLimits {
 
   async take(address: string, account: string, now: number): Promise<SlotAnswer> {
     const key = loginLimitKey(address, account);
-    const taken = await this.shared.takeLoginSlot(limitKey(address), key, now - this.rules.windowMs, now, (counts) => judgeTry(counts, now, this.rules));
+    const taken = await this.shared.takeLoginSlot(limitKey(address), key, now - this.rules.windowMs, now, (counts) =>
+      judgeTry(counts, now, this.rules),
+    );
     if ('refused' in taken) return taken.refused;
-    const settle = (outcome: 'failed' | 'succeeded' | 'released') => () => this.shared.settleLoginSlot(taken.slot, key, outcome);
+    const settle = (outcome: 'failed' | 'succeeded' | 'released') => () =>
+      this.shared.settleLoginSlot(taken.slot, key, outcome);
     return { slot: { failed: settle('failed'), succeeded: settle('succeeded'), released: settle('released') } };
   }
 }

@@ -59,11 +59,14 @@ export class HashingGate {
     }
     const lane = this.laneFor(who);
     if (lane === undefined) return undefined;
-    return new Promise<void>((start) => this.enqueue(lane, { start, client: who.client, signedInAs: who.signedInAs })).then(() => this.exec(work));
+    return new Promise<void>((start) =>
+      this.enqueue(lane, { start, client: who.client, signedInAs: who.signedInAs }),
+    ).then(() => this.exec(work));
   }
 
   private laneFor(who: GateClient): Waiter[] | undefined {
-    if (who.signedInAs !== undefined && !this.signedIn.some((w) => w.signedInAs === who.signedInAs)) return this.signedIn;
+    if (who.signedInAs !== undefined && !this.signedIn.some((w) => w.signedInAs === who.signedInAs))
+      return this.signedIn;
     if (this.waiting.length >= this.queue || (this.placesOf.get(who.client) ?? 0) >= this.perClient) return undefined;
     return this.waiting;
   }

@@ -87,7 +87,11 @@ export class RateLimiter {
       return { admitted: false, remaining: 0, seconds: Math.max(1, Math.ceil((1 - bucket.tokens) / this.rate)) };
     }
     bucket.tokens -= 1;
-    return { admitted: true, remaining: Math.floor(bucket.tokens), seconds: Math.ceil((this.burst - bucket.tokens) / this.rate) };
+    return {
+      admitted: true,
+      remaining: Math.floor(bucket.tokens),
+      seconds: Math.ceil((this.burst - bucket.tokens) / this.rate),
+    };
   }
 
   /** The RateLimit field value for a decision. */
@@ -135,7 +139,8 @@ export function limitKey(socketAddress: string): string {
   const zone = address.indexOf('%');
   const bare = zone === -1 ? address : address.slice(0, zone);
   const gap = bare.indexOf('::');
-  const groups = (part: string): string[] => (part === '' ? [] : part.split(':').flatMap((g) => (g.includes('.') ? ['0', '0'] : [g])));
+  const groups = (part: string): string[] =>
+    part === '' ? [] : part.split(':').flatMap((g) => (g.includes('.') ? ['0', '0'] : [g]));
   let all: string[];
   if (gap === -1) {
     all = groups(bare);
@@ -144,10 +149,17 @@ export function limitKey(socketAddress: string): string {
     const tail = groups(bare.slice(gap + 2));
     all = [...head, ...Array<string>(Math.max(0, 8 - head.length - tail.length)).fill('0'), ...tail];
   }
-  return all.slice(0, 4).map((g) => parseInt(g, 16).toString(16)).join(':') + '::/64';
+  return (
+    all
+      .slice(0, 4)
+      .map((g) => parseInt(g, 16).toString(16))
+      .join(':') + '::/64'
+  );
 }
 
 /** An IPv4-mapped IPv6 address (`::ffff:192.0.2.1`, RFC 4291 section 2.5.5.2) as IPv4; any other address as it is. */
 export function unmapIpv4(address: string): string {
-  return address.length > 7 && address.slice(0, 7).toLowerCase() === '::ffff:' && isIP(address.slice(7)) === 4 ? address.slice(7) : address;
+  return address.length > 7 && address.slice(0, 7).toLowerCase() === '::ffff:' && isIP(address.slice(7)) === 4
+    ? address.slice(7)
+    : address;
 }

@@ -48,7 +48,13 @@ export function newSessionId(): string {
 }
 
 export function signSession(session: SessionPayload, key: Buffer): string {
-  const fields = { a: session.account, s: session.sessionId, i: session.issuedAt, e: session.expiresAt, ...(session.accountId ? { u: session.accountId } : {}) };
+  const fields = {
+    a: session.account,
+    s: session.sessionId,
+    i: session.issuedAt,
+    e: session.expiresAt,
+    ...(session.accountId ? { u: session.accountId } : {}),
+  };
   const payload = Buffer.from(JSON.stringify(fields)).toString('base64url');
   return `${payload}.${sign(signedText(payload), key)}`;
 }
@@ -74,7 +80,8 @@ export function verifySession(token: string, keys: readonly Buffer[], nowSeconds
   }
   if (typeof fields !== 'object' || fields === null) return undefined;
   const { a, s, i, e, u } = fields as Record<string, unknown>;
-  if (typeof a !== 'string' || typeof s !== 'string' || typeof i !== 'number' || typeof e !== 'number') return undefined;
+  if (typeof a !== 'string' || typeof s !== 'string' || typeof i !== 'number' || typeof e !== 'number')
+    return undefined;
   if (u !== undefined && typeof u !== 'string') return undefined;
   if (e <= nowSeconds) return undefined;
   const session: SessionPayload = { account: a, sessionId: s, issuedAt: i, expiresAt: e };

@@ -52,5 +52,12 @@ export function describeDump(dump: StoreDump): string {
 
 /** True when the dump holds nothing a copy could overwrite. */
 export function isEmptyDump(dump: StoreDump): boolean {
-  return dump.users.length === 0 && dump.lastId === 0 && dump.claimed.length === 0 && dump.reservations.length === 0 && dump.accounts.length === 0 && dump.tokens.length === 0;
+  return (
+    dump.users.length === 0 &&
+    dump.lastId === 0 &&
+    dump.claimed.length === 0 &&
+    dump.reservations.length === 0 &&
+    dump.accounts.length === 0 &&
+    dump.tokens.length === 0
+  );
 }

@@ -22,7 +22,13 @@ export interface StoreOptions {
   /** How long a change stays in the feed of changes, in ms (DEFAULT_CHANGES_RETENTION_MS). */
   changesRetentionMs?: number;
   /** The PostgreSQL pool, statement timeout and start-up wait (tests: how often the pool is replaced). */
-  postgres?: { max?: number; timeoutSeconds?: number; startWaitSeconds?: number; recycleAfter?: number; signal?: AbortSignal };
+  postgres?: {
+    max?: number;
+    timeoutSeconds?: number;
+    startWaitSeconds?: number;
+    recycleAfter?: number;
+    signal?: AbortSignal;
+  };
 }
 
 /**
@@ -32,10 +38,18 @@ export interface StoreOptions {
  * connection string): its module and driver are loaded only then.
  */
 export async function openStore(spec: string, dir: string, options: StoreOptions): Promise<Store> {
-  if (spec === 'memory') return memoryStore({ ...(options.changesRetentionMs !== undefined && { changesRetentionMs: options.changesRetentionMs }), ...(options.now !== undefined && { now: options.now }) });
+  if (spec === 'memory')
+    return memoryStore({
+      ...(options.changesRetentionMs !== undefined && { changesRetentionMs: options.changesRetentionMs }),
+      ...(options.now !== undefined && { now: options.now }),
+    });
   if (spec !== 'journal') {
     const { openPostgresStore } = await import('./postgres/open-postgres.js');
-    return openPostgresStore(spec === 'postgres' ? undefined : spec, { log: options.log, ...options.postgres, ...(options.changesRetentionMs !== undefined && { changesRetentionMs: options.changesRetentionMs }) });
+    return openPostgresStore(spec === 'postgres' ? undefined : spec, {
+      log: options.log,
+      ...options.postgres,
+      ...(options.changesRetentionMs !== undefined && { changesRetentionMs: options.changesRetentionMs }),
+    });
   }
   try {
     return openJournalStore(dir, { compactionFloor: DEFAULT_COMPACTION_FLOOR, ...options });

@@ -35,12 +35,11 @@ export type MaybePromise<T> = T | Promise<T>;
 export type Lookup = StoredUser | OldId | undefined;
 
 export type PutOutcome =
-  | { readonly kind: 'created' | 'replaced' | 'moved'; readonly user: StoredUser }
-  | OldId
-  | Refusal;
+  { readonly kind: 'created' | 'replaced' | 'moved'; readonly user: StoredUser } | OldId | Refusal;
 
 /** `user`: the version deleted, for a client that asks to see it (Prefer: return=representation). */
-export type DeleteOutcome = { readonly kind: 'deleted'; readonly id: number; readonly user: StoredUser } | OldId | Refusal;
+export type DeleteOutcome =
+  { readonly kind: 'deleted'; readonly id: number; readonly user: StoredUser } | OldId | Refusal;
 
 export interface CreateRequest {
   /** The validated body; undefined when it failed to parse or validate, which is refused unless the key replays. */
@@ -49,7 +48,10 @@ export interface CreateRequest {
   readonly now: number;
 }
 
-export type CreateOutcome = { readonly kind: 'created'; readonly user: StoredUser; readonly answer: KeptAnswer } | { readonly kind: 'invalid-body' } | Replay;
+export type CreateOutcome =
+  | { readonly kind: 'created'; readonly user: StoredUser; readonly answer: KeptAnswer }
+  | { readonly kind: 'invalid-body' }
+  | Replay;
 
 export interface ReserveRequest {
   readonly idempotency: IdempotencyKey | undefined;
@@ -60,7 +62,8 @@ export interface ReserveRequest {
   readonly max: number;
 }
 
-export type ReserveOutcome = { readonly kind: 'reserved'; readonly id: number; readonly expiresAt: number; readonly answer: KeptAnswer } | Replay;
+export type ReserveOutcome =
+  { readonly kind: 'reserved'; readonly id: number; readonly expiresAt: number; readonly answer: KeptAnswer } | Replay;
 
 export interface UserPage {
   /** The representations, in ascending id order. */
@@ -223,7 +226,13 @@ export interface SharedSettings {
    * address at a time over every instance, and unless `refuse` answers a
    * refusal for those counts, records a try at `now` being checked: its slot.
    */
-  takeLoginSlot<R>(address: string, key: string, since: number, now: number, refuse: (counts: LoginTryCounts) => R | undefined): Promise<{ refused: R } | { slot: string }>;
+  takeLoginSlot<R>(
+    address: string,
+    key: string,
+    since: number,
+    now: number,
+    refuse: (counts: LoginTryCounts) => R | undefined,
+  ): Promise<{ refused: R } | { slot: string }>;
   /** What the try of a slot came to: a failure; a success, which forgets the failures of its key too; or nothing (released). */
   settleLoginSlot(slot: string, key: string, outcome: 'failed' | 'succeeded' | 'released'): Promise<void>;
   /** Announces a serving instance to others (and to `copy`) until the answer's `close`; refreshed every INSTANCE_BEAT_MS. */

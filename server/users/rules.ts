@@ -142,15 +142,25 @@ export function resolveRef(ref: UserRef, facts: UserFacts): Target | OldId {
 }
 
 /** If-Match, If-None-Match and `--require-if-match` for a write on `user` (undefined: no user yet). */
-export function checkPreconditions(pre: Preconditions, user: StoredUser | undefined, policy: WritePolicy): Refusal | undefined {
+export function checkPreconditions(
+  pre: Preconditions,
+  user: StoredUser | undefined,
+  policy: WritePolicy,
+): Refusal | undefined {
   if (pre.ifMatch !== undefined && !etagMatches(pre.ifMatch, user && etagOf(user), false)) {
-    return refuse('precondition-failed', user ? 'If-Match does not match the current ETag.' : 'If-Match was given but the user does not exist.');
+    return refuse(
+      'precondition-failed',
+      user ? 'If-Match does not match the current ETag.' : 'If-Match was given but the user does not exist.',
+    );
   }
   if (pre.ifNoneMatch !== undefined && user !== undefined && etagMatches(pre.ifNoneMatch, etagOf(user), true)) {
     return refuse('precondition-failed', 'If-None-Match matches: the user exists.');
   }
   if (policy.requireIfMatch && user !== undefined && pre.ifMatch === undefined) {
-    return refuse('precondition-required', 'This server requires If-Match on PUT and DELETE of an existing user: GET it for its ETag.');
+    return refuse(
+      'precondition-required',
+      'This server requires If-Match on PUT and DELETE of an existing user: GET it for its ETag.',
+    );
   }
   return undefined;
 }
@@ -168,7 +178,11 @@ export function decidePut(request: PutRequest, facts: UserFacts): PutDecision {
     if (next === undefined) return idsExhausted();
     id = next;
     if (bodyId !== undefined && bodyId !== id) {
-      if (!request.policy.allowIdChange) return refuse('id-conflict', 'The body carries an id, but a user created through an alias gets its id from the server; leave "id" out, or start users-server with --allow-id-change to choose it.');
+      if (!request.policy.allowIdChange)
+        return refuse(
+          'id-conflict',
+          'The body carries an id, but a user created through an alias gets its id from the server; leave "id" out, or start users-server with --allow-id-change to choose it.',
+        );
       if (facts.isIssued(bodyId)) return refuse('id-conflict', `The id ${bodyId} has already been issued.`);
       id = bodyId;
     }
@@ -176,8 +190,15 @@ export function decidePut(request: PutRequest, facts: UserFacts): PutDecision {
     // Rule 4: an id that names nobody is created only under a live reservation.
     id = target.id!;
     if (!facts.isReservationLive(id, request.now)) {
-      if (facts.isIssued(id)) return refuse('gone', `The id ${id} was issued, but its reservation expired or its user was deleted; reserve a new id.`);
-      return refuse('not-found', `The id ${id} was never issued: reserve one with POST ${RESERVATIONS_PATH}, or PUT under an alias.`);
+      if (facts.isIssued(id))
+        return refuse(
+          'gone',
+          `The id ${id} was issued, but its reservation expired or its user was deleted; reserve a new id.`,
+        );
+      return refuse(
+        'not-found',
+        `The id ${id} was never issued: reserve one with POST ${RESERVATIONS_PATH}, or PUT under an alias.`,
+      );
     }
   }
   // RFC 9110 section 13.2.1: preconditions are evaluated only where the
@@ -207,7 +228,8 @@ export interface DirectReplace {
 
 export function directReplace(request: PutRequest): DirectReplace | undefined {
   const { ref, body, preconditions: pre, policy } = request;
-  if (ref.kind !== 'id' || pre.ifNoneMatch !== undefined || (body.id !== undefined && body.id !== ref.id)) return undefined;
+  if (ref.kind !== 'id' || pre.ifNoneMatch !== undefined || (body.id !== undefined && body.id !== ref.id))
+    return undefined;
   if (policy.requireIfMatch && pre.ifMatch === undefined) return undefined;
   const ifMatch = pre.ifMatch === undefined || pre.ifMatch.trim() === '*' ? undefined : strongTags(pre.ifMatch);
   if (ifMatch?.length === 0) return undefined;
@@ -224,8 +246,16 @@ function decideExisting(request: PutRequest, user: StoredUser, facts: UserFacts)
     const json = represent(request.body, user.id);
     return json === user.json ? { kind: 'unchanged', user } : { kind: 'replace', user, json };
   }
-  if (!request.policy.allowIdChange) return refuse('id-conflict', `The body says id ${bodyId} but this user is ${user.id}; ids are assigned by the server. To move a user to a new id, start users-server with --allow-id-change.`);
-  if (facts.isIssued(bodyId)) return refuse('id-conflict', `The id ${bodyId} has already been issued; a user can only move to an id never issued before.`);
+  if (!request.policy.allowIdChange)
+    return refuse(
+      'id-conflict',
+      `The body says id ${bodyId} but this user is ${user.id}; ids are assigned by the server. To move a user to a new id, start users-server with --allow-id-change.`,
+    );
+  if (facts.isIssued(bodyId))
+    return refuse(
+      'id-conflict',
+      `The id ${bodyId} has already been issued; a user can only move to an id never issued before.`,
+    );
   return { kind: 'move', user, to: bodyId, json: represent(request.body, bodyId) };
 }
 
@@ -233,11 +263,16 @@ export function decideDelete(request: DeleteRequest, facts: UserFacts): DeleteDe
   const target = resolveRef(request.ref, facts);
   if ('kind' in target) return target;
   if (target.user === undefined) return refuse('not-found', 'No such user.');
-  return checkPreconditions(request.preconditions, target.user, request.policy) ?? { kind: 'delete', user: target.user };
+  return (
+    checkPreconditions(request.preconditions, target.user, request.policy) ?? { kind: 'delete', user: target.user }
+  );
 }
 
 /** POST /users/new: a fresh id for a body without one. */
-export function decideCreate(body: UserBody, facts: UserFacts): { readonly kind: 'create'; readonly id: number; readonly json: string } | Refusal {
+export function decideCreate(
+  body: UserBody,
+  facts: UserFacts,
+): { readonly kind: 'create'; readonly id: number; readonly json: string } | Refusal {
   if (body.id !== undefined) return refuse('id-conflict', 'POST /users/new assigns the id; leave id out of the body.');
   const id = facts.nextId();
   if (id === undefined) return idsExhausted();
@@ -293,13 +328,20 @@ export type Replay = { readonly kind: 'replayed'; readonly answer: KeptAnswer } 
 
 /** A key seen before: the same body replays the kept answer, another body is refused. */
 export function replayOf(kept: IdempotencyRecord, fingerprint: string): Replay {
-  if (kept.fingerprint !== fingerprint) return refuse('idempotency-key-reused', 'This Idempotency-Key was used with a different request body.');
+  if (kept.fingerprint !== fingerprint)
+    return refuse('idempotency-key-reused', 'This Idempotency-Key was used with a different request body.');
   return { kind: 'replayed', answer: { status: kept.status, body: kept.body, location: kept.location } };
 }
 
 /** The record a successful create keeps under its key. */
 export function keptRecord(key: IdempotencyKey, answer: KeptAnswer, now: number): IdempotencyRecord {
-  return { fingerprint: key.fingerprint, status: answer.status, body: answer.body, location: answer.location, expiresAt: now + IDEMPOTENCY_TTL_MS };
+  return {
+    fingerprint: key.fingerprint,
+    status: answer.status,
+    body: answer.body,
+    location: answer.location,
+    expiresAt: now + IDEMPOTENCY_TTL_MS,
+  };
 }
 
 export function createdAnswer(id: number, json: string): KeptAnswer {
@@ -307,5 +349,9 @@ export function createdAnswer(id: number, json: string): KeptAnswer {
 }
 
 export function reservationAnswer(id: number, expiresAt: number): KeptAnswer {
-  return { status: 201, body: JSON.stringify({ id, expiresAt: new Date(expiresAt).toISOString() }), location: userPath(id) };
+  return {
+    status: 201,
+    body: JSON.stringify({ id, expiresAt: new Date(expiresAt).toISOString() }),
+    location: userPath(id),
+  };
 }

@@ -91,14 +91,25 @@ class SignInPage {
     }
     const attempt = await this.actions.checkPassword(req, username, password, now);
     if ('wait' in attempt) {
-      this.sendSignIn(req, res, now, 429, { username, error: `Too many failed sign-ins; try again in ${attempt.wait} seconds.`, headers: { 'Retry-After': String(attempt.wait) } });
+      this.sendSignIn(req, res, now, 429, {
+        username,
+        error: `Too many failed sign-ins; try again in ${attempt.wait} seconds.`,
+        headers: { 'Retry-After': String(attempt.wait) },
+      });
     } else if ('busy' in attempt) {
-      this.sendSignIn(req, res, now, 503, { username, error: `The server is busy checking other sign-ins; try again in ${attempt.busy} seconds.`, headers: { 'Retry-After': String(attempt.busy) } });
+      this.sendSignIn(req, res, now, 503, {
+        username,
+        error: `The server is busy checking other sign-ins; try again in ${attempt.busy} seconds.`,
+        headers: { 'Retry-After': String(attempt.busy) },
+      });
     } else if ('wrong' in attempt) {
       this.sendSignIn(req, res, now, 401, { username, error: WRONG, headers: challenge });
     } else {
       // RFC 9110 section 15.4.4: 303 makes the browser GET / after the POST.
-      res.setHeader('Set-Cookie', [this.deps.sessions.open(attempt.account, now), formNonceCookie('', 0, this.deps.config.cookieSecure)]);
+      res.setHeader('Set-Cookie', [
+        this.deps.sessions.open(attempt.account, now),
+        formNonceCookie('', 0, this.deps.config.cookieSecure),
+      ]);
       sendEmpty(res, 303, { Location: '/', ...NO_STORE });
     }
   }
@@ -109,7 +120,8 @@ class SignInPage {
     if (!isFormEncoding(req.headers['content-type'])) {
       // The API's logout (no body, JSON) as without --login-page, unless a
       // page of another origin sent it (a browser adds Origin to any POST).
-      if (crossOrigin) throw new HttpError(problems.forbidden, 'A logout sent from a page of another origin is refused.');
+      if (crossOrigin)
+        throw new HttpError(problems.forbidden, 'A logout sent from a page of another origin is refused.');
       await this.actions.revoke(req, now);
       sendEmpty(res, 204, { 'Set-Cookie': this.deps.sessions.clearingCookie(), ...NO_STORE });
       return;
@@ -119,7 +131,15 @@ class SignInPage {
     if (first !== undefined) {
       // The token is bound to the session the page showed: the first valid one.
       const form = isUrlEncodedForm(req.headers['content-type']) ? parseForm(raw) : new URLSearchParams();
-      if (verifyFormToken(form.get(FORM_TOKEN_FIELD) ?? '', 'logout-form', first.payload.sessionId, this.deps.keys, seconds(now)) === undefined) {
+      if (
+        verifyFormToken(
+          form.get(FORM_TOKEN_FIELD) ?? '',
+          'logout-form',
+          first.payload.sessionId,
+          this.deps.keys,
+          seconds(now),
+        ) === undefined
+      ) {
         return this.refuseSignOut(req, res, now);
       }
       await this.actions.revoke(req, now);
@@ -136,16 +156,43 @@ class SignInPage {
   }
 
   /** The sign-in form; its nonce cookie is kept if the browser has one, so two open tabs both work. */
-  private sendSignIn(req: IncomingMessage, res: ServerResponse, now: number, status: number, extra: SignInExtra = {}): void {
+  private sendSignIn(
+    req: IncomingMessage,
+    res: ServerResponse,
+    now: number,
+    status: number,
+    extra: SignInExtra = {},
+  ): void {
     const nonce = formNonces(req)[0] ?? newFormNonce();
     res.appendHeader('Set-Cookie', formNonceCookie(nonce, FORM_TOKEN_TTL, this.deps.config.cookieSecure));
     const token = signFormToken('login-form', '', nonce, seconds(now), this.deps.keys[0]!);
-    sendLoginPage(res, status, { kind: 'sign-in', token, ...(extra.username !== undefined && { username: extra.username }), ...(extra.error !== undefined && { error: extra.error }) }, extra.headers);
+    sendLoginPage(
+      res,
+      status,
+      {
+        kind: 'sign-in',
+        token,
+        ...(extra.username !== undefined && { username: extra.username }),
+        ...(extra.error !== undefined && { error: extra.error }),
+      },
+      extra.headers,
+    );
   }
 
   private sendSignedIn(res: ServerResponse, now: number, status: number, session: ActiveSession, error?: string): void {
-    const token = signFormToken('logout-form', session.payload.sessionId, newFormNonce(), seconds(now), this.deps.keys[0]!);
-    sendLoginPage(res, status, { kind: 'signed-in', token, account: session.account.name, ...(error !== undefined && { error }) });
+    const token = signFormToken(
+      'logout-form',
+      session.payload.sessionId,
+      newFormNonce(),
+      seconds(now),
+      this.deps.keys[0]!,
+    );
+    sendLoginPage(res, status, {
+      kind: 'signed-in',
+      token,
+      account: session.account.name,
+      ...(error !== undefined && { error }),
+    });
   }
 
   /** The double-submit check of the sign-in form: a fresh token whose nonce is in a LOGIN_FORM cookie. */

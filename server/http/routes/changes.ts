@@ -125,7 +125,12 @@ export class ChangeFeeds {
       page = Promise.resolve(this.store.changesAfter(after, PAGE)).then(({ changes, trimmedThrough }) => {
         let text = '';
         for (const change of changes) text += framing.frame(change);
-        return { bytes: Buffer.from(text), count: changes.length, lastSeq: changes.at(-1)?.seq ?? after, trimmedThrough };
+        return {
+          bytes: Buffer.from(text),
+          count: changes.length,
+          lastSeq: changes.at(-1)?.seq ?? after,
+          trimmedThrough,
+        };
       });
       this.pages.set(key, page);
       // A failed read is not kept: the next feed to ask reads again.
@@ -171,7 +176,11 @@ interface Framing {
 }
 
 const NDJSON: Framing = { type: NDJSON_TYPE, frame: (change) => changeLine(change) + '\n', heartbeat: '\n' };
-const SSE: Framing = { type: `${EVENT_STREAM_TYPE}; charset=utf-8`, frame: (change) => `id: ${cursorOf(change.seq)}\nevent: ${change.op}\ndata: ${changeLine(change)}\n\n`, heartbeat: ':\n\n' };
+const SSE: Framing = {
+  type: `${EVENT_STREAM_TYPE}; charset=utf-8`,
+  frame: (change) => `id: ${cursorOf(change.seq)}\nevent: ${change.op}\ndata: ${changeLine(change)}\n\n`,
+  heartbeat: ':\n\n',
+};
 
 /**
  * GET /changes: the changes of users committed after a cursor, in commit
@@ -191,10 +200,16 @@ export function changesRoute(deps: RouteDeps, feeds: ChangeFeeds): Route {
       const params = new URLSearchParams(ctx.query);
       const follow = followParam(params) || sse;
       const lastEventId = sse ? ctx.req.headers['last-event-id'] : undefined;
-      const after = await startAfter(store, typeof lastEventId === 'string' ? lastEventId : (params.get('since') ?? undefined));
+      const after = await startAfter(
+        store,
+        typeof lastEventId === 'string' ? lastEventId : (params.get('since') ?? undefined),
+      );
       // HEAD: the fields a GET would start with, and the end: it has no body to follow with.
       const until = ctx.req.method === 'HEAD' ? after.from : follow ? undefined : after.present;
-      await new Feed(store, { access, clock: deps.clock ?? Date.now }, ctx, sse ? SSE : NDJSON, feeds).run(after.from, until);
+      await new Feed(store, { access, clock: deps.clock ?? Date.now }, ctx, sse ? SSE : NDJSON, feeds).run(
+        after.from,
+        until,
+      );
     },
     doc: CHANGES_DOC,
   };
@@ -209,7 +224,12 @@ function followParam(params: URLSearchParams): boolean {
   const values = params.getAll('follow');
   if (values.length === 0) return false;
   if (values.length === 1 && FOLLOW_VALUES.has(values[0]!)) return FOLLOW_VALUES.get(values[0]!)!;
-  throw new HttpError(problems.invalidQuery, 'follow must be 1 or true (0, false or absent: the feed ends after the changes kept).', {}, { parameter: 'follow' });
+  throw new HttpError(
+    problems.invalidQuery,
+    'follow must be 1 or true (0, false or absent: the feed ends after the changes kept).',
+    {},
+    { parameter: 'follow' },
+  );
 }
 
 const FOLLOW_VALUES = new Map([
@@ -224,10 +244,19 @@ async function startAfter(store: Store, since: string | undefined): Promise<{ fr
   const head = await store.changesAfter(Number.MAX_SAFE_INTEGER, 0);
   if (since === undefined) return { from: head.lastSeq, present: head.lastSeq };
   const n = parseCursor(since);
-  if (n === undefined || n > head.lastSeq) throw new HttpError(problems.invalidCursor, `${JSON.stringify(since.slice(0, 40))} is not a cursor of this server: give one a change carried, 0 for the oldest change kept, or none for changes from now on.`);
+  if (n === undefined || n > head.lastSeq)
+    throw new HttpError(
+      problems.invalidCursor,
+      `${JSON.stringify(since.slice(0, 40))} is not a cursor of this server: give one a change carried, 0 for the oldest change kept, or none for changes from now on.`,
+    );
   if (n === 0) return { from: head.trimmedThrough, present: head.lastSeq };
   if (n < head.trimmedThrough) {
-    throw new HttpError(problems.changesExpired, `The changes after this cursor are no longer kept; the oldest cursor kept is ${cursorOf(head.trimmedThrough)} (since=0 starts there).`, {}, { oldestCursor: cursorOf(head.trimmedThrough) });
+    throw new HttpError(
+      problems.changesExpired,
+      `The changes after this cursor are no longer kept; the oldest cursor kept is ${cursorOf(head.trimmedThrough)} (since=0 starts there).`,
+      {},
+      { oldestCursor: cursorOf(head.trimmedThrough) },
+    );
   }
   return { from: n, present: head.lastSeq };
 }
@@ -255,7 +284,12 @@ class Feed implements Following {
     const { res } = this.ctx;
     this.sent = from;
     // X-Changes-Cursor: where this feed starts, so that a reader that got no line yet can resume from there.
-    res.writeHead(200, { 'Content-Type': this.framing.type, 'Cache-Control': 'no-store', 'X-Accel-Buffering': 'no', 'X-Changes-Cursor': cursorOf(from) });
+    res.writeHead(200, {
+      'Content-Type': this.framing.type,
+      'Cache-Control': 'no-store',
+      'X-Accel-Buffering': 'no',
+      'X-Changes-Cursor': cursorOf(from),
+    });
     // Sent now, not with the first change: a reader knows at once that it follows from here.
     res.flushHeaders();
     res.once('close', () => (this.closed = true));
@@ -320,7 +354,10 @@ class Feed implements Following {
     };
     let checked: MaybePromise<void>;
     try {
-      checked = this.credentials.access.authorize({ req: this.ctx.req, res: undefined, now: this.credentials.clock() }, 'read');
+      checked = this.credentials.access.authorize(
+        { req: this.ctx.req, res: undefined, now: this.credentials.clock() },
+        'read',
+      );
     } catch (error) {
       return settle(error);
     }
@@ -400,13 +437,32 @@ const CHANGES_DOC = {
   tags: ['users'],
   security: SESSION_OPTIONAL,
   parameters: [
-    { name: 'since', in: 'query', required: false, schema: { type: 'string' }, description: 'A cursor the feed gave, or 0.' },
-    { name: 'follow', in: 'query', required: false, schema: { type: 'string', enum: ['1', 'true', '0', 'false'] }, description: '1 or true: keep the response open. Any other value is 400.' },
-    { name: 'Last-Event-ID', in: 'header', required: false, schema: { type: 'string' }, description: 'Server-Sent Events: resume after this cursor.' },
+    {
+      name: 'since',
+      in: 'query',
+      required: false,
+      schema: { type: 'string' },
+      description: 'A cursor the feed gave, or 0.',
+    },
+    {
+      name: 'follow',
+      in: 'query',
+      required: false,
+      schema: { type: 'string', enum: ['1', 'true', '0', 'false'] },
+      description: '1 or true: keep the response open. Any other value is 400.',
+    },
+    {
+      name: 'Last-Event-ID',
+      in: 'header',
+      required: false,
+      schema: { type: 'string' },
+      description: 'Server-Sent Events: resume after this cursor.',
+    },
   ],
   responses: {
     '200': {
-      description: 'The changes, a line each: `{"cursor":"...","op":"put"|"delete"|"move","id":N,"from"?:N,"user"?:{...}}`.',
+      description:
+        'The changes, a line each: `{"cursor":"...","op":"put"|"delete"|"move","id":N,"from"?:N,"user"?:{...}}`.',
       headers: headers(),
       content: { [NDJSON_TYPE]: { schema: { type: 'string' } }, [EVENT_STREAM_TYPE]: { schema: { type: 'string' } } },
     },

@@ -24,7 +24,16 @@ const NOT_AUTHORIZED_BODY = JSON.stringify('not authorized');
 const BASIC_CHALLENGE = 'Basic realm="users"';
 
 function sendRoot(res: ServerResponse, status: 200 | 401, body: string, challenge: string, vary = 'Cookie'): void {
-  const fields = ['Content-Type', JSON_TYPE, 'Content-Length', String(body.length), 'Cache-Control', 'no-store', 'Vary', vary];
+  const fields = [
+    'Content-Type',
+    JSON_TYPE,
+    'Content-Length',
+    String(body.length),
+    'Cache-Control',
+    'no-store',
+    'Vary',
+    vary,
+  ];
   if (status === 401) fields.push('WWW-Authenticate', challenge);
   // One list, as in sendJson: GET / is on the hot path too.
   res.writeHead(status, fields);
@@ -49,7 +58,8 @@ export function sessionRoutes(deps: RouteDeps): Route[] {
   ];
   // Only with the flag: without it GET /login stays a 405 (Allow: POST, OPTIONS).
   const browser = routes.browser;
-  if (browser !== undefined) table.splice(1, 0, { method: 'GET', path: LOGIN_PATH, handler: browser.show, doc: SIGN_IN_PAGE_DOC });
+  if (browser !== undefined)
+    table.splice(1, 0, { method: 'GET', path: LOGIN_PATH, handler: browser.show, doc: SIGN_IN_PAGE_DOC });
   return table;
 }
 
@@ -94,7 +104,8 @@ class LoginRoutes implements SessionActions {
     const vary = 'Accept, Cookie';
     if (signedIn) sendRoot(res, 200, OK_BODY, this.deps.sessions.challenge, vary);
     // SPEC.md "Authentication" 7: a browser without a session goes to the login page.
-    else if (prefersHtml(header(req, 'accept'))) sendEmpty(res, 302, { Location: LOGIN_PATH, 'Cache-Control': 'no-store', Vary: vary });
+    else if (prefersHtml(header(req, 'accept')))
+      sendEmpty(res, 302, { Location: LOGIN_PATH, 'Cache-Control': 'no-store', Vary: vary });
     else sendRoot(res, 401, NOT_AUTHORIZED_BODY, this.deps.sessions.challenge, vary);
   }
 
@@ -102,7 +113,12 @@ class LoginRoutes implements SessionActions {
     const { req, res, now } = ctx;
     // A form without Authorization is the page's; anything with
     // Authorization (curl -u -d sends a form type too) is the API's.
-    if (this.browser !== undefined && req.headers.authorization === undefined && isUrlEncodedForm(req.headers['content-type'])) return this.browser.login(ctx);
+    if (
+      this.browser !== undefined &&
+      req.headers.authorization === undefined &&
+      isUrlEncodedForm(req.headers['content-type'])
+    )
+      return this.browser.login(ctx);
     await readBody(req, this.deps.config.maxBody);
     const credentials = parseBasicAuth(req.headers.authorization);
     if (!credentials) {
@@ -112,10 +128,18 @@ class LoginRoutes implements SessionActions {
     const attempt = await this.checkPassword(req, credentials.user, credentials.password, now);
     if ('wait' in attempt) {
       const which = attempt.scope === 'account' ? 'for this account from this address' : 'from this address';
-      throw new HttpError(problems.tooManyRequests, `Too many failed logins ${which}; try again in ${attempt.wait} s.`, { 'Retry-After': String(attempt.wait) });
+      throw new HttpError(
+        problems.tooManyRequests,
+        `Too many failed logins ${which}; try again in ${attempt.wait} s.`,
+        { 'Retry-After': String(attempt.wait) },
+      );
     }
     if ('busy' in attempt) {
-      throw new HttpError(problems.loginBusy, `The server is checking as many logins as it may; retry in ${attempt.busy} s.`, { 'Retry-After': String(attempt.busy) });
+      throw new HttpError(
+        problems.loginBusy,
+        `The server is checking as many logins as it may; retry in ${attempt.busy} s.`,
+        { 'Retry-After': String(attempt.busy) },
+      );
     }
     if ('wrong' in attempt) throw loginFailed('The user name or password is wrong.');
     res.setHeader('Set-Cookie', this.deps.sessions.open(attempt.account, now));
@@ -139,7 +163,9 @@ class LoginRoutes implements SessionActions {
 
   logLogin(req: IncomingMessage, user: string, now: number, outcome: string): void {
     const verdict = outcome === 'ok' ? 'ok' : 'failed';
-    this.deps.log(`${new Date(now).toISOString()} users-server: login ${verdict} client=${clientAddress(req, this.deps.config)} account=${quoteLogText(user)} outcome=${outcome}`);
+    this.deps.log(
+      `${new Date(now).toISOString()} users-server: login ${verdict} client=${clientAddress(req, this.deps.config)} account=${quoteLogText(user)} outcome=${outcome}`,
+    );
   }
 
   private async attempt(req: IncomingMessage, user: string, password: string, now: number): Promise<LoginAttempt> {
@@ -169,9 +195,19 @@ class LoginRoutes implements SessionActions {
   }
 
   /** The password check of a try that holds its slot, which it settles. */
-  private async check(slot: LoginSlot, client: string, user: string, password: string, signedIn: boolean, now: number): Promise<LoginAttempt> {
+  private async check(
+    slot: LoginSlot,
+    client: string,
+    user: string,
+    password: string,
+    signedIn: boolean,
+    now: number,
+  ): Promise<LoginAttempt> {
     await this.deps.accountsFile?.refresh();
-    const verified = this.gate.run(() => this.deps.accounts.verify(user, password), signedIn ? { client, signedInAs: user } : { client });
+    const verified = this.gate.run(
+      () => this.deps.accounts.verify(user, password),
+      signedIn ? { client, signedInAs: user } : { client },
+    );
     if (verified === undefined) {
       await slot.released();
       return { busy: BUSY_RETRY_SECONDS };
@@ -189,7 +225,9 @@ class LoginRoutes implements SessionActions {
   async revoke(req: IncomingMessage, now: number): Promise<void> {
     // Revoke on the server too: a saved copy of the cookie must stop working.
     const valid = await this.deps.sessions.valid(req, now);
-    await this.deps.store.revokeSessions(valid.map((s) => ({ sessionId: s.payload.sessionId, expiresAt: s.payload.expiresAt * 1000 })));
+    await this.deps.store.revokeSessions(
+      valid.map((s) => ({ sessionId: s.payload.sessionId, expiresAt: s.payload.expiresAt * 1000 })),
+    );
   }
 }
 
@@ -220,7 +258,7 @@ const SIGN_IN_PAGE_DOC: OperationDoc = {
   summary: 'The browser sign-in page (`--login-page`)',
   description:
     'An HTML form that posts `username`, `password` and a signed `csrf` token to `POST /login` (`application/x-www-form-urlencoded`); ' +
-    "the token's nonce is also set in the `LOGIN_FORM` cookie. With a valid session: \"Signed in as NAME\" and a sign-out form to `POST /logout`. " +
+    'the token\'s nonce is also set in the `LOGIN_FORM` cookie. With a valid session: "Signed in as NAME" and a sign-out form to `POST /logout`. ' +
     'Strict `Content-Security-Policy`, `X-Frame-Options: DENY`, `Cache-Control: no-store`. Exists only with `--login-page`.',
   tags: ['sessions'],
   security: SESSION_OPTIONAL,
@@ -240,10 +278,23 @@ const LOGIN_DOC: OperationDoc = {
   responses: {
     '200': json('Logged in: the session cookie is set.', { const: 'OK' }, 'Set-Cookie'),
     '303': empty('`--login-page` form: signed in; `Location: /`, the session cookie is set.', 'Location', 'Set-Cookie'),
-    '401': problemOrPage('Wrong or missing credentials: `login-failed`; the sign-in form (`--login-page`) gets the page again with the error.', 'WWW-Authenticate'),
-    '403': problemOrPage('The sign-in form (`--login-page`) with a bad or expired `csrf` token or another `Origin`: the page again with a fresh token.'),
-    '429': problemOrPage('Too many failed logins for this address and account, or from this address (`too-many-requests`), or the rate limit; the sign-in form gets the page again.', 'Retry-After', 'RateLimit-Policy', 'RateLimit'),
-    '503': problemOrPage('`login-busy`: too many logins being checked (for this address, or for this address and account), or the failure budget spent (server-wide, or this address\'s share); not counted as a failure; the sign-in form gets the page again.', 'Retry-After'),
+    '401': problemOrPage(
+      'Wrong or missing credentials: `login-failed`; the sign-in form (`--login-page`) gets the page again with the error.',
+      'WWW-Authenticate',
+    ),
+    '403': problemOrPage(
+      'The sign-in form (`--login-page`) with a bad or expired `csrf` token or another `Origin`: the page again with a fresh token.',
+    ),
+    '429': problemOrPage(
+      'Too many failed logins for this address and account, or from this address (`too-many-requests`), or the rate limit; the sign-in form gets the page again.',
+      'Retry-After',
+      'RateLimit-Policy',
+      'RateLimit',
+    ),
+    '503': problemOrPage(
+      "`login-busy`: too many logins being checked (for this address, or for this address and account), or the failure budget spent (server-wide, or this address's share); not counted as a failure; the sign-in form gets the page again.",
+      'Retry-After',
+    ),
   },
   problems: [413],
 };
@@ -259,8 +310,14 @@ const LOGOUT_DOC: OperationDoc = {
   security: SESSION_OPTIONAL,
   responses: {
     '204': empty('Logged out: the cookie is cleared.', 'Set-Cookie'),
-    '303': empty('`--login-page` form: signed out; `Location: /login`, the cookie is cleared.', 'Location', 'Set-Cookie'),
-    '403': problemOrPage('From a page of another site or origin with the session cookie: `forbidden`; the sign-out form (`--login-page`) with a bad `csrf` token or another `Origin` gets the page again.'),
+    '303': empty(
+      '`--login-page` form: signed out; `Location: /login`, the cookie is cleared.',
+      'Location',
+      'Set-Cookie',
+    ),
+    '403': problemOrPage(
+      'From a page of another site or origin with the session cookie: `forbidden`; the sign-out form (`--login-page`) with a bad `csrf` token or another `Origin` gets the page again.',
+    ),
   },
   problems: [413],
 };

@@ -18,7 +18,11 @@ export function healthRoute(): Route {
     method: 'GET',
     path: HEALTH_PATH,
     handler: ({ res }) => {
-      res.writeHead(200, { 'Content-Type': JSON_TYPE, 'Content-Length': String(HEALTH_BODY.length), 'Cache-Control': 'no-store' });
+      res.writeHead(200, {
+        'Content-Type': JSON_TYPE,
+        'Content-Length': String(HEALTH_BODY.length),
+        'Cache-Control': 'no-store',
+      });
       res.end(HEALTH_BODY);
     },
     doc: {
@@ -46,14 +50,20 @@ export function readinessRoute(deps: RouteDeps): Route {
     path: READY_PATH,
     handler: async ({ res }) => {
       const readiness = await deps.store.readiness();
-      if (!readiness.ready) throw new HttpError(problems.notReady, `Not ready: ${readiness.reason}.`, { 'Retry-After': '1' });
-      res.writeHead(200, { 'Content-Type': JSON_TYPE, 'Content-Length': String(READY_BODY.length), 'Cache-Control': 'no-store' });
+      if (!readiness.ready)
+        throw new HttpError(problems.notReady, `Not ready: ${readiness.reason}.`, { 'Retry-After': '1' });
+      res.writeHead(200, {
+        'Content-Type': JSON_TYPE,
+        'Content-Length': String(READY_BODY.length),
+        'Cache-Control': 'no-store',
+      });
       res.end(READY_BODY);
     },
     doc: {
       operationId: 'getReadiness',
       summary: 'Readiness check: the store can take writes',
-      description: 'A load balancer\'s probe: 200 when this instance\'s store is open and writable (its database answering), else 503 with the reason. No authentication, never rate limited.',
+      description:
+        "A load balancer's probe: 200 when this instance's store is open and writable (its database answering), else 503 with the reason. No authentication, never rate limited.",
       tags: ['operations'],
       security: [],
       responses: { '200': json('Ready.', schema('Ready')) },
@@ -69,7 +79,11 @@ const READY_BODY = JSON.stringify({ status: 'ready' });
  * except under `--require-session all`, where it needs a session too
  * (counts and sizes tell something about the data).
  */
-export function metricsRoute(deps: RouteDeps, metrics: () => Metrics, feeds?: { open: number; lines: number; cut: number }): Route {
+export function metricsRoute(
+  deps: RouteDeps,
+  metrics: () => Metrics,
+  feeds?: { open: number; lines: number; cut: number },
+): Route {
   const { store, access } = deps;
   return {
     method: 'GET',
@@ -78,8 +92,14 @@ export function metricsRoute(deps: RouteDeps, metrics: () => Metrics, feeds?: { 
       const { res } = ctx;
       await access.authorize(ctx, 'read');
       const stats = await store.stats(ctx.now);
-      const body = metrics().render(feeds === undefined ? stats : { ...stats, feeds: { open: feeds.open, lines: feeds.lines, cut: feeds.cut } });
-      res.writeHead(200, { 'Content-Type': METRICS_CONTENT_TYPE, 'Content-Length': String(Buffer.byteLength(body)), 'Cache-Control': 'no-store' });
+      const body = metrics().render(
+        feeds === undefined ? stats : { ...stats, feeds: { open: feeds.open, lines: feeds.lines, cut: feeds.cut } },
+      );
+      res.writeHead(200, {
+        'Content-Type': METRICS_CONTENT_TYPE,
+        'Content-Length': String(Buffer.byteLength(body)),
+        'Cache-Control': 'no-store',
+      });
       res.end(body);
     },
     doc: {
@@ -88,7 +108,13 @@ export function metricsRoute(deps: RouteDeps, metrics: () => Metrics, feeds?: { 
       description: `Request counts by route, method and status, a latency histogram, users, live reservations, journal size, fsync latency. ${NEEDS_SESSION_TO_READ}`,
       tags: ['operations'],
       security: SESSION_OPTIONAL,
-      responses: { '200': { description: 'The exposition.', headers: headers(), content: { [METRICS_CONTENT_TYPE]: { schema: { type: 'string' } } } } },
+      responses: {
+        '200': {
+          description: 'The exposition.',
+          headers: headers(),
+          content: { [METRICS_CONTENT_TYPE]: { schema: { type: 'string' } } },
+        },
+      },
       problems: [401],
     },
   };
@@ -115,7 +141,12 @@ export function openApiRoute(document: () => Record<string, unknown>): Route {
         sendEmpty(res, 304, { ETag: etag, 'Cache-Control': 'no-cache' });
         return;
       }
-      res.writeHead(200, { ETag: etag, 'Cache-Control': 'no-cache', 'Content-Type': JSON_TYPE, 'Content-Length': String(Buffer.byteLength(body)) });
+      res.writeHead(200, {
+        ETag: etag,
+        'Cache-Control': 'no-cache',
+        'Content-Type': JSON_TYPE,
+        'Content-Length': String(Buffer.byteLength(body)),
+      });
       res.end(body);
     },
     doc: {

@@ -31,7 +31,11 @@ export function tokenRoutes(deps: RouteDeps): Route[] {
       doc: CREATE_DOC,
       handler: async ({ req, res, now }: Context) => {
         const creator = await access.requireAdmin(req, res, now);
-        if (!isJsonType(req.headers['content-type'])) throw new HttpError(problems.unsupportedMediaType, 'Send the token request as Content-Type: application/json.');
+        if (!isJsonType(req.headers['content-type']))
+          throw new HttpError(
+            problems.unsupportedMediaType,
+            'Send the token request as Content-Type: application/json.',
+          );
         const request = checkTokenRequest(parseJson(await readBody(req, MAX_TOKEN_REQUEST)));
         const minted = mintApiToken();
         const record: ApiTokenRecord = {
@@ -45,9 +49,15 @@ export function tokenRoutes(deps: RouteDeps): Route[] {
           expiresAt: expiryWithin(creator.token, request.expiresIn, now),
         };
         if ((await store.createToken(record)) === 'name-taken') {
-          throw new HttpError(problems.tokenNameTaken, `An API token named "${record.name}" exists: revoke it first (DELETE ${TOKENS_PATH}/ID), or choose another name.`);
+          throw new HttpError(
+            problems.tokenNameTaken,
+            `An API token named "${record.name}" exists: revoke it first (DELETE ${TOKENS_PATH}/ID), or choose another name.`,
+          );
         }
-        sendJson(res, 201, JSON.stringify({ ...describe(record, now, deps.accounts), token: minted.token }), { Location: `${TOKENS_PATH}/${record.id}`, ...NO_STORE });
+        sendJson(res, 201, JSON.stringify({ ...describe(record, now, deps.accounts), token: minted.token }), {
+          Location: `${TOKENS_PATH}/${record.id}`,
+          ...NO_STORE,
+        });
       },
     },
     {
@@ -67,7 +77,8 @@ export function tokenRoutes(deps: RouteDeps): Route[] {
       handler: async ({ req, res, now, params }: Context) => {
         await access.requireAdmin(req, res, now);
         const id = params.id!;
-        if (!TOKEN_ID.test(id) || !(await store.revokeToken(id))) throw notFound(`There is no API token with the id ${JSON.stringify(id)}: GET ${TOKENS_PATH} lists them.`);
+        if (!TOKEN_ID.test(id) || !(await store.revokeToken(id)))
+          throw notFound(`There is no API token with the id ${JSON.stringify(id)}: GET ${TOKENS_PATH} lists them.`);
         sendEmpty(res, 204);
       },
     },
@@ -82,14 +93,26 @@ interface TokenRequest {
 }
 
 function checkTokenRequest(body: unknown): TokenRequest {
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw invalid('', 'The body must be a JSON object: {"name": ..., "role": ..., "expiresIn": ...}.');
+  if (typeof body !== 'object' || body === null || Array.isArray(body))
+    throw invalid('', 'The body must be a JSON object: {"name": ..., "role": ..., "expiresIn": ...}.');
   const { name, role = 'reader', expiresIn, ...rest } = body as Record<string, unknown>;
   const unknown = Object.keys(rest)[0];
-  if (unknown !== undefined) throw invalid(`/${unknown}`, `Unknown member ${JSON.stringify(unknown)}: a token request has name, role and expiresIn.`);
-  if (typeof name !== 'string' || !TOKEN_NAME.test(name)) throw invalid('/name', 'name must be 1 to 64 of A-Z a-z 0-9 . _ -');
+  if (unknown !== undefined)
+    throw invalid(
+      `/${unknown}`,
+      `Unknown member ${JSON.stringify(unknown)}: a token request has name, role and expiresIn.`,
+    );
+  if (typeof name !== 'string' || !TOKEN_NAME.test(name))
+    throw invalid('/name', 'name must be 1 to 64 of A-Z a-z 0-9 . _ -');
   if (role !== 'admin' && role !== 'reader') throw invalid('/role', 'role must be "admin" or "reader".');
-  if (expiresIn !== undefined && (!Number.isSafeInteger(expiresIn) || (expiresIn as number) < 1 || (expiresIn as number) > MAX_TOKEN_LIFETIME)) {
-    throw invalid('/expiresIn', `expiresIn must be whole seconds from 1 to ${MAX_TOKEN_LIFETIME} (ten years), or absent for a token that does not expire.`);
+  if (
+    expiresIn !== undefined &&
+    (!Number.isSafeInteger(expiresIn) || (expiresIn as number) < 1 || (expiresIn as number) > MAX_TOKEN_LIFETIME)
+  ) {
+    throw invalid(
+      '/expiresIn',
+      `expiresIn must be whole seconds from 1 to ${MAX_TOKEN_LIFETIME} (ten years), or absent for a token that does not expire.`,
+    );
   }
   return { name, role, expiresIn: expiresIn as number | undefined };
 }
@@ -99,14 +122,21 @@ function checkTokenRequest(body: unknown): TokenRequest {
  * has no more rights than its creator): without expiresIn it expires with
  * its creator, and a later expiry is refused.
  */
-function expiryWithin(creator: ApiTokenRecord | undefined, expiresIn: number | undefined, now: number): number | undefined {
+function expiryWithin(
+  creator: ApiTokenRecord | undefined,
+  expiresIn: number | undefined,
+  now: number,
+): number | undefined {
   const asked = expiresIn === undefined ? undefined : now + expiresIn * 1000;
   const limit = creator?.expiresAt;
   if (limit === undefined) return asked;
   if (asked === undefined) return limit;
   if (asked > limit) {
     const most = Math.floor((limit - now) / 1000);
-    throw invalid('/expiresIn', `The API token "${creator!.name}" that makes this one expires at ${new Date(limit).toISOString()}, and a token it makes cannot outlive it: expiresIn at most ${most} (usersctl tokens create --expires ${most}s), or leave it out.`);
+    throw invalid(
+      '/expiresIn',
+      `The API token "${creator!.name}" that makes this one expires at ${new Date(limit).toISOString()}, and a token it makes cannot outlive it: expiresIn at most ${most} (usersctl tokens create --expires ${most}s), or leave it out.`,
+    );
   }
   return asked;
 }
@@ -131,7 +161,8 @@ function describe(t: ApiTokenRecord, now: number, accounts: Accounts): Record<st
   };
 }
 
-const NEEDS_ADMIN = 'Needs an admin\'s session or API token, in every `--require-session` mode (401 without one, 403 for a `reader`).';
+const NEEDS_ADMIN =
+  "Needs an admin's session or API token, in every `--require-session` mode (401 without one, 403 for a `reader`).";
 
 const CREATE_DOC = {
   operationId: 'createToken',
@@ -140,7 +171,9 @@ const CREATE_DOC = {
   tags: ['tokens'],
   security: ADMIN_ONLY,
   requestBody: { required: true, content: { 'application/json': { schema: schema('TokenRequest') } } },
-  responses: { '201': json('Created; `Location` names it, `token` is the secret to keep.', schema('NewToken'), 'Location') },
+  responses: {
+    '201': json('Created; `Location` names it, `token` is the secret to keep.', schema('NewToken'), 'Location'),
+  },
   problems: [401, 403, 409, 413, 415, 422],
 };
 
@@ -150,7 +183,13 @@ const LIST_DOC = {
   description: `Oldest first, expired ones included until revoked. ${NEEDS_ADMIN}`,
   tags: ['tokens'],
   security: ADMIN_ONLY,
-  responses: { '200': json('The tokens.', { type: 'object', required: ['items'], properties: { items: { type: 'array', items: schema('Token') } } }) },
+  responses: {
+    '200': json('The tokens.', {
+      type: 'object',
+      required: ['items'],
+      properties: { items: { type: 'array', items: schema('Token') } },
+    }),
+  },
   problems: [401, 403],
 };
 
@@ -160,7 +199,15 @@ const REVOKE_DOC = {
   description: NEEDS_ADMIN,
   tags: ['tokens'],
   security: ADMIN_ONLY,
-  parameters: [{ name: 'id', in: 'path', required: true, description: 'The token\'s id, 16 hex digits.', schema: { type: 'string', pattern: '^[0-9a-f]{16}$' } }],
+  parameters: [
+    {
+      name: 'id',
+      in: 'path',
+      required: true,
+      description: "The token's id, 16 hex digits.",
+      schema: { type: 'string', pattern: '^[0-9a-f]{16}$' },
+    },
+  ],
   responses: { '204': empty('Revoked.') },
   problems: [401, 403, 404],
 };

@@ -44,7 +44,11 @@ const REFUSALS: Record<RefusalKind, ProblemKind> = {
 };
 
 function refusalError(refusal: Refusal): HttpError {
-  return new HttpError(REFUSALS[refusal.kind], refusal.detail, refusal.retryAfter === undefined ? {} : { 'Retry-After': String(refusal.retryAfter) });
+  return new HttpError(
+    REFUSALS[refusal.kind],
+    refusal.detail,
+    refusal.retryAfter === undefined ? {} : { 'Retry-After': String(refusal.retryAfter) },
+  );
 }
 
 /** Every endpoint under /users and /reservations: HTTP in, store operations out. */
@@ -53,9 +57,27 @@ export function userRoutes(deps: RouteDeps): Route[] {
   return [
     { method: 'GET', path: USERS_PATH, handler: (ctx) => routes.list(ctx), doc: LIST_DOC },
     { method: 'POST', path: NEW_USER_PATH, handler: (ctx) => routes.create(ctx), doc: CREATE_DOC },
-    { method: 'GET', path: `${USERS_PATH}/:ref`, handler: (ctx) => routes.get(ctx, refOf(ctx)), byId: (ctx, id) => routes.get(ctx, { kind: 'id', id }), doc: GET_DOC },
-    { method: 'PUT', path: `${USERS_PATH}/:ref`, handler: (ctx) => routes.put(ctx, refOf(ctx)), byId: (ctx, id) => routes.put(ctx, { kind: 'id', id }), doc: PUT_DOC },
-    { method: 'DELETE', path: `${USERS_PATH}/:ref`, handler: (ctx) => routes.delete(ctx, refOf(ctx)), byId: (ctx, id) => routes.delete(ctx, { kind: 'id', id }), doc: DELETE_DOC },
+    {
+      method: 'GET',
+      path: `${USERS_PATH}/:ref`,
+      handler: (ctx) => routes.get(ctx, refOf(ctx)),
+      byId: (ctx, id) => routes.get(ctx, { kind: 'id', id }),
+      doc: GET_DOC,
+    },
+    {
+      method: 'PUT',
+      path: `${USERS_PATH}/:ref`,
+      handler: (ctx) => routes.put(ctx, refOf(ctx)),
+      byId: (ctx, id) => routes.put(ctx, { kind: 'id', id }),
+      doc: PUT_DOC,
+    },
+    {
+      method: 'DELETE',
+      path: `${USERS_PATH}/:ref`,
+      handler: (ctx) => routes.delete(ctx, refOf(ctx)),
+      byId: (ctx, id) => routes.delete(ctx, { kind: 'id', id }),
+      doc: DELETE_DOC,
+    },
     { method: 'POST', path: RESERVATIONS_PATH, handler: (ctx) => routes.reserve(ctx), doc: RESERVE_DOC },
   ];
 }
@@ -117,7 +139,13 @@ class UserRoutes {
     const store = (text: string) => {
       let outcome: MaybePromise<PutOutcome>;
       try {
-        outcome = this.store.putUser({ ref, body: checkUser(parseJsonText(text)), preconditions: preconditionsOf(ctx), policy: this.policy, now: ctx.now });
+        outcome = this.store.putUser({
+          ref,
+          body: checkUser(parseJsonText(text)),
+          preconditions: preconditionsOf(ctx),
+          policy: this.policy,
+          now: ctx.now,
+        });
       } catch (error) {
         return ctx.fail(error);
       }
@@ -200,7 +228,9 @@ class UserRoutes {
     await this.access.authorize(ctx, 'write');
     refuseFormBody(ctx.req.headers['content-type']);
     const { reservationTtl, maxReservations } = this.config;
-    await this.createOnce(ctx, 'reserve-id', (_raw, idempotency) => this.store.reserveId({ idempotency, now: ctx.now, ttlMs: reservationTtl * 1000, max: maxReservations }));
+    await this.createOnce(ctx, 'reserve-id', (_raw, idempotency) =>
+      this.store.reserveId({ idempotency, now: ctx.now, ttlMs: reservationTtl * 1000, max: maxReservations }),
+    );
   }
 
   /**
@@ -210,15 +240,25 @@ class UserRoutes {
    * being served here, the same key is 409 (on another instance the store's
    * own atomic check decides).
    */
-  private async createOnce(ctx: Context, operation: IdempotentOperation, run: (raw: Buffer, key: IdempotencyKey | undefined) => MaybePromise<CreateOutcome | ReserveOutcome>): Promise<void> {
+  private async createOnce(
+    ctx: Context,
+    operation: IdempotentOperation,
+    run: (raw: Buffer, key: IdempotencyKey | undefined) => MaybePromise<CreateOutcome | ReserveOutcome>,
+  ): Promise<void> {
     const key = header(ctx.req, 'idempotency-key');
     if (key === undefined) {
       sendOutcome(ctx.res, await run(await readBody(ctx.req, this.config.maxBody), undefined));
       return;
     }
-    if (!IDEMPOTENCY_KEY.test(key)) throw new HttpError(problems.invalidHeader, 'Idempotency-Key must be 1 to 255 visible ASCII characters.');
+    if (!IDEMPOTENCY_KEY.test(key))
+      throw new HttpError(problems.invalidHeader, 'Idempotency-Key must be 1 to 255 visible ASCII characters.');
     const scoped = scopedKey(operation, key);
-    if (this.inProgress.has(scoped)) throw new HttpError(problems.idempotencyInProgress, 'A request with this Idempotency-Key is still in progress; retry later.', { 'Retry-After': '1' });
+    if (this.inProgress.has(scoped))
+      throw new HttpError(
+        problems.idempotencyInProgress,
+        'A request with this Idempotency-Key is still in progress; retry later.',
+        { 'Retry-After': '1' },
+      );
     this.inProgress.add(scoped);
     try {
       const raw = await readBody(ctx.req, this.config.maxBody);
@@ -266,9 +306,14 @@ function sendUser(ctx: Context, ref: UserRef, user: StoredUser | undefined): voi
   const etag = etagOf(user);
   const ifNoneMatch = ctx.req.headers['if-none-match'];
   if (ifNoneMatch !== undefined && etagMatches(ifNoneMatch, etag, true)) {
-    return sendEmpty(ctx.res, 304, ref.kind === 'alias' ? { ETag: etag, 'Content-Location': userPath(user.id) } : { ETag: etag });
+    return sendEmpty(
+      ctx.res,
+      304,
+      ref.kind === 'alias' ? { ETag: etag, 'Content-Location': userPath(user.id) } : { ETag: etag },
+    );
   }
-  if (ref.kind === 'alias') return sendJsonFields(ctx.res, 200, user.json, ['ETag', etag, 'Content-Location', userPath(user.id)]);
+  if (ref.kind === 'alias')
+    return sendJsonFields(ctx.res, 200, user.json, ['ETag', etag, 'Content-Location', userPath(user.id)]);
   sendJsonWith(ctx.res, 200, user.json, 'ETag', etag);
 }
 
@@ -323,7 +368,8 @@ function sendAnswer(res: ServerResponse, answer: KeptAnswer, replayed: boolean):
 
 /** PUT rule 1: the body must be application/json or a +json type, else 415. */
 function requireJson(contentType: string | undefined): void {
-  if (!isJsonType(contentType)) throw new HttpError(problems.unsupportedMediaType, 'Send the user as Content-Type: application/json (UTF-8).');
+  if (!isJsonType(contentType))
+    throw new HttpError(problems.unsupportedMediaType, 'Send the user as Content-Type: application/json (UTF-8).');
 }
 
 /**
@@ -332,7 +378,11 @@ function requireJson(contentType: string | undefined): void {
  * as form content is refused (415), as it is on every other write.
  */
 function refuseFormBody(contentType: string | undefined): void {
-  if (isFormEncoding(contentType)) throw new HttpError(problems.unsupportedMediaType, 'POST /reservations takes no form content: send no body, or application/json.');
+  if (isFormEncoding(contentType))
+    throw new HttpError(
+      problems.unsupportedMediaType,
+      'POST /reservations takes no form content: send no body, or application/json.',
+    );
 }
 
 function checkUser(value: unknown): UserBody {
@@ -340,7 +390,12 @@ function checkUser(value: unknown): UserBody {
     return validateUserBody(value);
   } catch (error) {
     if (!(error instanceof UserValidationError)) throw error;
-    throw new HttpError(problems.invalidUser, error.message + (error.field ? ` (field "${error.field}").` : '.'), {}, { field: error.field });
+    throw new HttpError(
+      problems.invalidUser,
+      error.message + (error.field ? ` (field "${error.field}").` : '.'),
+      {},
+      { field: error.field },
+    );
   }
 }
 
@@ -363,7 +418,12 @@ function integerParam(params: URLSearchParams, name: string, fallback: number, m
   const text = values[0]!;
   const n = values.length === 1 && /^\d{1,16}$/.test(text) ? Number(text) : NaN;
   if (!Number.isSafeInteger(n) || n < min || n > max) {
-    throw new HttpError(problems.invalidQuery, `${name} must be one integer from ${min} to ${max}.`, {}, { parameter: name });
+    throw new HttpError(
+      problems.invalidQuery,
+      `${name} must be one integer from ${min} to ${max}.`,
+      {},
+      { parameter: name },
+    );
   }
   return n;
 }
@@ -390,7 +450,11 @@ const CREATE_DOC = {
   tags: ['users'],
   security: SESSION_OPTIONAL,
   parameters: [parameter('Idempotency-Key')],
-  requestBody: { required: true, description: 'The user, without `id`.', content: { 'application/json': { schema: schema('User') } } },
+  requestBody: {
+    required: true,
+    description: 'The user, without `id`.',
+    content: { 'application/json': { schema: schema('User') } },
+  },
   responses: { '201': json('Created; `Location` names the user.', schema('User'), 'Location', 'Idempotent-Replayed') },
   problems: [401, 403, 409, 413, 415, 422, 503],
 };
@@ -417,9 +481,19 @@ const PUT_DOC = {
   tags: ['users'],
   security: SESSION_OPTIONAL,
   parameters: [parameter('ref'), parameter('If-Match'), parameter('If-None-Match'), parameter('Prefer')],
-  requestBody: { required: true, description: "The whole user; `id`, if present, must be the target's.", content: { 'application/json': { schema: schema('User') } } },
+  requestBody: {
+    required: true,
+    description: "The whole user; `id`, if present, must be the target's.",
+    content: { 'application/json': { schema: schema('User') } },
+  },
   responses: {
-    '200': json('Replaced (or moved, under `--allow-id-change`).', schema('User'), 'Content-Location', 'ETag', 'Location'),
+    '200': json(
+      'Replaced (or moved, under `--allow-id-change`).',
+      schema('User'),
+      'Content-Location',
+      'ETag',
+      'Location',
+    ),
     '201': json('Created; `Location` names the user.', schema('User'), 'Location', 'Content-Location', 'ETag'),
     '204': empty('Written, with `Prefer: return=minimal`.', 'Preference-Applied', 'Location'),
     '301': MOVED,
@@ -435,7 +509,11 @@ const DELETE_DOC = {
   security: SESSION_OPTIONAL,
   parameters: [parameter('ref'), parameter('If-Match'), parameter('Prefer')],
   responses: {
-    '200': json('Deleted, with `Prefer: return=representation`: the user as it was.', schema('User'), 'Preference-Applied'),
+    '200': json(
+      'Deleted, with `Prefer: return=representation`: the user as it was.',
+      schema('User'),
+      'Preference-Applied',
+    ),
     '204': empty('Deleted.'),
     '301': MOVED,
   },
@@ -449,6 +527,13 @@ const RESERVE_DOC = {
   tags: ['users'],
   security: SESSION_OPTIONAL,
   parameters: [parameter('Idempotency-Key')],
-  responses: { '201': json('Reserved; `Location` names the id to PUT to.', schema('Reservation'), 'Location', 'Idempotent-Replayed') },
+  responses: {
+    '201': json(
+      'Reserved; `Location` names the id to PUT to.',
+      schema('Reservation'),
+      'Location',
+      'Idempotent-Replayed',
+    ),
+  },
   problems: [401, 403, 409, 413, 415, 422, 503],
 };

@@ -50,7 +50,10 @@ function openConsistentSet(dir: string): { name: string; fd: number }[] {
   for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
     const listed = listDataFiles(dir);
     const base = listed.snapshots.at(-1) ?? 0;
-    const names = [...(base > 0 ? [snapshotName(base)] : []), ...listed.journals.filter((g) => g >= base).map(journalName)];
+    const names = [
+      ...(base > 0 ? [snapshotName(base)] : []),
+      ...listed.journals.filter((g) => g >= base).map(journalName),
+    ];
     if (names.length === 0) throw new DataError(`${dir} holds no journal or snapshot: there is nothing to back up`);
     const opened: { name: string; fd: number }[] = [];
     try {

@@ -66,7 +66,9 @@ export function refuseNewerFormat(header: Buffer, name: string): void {
   if (header.length < HEADER_BYTES || !header.subarray(0, MAGIC.length).equals(MAGIC)) return;
   const version = header.readUInt16LE(8);
   if (version > FORMAT_VERSION) {
-    throw new DataError(`${name} was written by format ${version}; this users-server reads up to format ${FORMAT_VERSION}; upgrade users-server to start on it (nothing was changed)`);
+    throw new DataError(
+      `${name} was written by format ${version}; this users-server reads up to format ${FORMAT_VERSION}; upgrade users-server to start on it (nothing was changed)`,
+    );
   }
 }
 
@@ -77,11 +79,14 @@ export function headerVersion(header: Buffer): number {
 
 /** Why a header is unusable, or undefined when it is a header of `kind` and `generation`. */
 export function checkHeader(header: Buffer, kind: FileKind, generation: number): string | undefined {
-  if (header.length < HEADER_BYTES || !header.subarray(0, MAGIC.length).equals(MAGIC)) return 'not a users-server data file (bad magic)';
+  if (header.length < HEADER_BYTES || !header.subarray(0, MAGIC.length).equals(MAGIC))
+    return 'not a users-server data file (bad magic)';
   const version = header.readUInt16LE(8);
-  if (version < OLDEST_FORMAT_VERSION || version > FORMAT_VERSION) return `format version ${version}; this server reads versions ${OLDEST_FORMAT_VERSION} to ${FORMAT_VERSION}`;
+  if (version < OLDEST_FORMAT_VERSION || version > FORMAT_VERSION)
+    return `format version ${version}; this server reads versions ${OLDEST_FORMAT_VERSION} to ${FORMAT_VERSION}`;
   if (header.readUInt16LE(10) !== kind) return `not a ${kind === FileKind.Journal ? 'journal' : 'snapshot'} file`;
-  if (header.readUInt32LE(12) !== generation) return `its header says generation ${header.readUInt32LE(12)}, its name ${generation}`;
+  if (header.readUInt32LE(12) !== generation)
+    return `its header says generation ${header.readUInt32LE(12)}, its name ${generation}`;
   return undefined;
 }
 
@@ -149,8 +154,9 @@ export function recordAt(buf: Buffer, offset: number): number {
   if (length === 0 || length > MAX_RECORD_BYTES || buf.length - offset - FRAME_BYTES < length) return 0;
   const start = offset + FRAME_BYTES;
   const sum =
-    length < SMALL_RECORD ? crc32Bytes(buf, start, start + length, crc32Bytes(buf, offset, offset + 4, 0))
-    : crc32(buf.subarray(start, start + length), crc32(buf.subarray(offset, offset + 4)));
+    length < SMALL_RECORD
+      ? crc32Bytes(buf, start, start + length, crc32Bytes(buf, offset, offset + 4, 0))
+      : crc32(buf.subarray(start, start + length), crc32(buf.subarray(offset, offset + 4)));
   return sum === buf.readUInt32LE(offset + 4) ? FRAME_BYTES + length : 0;
 }
 
@@ -269,7 +275,14 @@ export function encodeEnd(users: number): string {
  * Puts, nearly every line of a large journal or snapshot, are read straight
  * from the bytes: no line string, no field array, one string per user.
  */
-export function applyPayload(state: StoreState, buf: Buffer, start: number, end: number, kind: FileKind, at?: number): number | undefined {
+export function applyPayload(
+  state: StoreState,
+  buf: Buffer,
+  start: number,
+  end: number,
+  kind: FileKind,
+  at?: number,
+): number | undefined {
   let mark: number | undefined;
   let line = start;
   while (line <= end) {
@@ -322,7 +335,10 @@ function applyLine(state: StoreState, line: string, kind: FileKind, at: number |
   switch (tag) {
     case PUT:
       if (fields.length !== 4) break;
-      state.apply({ op: 'put', id: idField(fields[1]), alias: fields[2] === '' ? undefined : fields[2], json: fields[3]! }, at);
+      state.apply(
+        { op: 'put', id: idField(fields[1]), alias: fields[2] === '' ? undefined : fields[2], json: fields[3]! },
+        at,
+      );
       return undefined;
     case DELETE:
       if (fields.length !== 2) break;
@@ -409,13 +425,29 @@ function tokenField(text: string): ApiTokenRecord {
   }
   const { id, name, role, hash, createdBy, createdAt, expiresAt, ownerSince, parent } = r ?? {};
   if (
-    typeof id !== 'string' || typeof name !== 'string' || (role !== 'admin' && role !== 'reader') || typeof hash !== 'string' ||
-    typeof createdBy !== 'string' || typeof createdAt !== 'number' || (expiresAt !== null && typeof expiresAt !== 'number') ||
-    !optionalText(ownerSince) || !optionalText(parent)
+    typeof id !== 'string' ||
+    typeof name !== 'string' ||
+    (role !== 'admin' && role !== 'reader') ||
+    typeof hash !== 'string' ||
+    typeof createdBy !== 'string' ||
+    typeof createdAt !== 'number' ||
+    (expiresAt !== null && typeof expiresAt !== 'number') ||
+    !optionalText(ownerSince) ||
+    !optionalText(parent)
   ) {
     throw new DataError('bad API token record');
   }
-  return { id, name, role, hash, createdBy, createdAt, expiresAt: expiresAt ?? undefined, ...(ownerSince !== undefined && { ownerSince }), ...(parent !== undefined && { parent }) };
+  return {
+    id,
+    name,
+    role,
+    hash,
+    createdBy,
+    createdAt,
+    expiresAt: expiresAt ?? undefined,
+    ...(ownerSince !== undefined && { ownerSince }),
+    ...(parent !== undefined && { parent }),
+  };
 }
 
 /** A member that records from before it existed lack. */
@@ -430,8 +462,21 @@ function idempotencyField(text: string): IdempotencyRecord {
   } catch {
     throw new DataError('bad idempotency record');
   }
-  if (typeof r !== 'object' || r === null || typeof r.fingerprint !== 'string' || typeof r.status !== 'number' || typeof r.body !== 'string' || typeof r.expiresAt !== 'number') {
+  if (
+    typeof r !== 'object' ||
+    r === null ||
+    typeof r.fingerprint !== 'string' ||
+    typeof r.status !== 'number' ||
+    typeof r.body !== 'string' ||
+    typeof r.expiresAt !== 'number'
+  ) {
     throw new DataError('bad idempotency record');
   }
-  return { fingerprint: r.fingerprint, status: r.status, body: r.body, location: r.location ?? undefined, expiresAt: r.expiresAt };
+  return {
+    fingerprint: r.fingerprint,
+    status: r.status,
+    body: r.body,
+    location: r.location ?? undefined,
+    expiresAt: r.expiresAt,
+  };
 }

@@ -14,11 +14,17 @@ export type StoreData = Omit<StoreDump, 'secrets' | 'adminPassword' | 'adminIden
 export function readJournalData(dir: string, now: number): StoreData {
   const recovered = recover(dir, { salvage: true });
   if (recovered.damage !== undefined) {
-    throw new DataError(`${dir} is damaged (${recovered.damage.file} at byte offset ${recovered.damage.offset}): run users-server repair --data ${dir} first`);
+    throw new DataError(
+      `${dir} is damaged (${recovered.damage.file} at byte offset ${recovered.damage.offset}): run users-server repair --data ${dir} first`,
+    );
   }
   recovered.state.sweep(now);
   const { changes, ...image } = captureImage(recovered.state, now);
-  return { ...image, users: image.users.map((u) => ({ id: u.id, alias: u.alias, json: u.json })), lastChange: changes.lastSeq };
+  return {
+    ...image,
+    users: image.users.map((u) => ({ id: u.id, alias: u.alias, json: u.json })),
+    lastChange: changes.lastSeq,
+  };
 }
 
 /** True when `dir` holds no journal or snapshot. */

@@ -1,12 +1,44 @@
-import { close, closeSync, fdatasync, fsync, fsyncSync, ftruncate, ftruncateSync, openSync, readSync, unlink, write, writev } from 'node:fs';
+import {
+  close,
+  closeSync,
+  fdatasync,
+  fsync,
+  fsyncSync,
+  ftruncate,
+  ftruncateSync,
+  openSync,
+  readSync,
+  unlink,
+  write,
+  writev,
+} from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { DataError, StoreFailedError, StoreFullError } from '../../errors.js';
-import { call, fsyncDir, fsyncDirSync, recreateFile, recreateFileSync, shareOwnerSync, writeAllSync } from '../../ops/durable-files.js';
+import {
+  call,
+  fsyncDir,
+  fsyncDirSync,
+  recreateFile,
+  recreateFileSync,
+  shareOwnerSync,
+  writeAllSync,
+} from '../../ops/durable-files.js';
 import { FSYNC_BUCKETS, Histogram } from '../../ops/histogram.js';
 import type { Mutation, StoreState } from '../memory/state.js';
 import { StateStore, type CommitLog } from '../memory/state-store.js';
-import { checkRecordSize, encodeHeader, FRAME_BYTES, encodeMutations, FileKind, FORMAT_VERSION, HEADER_BYTES, headerVersion, recordBound, writeRecord } from './codec.js';
+import {
+  checkRecordSize,
+  encodeHeader,
+  FRAME_BYTES,
+  encodeMutations,
+  FileKind,
+  FORMAT_VERSION,
+  HEADER_BYTES,
+  headerVersion,
+  recordBound,
+  writeRecord,
+} from './codec.js';
 import { journalName, listDataFiles, recover, snapshotName, type Recovered } from './recovery.js';
 import { captureImage, writeSnapshot, type Image } from './snapshot.js';
 
@@ -82,7 +114,6 @@ interface Batch {
   /** Set on the last batch of a journal: after it, compaction starts the next generation with this image. */
   image: Image | undefined;
 }
-
 
 export class Journal implements CommitLog {
   private readonly state: StoreState;
@@ -237,7 +268,11 @@ export class Journal implements CommitLog {
   }
 
   stats(): { journalBytes: number; fsyncSeconds: Histogram; diskFull: boolean } {
-    return { journalBytes: this.earlierBytes + this.size, fsyncSeconds: this.fsyncSeconds, diskFull: this.full !== undefined };
+    return {
+      journalBytes: this.earlierBytes + this.size,
+      fsyncSeconds: this.fsyncSeconds,
+      diskFull: this.full !== undefined,
+    };
   }
 
   /** Writes and syncs the oldest batch, then the next, until none is left. */
@@ -269,7 +304,8 @@ export class Journal implements CommitLog {
   private writeBatch(batch: Batch, bytes: number, buffers: Buffer[], position: number, end: number): void {
     this.io.writev(this.fd, buffers, position, (error, written) => {
       if (error) return isNoSpace(error) ? this.noSpace(error) : this.fail(error);
-      if (position + written < end) return this.writeBatch(batch, bytes, remainder(buffers, written), position + written, end);
+      if (position + written < end)
+        return this.writeBatch(batch, bytes, remainder(buffers, written), position + written, end);
       const syncStarted = performance.now();
       this.io.fdatasync(this.fd, (error) => {
         if (error) return this.fail(error);
@@ -345,7 +381,9 @@ export class Journal implements CommitLog {
         this.earlierBytes = 0;
         await removeOlderThan(this.dir, next);
         const ms = Math.round(performance.now() - started);
-        this.options.log(`users-server: compacted ${before} journal bytes into a ${snapshotBytes}-byte snapshot of ${image.users.length} users in ${ms} ms`);
+        this.options.log(
+          `users-server: compacted ${before} journal bytes into a ${snapshotBytes}-byte snapshot of ${image.users.length} users in ${ms} ms`,
+        );
       })
       .catch((error: unknown) => {
         // The journals still hold everything (writeSnapshot removed its partial file).
@@ -370,7 +408,9 @@ export class Journal implements CommitLog {
    * durability, and meanwhile for the rollback.
    */
   private noSpace(error: NodeJS.ErrnoException): void {
-    const full = new StoreFullError(`the disk holding the journal is full (${error.code}): the write was not made; free some space`);
+    const full = new StoreFullError(
+      `the disk holding the journal is full (${error.code}): the write was not made; free some space`,
+    );
     this.full = full;
     const refused = this.batches.splice(0);
     const rollingBack = this.rollBack().then(
@@ -378,7 +418,9 @@ export class Journal implements CommitLog {
         this.rollingBack = undefined;
         this.state.sweep(this.now());
         this.lastProbe = this.now();
-        this.options.log(`users-server: the disk is full (${error.code}): writes are refused with 503 until space is freed; reads go on`);
+        this.options.log(
+          `users-server: the disk is full (${error.code}): writes are refused with 503 until space is freed; reads go on`,
+        );
         for (const batch of refused) batch.reject(full);
         this.flushing = false;
         this.idle?.();
@@ -409,7 +451,8 @@ export class Journal implements CommitLog {
 
   /** While the disk is full, at most once a SPACE_PROBE_MS: grow the file by a step of zeros; if that syncs, writes are accepted again. */
   private probeSpace(): void {
-    if (this.probing || this.rollingBack !== undefined || this.closed || this.now() - this.lastProbe < SPACE_PROBE_MS) return;
+    if (this.probing || this.rollingBack !== undefined || this.closed || this.now() - this.lastProbe < SPACE_PROBE_MS)
+      return;
     this.probing = true;
     this.lastProbe = this.now();
     zeros ??= Buffer.alloc(PREALLOCATION);
@@ -465,7 +508,10 @@ const EXACT_SIZE_PAST = 4 * 1024 * 1024;
  */
 function encodeBatch(batch: Batch): Buffer {
   // A batch of large writes is sized exactly: its bound can be three times its bytes.
-  const size = batch.bound <= EXACT_SIZE_PAST ? batch.bound : batch.payloads.reduce((sum, payload) => sum + FRAME_BYTES + Buffer.byteLength(payload), 0);
+  const size =
+    batch.bound <= EXACT_SIZE_PAST
+      ? batch.bound
+      : batch.payloads.reduce((sum, payload) => sum + FRAME_BYTES + Buffer.byteLength(payload), 0);
   const buf = Buffer.allocUnsafe(size);
   let offset = 0;
   for (const payload of batch.payloads) offset += writeRecord(buf, offset, payload);
@@ -497,7 +543,8 @@ async function createJournal(dir: string, generation: number): Promise<number> {
     const header = encodeHeader(FileKind.Journal, generation);
     // A disk with less room than a header takes part of it without an error.
     const written = await call<number>((cb) => write(fd, header, 0, header.length, null, cb));
-    if (written < header.length) throw Object.assign(new Error(`no space left for the header of ${journalName(generation)}`), { code: 'ENOSPC' });
+    if (written < header.length)
+      throw Object.assign(new Error(`no space left for the header of ${journalName(generation)}`), { code: 'ENOSPC' });
     await call<void>((cb) => fsync(fd, cb));
     await fsyncDir(dir);
   } catch (error) {
@@ -545,12 +592,18 @@ export function createJournalSync(dir: string, generation: number): number {
 
 async function removeOlderThan(dir: string, generation: number): Promise<void> {
   const files = listDataFiles(dir);
-  const names = [...files.journals.filter((g) => g < generation).map(journalName), ...files.snapshots.filter((g) => g < generation).map(snapshotName)];
+  const names = [
+    ...files.journals.filter((g) => g < generation).map(journalName),
+    ...files.snapshots.filter((g) => g < generation).map(snapshotName),
+  ];
   for (const name of names) await call<void>((cb) => unlink(join(dir, name), cb));
 }
 
 /** `--store journal`: the state recovered from `dir`, every write made durable in its journal. */
 export function openJournalStore(dir: string, options: JournalOptions): StateStore {
   const { state, journal } = Journal.open(dir, options);
-  return new StateStore(state, journal, { ...(options.changesRetentionMs !== undefined && { changesRetentionMs: options.changesRetentionMs }), ...(options.now !== undefined && { now: options.now }) });
+  return new StateStore(state, journal, {
+    ...(options.changesRetentionMs !== undefined && { changesRetentionMs: options.changesRetentionMs }),
+    ...(options.now !== undefined && { now: options.now }),
+  });
 }

@@ -1,7 +1,25 @@
-import { closeSync, fstatSync, ftruncateSync, openSync, readdirSync, readFileSync, readSync, statSync, unlinkSync } from 'node:fs';
+import {
+  closeSync,
+  fstatSync,
+  ftruncateSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  readSync,
+  statSync,
+  unlinkSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { DataError } from '../../errors.js';
-import { applyPayload, checkHeader, FileKind, FRAME_BYTES, HEADER_BYTES, recordAt, refuseNewerFormat } from './codec.js';
+import {
+  applyPayload,
+  checkHeader,
+  FileKind,
+  FRAME_BYTES,
+  HEADER_BYTES,
+  recordAt,
+  refuseNewerFormat,
+} from './codec.js';
 import { StoreState } from '../memory/state.js';
 
 /**
@@ -81,7 +99,13 @@ interface FileScan {
  * first record that does not verify and reports it, with the offset of the
  * next valid record, if any (which tells a torn tail from corruption).
  */
-export function replayFile(path: string, name: string, kind: FileKind, generation: number, state: StoreState): FileScan {
+export function replayFile(
+  path: string,
+  name: string,
+  kind: FileKind,
+  generation: number,
+  state: StoreState,
+): FileScan {
   const fd = openSync(path, 'r');
   try {
     const { size, mtimeMs } = fstatSync(fd);
@@ -90,14 +114,25 @@ export function replayFile(path: string, name: string, kind: FileKind, generatio
     const header = Buffer.alloc(HEADER_BYTES);
     const headerBytes = readSync(fd, header, 0, HEADER_BYTES, 0);
     if (headerBytes < HEADER_BYTES) {
-      const damage = { file: name, offset: 0, reason: 'the file header is incomplete', bytes: size, validAfter: undefined };
+      const damage = {
+        file: name,
+        offset: 0,
+        reason: 'the file header is incomplete',
+        bytes: size,
+        validAfter: undefined,
+      };
       return { end: 0, size, damage, endMark: undefined };
     }
     refuseNewerFormat(header, name);
     const problem = checkHeader(header, kind, generation);
     if (problem !== undefined) {
       // A header that is not ours is never a torn write: refuse.
-      return { end: 0, size, damage: { file: name, offset: 0, reason: problem, bytes: size, validAfter: undefined, foreign: true }, endMark: undefined };
+      return {
+        end: 0,
+        size,
+        damage: { file: name, offset: 0, reason: problem, bytes: size, validAfter: undefined, foreign: true },
+        endMark: undefined,
+      };
     }
     let base = HEADER_BYTES; // file offset of buf[0]
     let buf = Buffer.alloc(0);
@@ -111,7 +146,14 @@ export function replayFile(path: string, name: string, kind: FileKind, generatio
           if (mark !== undefined) endMark = mark;
         } catch (error) {
           if (!(error instanceof DataError)) throw error;
-          const damage = { file: name, offset: base + at, reason: `a record that verifies but does not parse: ${error.message}`, bytes: size - base - at, validAfter: undefined, foreign: true } as const;
+          const damage = {
+            file: name,
+            offset: base + at,
+            reason: `a record that verifies but does not parse: ${error.message}`,
+            bytes: size - base - at,
+            validAfter: undefined,
+            foreign: true,
+          } as const;
           return { end: base + at, size, damage, endMark };
         }
         at += length;
@@ -131,9 +173,26 @@ export function replayFile(path: string, name: string, kind: FileKind, generatio
     const end = base + at;
     if (end === size) return { end, size, damage: undefined, endMark };
     const damaged = buf.subarray(at);
-    if (isZero(damaged)) return { end, size, damage: { file: name, offset: end, reason: ZERO_TAIL, bytes: size - end, validAfter: undefined }, endMark };
+    if (isZero(damaged))
+      return {
+        end,
+        size,
+        damage: { file: name, offset: end, reason: ZERO_TAIL, bytes: size - end, validAfter: undefined },
+        endMark,
+      };
     const next = findRecord(damaged);
-    return { end, size, damage: { file: name, offset: end, reason: 'a record that is incomplete or fails its checksum', bytes: size - end, validAfter: next === undefined ? undefined : end + next }, endMark };
+    return {
+      end,
+      size,
+      damage: {
+        file: name,
+        offset: end,
+        reason: 'a record that is incomplete or fails its checksum',
+        bytes: size - end,
+        validAfter: next === undefined ? undefined : end + next,
+      },
+      endMark,
+    };
   } finally {
     closeSync(fd);
   }
@@ -205,8 +264,22 @@ export function recover(dir: string, options: { salvage?: boolean } = {}): Recov
     const name = snapshotName(base);
     const scan = replayFile(join(dir, name), name, FileKind.Snapshot, base, state);
     if (scan.damage) return fail(scan.damage);
-    if (scan.endMark === undefined) return fail({ file: name, offset: scan.end, reason: 'the snapshot has no end mark', bytes: 0, validAfter: undefined });
-    if (scan.endMark !== state.users.size) return fail({ file: name, offset: scan.end, reason: `the end mark counts ${scan.endMark} users, the snapshot holds ${state.users.size}`, bytes: 0, validAfter: undefined });
+    if (scan.endMark === undefined)
+      return fail({
+        file: name,
+        offset: scan.end,
+        reason: 'the snapshot has no end mark',
+        bytes: 0,
+        validAfter: undefined,
+      });
+    if (scan.endMark !== state.users.size)
+      return fail({
+        file: name,
+        offset: scan.end,
+        reason: `the end mark counts ${scan.endMark} users, the snapshot holds ${state.users.size}`,
+        bytes: 0,
+        validAfter: undefined,
+      });
   }
   const gap = missingJournal(base, journals);
   if (gap !== undefined) return fail(gap);
@@ -231,7 +304,10 @@ export function recover(dir: string, options: { salvage?: boolean } = {}): Recov
       }
       if (!salvage) truncate(path, scan.end);
       // A file cut short before its header was written has nothing to report.
-      if (!freeSpace && scan.damage.bytes > 0) notes.push(`${name}: dropped ${scan.damage.bytes} bytes at offset ${scan.damage.offset} (${scan.damage.reason}): the end of a write that was never acknowledged`);
+      if (!freeSpace && scan.damage.bytes > 0)
+        notes.push(
+          `${name}: dropped ${scan.damage.bytes} bytes at offset ${scan.damage.offset} (${scan.damage.reason}): the end of a write that was never acknowledged`,
+        );
     }
     if (last) journal = { generation, end: scan.end, earlierBytes };
     else earlierBytes += scan.end;
@@ -249,10 +325,23 @@ function missingJournal(base: number, journals: readonly number[]): Damage | und
   const expectedFirst = base > 0 ? base : 1;
   for (let i = 0; i < journals.length; i++) {
     if (journals[i] !== expectedFirst + i) {
-      return { file: journalName(expectedFirst + i), offset: 0, reason: 'this file is missing: the journals do not continue the snapshot', bytes: 0, validAfter: undefined };
+      return {
+        file: journalName(expectedFirst + i),
+        offset: 0,
+        reason: 'this file is missing: the journals do not continue the snapshot',
+        bytes: 0,
+        validAfter: undefined,
+      };
     }
   }
-  if (journals.length === 0 && base > 0) return { file: journalName(base), offset: 0, reason: 'this file is missing: every snapshot has a journal', bytes: 0, validAfter: undefined };
+  if (journals.length === 0 && base > 0)
+    return {
+      file: journalName(base),
+      offset: 0,
+      reason: 'this file is missing: every snapshot has a journal',
+      bytes: 0,
+      validAfter: undefined,
+    };
   return undefined;
 }
 
@@ -303,7 +392,10 @@ export function salvage(dir: string): Salvaged {
     const name = snapshotName(base);
     const endMark = salvageFile(join(dir, name), name, FileKind.Snapshot, base, state, dropped);
     if (endMark !== state.users.size) {
-      const reason = endMark === undefined ? 'the snapshot has no end mark' : `the end mark counts ${endMark} users, the snapshot holds ${state.users.size}`;
+      const reason =
+        endMark === undefined
+          ? 'the snapshot has no end mark'
+          : `the end mark counts ${endMark} users, the snapshot holds ${state.users.size}`;
       dropped.push({ file: name, offset: 0, reason, bytes: 0, validAfter: undefined });
     }
   }
@@ -315,12 +407,29 @@ export function salvage(dir: string): Salvaged {
 }
 
 /** Applies every verifying record of one file, adding each stretch it skips to `dropped`; returns a snapshot's end mark. */
-function salvageFile(path: string, name: string, kind: FileKind, generation: number, state: StoreState, dropped: Damage[]): number | undefined {
+function salvageFile(
+  path: string,
+  name: string,
+  kind: FileKind,
+  generation: number,
+  state: StoreState,
+  dropped: Damage[],
+): number | undefined {
   const buf = readFileSync(path);
   const changedAt = kind === FileKind.Journal ? statSync(path).mtimeMs : undefined;
   refuseNewerFormat(buf, name);
-  const problem = buf.length < HEADER_BYTES ? 'the file header is incomplete' : checkHeader(buf.subarray(0, HEADER_BYTES), kind, generation);
-  if (problem !== undefined) dropped.push({ file: name, offset: 0, reason: problem, bytes: Math.min(buf.length, HEADER_BYTES), validAfter: undefined });
+  const problem =
+    buf.length < HEADER_BYTES
+      ? 'the file header is incomplete'
+      : checkHeader(buf.subarray(0, HEADER_BYTES), kind, generation);
+  if (problem !== undefined)
+    dropped.push({
+      file: name,
+      offset: 0,
+      reason: problem,
+      bytes: Math.min(buf.length, HEADER_BYTES),
+      validAfter: undefined,
+    });
   let endMark: number | undefined;
   let at = HEADER_BYTES;
   while (at < buf.length) {
@@ -330,7 +439,13 @@ function salvageFile(path: string, name: string, kind: FileKind, generation: num
         endMark = applyPayload(state, buf, at + FRAME_BYTES, at + length, kind, changedAt) ?? endMark;
       } catch (error) {
         if (!(error instanceof DataError)) throw error;
-        dropped.push({ file: name, offset: at, reason: `a record that verifies but does not parse: ${error.message}`, bytes: length, validAfter: at + length });
+        dropped.push({
+          file: name,
+          offset: at,
+          reason: `a record that verifies but does not parse: ${error.message}`,
+          bytes: length,
+          validAfter: at + length,
+        });
       }
       at += length;
       continue;
@@ -339,7 +454,13 @@ function salvageFile(path: string, name: string, kind: FileKind, generation: num
     // Zeros after the last record: a journal's preallocated space.
     if (isZero(rest)) break;
     const next = findRecord(rest);
-    dropped.push({ file: name, offset: at, reason: 'bytes that are not a whole record with a good checksum', bytes: next ?? rest.length, validAfter: next === undefined ? undefined : at + next });
+    dropped.push({
+      file: name,
+      offset: at,
+      reason: 'bytes that are not a whole record with a good checksum',
+      bytes: next ?? rest.length,
+      validAfter: next === undefined ? undefined : at + next,
+    });
     at += next ?? rest.length;
   }
   return endMark;

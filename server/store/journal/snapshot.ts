@@ -1,6 +1,16 @@
 import { close, fsync, rename, unlink, write } from 'node:fs';
 import { dirname } from 'node:path';
-import { encodeChange, encodeChangeNumbers, encodeEnd, encodeHeader, encodeIssued, encodeMutation, encodeRecord, encodeRedirect, FileKind } from './codec.js';
+import {
+  encodeChange,
+  encodeChangeNumbers,
+  encodeEnd,
+  encodeHeader,
+  encodeIssued,
+  encodeMutation,
+  encodeRecord,
+  encodeRedirect,
+  FileKind,
+} from './codec.js';
 import type { StoreState } from '../memory/state.js';
 import { call, recreateFile, shareOwnerSync } from '../../ops/durable-files.js';
 import type { IdempotencyRecord, StoredUser } from '../../users/rules.js';
@@ -42,7 +52,11 @@ export function captureImage(state: StoreState, now: number): Image {
     idempotency: [...state.idempotency].filter(([, record]) => record.expiresAt > now),
     revoked: [...state.revokedSessions].filter(([, expiresAt]) => expiresAt > now),
     tokens: [...state.tokens.values()],
-    changes: { lastSeq: state.changes.lastSeq, trimmedThrough: state.changes.trimmedThrough, kept: state.changes.kept() },
+    changes: {
+      lastSeq: state.changes.lastSeq,
+      trimmedThrough: state.changes.trimmedThrough,
+      kept: state.changes.kept(),
+    },
   };
 }
 
@@ -55,11 +69,13 @@ export function* imageChunks(image: Image): Generator<string> {
       chunk = line;
     } else chunk += '\n' + line;
   };
-  for (const user of image.users) yield* add(encodeMutation({ op: 'put', id: user.id, alias: user.alias, json: user.json }));
+  for (const user of image.users)
+    yield* add(encodeMutation({ op: 'put', id: user.id, alias: user.alias, json: user.json }));
   for (const [from, to] of image.redirects) yield* add(encodeRedirect(from, to));
   for (const [id, expiresAt] of image.reservations) yield* add(encodeMutation({ op: 'reserve', id, expiresAt }));
   for (const [key, record] of image.idempotency) yield* add(encodeMutation({ op: 'idempotency', key, record }));
-  for (const [sessionId, expiresAt] of image.revoked) yield* add(encodeMutation({ op: 'revoke', sessionId, expiresAt }));
+  for (const [sessionId, expiresAt] of image.revoked)
+    yield* add(encodeMutation({ op: 'revoke', sessionId, expiresAt }));
   for (const token of image.tokens) yield* add(encodeMutation({ op: 'token', token }));
   yield* add(encodeChangeNumbers(image.changes.lastSeq, image.changes.trimmedThrough));
   for (const change of image.changes.kept) yield* add(encodeChange(change));

@@ -118,13 +118,22 @@ export class StateStore implements Store {
     const decision = decidePut(request, this.state);
     switch (decision.kind) {
       case 'create':
-        return this.commit([{ op: 'put', id: decision.id, alias: decision.alias, json: decision.json }], () => ({ kind: 'created', user: this.state.users.get(decision.id)! }));
+        return this.commit([{ op: 'put', id: decision.id, alias: decision.alias, json: decision.json }], () => ({
+          kind: 'created',
+          user: this.state.users.get(decision.id)!,
+        }));
       case 'replace':
-        return this.commit([{ op: 'put', id: decision.user.id, json: decision.json }], () => ({ kind: 'replaced', user: this.state.users.get(decision.user.id)! }));
+        return this.commit([{ op: 'put', id: decision.user.id, json: decision.json }], () => ({
+          kind: 'replaced',
+          user: this.state.users.get(decision.user.id)!,
+        }));
       case 'unchanged':
         return this.settle({ kind: 'replaced', user: decision.user });
       case 'move':
-        return this.commit([{ op: 'move', from: decision.user.id, to: decision.to, json: decision.json }], () => ({ kind: 'moved', user: this.state.users.get(decision.to)! }));
+        return this.commit([{ op: 'move', from: decision.user.id, to: decision.to, json: decision.json }], () => ({
+          kind: 'moved',
+          user: this.state.users.get(decision.to)!,
+        }));
       default:
         return this.settle(decision);
     }
@@ -154,9 +163,11 @@ export class StateStore implements Store {
     const replay = this.replay('reserve-id', request.idempotency, now);
     if (replay !== undefined) return this.settle(replay);
     if (this.state.reservations.size >= request.max) this.state.sweep(now);
-    if (this.state.reservations.size >= request.max) return this.settle(tooManyReservations(request.max, this.state.liveReservations(now).earliestExpiry, now));
+    if (this.state.reservations.size >= request.max)
+      return this.settle(tooManyReservations(request.max, this.state.liveReservations(now).earliestExpiry, now));
     const id = this.state.nextId();
-    if (id === undefined) return this.settle({ kind: 'ids-exhausted', detail: 'Every safe integer id has been issued.' });
+    if (id === undefined)
+      return this.settle({ kind: 'ids-exhausted', detail: 'Every safe integer id has been issued.' });
     const expiresAt = now + request.ttlMs;
     const answer = reservationAnswer(id, expiresAt);
     const mutations: Mutation[] = [{ op: 'reserve', id, expiresAt }];
@@ -181,7 +192,10 @@ export class StateStore implements Store {
 
   revokeToken(id: string): MaybePromise<boolean> {
     if (!this.state.tokens.has(id)) return this.settle(false);
-    return this.commit(withDescendants(this.state.tokens.values(), id).map((revoked) => ({ op: 'token-revoke', id: revoked })), () => true);
+    return this.commit(
+      withDescendants(this.state.tokens.values(), id).map((revoked) => ({ op: 'token-revoke', id: revoked })),
+      () => true,
+    );
   }
 
   revokeSessions(revocations: readonly Revocation[]): MaybePromise<void> {
@@ -207,7 +221,11 @@ export class StateStore implements Store {
   changesAfter(after: number, limit: number): MaybePromise<ChangePage> {
     const { changes } = this.state;
     // Read now, answered once durable: every change read was applied, so it is durable then.
-    return this.settle({ changes: changes.after(after, limit), trimmedThrough: changes.trimmedThrough, lastSeq: changes.lastSeq });
+    return this.settle({
+      changes: changes.after(after, limit),
+      trimmedThrough: changes.trimmedThrough,
+      lastSeq: changes.lastSeq,
+    });
   }
 
   onChanges(listener: () => void): () => void {
@@ -275,8 +293,15 @@ export class StateStore implements Store {
   }
 
   /** Adds the record that keeps `answer` under its key to the commit. */
-  private keep(mutations: Mutation[], operation: IdempotentOperation, key: IdempotencyKey | undefined, answer: KeptAnswer, now: number): void {
-    if (key !== undefined) mutations.push({ op: 'idempotency', key: scopedKey(operation, key.key), record: keptRecord(key, answer, now) });
+  private keep(
+    mutations: Mutation[],
+    operation: IdempotentOperation,
+    key: IdempotencyKey | undefined,
+    answer: KeptAnswer,
+    now: number,
+  ): void {
+    if (key !== undefined)
+      mutations.push({ op: 'idempotency', key: scopedKey(operation, key.key), record: keptRecord(key, answer, now) });
   }
 }
 

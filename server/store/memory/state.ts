@@ -63,7 +63,9 @@ export class StoreState implements UserFacts {
       case 'put': {
         const existing = this.users.get(m.id);
         const alias = existing ? existing.alias : m.alias;
-        this.userBytes += existing ? m.json.length - existing.json.length : m.json.length + USER_OVERHEAD + (alias?.length ?? 0);
+        this.userBytes += existing
+          ? m.json.length - existing.json.length
+          : m.json.length + USER_OVERHEAD + (alias?.length ?? 0);
         this.users.set(m.id, { id: m.id, alias, json: m.json, etag: undefined });
         if (!existing) {
           insertSorted(this.sortedIds, m.id);
@@ -124,8 +126,10 @@ export class StoreState implements UserFacts {
   /** The change `m` makes, if it changes a user that way (a delete of nobody does not). */
   private recordChange(m: Mutation, at: number): void {
     if (m.op === 'put') this.changes.record({ op: 'put', id: m.id, json: m.json, at });
-    else if (m.op === 'delete' && this.users.get(m.id) !== undefined) this.changes.record({ op: 'delete', id: m.id, at });
-    else if (m.op === 'move' && this.users.get(m.from) !== undefined) this.changes.record({ op: 'move', id: m.to, from: m.from, json: m.json, at });
+    else if (m.op === 'delete' && this.users.get(m.id) !== undefined)
+      this.changes.record({ op: 'delete', id: m.id, at });
+    else if (m.op === 'move' && this.users.get(m.from) !== undefined)
+      this.changes.record({ op: 'move', id: m.to, from: m.from, json: m.json, at });
   }
 
   /**

@@ -56,4 +56,3 @@ export class UserTable {
 
 /** How far above the dense ids an id may be and still extend the array. */
 const DENSE_GAP = 4096;
-

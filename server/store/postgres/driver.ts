@@ -102,7 +102,9 @@ export async function connect(url: string | undefined, options: ConnectOptions =
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     if (code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND') {
-      throw new UsageError(`the PostgreSQL store needs its driver, which is not installed: run \`${DRIVER_INSTALL}\` next to users-server`);
+      throw new UsageError(
+        `the PostgreSQL store needs its driver, which is not installed: run \`${DRIVER_INSTALL}\` next to users-server`,
+      );
     }
     throw error;
   }
@@ -140,7 +142,12 @@ const APPLICATION_NAME = 'users-server';
  */
 function sessionSettings(timeoutSeconds: number): Record<string, string | number> {
   const ms = timeoutSeconds * 1000;
-  return { application_name: APPLICATION_NAME, plan_cache_mode: 'force_generic_plan', statement_timeout: ms, lock_timeout: ms };
+  return {
+    application_name: APPLICATION_NAME,
+    plan_cache_mode: 'force_generic_plan',
+    statement_timeout: ms,
+    lock_timeout: ms,
+  };
 }
 
 /**
@@ -177,7 +184,9 @@ export function poolingOf(url: string | undefined): { target: string | undefined
   const mode = parsed.searchParams.get(POOL_MODE_PARAMETER);
   if (mode === null) return { target: url, transactionPooling: false };
   if (mode !== 'transaction' && mode !== 'session') {
-    throw new UsageError(`${POOL_MODE_PARAMETER}=${mode} in the store URL: users-server runs behind a pooler in transaction or session mode (${POOL_MODE_PARAMETER}=transaction or ${POOL_MODE_PARAMETER}=session), not statement mode, which refuses transactions`);
+    throw new UsageError(
+      `${POOL_MODE_PARAMETER}=${mode} in the store URL: users-server runs behind a pooler in transaction or session mode (${POOL_MODE_PARAMETER}=transaction or ${POOL_MODE_PARAMETER}=session), not statement mode, which refuses transactions`,
+    );
   }
   parsed.searchParams.delete(POOL_MODE_PARAMETER);
   return { target: parsed.toString(), transactionPooling: mode === 'transaction' };
@@ -416,7 +425,14 @@ function watchSilence(socket: Socket, ms: number): Socket {
   let watched = true;
   const arm = () => {
     clearTimeout(timer);
-    if (watched) timer = setTimeout(() => socket.destroy(Object.assign(new Error(`no answer from the database in ${ms / 1000} s`), { code: DEADLINE_MISSED })), ms);
+    if (watched)
+      timer = setTimeout(
+        () =>
+          socket.destroy(
+            Object.assign(new Error(`no answer from the database in ${ms / 1000} s`), { code: DEADLINE_MISSED }),
+          ),
+        ms,
+      );
   };
   const write = socket.write;
   socket.write = function (this: Socket, ...args: Parameters<Socket['write']>) {
@@ -493,7 +509,11 @@ const DROPPED_CODES = new Set(['CONNECTION_CLOSED', 'ECONNRESET', 'EPIPE']);
  */
 export function isConnectionLost(error: unknown): boolean {
   const code = codeOf(error);
-  return code !== undefined && (SESSION_ENDED_STATES.test(code) || (UNAVAILABLE_CODES.has(code) && code !== 'CONNECT_TIMEOUT' && code !== DEADLINE_MISSED));
+  return (
+    code !== undefined &&
+    (SESSION_ENDED_STATES.test(code) ||
+      (UNAVAILABLE_CODES.has(code) && code !== 'CONNECT_TIMEOUT' && code !== DEADLINE_MISSED))
+  );
 }
 
 /**
@@ -543,7 +563,9 @@ export function needsPoolMode(error: unknown): boolean {
 /** A database failure in one line for a command's message: its code and text, and what to change when a pooler refused the connection. */
 export function describeFailure(error: unknown): string {
   const line = `${codeOf(error) ?? ''} ${(error as Error).message}`.replace(/\s+/g, ' ').trim();
-  return needsPoolMode(error) ? `${line}; behind pgbouncer in transaction pooling mode, add ?${POOL_MODE_PARAMETER}=transaction to the store URL (docs/scaling.md)` : line;
+  return needsPoolMode(error)
+    ? `${line}; behind pgbouncer in transaction pooling mode, add ?${POOL_MODE_PARAMETER}=transaction to the store URL (docs/scaling.md)`
+    : line;
 }
 
 /** The error a request is answered with when the database failed it. */

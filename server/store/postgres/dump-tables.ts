@@ -11,13 +11,33 @@ export async function readPostgresDump(sql: Sql, now: number): Promise<StoreDump
     return {
       lastId: Number(counter!.last_id),
       claimed: (await tx`select id from claimed_ids order by id`).map((r) => Number(r.id)),
-      users: (await tx`select id, alias, json from users order by id`).map((r) => ({ id: Number(r.id), alias: (r.alias as string | null) ?? undefined, json: r.json as string })),
-      redirects: (await tx`select old_id, current_id from moves order by old_id`).map((r) => [Number(r.old_id), Number(r.current_id)] as [number, number]),
-      reservations: (await tx`select id, expires_at from reservations where expires_at > ${now} order by id`).map((r) => [Number(r.id), Number(r.expires_at)] as [number, number]),
-      idempotency: (await tx`select * from idempotency where expires_at > ${now} order by key`).map(
-        (r) => [r.key as string, { fingerprint: r.fingerprint as string, status: r.status as number, body: r.body as string, location: (r.location as string | null) ?? undefined, expiresAt: Number(r.expires_at) }] as StoreDump['idempotency'][number],
+      users: (await tx`select id, alias, json from users order by id`).map((r) => ({
+        id: Number(r.id),
+        alias: (r.alias as string | null) ?? undefined,
+        json: r.json as string,
+      })),
+      redirects: (await tx`select old_id, current_id from moves order by old_id`).map(
+        (r) => [Number(r.old_id), Number(r.current_id)] as [number, number],
       ),
-      revoked: (await tx`select session_id, expires_at from revocations where expires_at > ${now} order by session_id`).map((r) => [r.session_id as string, Number(r.expires_at)] as [string, number]),
+      reservations: (await tx`select id, expires_at from reservations where expires_at > ${now} order by id`).map(
+        (r) => [Number(r.id), Number(r.expires_at)] as [number, number],
+      ),
+      idempotency: (await tx`select * from idempotency where expires_at > ${now} order by key`).map(
+        (r) =>
+          [
+            r.key as string,
+            {
+              fingerprint: r.fingerprint as string,
+              status: r.status as number,
+              body: r.body as string,
+              location: (r.location as string | null) ?? undefined,
+              expiresAt: Number(r.expires_at),
+            },
+          ] as StoreDump['idempotency'][number],
+      ),
+      revoked: (
+        await tx`select session_id, expires_at from revocations where expires_at > ${now} order by session_id`
+      ).map((r) => [r.session_id as string, Number(r.expires_at)] as [string, number]),
       secrets: (await tx`select secret from secrets order by position`).map((r) => r.secret as string),
       adminPassword: (admin[0]?.value as string | undefined) ?? undefined,
       adminIdentity: (identity[0]?.value as string | undefined) || undefined,
@@ -42,19 +62,60 @@ export async function writePostgresDump(sql: Sql, dump: StoreDump): Promise<void
       const rows = dump.users.slice(i, i + BATCH).map((u) => userRow(u.id, u.alias, u.json));
       await tx`insert into users ${tx(rows)}`;
     }
-    await insertAll(tx, 'claimed_ids', dump.claimed.map((id) => ({ id })));
-    await insertAll(tx, 'moves', dump.redirects.map(([old_id, current_id]) => ({ old_id, current_id })));
-    await insertAll(tx, 'reservations', dump.reservations.map(([id, expires_at]) => ({ id, expires_at })));
-    await insertAll(tx, 'idempotency', dump.idempotency.map(([key, r]) => ({ key, fingerprint: r.fingerprint, status: r.status, body: r.body, location: r.location ?? null, expires_at: r.expiresAt })));
-    await insertAll(tx, 'revocations', dump.revoked.map(([session_id, expires_at]) => ({ session_id, expires_at })));
-    await insertAll(tx, 'secrets', dump.secrets.map((secret, position) => ({ position, secret })));
-    await insertAll(tx, 'accounts', dump.accounts.map((record) => ({ name: (JSON.parse(record) as { name: string }).name, record })));
+    await insertAll(
+      tx,
+      'claimed_ids',
+      dump.claimed.map((id) => ({ id })),
+    );
+    await insertAll(
+      tx,
+      'moves',
+      dump.redirects.map(([old_id, current_id]) => ({ old_id, current_id })),
+    );
+    await insertAll(
+      tx,
+      'reservations',
+      dump.reservations.map(([id, expires_at]) => ({ id, expires_at })),
+    );
+    await insertAll(
+      tx,
+      'idempotency',
+      dump.idempotency.map(([key, r]) => ({
+        key,
+        fingerprint: r.fingerprint,
+        status: r.status,
+        body: r.body,
+        location: r.location ?? null,
+        expires_at: r.expiresAt,
+      })),
+    );
+    await insertAll(
+      tx,
+      'revocations',
+      dump.revoked.map(([session_id, expires_at]) => ({ session_id, expires_at })),
+    );
+    await insertAll(
+      tx,
+      'secrets',
+      dump.secrets.map((secret, position) => ({ position, secret })),
+    );
+    await insertAll(
+      tx,
+      'accounts',
+      dump.accounts.map((record) => ({ name: (JSON.parse(record) as { name: string }).name, record })),
+    );
     await insertAll(tx, 'api_tokens', dump.tokens.map(tokenRow));
-    if (dump.adminPassword !== undefined) await tx`insert into settings (name, value) values ('admin-password', ${dump.adminPassword})`;
-    if (dump.adminIdentity !== undefined) await tx`insert into settings (name, value) values ('admin-identity', ${dump.adminIdentity})`;
+    if (dump.adminPassword !== undefined)
+      await tx`insert into settings (name, value) values ('admin-password', ${dump.adminPassword})`;
+    if (dump.adminIdentity !== undefined)
+      await tx`insert into settings (name, value) values ('admin-identity', ${dump.adminIdentity})`;
   });
 }
 
-async function insertAll(tx: TransactionSql, table: string, rows: Record<string, string | number | null>[]): Promise<void> {
+async function insertAll(
+  tx: TransactionSql,
+  table: string,
+  rows: Record<string, string | number | null>[],
+): Promise<void> {
   for (let i = 0; i < rows.length; i += BATCH) await tx`insert into ${tx(table)} ${tx(rows.slice(i, i + BATCH))}`;
 }

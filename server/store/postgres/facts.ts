@@ -76,13 +76,27 @@ export function userOf(row: UserRow): StoredUser {
 }
 
 /** A row to insert for a new version of a user: its entity tag is computed here, once. */
-export function userRow(id: number, alias: string | undefined, json: string): { id: number; alias: string | null; json: string; etag: string } {
+export function userRow(
+  id: number,
+  alias: string | undefined,
+  json: string,
+): { id: number; alias: string | null; json: string; etag: string } {
   return { id, alias: alias ?? null, json, etag: entityTag(json) };
 }
 
 /** An API token as a row of api_tokens, and back. */
 export function tokenRow(t: ApiTokenRecord): Record<string, string | number | null> {
-  return { id: t.id, name: t.name, role: t.role, hash: t.hash, created_by: t.createdBy, created_at: t.createdAt, expires_at: t.expiresAt ?? null, owner_since: t.ownerSince ?? null, parent: t.parent ?? null };
+  return {
+    id: t.id,
+    name: t.name,
+    role: t.role,
+    hash: t.hash,
+    created_by: t.createdBy,
+    created_at: t.createdAt,
+    expires_at: t.expiresAt ?? null,
+    owner_since: t.ownerSince ?? null,
+    parent: t.parent ?? null,
+  };
 }
 
 export function tokenOfRow(r: Record<string, unknown>): ApiTokenRecord {
@@ -106,7 +120,10 @@ export function tokenOfRow(r: Record<string, unknown>): ApiTokenRecord {
  * database runs them in order): one round trip, not one per statement.
  */
 export async function loadCounter(tx: Tx, facts: LoadedFacts, lock: boolean): Promise<void> {
-  const [[row], claimed] = await Promise.all([lock ? tx`select last_id from id_counter for update` : tx`select last_id from id_counter`, tx`select id from claimed_ids`]);
+  const [[row], claimed] = await Promise.all([
+    lock ? tx`select last_id from id_counter for update` : tx`select last_id from id_counter`,
+    tx`select id from claimed_ids`,
+  ]);
   facts.lastId = facts.loadedLastId = Number(row!.last_id);
   facts.loadedClaimed = new Set(claimed.map((r) => Number(r.id)));
   facts.claimed = new Set(facts.loadedClaimed);
@@ -151,7 +168,8 @@ function addUser(facts: LoadedFacts, row: UserRow): void {
 export async function writeIssued(tx: Tx, facts: LoadedFacts): Promise<void> {
   const writes: Promise<unknown>[] = [];
   if (facts.lastId !== facts.loadedLastId) writes.push(tx`update id_counter set last_id = ${facts.lastId}`);
-  if ([...facts.loadedClaimed].some((c) => !facts.claimed.has(c))) writes.push(tx`delete from claimed_ids where id <= ${facts.lastId}`);
+  if ([...facts.loadedClaimed].some((c) => !facts.claimed.has(c)))
+    writes.push(tx`delete from claimed_ids where id <= ${facts.lastId}`);
   const claims = [...facts.claimed].filter((c) => !facts.loadedClaimed.has(c)).map((id) => ({ id }));
   if (claims.length > 0) writes.push(tx`insert into claimed_ids ${tx(claims)}`);
   await Promise.all(writes);

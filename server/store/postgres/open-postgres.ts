@@ -1,5 +1,17 @@
 import { CommandError } from '../../errors.js';
-import { connect, DEFAULT_DB_POOL, describeFailure, needsPoolMode, DEFAULT_DB_TIMEOUT_SECONDS, isUnavailable, redactUrl, replacePool, withDeadline, type ConnectOptions, type Sql } from './driver.js';
+import {
+  connect,
+  DEFAULT_DB_POOL,
+  describeFailure,
+  needsPoolMode,
+  DEFAULT_DB_TIMEOUT_SECONDS,
+  isUnavailable,
+  redactUrl,
+  replacePool,
+  withDeadline,
+  type ConnectOptions,
+  type Sql,
+} from './driver.js';
 import { PostgresStore } from './postgres-store.js';
 import { checkNotNewer, migrate, schemaVersion, SCHEMA_VERSION } from './schema.js';
 
@@ -35,7 +47,13 @@ export async function openPostgresStore(url: string | undefined, options: Postgr
     const version = await waitForDatabase(sql, url, options);
     checkNotNewer(version);
     if (version < SCHEMA_VERSION) await upgrade(sql, url, version, options.log);
-    return new PostgresStore(sql, options.max ?? DEFAULT_DB_POOL, options.timeoutSeconds ?? DEFAULT_DB_TIMEOUT_SECONDS, options.changesRetentionMs, { log: options.log, database: describeDatabase(url) });
+    return new PostgresStore(
+      sql,
+      options.max ?? DEFAULT_DB_POOL,
+      options.timeoutSeconds ?? DEFAULT_DB_TIMEOUT_SECONDS,
+      options.changesRetentionMs,
+      { log: options.log, database: describeDatabase(url) },
+    );
   } catch (error) {
     await sql.end({ timeout: 1 });
     throw error;
@@ -50,11 +68,15 @@ async function waitForDatabase(sql: Sql, url: string | undefined, options: Postg
   const answerMs = ((options.timeoutSeconds ?? DEFAULT_DB_TIMEOUT_SECONDS) + 1) * 1000;
   for (let attempt = 1; ; attempt++) {
     try {
-      return await untilAborted(withDeadline(schemaVersion(sql), answerMs, () => replacePool(sql)), options.signal);
+      return await untilAborted(
+        withDeadline(schemaVersion(sql), answerMs, () => replacePool(sql)),
+        options.signal,
+      );
     } catch (error) {
       if (stopped()) throw new CommandError(`stopped while waiting for ${describeDatabase(url)}`);
       const code = (error as { code?: string }).code ?? 'error';
-      if (!isUnavailable(error) || needsPoolMode(error)) throw new CommandError(`cannot use ${describeDatabase(url)}: ${describeFailure(error)}`);
+      if (!isUnavailable(error) || needsPoolMode(error))
+        throw new CommandError(`cannot use ${describeDatabase(url)}: ${describeFailure(error)}`);
       if (Date.now() >= deadline) throw unreachable(url, code, options.startWaitSeconds ?? DEFAULT_START_WAIT_SECONDS);
       options.log(`users-server: waiting for ${describeDatabase(url)} (${code}), attempt ${attempt}`);
       await pause(Math.min(1000 * attempt, 5000), options.signal);
@@ -66,7 +88,9 @@ async function waitForDatabase(sql: Sql, url: string | undefined, options: Postg
 /** The database did not answer (a connection refused, a host not found), after waiting `seconds`: what to check. */
 export function unreachable(url: string | undefined, code: string, seconds: number): CommandError {
   const waited = seconds > 0 ? ` in ${seconds} s of waiting (--db-start-wait)` : '';
-  return new CommandError(`cannot reach ${describeDatabase(url)} (${code})${waited}: check that PostgreSQL runs there and that the URL (or PGHOST and PGPORT) names it`);
+  return new CommandError(
+    `cannot reach ${describeDatabase(url)} (${code})${waited}: check that PostgreSQL runs there and that the URL (or PGHOST and PGPORT) names it`,
+  );
 }
 
 /** `running`, or a rejection as soon as `signal` is aborted (a stop asked for during the start). */
@@ -94,7 +118,12 @@ function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
   });
 }
 
-async function upgrade(sql: Sql, url: string | undefined, version: number, log: (message: string) => void): Promise<void> {
+async function upgrade(
+  sql: Sql,
+  url: string | undefined,
+  version: number,
+  log: (message: string) => void,
+): Promise<void> {
   try {
     await migrate(sql, log);
   } catch (error) {

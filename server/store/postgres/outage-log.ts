@@ -37,7 +37,9 @@ export class OutageLog {
     if (this.since !== undefined || !isUnavailable(error) || SLOW_STATES.has((error as { code: string }).code)) return;
     this.since = this.now();
     const code = (error as { code: string }).code;
-    this.log(`users-server: ${this.what} does not answer (${code}): requests that need it are answered 503 until it does`);
+    this.log(
+      `users-server: ${this.what} does not answer (${code}): requests that need it are answered 503 until it does`,
+    );
     this.probe = setInterval(() => void this.askAgain(), OUTAGE_PROBE_MS).unref();
   }
 

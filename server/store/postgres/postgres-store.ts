@@ -20,9 +20,35 @@ import {
   type UserBody,
   type UserRef,
 } from '../../users/rules.js';
-import { DEFAULT_CHANGES_RETENTION_MS, type ApiTokenRecord, type Change, type ChangePage, type CreateOutcome, type CreateRequest, type DeleteOutcome, type Lookup, type PutOutcome, type Readiness, type ReserveOutcome, type ReserveRequest, type Revocation, type Store, type StoreStats, type UserPage } from '../store.js';
+import {
+  DEFAULT_CHANGES_RETENTION_MS,
+  type ApiTokenRecord,
+  type Change,
+  type ChangePage,
+  type CreateOutcome,
+  type CreateRequest,
+  type DeleteOutcome,
+  type Lookup,
+  type PutOutcome,
+  type Readiness,
+  type ReserveOutcome,
+  type ReserveRequest,
+  type Revocation,
+  type Store,
+  type StoreStats,
+  type UserPage,
+} from '../store.js';
 import { OutageLog } from './outage-log.js';
-import { againIfDropped, DEFAULT_DB_POOL, DEFAULT_DB_TIMEOUT_SECONDS, isRetryable, replacePool, unavailable, withDeadline, type Sql } from './driver.js';
+import {
+  againIfDropped,
+  DEFAULT_DB_POOL,
+  DEFAULT_DB_TIMEOUT_SECONDS,
+  isRetryable,
+  replacePool,
+  unavailable,
+  withDeadline,
+  type Sql,
+} from './driver.js';
 import { LoadedFacts, loadCounter, loadTarget, tokenOfRow, tokenRow, userOf, userRow, writeIssued } from './facts.js';
 import { GatheredStatements } from './gathered-statements.js';
 import { PostgresSettings } from './shared-settings.js';
@@ -82,7 +108,9 @@ function changeOf(row: Record<string, unknown>): Change {
   const op = row.op as Change['op'];
   const change = { seq: Number(row.seq), at: Number(row.at), op, id: Number(row.id) };
   if (op === 'delete') return change;
-  return op === 'move' ? { ...change, from: Number(row.from_id), json: row.json as string } : { ...change, json: row.json as string };
+  return op === 'move'
+    ? { ...change, from: Number(row.from_id), json: row.json as string }
+    : { ...change, json: row.json as string };
 }
 
 export class PostgresStore implements Store {
@@ -102,10 +130,16 @@ export class PostgresStore implements Store {
   /** Creates without an Idempotency-Key: one transaction, one lock of the id counter, one commit for all. */
   private readonly creates = new GatheredStatements<UserBody, CreateOutcome>((bodies) => this.createAll(bodies));
   /** Reservations without an Idempotency-Key, likewise. */
-  private readonly reservations = new GatheredStatements<ReserveRequest, ReserveOutcome>((requests) => this.reserveAll(requests));
+  private readonly reservations = new GatheredStatements<ReserveRequest, ReserveOutcome>((requests) =>
+    this.reserveAll(requests),
+  );
   /** What a request's credentials need: its session's revocation, its API token. */
-  private readonly revocations = new GatheredStatements<string, boolean>((ids) => this.again(() => this.revokedAmong(ids)));
-  private readonly tokens = new GatheredStatements<string, ApiTokenRecord | undefined>((ids) => this.again(() => this.tokensOf(ids)));
+  private readonly revocations = new GatheredStatements<string, boolean>((ids) =>
+    this.again(() => this.revokedAmong(ids)),
+  );
+  private readonly tokens = new GatheredStatements<string, ApiTokenRecord | undefined>((ids) =>
+    this.again(() => this.tokensOf(ids)),
+  );
 
   private readonly changeListeners = new Set<() => void>();
   /** While someone listens for changes: the poll of the head of the feed, for the changes other instances make. */
@@ -216,7 +250,9 @@ export class PostgresStore implements Store {
 
   /** Asked before every PUT and DELETE by id: gathered with the GETs, whose statement reads the moves too. */
   movedTo(id: number): Promise<number | undefined> {
-    return this.reads.run(id).then((row) => (row.current_id === null ? undefined : Number(row.current_id)), this.rethrow);
+    return this.reads
+      .run(id)
+      .then((row) => (row.current_id === null ? undefined : Number(row.current_id)), this.rethrow);
   }
 
   async listUsers(after: number, limit: number): Promise<UserPage> {
@@ -238,33 +274,47 @@ export class PostgresStore implements Store {
   private async put(request: PutRequest): Promise<PutOutcome> {
     const direct = directReplace(request);
     const replaced = direct === undefined ? undefined : await this.replaceDirectly(direct);
-    return replaced ?? this.transaction(async (tx, commit) => {
-      const { ref } = request;
-      const facts = new LoadedFacts();
-      // Sent together, run in this order: the key's lock first, then what the decision reads.
-      // An alias creates under the next id, a body's id may be a move: both issue ids.
-      await Promise.all([lockKey(tx, keyOf(ref)), loadCounter(tx, facts, ref.kind === 'alias' || request.body.id !== undefined), loadTarget(tx, facts, ref)]);
-      const decision = decidePut(request, facts);
-      switch (decision.kind) {
-        case 'create': {
-          const row = userRow(decision.id, decision.alias, decision.json);
-          facts.markIssued(decision.id);
-          await commit([tx`insert into users ${tx(row)}`, tx`delete from reservations where id = ${decision.id}`, writeIssued(tx, facts)]);
-          return { kind: 'created', user: userOf({ ...row, id: String(row.id) }) };
+    return (
+      replaced ??
+      this.transaction(async (tx, commit) => {
+        const { ref } = request;
+        const facts = new LoadedFacts();
+        // Sent together, run in this order: the key's lock first, then what the decision reads.
+        // An alias creates under the next id, a body's id may be a move: both issue ids.
+        await Promise.all([
+          lockKey(tx, keyOf(ref)),
+          loadCounter(tx, facts, ref.kind === 'alias' || request.body.id !== undefined),
+          loadTarget(tx, facts, ref),
+        ]);
+        const decision = decidePut(request, facts);
+        switch (decision.kind) {
+          case 'create': {
+            const row = userRow(decision.id, decision.alias, decision.json);
+            facts.markIssued(decision.id);
+            await commit([
+              tx`insert into users ${tx(row)}`,
+              tx`delete from reservations where id = ${decision.id}`,
+              writeIssued(tx, facts),
+            ]);
+            return { kind: 'created', user: userOf({ ...row, id: String(row.id) }) };
+          }
+          case 'replace': {
+            const row = userRow(decision.user.id, decision.user.alias, decision.json);
+            await commit([tx`update users set json = ${row.json}, etag = ${row.etag} where id = ${row.id}`]);
+            return { kind: 'replaced', user: userOf({ ...row, id: String(row.id) }) };
+          }
+          case 'unchanged':
+            return { kind: 'replaced', user: decision.user };
+          case 'move':
+            return {
+              kind: 'moved',
+              user: await move(tx, commit, facts, decision.user.id, decision.to, decision.user.alias, decision.json),
+            };
+          default:
+            return decision;
         }
-        case 'replace': {
-          const row = userRow(decision.user.id, decision.user.alias, decision.json);
-          await commit([tx`update users set json = ${row.json}, etag = ${row.etag} where id = ${row.id}`]);
-          return { kind: 'replaced', user: userOf({ ...row, id: String(row.id) }) };
-        }
-        case 'unchanged':
-          return { kind: 'replaced', user: decision.user };
-        case 'move':
-          return { kind: 'moved', user: await move(tx, commit, facts, decision.user.id, decision.to, decision.user.alias, decision.json) };
-        default:
-          return decision;
-      }
-    });
+      })
+    );
   }
 
   /**
@@ -275,7 +325,9 @@ export class PostgresStore implements Store {
   private async replaceDirectly(put: DirectReplace): Promise<PutOutcome | undefined> {
     return this.query(async () => {
       const alias = await this.replaces.run(put);
-      return alias === undefined ? undefined : { kind: 'replaced', user: userOf({ id: String(put.id), alias, json: put.json, etag: put.etag }) };
+      return alias === undefined
+        ? undefined
+        : { kind: 'replaced', user: userOf({ id: String(put.id), alias, json: put.json, etag: put.etag }) };
     });
   }
 
@@ -293,7 +345,9 @@ export class PostgresStore implements Store {
     // The input goes as JSON text: a parameter typed jsonb would be encoded again by the driver.
     // `any(array(...))` lets the planner read the users by their key, not scan them.
     return retrying(async () => {
-      const input = JSON.stringify(puts.map((p) => ({ id: p.id, json: p.json, etag: p.etag, accept: p.ifMatch ?? null })));
+      const input = JSON.stringify(
+        puts.map((p) => ({ id: p.id, json: p.json, etag: p.etag, accept: p.ifMatch ?? null })),
+      );
       const rows = await this.sql`
         with input as materialized (
           select * from jsonb_to_recordset(${input}::text::jsonb) as x(id bigint, json text, etag text, accept text[])
@@ -333,16 +387,24 @@ export class PostgresStore implements Store {
   }
 
   private async create(request: CreateRequest): Promise<CreateOutcome> {
-    if (request.idempotency === undefined) return request.body === undefined ? { kind: 'invalid-body' } : this.creates.run(request.body);
+    if (request.idempotency === undefined)
+      return request.body === undefined ? { kind: 'invalid-body' } : this.creates.run(request.body);
     return this.transaction(async (tx, commit) => {
       const facts = new LoadedFacts();
       // Sent together, run in this order: the key's lock and its record, then the counter's lock.
-      const [replay] = await Promise.all([this.replay(tx, 'create-user', request.idempotency, request.now), loadCounter(tx, facts, true)]);
+      const [replay] = await Promise.all([
+        this.replay(tx, 'create-user', request.idempotency, request.now),
+        loadCounter(tx, facts, true),
+      ]);
       if (replay !== undefined) return replay;
       if (request.body === undefined) return { kind: 'invalid-body' };
       const created = createIn(facts, request.body);
       if (created.kind !== 'created') return created;
-      await commit([tx`insert into users ${tx(created.row)}`, writeIssued(tx, facts), keep(tx, 'create-user', request.idempotency, created.answer, request.now)]);
+      await commit([
+        tx`insert into users ${tx(created.row)}`,
+        writeIssued(tx, facts),
+        keep(tx, 'create-user', request.idempotency, created.answer, request.now),
+      ]);
       return created;
     });
   }
@@ -376,11 +438,19 @@ export class PostgresStore implements Store {
       const facts = new LoadedFacts();
       // Sent together, run in this order: the key's lock and its record, then the counter's lock,
       // which also serializes the count of live reservations after it.
-      const [replay, , live] = await Promise.all([this.replay(tx, 'reserve-id', request.idempotency, request.now), loadCounter(tx, facts, true), liveReservations(tx, request.now)]);
+      const [replay, , live] = await Promise.all([
+        this.replay(tx, 'reserve-id', request.idempotency, request.now),
+        loadCounter(tx, facts, true),
+        liveReservations(tx, request.now),
+      ]);
       if (replay !== undefined) return replay;
       const reserved = reserveIn(facts, live, request);
       if (reserved.kind !== 'reserved') return reserved;
-      await commit([insertReservations(tx, [reserved]), writeIssued(tx, facts), keep(tx, 'reserve-id', request.idempotency, reserved.answer, request.now)]);
+      await commit([
+        insertReservations(tx, [reserved]),
+        writeIssued(tx, facts),
+        keep(tx, 'reserve-id', request.idempotency, reserved.answer, request.now),
+      ]);
       return reserved;
     });
   }
@@ -403,7 +473,9 @@ export class PostgresStore implements Store {
   }
 
   async createToken(token: ApiTokenRecord): Promise<'created' | 'name-taken'> {
-    const rows = await this.query(() => this.sql`insert into api_tokens ${this.sql(tokenRow(token))} on conflict (name) do nothing returning id`);
+    const rows = await this.query(
+      () => this.sql`insert into api_tokens ${this.sql(tokenRow(token))} on conflict (name) do nothing returning id`,
+    );
     return rows.length === 1 ? 'created' : 'name-taken';
   }
 
@@ -426,7 +498,8 @@ export class PostgresStore implements Store {
   async revokeToken(id: string): Promise<boolean> {
     // The tokens it created go with it, and theirs.
     const rows = await this.query(
-      () => this.sql`with recursive revoked (id) as (select id from api_tokens where id = ${id} union select t.id from api_tokens t join revoked r on t.parent = r.id)
+      () => this
+        .sql`with recursive revoked (id) as (select id from api_tokens where id = ${id} union select t.id from api_tokens t join revoked r on t.parent = r.id)
         delete from api_tokens where id in (select id from revoked) returning id`,
     );
     return rows.some((row) => row.id === id);
@@ -445,7 +518,8 @@ export class PostgresStore implements Store {
 
   /** Whether each of `sessionIds` is revoked. */
   private async revokedAmong(sessionIds: string[]): Promise<boolean[]> {
-    const rows = await this.sql`select session_id from revocations where session_id = any(${anyOf(this.sql, sessionIds)})`;
+    const rows = await this
+      .sql`select session_id from revocations where session_id = any(${anyOf(this.sql, sessionIds)})`;
     const revoked = new Set(rows.map((row) => row.session_id as string));
     return sessionIds.map((id) => revoked.has(id));
   }
@@ -473,8 +547,14 @@ export class PostgresStore implements Store {
 
   async stats(now: number): Promise<StoreStats> {
     return this.read(async () => {
-      const [row] = await this.sql`select (select count(*) from users)::bigint as users, (select count(*) from reservations where expires_at > ${now})::bigint as reservations`;
-      return { users: Number(row!.users), reservations: Number(row!.reservations), journalBytes: 0, fsyncSeconds: this.noSyncs };
+      const [row] = await this
+        .sql`select (select count(*) from users)::bigint as users, (select count(*) from reservations where expires_at > ${now})::bigint as reservations`;
+      return {
+        users: Number(row!.users),
+        reservations: Number(row!.reservations),
+        journalBytes: 0,
+        fsyncSeconds: this.noSyncs,
+      };
     });
   }
 
@@ -502,7 +582,12 @@ export class PostgresStore implements Store {
   }
 
   /** The kept answer for a key seen before, or undefined; the key is locked until the transaction ends. */
-  private async replay(tx: Tx, operation: IdempotentOperation, key: IdempotencyKey | undefined, now: number): Promise<Replay | undefined> {
+  private async replay(
+    tx: Tx,
+    operation: IdempotentOperation,
+    key: IdempotencyKey | undefined,
+    now: number,
+  ): Promise<Replay | undefined> {
     if (key === undefined) return undefined;
     const scoped = scopedKey(operation, key.key);
     const [, [row]] = await Promise.all([
@@ -510,7 +595,16 @@ export class PostgresStore implements Store {
       tx`select fingerprint, status, body, location, expires_at from idempotency where key = ${scoped} and expires_at > ${now}`,
     ]);
     if (row === undefined) return undefined;
-    return replayOf({ fingerprint: row.fingerprint, status: row.status, body: row.body, location: row.location ?? undefined, expiresAt: Number(row.expires_at) }, key.fingerprint);
+    return replayOf(
+      {
+        fingerprint: row.fingerprint,
+        status: row.status,
+        body: row.body,
+        location: row.location ?? undefined,
+        expiresAt: Number(row.expires_at),
+      },
+      key.fingerprint,
+    );
   }
 
   /** Reads outside a transaction, tried again on a dropped connection: a read can run twice. */
@@ -581,7 +675,15 @@ async function lockKey(tx: Tx, key: string): Promise<void> {
 }
 
 /** The id-change variant: the user at `from` moves to `to`; every old id of it now points at `to`. The writes go together. */
-async function move(tx: Tx, commit: Commit, facts: LoadedFacts, from: number, to: number, alias: string | undefined, json: string) {
+async function move(
+  tx: Tx,
+  commit: Commit,
+  facts: LoadedFacts,
+  from: number,
+  to: number,
+  alias: string | undefined,
+  json: string,
+) {
   const row = userRow(to, alias, json);
   facts.markIssued(to);
   await commit([
@@ -605,7 +707,8 @@ interface LiveReservations {
 }
 
 async function liveReservations(tx: Tx, now: number): Promise<LiveReservations> {
-  const [row] = await tx`select count(*)::int as count, min(expires_at) as earliest from reservations where expires_at > ${now}`;
+  const [row] =
+    await tx`select count(*)::int as count, min(expires_at) as earliest from reservations where expires_at > ${now}`;
   return { count: row!.count as number, earliest: row!.earliest === null ? undefined : Number(row!.earliest) };
 }
 
@@ -629,20 +732,41 @@ function insertReservations(tx: Tx, made: readonly Reserved[]) {
 }
 
 /** A create decided in `facts` (its id issued there), with the row to insert and the answer to keep. */
-function createIn(facts: LoadedFacts, body: UserBody): Created | Exclude<ReturnType<typeof decideCreate>, { kind: 'create' }> {
+function createIn(
+  facts: LoadedFacts,
+  body: UserBody,
+): Created | Exclude<ReturnType<typeof decideCreate>, { kind: 'create' }> {
   const decision = decideCreate(body, facts);
   if (decision.kind !== 'create') return decision;
   facts.markIssued(decision.id);
   const row = userRow(decision.id, undefined, decision.json);
-  return { kind: 'created', user: userOf({ ...row, id: String(row.id) }), answer: createdAnswer(decision.id, decision.json), row };
+  return {
+    kind: 'created',
+    user: userOf({ ...row, id: String(row.id) }),
+    answer: createdAnswer(decision.id, decision.json),
+    row,
+  };
 }
 
 type Created = Extract<CreateOutcome, { kind: 'created' }> & { row: ReturnType<typeof userRow> };
 
 /** Adds the record that keeps `answer` under its key to the transaction. */
-async function keep(tx: Tx, operation: IdempotentOperation, key: IdempotencyKey | undefined, answer: KeptAnswer, now: number): Promise<void> {
+async function keep(
+  tx: Tx,
+  operation: IdempotentOperation,
+  key: IdempotencyKey | undefined,
+  answer: KeptAnswer,
+  now: number,
+): Promise<void> {
   if (key === undefined) return;
   const record = keptRecord(key, answer, now);
-  const row = { key: scopedKey(operation, key.key), fingerprint: record.fingerprint, status: record.status, body: record.body, location: record.location ?? null, expires_at: record.expiresAt };
+  const row = {
+    key: scopedKey(operation, key.key),
+    fingerprint: record.fingerprint,
+    status: record.status,
+    body: record.body,
+    location: record.location ?? null,
+    expires_at: record.expiresAt,
+  };
   await tx`insert into idempotency ${tx(row)} on conflict (key) do update set fingerprint = excluded.fingerprint, status = excluded.status, body = excluded.body, location = excluded.location, expires_at = excluded.expires_at`;
 }

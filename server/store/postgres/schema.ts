@@ -116,7 +116,9 @@ export async function schemaVersion(sql: Sql): Promise<number> {
 /** Refuses a schema newer than this users-server knows. */
 export function checkNotNewer(version: number): void {
   if (version > SCHEMA_VERSION) {
-    throw new CommandError(`the database's schema is version ${version}; this users-server knows versions up to ${SCHEMA_VERSION}: upgrade users-server`);
+    throw new CommandError(
+      `the database's schema is version ${version}; this users-server knows versions up to ${SCHEMA_VERSION}: upgrade users-server`,
+    );
   }
 }
 

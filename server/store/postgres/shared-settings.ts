@@ -1,5 +1,13 @@
 import { randomUUID } from 'node:crypto';
-import { INSTANCE_BEAT_MS, INSTANCE_GONE_MS, type InstanceInfo, type LiveInstance, type LoginTryCounts, type SharedSettings, type TryCount } from '../store.js';
+import {
+  INSTANCE_BEAT_MS,
+  INSTANCE_GONE_MS,
+  type InstanceInfo,
+  type LiveInstance,
+  type LoginTryCounts,
+  type SharedSettings,
+  type TryCount,
+} from '../store.js';
 import { DEFAULT_DB_TIMEOUT_SECONDS, replacePool, unavailable, withDeadline, type Sql } from './driver.js';
 
 /**
@@ -35,7 +43,8 @@ export class PostgresSettings implements SharedSettings {
     await this.guard(() =>
       this.sql.begin(async (tx) => {
         await tx`delete from secrets`;
-        for (const [position, secret] of secrets.entries()) await tx`insert into secrets (position, secret) values (${position}, ${secret})`;
+        for (const [position, secret] of secrets.entries())
+          await tx`insert into secrets (position, secret) values (${position}, ${secret})`;
       }),
     );
   }
@@ -43,7 +52,8 @@ export class PostgresSettings implements SharedSettings {
   async generatedAdminPassword(make: () => string): Promise<{ password: string; created: boolean }> {
     return this.read(async () => {
       const made = make();
-      const inserted = await this.sql`insert into settings (name, value) values ('admin-password', ${made}) on conflict (name) do nothing returning value`;
+      const inserted = await this
+        .sql`insert into settings (name, value) values ('admin-password', ${made}) on conflict (name) do nothing returning value`;
       if (inserted.length > 0) return { password: made, created: true };
       const [row] = await this.sql`select value from settings where name = 'admin-password'`;
       return { password: row!.value as string, created: false };
@@ -65,7 +75,9 @@ export class PostgresSettings implements SharedSettings {
   }
 
   async accountRecords(): Promise<string[]> {
-    return this.read(async () => (await this.sql`select record from accounts order by name`).map((r) => r.record as string));
+    return this.read(async () =>
+      (await this.sql`select record from accounts order by name`).map((r) => r.record as string),
+    );
   }
 
   async updateAccountRecords(update: (records: Map<string, string>) => void): Promise<void> {
@@ -74,12 +86,14 @@ export class PostgresSettings implements SharedSettings {
         // One change at a time, whichever instance or command makes it.
         await tx`lock table accounts in exclusive mode`;
         const records = new Map<string, string>();
-        for (const row of await tx`select name, record from accounts`) records.set(row.name as string, row.record as string);
+        for (const row of await tx`select name, record from accounts`)
+          records.set(row.name as string, row.record as string);
         const before = new Map(records);
         update(records);
         for (const name of before.keys()) if (!records.has(name)) await tx`delete from accounts where name = ${name}`;
         for (const [name, record] of records) {
-          if (before.get(name) !== record) await tx`insert into accounts (name, record) values (${name}, ${record}) on conflict (name) do update set record = excluded.record`;
+          if (before.get(name) !== record)
+            await tx`insert into accounts (name, record) values (${name}, ${record}) on conflict (name) do update set record = excluded.record`;
         }
         // Once the admin has a record, its generated password is gone: it no longer logs in.
         if (records.has(ADMIN_ACCOUNT)) await tx`delete from settings where name = 'admin-password'`;
@@ -87,7 +101,13 @@ export class PostgresSettings implements SharedSettings {
     );
   }
 
-  async takeLoginSlot<R>(address: string, key: string, since: number, now: number, refuse: (counts: LoginTryCounts) => R | undefined): Promise<{ refused: R } | { slot: string }> {
+  async takeLoginSlot<R>(
+    address: string,
+    key: string,
+    since: number,
+    now: number,
+    refuse: (counts: LoginTryCounts) => R | undefined,
+  ): Promise<{ refused: R } | { slot: string }> {
     return this.guard(() =>
       this.sql.begin(async (tx) => {
         // Tries of one address, from any instance, are counted one at a time.
@@ -102,7 +122,8 @@ export class PostgresSettings implements SharedSettings {
           from login_attempts where address = ${address} and at > ${since}`;
         const refused = refuse({ account: tryCount(row!, 'account'), address: tryCount(row!, 'address') });
         if (refused !== undefined) return { refused };
-        const [taken] = await tx`insert into login_attempts (address, key, at, pending) values (${address}, ${key}, ${now}, true) returning id`;
+        const [taken] =
+          await tx`insert into login_attempts (address, key, at, pending) values (${address}, ${key}, ${now}, true) returning id`;
         return { slot: String(taken!.id) };
       }),
     );
@@ -122,10 +143,19 @@ export class PostgresSettings implements SharedSettings {
     const id = randomUUID();
     // Bounded like a read: a row that lands after its start gave up is an instance the others see go silent.
     await this.read(
-      () => this.sql`insert into instances (id, host, pid, url, started_at, seen_at) values (${id}, ${instance.host}, ${instance.pid}, ${instance.url}, (extract(epoch from clock_timestamp()) * 1000)::bigint, (extract(epoch from clock_timestamp()) * 1000)::bigint)`,
+      () =>
+        this
+          .sql`insert into instances (id, host, pid, url, started_at, seen_at) values (${id}, ${instance.host}, ${instance.pid}, ${instance.url}, (extract(epoch from clock_timestamp()) * 1000)::bigint, (extract(epoch from clock_timestamp()) * 1000)::bigint)`,
     );
     // A beat that fails (the database away) is simply missed: the next one catches up.
-    const timer = setInterval(() => void this.sql`update instances set seen_at = (extract(epoch from clock_timestamp()) * 1000)::bigint where id = ${id}`.catch(() => {}), INSTANCE_BEAT_MS);
+    const timer = setInterval(
+      () =>
+        void this
+          .sql`update instances set seen_at = (extract(epoch from clock_timestamp()) * 1000)::bigint where id = ${id}`.catch(
+          () => {},
+        ),
+      INSTANCE_BEAT_MS,
+    );
     timer.unref();
     return {
       close: async () => {
@@ -137,8 +167,14 @@ export class PostgresSettings implements SharedSettings {
 
   async liveInstances(): Promise<LiveInstance[]> {
     return this.read(async () => {
-      const rows = await this.sql`select host, pid, url, (extract(epoch from clock_timestamp()) * 1000)::bigint - seen_at as silent from instances where seen_at > (extract(epoch from clock_timestamp()) * 1000)::bigint - ${INSTANCE_GONE_MS} order by started_at`;
-      return rows.map((r) => ({ host: r.host as string, pid: r.pid as number, url: r.url as string, silentMs: Number(r.silent) }));
+      const rows = await this
+        .sql`select host, pid, url, (extract(epoch from clock_timestamp()) * 1000)::bigint - seen_at as silent from instances where seen_at > (extract(epoch from clock_timestamp()) * 1000)::bigint - ${INSTANCE_GONE_MS} order by started_at`;
+      return rows.map((r) => ({
+        host: r.host as string,
+        pid: r.pid as number,
+        url: r.url as string,
+        silentMs: Number(r.silent),
+      }));
     });
   }
 
@@ -164,5 +200,9 @@ export class PostgresSettings implements SharedSettings {
 /** One side of the counts of takeLoginSlot's row. */
 function tryCount(row: Record<string, unknown>, side: 'account' | 'address'): TryCount {
   const oldest = row[`${side}_oldest`];
-  return { failures: Number(row[`${side}_failures`]), oldest: oldest === null || oldest === undefined ? Infinity : Number(oldest), pending: Number(row[`${side}_pending`]) };
+  return {
+    failures: Number(row[`${side}_failures`]),
+    oldest: oldest === null || oldest === undefined ? Infinity : Number(oldest),
+    pending: Number(row[`${side}_pending`]),
+  };
 }

@@ -28,7 +28,11 @@ export type Commit = (writes: readonly Promise<unknown>[]) => Promise<void>;
  * called (a helper that awaits before it makes a statement would make it
  * after the transaction ended; one that tries is refused with an error).
  */
-export async function inTransaction<T>(pool: Sql, poolSize: number, run: (tx: Tx, commit: Commit) => Promise<T>): Promise<T> {
+export async function inTransaction<T>(
+  pool: Sql,
+  poolSize: number,
+  run: (tx: Tx, commit: Commit) => Promise<T>,
+): Promise<T> {
   const connection = await againIfDropped(() => pool.reserve(), poolSize);
   let ended = false;
   const tx = sendingAtOnce(connection, () => ended);
