@@ -156,3 +156,15 @@ test('docs name only commands and flags that usersctl and users-server have', as
   assert.ok(checked > 100, `only ${checked} calls found`);
   assert.deepEqual(wrong, []);
 });
+
+test('docs/architecture.md names each member of the Store interface (server/store/store.ts), and no other, where it lists them', () => {
+  const source = readFileSync(join(ROOT, 'server/store/store.ts'), 'utf8');
+  const body = /export interface Store \{\n([\s\S]*?)\n\}/.exec(source)![1]!;
+  // A member is a line at the interface's own indentation that is not part of a comment.
+  const members = [...body.matchAll(/^ {2}(?:readonly )?(\w+)\??[(:]/gm)].map((m) => m[1]!);
+  const page = readFileSync(join(ROOT, 'docs/architecture.md'), 'utf8');
+  const start = page.indexOf('`Store` (`server/store/store.ts`) has one method');
+  const paragraph = page.slice(start, page.indexOf('\n\n', start));
+  const named = [...paragraph.matchAll(/`(\w+)`/g)].map((m) => m[1]!).filter((name) => name !== 'Store');
+  assert.deepEqual([...new Set(named)].sort(), [...members].sort());
+});
