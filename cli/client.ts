@@ -1,22 +1,20 @@
 /**
- * usersctl's HTTP client: one keep-alive undici Agent per process, the
- * cookie jar on every request, retries where they are safe, `-v` tracing
- * with secrets masked, and the problem `detail` of a failed answer.
+ * usersctl's HTTP transport: one keep-alive undici Agent per process, the
+ * session's cookies (or the API token) on every request, timeouts, retries
+ * where they are safe, same-origin redirects, and `-v` tracing with secrets
+ * masked.
  */
-import { constants } from 'node:fs';
-import { access, copyFile } from 'node:fs/promises';
 import type { Agent, Dispatcher } from 'undici';
-import type { CookieJar } from 'tough-cookie';
-import { PROBLEM_CONTENT_TYPE, PROBLEM_TYPE_PREFIX, problems } from '../shared/problems.js';
-import { isId } from '../shared/user.js';
-import { CliError, EXIT, NetworkError, StatusError, UnexpectedAnswerError } from './exit-codes.js';
-import { fileProblem } from '../shared/file-errors.js';
-import { cookieKey, loadJar, saveJar, type SetBy } from './jar.js';
+import { PROBLEM_TYPE_PREFIX, problems } from '../shared/problems.js';
+import { isRedirect, oneLine, problemOf, single, statusError, type Response } from './answers.js';
+import { AnswerTimeoutError, CliError, EXIT, NetworkError } from './exit-codes.js';
+import { networkError } from './network-failures.js';
+import { CookieSession } from './session.js';
 import { STOP_EXIT, type Interruption } from './streams.js';
 
-export type Method = 'GET' | 'HEAD' | 'PUT' | 'DELETE' | 'POST';
+type Method = 'GET' | 'HEAD' | 'PUT' | 'DELETE' | 'POST';
 
-export interface Request {
+interface Request {
   method: Method;
   /** Path and query, starting with `/`; appended to the base URL's path. */
   path: string;
@@ -24,16 +22,7 @@ export interface Request {
   body?: string | Buffer;
 }
 
-export interface Response {
-  status: number;
-  statusText: string;
-  /** Lower-case names, as undici gives them. */
-  headers: Record<string, string | string[] | undefined>;
-  /** The whole body, always read so the connection can be reused. */
-  text: string;
-}
-
-export interface ClientOptions {
+interface ClientOptions {
   baseUrl: URL;
   /** Connect, response-headers and whole-answer timeout (a followed feed's: between chunks). */
   timeoutMs: number;
@@ -50,13 +39,20 @@ export interface ClientOptions {
   interruption?: Pick<Interruption, 'reason' | 'label' | 'onStop'>;
 }
 
+/** What `HttpClient.stream` does with an answer that streams. */
+interface StreamHandlers {
+  onHeaders(headers: Response['headers']): void;
+  onChunk(text: string): void | Promise<void>;
+  /** ms a body may stay silent. */
+  idleMs: number;
+  signal?: AbortSignal;
+}
+
 // Retry policy (docs/cli.md "Retries").
 const BACKOFF_BASE_MS = 100;
 const BACKOFF_CAP_MS = 5_000;
 const RETRY_AFTER_CAP_MS = 30_000;
 const MAX_REDIRECTS = 10;
-/** Jar lines skipped that are each named on stderr; the rest are counted in one line. */
-const MAX_JAR_WARNINGS = 3;
 /** Statuses that say "try again" without saying the request was wrong. */
 const RETRYABLE_STATUS: ReadonlySet<number> = new Set([408, 429, 502, 503, 504]);
 /** Methods whose repetition is harmless (RFC 9110 section 9.2.2). */
@@ -68,15 +64,14 @@ const NOT_SENT_CODES: ReadonlySet<string> = new Set([
   'EAI_AGAIN',
   'UND_ERR_CONNECT_TIMEOUT',
 ]);
-/** undici errors that are bugs in the caller, not the network. */
-const PROGRAMMING_CODES: ReadonlySet<string> = new Set([
-  'UND_ERR_INVALID_ARG',
-  'UND_ERR_INVALID_RETURN_VALUE',
-  'UND_ERR_NOT_SUPPORTED',
-]);
 const IN_PROGRESS_TYPE = PROBLEM_TYPE_PREFIX + problems.idempotencyInProgress.code;
-/** How long a computed Cookie header is reused before the jar is asked again (expiry is in seconds). */
-const COOKIE_CACHE_MS = 1_000;
+
+/**
+ * The most bytes of one answer usersctl reads (a page of users), or of one
+ * line of the feed of changes: a string in node holds at most 512 MiB, and
+ * something that is not users-server can send without end.
+ */
+export const MAX_ANSWER_BYTES = 256 * 1024 * 1024;
 
 /**
  * undici's Agent and its request(), loaded at the first request from their
@@ -101,37 +96,26 @@ async function loadAgent(): Promise<typeof Agent> {
   return agentModule.default;
 }
 
-/** What `HttpClient.stream` does with an answer that streams. */
-export interface StreamHandlers {
-  onHeaders(headers: Response['headers']): void;
-  onChunk(text: string): void | Promise<void>;
-  /** ms a body may stay silent. */
-  idleMs: number;
-  signal?: AbortSignal;
-}
-
 export class HttpClient {
   readonly origin: string;
+  /** The cookie jar of this run: the session the requests carry when no API token is given. */
+  readonly session: CookieSession;
   private readonly prefix: string;
   /** undici's Agent, loaded and made at the first request: a command that sends none never loads undici. */
   private agent: Promise<Agent> | undefined;
   /** True once the server answered anything in HTTP in this run: it is no HTTPS port. */
   private answered = false;
-  private jarLoad: Promise<CookieJar> | undefined;
-  private jarChanged = false;
-  /** Lines of the jar file that were not cookies: kept aside before the file is rewritten without them. */
-  private jarSkipped = 0;
-  /** The server that set each cookie of the jar, where the jar file says. */
-  private setBy: SetBy = new Map();
-  private cookieCache: { key: string; value: string; at: number } | undefined;
-  private pathSpecific: boolean | undefined;
-
   /** Ends the wait before a retry, once the command is stopped. */
   private wake: (() => void) | undefined;
 
   constructor(private readonly options: ClientOptions) {
     this.origin = options.baseUrl.origin;
     this.prefix = options.baseUrl.pathname.replace(/\/+$/, '');
+    this.session = new CookieSession({
+      jarPath: options.jarPath,
+      server: options.baseUrl.href.replace(/\/$/, ''),
+      warn: options.warn,
+    });
     options.interruption?.onStop(() => this.wake?.());
   }
 
@@ -150,47 +134,56 @@ export class HttpClient {
     let path = this.prefix + request.path;
     let redirects = 0;
     for (let attempt = 0; ; attempt++) {
-      const left = this.options.retries - attempt;
-      let response: Response;
-      try {
-        response = await this.once(request, path);
-      } catch (error) {
-        if (!(error instanceof NetworkError)) throw error;
-        const failure = error;
-        if (left > 0 && (retryable || (failure.code !== undefined && NOT_SENT_CODES.has(failure.code)))) {
-          await this.pause(attempt, undefined, failure.message);
-          continue;
-        }
-        throw failure;
-      }
-      if (left > 0 && retryable && worthRetrying(request.method, response)) {
-        const retryAfter = retryAfterMs(response.headers['retry-after']);
-        // Waiting less than the server asked is pointless, and longer than
-        // the cap is not what someone at a shell expects: report it now.
-        if (retryAfter === undefined || retryAfter <= RETRY_AFTER_CAP_MS) {
-          await this.pause(attempt, retryAfter, `${response.status} ${oneLine(response.statusText)}`.trim());
-          continue;
-        }
-        this.options.trace?.(`* not retrying: Retry-After asks for more than ${RETRY_AFTER_CAP_MS / 1000} s`);
-      }
-      const location = single(response.headers.location);
-      if (
-        isRedirect(response.status) &&
-        location !== undefined &&
-        request.method !== 'POST' &&
-        redirects < MAX_REDIRECTS
-      ) {
-        const target = new URL(location, this.origin + path);
-        if (target.origin === this.origin) {
-          redirects++;
-          path = target.pathname + target.search;
-          this.options.trace?.(`* following ${response.status} to ${path}`);
-          attempt = -1;
-          continue;
-        }
-      }
-      return response;
+      const response = await this.attempt(request, path, attempt, retryable);
+      if (response === undefined) continue;
+      const target = redirects < MAX_REDIRECTS ? this.redirectTarget(request, response, path) : undefined;
+      if (target === undefined) return response;
+      redirects++;
+      path = target;
+      this.options.trace?.(`* following ${response.status} to ${path}`);
+      // A redirect starts the retries afresh.
+      attempt = -1;
     }
+  }
+
+  /** One attempt of `send`: its answer, or undefined once the wait before the next attempt is over. */
+  private async attempt(
+    request: Request,
+    path: string,
+    attempt: number,
+    retryable: boolean,
+  ): Promise<Response | undefined> {
+    const left = this.options.retries - attempt;
+    let response: Response;
+    try {
+      response = await this.once(request, path);
+    } catch (error) {
+      if (!(error instanceof NetworkError)) throw error;
+      if (left > 0 && (retryable || (error.code !== undefined && NOT_SENT_CODES.has(error.code)))) {
+        await this.pause(attempt, undefined, error.message);
+        return undefined;
+      }
+      throw error;
+    }
+    if (left > 0 && retryable && worthRetrying(request.method, response)) {
+      const retryAfter = retryAfterMs(response.headers['retry-after']);
+      // Waiting less than the server asked is pointless, and longer than
+      // the cap is not what someone at a shell expects: report it now.
+      if (retryAfter === undefined || retryAfter <= RETRY_AFTER_CAP_MS) {
+        await this.pause(attempt, retryAfter, `${response.status} ${oneLine(response.statusText)}`.trim());
+        return undefined;
+      }
+      this.options.trace?.(`* not retrying: Retry-After asks for more than ${RETRY_AFTER_CAP_MS / 1000} s`);
+    }
+    return response;
+  }
+
+  /** The path and query a redirect that `send` follows points to: same origin, and never for a POST. */
+  private redirectTarget(request: Request, response: Response, path: string): string | undefined {
+    const location = single(response.headers.location);
+    if (!isRedirect(response.status) || location === undefined || request.method === 'POST') return undefined;
+    const target = new URL(location, this.origin + path);
+    return target.origin === this.origin ? target.pathname + target.search : undefined;
   }
 
   /** The full URL of `path` under --url (its path prefix included). */
@@ -205,75 +198,13 @@ export class HttpClient {
     return response;
   }
 
-  /** Writes the jar back now if a response set or cleared a cookie: `login` says where the session is only once it is there. */
-  async saveJar(): Promise<void> {
-    if (!this.jarChanged || this.jarLoad === undefined) return;
-    const jar = await this.jarLoad;
-    await this.keepSkippedLines();
-    await saveJar(jar, this.options.jarPath, this.setBy).catch((error: unknown) => {
-      throw new CliError(
-        `the cookie jar: ${fileProblem('write', this.options.jarPath, error)} (or give another with --cookie-jar)`,
-        EXIT.unexpected,
-      );
-    });
-    this.jarChanged = false;
-  }
-
-  /**
-   * Rewriting a jar drops the lines that were not cookies: the file as it
-   * was is copied aside first (a --cookie-jar that named the wrong file
-   * keeps its content), and a warning says where.
-   */
-  private async keepSkippedLines(): Promise<void> {
-    if (this.jarSkipped === 0) return;
-    const aside = `${this.options.jarPath}.before-${new Date().toISOString().replaceAll(':', '')}`;
-    try {
-      await copyFile(this.options.jarPath, aside, constants.COPYFILE_EXCL);
-    } catch (error) {
-      throw new CliError(
-        `the cookie jar: it holds ${this.jarSkipped} lines that are not cookies and cannot be kept aside (${fileProblem('write', aside, error)}), so it was left as it was; give another --cookie-jar`,
-        EXIT.unexpected,
-      );
-    }
-    this.options.warn(
-      `cookie jar ${this.options.jarPath}: the file as it was, with the ${this.jarSkipped} lines that are not cookies, is kept in ${aside}`,
-    );
-    this.jarSkipped = 0;
-  }
-
   /** Writes the jar back when a response set or cleared a cookie, then closes the connections. */
   async close(): Promise<void> {
     try {
-      await this.saveJar();
+      await this.session.save();
     } finally {
       if (this.agent !== undefined) await (await this.agent).close();
     }
-  }
-
-  /** The jar, loaded on first use; a missing file is an empty jar. */
-  jar(): Promise<CookieJar> {
-    this.jarLoad ??= loadJar(this.options.jarPath).then(
-      ({ jar, warnings, setBy }) => {
-        this.jarSkipped = warnings.length;
-        this.setBy = setBy;
-        // A file that is not a jar at all (a wrong --cookie-jar) would give a line per line of it.
-        for (const warning of warnings.slice(0, MAX_JAR_WARNINGS))
-          this.options.warn(`cookie jar ${this.options.jarPath}: ${warning}`);
-        const more = warnings.length - MAX_JAR_WARNINGS;
-        if (more > 0)
-          this.options.warn(
-            `cookie jar ${this.options.jarPath}: ${more} more line${more === 1 ? '' : 's'} skipped; is it the cookie file you meant to give?`,
-          );
-        return jar;
-      },
-      (error: unknown) => {
-        throw new CliError(
-          `the cookie jar: ${fileProblem('read', this.options.jarPath, error)} (or give another with --cookie-jar)`,
-          EXIT.unexpected,
-        );
-      },
-    );
-    return this.jarLoad;
   }
 
   /**
@@ -288,9 +219,7 @@ export class HttpClient {
     const path = this.prefix + request.path;
     const headers = await this.credentials(this.origin + path, request.headers);
     try {
-      const agent = await this.connections();
-      const res = await agentRequest.call(agent, {
-        origin: this.origin,
+      const res = await this.dispatch({
         path,
         method: request.method,
         headers,
@@ -298,7 +227,6 @@ export class HttpClient {
         bodyTimeout: handlers.idleMs,
         ...(handlers.signal !== undefined && { signal: handlers.signal }),
       });
-      this.answered = true;
       const response = { status: res.statusCode, statusText: res.statusText ?? '', headers: res.headers, text: '' };
       if (res.statusCode !== 200)
         return { ...response, text: await answerText(res, this.origin, this.options.timeoutMs) };
@@ -317,31 +245,29 @@ export class HttpClient {
     const token = this.options.token;
     if (token !== undefined) headers.authorization ??= `Bearer ${token}`;
     else {
-      const cookie = await this.cookieHeader(url);
+      const cookie = await this.session.cookieHeader(url);
       if (cookie !== '') headers.cookie = cookie;
     }
     return headers;
   }
 
+  /** Sends `request` to `path` once, traced with -v; the cookies it sets go into the session. */
   private async once(request: Request, path: string): Promise<Response> {
     const url = this.origin + path;
     const headers = await this.credentials(url, request.headers);
-    const token = this.options.token;
     const trace = this.options.trace;
-    if (trace !== undefined) {
-      trace(`> ${request.method} ${path} HTTP/1.1`);
-      trace(`> host: ${new URL(this.origin).host}`);
-      for (const [name, value] of Object.entries(headers)) trace(`> ${name}: ${maskRequestHeader(name, value)}`);
-      if (request.body !== undefined) trace(`> content-length: ${Buffer.byteLength(request.body)}`);
-      trace('>');
-    }
+    if (trace !== undefined) traceRequest(trace, request, path, new URL(this.origin).host, headers);
+    const response = await this.exchange(request, path, headers);
+    if (trace !== undefined) traceResponse(trace, response);
+    if (this.options.token === undefined) await this.session.storeCookies(url, response.headers['set-cookie']);
+    return response;
+  }
+
+  /** The whole answer to one request, or the NetworkError of its failure. */
+  private async exchange(request: Request, path: string, headers: Record<string, string>): Promise<Response> {
     const timeout = this.options.timeoutMs;
-    let res: Awaited<ReturnType<Agent['request']>>;
-    let text: string;
     try {
-      const agent = await this.connections();
-      res = await agentRequest.call(agent, {
-        origin: this.origin,
+      const res = await this.dispatch({
         path,
         method: request.method,
         headers,
@@ -349,173 +275,57 @@ export class HttpClient {
         headersTimeout: timeout,
         bodyTimeout: timeout,
       });
-      this.answered = true;
-      text = await answerText(res, this.origin, timeout);
+      const text = await answerText(res, this.origin, timeout);
+      return { status: res.statusCode, statusText: res.statusText ?? '', headers: res.headers, text };
     } catch (error) {
       if (error instanceof CliError) throw error;
       throw this.networkError(error);
     }
-    const response: Response = { status: res.statusCode, statusText: res.statusText ?? '', headers: res.headers, text };
-    if (trace !== undefined) {
-      trace(`< HTTP/1.1 ${response.status} ${oneLine(response.statusText)}`.trimEnd());
-      for (const [name, value] of Object.entries(res.headers)) {
-        for (const v of Array.isArray(value) ? value : [value ?? ''])
-          trace(`< ${name}: ${oneLine(name === 'set-cookie' ? maskSetCookie(v) : v)}`);
-      }
-      trace('<');
-    }
-    if (token === undefined) await this.storeCookies(url, res.headers['set-cookie']);
-    return response;
   }
 
-  private async cookieHeader(url: string): Promise<string> {
-    // No jar file and nothing stored yet: no cookies, and no need to load the cookie library.
-    if (this.jarLoad === undefined && !(await exists(this.options.jarPath))) return '';
-    const jar = await this.jar();
-    // The Cookie header depends on the path only through cookies' Path
-    // attributes; import sends 100,000 distinct paths, so while every cookie
-    // has Path=/ one header serves the whole origin.
-    this.pathSpecific ??= (await jar.serialize()).cookies.some((c) => typeof c.path === 'string' && c.path !== '/');
-    const key = this.pathSpecific ? url : '';
-    const now = Date.now();
-    if (this.cookieCache !== undefined && this.cookieCache.key === key && now - this.cookieCache.at < COOKIE_CACHE_MS)
-      return this.cookieCache.value;
-    const value = await jar.getCookieString(url);
-    this.cookieCache = { key, value, at: now };
-    return value;
+  /** Sends a request to the origin through the Agent, resolving at the answer's head. */
+  private async dispatch(
+    options: Omit<Dispatcher.RequestOptions, 'origin'>,
+  ): Promise<Dispatcher.ResponseData<unknown>> {
+    const agent = await this.connections();
+    const res = await agentRequest.call(agent, { origin: this.origin, ...options });
+    this.answered = true;
+    return res;
   }
 
-  private async storeCookies(url: string, setCookie: string | string[] | undefined): Promise<void> {
-    if (setCookie === undefined) return;
-    const jar = await this.jar();
-    for (const line of Array.isArray(setCookie) ? setCookie : [setCookie]) {
-      // A cookie tough-cookie refuses (wrong domain, bad syntax) is skipped, as a browser would.
-      const stored = await jar.setCookie(line, url, { ignoreError: true });
-      if (stored === undefined) continue;
-      this.jarChanged = true;
-      this.noteSetter(cookieKey(stored), stored.key);
-    }
-    this.cookieCache = undefined;
-    this.pathSpecific = undefined;
+  private networkError(error: unknown): NetworkError {
+    return networkError(error, { origin: this.origin, timeoutMs: this.options.timeoutMs, answered: this.answered });
   }
 
-  /** Notes that this server set the cookie `key`, and says so when it replaced one another server (another port of the host) had set. */
-  private noteSetter(key: string, name: string): void {
-    const server = this.options.baseUrl.href.replace(/\/$/, '');
-    const before = this.setBy.get(key);
-    this.setBy.set(key, server);
-    if (before === undefined || before === server) return;
-    this.options.warn(
-      `${server} replaced the cookie ${name} that ${before} had set in ${this.options.jarPath}: cookies do not tell ports apart (RFC 6265 section 8.5), so a jar holds one session a host; give each server its own --cookie-jar FILE`,
-    );
-  }
-
+  /** Waits before the retry after `attempt`, unless the command is stopped (then throws why). */
   private async pause(attempt: number, retryAfter: number | undefined, why: string): Promise<void> {
-    let delay: number;
-    if (retryAfter !== undefined) {
-      delay = retryAfter;
-    } else {
-      // Exponential backoff with jitter: half fixed, half random, so that
-      // clients that failed together do not retry together.
-      const ceiling = Math.min(BACKOFF_CAP_MS, BACKOFF_BASE_MS * 2 ** attempt);
-      delay = Math.round(ceiling / 2 + (Math.random() * ceiling) / 2);
-    }
-    const stopped = () => {
-      const reason = this.options.interruption?.reason;
-      if (reason !== undefined)
-        throw new CliError(
-          `${why}; stopped (${this.options.interruption?.label}) instead of trying again`,
-          STOP_EXIT[reason],
-        );
-    };
-    stopped();
+    const delay = retryAfter ?? backoffMs(attempt);
+    this.throwIfStopped(why);
     this.options.trace?.(`* ${why}; retry ${attempt + 1} of ${this.options.retries} in ${delay} ms`);
     await new Promise<void>((resolve) => {
       const timer = setTimeout(() => ((this.wake = undefined), resolve()), delay);
       this.wake = () => (clearTimeout(timer), (this.wake = undefined), resolve());
     });
-    stopped();
+    this.throwIfStopped(why);
   }
 
-  /**
-   * A hint for a connection closed before a single byte came back over
-   * http:// from a server that has answered nothing in this run: an HTTPS
-   * server closes a connection that does not open with TLS, which is how
-   * such a --url fails.
-   */
-  private perhapsHttps(error: unknown): string {
-    const read = (error as { socket?: { bytesRead?: unknown } }).socket?.bytesRead;
-    return this.origin.startsWith('http:') && read === 0 && !this.answered
-      ? '; nothing came back: if the server speaks HTTPS there, use https:// in --url'
-      : '';
-  }
-
-  private networkError(error: unknown): NetworkError {
-    if (error instanceof NetworkError) return error;
-    // Something answered, but not in HTTP/1.1 (an SSH or mail server, a raw socket): not a network failure to retry.
-    if (hasName(error, 'HTTPParserError')) throw new UnexpectedAnswerError('not HTTP/1.1');
-    const code = errorCode(error);
-    if (code === 'UND_ERR_HEADERS_OVERFLOW')
-      throw new UnexpectedAnswerError('header fields larger than usersctl reads (16 KiB)');
-    if (code === undefined || PROGRAMMING_CODES.has(code)) throw error;
-    const host = new URL(this.origin).host;
-    const seconds = this.options.timeoutMs / 1000;
-    switch (code) {
-      case 'ECONNREFUSED':
-        return new NetworkError(`cannot connect to ${this.origin}: connection refused`, code);
-      case 'ENOTFOUND':
-      case 'EAI_AGAIN':
-        return new NetworkError(`cannot resolve the host name in ${this.origin}`, code);
-      case 'UND_ERR_CONNECT_TIMEOUT':
-        return new NetworkError(`cannot connect to ${this.origin}: no connection within ${seconds} s`, code);
-      case 'UND_ERR_HEADERS_TIMEOUT':
-      case 'UND_ERR_BODY_TIMEOUT':
-      case 'ETIMEDOUT':
-        return new NetworkError(`${host} did not answer within ${seconds} s`, code);
-      case ANSWER_TIMEOUT:
-        return new NetworkError(`${host} did not send its whole answer within ${seconds} s of its head`, code);
-      case 'ECONNRESET':
-      case 'EPIPE':
-      case 'UND_ERR_SOCKET':
-        return new NetworkError(
-          `the connection to ${host} was closed before the answer was complete${this.perhapsHttps(error)}`,
-          code,
-        );
-      case 'DEPTH_ZERO_SELF_SIGNED_CERT':
-      case 'SELF_SIGNED_CERT_IN_CHAIN':
-      case 'UNABLE_TO_VERIFY_LEAF_SIGNATURE':
-      case 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY':
-        return new NetworkError(
-          `the certificate of ${host} is not signed by an authority this machine trusts; if it is your own, set NODE_EXTRA_CA_CERTS to its CA's PEM file`,
-          code,
-        );
-      case 'CERT_HAS_EXPIRED':
-        return new NetworkError(`the certificate of ${host} has expired; the server must renew it`, code);
-      case 'ERR_TLS_CERT_ALTNAME_INVALID':
-        return new NetworkError(
-          `the certificate of ${host} is for another host name; use the name it was issued for in --url`,
-          code,
-        );
-      case 'EPROTO':
-      case 'ERR_SSL_WRONG_VERSION_NUMBER':
-      case 'ERR_SSL_PACKET_LENGTH_TOO_LONG':
-        return new NetworkError(
-          `${host} does not speak TLS on that port; try http:// instead of https:// in --url`,
-          code,
-        );
-      default:
-        return new NetworkError(`network error talking to ${host} (${code}); check --url and the server`, code);
-    }
+  private throwIfStopped(why: string): void {
+    const reason = this.options.interruption?.reason;
+    if (reason !== undefined)
+      throw new CliError(
+        `${why}; stopped (${this.options.interruption?.label}) instead of trying again`,
+        STOP_EXIT[reason],
+      );
   }
 }
 
-async function exists(path: string): Promise<boolean> {
-  try {
-    await access(path);
-    return true;
-  } catch {
-    return false;
-  }
+/**
+ * Exponential backoff with jitter: half fixed, half random, so that
+ * clients that failed together do not retry together.
+ */
+function backoffMs(attempt: number): number {
+  const ceiling = Math.min(BACKOFF_CAP_MS, BACKOFF_BASE_MS * 2 ** attempt);
+  return Math.round(ceiling / 2 + (Math.random() * ceiling) / 2);
 }
 
 /**
@@ -533,128 +343,17 @@ export function worthRetrying(method: Method, response: Response): boolean {
   return false;
 }
 
-/**
- * A StatusError for a failed answer, with the problem's detail as its
- * message, said in usersctl's terms; a path the server does not serve at
- * all names the URL asked (`url`): --url is then most likely wrong.
- */
-export function statusError(response: Response, url?: string, path?: string): StatusError {
-  const problem = problemOf(response);
-  const text = (field: string) => (typeof problem?.[field] === 'string' ? (problem[field] as string) : undefined);
-  const detail = detailOf(response);
-  const elsewhere = url === undefined ? undefined : redirectElsewhere(response, url, path);
-  const message =
-    elsewhere ??
-    (detail === NO_ROUTE && url !== undefined
-      ? `there is nothing at ${url}: --url must be the server's address (it serves /users, /login, ...)`
-      : inUsersctlTerms(detail));
-  return new StatusError(response.status, message, text('type'), text('title'));
+/** Retry-After (RFC 9110 section 10.2.3): delay-seconds or an HTTP-date; milliseconds from now. */
+export function retryAfterMs(value: string | string[] | undefined, now = Date.now()): number | undefined {
+  const text = single(value)?.trim();
+  if (text === undefined || text === '') return undefined;
+  if (/^\d+$/.test(text)) return Number(text) * 1000;
+  // An HTTP-date names its day and month in letters; Date.parse alone takes "-5" as a year.
+  if (!/^[A-Za-z]{3},? /.test(text)) return undefined;
+  const date = Date.parse(text);
+  if (Number.isNaN(date)) return undefined;
+  return Math.max(0, date - now);
 }
-
-/**
- * A redirect of `url` (the request `path` under --url) to another origin,
- * which usersctl does not follow (the session and token are for --url's):
- * where it points, and the --url that would reach it when it keeps the path.
- */
-function redirectElsewhere(response: Response, url: string, path: string | undefined): string | undefined {
-  const location = single(response.headers.location);
-  if (!isRedirect(response.status) || location === undefined) return undefined;
-  let target: URL;
-  try {
-    target = new URL(location, url);
-  } catch {
-    return undefined;
-  }
-  if (target.origin === new URL(url).origin) return undefined;
-  const at = target.pathname + target.search;
-  const base =
-    path !== undefined && at.endsWith(path) ? target.origin + at.slice(0, at.length - path.length) : undefined;
-  const next =
-    base === undefined ? 'point --url at users-server itself' : `if users-server is there, give --url ${base}`;
-  return `${url} redirects to ${target.href} (${response.status}), another origin, which usersctl does not follow: ${next}`;
-}
-
-/** The server's detail for a path it does not route (http/response.ts). */
-const NO_ROUTE = 'There is nothing at this path.';
-
-/** The server's hints name HTTP requests; usersctl names its own commands for them. */
-const HTTP_HINTS: readonly (readonly [RegExp, string])[] = [
-  [/reserve one with POST \/reservations/, 'reserve one with `usersctl reserve`'],
-];
-
-function inUsersctlTerms(detail: string): string {
-  return HTTP_HINTS.reduce((text, [http, cli]) => text.replace(http, cli), detail);
-}
-
-/** The JSON object `text` holds; `what` names it in the sentence when it is not one. */
-export function jsonObject(text: string, what: string): Record<string, unknown> {
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch {
-    throw new UnexpectedAnswerError(`${what} that is not JSON`);
-  }
-  if (typeof value !== 'object' || value === null || Array.isArray(value))
-    throw new UnexpectedAnswerError(`${what} that is not a JSON object`);
-  return value as Record<string, unknown>;
-}
-
-/** The user a 2xx answer carries: a JSON object with an id, or UnexpectedAnswerError. */
-export function answerUser(response: Response): Record<string, unknown> & { id: number } {
-  const user = jsonObject(response.text, 'a user');
-  if (!isId(user.id)) throw new UnexpectedAnswerError('a user without an id');
-  return user as Record<string, unknown> & { id: number };
-}
-
-/** The parsed problem document of an `application/problem+json` answer, if it is one. */
-export function problemOf(response: Response): Record<string, unknown> | undefined {
-  const type = single(response.headers['content-type'])?.split(';')[0]?.trim().toLowerCase();
-  if (type !== PROBLEM_CONTENT_TYPE) return undefined;
-  try {
-    const doc: unknown = JSON.parse(response.text);
-    return typeof doc === 'object' && doc !== null && !Array.isArray(doc)
-      ? (doc as Record<string, unknown>)
-      : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
-/**
- * The one line to show for a failed answer: the problem's `detail` (else
- * its `title`), a JSON string body such as GET /'s "not authorized", or the
- * status line with what to check.
- */
-export function detailOf(response: Response): string {
-  const problem = problemOf(response);
-  for (const field of ['detail', 'title'] as const) {
-    const value = problem?.[field];
-    if (typeof value === 'string' && value.trim() !== '') return oneLine(value);
-  }
-  try {
-    const value: unknown = JSON.parse(response.text);
-    if (typeof value === 'string' && value.trim() !== '') return oneLine(value);
-  } catch {
-    // not JSON: fall through to the status line
-  }
-  // Not users-server's answer (it always sends a problem document): something else answered at --url.
-  const next =
-    response.status >= 500
-      ? 'try again later, or check what stands between usersctl and users-server (a proxy)'
-      : 'check that --url is the address of users-server';
-  return `${`the server answered ${response.status} ${oneLine(response.statusText)}`.trimEnd()}; ${next}`;
-}
-
-/**
- * The most bytes of one answer usersctl reads (a page of users), or of one
- * line of the feed of changes: a string in node holds at most 512 MiB, and
- * something that is not users-server can send without end.
- */
-export const MAX_ANSWER_BYTES = 256 * 1024 * 1024;
-
-/** An answer's body as text, refused past MAX_ANSWER_BYTES before its bytes fill the memory. */
-/** The code of an answer whose body did not all come within --timeout of its head. */
-const ANSWER_TIMEOUT = 'ANSWER_TIMEOUT';
 
 /**
  * The body of an answer, read whole within `ms` of its head: bodyTimeout
@@ -662,10 +361,7 @@ const ANSWER_TIMEOUT = 'ANSWER_TIMEOUT';
  * time could otherwise hold a command for ever.
  */
 async function answerText(res: Dispatcher.ResponseData<unknown>, origin: string, ms: number): Promise<string> {
-  const deadline = setTimeout(
-    () => res.body.destroy(Object.assign(new Error('the answer did not all come in time'), { code: ANSWER_TIMEOUT })),
-    ms,
-  );
+  const deadline = setTimeout(() => res.body.destroy(new AnswerTimeoutError(new URL(origin).host, ms / 1000)), ms);
   try {
     return await bodyText(res, origin);
   } finally {
@@ -673,6 +369,7 @@ async function answerText(res: Dispatcher.ResponseData<unknown>, origin: string,
   }
 }
 
+/** An answer's body as text, refused past MAX_ANSWER_BYTES before its bytes fill the memory. */
 async function bodyText(res: Dispatcher.ResponseData<unknown>, origin: string): Promise<string> {
   const tooLarge = () => {
     res.body.destroy();
@@ -692,58 +389,29 @@ async function bodyText(res: Dispatcher.ResponseData<unknown>, origin: string): 
   return (chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size)).toString('utf8');
 }
 
-/**
- * A server's text as one line for a terminal: line breaks become spaces, and
- * other control characters are shown as \xNN, so an answer cannot move the
- * cursor, retitle the window or hide what is printed (ESC sequences).
- */
-export function oneLine(text: string): string {
-  return text
-    .replace(/[\r\n\t]+/g, ' ')
-    .replace(/[\x00-\x1f\x7f-\x9f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`)
-    .trim();
+/** The `-v` lines of a request, its credentials masked. */
+function traceRequest(
+  trace: (line: string) => void,
+  request: Request,
+  path: string,
+  host: string,
+  headers: Record<string, string>,
+): void {
+  trace(`> ${request.method} ${path} HTTP/1.1`);
+  trace(`> host: ${host}`);
+  for (const [name, value] of Object.entries(headers)) trace(`> ${name}: ${maskRequestHeader(name, value)}`);
+  if (request.body !== undefined) trace(`> content-length: ${Buffer.byteLength(request.body)}`);
+  trace('>');
 }
 
-export function single(value: string | string[] | undefined): string | undefined {
-  return Array.isArray(value) ? value[0] : value;
-}
-
-function isRedirect(status: number): boolean {
-  return status === 301 || status === 302 || status === 307 || status === 308;
-}
-
-/** Retry-After (RFC 9110 section 10.2.3): delay-seconds or an HTTP-date; milliseconds from now. */
-export function retryAfterMs(value: string | string[] | undefined, now = Date.now()): number | undefined {
-  const text = single(value)?.trim();
-  if (text === undefined || text === '') return undefined;
-  if (/^\d+$/.test(text)) return Number(text) * 1000;
-  // An HTTP-date names its day and month in letters; Date.parse alone takes "-5" as a year.
-  if (!/^[A-Za-z]{3},? /.test(text)) return undefined;
-  const date = Date.parse(text);
-  if (Number.isNaN(date)) return undefined;
-  return Math.max(0, date - now);
-}
-
-/** The error code of a network failure; AggregateError (happy eyeballs) carries it on its members. */
-/** True when `error`, or an error it was caused by, has this name. */
-function hasName(error: unknown, name: string): boolean {
-  for (let e = error; typeof e === 'object' && e !== null; e = (e as { cause?: unknown }).cause)
-    if ((e as { name?: unknown }).name === name) return true;
-  return false;
-}
-
-function errorCode(error: unknown): string | undefined {
-  if (typeof error !== 'object' || error === null) return undefined;
-  const e = error as { code?: unknown; errors?: unknown; cause?: unknown; name?: unknown };
-  if (typeof e.code === 'string') return e.code;
-  if (Array.isArray(e.errors))
-    for (const inner of e.errors) {
-      const code = errorCode(inner);
-      if (code !== undefined) return code;
-    }
-  if (e.cause !== undefined) return errorCode(e.cause);
-  if (e.name === 'TimeoutError') return 'ETIMEDOUT';
-  return undefined;
+/** The `-v` lines of an answer's head, its cookies' values masked and each line made safe for a terminal. */
+function traceResponse(trace: (line: string) => void, response: Response): void {
+  trace(`< HTTP/1.1 ${response.status} ${oneLine(response.statusText)}`.trimEnd());
+  for (const [name, value] of Object.entries(response.headers)) {
+    for (const v of Array.isArray(value) ? value : [value ?? ''])
+      trace(`< ${name}: ${oneLine(name === 'set-cookie' ? maskSetCookie(v) : v)}`);
+  }
+  trace('<');
 }
 
 function maskRequestHeader(name: string, value: string): string {

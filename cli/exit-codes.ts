@@ -130,3 +130,13 @@ export function exitCodeForStatus(status: number): ExitCode {
   if (status >= 500 && status < 600) return EXIT.server;
   return EXIT.unexpected;
 }
+
+/**
+ * An answer whose body did not all come within --timeout of its head (a
+ * server that trickles a byte at a time): a network failure, exit 7.
+ */
+export class AnswerTimeoutError extends NetworkError {
+  constructor(host: string, seconds: number) {
+    super(`${host} did not send its whole answer within ${seconds} s of its head`, 'ANSWER_TIMEOUT');
+  }
+}

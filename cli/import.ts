@@ -9,7 +9,7 @@ import { USERS_PATH, userPath } from '../shared/endpoints.js';
 import { isId, parseRef } from '../shared/user.js';
 import type { Context } from './context.js';
 import { CliError, EXIT, NetworkError, UnexpectedAnswerError, UsageError } from './exit-codes.js';
-import { answerUser, detailOf } from './client.js';
+import { answerUser, detailOf } from './answers.js';
 import { fileProblem } from '../shared/file-errors.js';
 import { readLines, type Line } from './streams.js';
 import { isUuid, uuidV5Generator } from './uuid.js';
@@ -63,7 +63,7 @@ export async function importUsers(ctx: Context, options: ImportOptions): Promise
   }
   const file = options.input ?? options.file;
   // A jar that cannot be read fails the command once, not each line.
-  await ctx.client.jar();
+  await ctx.client.session.load();
   const { input, size, close } = await openInput(ctx, file);
   const run = new ImportRun(ctx, options);
   const { stats } = run;

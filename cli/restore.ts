@@ -10,7 +10,7 @@
  * nothing is overwritten without a copy. docs/cli.md "Export and import".
  */
 import { RESERVATIONS_PATH, USERS_PATH, userPath } from '../shared/endpoints.js';
-import { answerUser, detailOf, jsonObject, single, type Response } from './client.js';
+import { answerUser, detailOf, jsonObject, single, type Response } from './answers.js';
 import { UnexpectedAnswerError } from './exit-codes.js';
 import { isId } from '../shared/user.js';
 import type { Context } from './context.js';

@@ -2,7 +2,7 @@
 import { LOGIN_PATH, LOGOUT_PATH } from '../../shared/endpoints.js';
 import type { Context } from '../context.js';
 import { UnexpectedAnswerError, UsageError } from '../exit-codes.js';
-import { statusError } from '../client.js';
+import { statusError } from '../answers.js';
 import { promptHidden, readFirstLine, type TtyInput } from '../streams.js';
 
 export interface LoginOptions {
@@ -19,7 +19,7 @@ export async function login(ctx: Context, options: LoginOptions): Promise<void> 
     { method: 'POST', path: LOGIN_PATH, headers: { authorization: `Basic ${credentials}` } },
     [200],
   );
-  await ctx.client.saveJar();
+  await ctx.client.session.save();
   ctx.info(`logged in as ${options.user}; the session is in ${ctx.options.jarPath}`);
 }
 

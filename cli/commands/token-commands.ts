@@ -3,7 +3,7 @@ import { MAX_TOKEN_LIFETIME, parseLifetime, TOKEN_NAME, TOKENS_PATH } from '../.
 import type { Context } from '../context.js';
 import type { View } from '../output-format.js';
 import { CliError, EXIT, UnexpectedAnswerError, UsageError } from '../exit-codes.js';
-import { jsonObject } from '../client.js';
+import { jsonObject } from '../answers.js';
 import { eachRef } from './user-commands.js';
 
 const JSON_HEADERS = { accept: 'application/json', 'content-type': 'application/json' };

@@ -1,6 +1,7 @@
 /** watch: follows the feed of changes (GET /changes), reconnecting with the last cursor. */
 import { CHANGES_PATH } from '../../shared/endpoints.js';
-import { jsonObject, MAX_ANSWER_BYTES, retryAfterMs, single, statusError, worthRetrying } from '../client.js';
+import { jsonObject, single, statusError } from '../answers.js';
+import { MAX_ANSWER_BYTES, retryAfterMs, worthRetrying } from '../client.js';
 import type { Context } from '../context.js';
 import { EXIT, NetworkError, StatusError, UnexpectedAnswerError, UsageError } from '../exit-codes.js';
 
