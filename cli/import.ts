@@ -127,7 +127,6 @@ function printSummary(ctx: Context, stats: Stats, started: number): void {
 class ImportRun {
   readonly stats: Stats = { lines: 0, ok: 0, created: 0, unchanged: 0, failed: 0, bytes: 0 };
   readonly started = Date.now();
-  /** The network failure that stopped the import, if one did. */
   /** Why the import stopped early: the server could not be reached, or what answered is not users-server. */
   stop: NetworkError | UnexpectedAnswerError | undefined;
   lastLine = 0;

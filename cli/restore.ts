@@ -16,12 +16,12 @@ import { isId } from '../shared/user.js';
 import type { Context } from './context.js';
 import type { ExportRecord } from './export-format.js';
 
-export interface RestoreOptions {
+interface RestoreOptions {
   keepIds: boolean;
   overwrite: boolean;
 }
 
-export type Restored =
+type Restored =
   | {
       readonly ok: true;
       readonly action: 'created' | 'unchanged' | 'replaced';

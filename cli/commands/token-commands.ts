@@ -121,7 +121,11 @@ function madeWith(tokens: readonly TokenInfo[], id: string): TokenInfo[] {
   const found: TokenInfo[] = [];
   const parents = [id];
   for (let i = 0; i < parents.length; i++) {
-    for (const t of tokens) if (t.createdWith === parents[i]) (found.push(t), parents.push(t.id));
+    for (const t of tokens) {
+      if (t.createdWith !== parents[i]) continue;
+      found.push(t);
+      parents.push(t.id);
+    }
   }
   return found;
 }

@@ -4,7 +4,7 @@ import { randomUUID } from 'node:crypto';
 import { METRICS_PATH, NEW_USER_PATH, RESERVATIONS_PATH, USERS_PATH, userPath } from '../../shared/endpoints.js';
 import { isId, parseRef } from '../../shared/user.js';
 import type { Context } from '../context.js';
-import { CliError, EXIT, NetworkError, StatusError, UnexpectedAnswerError, UsageError } from '../exit-codes.js';
+import { CliError, NetworkError, StatusError, UnexpectedAnswerError, UsageError } from '../exit-codes.js';
 import { answerUser, jsonObject, oneLine, single, type Response } from '../answers.js';
 import { inputTooLong, readLines } from '../streams.js';
 import { endRecord, EXPORT_HEADER } from '../export-format.js';
