@@ -47,7 +47,7 @@ export interface CrashOptions {
   cycles: number;
   /** Concurrent clients (default 64). */
   clients?: number;
-  /** The kill comes this many ms after the load starts, uniformly drawn (default [50, 400]). */
+  /** The kill comes this many ms after the server's first answer, uniformly drawn (default [50, 400]). */
   killAfterMs?: [number, number];
   /** Extra server flags, e.g. ['--compaction-floor', '4096']. */
   serverArgs?: string[];
@@ -604,8 +604,14 @@ class Harness {
         trigger = 'compaction';
         setTimeout(kill, lateMs);
       });
-      timer = setTimeout(kill, Math.max(delay, 1500));
-    } else timer = setTimeout(kill, delay);
+    }
+    // The kill's clock starts at the first answer, so that a slow start on a busy machine still leaves writes acknowledged before it.
+    let answered = false;
+    const firstAnswer = () => {
+      if (answered || stopped) return;
+      answered = true;
+      timer = setTimeout(kill, onCompaction ? Math.max(delay, 1500) : delay);
+    };
 
     const client = async (c: number) => {
       let seq = 0;
@@ -613,6 +619,7 @@ class Harness {
         const op = this.chooseOp(c, seq++);
         try {
           await this.perform(agent, server.url, life, op);
+          firstAnswer();
         } catch (error) {
           // No answer: the op stays unacknowledged. Before the kill, that is the server failing.
           if (!stopped) {
