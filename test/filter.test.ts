@@ -1,9 +1,9 @@
 /**
  * Finding users, the pure part (API.md "Finding users: filter, sort,
- * count"): the filter's parser and its failures with their columns, and
- * what a filter means on tricky users. Tables of cases and fast-check
- * properties: code points order strings, and a printed filter parses back
- * to itself.
+ * count"): the filter's parser and its failures with their columns, what a
+ * filter means on tricky users, and the sort's parser and order. Tables of
+ * cases and fast-check properties: code points order strings, a printed
+ * filter parses back to itself, and the order is total and breaks ties by id.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -26,7 +26,19 @@ import {
   type FilterValue,
 } from '../server/users/filter-parse.js';
 import { printFilter } from '../server/users/filter-print.js';
-import { memberOf } from '../server/users/user-path.js';
+import {
+  compareSortEntries,
+  compareSortValues,
+  MAX_SORT_KEYS,
+  parseSort,
+  printSort,
+  sortValuesOf,
+  type SortEntry,
+  type SortKey,
+  type SortParse,
+  type SortValue,
+} from '../server/users/sort.js';
+import { memberOf, parsePath } from '../server/users/user-path.js';
 
 function parsed(text: string): Filter {
   const result: FilterParse = parseFilter(text);
@@ -763,4 +775,216 @@ test('memberOf reads own members of objects only', () => {
   assert.equal(memberOf([1], 'length'), undefined);
   assert.equal(memberOf('abc', 'length'), undefined);
   assert.equal(memberOf(null, 'a'), undefined);
+});
+
+// ------------------------------------------------------------ sort: the parser
+
+const sortParses: { text: string; keys: SortKey[] }[] = [
+  { text: 'name', keys: [{ path: ['name'], descending: false }] },
+  { text: '-age', keys: [{ path: ['age'], descending: true }] },
+  {
+    text: '-age,name,address.city,-id',
+    keys: [
+      { path: ['age'], descending: true },
+      { path: ['name'], descending: false },
+      { path: ['address', 'city'], descending: false },
+      { path: ['id'], descending: true },
+    ],
+  },
+  { text: '_a-b', keys: [{ path: ['_a-b'], descending: false }] },
+];
+for (const c of sortParses) {
+  test(`the sort ${JSON.stringify(c.text)} parses, and prints back the same`, () => {
+    const result: SortParse = parseSort(c.text);
+    assert.deepEqual(result, { ok: true, keys: c.keys });
+    assert.equal(printSort(c.keys), c.text);
+  });
+}
+
+const sortFailures: { text: string; detail: string }[] = [
+  { text: '', detail: 'sort is not a path, or `-` and a path' },
+  { text: '-', detail: 'sort is not a path, or `-` and a path' },
+  { text: '--age', detail: 'sort is not a path' },
+  { text: '+age', detail: 'sort is not a path' },
+  { text: 'age,', detail: 'sort key 2 is not a path' },
+  { text: ',age', detail: 'sort key 1 is not a path' },
+  { text: 'age, name', detail: 'sort key 2 is not a path' },
+  { text: 'a..b', detail: 'sort is not a path' },
+  { text: 'a.1', detail: 'sort is not a path' },
+  { text: 'é', detail: 'sort is not a path' },
+  { text: 'a,b,c,d,e', detail: 'sort has 5 keys: at most 4 are allowed' },
+  { text: 'name,-name', detail: 'sort key 2 names the path `name` a second time' },
+];
+for (const c of sortFailures) {
+  test(`the sort ${JSON.stringify(c.text)} is refused: ${c.detail}`, () => {
+    const result = parseSort(c.text);
+    assert.equal(result.ok, false);
+    if (!result.ok) assert.ok(result.detail.startsWith(c.detail), result.detail);
+  });
+}
+
+test(`the sort bound is ${MAX_SORT_KEYS} keys`, () => {
+  assert.equal(parseSort(['a', 'b', 'c', 'd'].slice(0, MAX_SORT_KEYS).join(',')).ok, true);
+});
+
+test('property: the user-path grammar is the sort grammar and the filter grammar', () => {
+  const unit = fc.constantFrom('a', 'Z', '_', '-', '.', '0', 'é', '[', '(');
+  fc.assert(
+    fc.property(
+      fc.oneof(
+        arbitraryPath.map((p) => p.join('.')),
+        fc.string({ unit, maxLength: 6 }),
+      ),
+      (text) => {
+        const path = parsePath(text);
+        assert.equal(parseSort(text).ok, parsePath(text.replace(/^-/, '')) !== undefined);
+        assert.equal(parseFilter(`${text} pr`).ok, path !== undefined, text);
+      },
+    ),
+  );
+});
+
+// ------------------------------------------------------------ sort: the order
+
+const sortUsers = [
+  { id: 1, v: 2 },
+  { id: 2, v: 'b' },
+  { id: 3, v: null },
+  { id: 4, v: true },
+  { id: 5, v: -1 },
+  { id: 6, v: '😀' },
+  { id: 7 },
+  { id: 8, v: false },
+  { id: 9, v: 'B' },
+  { id: 10, v: [1] },
+  { id: 11, v: 10 },
+  { id: 12, v: '\uFFFD' },
+  { id: 13, v: {} },
+  { id: 14, v: 'a' },
+  { id: 15, v: 2.0 },
+  { id: 16, v: 'b' },
+];
+
+function sortedIds(users: readonly { id: number }[], sort: string, folded: ReadonlySet<string> = NONE): number[] {
+  const result = parseSort(sort);
+  if (!result.ok) assert.fail(result.detail);
+  const entries = users.map((u) => ({ id: u.id, values: sortValuesOf(u, result.keys, folded) }));
+  return entries.sort((a, b) => compareSortEntries(a, b, result.keys)).map((e) => e.id);
+}
+
+const orders: { sort: string; folded?: string[]; ids: number[] }[] = [
+  // -1, 2, 2.0, 10, "B", "a", "b", "b", U+FFFD, U+1F600, false, true, then null, missing, [1], {} by id
+  { sort: 'v', ids: [5, 1, 15, 11, 9, 14, 2, 16, 12, 6, 8, 4, 3, 7, 10, 13] },
+  { sort: '-v', ids: [4, 8, 6, 12, 2, 16, 14, 9, 11, 1, 15, 5, 3, 7, 10, 13] },
+  { sort: 'v', folded: ['v'], ids: [5, 1, 15, 11, 14, 2, 9, 16, 12, 6, 8, 4, 3, 7, 10, 13] },
+  { sort: '-v', folded: ['v'], ids: [4, 8, 6, 12, 2, 9, 16, 14, 11, 1, 15, 5, 3, 7, 10, 13] },
+  { sort: 'missing', ids: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16] },
+  { sort: '-missing', ids: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16] },
+  { sort: '-id', ids: [16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1] },
+];
+for (const c of orders) {
+  const folded = c.folded === undefined ? '' : ' on a case-insensitive path';
+  test(`sort=${c.sort}${folded} puts the users in API.md's order`, () => {
+    assert.deepEqual(sortedIds(sortUsers, c.sort, new Set(c.folded)), c.ids);
+  });
+}
+
+test('sort by several keys: each in its direction, then by id; a path through an array sorts last', () => {
+  const users = [
+    { id: 1, age: 30, name: 'b', a: { b: 1 } },
+    { id: 2, age: 40, name: 'a', a: [{ b: 0 }] },
+    { id: 3, age: 30, name: 'a', a: { b: 2 } },
+    { id: 4, age: 30, name: 'a', a: { b: 2 } },
+    { id: 5, name: 'a', a: { b: [0] } },
+  ];
+  assert.deepEqual(sortedIds(users, '-age,name'), [2, 3, 4, 1, 5]);
+  assert.deepEqual(sortedIds(users, 'name,-age'), [2, 3, 4, 5, 1]);
+  assert.deepEqual(sortedIds(users, '-a.b'), [3, 4, 1, 2, 5]);
+  assert.deepEqual(
+    sortValuesOf(
+      users[4],
+      [
+        { path: ['name'], descending: false },
+        { path: ['a', 'b'], descending: true },
+      ],
+      NONE,
+    ),
+    ['a', null],
+  );
+});
+
+test('sort values are read as own members: constructor and toString sort last', () => {
+  assert.deepEqual(
+    sortedIds([{ id: 2 }, JSON.parse('{"id":1,"constructor":"x"}') as { id: number }], 'constructor'),
+    [1, 2],
+  );
+  assert.deepEqual(sortValuesOf({ id: 1 }, parsedSort('toString,constructor.name'), NONE), [null, null]);
+});
+
+function parsedSort(text: string): SortKey[] {
+  const result = parseSort(text);
+  if (!result.ok) assert.fail(result.detail);
+  return result.keys;
+}
+
+const sortValue: fc.Arbitrary<SortValue> = fc.oneof(
+  fc.constantFrom(null, true, false, 0, 1, -1, 2.5, '', 'a', 'A', 'b', '😀', '\uFFFD'),
+  fc.double({ noNaN: true, noDefaultInfinity: true }),
+  trickyString,
+);
+const sortKeys: fc.Arbitrary<SortKey[]> = fc.array(fc.record({ path: fc.constant(['v']), descending: fc.boolean() }), {
+  minLength: 0,
+  maxLength: MAX_SORT_KEYS,
+});
+const entriesFor = (keys: number) =>
+  fc.uniqueArray(
+    fc.record({
+      id: fc.integer({ min: 1, max: 50 }),
+      values: fc.array(sortValue, { minLength: keys, maxLength: keys }),
+    }),
+    { selector: (e) => e.id, minLength: 1, maxLength: 12 },
+  );
+const withEntries = sortKeys.chain((keys) => fc.tuple(fc.constant(keys), entriesFor(keys.length)));
+
+test('property: compareSortValues is a total order: antisymmetric, transitive, 0 only on equal values', () => {
+  fc.assert(
+    fc.property(sortValue, sortValue, sortValue, (a, b, c) => {
+      assert.equal(compareSortValues(a, b) + compareSortValues(b, a), 0);
+      assert.equal(compareSortValues(a, b) === 0, Object.is(a, b) || a === b);
+      if (compareSortValues(a, b) <= 0 && compareSortValues(b, c) <= 0) assert.ok(compareSortValues(a, c) <= 0);
+    }),
+    { numRuns: 3000 },
+  );
+});
+
+test('property: compareSortEntries is a total order, consistent with ties broken by ascending id', () => {
+  fc.assert(
+    fc.property(withEntries, ([keys, entries]) => {
+      const cmp = (a: SortEntry, b: SortEntry) => compareSortEntries(a, b, keys);
+      const sorted = [...entries].sort(cmp);
+      for (const a of entries) {
+        assert.equal(cmp(a, a), 0);
+        for (const b of entries) {
+          assert.equal(cmp(a, b) + cmp(b, a), 0);
+          if (a.id !== b.id) assert.notEqual(cmp(a, b), 0, 'only an entry ties with itself');
+          const same = a.values.every((v, i) => compareSortValues(v, b.values[i]!) === 0);
+          if (same) assert.equal(cmp(a, b), Math.sign(a.id - b.id), 'equal on every key: by id');
+        }
+      }
+      for (let i = 0; i + 1 < sorted.length; i++)
+        for (let j = i + 1; j < sorted.length; j++) assert.equal(cmp(sorted[i]!, sorted[j]!), -1, 'transitive');
+    }),
+    { numRuns: 500 },
+  );
+});
+
+test('property: a missing or non-scalar member sorts after every present value, in both directions', () => {
+  fc.assert(
+    fc.property(sortValue, fc.boolean(), (value, descending) => {
+      const keys = [{ path: ['v'], descending }];
+      const present = { id: 2, values: [value] };
+      const absent = { id: 1, values: [null] };
+      assert.equal(compareSortEntries(absent, present, keys), value === null ? -1 : 1);
+    }),
+  );
 });
