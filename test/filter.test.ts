@@ -1,11 +1,13 @@
 /**
  * Finding users, the pure part (API.md "Finding users: filter, sort,
  * count"): the filter's parser and its failures with their columns, what a
- * filter means on tricky users, and the sort's parser and order. Tables of
- * cases and fast-check properties: code points order strings, a printed
- * filter parses back to itself, and the order is total and breaks ties by id.
+ * filter means on tricky users, the sort's parser and order, and the
+ * cursor. Tables of cases and fast-check properties: code points order
+ * strings, a printed filter parses back to itself, the order is total and
+ * breaks ties by id, and a cursor is refused unless it is intact and its own.
  */
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import { test } from 'node:test';
 import fc from 'fast-check';
 import {
@@ -14,6 +16,7 @@ import {
   endsWithCodePoints,
   startsWithCodePoints,
 } from '../server/users/code-points.js';
+import { decodeCursor, encodeCursor, type CursorDecode } from '../server/users/cursor.js';
 import { matches } from '../server/users/filter-match.js';
 import {
   MAX_FILTER_CONDITIONS,
@@ -986,5 +989,126 @@ test('property: a missing or non-scalar member sorts after every present value, 
       const absent = { id: 1, values: [null] };
       assert.equal(compareSortEntries(absent, present, keys), value === null ? -1 : 1);
     }),
+  );
+});
+
+// ------------------------------------------------------------ the cursor
+
+const byName = parsed('name sw "A"');
+const byAge = parsedSort('-age,name');
+const position: SortEntry = { id: 42, values: [30, 'Alice'] };
+
+function refused(result: CursorDecode, reason: 'malformed' | 'foreign'): void {
+  assert.equal(result.ok, false);
+  if (!result.ok) assert.equal(result.reason, reason, result.detail);
+}
+
+test('a cursor decodes to its position with the same filter and sort, spelt either way', () => {
+  const cursor = encodeCursor(position, byName, byAge);
+  assert.match(cursor, /^[A-Za-z0-9_-]+$/);
+  assert.deepEqual(decodeCursor(cursor, byName, byAge), { ok: true, position });
+  assert.deepEqual(decodeCursor(cursor, parsed('(name SW "A")'), parsedSort('-age,name')), {
+    ok: true,
+    position,
+  });
+});
+
+test('a cursor given with another filter or sort, or with none, is foreign', () => {
+  const cursor = encodeCursor(position, byName, byAge);
+  refused(decodeCursor(cursor, parsed('name sw "B"'), byAge), 'foreign');
+  refused(decodeCursor(cursor, undefined, byAge), 'foreign');
+  refused(decodeCursor(cursor, byName, parsedSort('age,name')), 'foreign');
+  refused(decodeCursor(cursor, byName, parsedSort('-age,-name')), 'foreign');
+  refused(decodeCursor(encodeCursor({ id: 42, values: [] }, byName, []), byName, parsedSort('name')), 'foreign');
+  refused(decodeCursor(encodeCursor({ id: 42, values: [] }, undefined, []), byName, []), 'foreign');
+});
+
+test('a cursor with a character changed, cut short or with junk added is refused', () => {
+  const cursor = encodeCursor(position, byName, byAge);
+  const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
+  for (let i = 0; i < cursor.length; i++) {
+    for (const c of [alphabet[(alphabet.indexOf(cursor[i]!) + 1) % 64]!, '=', '.', '+', ' ', '%']) {
+      const changed = cursor.slice(0, i) + c + cursor.slice(i + 1);
+      assert.equal(decodeCursor(changed, byName, byAge).ok, false, `${c} at ${i}`);
+    }
+    assert.equal(decodeCursor(cursor.slice(0, i), byName, byAge).ok, false, `cut at ${i}`);
+  }
+  for (const junk of ['A', 'AA', '=', '==', '\n', 'é', '%00'])
+    assert.equal(decodeCursor(cursor + junk, byName, byAge).ok, false, junk);
+});
+
+test('a cursor that is not base64url, or too short to hold a check, is malformed', () => {
+  for (const text of ['', 'A', '!!!!', 'AAAAAAAAAAAAAAAAAAAAAA', 'AAAAAAAAAAAAAAAAAAAAAAA=', '😀', 'a'.repeat(100_001)])
+    refused(decodeCursor(text, byName, byAge), 'malformed');
+});
+
+test('property: decodeCursor never throws on junk, and a cursor round-trips any position', () => {
+  fc.assert(
+    fc.property(fc.string({ unit: 'binary' }), fc.base64String(), (junk, base64) => {
+      for (const text of [junk, base64, base64.replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '')])
+        assert.equal(decodeCursor(text, byName, byAge).ok, false);
+    }),
+    { numRuns: 2000 },
+  );
+  fc.assert(
+    fc.property(withEntries, withinBounds, ([keys, entries], filter) => {
+      for (const entry of entries) {
+        const last = { id: entry.id, values: entry.values.map((v) => (typeof v === 'number' ? v + 0 : v)) };
+        assert.deepEqual(decodeCursor(encodeCursor(last, filter, keys), filter, keys), { ok: true, position: last });
+      }
+    }),
+    { numRuns: 300 },
+  );
+});
+
+test('a cursor whose check holds over a position that is not [id, ...values] is malformed', () => {
+  // The check is no secret: a hand-made cursor passes it, and its position is still checked.
+  const forge = (json: string) => {
+    const payload = Buffer.from(json);
+    const context = `users-server cursor 1\n${printFilter(byName)}\n${printSort(byAge)}\n`;
+    const check = createHash('sha256').update(context).update(payload).digest().subarray(0, 16);
+    return Buffer.concat([check, payload]).toString('base64url');
+  };
+  assert.deepEqual(decodeCursor(forge('[7,1,"a"]'), byName, byAge), {
+    ok: true,
+    position: { id: 7, values: [1, 'a'] },
+  });
+  for (const json of [
+    '[7,1]',
+    '[7,1,"a",2]',
+    '[0,1,"a"]',
+    '[1.5,1,"a"]',
+    '["7",1,"a"]',
+    '[7,{},"a"]',
+    '[7,[1],"a"]',
+    '{"id":7}',
+    'nope',
+    '[7,1,"a"',
+    '\u00ff',
+  ])
+    refused(decodeCursor(forge(json), byName, byAge), 'malformed');
+});
+
+test('property: paging by cursor, each page the entries after the last one, lists every entry once in order', () => {
+  fc.assert(
+    fc.property(withEntries, fc.integer({ min: 1, max: 5 }), ([keys, entries], limit) => {
+      const cmp = (a: SortEntry, b: SortEntry) => compareSortEntries(a, b, keys);
+      const listed: SortEntry[] = [];
+      let after: string | undefined;
+      for (;;) {
+        const decoded = after === undefined ? undefined : decodeCursor(after, byName, keys);
+        if (decoded !== undefined && !decoded.ok) assert.fail(decoded.detail);
+        const from = decoded?.position;
+        const page = entries
+          .filter((e) => from === undefined || cmp(e, from) > 0)
+          .sort(cmp)
+          .slice(0, limit);
+        listed.push(...page);
+        if (page.length < limit) break;
+        after = encodeCursor(page.at(-1)!, byName, keys);
+      }
+      assert.deepEqual(listed, [...entries].sort(cmp));
+    }),
+    { numRuns: 300 },
   );
 });
