@@ -1,0 +1,74 @@
+/**
+ * The opaque keyset cursor of a filtered or sorted listing (API.md "Finding
+ * users"): the last item's sort values and id, and a check that ties the
+ * cursor to its filter and sort. The check is a hash of their canonical
+ * text and of the position, so a cursor given with another filter or sort,
+ * or altered, is refused. It needs no secret: a cursor grants nothing, it
+ * only says where a page starts, and any instance can read it after a
+ * restart.
+ *
+ * Layout, base64url without padding: 16 bytes of SHA-256 over the context
+ * and the position, then the position as JSON, `[id, ...values]`.
+ */
+import { createHash } from 'node:crypto';
+import type { Filter } from './filter-parse.js';
+import { printFilter } from './filter-print.js';
+import { printSort, type SortEntry, type SortKey, type SortValue } from './sort.js';
+
+const CHECK_BYTES = 16;
+// Names the format in the hash, so no other hash of the same text can pass for a cursor's check.
+const DOMAIN = 'users-server cursor 1\n';
+
+export type CursorDecode =
+  | { readonly ok: true; readonly position: SortEntry }
+  | { readonly ok: false; readonly reason: 'malformed' | 'foreign'; readonly detail: string };
+
+/** The cursor of the page after `last`, for the listing with `filter` (or none) and `sort` (maybe no keys). */
+export function encodeCursor(last: SortEntry, filter: Filter | undefined, sort: readonly SortKey[]): string {
+  const position = Buffer.from(JSON.stringify([last.id, ...last.values]));
+  return Buffer.concat([checkOf(filter, sort, position), position]).toString('base64url');
+}
+
+/** The position a cursor holds, when it was made for this filter and sort; never throws. */
+export function decodeCursor(text: string, filter: Filter | undefined, sort: readonly SortKey[]): CursorDecode {
+  const bytes = Buffer.from(text, 'base64url');
+  // Buffer skips characters outside the alphabet: only the text it would write itself is a cursor.
+  if (bytes.length <= CHECK_BYTES || bytes.toString('base64url') !== text) return malformed();
+  const position = bytes.subarray(CHECK_BYTES);
+  if (!bytes.subarray(0, CHECK_BYTES).equals(checkOf(filter, sort, position)))
+    return {
+      ok: false,
+      reason: 'foreign',
+      detail: 'the cursor belongs to another filter or sort, or was altered: start again without `after`',
+    };
+  const entry = entryOf(position, sort.length);
+  return entry === undefined ? malformed() : { ok: true, position: entry };
+}
+
+function malformed(): CursorDecode {
+  return { ok: false, reason: 'malformed', detail: 'the cursor is not one this server wrote' };
+}
+
+function checkOf(filter: Filter | undefined, sort: readonly SortKey[], position: Buffer): Buffer {
+  // The printed filter holds no raw newline (JSON.stringify escapes it), nor does a sort: the parts cannot run together.
+  const context = `${DOMAIN}${filter === undefined ? '' : printFilter(filter)}\n${printSort(sort)}\n`;
+  return createHash('sha256').update(context).update(position).digest().subarray(0, CHECK_BYTES);
+}
+
+/** The entry a checked position holds, or undefined when it is not `[id, ...one value per key]`. */
+function entryOf(position: Buffer, keyCount: number): SortEntry | undefined {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(position.toString('utf8'));
+  } catch {
+    return undefined;
+  }
+  if (!Array.isArray(parsed) || parsed.length !== keyCount + 1) return undefined;
+  const [id, ...values] = parsed as unknown[];
+  if (!Number.isSafeInteger(id) || (id as number) < 1 || !values.every(isSortValue)) return undefined;
+  return { id: id as number, values };
+}
+
+function isSortValue(value: unknown): value is SortValue {
+  return value === null || ['string', 'boolean', 'number'].includes(typeof value);
+}
