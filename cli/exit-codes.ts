@@ -53,7 +53,6 @@ export class NetworkError extends CliError {
   }
 }
 
-/** The server answered with a status the command treats as a failure. */
 /**
  * A 2xx answer that is not what users-server sends (a web server's page at
  * --url, say): exit 1, with what was expected and what to check.
@@ -68,6 +67,7 @@ export class UnexpectedAnswerError extends CliError {
   }
 }
 
+/** The server answered with a status the command treats as a failure. */
 export class StatusError extends CliError {
   override readonly name = 'StatusError';
   constructor(

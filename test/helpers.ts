@@ -131,15 +131,12 @@ export function tempDir(t: TestContext | undefined, prefix = 'users-server-test-
  * The harness's embedded defaults: the memory store and the cheapest
  * password hashing. A test about durability asks for `store: 'journal'`
  * (or names its `data` directory), one about passwords for a real
- * `passwordCost`.
- */
-/**
- * Every test client comes from 127.0.0.1, and some open hundreds of
- * connections at once: the per-client connection limit is off unless a
- * test is about it (its tests set it). Most tests are about the resource,
- * not about who may use it: /users is open (`--require-session none`)
- * unless a test is about access (it sets `requireSession`); the binaries'
- * stories run with the product's default, `all`.
+ * `passwordCost`. Every test client comes from 127.0.0.1, and some open
+ * hundreds of connections at once: the per-client connection limit is off
+ * unless a test is about it (its tests set it). Most tests are about the
+ * resource, not about who may use it: /users is open (`--require-session
+ * none`) unless a test is about access (it sets `requireSession`); the
+ * binaries' stories run with the product's default, `all`.
  */
 export const TEST_DEFAULTS: Partial<Config> = {
   host: '127.0.0.1',

@@ -58,14 +58,14 @@ const API_FLAGS = [
 
 // ---------------------------------------------------------------- helpers
 
-/**
- * `node bin/users-server.js ARGS` (test/processes.ts); the admin password
- * is set unless `adminPassword` is false.
- */
 /** The start's line on who may use the server, by default. */
 const ACCESS_ALL =
   'access: /users, /changes and /metrics need a session or an API token (--require-session all); /, /login, /healthz, /readyz and /openapi.json are open';
 
+/**
+ * `node bin/users-server.js ARGS` (test/processes.ts); the admin password
+ * is set unless `adminPassword` is false.
+ */
 function spawnServer(
   t: TestContext,
   args: string[],

@@ -1,8 +1,3 @@
-import { LOGIN_PATH, MAX_TOKEN_LIFETIME, SESSION_COOKIE } from '../../shared/endpoints.js';
-import { problems, problemType, PROBLEM_CONTENT_TYPE } from '../../shared/problems.js';
-import { ALIAS_MAX_LENGTH, MAX_DEPTH, NAME_MAX_LENGTH } from '../../shared/user.js';
-import type { OperationDoc, Route } from './route.js';
-
 /**
  * The OpenAPI 3.1 description of the API, built at start from the route
  * table: each route carries the description of its operation (route.ts),
@@ -12,6 +7,10 @@ import type { OperationDoc, Route } from './route.js';
  * and OPTIONS (on every path) are answered by the router and described in
  * the introduction rather than as operations.
  */
+import { LOGIN_PATH, MAX_TOKEN_LIFETIME, SESSION_COOKIE } from '../../shared/endpoints.js';
+import { problems, problemType, PROBLEM_CONTENT_TYPE } from '../../shared/problems.js';
+import { ALIAS_MAX_LENGTH, MAX_DEPTH, NAME_MAX_LENGTH } from '../../shared/user.js';
+import type { OperationDoc, Route } from './route.js';
 
 type Json = Record<string, unknown>;
 

@@ -412,13 +412,13 @@ export interface ParsedCommandLine {
   version: boolean;
 }
 
+/** The commands of the executable besides serving (server/main.ts runs them), as a usage error lists them. */
+export const SERVER_COMMANDS = ['accounts', 'backup', 'config', 'copy', 'migrate', 'repair'] as const;
+
 /**
  * Parses the server's flags. Precedence: flag, then USERS_* environment
  * variable, then the --config file, then the embedded default. Throws UsageError on any bad flag or value.
  */
-/** The commands of the executable besides serving (server/main.ts runs them), as a usage error lists them. */
-export const SERVER_COMMANDS = ['accounts', 'backup', 'config', 'copy', 'migrate', 'repair'] as const;
-
 export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): ParsedCommandLine {
   const options: ParseArgsConfig['options'] = { help: { type: 'boolean', short: 'h' }, version: { type: 'boolean' } };
   for (const [flag, spec] of Object.entries(FLAGS)) options[flag] = { type: spec.type };

@@ -1,5 +1,3 @@
-import { Histogram, REQUEST_BUCKETS } from './histogram.js';
-
 /**
  * Request metrics kept as plain numbers in arrays sized at start: counting a
  * request is a few lookups and increments, with no allocation, so it can run
@@ -7,6 +5,7 @@ import { Histogram, REQUEST_BUCKETS } from './histogram.js';
  * Prometheus text exposition format 0.0.4. Every metric: docs/operations.md,
  * "Metrics".
  */
+import { Histogram, REQUEST_BUCKETS } from './histogram.js';
 
 /** The Content-Type of the Prometheus text format 0.0.4. */
 export const METRICS_CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';

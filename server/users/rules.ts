@@ -1,7 +1,3 @@
-import { NEW_USER_PATH, RESERVATIONS_PATH, userPath } from '../../shared/endpoints.js';
-import type { Ref } from '../../shared/user.js';
-import { entityTag, etagMatches, strongTags } from './entity-tag.js';
-
 /**
  * The rules of the user resource (API.md "PUT rules", "Reservations and
  * Idempotency-Key", the id-change variant), as pure decisions over the
@@ -11,6 +7,9 @@ import { entityTag, etagMatches, strongTags } from './entity-tag.js';
  * memory, one transaction in a database), so no other write can come
  * between a check and its write.
  */
+import { NEW_USER_PATH, RESERVATIONS_PATH, userPath } from '../../shared/endpoints.js';
+import type { Ref } from '../../shared/user.js';
+import { entityTag, etagMatches, strongTags } from './entity-tag.js';
 
 /** A well-formed reference: an id or an alias. */
 export type UserRef = Extract<Ref, { kind: 'id' } | { kind: 'alias' }>;

@@ -1,9 +1,3 @@
-import { closeSync, fstatSync, fsyncSync, openSync, readSync } from 'node:fs';
-import { join } from 'node:path';
-import { DataError } from '../../errors.js';
-import { createFileSync, fsyncDirSync, writeAllSync } from '../../ops/durable-files.js';
-import { journalName, listDataFiles, recover, snapshotName } from './recovery.js';
-
 /**
  * An online backup of a data directory: a copy that is a data directory of
  * its own and holds every write acknowledged before the backup began,
@@ -19,6 +13,11 @@ import { journalName, listDataFiles, recover, snapshotName } from './recovery.js
  * when the copy is first read (it was not acknowledged yet), as after a
  * crash.
  */
+import { closeSync, fstatSync, fsyncSync, openSync, readSync } from 'node:fs';
+import { join } from 'node:path';
+import { DataError } from '../../errors.js';
+import { createFileSync, fsyncDirSync, writeAllSync } from '../../ops/durable-files.js';
+import { journalName, listDataFiles, recover, snapshotName } from './recovery.js';
 
 /** How many times the listing is taken again when a compaction removes a file under it. */
 const ATTEMPTS = 10;

@@ -1,9 +1,3 @@
-import { crc32 } from 'node:zlib';
-import { DataError } from '../../errors.js';
-import type { IdempotencyRecord } from '../../users/rules.js';
-import type { Mutation, StoreState } from '../memory/state.js';
-import type { ApiTokenRecord, Change } from '../store.js';
-
 /**
  * The on-disk format shared by journals and snapshots (docs/storage.md).
  *
@@ -25,6 +19,11 @@ import type { ApiTokenRecord, Change } from '../store.js';
  * one commit (all its lines apply, or none); a snapshot record is a chunk of
  * the state.
  */
+import { crc32 } from 'node:zlib';
+import { DataError } from '../../errors.js';
+import type { IdempotencyRecord } from '../../users/rules.js';
+import type { Mutation, StoreState } from '../memory/state.js';
+import type { ApiTokenRecord, Change } from '../store.js';
 
 export const MAGIC = Buffer.from([0x89, 0x55, 0x53, 0x52, 0x0d, 0x0a, 0x1a, 0x0a]);
 /**

@@ -1,3 +1,13 @@
+/**
+ * Reading the data directory back into a StoreState at start-up.
+ *
+ * The directory holds generations: `snapshot-G` is the whole state at the
+ * moment `journal-G` was started, and `journal-G` holds every commit after
+ * it. Compaction starts `journal-(G+1)` first and writes `snapshot-(G+1)`
+ * afterwards, so the state is always the newest snapshot plus every journal
+ * from its generation on (docs/storage.md). Start-up is synchronous: nothing
+ * is served before the state is whole.
+ */
 import {
   closeSync,
   fstatSync,
@@ -21,17 +31,6 @@ import {
   refuseNewerFormat,
 } from './codec.js';
 import { StoreState } from '../memory/state.js';
-
-/**
- * Reading the data directory back into a StoreState at start-up.
- *
- * The directory holds generations: `snapshot-G` is the whole state at the
- * moment `journal-G` was started, and `journal-G` holds every commit after
- * it. Compaction starts `journal-(G+1)` first and writes `snapshot-(G+1)`
- * afterwards, so the state is always the newest snapshot plus every journal
- * from its generation on (docs/storage.md). Start-up is synchronous: nothing
- * is served before the state is whole.
- */
 
 const NAME = /^(journal|snapshot)-(\d{8})$/;
 const READ_CHUNK = 8 * 1024 * 1024;
