@@ -59,7 +59,7 @@ process.once('exit', () => {
 });
 exitOnInterrupt();
 
-export interface TestAccount {
+interface TestAccount {
   name: string;
   role: Role;
   password: string;
@@ -71,7 +71,7 @@ export interface TestStartOptions extends StartOptions {
 }
 
 /** Writes `accounts` as the accounts command would, with the cheapest hashes. */
-export async function writeTestAccounts(
+async function writeTestAccounts(
   dataDir: string,
   accounts: readonly TestAccount[],
   scrypt?: ScryptFunction,
@@ -156,7 +156,7 @@ export const AS_SHIPPED: Partial<Config> = { requireSession: parseConfig([], {})
  * USERS_TEST_STORE=postgres a fresh database of the test cluster, so the
  * whole suite runs on PostgreSQL too.
  */
-export async function defaultStore(t: TestContext): Promise<string> {
+async function defaultStore(t: TestContext): Promise<string> {
   const kind = process.env.USERS_TEST_STORE ?? 'memory';
   if (kind === 'memory') return 'memory';
   if (kind !== 'postgres') throw new Error(`USERS_TEST_STORE must be memory or postgres, not ${kind}`);
@@ -254,7 +254,7 @@ export interface Reply {
   json(): any;
 }
 
-export interface SendOptions {
+interface SendOptions {
   headers?: Record<string, string | string[]>;
   body?: string | Buffer;
   /** Shorthand: JSON-serialize and send as application/json. */
@@ -397,7 +397,7 @@ export function buildIfStale(): string | undefined {
   }
 }
 
-export interface CommandRun {
+interface CommandRun {
   code: number;
   stdout: string;
   stderr: string;

@@ -17,7 +17,7 @@ type Json = Record<string, unknown>;
 /** Problem statuses any request can meet: a malformed message or target, a timeout, a host not this server's, the rate limit, a bug, a transfer coding not implemented, a database out of reach. */
 const COMMON_PROBLEMS = [400, 408, 414, 421, 429, 431, 500, 501, 503];
 
-export const ref = (kind: string, name: string): Json => ({ $ref: `#/components/${kind}/${name}` });
+const ref = (kind: string, name: string): Json => ({ $ref: `#/components/${kind}/${name}` });
 export const schema = (name: string): Json => ref('schemas', name);
 export const parameter = (name: string): Json => ref('parameters', name);
 

@@ -32,7 +32,7 @@ export interface Context {
 export type Handler = (ctx: Context) => void | Promise<void>;
 
 /** A handler of a `/users/:ref` route given its reference already parsed, as this id. */
-export type IdHandler = (ctx: Context, id: number) => void | Promise<void>;
+type IdHandler = (ctx: Context, id: number) => void | Promise<void>;
 
 export interface Route {
   readonly method: string;

@@ -14,7 +14,7 @@ interface PathGroup {
 }
 
 /** `slot` is the index of the matched path in `Router.paths`; -1 when no path matched. */
-export type Match =
+type Match =
   | { kind: 'route'; route: Route; params: Record<string, string>; slot: number }
   | { kind: 'method-not-allowed'; allow: string; slot: number }
   | { kind: 'options'; allow: string; slot: number }

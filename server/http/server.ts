@@ -29,7 +29,7 @@ export const TIMEOUTS = {
 const STOP_GRACE_MS = 10_000;
 const DRAIN_MS = 1_000;
 
-export interface ListenOptions {
+interface ListenOptions {
   host: string;
   /** 0: any free port. */
   port: number;

@@ -7,7 +7,7 @@ import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { flagUsageError, UsageError } from '../errors.js';
 
 export type RequireSession = 'none' | 'writes' | 'all';
-export type LogFormat = 'text' | 'json' | 'off';
+type LogFormat = 'text' | 'json' | 'off';
 
 export interface Config {
   host: string;
@@ -404,7 +404,7 @@ function parseBooleanEnv(value: string, name: string): boolean {
   throw new UsageError(`${name} must be true or false, not "${value}"`);
 }
 
-export interface ParsedCommandLine {
+interface ParsedCommandLine {
   config: Config;
   /** Where each flag's value came from: `--port`, `USERS_PORT`, `FILE: "port"` or `default`. */
   sources: Record<string, string>;

@@ -11,7 +11,7 @@ import { Histogram, REQUEST_BUCKETS } from './histogram.js';
 export const METRICS_CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
 
 /** The route label of requests no route matched (404, a bad request target, a malformed message). */
-export const UNMATCHED = 'unmatched';
+const UNMATCHED = 'unmatched';
 
 /** Method label values; any other method is counted as "other". */
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'OPTIONS', 'PATCH', 'other'] as const;
@@ -44,7 +44,7 @@ const KNOWN_STATUSES = [
 ];
 
 /** Figures read at scrape time, from the store and the process. */
-export interface Gauges {
+interface Gauges {
   users: number;
   reservations: number;
   journalBytes: number;

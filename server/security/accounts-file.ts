@@ -46,7 +46,7 @@ export function newAccountId(): string {
   return randomBytes(9).toString('base64url');
 }
 
-export function accountsPath(dir: string): string {
+function accountsPath(dir: string): string {
   return join(dir, ACCOUNTS_FILE);
 }
 

@@ -9,10 +9,10 @@
  */
 import { hash, randomBytes, timingSafeEqual } from 'node:crypto';
 
-export const TOKEN_PREFIX = 'ust_';
+const TOKEN_PREFIX = 'ust_';
 const TOKEN = /^ust_([0-9a-f]{16})\.[A-Za-z0-9_-]{43}$/;
 
-export interface MintedToken {
+interface MintedToken {
   readonly id: string;
   /** Shown once, to its creator; never stored. */
   readonly token: string;

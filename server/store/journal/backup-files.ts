@@ -23,7 +23,7 @@ import { journalName, listDataFiles, recover, snapshotName } from './recovery.js
 const ATTEMPTS = 10;
 const CHUNK = 4 * 1024 * 1024;
 
-export interface BackedUp {
+interface BackedUp {
   /** The data files copied, with the bytes of data each holds (a journal's preallocated zeros after its last record left out). */
   files: { name: string; bytes: number }[];
   users: number;

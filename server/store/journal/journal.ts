@@ -71,7 +71,7 @@ export interface JournalIo {
   fdatasync: typeof fdatasync;
 }
 
-export interface JournalOptions {
+interface JournalOptions {
   /** Compaction starts once the journal holds at least this many bytes (and twice the live data). */
   compactionFloor: number;
   /** Start-up notes and compaction reports. */
@@ -90,9 +90,9 @@ export interface JournalOptions {
 export const DEFAULT_COMPACTION_FLOOR = 8 * 1024 * 1024;
 
 /** The journal file grows in steps of this many bytes. */
-export const PREALLOCATION = 1024 * 1024;
+const PREALLOCATION = 1024 * 1024;
 /** While the disk is full, how often a write may try again to grow the journal. */
-export const SPACE_PROBE_MS = 1000;
+const SPACE_PROBE_MS = 1000;
 
 /** ENOSPC or EDQUOT: the disk or the quota is full; nothing else about the file is in doubt. */
 function isNoSpace(error: NodeJS.ErrnoException): boolean {
@@ -114,7 +114,7 @@ interface Batch {
   image: Image | undefined;
 }
 
-export class Journal implements CommitLog {
+class Journal implements CommitLog {
   private readonly state: StoreState;
   private fd: number;
   private generation: number;

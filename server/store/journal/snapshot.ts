@@ -60,7 +60,7 @@ export function captureImage(state: StoreState, now: number): Image {
 }
 
 /** The image as payload chunks: issued ids first, so replaying users never moves the high-water mark. */
-export function* imageChunks(image: Image): Generator<string> {
+function* imageChunks(image: Image): Generator<string> {
   let chunk = encodeIssued(image.lastId, image.claimed);
   const add = function* (line: string) {
     if (chunk.length + line.length >= CHUNK_CHARS) {

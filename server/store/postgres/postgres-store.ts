@@ -87,7 +87,7 @@ const SWEEP_LOCK = 7_557_300_002;
 const CLOSE_SECONDS = 0.5;
 
 /** How often an instance with someone following the feed asks the database whether another instance made changes. */
-export const CHANGE_POLL_MS = 20;
+const CHANGE_POLL_MS = 20;
 
 /** Outcomes of a write that changed a user. */
 const CHANGING_OUTCOMES = new Set(['created', 'replaced', 'moved', 'deleted']);
