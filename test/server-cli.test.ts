@@ -9,7 +9,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync
 import { request as httpRequest } from 'node:http';
 import { connect, createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import { before, test, type TestContext } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import {
   ADMIN_PASSWORD,

@@ -10,7 +10,7 @@
 import { LOGIN_PATH, MAX_TOKEN_LIFETIME, SESSION_COOKIE } from '../../shared/endpoints.js';
 import { problems, problemType, PROBLEM_CONTENT_TYPE } from '../../shared/problems.js';
 import { ALIAS_MAX_LENGTH, MAX_DEPTH, NAME_MAX_LENGTH } from '../../shared/user.js';
-import type { OperationDoc, Route } from './route.js';
+import type { Route } from './route.js';
 
 type Json = Record<string, unknown>;
 

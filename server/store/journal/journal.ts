@@ -252,10 +252,12 @@ class Journal implements CommitLog {
     if (this.flushing) await new Promise<void>((resolve) => (this.idle = resolve));
     if (this.compacting) await this.compacting;
     if (this.failure === undefined) {
-      // Leave no preallocated space behind. Best effort: zeros are free space anyway.
+      // Leave no preallocated space behind.
       try {
         ftruncateSync(this.fd, this.size);
-      } catch {}
+      } catch {
+        // Best effort: zeros are free space anyway.
+      }
     }
     closeSync(this.fd);
   }
