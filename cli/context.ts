@@ -33,7 +33,7 @@ export interface GlobalFlags {
   verbose?: boolean;
 }
 
-export interface GlobalOptions {
+interface GlobalOptions {
   url: URL;
   jarPath: string;
   /** An API token (--token, USERSCTL_TOKEN): used instead of the cookie jar. */

@@ -53,7 +53,6 @@ export class NetworkError extends CliError {
   }
 }
 
-/** The server answered with a status the command treats as a failure. */
 /**
  * A 2xx answer that is not what users-server sends (a web server's page at
  * --url, say): exit 1, with what was expected and what to check.
@@ -68,6 +67,7 @@ export class UnexpectedAnswerError extends CliError {
   }
 }
 
+/** The server answered with a status the command treats as a failure. */
 export class StatusError extends CliError {
   override readonly name = 'StatusError';
   constructor(
@@ -83,7 +83,7 @@ export class StatusError extends CliError {
 }
 
 /** What `--json` prints on stderr for a failure: one JSON object a line. */
-export interface ErrorRecord {
+interface ErrorRecord {
   /** The HTTP status, or null when no answer came (usage, network). */
   status: number | null;
   /** The problem type URI, or `usersctl:<kind>` for a failure of the client's own. */
@@ -123,7 +123,7 @@ export function errorRecord(message: string, exit: number, error: unknown, given
  * 5xx → 6 (by the time a command sees one, the retries are spent), anything
  * else a command did not expect → 1.
  */
-export function exitCodeForStatus(status: number): ExitCode {
+function exitCodeForStatus(status: number): ExitCode {
   if (status === 404) return EXIT.notFound;
   if (status === 401 || status === 403) return EXIT.unauthorized;
   if (status >= 400 && status < 500) return EXIT.conflict;

@@ -22,7 +22,7 @@ export function resolveOutput(option: string | undefined, json: boolean, stdoutI
 }
 
 /** A table column: its header and the cell of a record. */
-export interface Column<T> {
+interface Column<T> {
   header: string;
   cell(record: T): unknown;
 }

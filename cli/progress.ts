@@ -11,13 +11,13 @@ const PROGRESS_INTERVAL_MS = 100;
 const BAR_WIDTH = 24;
 
 /** Where a command stands: how many `unit` are done, how many failed, and the fraction of the whole when known. */
-export interface Standing {
+interface Standing {
   done: number;
   failed?: number;
   fraction?: number;
 }
 
-export interface Progress {
+interface Progress {
   stop(): void;
 }
 

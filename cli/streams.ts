@@ -11,7 +11,7 @@ import { pipeReaderCheck } from './pipe-reader.js';
 /** How often `Output.noticeReaderGone` asks: a reader gone is seen within half a second. */
 const READER_CHECK_MS = 500;
 
-export interface Writable {
+interface Writable {
   write(chunk: string): unknown;
   isTTY?: boolean;
 }
@@ -118,7 +118,7 @@ export class Output {
 }
 
 /** Why a streaming command stopped before its input ended. */
-export type StopReason = 'SIGINT' | 'SIGTERM' | 'output closed' | 'output failed';
+type StopReason = 'SIGINT' | 'SIGTERM' | 'output closed' | 'output failed';
 
 /**
  * Exit codes of an interrupted command, as a shell reports a process ended
@@ -281,7 +281,7 @@ function lineBytes(bytes: Buffer, number: number): Buffer {
 const BOM = Buffer.from([0xef, 0xbb, 0xbf]);
 
 /** `bytes` without a byte order mark at its start. */
-export function withoutBom(bytes: Buffer): Buffer {
+function withoutBom(bytes: Buffer): Buffer {
   return bytes.subarray(0, 3).equals(BOM) ? bytes.subarray(3) : bytes;
 }
 

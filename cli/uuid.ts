@@ -10,7 +10,7 @@ export function isUuid(text: string): boolean {
 }
 
 /** The 16 bytes of a UUID in its hyphenated text form. */
-export function uuidBytes(uuid: string): Buffer {
+function uuidBytes(uuid: string): Buffer {
   if (!isUuid(uuid)) throw new TypeError(`not a UUID: ${uuid}`);
   return Buffer.from(uuid.replaceAll('-', ''), 'hex');
 }

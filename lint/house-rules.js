@@ -1,5 +1,5 @@
 // The house's own ESLint rules: a doc comment sits on what it documents, and nothing is exported that no file imports.
-import { readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import ts from 'typescript';
 
@@ -49,13 +49,14 @@ const docCommentPlacement = {
   },
 };
 
-/** The folders whose files import one another: every source file of the project. */
-const SOURCE_FOLDERS = ['server', 'cli', 'shared', 'test', 'bench', 'bin'];
+/** The folders whose files import one another: every source file of the project, with the files at its root (eslint.config.js). */
+const SOURCE_FOLDERS = ['server', 'cli', 'shared', 'test', 'bench', 'bin', 'lint'];
 
-/** A module specifier of `from`, as the file it names (`./x.js` is `./x.ts` in the sources), or undefined for a package. */
+/** A module specifier of `from`, as the file it names (`./x.js` is `./x.ts` in the sources, unless an `x.js` is there), or undefined for a package. */
 function resolveSpecifier(from, specifier) {
   if (!specifier.startsWith('.')) return undefined;
-  return resolve(dirname(from), specifier).replace(/\.js$/, '.ts');
+  const path = resolve(dirname(from), specifier);
+  return path.endsWith('.js') && !existsSync(path) ? `${path.slice(0, -3)}.ts` : path;
 }
 
 /** What `file` takes from other files: for each file it names, the names it imports, or '*' for all of them. */
@@ -102,8 +103,8 @@ function namesOf(node) {
   return names;
 }
 
-/** Every .ts, .js and .mjs file under `dir`. */
-function sourceFiles(dir) {
+/** Every .ts, .js and .mjs file under `dir` (only those directly in it, unless `deep`). */
+function sourceFiles(dir, deep = true) {
   let entries;
   try {
     entries = readdirSync(dir, { withFileTypes: true });
@@ -112,8 +113,8 @@ function sourceFiles(dir) {
   }
   return entries.flatMap((entry) => {
     const path = join(dir, entry.name);
-    if (entry.isDirectory()) return entry.name === 'fixtures' ? [] : sourceFiles(path);
-    return /\.(ts|js|mjs)$/.test(entry.name) ? [path] : [];
+    if (entry.isDirectory()) return !deep || entry.name === 'fixtures' ? [] : sourceFiles(path);
+    return entry.isFile() && /\.(ts|js|mjs)$/.test(entry.name) ? [path] : [];
   });
 }
 
@@ -123,7 +124,8 @@ function usesOf(root) {
   let uses = usesByRoot.get(root);
   if (uses !== undefined) return uses;
   uses = new Map();
-  for (const file of SOURCE_FOLDERS.flatMap((folder) => sourceFiles(join(root, folder)))) {
+  const files = [...sourceFiles(root, false), ...SOURCE_FOLDERS.flatMap((folder) => sourceFiles(join(root, folder)))];
+  for (const file of files) {
     for (const [target, names] of importsOf(file, readFileSync(file, 'utf8'))) {
       if (target === file) continue;
       const set = uses.get(target) ?? new Set();
@@ -135,8 +137,8 @@ function usesOf(root) {
   return uses;
 }
 
-/** The files whose exports are for others than the project's own files: the programs' entry modules. */
-const ENTRY = /^(server\/main|cli\/main)\.ts$|^(bin|bench)\/|\.test\.ts$/;
+/** The files whose exports are for others than the project's own files: the programs' entry modules, and the config files tools load (eslint.config.js). */
+const ENTRY = /^(server\/main|cli\/main)\.ts$|^(bin|bench)\/|\.test\.ts$|^[^/]+\.config\.(js|mjs)$/;
 
 /**
  * An export that no other file imports: either it is used only in its own

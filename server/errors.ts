@@ -5,7 +5,7 @@ import type { ProblemKind } from '../shared/problems.js';
  * who acts on it. Anything else thrown is a bug: the HTTP layer logs it and
  * answers a bare 500; a command prints it as "unexpected".
  */
-export class UsersServerError extends Error {
+class UsersServerError extends Error {
   override readonly name: string = 'UsersServerError';
 }
 

@@ -64,17 +64,6 @@ export interface ProblemKind {
   readonly title: string;
 }
 
-export type ProblemName = keyof typeof problems;
-
-/** The body of an `application/problem+json` response. */
-export interface ProblemDocument {
-  type: string;
-  title: string;
-  status: number;
-  detail: string;
-  [extension: string]: unknown;
-}
-
 export const PROBLEM_CONTENT_TYPE = 'application/problem+json';
 
 export function problemType(kind: ProblemKind): string {

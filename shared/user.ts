@@ -1,21 +1,15 @@
 /**
- * The user resource: its type, the rules a PUT body must follow, and the
- * grammar of `/users/{ref}` references. Shared so that usersctl can check
- * input before it sends it.
+ * The user resource: the rules a PUT body must follow, and the grammar of
+ * `/users/{ref}` references. Shared so that usersctl can check input before
+ * it sends it.
  */
-
-export interface User {
-  id: number;
-  name: string;
-  [field: string]: unknown;
-}
 
 export const NAME_MAX_LENGTH = 200;
 export const ALIAS_MAX_LENGTH = 200;
 export const MAX_DEPTH = 16;
-export const RESERVED_ALIAS = 'new';
+const RESERVED_ALIAS = 'new';
 /** Keys that are refused at any depth: they are the prototype-pollution vectors. */
-export const FORBIDDEN_KEYS: ReadonlySet<string> = new Set(['__proto__', 'constructor', 'prototype']);
+const FORBIDDEN_KEYS: ReadonlySet<string> = new Set(['__proto__', 'constructor', 'prototype']);
 
 export class UserValidationError extends Error {
   override readonly name = 'UserValidationError';
@@ -31,7 +25,7 @@ export class UserValidationError extends Error {
 const UNFIT_IN_NAME = /[\u0000-\u001f\u007f-\u009f\p{Cs}]/u;
 
 /** Checks a user name; returns an error message, or undefined when it is fine. */
-export function checkName(name: unknown): string | undefined {
+function checkName(name: unknown): string | undefined {
   if (typeof name !== 'string') return 'name must be a string';
   // One scan for the usual name; which rule failed is looked up only after.
   if (UNFIT_IN_NAME.test(name))

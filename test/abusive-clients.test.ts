@@ -46,7 +46,7 @@ test(`pipelining: ${PIPELINE_LIMIT * 40} GETs in one write: the first ${PIPELINE
 
 test(`pipelining: a connection's queued answers go out ${ANSWERS_PER_TURN} in a row, then the event loop turns (other connections are read and served in between)`, async (t) => {
   let release = () => {};
-  let held: Promise<void> | undefined;
+  let held = Promise.resolve();
   const scrypt = async (password: string, salt: Buffer, _params: unknown, length: number) => {
     await held;
     return Buffer.alloc(length, password.length + salt.length);
@@ -156,7 +156,7 @@ test('answers left unread: a connection that never reads its answers is closed o
 
 test('a request the server is still working on is not cut by the unread timeout: nothing waits unsent on its connection', async (t) => {
   let release = () => {};
-  let held: Promise<void> | undefined;
+  let held = Promise.resolve();
   const scrypt = async (password: string, salt: Buffer, _params: unknown, length: number) => {
     await held;
     return Buffer.alloc(length, password.length + salt.length);

@@ -23,7 +23,6 @@ import {
 } from 'node:fs';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import {
   ACCOUNT_NAME,
   newAccountId,

@@ -11,7 +11,7 @@ import { test, type TestContext } from 'node:test';
 import { gzipSync } from 'node:zlib';
 import type { Config } from '../server/ops/config.js';
 import { signSession } from '../server/security/session-token.js';
-import { put, send, startTestServer, type Reply, type TestServer, assertProblem } from './helpers.js';
+import { put, send, startTestServer, type TestServer, assertProblem } from './helpers.js';
 import { parseResponses, RawConnection, type Answer } from './raw-http.js';
 
 const PROBLEM_CONTENT_TYPE = 'application/problem+json';

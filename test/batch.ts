@@ -50,7 +50,7 @@ const TOGETHER: readonly (readonly string[])[] = [
 ];
 
 /** The test files of batch `index` (1-based) of `count`. */
-export function batchFiles(index: number, count: number): string[] {
+function batchFiles(index: number, count: number): string[] {
   const files = readdirSync(TEST_DIR)
     .filter((name) => name.endsWith('.test.ts'))
     .sort();

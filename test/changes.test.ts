@@ -56,7 +56,10 @@ function watch(t: TestContext, url: string, path: string, headers: Record<string
           if (json.startsWith('{')) lines.push(JSON.parse(json) as Line);
         }
         for (const w of [...waiting])
-          if (lines.length >= w.count) (w.done(lines), waiting.splice(waiting.indexOf(w), 1));
+          if (lines.length >= w.count) {
+            w.done(lines);
+            waiting.splice(waiting.indexOf(w), 1);
+          }
       });
       t.after(() => req.destroy());
       resolve(watcher);

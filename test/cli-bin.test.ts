@@ -50,7 +50,7 @@ test('the executable prints --help with the exit codes and exits 0', async (t) =
   const result = await usersctl(t, ['--help'], {});
   assert.equal(result.code, 0);
   assert.match(result.stdout, /Exit codes:/);
-  assert.match(result.stdout, /^  8  import: some lines failed, or the export read was cut short$/m);
+  assert.match(result.stdout, /^ {2}8 {2}import: some lines failed, or the export read was cut short$/m);
 });
 
 test("the executable's exit code reaches the shell: 0 for a found user, 3 for a missing one, with one stderr line and no stack", async (t) => {

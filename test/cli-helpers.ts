@@ -14,7 +14,7 @@ import { ADMIN_PASSWORD, buildIfStale, startTestServer, tempDir, type TestServer
 import { CLI_BIN, SERVER_BIN } from './processes.js';
 import type { Config } from '../server/ops/config.js';
 
-export interface RunResult {
+interface RunResult {
   code: number;
   stdout: string;
   stderr: string;
@@ -82,7 +82,7 @@ export async function startCliServer(t: TestContext, overrides: Partial<Config> 
   };
 }
 
-export interface Stub {
+interface Stub {
   url: string;
   /** Every request the stub received, in order. */
   requests: Array<{ method: string; url: string; headers: IncomingMessage['headers']; body: string }>;

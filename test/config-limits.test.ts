@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { parseConfig, usage, type Config } from '../server/ops/config.js';
+import { usage, type Config } from '../server/ops/config.js';
 import { assertUsageError, configOf } from './helpers.js';
 
 test('Server command line: rate limiting is off by default (--rate-limit 0), the burst follows the rate, and no proxy is trusted', () => {

@@ -59,7 +59,7 @@ process.once('exit', () => {
 });
 exitOnInterrupt();
 
-export interface TestAccount {
+interface TestAccount {
   name: string;
   role: Role;
   password: string;
@@ -71,7 +71,7 @@ export interface TestStartOptions extends StartOptions {
 }
 
 /** Writes `accounts` as the accounts command would, with the cheapest hashes. */
-export async function writeTestAccounts(
+async function writeTestAccounts(
   dataDir: string,
   accounts: readonly TestAccount[],
   scrypt?: ScryptFunction,
@@ -131,15 +131,12 @@ export function tempDir(t: TestContext | undefined, prefix = 'users-server-test-
  * The harness's embedded defaults: the memory store and the cheapest
  * password hashing. A test about durability asks for `store: 'journal'`
  * (or names its `data` directory), one about passwords for a real
- * `passwordCost`.
- */
-/**
- * Every test client comes from 127.0.0.1, and some open hundreds of
- * connections at once: the per-client connection limit is off unless a
- * test is about it (its tests set it). Most tests are about the resource,
- * not about who may use it: /users is open (`--require-session none`)
- * unless a test is about access (it sets `requireSession`); the binaries'
- * stories run with the product's default, `all`.
+ * `passwordCost`. Every test client comes from 127.0.0.1, and some open
+ * hundreds of connections at once: the per-client connection limit is off
+ * unless a test is about it (its tests set it). Most tests are about the
+ * resource, not about who may use it: /users is open (`--require-session
+ * none`) unless a test is about access (it sets `requireSession`); the
+ * binaries' stories run with the product's default, `all`.
  */
 export const TEST_DEFAULTS: Partial<Config> = {
   host: '127.0.0.1',
@@ -159,7 +156,7 @@ export const AS_SHIPPED: Partial<Config> = { requireSession: parseConfig([], {})
  * USERS_TEST_STORE=postgres a fresh database of the test cluster, so the
  * whole suite runs on PostgreSQL too.
  */
-export async function defaultStore(t: TestContext): Promise<string> {
+async function defaultStore(t: TestContext): Promise<string> {
   const kind = process.env.USERS_TEST_STORE ?? 'memory';
   if (kind === 'memory') return 'memory';
   if (kind !== 'postgres') throw new Error(`USERS_TEST_STORE must be memory or postgres, not ${kind}`);
@@ -253,11 +250,11 @@ export interface Reply {
   status: number;
   headers: Record<string, string | string[] | undefined>;
   text: string;
-  /** The body parsed as JSON. */
-  json(): any;
+  /** The body parsed as JSON, as `any`: a test reads its fields directly (`reply.json().id`), and its assertions check them. */
+  json(): any; // eslint-disable-line @typescript-eslint/no-explicit-any
 }
 
-export interface SendOptions {
+interface SendOptions {
   headers?: Record<string, string | string[]>;
   body?: string | Buffer;
   /** Shorthand: JSON-serialize and send as application/json. */
@@ -400,7 +397,7 @@ export function buildIfStale(): string | undefined {
   }
 }
 
-export interface CommandRun {
+interface CommandRun {
   code: number;
   stdout: string;
   stderr: string;

@@ -17,9 +17,7 @@
  * bind root) and a full disk needs a mount, so neither is used.
  */
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import {
-  existsSync,
   fdatasync as realFdatasync,
   mkdirSync,
   readdirSync,

@@ -46,17 +46,7 @@ import {
 } from '../server/store/journal/codec.js';
 import { recover } from '../server/store/journal/recovery.js';
 import type { StoreState } from '../server/store/memory/state.js';
-import {
-  ADMIN_PASSWORD,
-  listText,
-  onSmallDisk,
-  put,
-  runUsersServer,
-  send,
-  startTestServer,
-  tempDir,
-  type TestServer,
-} from './helpers.js';
+import { listText, onSmallDisk, put, send, startTestServer, tempDir, type TestServer } from './helpers.js';
 import { spawnServer, spawnUsersServer, beyondDataLine } from './processes.js';
 
 const JOURNAL = 'journal-00000001';

@@ -12,6 +12,8 @@ import { buildOpenApi, openApiPath } from '../server/http/openapi.js';
 import type { Route } from '../server/http/route.js';
 import { send, startTestServer } from './helpers.js';
 
+// The document is free-form JSON, walked by path: its values are what the assertions check.
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Json = Record<string, any>;
 
 const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'];
@@ -37,7 +39,7 @@ function operations(doc: Json): { path: string; method: string; op: Json }[] {
 function resolve(doc: Json, node: Json): Json {
   if (typeof node.$ref !== 'string') return node;
   const parts = (node.$ref as string).replace(/^#\//, '').split('/');
-  let target: any = doc;
+  let target: Json | undefined = doc;
   for (const part of parts) target = target?.[part];
   assert.ok(target !== undefined, `unresolved ${node.$ref}`);
   return target as Json;

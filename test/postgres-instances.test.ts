@@ -538,7 +538,7 @@ pg(
   },
 );
 
-test('PostgreSQL: a start that cannot reach the database retries for --db-start-wait seconds, then exits 1 with one line that shows no password', async (t) => {
+test('PostgreSQL: a start that cannot reach the database retries for --db-start-wait seconds, then exits 1 with one line that shows no password', async () => {
   const run = await runUsersServer([
     '--port',
     '0',

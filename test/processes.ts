@@ -19,7 +19,7 @@ const ROOT = fileURLToPath(new URL('..', import.meta.url));
 export const SERVER_BIN = join(ROOT, 'bin', 'users-server.js');
 export const CLI_BIN = join(ROOT, 'bin', 'usersctl.js');
 
-export interface Exit {
+interface Exit {
   code: number | null;
   signal: NodeJS.Signals | null;
 }
@@ -38,7 +38,7 @@ export interface Child {
   kill(signal?: NodeJS.Signals): void;
 }
 
-export interface SpawnOptions {
+interface SpawnOptions {
   env?: NodeJS.ProcessEnv;
   cwd?: string;
   /** 'pipe' to write to it (`write`, then `process.stdin.end()`); default 'ignore'. */

@@ -37,8 +37,6 @@ function putPath(server: TestServer, path: string, json: unknown): Promise<Answe
   return sendPath(server, 'PUT', path, { body: JSON.stringify(json), headers: JSON_HEADERS });
 }
 
-/** The whole state as the API shows it: the listing of every user. */
-
 /** A server with user 1 created through the alias "alice". */
 async function seeded(t: TestContext): Promise<TestServer> {
   const server = await startTestServer(t);

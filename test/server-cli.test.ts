@@ -9,7 +9,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync
 import { request as httpRequest } from 'node:http';
 import { connect, createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import { before, test, type TestContext } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import {
   ADMIN_PASSWORD,
@@ -58,14 +58,14 @@ const API_FLAGS = [
 
 // ---------------------------------------------------------------- helpers
 
-/**
- * `node bin/users-server.js ARGS` (test/processes.ts); the admin password
- * is set unless `adminPassword` is false.
- */
 /** The start's line on who may use the server, by default. */
 const ACCESS_ALL =
   'access: /users, /changes and /metrics need a session or an API token (--require-session all); /, /login, /healthz, /readyz and /openapi.json are open';
 
+/**
+ * `node bin/users-server.js ARGS` (test/processes.ts); the admin password
+ * is set unless `adminPassword` is false.
+ */
 function spawnServer(
   t: TestContext,
   args: string[],

@@ -20,7 +20,7 @@ import {
 import { hashPassword, ROLES, type Role } from '../security/credentials.js';
 import type { PasswordInput } from './command-io.js';
 
-export interface AccountsIo {
+interface AccountsIo {
   stdout: { write(chunk: string): unknown };
   stderr: { write(chunk: string): unknown };
   env: NodeJS.ProcessEnv;
@@ -28,7 +28,7 @@ export interface AccountsIo {
 }
 
 /** Longest password accepted, in characters: far above any real one, and a bound on what is read. */
-export const MAX_PASSWORD_LENGTH = 1024;
+const MAX_PASSWORD_LENGTH = 1024;
 /** Shortest password accepted by default (--min-password-length), in characters. */
 export const DEFAULT_MIN_PASSWORD_LENGTH = 12;
 
@@ -392,7 +392,7 @@ async function readPassword(name: string, rules: PasswordRules, io: AccountsIo):
  * The first line of a piped stdin, without its line ending (LF or CRLF);
  * the rest is not read. Spaces are kept: they may be part of the password.
  */
-export async function readFirstLine(input: NodeJS.ReadableStream): Promise<string> {
+async function readFirstLine(input: NodeJS.ReadableStream): Promise<string> {
   const decoder = new StringDecoder('utf8');
   let text = '';
   for await (const chunk of input) {

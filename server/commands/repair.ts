@@ -10,7 +10,7 @@ import { createJournalSync } from '../store/journal/journal.js';
 import { journalName, listDataFiles, salvage, snapshotName, type Damage } from '../store/journal/recovery.js';
 import { captureImage, writeSnapshot } from '../store/journal/snapshot.js';
 
-export interface RepairIo {
+interface RepairIo {
   stdout: { write(chunk: string): unknown };
   stderr: { write(chunk: string): unknown };
   env: NodeJS.ProcessEnv;

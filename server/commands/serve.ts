@@ -114,14 +114,14 @@ const ACCESS_LINES: Record<Config['requireSession'], string> = {
 };
 
 /** Why USERS_ADMIN_PASSWORD is too short to be the admin's, by the rule accounts are held to; undefined when it is not. */
-export function shortAdminPassword(running: Pick<RunningServer, 'adminPasswordFromEnv'>): string | undefined {
+function shortAdminPassword(running: Pick<RunningServer, 'adminPasswordFromEnv'>): string | undefined {
   const length = running.adminPasswordFromEnv;
   if (length === undefined || length >= DEFAULT_MIN_PASSWORD_LENGTH) return undefined;
   return `USERS_ADMIN_PASSWORD has ${length} characters, fewer than the ${DEFAULT_MIN_PASSWORD_LENGTH} an account's password needs: give a longer one, or set one with users-server accounts passwd admin`;
 }
 
 /** The start's line on who may use the server. */
-export function accessLine(config: Config): string {
+function accessLine(config: Config): string {
   return ACCESS_LINES[config.requireSession];
 }
 
@@ -130,7 +130,7 @@ export function accessLine(config: Config): string {
  * machine read or change users: an address other than loopback while reads
  * or writes need no credential. Undefined when it does not.
  */
-export function openToOthers(config: Config): string | undefined {
+function openToOthers(config: Config): string | undefined {
   if (config.requireSession === 'all' || isLoopback(config.host)) return undefined;
   const what =
     config.requireSession === 'none' ? 'read and change every user' : 'read every user and the feed of changes';
@@ -154,7 +154,7 @@ const USERSCTL_DEFAULT_URL = 'http://127.0.0.1:8080';
  * is, and while the admin's password is the generated one, how to log in
  * with it and change it, in the commands as installed.
  */
-export function startLines(config: Config, running: Pick<RunningServer, 'url' | 'adminPasswordFile'>): string[] {
+function startLines(config: Config, running: Pick<RunningServer, 'url' | 'adminPasswordFile'>): string[] {
   const postgres = isPostgresStore(config.store);
   const where = postgres
     ? config.store === 'postgres'

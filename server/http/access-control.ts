@@ -10,7 +10,7 @@ import { andThen, type ApiTokenRecord, type MaybePromise, type Store } from '../
 import type { Access, SessionCookies } from './session-cookies.js';
 
 /** Who a request acts as: an account through its session cookie, or an API token of an account. */
-export interface Principal {
+interface Principal {
   /** The account's name, or the token's. */
   readonly name: string;
   /** What it may do now: the account's role, or the lesser of the token's and its account's. */
@@ -27,7 +27,7 @@ export interface Principal {
  * check again while the answer runs (a following feed), which re-issues no
  * cookie. `now` is read only when a credential is checked.
  */
-export interface Asker {
+interface Asker {
   readonly req: IncomingMessage;
   readonly res: ServerResponse | undefined;
   readonly now: number;

@@ -28,7 +28,7 @@ import { AccessControl } from './access-control.js';
 /** How long a write refused on a full disk is told to wait: the disk is checked again once a second. */
 const DISK_FULL_RETRY_SECONDS = 5;
 
-export interface AppDeps {
+interface AppDeps {
   store: Store;
   config: Config;
   accounts: Accounts;

@@ -12,7 +12,7 @@ import { limitKey } from '../security/rate-limit.js';
  * in. `perClient` (off by default) caps each address outright.
  * Addresses are counted as for the rate limit: an IPv6 /64 is one.
  */
-export interface ConnectionLimits {
+interface ConnectionLimits {
   /** Open connections at most, all addresses together. */
   readonly total: number;
   /** Open connections per address at most; 0: no cap but `total`'s. */

@@ -26,7 +26,7 @@ export function cookieValues(header: string | undefined, name: string): string[]
   return values;
 }
 
-export interface CookieAttributes {
+interface CookieAttributes {
   maxAge: number;
   secure: boolean;
   /** `/` unless given. */

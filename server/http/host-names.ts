@@ -3,7 +3,7 @@ import { performance } from 'node:perf_hooks';
 import type { Config } from '../ops/config.js';
 
 /** A machine's interface addresses as Host names them: IPv4 dotted, IPv6 bracketed. */
-export type AddressSource = () => string[];
+type AddressSource = () => string[];
 
 /** What a Host value is to this server: one of its names, not a host at all (400), or another server's (421). */
 export type HostVerdict = 'allowed' | 'malformed' | 'misdirected';

@@ -5,10 +5,9 @@
  */
 
 export const JSON_TYPE = 'application/json';
-export const HTML_TYPE = 'text/html; charset=utf-8';
 
 /** The type/subtype of a Content-Type field, lower-cased, without parameters; "" when absent. */
-export function mediaTypeOf(field: string | undefined): string {
+function mediaTypeOf(field: string | undefined): string {
   if (field === undefined) return '';
   const semicolon = field.indexOf(';');
   return (semicolon === -1 ? field : field.slice(0, semicolon)).trim().toLowerCase();
@@ -40,7 +39,7 @@ export function isJsonType(field: string | undefined): boolean {
   return charset === undefined || charset === 'utf-8' || charset === 'utf8';
 }
 
-export const URL_ENCODED_FORM = 'application/x-www-form-urlencoded';
+const URL_ENCODED_FORM = 'application/x-www-form-urlencoded';
 
 // The Content-Types an HTML form (or a CORS "simple" request) can send
 // cross-site without a preflight (Fetch standard, CORS-safelisted request-header).

@@ -20,7 +20,7 @@ interface MediaRange {
  * qvalue is dropped: it cannot be honoured, so it does not count for either
  * side. Parameters other than `q` are ignored.
  */
-export function parseAccept(field: string): MediaRange[] {
+function parseAccept(field: string): MediaRange[] {
   const ranges: MediaRange[] = [];
   for (const element of field.split(',')) {
     const [range, ...parameters] = element.split(';');

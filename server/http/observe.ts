@@ -147,12 +147,12 @@ export interface Stopping {
 
 export const REQUEST_ID_HEADER = 'X-Request-Id';
 /** Longest X-Request-Id taken from a request. */
-export const REQUEST_ID_MAX = 128;
+const REQUEST_ID_MAX = 128;
 /**
  * The status logged and counted for a response that did not complete: the
  * connection closed first (nginx's "client closed request").
  */
-export const CLOSED_EARLY = 499;
+const CLOSED_EARLY = 499;
 
 // A-Z a-z 0-9 . _ : -  -- safe in a header, a log line and a JSON string as they are.
 const ID_CHARACTER = new Uint8Array(128);

@@ -1,8 +1,3 @@
-import { LOGIN_PATH, MAX_TOKEN_LIFETIME, SESSION_COOKIE } from '../../shared/endpoints.js';
-import { problems, problemType, PROBLEM_CONTENT_TYPE } from '../../shared/problems.js';
-import { ALIAS_MAX_LENGTH, MAX_DEPTH, NAME_MAX_LENGTH } from '../../shared/user.js';
-import type { OperationDoc, Route } from './route.js';
-
 /**
  * The OpenAPI 3.1 description of the API, built at start from the route
  * table: each route carries the description of its operation (route.ts),
@@ -12,13 +7,17 @@ import type { OperationDoc, Route } from './route.js';
  * and OPTIONS (on every path) are answered by the router and described in
  * the introduction rather than as operations.
  */
+import { LOGIN_PATH, MAX_TOKEN_LIFETIME, SESSION_COOKIE } from '../../shared/endpoints.js';
+import { problems, problemType, PROBLEM_CONTENT_TYPE } from '../../shared/problems.js';
+import { ALIAS_MAX_LENGTH, MAX_DEPTH, NAME_MAX_LENGTH } from '../../shared/user.js';
+import type { Route } from './route.js';
 
 type Json = Record<string, unknown>;
 
 /** Problem statuses any request can meet: a malformed message or target, a timeout, a host not this server's, the rate limit, a bug, a transfer coding not implemented, a database out of reach. */
 const COMMON_PROBLEMS = [400, 408, 414, 421, 429, 431, 500, 501, 503];
 
-export const ref = (kind: string, name: string): Json => ({ $ref: `#/components/${kind}/${name}` });
+const ref = (kind: string, name: string): Json => ({ $ref: `#/components/${kind}/${name}` });
 export const schema = (name: string): Json => ref('schemas', name);
 export const parameter = (name: string): Json => ref('parameters', name);
 

@@ -24,7 +24,7 @@ function normalizeOrigin(scheme: string, host: string): string {
   return `${scheme}://${lower.endsWith(defaultPort) ? lower.slice(0, -defaultPort.length) : lower}`;
 }
 
-export type OriginCheck = 'same' | 'absent' | 'cross';
+type OriginCheck = 'same' | 'absent' | 'cross';
 
 /**
  * Compares the Origin field (RFC 6454 section 7) with the server's own

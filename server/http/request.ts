@@ -1,12 +1,11 @@
-import { isUtf8 } from 'node:buffer';
-import type { IncomingMessage } from 'node:http';
-import { problems } from '../../shared/problems.js';
-import { HttpError } from '../errors.js';
-
 /**
  * Reading a request: its body (the careful way), JSON and form bodies, and
  * header fields.
  */
+import { isUtf8 } from 'node:buffer';
+import type { IncomingMessage } from 'node:http';
+import { problems } from '../../shared/problems.js';
+import { HttpError } from '../errors.js';
 
 function tooLarge(limit: number): HttpError {
   // The rest of the body is not read: close the connection after answering.

@@ -1,15 +1,14 @@
-import type { ServerResponse } from 'node:http';
-import { problems, problemType, PROBLEM_CONTENT_TYPE, type ProblemKind } from '../../shared/problems.js';
-import { HttpError } from '../errors.js';
-import { JSON_TYPE } from './media-type.js';
-import { ObservedResponse, REQUEST_ID_HEADER } from './observe.js';
-
 /**
  * Writing responses: JSON, empty answers and problem documents (RFC 9457).
  * Every header value goes to node as a string: one number (a
  * Content-Length) among them makes node's header writing slower for all
  * the answers after it.
  */
+import type { ServerResponse } from 'node:http';
+import { problems, problemType, PROBLEM_CONTENT_TYPE, type ProblemKind } from '../../shared/problems.js';
+import { HttpError } from '../errors.js';
+import { JSON_TYPE } from './media-type.js';
+import { ObservedResponse, REQUEST_ID_HEADER } from './observe.js';
 
 /**
  * Sends a JSON body whose serialization is already done. HEAD gets the

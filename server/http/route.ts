@@ -1,3 +1,9 @@
+/**
+ * What a route is: a method, a path pattern, a handler and the OpenAPI
+ * description of what it answers, side by side, so the document served at
+ * /openapi.json is built from the same table the router matches and the
+ * two cannot drift.
+ */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Config } from '../ops/config.js';
 import type { Accounts } from '../security/credentials.js';
@@ -5,13 +11,6 @@ import type { LoginLimits } from '../security/login-limit.js';
 import type { Store } from '../store/store.js';
 import type { AccessControl } from './access-control.js';
 import type { SessionCookies } from './session-cookies.js';
-
-/**
- * What a route is: a method, a path pattern, a handler and the OpenAPI
- * description of what it answers, side by side, so the document served at
- * /openapi.json is built from the same table the router matches and the
- * two cannot drift.
- */
 
 export interface Context {
   readonly req: IncomingMessage;
@@ -33,7 +32,7 @@ export interface Context {
 export type Handler = (ctx: Context) => void | Promise<void>;
 
 /** A handler of a `/users/:ref` route given its reference already parsed, as this id. */
-export type IdHandler = (ctx: Context, id: number) => void | Promise<void>;
+type IdHandler = (ctx: Context, id: number) => void | Promise<void>;
 
 export interface Route {
   readonly method: string;

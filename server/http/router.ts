@@ -14,7 +14,7 @@ interface PathGroup {
 }
 
 /** `slot` is the index of the matched path in `Router.paths`; -1 when no path matched. */
-export type Match =
+type Match =
   | { kind: 'route'; route: Route; params: Record<string, string>; slot: number }
   | { kind: 'method-not-allowed'; allow: string; slot: number }
   | { kind: 'options'; allow: string; slot: number }
@@ -166,7 +166,7 @@ export function splitTarget(url: string): { path: string; query: string } | unde
   for (let i = start; i < end; i++) {
     const c = url.charCodeAt(i);
     if (c === 0x23) end = i;
-    else if (c === 0x3f) question === -1 && (question = i);
+    else if (c === 0x3f && question === -1) question = i;
     else if (c === 0x25 && question === -1) escaped = true;
   }
   const pathEnd = question === -1 ? end : question;

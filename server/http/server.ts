@@ -29,7 +29,7 @@ export const TIMEOUTS = {
 const STOP_GRACE_MS = 10_000;
 const DRAIN_MS = 1_000;
 
-export interface ListenOptions {
+interface ListenOptions {
   host: string;
   /** 0: any free port. */
   port: number;
@@ -283,12 +283,6 @@ class Serving implements Stopping {
 }
 
 /**
- * Errors node:http's parser raises before a request exists (malformed
- * request line or headers, oversized headers, timeouts) answered as
- * problem documents instead of node's bare responses, with a request id,
- * and logged and counted like requests.
- */
-/**
  * True when `packet` starts a request whose request line alone passes
  * node's header limit (a read that starts elsewhere, a header trickled in
  * small pieces say, is taken as the fields' overflow).
@@ -311,6 +305,12 @@ function startsWithRequestLine(packet: unknown): boolean {
 // RFC 9112 section 3: method (a token) SP request-target SP HTTP-version CRLF.
 const REQUEST_LINE = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,32} [^ \r\n]+ HTTP\/\d\.\d\r?\n/;
 
+/**
+ * Errors node:http's parser raises before a request exists (malformed
+ * request line or headers, oversized headers, timeouts) answered as
+ * problem documents instead of node's bare responses, with a request id,
+ * and logged and counted like requests.
+ */
 function answerClientError(error: NodeJS.ErrnoException, socket: Socket, observer: Observer): void {
   if (!socket.writable || error.code === 'ECONNRESET') {
     socket.destroy();

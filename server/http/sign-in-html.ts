@@ -9,7 +9,7 @@ import { FORM_TOKEN_FIELD } from '../security/form-token.js';
  * so a Content-Security-Policy of `default-src 'none'` can hold with one
  * hash for the style sheet.
  */
-export type LoginView =
+type LoginView =
   | { kind: 'sign-in'; token: string; username?: string; error?: string }
   | { kind: 'signed-in'; token: string; account: string; error?: string };
 
@@ -27,7 +27,7 @@ button{font:inherit;margin-top:.5rem;padding:.5rem;border-radius:.25rem;cursor:p
 `.trim();
 
 /** The Content-Security-Policy of the page: nothing but its own inline style sheet, forms to itself, no framing. */
-export const LOGIN_PAGE_CSP = [
+const LOGIN_PAGE_CSP = [
   "default-src 'none'",
   `style-src 'sha256-${createHash('sha256').update(STYLE).digest('base64')}'`,
   "form-action 'self'",
@@ -53,7 +53,7 @@ const PAGE_HEADERS: Record<string, string> = {
 const ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
 
 /** Text made safe for HTML content and quoted attribute values. */
-export function escapeHtml(text: string): string {
+function escapeHtml(text: string): string {
   return text.replace(/[&<>"']/g, (c) => ESCAPES[c]!);
 }
 
@@ -89,7 +89,7 @@ ${tokenField(view.token)}
 }
 
 /** The whole document for a view. */
-export function renderLoginPage(view: LoginView): string {
+function renderLoginPage(view: LoginView): string {
   const title = view.kind === 'sign-in' ? 'Sign in' : 'Signed in';
   return `<!doctype html>
 <html lang="en">

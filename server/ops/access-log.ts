@@ -11,7 +11,7 @@ import { performance } from 'node:perf_hooks';
 export type LogSink = (chunk: string) => void;
 
 /** One answered request, as the log shows it. */
-export interface AccessEntry {
+interface AccessEntry {
   method: string;
   /** The request target as received: path and query. */
   target: string;
@@ -112,7 +112,7 @@ let offsetCheckedAt = performance.now();
  * the wall clock that is re-read once a second: Date.now() costs more than
  * performance.now() here, and a step of the wall clock shows up within a second.
  */
-export function wallClock(): number {
+function wallClock(): number {
   const now = performance.now();
   if (now - offsetCheckedAt >= 1000) {
     offsetCheckedAt = now;

@@ -7,7 +7,7 @@ import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { flagUsageError, UsageError } from '../errors.js';
 
 export type RequireSession = 'none' | 'writes' | 'all';
-export type LogFormat = 'text' | 'json' | 'off';
+type LogFormat = 'text' | 'json' | 'off';
 
 export interface Config {
   host: string;
@@ -404,7 +404,7 @@ function parseBooleanEnv(value: string, name: string): boolean {
   throw new UsageError(`${name} must be true or false, not "${value}"`);
 }
 
-export interface ParsedCommandLine {
+interface ParsedCommandLine {
   config: Config;
   /** Where each flag's value came from: `--port`, `USERS_PORT`, `FILE: "port"` or `default`. */
   sources: Record<string, string>;
@@ -412,13 +412,13 @@ export interface ParsedCommandLine {
   version: boolean;
 }
 
+/** The commands of the executable besides serving (server/main.ts runs them), as a usage error lists them. */
+export const SERVER_COMMANDS = ['accounts', 'backup', 'config', 'copy', 'migrate', 'repair'] as const;
+
 /**
  * Parses the server's flags. Precedence: flag, then USERS_* environment
  * variable, then the --config file, then the embedded default. Throws UsageError on any bad flag or value.
  */
-/** The commands of the executable besides serving (server/main.ts runs them), as a usage error lists them. */
-export const SERVER_COMMANDS = ['accounts', 'backup', 'config', 'copy', 'migrate', 'repair'] as const;
-
 export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): ParsedCommandLine {
   const options: ParseArgsConfig['options'] = { help: { type: 'boolean', short: 'h' }, version: { type: 'boolean' } };
   for (const [flag, spec] of Object.entries(FLAGS)) options[flag] = { type: spec.type };

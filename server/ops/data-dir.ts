@@ -1,3 +1,8 @@
+/**
+ * The data directory's files that are not the store: the lock, the
+ * generated signing secret and the generated admin password. Start-up code
+ * only; nothing here runs per request.
+ */
 import { randomBytes } from 'node:crypto';
 import {
   existsSync,
@@ -14,12 +19,6 @@ import { makeDirectories } from '../../shared/directories.js';
 import { fileProblem } from '../../shared/file-errors.js';
 import { CommandError } from '../errors.js';
 import { removeFileSync, replaceFileSync } from './durable-files.js';
-
-/**
- * The data directory's files that are not the store: the lock, the
- * generated signing secret and the generated admin password. Start-up code
- * only; nothing here runs per request.
- */
 
 export function ensureDataDir(dir: string): string {
   const path = resolve(dir);

@@ -1,3 +1,8 @@
+/**
+ * The file system calls every durable write of users-server shares: a
+ * callback call as a promise, directory syncs, the creation of new files,
+ * and whole-file replacement.
+ */
 import { randomBytes } from 'node:crypto';
 import {
   close,
@@ -14,12 +19,6 @@ import {
   unlinkSync,
   writeSync,
 } from 'node:fs';
-
-/**
- * The file system calls every durable write of users-server shares: a
- * callback call as a promise, directory syncs, the creation of new files,
- * and whole-file replacement.
- */
 
 /**
  * How every file users-server writes is opened: created new, write-only.

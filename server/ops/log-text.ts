@@ -6,7 +6,7 @@
  */
 
 /** Longest client-supplied text logged, in characters: the longest account name that can exist. */
-export const MAX_LOGGED_TEXT = 64;
+const MAX_LOGGED_TEXT = 64;
 
 /**
  * Characters a terminal or log viewer could act on instead of showing:

@@ -1,5 +1,3 @@
-import { Histogram, REQUEST_BUCKETS } from './histogram.js';
-
 /**
  * Request metrics kept as plain numbers in arrays sized at start: counting a
  * request is a few lookups and increments, with no allocation, so it can run
@@ -7,12 +5,13 @@ import { Histogram, REQUEST_BUCKETS } from './histogram.js';
  * Prometheus text exposition format 0.0.4. Every metric: docs/operations.md,
  * "Metrics".
  */
+import { Histogram, REQUEST_BUCKETS } from './histogram.js';
 
 /** The Content-Type of the Prometheus text format 0.0.4. */
 export const METRICS_CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
 
 /** The route label of requests no route matched (404, a bad request target, a malformed message). */
-export const UNMATCHED = 'unmatched';
+const UNMATCHED = 'unmatched';
 
 /** Method label values; any other method is counted as "other". */
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'OPTIONS', 'PATCH', 'other'] as const;
@@ -45,7 +44,7 @@ const KNOWN_STATUSES = [
 ];
 
 /** Figures read at scrape time, from the store and the process. */
-export interface Gauges {
+interface Gauges {
   users: number;
   reservations: number;
   journalBytes: number;

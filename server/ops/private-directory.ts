@@ -11,7 +11,7 @@ import { CommandError } from '../errors.js';
  * created new, never through a link (durable-files.ts, createFileSync);
  * this keeps others from touching the folder at all.
  */
-export interface PrivateDirectoryOptions {
+interface PrivateDirectoryOptions {
   /** The command's verb, for its sentences: "back up", "copy". */
   readonly verb: string;
   /** True when the command made the folder just now: a refused one is removed again (while empty). */

@@ -1,11 +1,3 @@
-import { randomBytes } from 'node:crypto';
-import { readFileSync, statSync, unwatchFile, watchFile, type Stats } from 'node:fs';
-import { join } from 'node:path';
-import { ROLES, type Accounts, type Role, type ScryptParams, type StoredAccount } from './credentials.js';
-import { DataError } from '../errors.js';
-import { removeFileSync, replaceFileSync } from '../ops/durable-files.js';
-import type { SharedSettings } from '../store/store.js';
-
 /**
  * `<data>/accounts`: the accounts, written by `users-server accounts` and
  * read by the server; the built-in admin is there once `accounts passwd
@@ -19,6 +11,13 @@ import type { SharedSettings } from '../store/store.js';
  * so a running server never reads half a file and the commands need not take
  * the server's lock.
  */
+import { randomBytes } from 'node:crypto';
+import { readFileSync, statSync, unwatchFile, watchFile, type Stats } from 'node:fs';
+import { join } from 'node:path';
+import { ROLES, type Accounts, type Role, type ScryptParams, type StoredAccount } from './credentials.js';
+import { DataError } from '../errors.js';
+import { removeFileSync, replaceFileSync } from '../ops/durable-files.js';
+import type { SharedSettings } from '../store/store.js';
 
 export const ACCOUNTS_FILE = 'accounts';
 /**
@@ -47,7 +46,7 @@ export function newAccountId(): string {
   return randomBytes(9).toString('base64url');
 }
 
-export function accountsPath(dir: string): string {
+function accountsPath(dir: string): string {
   return join(dir, ACCOUNTS_FILE);
 }
 

@@ -9,7 +9,7 @@ import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
  * where the signing secret is (the data directory, or the database's
  * settings), whose readers could sign sessions anyway.
  */
-export interface AdminIdentity {
+interface AdminIdentity {
   readonly id: string;
   /** What to keep for the next start: unchanged when the password is. */
   readonly record: string;

@@ -1,5 +1,3 @@
-import { hash, randomBytes, timingSafeEqual } from 'node:crypto';
-
 /**
  * API tokens for scripts and scrapers (docs/api.md "API tokens"): sent as
  * `Authorization: Bearer ust_<id>.<secret>`. The id (16 hex digits) is
@@ -9,11 +7,12 @@ import { hash, randomBytes, timingSafeEqual } from 'node:crypto';
  * than the key space), unlike a password, which needs scrypt. The prefix
  * lets secret scanners and people recognise one.
  */
+import { hash, randomBytes, timingSafeEqual } from 'node:crypto';
 
-export const TOKEN_PREFIX = 'ust_';
+const TOKEN_PREFIX = 'ust_';
 const TOKEN = /^ust_([0-9a-f]{16})\.[A-Za-z0-9_-]{43}$/;
 
-export interface MintedToken {
+interface MintedToken {
   readonly id: string;
   /** Shown once, to its creator; never stored. */
   readonly token: string;

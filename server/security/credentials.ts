@@ -30,7 +30,7 @@ export interface ScryptParams {
   readonly p: number;
 }
 
-export interface PasswordHash {
+interface PasswordHash {
   salt: Buffer;
   hash: Buffer;
   params: ScryptParams;
@@ -46,15 +46,15 @@ export type ScryptFunction = (password: string, salt: Buffer, params: ScryptPara
 const KEY_LENGTH = 32;
 const SALT_LENGTH = 16;
 /** `--password-cost`: log2 of scrypt's N. 15 (N=2^15, r=8, p=1) is 32 MiB and tens of milliseconds per check. */
-export const DEFAULT_PASSWORD_COST = 15;
+const DEFAULT_PASSWORD_COST = 15;
 export const DEFAULT_SCRYPT_PARAMS: ScryptParams = scryptParams(DEFAULT_PASSWORD_COST);
 
 /** The scrypt parameters of a `--password-cost`. */
-export function scryptParams(cost: number): ScryptParams {
+function scryptParams(cost: number): ScryptParams {
   return Object.freeze({ N: 2 ** cost, r: 8, p: 1 });
 }
 
-export interface HashOptions {
+interface HashOptions {
   /** log2 of scrypt's N for new hashes (`--password-cost`); DEFAULT_PASSWORD_COST when absent. */
   cost?: number;
   /** Explicit parameters for new hashes; they win over `cost`. */
@@ -63,7 +63,7 @@ export interface HashOptions {
 }
 
 /** node:crypto's scrypt on the thread pool, with room for the memory the parameters need (128 * N * r bytes). */
-export const scryptHash: ScryptFunction = (password, salt, params, length) =>
+const scryptHash: ScryptFunction = (password, salt, params, length) =>
   new Promise((resolve, reject) => {
     const maxmem = Math.max(32 * 1024 * 1024, 2 * 128 * params.N * params.r);
     scrypt(password, salt, length, { N: params.N, r: params.r, p: params.p, maxmem }, (error, key) =>

@@ -22,7 +22,7 @@ import { sign, verifySignature } from './hmac.js';
  * ("USER_TOKEN="), so neither kind of token can pass for the other.
  * The keys are the session keys: no new secret to keep.
  */
-export type FormPurpose = 'login-form' | 'logout-form';
+type FormPurpose = 'login-form' | 'logout-form';
 
 /** Seconds a form stays usable after it was served. */
 export const FORM_TOKEN_TTL = 600;

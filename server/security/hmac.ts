@@ -1,9 +1,8 @@
-import { createHmac, timingSafeEqual } from 'node:crypto';
-
 /**
  * HMAC-SHA256 signatures, the one place they are computed and checked: the
  * session token and the sign-in page's form tokens both sign with it.
  */
+import { createHmac, timingSafeEqual } from 'node:crypto';
 
 /** HMAC-SHA256 of `text` under `key`, as unpadded base64url (43 characters). */
 export function sign(text: string, key: Buffer): string {

@@ -20,7 +20,7 @@ import type { LoginTryCounts, SharedSettings, TryCount } from '../store/store.js
  * the password right after a few typos starts over; a try the server was
  * too busy to check counts for nothing.
  */
-export interface LoginLimitOptions {
+interface LoginLimitOptions {
   /** Failures allowed per address and account, and window. */
   limit?: number;
   /** Failures allowed per address over all names, and window. */

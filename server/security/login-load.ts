@@ -25,7 +25,7 @@
 export const BUSY_RETRY_SECONDS = 1;
 
 /** Who waits for a hash: the client's address key and, when signed in as the account it logs in to, that account. */
-export interface GateClient {
+interface GateClient {
   client: string;
   signedInAs?: string;
 }

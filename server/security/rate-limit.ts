@@ -10,7 +10,7 @@
 import { isIP } from 'node:net';
 import { performance } from 'node:perf_hooks';
 
-export interface RateLimiterOptions {
+interface RateLimiterOptions {
   /** Tokens added per second: the sustained requests per second. At least 1. */
   rate: number;
   /** Bucket size: the requests a client may make at once. At least 1. */
@@ -21,7 +21,7 @@ export interface RateLimiterOptions {
   now?: () => number;
 }
 
-export interface RateDecision {
+interface RateDecision {
   /** True when the request may proceed: it took a token. */
   readonly admitted: boolean;
   /** Whole requests left in the bucket after this one (0 when refused). */
@@ -40,7 +40,7 @@ interface Bucket {
   at: number;
 }
 
-export const DEFAULT_MAX_BUCKETS = 100_000;
+const DEFAULT_MAX_BUCKETS = 100_000;
 /** A prune frees at least this share of the cap, so prunes stay rare under any load. */
 const PRUNE_TO = 0.9;
 const POLICY_NAME = '"default"';

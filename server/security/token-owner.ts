@@ -6,7 +6,7 @@ import type { Account, Accounts, Role } from './credentials.js';
  * role and its account's role now, and stops working when the account is
  * removed, the way the account's sessions end.
  */
-export interface TokenOwnership {
+interface TokenOwnership {
   /** The owning account's name. */
   readonly createdBy: string;
   /** The owning account's `created` when the token was made; undefined: the name alone is checked. */

@@ -1,10 +1,9 @@
-import { hash } from 'node:crypto';
-
 /**
  * Entity tags (RFC 9110 section 8.8.3): the one place they are computed and
  * compared. A tag is a hash of the representation's bytes, so every store
  * (and every instance on a shared database) gives the same user the same tag.
  */
+import { hash } from 'node:crypto';
 
 /** The strong entity tag of `text`: 27 base64url characters of its SHA-256, quoted. */
 export function entityTag(text: string): string {

@@ -1,7 +1,3 @@
-import { NEW_USER_PATH, RESERVATIONS_PATH, userPath } from '../../shared/endpoints.js';
-import type { Ref } from '../../shared/user.js';
-import { entityTag, etagMatches, strongTags } from './entity-tag.js';
-
 /**
  * The rules of the user resource (API.md "PUT rules", "Reservations and
  * Idempotency-Key", the id-change variant), as pure decisions over the
@@ -11,6 +7,9 @@ import { entityTag, etagMatches, strongTags } from './entity-tag.js';
  * memory, one transaction in a database), so no other write can come
  * between a check and its write.
  */
+import { NEW_USER_PATH, RESERVATIONS_PATH, userPath } from '../../shared/endpoints.js';
+import type { Ref } from '../../shared/user.js';
+import { entityTag, etagMatches, strongTags } from './entity-tag.js';
 
 /** A well-formed reference: an id or an alias. */
 export type UserRef = Extract<Ref, { kind: 'id' } | { kind: 'alias' }>;
@@ -83,7 +82,7 @@ export interface OldId {
   readonly currentId: number;
 }
 
-export function refuse(kind: RefusalKind, detail: string, retryAfter?: number): Refusal {
+function refuse(kind: RefusalKind, detail: string, retryAfter?: number): Refusal {
   return retryAfter === undefined ? { kind, detail } : { kind, detail, retryAfter };
 }
 
@@ -95,7 +94,7 @@ export interface PutRequest {
   readonly now: number;
 }
 
-export type PutDecision =
+type PutDecision =
   | { readonly kind: 'create'; readonly id: number; readonly alias: string | undefined; readonly json: string }
   | { readonly kind: 'replace'; readonly user: StoredUser; readonly json: string }
   /** A replace whose representation is the stored one byte for byte: nothing to write, and no change for the feed. */
@@ -110,14 +109,14 @@ export interface DeleteRequest {
   readonly policy: WritePolicy;
 }
 
-export type DeleteDecision = { readonly kind: 'delete'; readonly user: StoredUser } | OldId | Refusal;
+type DeleteDecision = { readonly kind: 'delete'; readonly user: StoredUser } | OldId | Refusal;
 
 /**
  * The representation: the body as given, plus the id (kept in place when
  * the body carries it). Without one, the id is written after the body's
  * last member: a copy of the body would cost more than the serializing.
  */
-export function represent(body: UserBody, id: number): string {
+function represent(body: UserBody, id: number): string {
   if (Object.hasOwn(body, 'id')) return JSON.stringify({ ...body, id });
   const json = JSON.stringify(body);
   return `${json.slice(0, -1)}${json.length > 2 ? ',' : ''}"id":${id}}`;
@@ -131,7 +130,7 @@ interface Target {
 }
 
 /** The user a reference names, or the current id of an old one. */
-export function resolveRef(ref: UserRef, facts: UserFacts): Target | OldId {
+function resolveRef(ref: UserRef, facts: UserFacts): Target | OldId {
   if (ref.kind === 'alias') {
     const id = facts.userIdOfAlias(ref.alias);
     return { id, user: id === undefined ? undefined : facts.userById(id), alias: ref.alias };
@@ -142,7 +141,7 @@ export function resolveRef(ref: UserRef, facts: UserFacts): Target | OldId {
 }
 
 /** If-Match, If-None-Match and `--require-if-match` for a write on `user` (undefined: no user yet). */
-export function checkPreconditions(
+function checkPreconditions(
   pre: Preconditions,
   user: StoredUser | undefined,
   policy: WritePolicy,
@@ -314,7 +313,7 @@ export interface IdempotencyKey {
 }
 
 /** API.md: "the first response is kept for 24 h". */
-export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
+const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
 
 /** The operations a key is scoped to: the same key on both is two keys. */
 export type IdempotentOperation = 'create-user' | 'reserve-id';

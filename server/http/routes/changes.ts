@@ -7,8 +7,8 @@ import type { AccessControl } from '../access-control.js';
 import { headers, NEEDS_SESSION_TO_READ, SESSION_OPTIONAL } from '../openapi.js';
 import type { Context, Route, RouteDeps } from '../route.js';
 
-export const NDJSON_TYPE = 'application/x-ndjson';
-export const EVENT_STREAM_TYPE = 'text/event-stream';
+const NDJSON_TYPE = 'application/x-ndjson';
+const EVENT_STREAM_TYPE = 'text/event-stream';
 
 /** Changes read from the store at once, while catching up or following. */
 const PAGE = 1000;
@@ -17,9 +17,9 @@ const PAGE = 1000;
  * they hold, sends an empty line (SSE: a comment), so that proxies keep an
  * idle feed open.
  */
-export const FEED_HEARTBEAT_MS = 15_000;
+const FEED_HEARTBEAT_MS = 15_000;
 /** Bytes a following feed may have waiting unsent; a watcher that lets more pile up is cut (and resumes from its cursor). */
-export const FEED_MAX_BUFFERED = 1 << 20;
+const FEED_MAX_BUFFERED = 1 << 20;
 /**
  * A following feed's share of the wait before all feeds send what they
  * heard of (ChangeFeeds.announced), in ms: none below 10 feeds, 10 ms with
@@ -150,7 +150,7 @@ export class ChangeFeeds {
 }
 
 /** The cursor of a change: its number, as text (opaque to clients). */
-export function cursorOf(seq: number): string {
+function cursorOf(seq: number): string {
   return String(seq);
 }
 
@@ -162,7 +162,7 @@ function parseCursor(text: string): number | undefined {
 }
 
 /** A change's line: `{"cursor","op","id","from"?,"user"?}` (the representation as stored, not parsed again). */
-export function changeLine(change: Change): string {
+function changeLine(change: Change): string {
   const from = change.from === undefined ? '' : `,"from":${change.from}`;
   const user = change.json === undefined ? '' : `,"user":${change.json}`;
   return `{"cursor":"${cursorOf(change.seq)}","op":"${change.op}","id":${change.id}${from}${user}}`;

@@ -8,7 +8,7 @@ import { empty, headers, json, NEEDS_SESSION_TO_READ, parameter, schema, SESSION
 import { sendEmpty } from '../response.js';
 import type { Route, RouteDeps } from '../route.js';
 
-export const OPENAPI_PATH = '/openapi.json';
+const OPENAPI_PATH = '/openapi.json';
 
 const HEALTH_BODY = JSON.stringify({ status: 'ok' });
 

@@ -1,9 +1,3 @@
-import { closeSync, fstatSync, fsyncSync, openSync, readSync } from 'node:fs';
-import { join } from 'node:path';
-import { DataError } from '../../errors.js';
-import { createFileSync, fsyncDirSync, writeAllSync } from '../../ops/durable-files.js';
-import { journalName, listDataFiles, recover, snapshotName } from './recovery.js';
-
 /**
  * An online backup of a data directory: a copy that is a data directory of
  * its own and holds every write acknowledged before the backup began,
@@ -19,12 +13,17 @@ import { journalName, listDataFiles, recover, snapshotName } from './recovery.js
  * when the copy is first read (it was not acknowledged yet), as after a
  * crash.
  */
+import { closeSync, fstatSync, fsyncSync, openSync, readSync } from 'node:fs';
+import { join } from 'node:path';
+import { DataError } from '../../errors.js';
+import { createFileSync, fsyncDirSync, writeAllSync } from '../../ops/durable-files.js';
+import { journalName, listDataFiles, recover, snapshotName } from './recovery.js';
 
 /** How many times the listing is taken again when a compaction removes a file under it. */
 const ATTEMPTS = 10;
 const CHUNK = 4 * 1024 * 1024;
 
-export interface BackedUp {
+interface BackedUp {
   /** The data files copied, with the bytes of data each holds (a journal's preallocated zeros after its last record left out). */
   files: { name: string; bytes: number }[];
   users: number;

@@ -1,9 +1,3 @@
-import { crc32 } from 'node:zlib';
-import { DataError } from '../../errors.js';
-import type { IdempotencyRecord } from '../../users/rules.js';
-import type { Mutation, StoreState } from '../memory/state.js';
-import type { ApiTokenRecord, Change } from '../store.js';
-
 /**
  * The on-disk format shared by journals and snapshots (docs/storage.md).
  *
@@ -25,8 +19,13 @@ import type { ApiTokenRecord, Change } from '../store.js';
  * one commit (all its lines apply, or none); a snapshot record is a chunk of
  * the state.
  */
+import { crc32 } from 'node:zlib';
+import { DataError } from '../../errors.js';
+import type { IdempotencyRecord } from '../../users/rules.js';
+import type { Mutation, StoreState } from '../memory/state.js';
+import type { ApiTokenRecord, Change } from '../store.js';
 
-export const MAGIC = Buffer.from([0x89, 0x55, 0x53, 0x52, 0x0d, 0x0a, 0x1a, 0x0a]);
+const MAGIC = Buffer.from([0x89, 0x55, 0x53, 0x52, 0x0d, 0x0a, 0x1a, 0x0a]);
 /**
  * Format 2 added API tokens (entries `t` and `x`), format 3 the changes a
  * snapshot keeps for the feed of changes (`q` and `c`). This version reads
@@ -34,7 +33,7 @@ export const MAGIC = Buffer.from([0x89, 0x55, 0x53, 0x52, 0x0d, 0x0a, 0x1a, 0x0a
  * on start (journal.ts).
  */
 export const FORMAT_VERSION = 3;
-export const OLDEST_FORMAT_VERSION = 1;
+const OLDEST_FORMAT_VERSION = 1;
 export const HEADER_BYTES = 16;
 export const FRAME_BYTES = 8;
 /**
@@ -43,7 +42,7 @@ export const FRAME_BYTES = 8;
  * 64 MiB) body: the representation plus its escaped copy in the kept
  * response, well under this.
  */
-export const MAX_RECORD_BYTES = 256 * 1024 * 1024;
+const MAX_RECORD_BYTES = 256 * 1024 * 1024;
 
 export const FileKind = { Journal: 1, Snapshot: 2 } as const;
 export type FileKind = (typeof FileKind)[keyof typeof FileKind];

@@ -1,3 +1,13 @@
+/**
+ * Reading the data directory back into a StoreState at start-up.
+ *
+ * The directory holds generations: `snapshot-G` is the whole state at the
+ * moment `journal-G` was started, and `journal-G` holds every commit after
+ * it. Compaction starts `journal-(G+1)` first and writes `snapshot-(G+1)`
+ * afterwards, so the state is always the newest snapshot plus every journal
+ * from its generation on (docs/storage.md). Start-up is synchronous: nothing
+ * is served before the state is whole.
+ */
 import {
   closeSync,
   fstatSync,
@@ -22,17 +32,6 @@ import {
 } from './codec.js';
 import { StoreState } from '../memory/state.js';
 
-/**
- * Reading the data directory back into a StoreState at start-up.
- *
- * The directory holds generations: `snapshot-G` is the whole state at the
- * moment `journal-G` was started, and `journal-G` holds every commit after
- * it. Compaction starts `journal-(G+1)` first and writes `snapshot-(G+1)`
- * afterwards, so the state is always the newest snapshot plus every journal
- * from its generation on (docs/storage.md). Start-up is synchronous: nothing
- * is served before the state is whole.
- */
-
 const NAME = /^(journal|snapshot)-(\d{8})$/;
 const READ_CHUNK = 8 * 1024 * 1024;
 
@@ -44,7 +43,7 @@ export function snapshotName(generation: number): string {
   return `snapshot-${String(generation).padStart(8, '0')}`;
 }
 
-export interface DataFiles {
+interface DataFiles {
   journals: number[];
   snapshots: number[];
   /** Leftovers of an interrupted snapshot write. */
@@ -77,7 +76,7 @@ export interface Damage {
 }
 
 /** Real corruption: the server refuses to start and names the repair command. */
-export function corruptionError(damage: Damage, dir: string): DataError {
+function corruptionError(damage: Damage, dir: string): DataError {
   return new DataError(
     `${damage.file} is damaged at byte offset ${damage.offset} (${damage.reason})` +
       (damage.validAfter !== undefined ? `, and valid records follow at offset ${damage.validAfter}` : '') +
@@ -99,13 +98,7 @@ interface FileScan {
  * first record that does not verify and reports it, with the offset of the
  * next valid record, if any (which tells a torn tail from corruption).
  */
-export function replayFile(
-  path: string,
-  name: string,
-  kind: FileKind,
-  generation: number,
-  state: StoreState,
-): FileScan {
+function replayFile(path: string, name: string, kind: FileKind, generation: number, state: StoreState): FileScan {
   const fd = openSync(path, 'r');
   try {
     const { size, mtimeMs } = fstatSync(fd);
@@ -199,7 +192,7 @@ export function replayFile(
 }
 
 /** The reason given for zeros after the last record: a journal's preallocated space, or a write that never got past it. */
-export const ZERO_TAIL = 'zero bytes';
+const ZERO_TAIL = 'zero bytes';
 
 function isZero(buf: Buffer): boolean {
   for (let i = 0; i < buf.length; i++) if (buf[i] !== 0) return false;
@@ -367,7 +360,7 @@ function removeLeftover(dir: string, name: string, notes: string[]): void {
 }
 
 /** What repair could read back: the state, and every stretch it had to drop. */
-export interface Salvaged {
+interface Salvaged {
   state: StoreState;
   /** In file order; `bytes` is what was dropped there (0 for a missing file or a failed check). */
   dropped: Damage[];

@@ -1,3 +1,10 @@
+/**
+ * A snapshot: the whole state at one instant, written while the server keeps
+ * serving. `captureImage` copies references (user records are replaced on
+ * every write, never changed in place), so it costs a pointer copy per user;
+ * the writing happens afterwards in ~1 MiB records, one asynchronous write
+ * each, so the event loop is never held for long.
+ */
 import { close, fsync, rename, unlink, write } from 'node:fs';
 import { dirname } from 'node:path';
 import {
@@ -15,14 +22,6 @@ import type { StoreState } from '../memory/state.js';
 import { call, recreateFile, shareOwnerSync } from '../../ops/durable-files.js';
 import type { IdempotencyRecord, StoredUser } from '../../users/rules.js';
 import type { ApiTokenRecord, Change } from '../store.js';
-
-/**
- * A snapshot: the whole state at one instant, written while the server keeps
- * serving. `captureImage` copies references (user records are replaced on
- * every write, never changed in place), so it costs a pointer copy per user;
- * the writing happens afterwards in ~1 MiB records, one asynchronous write
- * each, so the event loop is never held for long.
- */
 
 export interface Image {
   lastId: number;
@@ -61,7 +60,7 @@ export function captureImage(state: StoreState, now: number): Image {
 }
 
 /** The image as payload chunks: issued ids first, so replaying users never moves the high-water mark. */
-export function* imageChunks(image: Image): Generator<string> {
+function* imageChunks(image: Image): Generator<string> {
   let chunk = encodeIssued(image.lastId, image.claimed);
   const add = function* (line: string) {
     if (chunk.length + line.length >= CHUNK_CHARS) {

@@ -56,7 +56,7 @@ export interface CommitLog {
   unready(): string | undefined;
 }
 
-export interface StateStoreOptions {
+interface StateStoreOptions {
   /** How long a change stays in the feed of changes, in ms (DEFAULT_CHANGES_RETENTION_MS). */
   changesRetentionMs?: number;
   /** The clock of a change's time (tests set it). */

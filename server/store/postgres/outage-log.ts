@@ -4,7 +4,7 @@ import { isUnavailable } from './driver.js';
 const SLOW_STATES = new Set(['57014', '55P03']);
 
 /** While the database is out of reach, how often it is asked whether it answers again. */
-export const OUTAGE_PROBE_MS = 1000;
+const OUTAGE_PROBE_MS = 1000;
 
 /**
  * Says in the server's log when the database stops answering and when it

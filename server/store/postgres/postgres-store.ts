@@ -83,22 +83,11 @@ const ATTEMPTS = 5;
 /** The advisory lock key of the sweep: one instance at a time. */
 const SWEEP_LOCK = 7_557_300_002;
 
-/**
- * The PostgreSQL store: everything the service shares lives in the
- * database, so any number of instances can serve it. Every write is one
- * transaction that serializes on what it may change (a transaction-wide
- * advisory lock on its key, the user's row, the id counter when it may
- * issue an id), reads the facts, decides with users/rules.ts, and writes:
- * never a read in one transaction and a write in another. A replace by id
- * is first tried as a conditional UPDATE, gathered with the replaces that
- * arrive meanwhile into one statement and one transaction. An outcome
- * arrives once its transaction committed, so `settled()` has nothing to wait for.
- */
 /** Seconds `close` lets the pool's connections end by themselves before cutting them. */
 const CLOSE_SECONDS = 0.5;
 
 /** How often an instance with someone following the feed asks the database whether another instance made changes. */
-export const CHANGE_POLL_MS = 20;
+const CHANGE_POLL_MS = 20;
 
 /** Outcomes of a write that changed a user. */
 const CHANGING_OUTCOMES = new Set(['created', 'replaced', 'moved', 'deleted']);
@@ -113,6 +102,17 @@ function changeOf(row: Record<string, unknown>): Change {
     : { ...change, json: row.json as string };
 }
 
+/**
+ * The PostgreSQL store: everything the service shares lives in the
+ * database, so any number of instances can serve it. Every write is one
+ * transaction that serializes on what it may change (a transaction-wide
+ * advisory lock on its key, the user's row, the id counter when it may
+ * issue an id), reads the facts, decides with users/rules.ts, and writes:
+ * never a read in one transaction and a write in another. A replace by id
+ * is first tried as a conditional UPDATE, gathered with the replaces that
+ * arrive meanwhile into one statement and one transaction. An outcome
+ * arrives once its transaction committed, so `settled()` has nothing to wait for.
+ */
 export class PostgresStore implements Store {
   private readonly noSyncs = new Histogram(FSYNC_BUCKETS);
   readonly shared: PostgresSettings;

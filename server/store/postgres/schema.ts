@@ -1,6 +1,3 @@
-import { CommandError } from '../../errors.js';
-import type { Sql } from './driver.js';
-
 /**
  * The database schema as versioned migrations. A migration runs once, in
  * order, in a transaction, under a transaction-wide advisory lock, so that
@@ -9,6 +6,8 @@ import type { Sql } from './driver.js';
  * `schema_migrations` records what was applied. An instance refuses a
  * schema newer than it knows.
  */
+import { CommandError } from '../../errors.js';
+import type { Sql } from './driver.js';
 
 /** The advisory lock key of migrations: "users-server schema" in a bigint. */
 const MIGRATION_LOCK = 7_557_300_001;

@@ -10,6 +10,9 @@ import {
 } from '../store.js';
 import { DEFAULT_DB_TIMEOUT_SECONDS, replacePool, unavailable, withDeadline, type Sql } from './driver.js';
 
+/** The built-in account's name (security/accounts-file.ts's BUILT_IN_ACCOUNT). */
+const ADMIN_ACCOUNT = 'admin';
+
 /**
  * What every instance of a deployment shares besides the users, in the
  * database: the signing secrets, the generated admin password, the
@@ -17,9 +20,6 @@ import { DEFAULT_DB_TIMEOUT_SECONDS, replacePool, unavailable, withDeadline, typ
  * secret, the admin password) is inserted only if none is there yet, and
  * read back, so instances starting together agree on one.
  */
-/** The built-in account's name (security/accounts-file.ts's BUILT_IN_ACCOUNT). */
-const ADMIN_ACCOUNT = 'admin';
-
 export class PostgresSettings implements SharedSettings {
   constructor(
     private readonly sql: Sql,
