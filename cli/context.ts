@@ -3,7 +3,7 @@
  * HTTP client. Tests run commands in-process with their own Io.
  */
 import { createReadStream } from 'node:fs';
-import { CliError, errorRecord, UsageError } from './exit-codes.js';
+import { CliError, errorRecord, CliUsageError } from './exit-codes.js';
 import { fileProblem } from '../shared/file-errors.js';
 import { HttpClient } from './client.js';
 import { defaultJarPath } from './jar.js';
@@ -50,20 +50,20 @@ export function resolveGlobals(flags: GlobalFlags, env: NodeJS.ProcessEnv): Glob
   const urlText = flags.url ?? nonEmpty(env.USERSCTL_URL) ?? DEFAULT_URL;
   // "127.0.0.1:8080" parses as a URL of the scheme "127.0.0.1:", and "localhost" not at all.
   if (/^(\[[0-9a-fA-F:.]+\]|[\w.-]+)(:\d+)?(\/\S*)?$/.test(urlText))
-    throw new UsageError(`--url: ${urlText} has no scheme: give http://${urlText} (or https://)`);
+    throw new CliUsageError(`--url: ${urlText} has no scheme: give http://${urlText} (or https://)`);
   let url: URL;
   try {
     url = new URL(urlText);
   } catch {
-    throw new UsageError(`--url: not a URL: ${urlText}`);
+    throw new CliUsageError(`--url: not a URL: ${urlText}`);
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:')
-    throw new UsageError(`--url: only http and https URLs are supported, not ${url.protocol}`);
+    throw new CliUsageError(`--url: only http and https URLs are supported, not ${url.protocol}`);
   if (url.search !== '' || url.hash !== '')
-    throw new UsageError('--url: give the base URL without a query or fragment');
+    throw new CliUsageError('--url: give the base URL without a query or fragment');
   // usersctl sends no credentials from the URL; one that carries them also shows them in ps and the shell's history.
   if (url.username !== '' || url.password !== '')
-    throw new UsageError(
+    throw new CliUsageError(
       `--url: leave the user and password out of it (${url.protocol}//${url.host}${url.pathname === '/' ? '' : url.pathname}); log in with usersctl login, or use --token`,
     );
   return {
@@ -86,7 +86,7 @@ function tokenOf(value: string | undefined, source: string): string | undefined 
   if (value === undefined) return undefined;
   const token = value.trim();
   if (!/^[\x21-\x7e]+$/.test(token))
-    throw new UsageError(
+    throw new CliUsageError(
       `${source}: an API token is one word of visible characters (ust_...); make one with: usersctl tokens create NAME`,
     );
   return token;
@@ -173,7 +173,7 @@ export class Context {
       return await readAll(createReadStream(file), file);
     } catch (error) {
       if (error instanceof CliError) throw error;
-      throw new UsageError(fileProblem('read', file, error));
+      throw new CliUsageError(fileProblem('read', file, error));
     }
   }
 

@@ -34,8 +34,8 @@ export class CliError extends Error {
 }
 
 /** Bad flags, arguments or input: exit 2. */
-export class UsageError extends CliError {
-  override readonly name = 'UsageError';
+export class CliUsageError extends CliError {
+  override readonly name = 'CliUsageError';
   constructor(message: string) {
     super(message, EXIT.usage);
   }

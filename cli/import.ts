@@ -8,7 +8,7 @@ import { open } from 'node:fs/promises';
 import { USERS_PATH, userPath } from '../shared/endpoints.js';
 import { isId, parseRef } from '../shared/user.js';
 import type { Context } from './context.js';
-import { CliError, EXIT, NetworkError, UnexpectedAnswerError, UsageError } from './exit-codes.js';
+import { CliError, EXIT, NetworkError, UnexpectedAnswerError, CliUsageError } from './exit-codes.js';
 import { answerUser, detailOf } from './answers.js';
 import { fileProblem } from '../shared/file-errors.js';
 import { readLines, type Line } from './streams.js';
@@ -53,11 +53,11 @@ type Stats = { lines: number; ok: number; created: number; unchanged: number; fa
 
 export async function importUsers(ctx: Context, options: ImportOptions): Promise<number> {
   if (options.aliasField !== undefined && options.uuidNamespace !== undefined)
-    throw new UsageError('--alias-field and --uuid-namespace are alternatives: give one');
+    throw new CliUsageError('--alias-field and --uuid-namespace are alternatives: give one');
   if (options.uuidNamespace !== undefined && !isUuid(options.uuidNamespace))
-    throw new UsageError(`--uuid-namespace must be a UUID, not ${JSON.stringify(options.uuidNamespace)}`);
+    throw new CliUsageError(`--uuid-namespace must be a UUID, not ${JSON.stringify(options.uuidNamespace)}`);
   if (options.input !== undefined && options.file !== undefined && options.input !== options.file) {
-    throw new UsageError(
+    throw new CliUsageError(
       `two inputs given (${JSON.stringify(options.input)} and -f ${JSON.stringify(options.file)}): name the file once`,
     );
   }
@@ -169,14 +169,14 @@ class ImportRun {
     this.endExpected = first === EXPORT_HEADER;
     if (header) {
       if (this.options.aliasField !== undefined || this.options.uuidNamespace !== undefined) {
-        throw new UsageError(
+        throw new CliUsageError(
           'this input is an export (usersctl export): its records carry their ids and aliases, so --alias-field and --uuid-namespace do not apply',
         );
       }
       // Ids are issued in order: keeping them means one record at a time, in the export's id order.
       if (this.options.keepIds === true) this.concurrency = 1;
     } else if (this.options.keepIds === true || this.options.overwrite === true) {
-      throw new UsageError(
+      throw new CliUsageError(
         '--keep-ids and --overwrite apply to an export (usersctl export); this input is plain user lines',
       );
     }
@@ -505,13 +505,13 @@ async function openInput(
   try {
     handle = await open(file, 'r');
   } catch (error) {
-    throw new UsageError(fileProblem('read', file, error));
+    throw new CliUsageError(fileProblem('read', file, error));
   }
   const stat = await handle.stat();
   // A folder opens for reading on Linux; its first read would fail with EISDIR.
   if (stat.isDirectory()) {
     await handle.close();
-    throw new UsageError(fileProblem('read', file, Object.assign(new Error('a folder'), { code: 'EISDIR' })));
+    throw new CliUsageError(fileProblem('read', file, Object.assign(new Error('a folder'), { code: 'EISDIR' })));
   }
   const stream = handle.createReadStream({ highWaterMark: 256 * 1024, autoClose: false });
   return {

@@ -5,7 +5,7 @@
  * table (`table`, the default on a terminal) or one with every field
  * (`wide`). Chosen with `-o`; `--json` is `-o ndjson`.
  */
-import { UsageError } from './exit-codes.js';
+import { CliUsageError } from './exit-codes.js';
 import type { Output } from './streams.js';
 
 export const OUTPUT_FORMATS = ['json', 'ndjson', 'table', 'wide'] as const;
@@ -15,9 +15,9 @@ export type OutputFormat = (typeof OUTPUT_FORMATS)[number];
 export function resolveOutput(option: string | undefined, json: boolean, stdoutIsTty: boolean): OutputFormat {
   if (option === undefined) return json || !stdoutIsTty ? 'ndjson' : 'table';
   if (!(OUTPUT_FORMATS as readonly string[]).includes(option))
-    throw new UsageError(`-o: give one of ${OUTPUT_FORMATS.join(', ')}, not ${JSON.stringify(option)}`);
+    throw new CliUsageError(`-o: give one of ${OUTPUT_FORMATS.join(', ')}, not ${JSON.stringify(option)}`);
   if (json && (option === 'table' || option === 'wide'))
-    throw new UsageError(`--json and -o ${option} contradict each other: --json is -o ndjson`);
+    throw new CliUsageError(`--json and -o ${option} contradict each other: --json is -o ndjson`);
   return option as OutputFormat;
 }
 

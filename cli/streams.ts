@@ -4,7 +4,7 @@
  * readers that keep each line's exact bytes, and the no-echo password prompt.
  */
 import { StringDecoder } from 'node:string_decoder';
-import { CliError, EXIT, UsageError, type ExitCode, type StopExitCode } from './exit-codes.js';
+import { CliError, EXIT, CliUsageError, type ExitCode, type StopExitCode } from './exit-codes.js';
 import { writeFailure } from '../shared/file-errors.js';
 import { pipeReaderCheck } from './pipe-reader.js';
 
@@ -215,8 +215,8 @@ export interface Line {
 export const MAX_INPUT_BYTES = 64 * 1024 * 1024;
 
 /** The refusal of an input past MAX_INPUT_BYTES: `what` names it. */
-export function inputTooLong(what: string): UsageError {
-  return new UsageError(`${what} is longer than 64 MiB, more than users-server takes in a body`);
+export function inputTooLong(what: string): CliUsageError {
+  return new CliUsageError(`${what} is longer than 64 MiB, more than users-server takes in a body`);
 }
 
 /**

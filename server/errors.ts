@@ -49,8 +49,8 @@ export class HttpError extends UsersServerError {
 }
 
 /** A bad flag, environment variable or argument: the command exits 2 with this one line. */
-export class UsageError extends UsersServerError {
-  override readonly name: string = 'UsageError';
+export class ServerUsageError extends UsersServerError {
+  override readonly name: string = 'ServerUsageError';
 }
 
 /**
@@ -58,34 +58,36 @@ export class UsageError extends UsersServerError {
  * line, and what to type instead. `commands` names what a stray word could
  * have been meant as (the server's commands), if anything.
  */
-export function flagUsageError(error: unknown, commands?: readonly string[]): UsageError {
+export function flagUsageError(error: unknown, commands?: readonly string[]): ServerUsageError {
   const message = (error as Error).message;
   const unknown = /^Unknown option '([^']*)'/.exec(message);
-  if (unknown !== null) return new UsageError(`unknown option '${unknown[1]}'`);
+  if (unknown !== null) return new ServerUsageError(`unknown option '${unknown[1]}'`);
   const missing = /^Option '(\S+?)(?: <value>)?' argument missing/.exec(message);
-  if (missing !== null) return new UsageError(`${missing[1]} needs a value`);
+  if (missing !== null) return new ServerUsageError(`${missing[1]} needs a value`);
   const ambiguous = /^Option '(\S+?)(?: <value>)?' argument is ambiguous/.exec(message);
   if (ambiguous !== null)
-    return new UsageError(`${ambiguous[1]} needs a value; for one that starts with "-", write ${ambiguous[1]}=VALUE`);
+    return new ServerUsageError(
+      `${ambiguous[1]} needs a value; for one that starts with "-", write ${ambiguous[1]}=VALUE`,
+    );
   const stray = /^Unexpected argument '([^']*)'/.exec(message);
   if (stray !== null) {
-    return new UsageError(
+    return new ServerUsageError(
       commands === undefined
         ? `unexpected argument '${stray[1]}': this command takes flags only`
         : `unknown command '${stray[1]}': the commands are ${commands.join(', ')}`,
     );
   }
   const line = message.split('\n')[0]!;
-  return new UsageError(line.charAt(0).toLowerCase() + line.slice(1));
+  return new ServerUsageError(line.charAt(0).toLowerCase() + line.slice(1));
 }
 
 /** The server or a command cannot do its work (data directory, lock, port, a taken name): exit 1 with this one line. */
-export class CommandError extends UsersServerError {
-  override readonly name: string = 'CommandError';
+export class ServerCommandError extends UsersServerError {
+  override readonly name: string = 'ServerCommandError';
 }
 
 /** Data on disk that cannot be used safely (a damaged journal, a bad accounts file): exit 1, naming the file. */
-export class DataError extends CommandError {
+export class DataError extends ServerCommandError {
   override readonly name: string = 'DataError';
 }
 

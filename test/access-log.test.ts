@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { test, type TestContext } from 'node:test';
 import { AccessLog, escapeTarget, FLUSH_BYTES, MAX_TARGET } from '../server/ops/access-log.js';
-import { UsageError } from '../server/errors.js';
+import { ServerUsageError } from '../server/errors.js';
 import { parseConfig, type Config } from '../server/ops/config.js';
 import { put, rawExchange, send, startTestServer, tempDir, type TestServer } from './helpers.js';
 import { beyondDataLine, spawnServer } from './processes.js';
@@ -152,7 +152,7 @@ for (const c of formatCases) {
 
 for (const bad of ['TEXT', 'yaml', '']) {
   test(`Server command line: --log-format "${bad}" is a bad value`, () => {
-    assert.throws(() => parseConfig(['--log-format', bad], {}), UsageError);
+    assert.throws(() => parseConfig(['--log-format', bad], {}), ServerUsageError);
   });
 }
 

@@ -2,7 +2,7 @@
  * The rate-limit and proxy flags (API.md "Access control and limits" and
  * "Server command line"): `--rate-limit`, `--rate-burst`, `--trust-proxy`,
  * their USERS_* variables, defaults, and bad values refused with one
- * UsageError line.
+ * ServerUsageError line.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';

@@ -1,7 +1,7 @@
 /**
  * The server's command-line parser (API.md "Server command line"):
  * defaults, USERS_* environment variables, "a flag beats the environment",
- * and bad flags or values refused with one UsageError line.
+ * and bad flags or values refused with one ServerUsageError line.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -392,7 +392,7 @@ const bad: BadCase[] = [
 ];
 
 for (const c of bad) {
-  test(`Server command line: ${c.name}: UsageError with one clear line`, () => {
+  test(`Server command line: ${c.name}: ServerUsageError with one clear line`, () => {
     assertUsageError(c.argv, c.env ?? {}, c.mentions);
   });
 }

@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url';
 import assert from 'node:assert/strict';
 import type { TestContext } from 'node:test';
 import { problemType, PROBLEM_CONTENT_TYPE } from '../shared/problems.js';
-import { UsageError } from '../server/errors.js';
+import { ServerUsageError } from '../server/errors.js';
 import { isPostgresStore } from '../server/ops/config.js';
 import { updateAdminIdentity } from '../server/ops/data-dir.js';
 import { parseConfig, type Config } from '../server/ops/config.js';
@@ -432,12 +432,12 @@ export function configOf(argv: string[], env: NodeJS.ProcessEnv = {}): Config {
   return parseConfig(argv, env).config;
 }
 
-/** Asserts that parsing throws a UsageError whose message is one non-empty line matching `mentions`. */
+/** Asserts that parsing throws a ServerUsageError whose message is one non-empty line matching `mentions`. */
 export function assertUsageError(argv: string[], env: NodeJS.ProcessEnv, mentions: RegExp): void {
   assert.throws(
     () => parseConfig(argv, env),
     (error: unknown) => {
-      assert.ok(error instanceof UsageError, `expected a UsageError, got ${String(error)}`);
+      assert.ok(error instanceof ServerUsageError, `expected a ServerUsageError, got ${String(error)}`);
       assert.notEqual(error.message.trim(), '', 'the message is empty');
       assert.ok(!/[\r\n]/.test(error.message), `the message is more than one line: ${JSON.stringify(error.message)}`);
       assert.match(error.message, mentions);

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
 import { test } from 'node:test';
 import { parseBasicAuth } from '../server/security/credentials.js';
-import { UsageError } from '../server/errors.js';
+import { ServerUsageError } from '../server/errors.js';
 import { parseConfig } from '../server/ops/config.js';
 import { cookieValues, serializeCookie } from '../server/http/cookies.js';
 import { MAX_TOKEN_LENGTH, signSession, verifySession, type SessionPayload } from '../server/security/session-token.js';
@@ -284,7 +284,7 @@ for (const c of secretCases) {
       const { config } = parseConfig(c.argv, c.env);
       assert.deepEqual(config.secrets, [c.argv[1]]);
     } else {
-      assert.throws(() => parseConfig(c.argv, c.env), UsageError);
+      assert.throws(() => parseConfig(c.argv, c.env), ServerUsageError);
     }
   });
 }

@@ -1,7 +1,7 @@
 /** login, logout and status: the session cookie in the jar. */
 import { LOGIN_PATH, LOGOUT_PATH } from '../../shared/endpoints.js';
 import type { Context } from '../context.js';
-import { UnexpectedAnswerError, UsageError } from '../exit-codes.js';
+import { UnexpectedAnswerError, CliUsageError } from '../exit-codes.js';
 import { statusError } from '../answers.js';
 import { promptHidden, readFirstLine, type TtyInput } from '../streams.js';
 
@@ -12,7 +12,7 @@ export interface LoginOptions {
 
 /** POST /login with Basic credentials; the session cookie goes into the jar. */
 export async function login(ctx: Context, options: LoginOptions): Promise<void> {
-  if (options.user.includes(':')) throw new UsageError('--user: a user name cannot contain ":" (RFC 7617)');
+  if (options.user.includes(':')) throw new CliUsageError('--user: a user name cannot contain ":" (RFC 7617)');
   const password = await readPassword(ctx, options);
   const credentials = Buffer.from(`${options.user}:${password}`, 'utf8').toString('base64');
   await ctx.client.expect(
@@ -27,12 +27,12 @@ async function readPassword(ctx: Context, options: LoginOptions): Promise<string
   const stdin = ctx.io.stdin;
   if (options.passwordStdin === true) {
     const line = await readFirstLine(stdin as AsyncIterable<Buffer | string>, 'the password on stdin');
-    if (line === undefined) throw new UsageError('--password-stdin: stdin is empty');
+    if (line === undefined) throw new CliUsageError('--password-stdin: stdin is empty');
     return line;
   }
   if (stdin.isTTY === true)
     return promptHidden(stdin as unknown as TtyInput, ctx.io.stderr, `Password for ${options.user}: `);
-  throw new UsageError(
+  throw new CliUsageError(
     'stdin is not a terminal, so there is no one to ask for the password: pass it with --password-stdin',
   );
 }

@@ -2,7 +2,7 @@
 import { MAX_TOKEN_LIFETIME, parseLifetime, TOKEN_NAME, TOKENS_PATH } from '../../shared/endpoints.js';
 import type { Context } from '../context.js';
 import type { View } from '../output-format.js';
-import { CliError, EXIT, UnexpectedAnswerError, UsageError } from '../exit-codes.js';
+import { CliError, EXIT, UnexpectedAnswerError, CliUsageError } from '../exit-codes.js';
 import { jsonObject } from '../answers.js';
 import { eachRef } from './user-commands.js';
 
@@ -31,12 +31,12 @@ export interface CreateTokenOptions {
 /** POST /tokens: prints the token alone on stdout (--json: the server JSON); it is never shown again. */
 export async function create(ctx: Context, name: string, options: CreateTokenOptions): Promise<void> {
   if (!TOKEN_NAME.test(name))
-    throw new UsageError(`${JSON.stringify(name)} is not a token name: 1 to 64 of A-Z a-z 0-9 . _ -`);
+    throw new CliUsageError(`${JSON.stringify(name)} is not a token name: 1 to 64 of A-Z a-z 0-9 . _ -`);
   const body: Record<string, unknown> = { name, role: options.role };
   if (options.expires !== undefined && options.expires !== 'never') {
     const seconds = parseLifetime(options.expires);
     if (seconds === undefined || seconds > MAX_TOKEN_LIFETIME) {
-      throw new UsageError(
+      throw new CliUsageError(
         `--expires: give a lifetime such as 90d, 12h, 30m, 2w or 3600s (at most ten years), or never; not ${JSON.stringify(options.expires)}`,
       );
     }

@@ -4,7 +4,7 @@ import { randomUUID } from 'node:crypto';
 import { METRICS_PATH, NEW_USER_PATH, RESERVATIONS_PATH, USERS_PATH, userPath } from '../../shared/endpoints.js';
 import { isId, parseRef } from '../../shared/user.js';
 import type { Context } from '../context.js';
-import { CliError, NetworkError, StatusError, UnexpectedAnswerError, UsageError } from '../exit-codes.js';
+import { CliError, NetworkError, StatusError, UnexpectedAnswerError, CliUsageError } from '../exit-codes.js';
 import { answerUser, jsonObject, oneLine, single, type Response } from '../answers.js';
 import { inputTooLong, readLines } from '../streams.js';
 import { endRecord, EXPORT_HEADER } from '../export-format.js';
@@ -20,7 +20,7 @@ export const MAX_PAGE_SIZE = 1000;
 export function refPath(ref: string): string {
   const parsed = parseRef(ref);
   if (parsed.kind === 'invalid')
-    throw new UsageError(`${JSON.stringify(ref)} is not a user id or alias: ${parsed.reason}`);
+    throw new CliUsageError(`${JSON.stringify(ref)} is not a user id or alias: ${parsed.reason}`);
   return `${USERS_PATH}/${ref}`;
 }
 
@@ -126,7 +126,7 @@ export interface BodyOptions {
 /** The JSON body of put/create: `-f FILE|-` as given, `--name` alone, or the file with its name replaced. */
 async function userBody(ctx: Context, options: BodyOptions): Promise<string> {
   if (options.file === undefined) {
-    if (options.name === undefined) throw new UsageError('give the user with --name NAME or -f FILE (- for stdin)');
+    if (options.name === undefined) throw new CliUsageError('give the user with --name NAME or -f FILE (- for stdin)');
     return JSON.stringify({ name: options.name });
   }
   const text = await ctx.readInput(options.file);
@@ -136,12 +136,12 @@ async function userBody(ctx: Context, options: BodyOptions): Promise<string> {
   try {
     user = JSON.parse(text);
   } catch (error) {
-    throw new UsageError(
+    throw new CliUsageError(
       `${where} is not JSON at ${jsonErrorPlace(text, error)} (${jsonErrorReason(error)}); fix it and run the command again`,
     );
   }
   if (typeof user !== 'object' || user === null || Array.isArray(user))
-    throw new UsageError(`${where}: the user must be a JSON object`);
+    throw new CliUsageError(`${where}: the user must be a JSON object`);
   if (options.name === undefined) return text;
   return JSON.stringify({ ...(user as Record<string, unknown>), name: options.name });
 }
@@ -168,7 +168,7 @@ export function put(ctx: Context, ref: string, options: PutOptions): Promise<voi
 
 async function putUser(ctx: Context, ref: string, options: PutOptions): Promise<void> {
   if (options.ifMatch !== undefined && options.createOnly === true)
-    throw new UsageError('--if-match and --create-only contradict each other');
+    throw new CliUsageError('--if-match and --create-only contradict each other');
   const path = refPath(ref);
   const body = await userBody(ctx, options);
   const headers: Record<string, string> = { ...ACCEPT, 'content-type': JSON_TYPE };
@@ -189,7 +189,7 @@ export interface DeleteOptions {
  */
 export function remove(ctx: Context, refs: readonly string[], options: DeleteOptions): Promise<number> {
   if (options.ifMatch !== undefined && (refs.length > 1 || refs.includes('-')))
-    throw new UsageError('--if-match is the ETag of one user: give one ref with it');
+    throw new CliUsageError('--if-match is the ETag of one user: give one ref with it');
   const headers: Record<string, string> = { ...ACCEPT, prefer: 'return=representation' };
   if (options.ifMatch !== undefined) headers['if-match'] = options.ifMatch;
   return eachRef(ctx, refs, async (ref) => {
@@ -377,7 +377,7 @@ export function move(ctx: Context, ref: string, newId: string): Promise<void> {
 
 async function moveUser(ctx: Context, ref: string, newId: string): Promise<void> {
   if (!/^[1-9]\d*$/.test(newId) || !isId(Number(newId)))
-    throw new UsageError(`the new id must be a positive integer, not ${JSON.stringify(newId)}`);
+    throw new CliUsageError(`the new id must be a positive integer, not ${JSON.stringify(newId)}`);
   const current = await ctx.client.expect({ method: 'GET', path: refPath(ref), headers: ACCEPT }, [200]);
   const user = answerUser(current);
   const headers: Record<string, string> = { ...ACCEPT, 'content-type': JSON_TYPE };

@@ -3,7 +3,7 @@ import { CHANGES_PATH } from '../../shared/endpoints.js';
 import { jsonObject, single, statusError } from '../answers.js';
 import { MAX_ANSWER_BYTES, retryAfterMs, worthRetrying } from '../client.js';
 import type { Context } from '../context.js';
-import { EXIT, NetworkError, StatusError, UnexpectedAnswerError, UsageError } from '../exit-codes.js';
+import { EXIT, NetworkError, StatusError, UnexpectedAnswerError, CliUsageError } from '../exit-codes.js';
 
 export interface WatchOptions {
   since?: string;
@@ -31,9 +31,9 @@ const RECONNECT_MAX_MS = 10_000;
  */
 export async function watch(ctx: Context, options: WatchOptions): Promise<number> {
   if (options.since !== undefined && options.fromStart === true)
-    throw new UsageError('--since and --from-start are alternatives: give one');
+    throw new CliUsageError('--since and --from-start are alternatives: give one');
   if (options.since !== undefined && !CURSOR.test(options.since))
-    throw new UsageError(
+    throw new CliUsageError(
       `--since ${JSON.stringify(options.since)} is not a cursor: give one the feed printed (its "cursor")`,
     );
   const follow = options.follow !== false;

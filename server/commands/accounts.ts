@@ -2,7 +2,7 @@ import { fileProblem } from '../../shared/file-errors.js';
 import { join, resolve } from 'node:path';
 import { StringDecoder } from 'node:string_decoder';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { CommandError, flagUsageError, UsageError } from '../errors.js';
+import { ServerCommandError, flagUsageError, ServerUsageError } from '../errors.js';
 import { envName, isPostgresStore, passwordCostFrom } from '../ops/config.js';
 import { requireDataDir, withEditLock } from '../ops/data-dir.js';
 import {
@@ -69,11 +69,11 @@ export async function accountsCommand(argv: readonly string[], io: AccountsIo): 
   try {
     return await run(argv, io);
   } catch (error) {
-    if (error instanceof UsageError) {
+    if (error instanceof ServerUsageError) {
       io.stderr.write(`users-server: ${error.message} (see users-server accounts --help)\n`);
       return 2;
     }
-    if (error instanceof CommandError) {
+    if (error instanceof ServerCommandError) {
       io.stderr.write(`users-server: ${error.message}\n`);
       return 1;
     }
@@ -93,7 +93,7 @@ async function run(argv: readonly string[], io: AccountsIo): Promise<number> {
     return 0;
   }
   if (!COMMANDS.includes(command as Command)) {
-    throw new UsageError(
+    throw new ServerUsageError(
       command === undefined
         ? 'accounts needs a command: add, passwd, role, remove or list'
         : `unknown accounts command "${command}"`,
@@ -106,17 +106,17 @@ async function run(argv: readonly string[], io: AccountsIo): Promise<number> {
   }
   const wanted = command === 'list' ? 0 : command === 'role' ? 2 : 1;
   if (positionals.length !== wanted)
-    throw new UsageError(
+    throw new ServerUsageError(
       command === 'list'
         ? `accounts list takes no NAME, got "${positionals[0]}"`
         : `accounts ${command} takes ${command === 'role' ? 'NAME and a role' : 'exactly one NAME'}`,
     );
   const name = positionals[0] ?? '';
   if (command !== 'list' && !ACCOUNT_NAME.test(name))
-    throw new UsageError(`the account name must be 1..64 of A-Z a-z 0-9 . _ -, not ${JSON.stringify(name)}`);
+    throw new ServerUsageError(`the account name must be 1..64 of A-Z a-z 0-9 . _ -, not ${JSON.stringify(name)}`);
   const role = command === 'role' ? positionals[1] : (values.role ?? 'reader');
   if (typeof role !== 'string' || !ROLES.includes(role as Role))
-    throw new UsageError(
+    throw new ServerUsageError(
       `${command === 'role' ? 'the role' : '--role'} must be admin or reader, not "${String(role)}"`,
     );
   const password = { fromStdin: values['password-stdin'] === true, min: minLength(values['min-password-length']) };
@@ -148,7 +148,7 @@ function minLength(value: string | boolean | undefined): number {
   if (value === undefined) return DEFAULT_MIN_PASSWORD_LENGTH;
   const n = typeof value === 'string' && /^\d{1,4}$/.test(value) ? Number(value) : NaN;
   if (!(n >= 1 && n <= MAX_PASSWORD_LENGTH))
-    throw new UsageError(`--min-password-length must be a number from 1 to ${MAX_PASSWORD_LENGTH}`);
+    throw new ServerUsageError(`--min-password-length must be a number from 1 to ${MAX_PASSWORD_LENGTH}`);
   return n;
 }
 
@@ -255,18 +255,19 @@ async function add(
   io: AccountsIo,
 ): Promise<number> {
   if (name === BUILT_IN_ACCOUNT) {
-    throw new CommandError(
+    throw new ServerCommandError(
       `the account "${BUILT_IN_ACCOUNT}" is built in: change its password with users-server accounts passwd ${BUILT_IN_ACCOUNT}`,
     );
   }
   // Refuse a taken name before asking for a password.
-  if ((await place.read()).some((a) => a.name === name)) throw new CommandError(`the account "${name}" already exists`);
+  if ((await place.read()).some((a) => a.name === name))
+    throw new ServerCommandError(`the account "${name}" already exists`);
   const password = await readPassword(name, rules, io);
   const hashed = await hashPassword(password, { cost: passwordCostFrom(io.env) });
   const record: AccountRecord = { name, role, id: newAccountId(), created: new Date().toISOString(), password: hashed };
   // Looked at again in the change: the accounts may have changed while scrypt ran.
   await place.change((records) => {
-    if (records.some((a) => a.name === name)) throw new CommandError(`the account "${name}" already exists`);
+    if (records.some((a) => a.name === name)) throw new ServerCommandError(`the account "${name}" already exists`);
     return [...records, record];
   });
   io.stdout.write(`added the account "${name}" with role ${role}\n`);
@@ -281,7 +282,7 @@ async function add(
  */
 async function passwd(place: AccountsPlace, name: string, rules: PasswordRules, io: AccountsIo): Promise<number> {
   if (name !== BUILT_IN_ACCOUNT && !(await place.read()).some((a) => a.name === name))
-    throw new CommandError(`no account "${name}" in ${place.where}`);
+    throw new ServerCommandError(`no account "${name}" in ${place.where}`);
   const password = await hashPassword(await readPassword(name, rules, io), { cost: passwordCostFrom(io.env) });
   if (name === BUILT_IN_ACCOUNT) {
     const record: AccountRecord = {
@@ -311,7 +312,7 @@ async function passwd(place: AccountsPlace, name: string, rules: PasswordRules, 
 /** A new role, and a new account id: the account's sessions end. */
 async function changeRole(place: AccountsPlace, name: string, role: Role, io: AccountsIo): Promise<number> {
   if (name === BUILT_IN_ACCOUNT)
-    throw new CommandError(`the account "${BUILT_IN_ACCOUNT}" is built in and always admin`);
+    throw new ServerCommandError(`the account "${BUILT_IN_ACCOUNT}" is built in and always admin`);
   let unchanged = false;
   await place.change((records) =>
     replaceRecord(records, name, place.where, (r) => {
@@ -333,16 +334,16 @@ function replaceRecord(
   where: string,
   edit: (r: AccountRecord) => AccountRecord,
 ): AccountRecord[] {
-  if (!records.some((a) => a.name === name)) throw new CommandError(`no account "${name}" in ${where}`);
+  if (!records.some((a) => a.name === name)) throw new ServerCommandError(`no account "${name}" in ${where}`);
   return records.map((r) => (r.name === name ? edit(r) : r));
 }
 
 async function remove(place: AccountsPlace, name: string, io: AccountsIo): Promise<number> {
   if (name === BUILT_IN_ACCOUNT)
-    throw new CommandError(`the account "${BUILT_IN_ACCOUNT}" is built in and cannot be removed`);
+    throw new ServerCommandError(`the account "${BUILT_IN_ACCOUNT}" is built in and cannot be removed`);
   await place.change((records) => {
     const kept = records.filter((a) => a.name !== name);
-    if (kept.length === records.length) throw new CommandError(`no account "${name}" in ${place.where}`);
+    if (kept.length === records.length) throw new ServerCommandError(`no account "${name}" in ${place.where}`);
     return kept;
   });
   io.stdout.write(`removed the account "${name}"; its sessions end\n`);
@@ -374,15 +375,15 @@ async function readPassword(name: string, rules: PasswordRules, io: AccountsIo):
   if (!rules.fromStdin && io.stdin.isTTY === true && io.stdin.setRawMode !== undefined) {
     password = await promptHidden(`Password for "${name}": `, io);
     const again = await promptHidden('Again: ', io);
-    if (again !== password) throw new CommandError('the two passwords differ; nothing was changed');
+    if (again !== password) throw new ServerCommandError('the two passwords differ; nothing was changed');
   } else {
     password = await readFirstLine(io.stdin);
   }
-  if (password === '') throw new UsageError('the password is empty');
+  if (password === '') throw new ServerUsageError('the password is empty');
   if (password.length > MAX_PASSWORD_LENGTH)
-    throw new UsageError(`the password is longer than ${MAX_PASSWORD_LENGTH} characters`);
+    throw new ServerUsageError(`the password is longer than ${MAX_PASSWORD_LENGTH} characters`);
   if ([...password].length < rules.min)
-    throw new UsageError(
+    throw new ServerUsageError(
       `the password has ${[...password].length} characters; it needs at least ${rules.min} (--min-password-length)`,
     );
   return password;
@@ -431,7 +432,7 @@ function promptHidden(question: string, io: AccountsIo): Promise<string> {
       for (const char of String(chunk)) {
         if (ENTER.has(char)) return finish();
         if (char === '\u0003' || (char === '\u0004' && typed === ''))
-          return finish(new CommandError('cancelled; nothing was changed'));
+          return finish(new ServerCommandError('cancelled; nothing was changed'));
         if (BACKSPACE.has(char)) typed = [...typed].slice(0, -1).join('');
         else if (char >= ' ') typed += char;
       }

@@ -3,7 +3,7 @@ import { join, resolve, sep } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { makeDirectories } from '../../shared/directories.js';
 import { fileProblem } from '../../shared/file-errors.js';
-import { CommandError, DataError, UsageError } from '../errors.js';
+import { ServerCommandError, DataError, ServerUsageError } from '../errors.js';
 import { isPostgresStore } from '../ops/config.js';
 import { ADMIN_IDENTITY_FILE, markUnfinished, requireDataDir } from '../ops/data-dir.js';
 import { fsyncDirSync, writeNewFileSync } from '../ops/durable-files.js';
@@ -32,9 +32,9 @@ export function backupCommand(argv: readonly string[], io: CommandIo): number {
   try {
     return run(argv, io);
   } catch (error) {
-    if (error instanceof UsageError || error instanceof CommandError || error instanceof DataError) {
+    if (error instanceof ServerUsageError || error instanceof ServerCommandError || error instanceof DataError) {
       io.stderr.write(`users-server backup: ${error.message}\n`);
-      return error instanceof UsageError ? 2 : 1;
+      return error instanceof ServerUsageError ? 2 : 1;
     }
     throw error;
   }
@@ -56,16 +56,16 @@ function run(argv: readonly string[], io: CommandIo): number {
   if (values === undefined) return 0;
   const store = values.store ?? io.env.USERS_STORE;
   if (store !== undefined && isPostgresStore(store))
-    throw new UsageError(
+    throw new ServerUsageError(
       'a PostgreSQL store is backed up with pg_dump (docs/scaling.md "Backups"), not with this command',
     );
-  if (values.to === undefined) throw new UsageError('backup needs --to DEST (see users-server backup --help)');
+  if (values.to === undefined) throw new ServerUsageError('backup needs --to DEST (see users-server backup --help)');
   const source = resolve(values.data ?? nonEmpty(io.env.USERS_DATA) ?? 'data');
   const given = resolve(values.to);
   requireDataDir(source);
-  if (given === source) throw new UsageError('--to must be another directory than --data');
+  if (given === source) throw new ServerUsageError('--to must be another directory than --data');
   if (given.startsWith(source + sep))
-    throw new UsageError('--to must be outside --data: a backup inside the data directory is lost with it');
+    throw new ServerUsageError('--to must be outside --data: a backup inside the data directory is lost with it');
   const { target, made } = prepareTarget(given);
   const started = performance.now();
   try {
@@ -98,18 +98,18 @@ function run(argv: readonly string[], io: CommandIo): number {
 function prepareTarget(given: string): { target: string; made: boolean } {
   const made = !lexists(given);
   if (!made && existsSync(given) && !statSync(given).isDirectory())
-    throw new UsageError(`--to ${given} is a file, not a folder; give a new or empty folder`);
+    throw new ServerUsageError(`--to ${given} is a file, not a folder; give a new or empty folder`);
   if (made) {
     try {
       makeDirectories(given, 0o700);
     } catch (error) {
-      throw new CommandError(`cannot create the backup folder: ${fileProblem('create', given, error)}`);
+      throw new ServerCommandError(`cannot create the backup folder: ${fileProblem('create', given, error)}`);
     }
   }
   const target = requirePrivateDirectory(given, { verb: 'back up', made });
   const held = readdirSync(target);
   if (held.length > 0)
-    throw new CommandError(
+    throw new ServerCommandError(
       `${target} is not empty (${held.slice(0, 3).join(', ')}${held.length > 3 ? ', ...' : ''}): back up into a new directory, so no earlier backup is overwritten`,
     );
   return { target, made };

@@ -1,7 +1,7 @@
 import { sep } from 'node:path';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { fileProblem, writeFailure } from '../../shared/file-errors.js';
-import { CommandError, flagUsageError, UsageError } from '../errors.js';
+import { ServerCommandError, flagUsageError, ServerUsageError } from '../errors.js';
 
 /** What a users-server command reads and writes: given, so tests run commands in-process. */
 export interface CommandIo {
@@ -25,7 +25,7 @@ type Flags<T extends Options> = ReturnType<
 
 /**
  * A command's flags, parsed strictly: an unknown flag or a missing value is
- * a UsageError naming it. Undefined once `--help` (or `-h`, which `options`
+ * a ServerUsageError naming it. Undefined once `--help` (or `-h`, which `options`
  * must declare) has printed `usage`: the command then exits 0.
  */
 export function commandFlags<T extends Options>(
@@ -39,7 +39,7 @@ export function commandFlags<T extends Options>(
   try {
     ({ values } = parseArgs({ args: [...argv], options, strict: true, allowPositionals: false }));
   } catch (error) {
-    throw new UsageError(`${flagUsageError(error).message} (see users-server ${command} --help)`);
+    throw new ServerUsageError(`${flagUsageError(error).message} (see users-server ${command} --help)`);
   }
   if ((values as { help?: boolean }).help === true) {
     io.stdout.write(usage + '\n');
@@ -88,5 +88,5 @@ export function writtenFilesFailure(command: 'backup' | 'copy', error: unknown, 
     path === target || path.startsWith(target + sep)
       ? fileProblem('write', path, error)
       : fileProblem('read', path, error);
-  return new CommandError(`the ${command} failed, and what it had written was removed: ${problem}`);
+  return new ServerCommandError(`the ${command} failed, and what it had written was removed: ${problem}`);
 }

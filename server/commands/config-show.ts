@@ -1,4 +1,4 @@
-import { UsageError } from '../errors.js';
+import { ServerUsageError } from '../errors.js';
 import { describeSettings, parseConfig } from '../ops/config.js';
 import type { CommandIo } from './command-io.js';
 
@@ -31,7 +31,7 @@ export function configCommand(argv: readonly string[], io: CommandIo): number {
     io.stdout.write(describeSettings(parseConfig(argv.slice(1), io.env)) + '\n');
     return 0;
   } catch (error) {
-    if (!(error instanceof UsageError)) throw error;
+    if (!(error instanceof ServerUsageError)) throw error;
     io.stderr.write(`users-server config: ${error.message}\n`);
     return 2;
   }

@@ -1,6 +1,6 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { CommandError, UsageError } from '../errors.js';
+import { ServerCommandError, ServerUsageError } from '../errors.js';
 import { isPostgresStore, redactSecrets } from '../ops/config.js';
 import {
   acquireLock,
@@ -51,9 +51,9 @@ export async function copyCommand(argv: readonly string[], io: CommandIo): Promi
   try {
     return await run(argv, io);
   } catch (error) {
-    if (error instanceof UsageError || error instanceof CommandError) {
+    if (error instanceof ServerUsageError || error instanceof ServerCommandError) {
       io.stderr.write(`users-server copy: ${error.message}\n`);
-      return error instanceof UsageError ? 2 : 1;
+      return error instanceof ServerUsageError ? 2 : 1;
     }
     throw error;
   }
@@ -74,10 +74,10 @@ async function run(argv: readonly string[], io: CommandIo): Promise<number> {
   );
   if (values === undefined) return 0;
   if (values.from === undefined || values.to === undefined)
-    throw new UsageError('copy needs --from and --to (see users-server copy --help)');
+    throw new ServerUsageError('copy needs --from and --to (see users-server copy --help)');
   const [from, to] = [placeOf(values.from), placeOf(values.to)];
   if (from.kind === to.kind)
-    throw new UsageError(
+    throw new ServerUsageError(
       'copy goes between a data directory and a PostgreSQL database: one of --from and --to must be postgres://...',
     );
   const now = Date.now();
@@ -86,7 +86,7 @@ async function run(argv: readonly string[], io: CommandIo): Promise<number> {
   let dump: StoreDump;
   if (from.kind === 'dir') requireDataDir(from.dir, '--from');
   if (to.kind === 'dir' && existsSync(to.dir) && !statSync(to.dir).isDirectory())
-    throw new CommandError(`${to.dir} is a file, not a folder: give --to a data directory, new or empty`);
+    throw new ServerCommandError(`${to.dir} is a file, not a folder: give --to a data directory, new or empty`);
   // Before anything is read, or set aside in it with --replace.
   if (to.kind === 'dir' && existsSync(to.dir)) to.dir = privateTarget(to.dir, false);
   try {
@@ -138,7 +138,7 @@ async function refuseInUse(place: Place): Promise<() => void> {
   const live = await withDatabase(place, (_sql, store) => store.shared.liveInstances());
   if (live.length === 0) return () => {};
   const named = live.map((i) => `${i.url} on ${i.host} (pid ${i.pid})`).join(', ');
-  throw new CommandError(
+  throw new ServerCommandError(
     `${place.label} is in use by ${live.length} running users-server instance${live.length === 1 ? '' : 's'}: ${named}; stop ${live.length === 1 ? 'it' : 'them'} first (an instance killed without a stop counts as gone ${INSTANCE_GONE_MS / 1000} s after its last sign of life)`,
   );
 }
@@ -151,7 +151,7 @@ async function read(place: Place, now: number): Promise<StoreDump> {
     return withDatabase(place, async (sql) =>
       (await import('../store/postgres/dump-tables.js')).readPostgresDump(sql, now),
     );
-  if (!existsSync(place.dir)) throw new CommandError(`${place.dir} does not exist`);
+  if (!existsSync(place.dir)) throw new ServerCommandError(`${place.dir} does not exist`);
   return { ...readJournalData(place.dir, now), ...readDataDirSettings(place.dir) };
 }
 
@@ -198,7 +198,7 @@ async function keepTarget(place: Place, now: number, replace: boolean): Promise<
     const names = existsSync(place.dir) ? readdirSync(place.dir).filter((n) => n !== 'lock') : [];
     if (names.length === 0) return undefined;
     if (!replace)
-      throw new CommandError(
+      throw new ServerCommandError(
         `${place.dir} is not empty (${hasJournalData(place.dir) ? 'it holds a journal' : names.join(', ')}); pass --replace to keep it aside and copy anyway`,
       );
     const aside = join(place.dir, `replaced-${stamp}`);
@@ -209,7 +209,7 @@ async function keepTarget(place: Place, now: number, replace: boolean): Promise<
   const held = await read(place, now);
   if (isEmptyDump(held)) return undefined;
   if (!replace)
-    throw new CommandError(
+    throw new ServerCommandError(
       `${place.label} is not empty (${describeDump(held)}); pass --replace to keep a copy and copy anyway`,
     );
   const aside = resolve(`users-server-replaced-${stamp}`);
@@ -295,13 +295,13 @@ async function withDatabase<T>(
   try {
     return await work(store.sql, store);
   } catch (error) {
-    if (error instanceof CommandError) throw error;
+    if (error instanceof ServerCommandError) throw error;
     // A connection lost or gone silent: the copy's one transaction there never committed.
     if (isUnavailable(error))
-      throw new CommandError(
+      throw new ServerCommandError(
         `lost ${place.label} during the copy (${(error as { code: string }).code}): nothing was changed; check that PostgreSQL runs there and the network to it, then copy again`,
       );
-    throw new CommandError(`${place.label} failed during the copy: ${describeFailure(error)}`);
+    throw new ServerCommandError(`${place.label} failed during the copy: ${describeFailure(error)}`);
   } finally {
     await store.close();
   }

@@ -1,4 +1,4 @@
-import { CommandError, UsageError } from '../errors.js';
+import { ServerCommandError, ServerUsageError } from '../errors.js';
 import { envName, isPostgresStore, redactSecrets } from '../ops/config.js';
 import { commandFlags, type CommandIo } from './command-io.js';
 
@@ -17,9 +17,9 @@ export async function migrateCommand(argv: readonly string[], io: CommandIo): Pr
   try {
     return await run(argv, io);
   } catch (error) {
-    if (error instanceof UsageError || error instanceof CommandError) {
+    if (error instanceof ServerUsageError || error instanceof ServerCommandError) {
       io.stderr.write(`users-server migrate: ${error.message}\n`);
-      return error instanceof UsageError ? 2 : 1;
+      return error instanceof ServerUsageError ? 2 : 1;
     }
     throw error;
   }
@@ -36,7 +36,7 @@ async function run(argv: readonly string[], io: CommandIo): Promise<number> {
   if (values === undefined) return 0;
   const spec = values.store ?? io.env[envName('store')] ?? 'postgres';
   if (!isPostgresStore(spec))
-    throw new UsageError(
+    throw new ServerUsageError(
       `--store must be postgres or a postgres:// URL, not "${redactSecrets(spec)}": only a database has a schema to migrate`,
     );
   const url = spec === 'postgres' ? undefined : spec;
@@ -55,9 +55,9 @@ async function run(argv: readonly string[], io: CommandIo): Promise<number> {
     );
     return 0;
   } catch (error) {
-    if (error instanceof CommandError) throw error;
+    if (error instanceof ServerCommandError) throw error;
     if (isUnavailable(error)) throw unreachable(url, (error as { code: string }).code, 0);
-    throw new CommandError(`cannot migrate ${describeDatabase(url)}: ${describeFailure(error)}`);
+    throw new ServerCommandError(`cannot migrate ${describeDatabase(url)}: ${describeFailure(error)}`);
   } finally {
     await sql.end({ timeout: 1 });
   }

@@ -3,7 +3,7 @@ import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { envName } from '../ops/config.js';
 import { fileProblem } from '../../shared/file-errors.js';
-import { CommandError, flagUsageError } from '../errors.js';
+import { ServerCommandError, flagUsageError } from '../errors.js';
 import { acquireLock, requireDataDir } from '../ops/data-dir.js';
 import { fsyncDirSync } from '../ops/durable-files.js';
 import { createJournalSync } from '../store/journal/journal.js';
@@ -58,7 +58,7 @@ export async function repair(argv: readonly string[], io: RepairIo): Promise<num
     requireDataDir(dir);
     release = acquireLock(dir, (line) => io.stderr.write(line + '\n'));
   } catch (error) {
-    if (!(error instanceof CommandError)) throw error;
+    if (!(error instanceof ServerCommandError)) throw error;
     io.stderr.write(`users-server repair: ${error.message}\n`);
     return 1;
   }

@@ -5,7 +5,7 @@ import { join, resolve } from 'node:path';
 import { createSecureContext } from 'node:tls';
 import { fileProblem, systemFileProblem } from '../../shared/file-errors.js';
 import { packageVersion } from '../../shared/package-version.js';
-import { CommandError, StoreUnavailableError, UsageError } from '../errors.js';
+import { ServerCommandError, StoreUnavailableError, ServerUsageError } from '../errors.js';
 import { createApp, type App } from '../http/app.js';
 import { listen, type Listening, type TIMEOUTS } from '../http/server.js';
 import { AccessLog, type LogSink } from '../ops/access-log.js';
@@ -58,7 +58,7 @@ export interface RunningServer {
   hurry(): void;
   /** Reads the accounts again now (SIGHUP). */
   reloadAccounts(): Promise<void>;
-  /** HTTPS: reads --tls-cert and --tls-key again for new connections (SIGHUP); throws CommandError when they do not do. */
+  /** HTTPS: reads --tls-cert and --tls-key again for new connections (SIGHUP); throws ServerCommandError when they do not do. */
   reloadCertificate: (() => void) | undefined;
 }
 
@@ -208,7 +208,7 @@ async function lostAtStart(config: Config, doing: string, error: unknown): Promi
   if (!(error instanceof StoreUnavailableError)) throw error;
   const { describeDatabase } = await import('../store/postgres/open-postgres.js');
   const code = (error.cause as { code?: string } | undefined)?.code ?? 'error';
-  throw new CommandError(
+  throw new ServerCommandError(
     `lost ${describeDatabase(config.store === 'postgres' ? undefined : config.store)} while ${doing} at the start (${code}): check that PostgreSQL runs there and the network to it, then start again`,
   );
 }
@@ -411,8 +411,8 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     // Nothing new is left behind: no directory, secret, password or journal of a start that did not serve.
     prepared?.discard();
     const problem =
-      error instanceof CommandError || dataDir === undefined ? undefined : systemFileProblem(error, dataDir);
-    throw problem === undefined ? error : new CommandError(`cannot write the data directory: ${problem}`);
+      error instanceof ServerCommandError || dataDir === undefined ? undefined : systemFileProblem(error, dataDir);
+    throw problem === undefined ? error : new ServerCommandError(`cannot write the data directory: ${problem}`);
   }
 }
 
@@ -508,14 +508,14 @@ function readCertificate(config: Config): { cert: Buffer; key: Buffer } {
     try {
       return readFileSync(path);
     } catch (error) {
-      throw new CommandError(`the TLS ${what}: ${fileProblem('read', path, error)}`);
+      throw new ServerCommandError(`the TLS ${what}: ${fileProblem('read', path, error)}`);
     }
   };
   const pair = { cert: read(config.tlsCert, 'certificate'), key: read(config.tlsKey, 'key') };
   try {
     createSecureContext(pair);
   } catch {
-    throw new CommandError(
+    throw new ServerCommandError(
       `the TLS certificate ${config.tlsCert} and key ${config.tlsKey} do not make a pair a server can use: check that both are PEM and that the key is the certificate's`,
     );
   }
@@ -590,7 +590,7 @@ function watchSignals(): Signals {
 
 /** Why a start failed, as one line for the operator; undefined for a bug. */
 function startFailure(error: unknown, config: Config): string | undefined {
-  if (error instanceof CommandError) return error.message;
+  if (error instanceof ServerCommandError) return error.message;
   const code = (error as NodeJS.ErrnoException).code;
   const address = `${config.host}:${config.port}`;
   if (code === 'EADDRINUSE')
@@ -628,7 +628,7 @@ export async function serve(argv: readonly string[], io: CommandIo): Promise<num
   try {
     parsed = parseConfig(argv, io.env);
   } catch (error) {
-    if (!(error instanceof UsageError)) throw error;
+    if (!(error instanceof ServerUsageError)) throw error;
     io.stderr.write(`users-server: ${error.message} (see users-server --help)\n`);
     return 2;
   }
@@ -662,7 +662,7 @@ export async function serve(argv: readonly string[], io: CommandIo): Promise<num
       return 0;
     }
     // A setting that cannot work (the PostgreSQL driver missing): exit 2.
-    if (error instanceof UsageError) {
+    if (error instanceof ServerUsageError) {
       io.stderr.write(`users-server: ${error.message}\n`);
       return 2;
     }

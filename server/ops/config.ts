@@ -4,7 +4,7 @@ import { fileProblem } from '../../shared/file-errors.js';
 import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { flagUsageError, UsageError } from '../errors.js';
+import { flagUsageError, ServerUsageError } from '../errors.js';
 
 export type RequireSession = 'none' | 'writes' | 'all';
 type LogFormat = 'text' | 'json' | 'off';
@@ -89,7 +89,7 @@ function integer(min: number, max: number) {
     const text = String(value);
     const n = /^\d+$/.test(text) ? Number(text) : NaN;
     if (!Number.isSafeInteger(n) || n < min || n > max) {
-      throw new UsageError(`${source} must be an integer from ${min} to ${max}, not "${text}"`);
+      throw new ServerUsageError(`${source} must be an integer from ${min} to ${max}, not "${text}"`);
     }
     return n;
   };
@@ -97,7 +97,7 @@ function integer(min: number, max: number) {
 
 function text(value: string | boolean, source: string): string {
   const s = String(value);
-  if (s === '') throw new UsageError(`${source} must not be empty`);
+  if (s === '') throw new ServerUsageError(`${source} must not be empty`);
   return s;
 }
 
@@ -114,7 +114,7 @@ function parseAllowedHosts(value: string | boolean, source: string): string[] {
       if (name === '*' || REG_NAME.test(name)) return name;
       const address = name.startsWith('[') && name.endsWith(']') ? name.slice(1, -1) : name;
       if (isIP(address) === 6) return `[${address}]`;
-      throw new UsageError(
+      throw new ServerUsageError(
         `${source}: "${entry.trim()}" is not a host name or address (give each without a scheme or port; any port is accepted), or * for any`,
       );
     });
@@ -162,7 +162,7 @@ export const FLAGS: Record<string, FlagSpec> = {
     key: 'requireSession',
     parse: (v, source) => {
       if (v === 'none' || v === 'writes' || v === 'all') return v;
-      throw new UsageError(`${source} must be all, writes or none, not "${String(v)}"`);
+      throw new ServerUsageError(`${source} must be all, writes or none, not "${String(v)}"`);
     },
   },
   'require-if-match': {
@@ -195,7 +195,7 @@ export const FLAGS: Record<string, FlagSpec> = {
       const text = String(v);
       if (text === 'journal' || text === 'memory' || text === 'postgres' || /^postgres(ql)?:\/\//.test(text))
         return text;
-      throw new UsageError(
+      throw new ServerUsageError(
         `${source} must be journal, memory, postgres or a postgres:// URL, not "${redactSecrets(text)}"`,
       );
     },
@@ -229,7 +229,7 @@ export const FLAGS: Record<string, FlagSpec> = {
     parse: (v, source) => {
       const seconds = parseLifetime(String(v));
       if (seconds === undefined || seconds > 366 * 86_400)
-        throw new UsageError(
+        throw new ServerUsageError(
           `${source} must be a duration such as 90s, 30m, 1h, 7d or 2w (at most a year), not "${String(v)}"`,
         );
       return seconds;
@@ -293,7 +293,7 @@ export const FLAGS: Record<string, FlagSpec> = {
     key: 'logFormat',
     parse: (v, source) => {
       if (v === 'text' || v === 'json' || v === 'off') return v;
-      throw new UsageError(`${source} must be text, json or off, not "${String(v)}"`);
+      throw new ServerUsageError(`${source} must be text, json or off, not "${String(v)}"`);
     },
   },
   'login-page': {
@@ -342,7 +342,7 @@ export const FLAGS: Record<string, FlagSpec> = {
       const secrets = String(v).split(',');
       for (const s of secrets) {
         if (Buffer.byteLength(s) < MIN_SECRET_BYTES)
-          throw new UsageError(`${source}: each secret needs at least ${MIN_SECRET_BYTES} bytes`);
+          throw new ServerUsageError(`${source}: each secret needs at least ${MIN_SECRET_BYTES} bytes`);
       }
       return secrets;
     },
@@ -401,7 +401,7 @@ function parseBooleanEnv(value: string, name: string): boolean {
   const v = value.toLowerCase();
   if (v === '1' || v === 'true' || v === 'yes' || v === 'on') return true;
   if (v === '0' || v === 'false' || v === 'no' || v === 'off' || v === '') return false;
-  throw new UsageError(`${name} must be true or false, not "${value}"`);
+  throw new ServerUsageError(`${name} must be true or false, not "${value}"`);
 }
 
 interface ParsedCommandLine {
@@ -417,7 +417,7 @@ export const SERVER_COMMANDS = ['accounts', 'backup', 'config', 'copy', 'migrate
 
 /**
  * Parses the server's flags. Precedence: flag, then USERS_* environment
- * variable, then the --config file, then the embedded default. Throws UsageError on any bad flag or value.
+ * variable, then the --config file, then the embedded default. Throws ServerUsageError on any bad flag or value.
  */
 export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): ParsedCommandLine {
   const options: ParseArgsConfig['options'] = { help: { type: 'boolean', short: 'h' }, version: { type: 'boolean' } };
@@ -454,14 +454,14 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Pa
     sources[flag] = source;
   }
   // A burst without a rate is a setup mistake, not a silent no-op.
-  if (config.rateBurst !== 0 && config.rateLimit === 0) throw new UsageError('--rate-burst needs --rate-limit');
+  if (config.rateBurst !== 0 && config.rateLimit === 0) throw new ServerUsageError('--rate-burst needs --rate-limit');
   if ((config.tlsCert === '') !== (config.tlsKey === ''))
-    throw new UsageError('HTTPS needs both --tls-cert and --tls-key');
+    throw new ServerUsageError('HTTPS needs both --tls-cert and --tls-key');
   // Served over TLS, the session cookie can be Secure and __Host- prefixed.
   if (config.tlsCert !== '') config.cookieSecure = true;
   if (config.secretFile !== '') {
     if ((config.secrets as string[]).length > 0)
-      throw new UsageError('give the signing secrets once: --secret or --secret-file, not both');
+      throw new ServerUsageError('give the signing secrets once: --secret or --secret-file, not both');
     config.secrets = readSecretFile(config.secretFile as string);
   }
   return { config: config as unknown as Config, sources, help: values.help === true, version: values.version === true };
@@ -477,25 +477,27 @@ function readConfigFile(path: string): Record<string, string | boolean> {
   try {
     text = readFileSync(path, 'utf8');
   } catch (error) {
-    throw new UsageError(`--config: ${fileProblem('read', path, error)}`);
+    throw new ServerUsageError(`--config: ${fileProblem('read', path, error)}`);
   }
   let doc: unknown;
   try {
     doc = JSON.parse(text);
   } catch (error) {
-    throw new UsageError(`--config ${path}: not JSON at ${jsonErrorPlace(text, error)} (${jsonErrorReason(error)})`);
+    throw new ServerUsageError(
+      `--config ${path}: not JSON at ${jsonErrorPlace(text, error)} (${jsonErrorReason(error)})`,
+    );
   }
   if (typeof doc !== 'object' || doc === null || Array.isArray(doc))
-    throw new UsageError(`--config ${path}: the settings must be a JSON object`);
+    throw new ServerUsageError(`--config ${path}: the settings must be a JSON object`);
   const settings: Record<string, string | boolean> = {};
   for (const [key, value] of Object.entries(doc)) {
     const spec = FLAGS[key];
     if (spec === undefined || key === 'config')
-      throw new UsageError(
+      throw new ServerUsageError(
         `--config ${path}: unknown setting "${key}" (the settings are named like the flags, without --)`,
       );
     if (spec.type === 'boolean' ? typeof value !== 'boolean' : typeof value !== 'string' && typeof value !== 'number') {
-      throw new UsageError(
+      throw new ServerUsageError(
         `--config ${path}: "${key}" must be ${spec.type === 'boolean' ? 'true or false' : 'a string or a number'}`,
       );
     }
@@ -510,17 +512,17 @@ function readSecretFile(path: string): string[] {
   try {
     text = readFileSync(path, 'utf8');
   } catch (error) {
-    throw new UsageError(`--secret-file: ${fileProblem('read', path, error)}`);
+    throw new ServerUsageError(`--secret-file: ${fileProblem('read', path, error)}`);
   }
   const secrets = text
     .split('\n')
     .map((line) => line.trim())
     .filter((line) => line !== '' && !line.startsWith('#'));
   if (secrets.length === 0)
-    throw new UsageError(`--secret-file ${path}: no secret in it (one a line, the first signs)`);
+    throw new ServerUsageError(`--secret-file ${path}: no secret in it (one a line, the first signs)`);
   for (const secret of secrets)
     if (Buffer.byteLength(secret) < MIN_SECRET_BYTES)
-      throw new UsageError(`--secret-file ${path}: each secret needs at least ${MIN_SECRET_BYTES} bytes`);
+      throw new ServerUsageError(`--secret-file ${path}: each secret needs at least ${MIN_SECRET_BYTES} bytes`);
   return secrets;
 }
 

@@ -17,7 +17,7 @@ import {
 import { dirname, join, resolve } from 'node:path';
 import { makeDirectories } from '../../shared/directories.js';
 import { fileProblem } from '../../shared/file-errors.js';
-import { CommandError } from '../errors.js';
+import { ServerCommandError } from '../errors.js';
 import { removeFileSync, replaceFileSync } from './durable-files.js';
 
 export function ensureDataDir(dir: string): string {
@@ -25,10 +25,10 @@ export function ensureDataDir(dir: string): string {
   try {
     makeDirectories(path, 0o700);
   } catch (error) {
-    throw new CommandError(`cannot create the data directory: ${fileProblem('create', path, error)}`);
+    throw new ServerCommandError(`cannot create the data directory: ${fileProblem('create', path, error)}`);
   }
   if (!statSync(path).isDirectory())
-    throw new CommandError(`the data directory ${path} is a file, not a folder; give --data a folder`);
+    throw new ServerCommandError(`the data directory ${path} is a file, not a folder; give --data a folder`);
   return path;
 }
 
@@ -40,21 +40,21 @@ export function ensureDataDir(dir: string): string {
  */
 export function requireDataDir(dir: string, flag = '--data'): void {
   if (!existsSync(dir))
-    throw new CommandError(
+    throw new ServerCommandError(
       `${dir} does not exist: give the server's data directory with ${flag}, or start users-server once with --data ${dir} to make it`,
     );
   if (!statSync(dir).isDirectory())
-    throw new CommandError(`${dir} is a file, not a folder: give the server's data directory with ${flag}`);
+    throw new ServerCommandError(`${dir} is a file, not a folder: give the server's data directory with ${flag}`);
   let names: string[];
   try {
     names = readdirSync(dir);
   } catch (error) {
-    throw new CommandError(`cannot read the data directory: ${fileProblem('read', dir, error)}`);
+    throw new ServerCommandError(`cannot read the data directory: ${fileProblem('read', dir, error)}`);
   }
   refuseUnfinished(dir);
   const known = names.some((name) => DATA_DIR_FILES.has(name) || /^(journal|snapshot)-\d{8}$/.test(name));
   if (!known)
-    throw new CommandError(
+    throw new ServerCommandError(
       `${dir} is not a users-server data directory (no journal, secret or accounts in it): give the server's data directory with ${flag}, or start users-server once with --data ${dir} to make it`,
     );
 }
@@ -112,7 +112,7 @@ export function markUnfinished(dir: string, what: string): { finish(): void } {
 function refuseUnfinished(dir: string): void {
   const mark = readTrimmed(join(dir, UNFINISHED_FILE));
   if (mark === undefined) return;
-  throw new CommandError(
+  throw new ServerCommandError(
     `${dir} is not whole: the ${mark.split('\n')[0]} stopped before it finished (${UNFINISHED_FILE} says so), so it may hold part of the data; make it again, or remove ${join(dir, UNFINISHED_FILE)} to use what it holds`,
   );
 }
@@ -214,14 +214,14 @@ export function acquireLock(
   const path = join(dir, 'lock');
   // The pid in the lock cannot tell two servers of this process apart.
   if (heldLocks.has(path))
-    throw new CommandError(`another users-server in this process is using the data directory ${dir}`);
+    throw new ServerCommandError(`another users-server in this process is using the data directory ${dir}`);
   const taken = takeLink(path, 'the data directory', (stale) =>
     log(`users-server: took over the lock of ${dir}: ${stale}`),
   );
   if ('owner' in taken) {
     if (taken.owner === undefined)
-      throw new CommandError(`cannot lock the data directory ${dir}: another server is starting on it`);
-    throw new CommandError(
+      throw new ServerCommandError(`cannot lock the data directory ${dir}: another server is starting on it`);
+    throw new ServerCommandError(
       `another users-server (pid ${taken.owner.pid}) is using the data directory ${dir}: ${nextStep}`,
     );
   }
@@ -258,7 +258,7 @@ function takeLink(
       };
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'EEXIST')
-        throw new CommandError(`cannot lock ${label}: ${fileProblem('write', path, error)}`);
+        throw new ServerCommandError(`cannot lock ${label}: ${fileProblem('write', path, error)}`);
     }
     owner = readOwner(path);
     const stale =
@@ -302,7 +302,7 @@ export async function withEditLock<T>(dir: string, name: string, edit: () => T):
       }
     }
     if (Date.now() > deadline) {
-      throw new CommandError(
+      throw new ServerCommandError(
         `${join(dir, name)} is being changed by another process${taken.owner === undefined ? '' : ` (pid ${taken.owner.pid})`} for more than ${EDIT_WAIT_MS / 1000} s; try again once it has finished`,
       );
     }
@@ -325,7 +325,7 @@ function readTrimmed(path: string): string | undefined {
     return readFileSync(path, 'utf8').trim();
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-    throw new CommandError(`cannot read ${path}: ${(error as NodeJS.ErrnoException).code}`);
+    throw new ServerCommandError(`cannot read ${path}: ${(error as NodeJS.ErrnoException).code}`);
   }
 }
 

@@ -1,6 +1,6 @@
 import { lstatSync, realpathSync, rmdirSync, statSync, type Stats } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
-import { CommandError } from '../errors.js';
+import { ServerCommandError } from '../errors.js';
 
 /**
  * The folder a command writes a data directory into (backup --to, copy
@@ -47,15 +47,15 @@ export function requirePrivateDirectory(path: string, options: PrivateDirectoryO
 
 function refuseSharedFolder(path: string, held: Stats, me: number, options: PrivateDirectoryOptions): void {
   if (held.isSymbolicLink())
-    throw new CommandError(
+    throw new ServerCommandError(
       `${path} is a symbolic link: give the folder itself, so that no one can point it elsewhere while it is written`,
     );
   if (held.uid !== me && !(me === 0 && options.othersMayOwn === true))
-    throw new CommandError(
+    throw new ServerCommandError(
       `${path} belongs to another user (uid ${held.uid}): ${options.verb} into a folder of your own, or a new one`,
     );
   if ((held.mode & 0o022) !== 0)
-    throw new CommandError(
+    throw new ServerCommandError(
       `${path} can be written by other users (mode ${modeText(held)}): ${options.verb} into a folder only you can write (chmod go-w), or a new one`,
     );
 }
@@ -63,7 +63,7 @@ function refuseSharedFolder(path: string, held: Stats, me: number, options: Priv
 function refuseSharedParent(above: string, path: string, held: Stats, me: number, verb: string): void {
   const othersWrite = (held.mode & 0o022) !== 0 && (held.mode & 0o1000) === 0;
   if ((held.uid === 0 || held.uid === me) && !othersWrite) return;
-  throw new CommandError(
+  throw new ServerCommandError(
     `${above}, above ${path}, can be changed by another user (uid ${held.uid}, mode ${modeText(held)}), who could put a folder of their own in its place: ${verb} into a folder whose parents only you or root can change`,
   );
 }

@@ -1,5 +1,5 @@
 import { systemFileProblem } from '../../shared/file-errors.js';
-import { CommandError } from '../errors.js';
+import { ServerCommandError } from '../errors.js';
 import { DEFAULT_COMPACTION_FLOOR, openJournalStore, type JournalIo } from './journal/journal.js';
 import { memoryStore } from './memory/state-store.js';
 import type { Store } from './store.js';
@@ -55,7 +55,7 @@ export async function openStore(spec: string, dir: string, options: StoreOptions
     return openJournalStore(dir, { compactionFloor: DEFAULT_COMPACTION_FLOOR, ...options });
   } catch (error) {
     const problem = systemFileProblem(error, dir);
-    if (problem !== undefined) throw new CommandError(`cannot open the store in ${dir}: ${problem}`);
+    if (problem !== undefined) throw new ServerCommandError(`cannot open the store in ${dir}: ${problem}`);
     throw error;
   }
 }

@@ -6,7 +6,7 @@
  */
 import { connect as netConnect, type Socket } from 'node:net';
 import type postgresDriver from 'postgres';
-import { StoreUnavailableError, UsageError } from '../../errors.js';
+import { StoreUnavailableError, ServerUsageError } from '../../errors.js';
 
 export type Sql = postgresDriver.Sql;
 export type TransactionSql = postgresDriver.TransactionSql;
@@ -102,7 +102,7 @@ export async function connect(url: string | undefined, options: ConnectOptions =
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     if (code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND') {
-      throw new UsageError(
+      throw new ServerUsageError(
         `the PostgreSQL store needs its driver, which is not installed: run \`${DRIVER_INSTALL}\` next to users-server`,
       );
     }
@@ -184,7 +184,7 @@ export function poolingOf(url: string | undefined): { target: string | undefined
   const mode = parsed.searchParams.get(POOL_MODE_PARAMETER);
   if (mode === null) return { target: url, transactionPooling: false };
   if (mode !== 'transaction' && mode !== 'session') {
-    throw new UsageError(
+    throw new ServerUsageError(
       `${POOL_MODE_PARAMETER}=${mode} in the store URL: users-server runs behind a pooler in transaction or session mode (${POOL_MODE_PARAMETER}=transaction or ${POOL_MODE_PARAMETER}=session), not statement mode, which refuses transactions`,
     );
   }

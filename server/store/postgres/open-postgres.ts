@@ -1,4 +1,4 @@
-import { CommandError } from '../../errors.js';
+import { ServerCommandError } from '../../errors.js';
 import {
   connect,
   DEFAULT_DB_POOL,
@@ -60,7 +60,7 @@ export async function openPostgresStore(url: string | undefined, options: Postgr
   }
 }
 
-/** The schema version, once the database answers; a CommandError after the start wait. */
+/** The schema version, once the database answers; a ServerCommandError after the start wait. */
 async function waitForDatabase(sql: Sql, url: string | undefined, options: PostgresOptions): Promise<number> {
   const deadline = Date.now() + (options.startWaitSeconds ?? DEFAULT_START_WAIT_SECONDS) * 1000;
   const stopped = () => options.signal?.aborted === true;
@@ -73,22 +73,22 @@ async function waitForDatabase(sql: Sql, url: string | undefined, options: Postg
         options.signal,
       );
     } catch (error) {
-      if (stopped()) throw new CommandError(`stopped while waiting for ${describeDatabase(url)}`);
+      if (stopped()) throw new ServerCommandError(`stopped while waiting for ${describeDatabase(url)}`);
       const code = (error as { code?: string }).code ?? 'error';
       if (!isUnavailable(error) || needsPoolMode(error))
-        throw new CommandError(`cannot use ${describeDatabase(url)}: ${describeFailure(error)}`);
+        throw new ServerCommandError(`cannot use ${describeDatabase(url)}: ${describeFailure(error)}`);
       if (Date.now() >= deadline) throw unreachable(url, code, options.startWaitSeconds ?? DEFAULT_START_WAIT_SECONDS);
       options.log(`users-server: waiting for ${describeDatabase(url)} (${code}), attempt ${attempt}`);
       await pause(Math.min(1000 * attempt, 5000), options.signal);
-      if (stopped()) throw new CommandError(`stopped while waiting for ${describeDatabase(url)}`);
+      if (stopped()) throw new ServerCommandError(`stopped while waiting for ${describeDatabase(url)}`);
     }
   }
 }
 
 /** The database did not answer (a connection refused, a host not found), after waiting `seconds`: what to check. */
-export function unreachable(url: string | undefined, code: string, seconds: number): CommandError {
+export function unreachable(url: string | undefined, code: string, seconds: number): ServerCommandError {
   const waited = seconds > 0 ? ` in ${seconds} s of waiting (--db-start-wait)` : '';
-  return new CommandError(
+  return new ServerCommandError(
     `cannot reach ${describeDatabase(url)} (${code})${waited}: check that PostgreSQL runs there and that the URL (or PGHOST and PGPORT) names it`,
   );
 }
@@ -129,7 +129,7 @@ async function upgrade(
   } catch (error) {
     // 42501 insufficient_privilege: the service may not change the schema.
     if ((error as { code?: string }).code !== '42501') throw error;
-    throw new CommandError(
+    throw new ServerCommandError(
       `${describeDatabase(url)} has schema version ${version}, this users-server needs ${SCHEMA_VERSION}, and it may not change the schema: run \`users-server migrate --store URL\` as a user who may`,
     );
   }

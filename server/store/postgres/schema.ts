@@ -6,7 +6,7 @@
  * `schema_migrations` records what was applied. An instance refuses a
  * schema newer than it knows.
  */
-import { CommandError } from '../../errors.js';
+import { ServerCommandError } from '../../errors.js';
 import type { Sql } from './driver.js';
 
 /** The advisory lock key of migrations: "users-server schema" in a bigint. */
@@ -115,7 +115,7 @@ export async function schemaVersion(sql: Sql): Promise<number> {
 /** Refuses a schema newer than this users-server knows. */
 export function checkNotNewer(version: number): void {
   if (version > SCHEMA_VERSION) {
-    throw new CommandError(
+    throw new ServerCommandError(
       `the database's schema is version ${version}; this users-server knows versions up to ${SCHEMA_VERSION}: upgrade users-server`,
     );
   }
