@@ -5,7 +5,7 @@ import type { ProblemKind } from '../shared/problems.js';
  * who acts on it. Anything else thrown is a bug: the HTTP layer logs it and
  * answers a bare 500; a command prints it as "unexpected".
  */
-class UsersServerError extends Error {
+export class UsersServerError extends Error {
   override readonly name: string = 'UsersServerError';
 }
 
@@ -48,9 +48,16 @@ export class HttpError extends UsersServerError {
   }
 }
 
+/**
+ * The exit codes of users-server and its commands: 0 done, 1 failed, 2 a
+ * usage error (`repair` adds 3 of its own: repaired, something dropped).
+ */
+export const SERVER_EXIT = { ok: 0, failed: 1, usage: 2 } as const;
+
 /** A bad flag, environment variable or argument: the command exits 2 with this one line. */
 export class ServerUsageError extends UsersServerError {
   override readonly name: string = 'ServerUsageError';
+  readonly exitCode: number = SERVER_EXIT.usage;
 }
 
 /**
@@ -84,6 +91,7 @@ export function flagUsageError(error: unknown, commands?: readonly string[]): Se
 /** The server or a command cannot do its work (data directory, lock, port, a taken name): exit 1 with this one line. */
 export class ServerCommandError extends UsersServerError {
   override readonly name: string = 'ServerCommandError';
+  readonly exitCode: number = SERVER_EXIT.failed;
 }
 
 /** Data on disk that cannot be used safely (a damaged journal, a bad accounts file): exit 1, naming the file. */

@@ -1,7 +1,7 @@
 import { accountsCommand } from './commands/accounts.js';
 import { backupCommand } from './commands/backup.js';
 import { configCommand } from './commands/config-show.js';
-import { finishOutput, watchOutput, type CommandIo } from './commands/command-io.js';
+import { finishOutput, runCommand, watchOutput, type CommandIo } from './commands/command-io.js';
 import { copyCommand } from './commands/copy.js';
 import { manCommand } from './commands/man-page.js';
 import { migrateCommand } from './commands/migrate.js';
@@ -28,7 +28,8 @@ const COMMANDS: Record<ServerCommand, (args: string[], io: CommandIo) => number 
 /**
  * The users-server executable: `repair`, `accounts`, `migrate`, `copy`,
  * `backup` and `config` are commands of their own; anything else is the
- * server's flags (commands/serve.ts). Resolves to the exit code.
+ * server's flags (commands/serve.ts). Resolves to the exit code; a failure
+ * is one line on stderr (runCommand).
  */
 export async function main(
   argv: readonly string[],
@@ -36,7 +37,9 @@ export async function main(
 ): Promise<number> {
   watchOutput(io.stdout);
   watchOutput(io.stderr);
-  const command = Object.hasOwn(COMMANDS, argv[0] ?? '') ? COMMANDS[argv[0] as ServerCommand] : undefined;
+  const name = argv[0] ?? '';
   // The server reports a failed write of its log itself, and goes on.
-  return command === undefined ? serve(argv, io) : finishOutput(io, await command(argv.slice(1), io));
+  if (!Object.hasOwn(COMMANDS, name)) return runCommand(undefined, () => serve(argv, io), io);
+  const command = COMMANDS[name as ServerCommand];
+  return runCommand(name, async () => finishOutput(io, await command(argv.slice(1), io)), io);
 }

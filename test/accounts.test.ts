@@ -131,7 +131,7 @@ function assertOneErrorLine(run: Run, code: number): string {
   assert.equal(run.stdout, '', 'nothing on stdout');
   const lines = run.stderr.split('\n').filter((l) => l !== '');
   assert.equal(lines.length, 1, `expected one stderr line: ${JSON.stringify(run.stderr)}`);
-  assert.match(lines[0]!, /^users-server: \S/);
+  assert.match(lines[0]!, /^users-server accounts: \S/);
   assert.ok(!/^\s+at /m.test(run.stderr), `stack trace on stderr: ${run.stderr}`);
   return lines[0]!;
 }
@@ -379,7 +379,7 @@ const refusals: RefusalCase[] = [
 
 for (const c of refusals) {
   test(
-    `accounts: ${c.name} exits ${c.code} with one stderr line "users-server: ..." and leaves the accounts file unchanged`,
+    `accounts: ${c.name} exits ${c.code} with one stderr line "users-server accounts: ..." and leaves the accounts file unchanged`,
     TEST_OPTIONS,
     async (t) => {
       const dir = dataDir(t);
@@ -508,7 +508,7 @@ test('accounts add on a terminal with two different passwords exits 1 and adds n
   const result = runOnTerminal(t, dir, 'first-try', 'second-try');
   if (result === undefined) return;
   assert.equal(result.code, 1, result.transcript);
-  assert.match(result.transcript, /users-server: /);
+  assert.match(result.transcript, /users-server accounts: the two passwords differ/);
   assert.equal(existsSync(join(dir, 'accounts')), false);
 });
 
@@ -1042,7 +1042,7 @@ test(
       });
       assert.deepEqual(
         [refused.code, refused.stdout, refused.stderr],
-        [1, '', 'users-server: no space left to write the accounts file; free some space\n'],
+        [1, '', 'users-server accounts: no space left to write the accounts file; free some space\n'],
       );
       assert.deepEqual(readFileSync(join(dir, 'accounts')), before);
       assert.deepEqual(

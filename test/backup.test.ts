@@ -194,7 +194,7 @@ test('a backup killed while it copies (SIGKILL) leaves a folder that a start, re
       assert.match(
         refused.stderr,
         new RegExp(
-          `^users-server(?: repair| backup)?: ${dest} is not whole: the backup from ${dir} stopped before it finished \\(unfinished says so\\), so it may hold part of the data; make it again, or remove ${dest}/unfinished to use what it holds\n$`,
+          `^users-server(?: repair| backup| accounts)?: ${dest} is not whole: the backup from ${dir} stopped before it finished \\(unfinished says so\\), so it may hold part of the data; make it again, or remove ${dest}/unfinished to use what it holds\n$`,
         ),
         args.join(' '),
       );

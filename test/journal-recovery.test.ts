@@ -33,7 +33,6 @@ import {
 import { join } from 'node:path';
 import { after, test, type TestContext } from 'node:test';
 import type { Config } from '../server/ops/config.js';
-import { repair } from '../server/commands/repair.js';
 import { writeAccountsFile } from '../server/security/accounts-file.js';
 import { hashPassword } from '../server/security/credentials.js';
 import {
@@ -46,7 +45,16 @@ import {
 } from '../server/store/journal/codec.js';
 import { recover } from '../server/store/journal/recovery.js';
 import type { StoreState } from '../server/store/memory/state.js';
-import { listText, onSmallDisk, put, send, startTestServer, tempDir, type TestServer } from './helpers.js';
+import {
+  listText,
+  onSmallDisk,
+  put,
+  runUsersServer,
+  send,
+  startTestServer,
+  tempDir,
+  type TestServer,
+} from './helpers.js';
 import { spawnServer, spawnUsersServer, beyondDataLine } from './processes.js';
 
 const JOURNAL = 'journal-00000001';
@@ -396,13 +404,8 @@ test("recovery: zeros after the last record are the journal's preallocated space
 test('repair: zeros after the last record are not damage: repair finds nothing to repair', async (t) => {
   const f = await journalFixture();
   const dir = copyWith(t, f, Buffer.concat([f.bytes, Buffer.alloc(4096)]));
-  let out = '';
-  const code = await repair(['--data', dir], {
-    stdout: { write: (s: string) => (out += s) },
-    stderr: { write: (s: string) => (out += s) },
-    env: {},
-  });
-  assert.equal(code, 0, out);
+  const { code, out, err } = await runRepair(dir);
+  assert.equal(code, 0, err);
   assert.match(out, /no damage found/);
   assert.deepEqual(
     readdirSync(dir).filter((name) => name.startsWith('repair-')),
@@ -443,16 +446,10 @@ for (const flip of flips) {
   });
 }
 
-/** Runs repair in process: its exit code and what it printed. */
+/** Runs `users-server repair --data DIR` in process: its exit code and what it printed. */
 async function runRepair(dir: string): Promise<{ code: number; out: string; err: string }> {
-  let out = '';
-  let err = '';
-  const code = await repair(['--data', dir], {
-    stdout: { write: (s: string) => (out += s) },
-    stderr: { write: (s: string) => (err += s) },
-    env: {},
-  });
-  return { code, out, err };
+  const run = await runUsersServer(['repair', '--data', dir]);
+  return { code: run.code, out: run.stdout, err: run.stderr };
 }
 
 /** The listing a server gives on the fixture's journal without the record at [from, to): what repair must bring back. */
@@ -577,12 +574,7 @@ test('repair: on an undamaged directory users-server repair says so, exits 0 and
   const f = await journalFixture();
   const dir = copyWith(t, f, f.bytes);
   const before = snapshotDir(dir);
-  let out = '';
-  const code = await repair(['--data', dir], {
-    stdout: { write: (s: string) => (out += s) },
-    stderr: { write: () => {} },
-    env: {},
-  });
+  const { code, out } = await runRepair(dir);
   assert.equal(code, 0);
   assert.equal(
     out,

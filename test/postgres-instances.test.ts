@@ -562,7 +562,7 @@ test('PostgreSQL: migrate, accounts and copy against a database that cannot be r
     'cannot reach postgres://app:***@127.0.0.1:9/users (ECONNREFUSED): check that PostgreSQL runs there and that the URL (or PGHOST and PGPORT) names it';
   for (const [args, prefix] of [
     [['migrate', '--store', url], 'users-server migrate'],
-    [['accounts', 'list', '--store', url], 'users-server'],
+    [['accounts', 'list', '--store', url], 'users-server accounts'],
     [['copy', '--from', url, '--to', '/nonexistent/copy'], 'users-server copy'],
   ] as const) {
     const run = await runUsersServer(args);

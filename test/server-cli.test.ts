@@ -9,6 +9,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync
 import { request as httpRequest } from 'node:http';
 import { connect, createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
+import { PassThrough } from 'node:stream';
 import { test, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import {
@@ -22,6 +23,8 @@ import {
   tempDir,
   type Reply,
 } from './helpers.js';
+import { runCommand } from '../server/commands/command-io.js';
+import { DataError, ServerCommandError, ServerUsageError } from '../server/errors.js';
 import { isAlive, lockOwnerPid } from '../server/ops/data-dir.js';
 import {
   cleanEnv,
@@ -232,7 +235,7 @@ const usageSentences: Array<{ args: string[]; line: string }> = [
   { args: ['repair', '--nope'], line: "users-server repair: unknown option '--nope' (see users-server repair --help)" },
   {
     args: ['accounts', 'add', '--nope'],
-    line: "users-server: unknown option '--nope' (see users-server accounts --help)",
+    line: "users-server accounts: unknown option '--nope' (see users-server accounts --help)",
   },
 ];
 for (const c of usageSentences) {
@@ -248,6 +251,50 @@ for (const c of usageSentences) {
   );
 }
 
+const failures: Array<{ name: string; error: unknown; command: string | undefined; code: number; line: string }> = [
+  {
+    name: 'a ServerUsageError of a command',
+    error: new ServerUsageError('copy needs --from and --to'),
+    command: 'copy',
+    code: 2,
+    line: 'users-server copy: copy needs --from and --to',
+  },
+  {
+    name: 'a ServerCommandError of the server',
+    error: new ServerCommandError('the address is in use'),
+    command: undefined,
+    code: 1,
+    line: 'users-server: the address is in use',
+  },
+  {
+    name: 'a DataError, a kind of ServerCommandError',
+    error: new DataError('accounts: not valid JSON'),
+    command: 'accounts',
+    code: 1,
+    line: 'users-server accounts: accounts: not valid JSON',
+  },
+  {
+    name: 'an error no command raises on purpose',
+    error: Object.assign(new Error('boom\n    at somewhere (file.js:1:1)'), { code: 'EBOOM' }),
+    command: 'backup',
+    code: 1,
+    line: 'users-server backup: unexpected error: boom (EBOOM)',
+  },
+];
+for (const c of failures) {
+  test(`Server command line: ${c.name} is one line on stderr, "users-server COMMAND: ...", and exit ${c.code}, never a stack`, async () => {
+    let stderr = '';
+    const code = await runCommand(
+      c.command,
+      () => {
+        throw c.error;
+      },
+      { stderr: Object.assign(new PassThrough(), { write: (chunk: string) => ((stderr += chunk), true) }) },
+    );
+    assert.deepEqual([code, stderr], [c.code, `${c.line}\n`]);
+  });
+}
+
 test(
   'Server command line: repair, backup, accounts and copy --from, given a file, a missing path or a folder no server made, exit 1 with one sentence naming the flag, and change nothing',
   TEST_OPTIONS,
@@ -260,7 +307,7 @@ test(
     const commands: Array<[string[], string, string]> = [
       [['repair', '--data'], 'users-server repair: ', '--data'],
       [['backup', '--to', join(root, 'backup'), '--data'], 'users-server backup: ', '--data'],
-      [['accounts', 'list', '--data'], 'users-server: ', '--data'],
+      [['accounts', 'list', '--data'], 'users-server accounts: ', '--data'],
       [['copy', '--to', 'postgres://nobody@127.0.0.1:1/none', '--from'], 'users-server copy: ', '--from'],
     ];
     for (const [args, prefix, flag] of commands) {
@@ -292,13 +339,19 @@ test(
   TEST_OPTIONS,
   async (t) => {
     if (!existsSync('/dev/full')) return t.skip('no /dev/full on this system');
-    for (const args of [['--help'], ['--version'], ['man'], ['config', '--show']]) {
+    const prefixes: Array<[string[], string]> = [
+      [['--help'], 'users-server: '],
+      [['--version'], 'users-server: '],
+      [['man'], 'users-server man: '],
+      [['config', '--show'], 'users-server config: '],
+    ];
+    for (const [args, prefix] of prefixes) {
       const run = await runTool(t, 'bash', ['-c', '"$0" "$@" > /dev/full', process.execPath, SERVER_BIN, ...args]);
       assert.deepEqual(
         [run.code, run.stderr],
         [
           1,
-          'users-server: cannot write the output: no space left on the device; the command ran, but what it printed is lost\n',
+          `${prefix}cannot write the output: no space left on the device; the command ran, but what it printed is lost\n`,
         ],
         args.join(' '),
       );

@@ -2,7 +2,7 @@ import { fileProblem } from '../../shared/file-errors.js';
 import { join, resolve } from 'node:path';
 import { StringDecoder } from 'node:string_decoder';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { ServerCommandError, flagUsageError, ServerUsageError } from '../errors.js';
+import { flagUsageError, SERVER_EXIT, ServerCommandError, ServerUsageError, UsersServerError } from '../errors.js';
 import { envName, isPostgresStore, passwordCostFrom } from '../ops/config.js';
 import { requireDataDir, withEditLock } from '../ops/data-dir.js';
 import {
@@ -64,25 +64,20 @@ Examples:
   users-server accounts add alice --role reader --data ./data
   users-server accounts passwd admin --data ./data`;
 
-/** `users-server accounts add|remove|list`: exit 0 done, 1 failed, 2 usage error; one line on stderr when not 0. */
+/**
+ * `users-server accounts add|passwd|role|remove|list`: exit 0 done; throws
+ * ServerCommandError (exit 1) or ServerUsageError (exit 2), which names
+ * the help to read. A file error of the accounts is one sentence.
+ */
 export async function accountsCommand(argv: readonly string[], io: AccountsIo): Promise<number> {
   try {
     return await run(argv, io);
   } catch (error) {
-    if (error instanceof ServerUsageError) {
-      io.stderr.write(`users-server: ${error.message} (see users-server accounts --help)\n`);
-      return 2;
-    }
-    if (error instanceof ServerCommandError) {
-      io.stderr.write(`users-server: ${error.message}\n`);
-      return 1;
-    }
+    if (error instanceof ServerUsageError)
+      throw new ServerUsageError(`${error.message} (see users-server accounts --help)`);
     const e = error as NodeJS.ErrnoException;
-    if (e.code !== undefined && e.syscall !== undefined) {
-      io.stderr.write(`users-server: ${fileProblem('write', e.path ?? 'the accounts file', e)}\n`);
-      return 1;
-    }
-    throw error;
+    if (error instanceof UsersServerError || e?.code === undefined || e.syscall === undefined) throw error;
+    throw new ServerCommandError(fileProblem('write', e.path ?? 'the accounts file', e));
   }
 }
 
@@ -90,7 +85,7 @@ async function run(argv: readonly string[], io: AccountsIo): Promise<number> {
   const [command, ...rest] = argv;
   if (command === '--help' || command === '-h' || command === 'help') {
     io.stdout.write(USAGE + '\n');
-    return 0;
+    return SERVER_EXIT.ok;
   }
   if (!COMMANDS.includes(command as Command)) {
     throw new ServerUsageError(
@@ -102,7 +97,7 @@ async function run(argv: readonly string[], io: AccountsIo): Promise<number> {
   const { values, positionals } = parse(command as Command, rest);
   if (values.help === true) {
     io.stdout.write(USAGE + '\n');
-    return 0;
+    return SERVER_EXIT.ok;
   }
   const wanted = command === 'list' ? 0 : command === 'role' ? 2 : 1;
   if (positionals.length !== wanted)
@@ -271,7 +266,7 @@ async function add(
     return [...records, record];
   });
   io.stdout.write(`added the account "${name}" with role ${role}\n`);
-  return 0;
+  return SERVER_EXIT.ok;
 }
 
 /**
@@ -300,13 +295,13 @@ async function passwd(place: AccountsPlace, name: string, rules: PasswordRules, 
     io.stdout.write(
       `changed the password of "${name}"; running servers take it within a second, its sessions end, and ${removed}\n`,
     );
-    return 0;
+    return SERVER_EXIT.ok;
   }
   await place.change((records) =>
     replaceRecord(records, name, place.where, (r) => ({ ...r, id: newAccountId(), password })),
   );
   io.stdout.write(`changed the password of "${name}"; its sessions end\n`);
-  return 0;
+  return SERVER_EXIT.ok;
 }
 
 /** A new role, and a new account id: the account's sessions end. */
@@ -325,7 +320,7 @@ async function changeRole(place: AccountsPlace, name: string, role: Role, io: Ac
       ? `"${name}" already has role ${role}; nothing changed\n`
       : `"${name}" now has role ${role}; its sessions end\n`,
   );
-  return 0;
+  return SERVER_EXIT.ok;
 }
 
 function replaceRecord(
@@ -347,7 +342,7 @@ async function remove(place: AccountsPlace, name: string, io: AccountsIo): Promi
     return kept;
   });
   io.stdout.write(`removed the account "${name}"; its sessions end\n`);
-  return 0;
+  return SERVER_EXIT.ok;
 }
 
 async function list(place: AccountsPlace, json: boolean, io: AccountsIo): Promise<number> {
@@ -362,12 +357,12 @@ async function list(place: AccountsPlace, json: boolean, io: AccountsIo): Promis
       i === 0 ? { name: r.name, role: r.role, builtIn: true } : { name: r.name, role: r.role, created: r.created },
     );
     io.stdout.write(JSON.stringify(items) + '\n');
-    return 0;
+    return SERVER_EXIT.ok;
   }
   const width = Math.max(4, ...rows.map((r) => r.name.length));
   io.stdout.write(`${'NAME'.padEnd(width)}  ROLE    CREATED\n`);
   for (const r of rows) io.stdout.write(`${r.name.padEnd(width)}  ${r.role.padEnd(6)}  ${r.created}\n`);
-  return 0;
+  return SERVER_EXIT.ok;
 }
 
 async function readPassword(name: string, rules: PasswordRules, io: AccountsIo): Promise<string> {

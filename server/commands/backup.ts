@@ -3,7 +3,7 @@ import { join, resolve, sep } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { makeDirectories } from '../../shared/directories.js';
 import { fileProblem } from '../../shared/file-errors.js';
-import { ServerCommandError, DataError, ServerUsageError } from '../errors.js';
+import { SERVER_EXIT, ServerCommandError, ServerUsageError } from '../errors.js';
 import { isPostgresStore } from '../ops/config.js';
 import { ADMIN_IDENTITY_FILE, markUnfinished, requireDataDir } from '../ops/data-dir.js';
 import { fsyncDirSync, writeNewFileSync } from '../ops/durable-files.js';
@@ -27,20 +27,8 @@ Exit codes: 0 written, 1 failed (DEST removed again), 2 usage error.`;
 /** The small files of a data directory besides the journal, copied as they are. */
 const SETTINGS_FILES = ['secret', 'admin-password', ADMIN_IDENTITY_FILE, ACCOUNTS_FILE];
 
-/** `users-server backup`: exit 0 written, 1 failed, 2 usage error. */
+/** `users-server backup`: exit 0 written; throws ServerCommandError (exit 1, DEST removed again) or ServerUsageError (exit 2). */
 export function backupCommand(argv: readonly string[], io: CommandIo): number {
-  try {
-    return run(argv, io);
-  } catch (error) {
-    if (error instanceof ServerUsageError || error instanceof ServerCommandError || error instanceof DataError) {
-      io.stderr.write(`users-server backup: ${error.message}\n`);
-      return error instanceof ServerUsageError ? 2 : 1;
-    }
-    throw error;
-  }
-}
-
-function run(argv: readonly string[], io: CommandIo): number {
   const values = commandFlags(
     'backup',
     argv,
@@ -53,7 +41,7 @@ function run(argv: readonly string[], io: CommandIo): number {
     USAGE,
     io,
   );
-  if (values === undefined) return 0;
+  if (values === undefined) return SERVER_EXIT.ok;
   const store = values.store ?? io.env.USERS_STORE;
   if (store !== undefined && isPostgresStore(store))
     throw new ServerUsageError(
@@ -81,7 +69,7 @@ function run(argv: readonly string[], io: CommandIo): number {
     io.stdout.write(
       `backed up ${copied.users} users (${copied.files.map((f) => f.name).join(', ')}: ${bytes} bytes of data) from ${source} to ${target} in ${ms} ms\n`,
     );
-    return 0;
+    return SERVER_EXIT.ok;
   } catch (error) {
     // Leave no half backup that could be mistaken for a whole one.
     if (made) rmSync(target, { recursive: true, force: true });

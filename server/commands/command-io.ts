@@ -1,7 +1,7 @@
 import { sep } from 'node:path';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { fileProblem, writeFailure } from '../../shared/file-errors.js';
-import { ServerCommandError, flagUsageError, ServerUsageError } from '../errors.js';
+import { flagUsageError, SERVER_EXIT, ServerCommandError, ServerUsageError } from '../errors.js';
 
 /** What a users-server command reads and writes: given, so tests run commands in-process. */
 export interface CommandIo {
@@ -33,7 +33,7 @@ export function commandFlags<T extends Options>(
   argv: readonly string[],
   options: T,
   usage: string,
-  io: CommandIo,
+  io: { stdout: { write(chunk: string): unknown } },
 ): Flags<T> | undefined {
   let values: Flags<T>;
   try {
@@ -65,15 +65,14 @@ export function watchOutput(stream: NodeJS.WritableStream): void {
   });
 }
 
-/** `code`, or 1 with one line on stderr when a write to stdout failed (a stream reports it a tick later). */
+/** `code`; a ServerCommandError when a write to stdout failed (a stream reports it a tick later). */
 export async function finishOutput(io: CommandIo, code: number): Promise<number> {
   await new Promise((resolve) => setImmediate(resolve));
   const failed = failedWrites.get(io.stdout)?.code;
-  if (failed === undefined || code !== 0) return code;
-  io.stderr.write(
-    `users-server: cannot write the output: ${writeFailure(failed)}; the command ran, but what it printed is lost\n`,
+  if (failed === undefined || code !== SERVER_EXIT.ok) return code;
+  throw new ServerCommandError(
+    `cannot write the output: ${writeFailure(failed)}; the command ran, but what it printed is lost`,
   );
-  return 1;
 }
 
 /**
@@ -89,4 +88,36 @@ export function writtenFilesFailure(command: 'backup' | 'copy', error: unknown, 
       ? fileProblem('write', path, error)
       : fileProblem('read', path, error);
   return new ServerCommandError(`the ${command} failed, and what it had written was removed: ${problem}`);
+}
+
+/** What starts each line a command writes on stderr: `users-server copy: `, or `users-server: ` for the server itself. */
+export function linePrefix(command: string | undefined): string {
+  return command === undefined ? 'users-server: ' : `users-server ${command}: `;
+}
+
+/**
+ * Runs `work`, the command `command` (undefined: the server itself), and
+ * resolves to its exit code. A ServerUsageError or ServerCommandError it
+ * throws is one line on stderr after `linePrefix` and the error's exit
+ * code; anything else is a bug: exit 1 with one sentence, never a stack.
+ */
+export async function runCommand(
+  command: string | undefined,
+  work: () => number | Promise<number>,
+  io: Pick<CommandIo, 'stderr'>,
+): Promise<number> {
+  try {
+    return await work();
+  } catch (error) {
+    const known = error instanceof ServerUsageError || error instanceof ServerCommandError;
+    io.stderr.write(`${linePrefix(command)}${known ? error.message : unexpected(error)}\n`);
+    return known ? error.exitCode : SERVER_EXIT.failed;
+  }
+}
+
+/** An error no command raises on purpose, as one sentence: its message's first line and its code. */
+function unexpected(error: unknown): string {
+  const message = (error instanceof Error ? error.message : String(error)).split('\n')[0]!;
+  const code = (error as NodeJS.ErrnoException | undefined)?.code;
+  return `unexpected error: ${message}${typeof code === 'string' && !message.includes(code) ? ` (${code})` : ''}`;
 }

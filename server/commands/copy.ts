@@ -1,6 +1,6 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { ServerCommandError, ServerUsageError } from '../errors.js';
+import { SERVER_EXIT, ServerCommandError, ServerUsageError } from '../errors.js';
 import { isPostgresStore, redactSecrets } from '../ops/config.js';
 import {
   acquireLock,
@@ -28,7 +28,7 @@ import {
 import { describeDump, isEmptyDump, type StoreDump } from '../store/dump.js';
 import { hasJournalData, readJournalData, writeJournalData } from '../store/journal/dump-files.js';
 import { journalName, snapshotName } from '../store/journal/recovery.js';
-import { commandFlags, writtenFilesFailure, type CommandIo } from './command-io.js';
+import { commandFlags, linePrefix, writtenFilesFailure, type CommandIo } from './command-io.js';
 
 const USAGE = `usage: users-server copy --from SOURCE --to TARGET [--replace]
 
@@ -46,20 +46,8 @@ Exit codes: 0 copied, 1 failed (nothing was changed), 2 usage error.`;
 
 type Place = { kind: 'dir'; dir: string } | { kind: 'postgres'; url: string | undefined; label: string };
 
-/** `users-server copy`: exit 0 copied, 1 failed, 2 usage error. */
+/** `users-server copy`: exit 0 copied; throws ServerCommandError (exit 1) or ServerUsageError (exit 2). */
 export async function copyCommand(argv: readonly string[], io: CommandIo): Promise<number> {
-  try {
-    return await run(argv, io);
-  } catch (error) {
-    if (error instanceof ServerUsageError || error instanceof ServerCommandError) {
-      io.stderr.write(`users-server copy: ${error.message}\n`);
-      return error instanceof ServerUsageError ? 2 : 1;
-    }
-    throw error;
-  }
-}
-
-async function run(argv: readonly string[], io: CommandIo): Promise<number> {
   const values = commandFlags(
     'copy',
     argv,
@@ -72,7 +60,7 @@ async function run(argv: readonly string[], io: CommandIo): Promise<number> {
     USAGE,
     io,
   );
-  if (values === undefined) return 0;
+  if (values === undefined) return SERVER_EXIT.ok;
   if (values.from === undefined || values.to === undefined)
     throw new ServerUsageError('copy needs --from and --to (see users-server copy --help)');
   const [from, to] = [placeOf(values.from), placeOf(values.to)];
@@ -106,11 +94,11 @@ async function run(argv: readonly string[], io: CommandIo): Promise<number> {
   if (replaced !== undefined) io.stdout.write(`kept what ${labelOf(to)} held in ${replaced}\n`);
   if (to.kind === 'dir' && dump.secrets.length > 1) {
     io.stderr.write(
-      `users-server copy: ${dump.secrets.length - 1} older signing secrets were not copied (a data directory keeps one); to keep their cookies valid, start with --secret and all of them, the first first\n`,
+      `${linePrefix('copy')}${dump.secrets.length - 1} older signing secrets were not copied (a data directory keeps one); to keep their cookies valid, start with --secret and all of them, the first first\n`,
     );
   }
   io.stdout.write(`copied ${describeDump(dump)} from ${labelOf(from)} to ${labelOf(to)}\n`);
-  return 0;
+  return SERVER_EXIT.ok;
 }
 
 function placeOf(text: string): Place {

@@ -1,4 +1,4 @@
-import { ServerCommandError, ServerUsageError } from '../errors.js';
+import { SERVER_EXIT, ServerCommandError, ServerUsageError } from '../errors.js';
 import { envName, isPostgresStore, redactSecrets } from '../ops/config.js';
 import { commandFlags, type CommandIo } from './command-io.js';
 
@@ -12,20 +12,8 @@ uses the standard PG* variables. Safe to run while servers run, and from
 several machines at once: migrations hold an advisory lock.
 Exit codes: 0 done (or nothing to do), 1 failed, 2 usage error.`;
 
-/** `users-server migrate`: exit 0 done, 1 failed, 2 usage error. */
+/** `users-server migrate`: exit 0 done (or nothing to do); throws ServerCommandError (exit 1) or ServerUsageError (exit 2). */
 export async function migrateCommand(argv: readonly string[], io: CommandIo): Promise<number> {
-  try {
-    return await run(argv, io);
-  } catch (error) {
-    if (error instanceof ServerUsageError || error instanceof ServerCommandError) {
-      io.stderr.write(`users-server migrate: ${error.message}\n`);
-      return error instanceof ServerUsageError ? 2 : 1;
-    }
-    throw error;
-  }
-}
-
-async function run(argv: readonly string[], io: CommandIo): Promise<number> {
   const values = commandFlags(
     'migrate',
     argv,
@@ -33,7 +21,7 @@ async function run(argv: readonly string[], io: CommandIo): Promise<number> {
     USAGE,
     io,
   );
-  if (values === undefined) return 0;
+  if (values === undefined) return SERVER_EXIT.ok;
   const spec = values.store ?? io.env[envName('store')] ?? 'postgres';
   if (!isPostgresStore(spec))
     throw new ServerUsageError(
@@ -53,7 +41,7 @@ async function run(argv: readonly string[], io: CommandIo): Promise<number> {
         ? `${describeDatabase(url)}: schema version ${version}, nothing to do\n`
         : `${describeDatabase(url)}: schema version ${version} of ${SCHEMA_VERSION}\n`,
     );
-    return 0;
+    return SERVER_EXIT.ok;
   } catch (error) {
     if (error instanceof ServerCommandError) throw error;
     if (isUnavailable(error)) throw unreachable(url, (error as { code: string }).code, 0);

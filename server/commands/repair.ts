@@ -1,14 +1,14 @@
 import { closeSync, linkSync, mkdirSync, rmSync, unlinkSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { parseArgs } from 'node:util';
 import { envName } from '../ops/config.js';
 import { fileProblem } from '../../shared/file-errors.js';
-import { ServerCommandError, flagUsageError } from '../errors.js';
+import { SERVER_EXIT, ServerCommandError } from '../errors.js';
 import { acquireLock, requireDataDir } from '../ops/data-dir.js';
 import { fsyncDirSync } from '../ops/durable-files.js';
 import { createJournalSync } from '../store/journal/journal.js';
 import { journalName, listDataFiles, salvage, snapshotName, type Damage } from '../store/journal/recovery.js';
 import { captureImage, writeSnapshot } from '../store/journal/snapshot.js';
+import { commandFlags } from './command-io.js';
 
 interface RepairIo {
   stdout: { write(chunk: string): unknown };
@@ -34,34 +34,19 @@ const DROPPED = 3;
 /** The fewest bytes a journal line that issues an id can take ("r\t1\t0"): dropped bytes issued at most this many ids. */
 const MIN_ISSUING_LINE = 6;
 
-/** `users-server repair`: see USAGE for the exit codes. */
+/** `users-server repair`: see USAGE for the exit codes; 1 and 2 are a ServerCommandError and a ServerUsageError thrown. */
 export async function repair(argv: readonly string[], io: RepairIo): Promise<number> {
-  let values;
-  try {
-    ({ values } = parseArgs({
-      args: [...argv],
-      options: { data: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
-      strict: true,
-      allowPositionals: false,
-    }));
-  } catch (error) {
-    io.stderr.write(`users-server repair: ${flagUsageError(error).message} (see users-server repair --help)\n`);
-    return 2;
-  }
-  if (values.help) {
-    io.stdout.write(USAGE + '\n');
-    return 0;
-  }
+  const values = commandFlags(
+    'repair',
+    argv,
+    { data: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+    USAGE,
+    io,
+  );
+  if (values === undefined) return SERVER_EXIT.ok;
   const dir = resolve(values.data ?? io.env[envName('data')] ?? './data');
-  let release: () => void;
-  try {
-    requireDataDir(dir);
-    release = acquireLock(dir, (line) => io.stderr.write(line + '\n'));
-  } catch (error) {
-    if (!(error instanceof ServerCommandError)) throw error;
-    io.stderr.write(`users-server repair: ${error.message}\n`);
-    return 1;
-  }
+  requireDataDir(dir);
+  const release = acquireLock(dir, (line) => io.stderr.write(line + '\n'));
   try {
     return await repairLocked(dir, io);
   } catch (error) {
@@ -70,8 +55,7 @@ export async function repair(argv: readonly string[], io: RepairIo): Promise<num
       typeof code === 'string'
         ? fileProblem('write', (error as NodeJS.ErrnoException).path ?? dir, error)
         : (error as Error).message;
-    io.stderr.write(`users-server repair: failed, nothing was removed: ${problem}\n`);
-    return 1;
+    throw new ServerCommandError(`failed, nothing was removed: ${problem}`);
   } finally {
     release();
   }
@@ -82,7 +66,7 @@ async function repairLocked(dir: string, io: RepairIo): Promise<number> {
   const { state, dropped } = salvage(dir);
   if (dropped.length === 0) {
     say(`${dir}: no damage found (${state.users.size} users); nothing to repair`);
-    return 0;
+    return SERVER_EXIT.ok;
   }
   for (const damage of dropped) say(describe(damage));
   const bytes = dropped.reduce((sum, d) => sum + d.bytes, 0);

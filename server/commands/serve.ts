@@ -5,7 +5,7 @@ import { join, resolve } from 'node:path';
 import { createSecureContext } from 'node:tls';
 import { fileProblem, systemFileProblem } from '../../shared/file-errors.js';
 import { packageVersion } from '../../shared/package-version.js';
-import { ServerCommandError, StoreUnavailableError, ServerUsageError } from '../errors.js';
+import { SERVER_EXIT, ServerCommandError, ServerUsageError, StoreUnavailableError } from '../errors.js';
 import { createApp, type App } from '../http/app.js';
 import { listen, type Listening, type TIMEOUTS } from '../http/server.js';
 import { AccessLog, type LogSink } from '../ops/access-log.js';
@@ -588,17 +588,21 @@ function watchSignals(): Signals {
   return signals;
 }
 
-/** Why a start failed, as one line for the operator; undefined for a bug. */
-function startFailure(error: unknown, config: Config): string | undefined {
-  if (error instanceof ServerCommandError) return error.message;
-  const code = (error as NodeJS.ErrnoException).code;
+/** Why a start failed: a listen refused, as a ServerCommandError for the operator; anything else as it is. */
+function startFailure(error: unknown, config: Config): unknown {
+  const code = (error as NodeJS.ErrnoException | undefined)?.code;
   const address = `${config.host}:${config.port}`;
   if (code === 'EADDRINUSE')
-    return `the address ${address} is already in use: stop what listens there, or give another --port`;
+    return new ServerCommandError(
+      `the address ${address} is already in use: stop what listens there, or give another --port`,
+    );
   if (code === 'EACCES')
-    return `no permission to listen on ${address}: give a --port above 1023, or run with the right to bind it`;
-  if (code === 'EADDRNOTAVAIL' || code === 'ENOTFOUND') return `cannot listen on ${config.host}: no such local address`;
-  return undefined;
+    return new ServerCommandError(
+      `no permission to listen on ${address}: give a --port above 1023, or run with the right to bind it`,
+    );
+  if (code === 'EADDRNOTAVAIL' || code === 'ENOTFOUND')
+    return new ServerCommandError(`cannot listen on ${config.host}: no such local address`);
+  return error;
 }
 
 /** SIGHUP: the accounts read again, and the TLS certificate and key when serving HTTPS; each outcome said on stderr. */
@@ -618,9 +622,10 @@ function reload(running: RunningServer, io: CommandIo): void {
 }
 
 /**
- * `users-server [flags]`: serve until SIGINT or SIGTERM. Exit codes: 0 after
- * a graceful stop, 1 when it cannot start (data directory, lock, port, a
- * damaged journal) or when the journal failed to write, 2 for a bad flag or
+ * `users-server [flags]`: serve until SIGINT or SIGTERM. Exit 0 after a
+ * graceful stop, 1 when the journal failed to write; throws a
+ * ServerCommandError (exit 1) when it cannot start (data directory, lock,
+ * port, a damaged journal), a ServerUsageError (exit 2) for a bad flag or
  * value.
  */
 export async function serve(argv: readonly string[], io: CommandIo): Promise<number> {
@@ -629,12 +634,11 @@ export async function serve(argv: readonly string[], io: CommandIo): Promise<num
     parsed = parseConfig(argv, io.env);
   } catch (error) {
     if (!(error instanceof ServerUsageError)) throw error;
-    io.stderr.write(`users-server: ${error.message} (see users-server --help)\n`);
-    return 2;
+    throw new ServerUsageError(`${error.message} (see users-server --help)`);
   }
   if (parsed.help || parsed.version) {
     io.stdout.write((parsed.help ? usage() : packageVersion(import.meta.url)) + '\n');
-    return finishOutput(io, 0);
+    return finishOutput(io, SERVER_EXIT.ok);
   }
   // Signals are watched first, so a stop asked for as soon as "listening on"
   // appears is still a graceful one. A journal that cannot sync stops the
@@ -659,17 +663,10 @@ export async function serve(argv: readonly string[], io: CommandIo): Promise<num
     // Stopped while it started (Ctrl-C while it waited for the database): a stop, not a failure.
     if (signals.stopAsked.aborted) {
       io.stderr.write('users-server: stopped before it served anything\n');
-      return 0;
+      return SERVER_EXIT.ok;
     }
-    // A setting that cannot work (the PostgreSQL driver missing): exit 2.
-    if (error instanceof ServerUsageError) {
-      io.stderr.write(`users-server: ${error.message}\n`);
-      return 2;
-    }
-    const message = startFailure(error, parsed.config);
-    if (message === undefined) throw error;
-    io.stderr.write(`users-server: ${message}\n`);
-    return 1;
+    // A setting that cannot work (the PostgreSQL driver missing) is a ServerUsageError: exit 2.
+    throw startFailure(error, parsed.config);
   }
   for (const line of startLines(parsed.config, running)) io.stderr.write(`users-server: ${line}\n`);
   const exposed = openToOthers(parsed.config);
@@ -685,5 +682,5 @@ export async function serve(argv: readonly string[], io: CommandIo): Promise<num
   };
   await running.stop();
   signals.unwatch();
-  return fatal ? 1 : 0;
+  return fatal ? SERVER_EXIT.failed : SERVER_EXIT.ok;
 }
