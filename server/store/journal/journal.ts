@@ -533,6 +533,16 @@ function remainder(buffers: Buffer[], written: number): Buffer[] {
 }
 
 /**
+ * A journal header the disk took only part of, without an error of its own:
+ * a full disk, with the code ENOSPC that a full disk's failed write has, so
+ * it is told and answered as one.
+ */
+class ShortHeaderError extends Error {
+  override readonly name = 'ShortHeaderError';
+  readonly code = 'ENOSPC';
+}
+
+/**
  * Creates journal `generation` with its header, durably: the file is synced,
  * then its directory, so the new name survives a crash before any record
  * in it is acknowledged.
@@ -545,7 +555,7 @@ async function createJournal(dir: string, generation: number): Promise<number> {
     // A disk with less room than a header takes part of it without an error.
     const written = await call<number>((cb) => write(fd, header, 0, header.length, null, cb));
     if (written < header.length)
-      throw Object.assign(new Error(`no space left for the header of ${journalName(generation)}`), { code: 'ENOSPC' });
+      throw new ShortHeaderError(`no space left for the header of ${journalName(generation)}`);
     await call<void>((cb) => fsync(fd, cb));
     await fsyncDir(dir);
   } catch (error) {

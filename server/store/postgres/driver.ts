@@ -31,16 +31,10 @@ export interface ConnectOptions {
 }
 
 /**
- * The driver (3.4.x) keeps its connections in queues whose array grows by
- * one slot per query for as long as the queue is never empty when a
- * connection is taken from it, which under steady load is always, and
- * every query searches that array from its start: one instance's GETs fell
- * from 14,300 to 6,400 a second over 40 s of load, and on without end. A
- * fresh pool starts with empty queues, so the pool is replaced after this
- * many queries (at 10,000 a second, every second, for ten new
- * connections); the search then never covers more than this many slots.
- * At 25,000 the search still took 290 ms of CPU in 6 s of PUTs (about
- * 10 µs a PUT); ten new connections cost far less than 10,000 searches.
+ * Queries after which the pool is replaced by one whose queues start empty:
+ * the driver's (3.4.9) connection queues gain a slot per query while they
+ * never empty, and each query searches one from its start (`remove` in
+ * https://github.com/porsager/postgres/blob/v3.4.9/src/queue.js).
  */
 export const RECYCLE_AFTER = 10_000;
 
@@ -66,8 +60,8 @@ export const DEFAULT_DB_TIMEOUT_SECONDS = 5;
  * Seconds before a connection that closed with an error opens again, by
  * the count of such closes since the pool last connected (all of its
  * connections together). The driver's own delay grows as 3^n / 100 up to
- * 20 s: a restart of the database under load made ten or more closes,
- * and the requests waited 2 to 6 s after the database accepted again.
+ * 20 s: a restart of the database under load makes ten or more closes,
+ * and with it requests would wait 2 to 6 s after the database accepts again.
  * Doubling from 10 ms and kept under RECONNECT_MAX_SECONDS, a pool is
  * back within that of the database, at the cost of a few refused
  * connection attempts a second while it is away.
@@ -81,9 +75,9 @@ const RECONNECT_MAX_SECONDS = 0.25;
 /**
  * Seconds a connection may take to open (less when --db-timeout is less).
  * A connection the driver opens while the database restarts can hang
- * until this limit (seen: every restart under load left some), and the
- * requests queued on it with it: with --db-timeout's 5 s they waited 5 s
- * after the database was back. A connection that really takes longer than
+ * until this limit (every restart under load leaves some), and the
+ * requests queued on it with it: with --db-timeout's 5 s they would wait
+ * 5 s after the database is back. A connection that really takes longer than
  * this to open (a database far away) is tried again at once.
  */
 export const CONNECT_TIMEOUT_SECONDS = 0.9;
@@ -282,14 +276,24 @@ export function withDeadline<T>(running: Promise<T>, ms: number, missed: () => v
   const deadline = new Promise<never>((_, reject) => {
     timer = setTimeout(() => {
       missed();
-      reject(Object.assign(new Error(`no answer from the database in ${ms} ms`), { code: DEADLINE_MISSED }));
+      reject(new DeadlineMissedError(`no answer from the database in ${ms} ms`));
     }, ms);
   });
   return Promise.race([running, deadline]).finally(() => clearTimeout(timer));
 }
 
-/** The code of `withDeadline`'s failure. */
+/** The code of `withDeadline`'s and `watchSilence`'s failure. */
 const DEADLINE_MISSED = 'DEADLINE_MISSED';
+
+/**
+ * The database left a question unanswered past a deadline (`withDeadline`,
+ * `watchSilence`). It carries a code as the driver's and the socket's
+ * failures do, so `isUnavailable` tells it by its code like theirs.
+ */
+class DeadlineMissedError extends Error {
+  override readonly name = 'DeadlineMissedError';
+  readonly code = DEADLINE_MISSED;
+}
 
 /**
  * The pool's reserves, each asked again when a connection of the pool
@@ -427,10 +431,7 @@ function watchSilence(socket: Socket, ms: number): Socket {
     clearTimeout(timer);
     if (watched)
       timer = setTimeout(
-        () =>
-          socket.destroy(
-            Object.assign(new Error(`no answer from the database in ${ms / 1000} s`), { code: DEADLINE_MISSED }),
-          ),
+        () => socket.destroy(new DeadlineMissedError(`no answer from the database in ${ms / 1000} s`)),
         ms,
       );
   };
