@@ -159,9 +159,10 @@ function readDataDirSettings(dir: string): Pick<StoreDump, 'secrets' | 'adminPas
 
 /**
  * The admin's password as a target must hold it: its record among the
- * accounts once it was changed (also where an earlier version kept that
- * record in the generated password's place), else the generated password
- * in clear. A record is never carried as a password.
+ * accounts once it was changed, else the generated password in clear. A
+ * record line in the generated password's place (the layout of an older
+ * users-server's data) joins the accounts; a record is never carried as a
+ * password.
  */
 function adminAsAccount(dump: StoreDump, where: string): StoreDump {
   if (dump.adminPassword === undefined) return dump;

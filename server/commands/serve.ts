@@ -286,8 +286,9 @@ function dataDirSettings(
  * The admin's password, the same way on every store: the record the
  * accounts hold once `accounts passwd admin` changed it; else
  * USERS_ADMIN_PASSWORD; else the generated one, said where it is on every
- * start. A record an earlier version kept where the generated password
- * goes is moved into the accounts (`adopt`), never taken as a password.
+ * start. A record line where the generated password goes (the layout of
+ * an older users-server's data) is moved into the accounts (`adopt`),
+ * never taken as a password.
  */
 async function adminPassword(
   records: () => readonly AccountRecord[],

@@ -107,9 +107,10 @@ export function parseAccounts(text: string): AccountRecord[] {
 
 /**
  * A generated admin password as kept in clear (the file, the database's
- * setting): `{ password }`; or, where an earlier version kept the admin's
- * changed password there as a record line, `{ record }`. Never a record as
- * a password: a generated password never starts with "{".
+ * setting): `{ password }`; or `{ record }` for a record line of the
+ * admin's changed password there, the layout of an older users-server's
+ * data. Never a record as a password: a generated password never starts
+ * with "{".
  */
 export function parseGeneratedAdminPassword(
   text: string,
