@@ -13,6 +13,7 @@ export const problems = {
   invalidQuery: { code: 'invalid-query', status: 400, title: 'Malformed query parameter' },
   invalidHeader: { code: 'invalid-header', status: 400, title: 'Malformed request header' },
   invalidCursor: { code: 'invalid-cursor', status: 400, title: 'Not a cursor of this server' },
+  invalidFilter: { code: 'invalid-filter', status: 400, title: 'Malformed filter' },
   unauthorized: { code: 'unauthorized', status: 401, title: 'A valid session or API token is required' },
   invalidToken: { code: 'invalid-token', status: 401, title: 'The API token is wrong, expired or revoked' },
   loginFailed: { code: 'login-failed', status: 401, title: 'Wrong or missing credentials' },

@@ -10,6 +10,8 @@
 import { LOGIN_PATH, MAX_TOKEN_LIFETIME, SESSION_COOKIE } from '../../shared/endpoints.js';
 import { problems, problemType, PROBLEM_CONTENT_TYPE } from '../../shared/problems.js';
 import { ALIAS_MAX_LENGTH, MAX_DEPTH, NAME_MAX_LENGTH } from '../../shared/user.js';
+import { MAX_FILTER_CONDITIONS, MAX_FILTER_DEPTH, MAX_FILTER_LENGTH } from '../users/filter-parse.js';
+import { MAX_SORT_KEYS } from '../users/sort.js';
 import type { Route } from './route.js';
 
 type Json = Record<string, unknown>;
@@ -181,8 +183,14 @@ const SCHEMAS: Json = {
       },
       next: {
         type: ['string', 'null'],
-        description: 'The path of the next page, or null on the last page.',
+        description:
+          'The path of the next page (the same query with the cursor of where this page ends), or null on the last page.',
         examples: ['/users?after=2&limit=2'],
+      },
+      total: {
+        type: 'integer',
+        minimum: 0,
+        description: 'Only with `count=true`: the number of users the filter matches, all pages together.',
       },
     },
   },
@@ -269,7 +277,15 @@ const SCHEMAS: Json = {
         description:
           '`invalid-user` and `invalid-token-request` only: the path of the offending value, "" for the body itself.',
       },
-      parameter: { type: 'string', description: '`invalid-query` only: `limit` or `after`.' },
+      parameter: {
+        type: 'string',
+        description: '`invalid-query` only: the parameter, such as `limit`, `after` or `sort`.',
+      },
+      column: {
+        type: 'integer',
+        minimum: 1,
+        description: '`invalid-filter` only: the column (1-based, in characters) where the filter stops parsing.',
+      },
     },
     'x-problem-types': Object.values(problems).map((k) => ({ type: problemType(k), status: k.status, title: k.title })),
   },
@@ -297,8 +313,28 @@ const PARAMETERS: Json = {
   after: {
     name: 'after',
     in: 'query',
-    description: 'List users with ids above this one.',
-    schema: { type: 'integer', minimum: 0, maximum: Number.MAX_SAFE_INTEGER, default: 0 },
+    description:
+      'List users with ids above this one. With `filter` or `sort`: the opaque cursor of a `next`, valid only with the same filter and sort (else 400 `invalid-cursor`).',
+    schema: { type: 'string', examples: ['2'] },
+  },
+  filter: {
+    name: 'filter',
+    in: 'query',
+    description: `A SCIM filter (RFC 7644 section 3.4.2.2) over the users' JSON: \`name eq "Ann" and age ge 30\`, \`emails[type eq "work"]\`, \`email pr\`. At most ${MAX_FILTER_LENGTH} characters, ${MAX_FILTER_CONDITIONS} conditions, ${MAX_FILTER_DEPTH} levels of nesting. One that does not parse: 400 \`invalid-filter\`, whose \`detail\` names the column and what was expected there.`,
+    schema: { type: 'string', maxLength: MAX_FILTER_LENGTH },
+  },
+  sort: {
+    name: 'sort',
+    in: 'query',
+    description: `Up to ${MAX_SORT_KEYS} comma-separated paths, each optionally after \`-\` (descending): \`-age,name\`. Missing, null, array and object members sort last in both directions; ties go by ascending id. Not paths: 400 \`invalid-query\` with \`parameter: "sort"\`.`,
+    schema: { type: 'string' },
+  },
+  count: {
+    name: 'count',
+    in: 'query',
+    description:
+      '`true`: the page also carries `total`, the number of users the filter matches over all pages. It costs a full evaluation of the filter over every user.',
+    schema: { const: 'true' },
   },
   aliases: {
     name: 'aliases',

@@ -21,6 +21,8 @@ export interface StoreOptions {
   usedBefore?: string;
   /** How long a change stays in the feed of changes, in ms (DEFAULT_CHANGES_RETENTION_MS). */
   changesRetentionMs?: number;
+  /** Users a filter with no sort and no count examines per request (scan-users.ts, FIND_BUDGET); tests set it small. */
+  findBudget?: number;
   /** The PostgreSQL pool, statement timeout and start-up wait (tests: how often the pool is replaced). */
   postgres?: {
     max?: number;
@@ -42,6 +44,7 @@ export async function openStore(spec: string, dir: string, options: StoreOptions
     return memoryStore({
       ...(options.changesRetentionMs !== undefined && { changesRetentionMs: options.changesRetentionMs }),
       ...(options.now !== undefined && { now: options.now }),
+      ...(options.findBudget !== undefined && { findBudget: options.findBudget }),
     });
   if (spec !== 'journal') {
     const { openPostgresStore } = await import('./postgres/open-postgres.js');
@@ -49,6 +52,7 @@ export async function openStore(spec: string, dir: string, options: StoreOptions
       log: options.log,
       ...options.postgres,
       ...(options.changesRetentionMs !== undefined && { changesRetentionMs: options.changesRetentionMs }),
+      ...(options.findBudget !== undefined && { findBudget: options.findBudget }),
     });
   }
   try {

@@ -16,6 +16,7 @@
  *   crash could still take back.
  */
 import type { Histogram } from '../ops/histogram.js';
+import type { Filter } from '../users/filter-parse.js';
 import type {
   DeleteRequest,
   IdempotencyKey,
@@ -28,6 +29,7 @@ import type {
   UserBody,
   UserRef,
 } from '../users/rules.js';
+import type { SortEntry, SortKey } from '../users/sort.js';
 
 export type MaybePromise<T> = T | Promise<T>;
 
@@ -72,6 +74,40 @@ export interface UserPage {
   readonly aliases: readonly (readonly [number, string])[];
   /** The last id of this page when more users follow; undefined on the last page. */
   readonly next: number | undefined;
+}
+
+/**
+ * A find of `GET /users` (API.md "Finding users"): the users that match a
+ * filter, in the order of a sort, from a place in that order. Parsed, so
+ * that a store can serve a condition from an index it keeps.
+ */
+export interface UserQuery {
+  /** Undefined: every user matches. */
+  readonly filter: Filter | undefined;
+  /** No keys: ascending id. */
+  readonly sort: readonly SortKey[];
+  /** The page starts after this place in the order (a cursor's); undefined: at the start. */
+  readonly after: SortEntry | undefined;
+  readonly limit: number;
+  /** `count=true`: also the number of users the filter matches, all pages together. */
+  readonly count: boolean;
+  /** Aborted when the client is gone: a scan under way stops at its next step. */
+  readonly signal?: AbortSignal | undefined;
+}
+
+export interface FoundPage {
+  /** The representations, in the query's order. */
+  readonly items: readonly string[];
+  /** The id and alias of each listed user that has an alias, in the same order. */
+  readonly aliases: readonly (readonly [number, string])[];
+  /**
+   * Where the next page starts when more users may follow: the last item's
+   * place, or, when a bounded scan stopped before the end, the place of the
+   * last user it examined. Undefined: nothing follows.
+   */
+  readonly next: SortEntry | undefined;
+  /** With `count`: the number of users the filter matches. */
+  readonly total?: number | undefined;
 }
 
 /** A session to revoke, kept until it would have expired anyway. */
@@ -152,6 +188,15 @@ export interface Store {
   movedTo(id: number): MaybePromise<number | undefined>;
   /** Users with ids above `after`, at most `limit` of them. */
   listUsers(after: number, limit: number): MaybePromise<UserPage>;
+  /**
+   * A page of the users a query finds, in its order (API.md "Finding
+   * users"). A filter no index serves is evaluated in bounded steps: with
+   * no sort and no count, a page examines a bounded number of users and may
+   * come back short, even empty, with `next` where the scan stopped; a sort
+   * or a count evaluates every user, a step at a time, never holding the
+   * event loop or a connection for more than one step (store/scan-users.ts).
+   */
+  findUsers(query: UserQuery): MaybePromise<FoundPage>;
   putUser(request: PutRequest): MaybePromise<PutOutcome>;
   deleteUser(request: DeleteRequest): MaybePromise<DeleteOutcome>;
   /** POST /users/new: a user under the next id, kept under its Idempotency-Key if one is given. */

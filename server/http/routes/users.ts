@@ -20,14 +20,14 @@ import {
   type UserRef,
   type WritePolicy,
 } from '../../users/rules.js';
+import { aliasMap, DEFAULT_PAGE, flagParam, integerParam, MAX_PAGE } from '../listing.js';
 import { isFormEncoding, isJsonType } from '../media-type.js';
 import { empty, json, NEEDS_SESSION, NEEDS_SESSION_TO_READ, parameter, schema, SESSION_OPTIONAL } from '../openapi.js';
 import { header, jsonText, parseJson, parseJsonText, preferredReturn, readBody, readBodyThen } from '../request.js';
 import { notFound, sendEmpty, sendEmptyFields, sendJson, sendJsonFields, sendJsonWith } from '../response.js';
 import type { Context, Route, RouteDeps } from '../route.js';
+import { FIND_DESCRIPTION, FIND_PARAMETERS, findUsers, isFindQuery } from './find-users.js';
 
-const DEFAULT_PAGE = 100;
-const MAX_PAGE = 1000;
 // RFC 9110 section 5.6.2 visible ASCII (VCHAR), 1..255 of them.
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
 
@@ -195,6 +195,7 @@ class UserRoutes {
   async list(ctx: Context): Promise<void> {
     await this.access.authorize(ctx, 'read');
     const params = new URLSearchParams(ctx.query);
+    if (isFindQuery(params)) return findUsers(ctx, this.store, params);
     const limit = integerParam(params, 'limit', DEFAULT_PAGE, 1, MAX_PAGE);
     const after = integerParam(params, 'after', 0, 0, Number.MAX_SAFE_INTEGER);
     const withAliases = flagParam(params, 'aliases');
@@ -399,46 +400,17 @@ function checkUser(value: unknown): UserBody {
   }
 }
 
-/** `aliases=true` (the only value): the page also maps each listed id that has an alias to it. */
-function flagParam(params: URLSearchParams, name: string): boolean {
-  const values = params.getAll(name);
-  if (values.length === 0) return false;
-  if (values.length === 1 && values[0] === 'true') return true;
-  throw new HttpError(problems.invalidQuery, `${name} must be true, or absent.`, {}, { parameter: name });
-}
-
-/** `{"<id>":"<alias>",...}` for the page's users that have an alias. */
-function aliasMap(page: UserPage): string {
-  return `{${page.aliases.map(([id, alias]) => `"${id}":${JSON.stringify(alias)}`).join(',')}}`;
-}
-
-function integerParam(params: URLSearchParams, name: string, fallback: number, min: number, max: number): number {
-  const values = params.getAll(name);
-  if (values.length === 0) return fallback;
-  const text = values[0]!;
-  const n = values.length === 1 && /^\d{1,16}$/.test(text) ? Number(text) : NaN;
-  if (!Number.isSafeInteger(n) || n < min || n > max) {
-    throw new HttpError(
-      problems.invalidQuery,
-      `${name} must be one integer from ${min} to ${max}.`,
-      {},
-      { parameter: name },
-    );
-  }
-  return n;
-}
-
 // ------------------------------------------------------------ OpenAPI
 
 const MOVED = empty('The id belonged to a user that moved (`--allow-id-change`).', 'Location');
 
 const LIST_DOC = {
   operationId: 'listUsers',
-  summary: 'List users in ascending id order',
-  description: `Unknown query parameters are ignored. ${NEEDS_SESSION_TO_READ}`,
+  summary: 'List users in ascending id order, or find them',
+  description: `${FIND_DESCRIPTION} Unknown query parameters are ignored. ${NEEDS_SESSION_TO_READ}`,
   tags: ['users'],
   security: SESSION_OPTIONAL,
-  parameters: [parameter('limit'), parameter('after'), parameter('aliases')],
+  parameters: [parameter('limit'), parameter('after'), parameter('aliases'), ...FIND_PARAMETERS],
   responses: { '200': json('A page of users.', schema('UserPage')) },
   problems: [401],
 };

@@ -85,6 +85,8 @@ interface JournalOptions {
   usedBefore?: string;
   /** How long a change stays in the feed of changes, in ms. */
   changesRetentionMs?: number;
+  /** Users a filter with no sort and no count examines per request (scan-users.ts). */
+  findBudget?: number;
 }
 
 export const DEFAULT_COMPACTION_FLOOR = 8 * 1024 * 1024;
@@ -616,5 +618,6 @@ export function openJournalStore(dir: string, options: JournalOptions): StateSto
   return new StateStore(state, journal, {
     ...(options.changesRetentionMs !== undefined && { changesRetentionMs: options.changesRetentionMs }),
     ...(options.now !== undefined && { now: options.now }),
+    ...(options.findBudget !== undefined && { findBudget: options.findBudget }),
   });
 }

@@ -30,11 +30,14 @@ import type {
   Store,
   StoreStats,
   UserPage,
+  UserQuery,
+  FoundPage,
   CreateRequest,
   ApiTokenRecord,
   ChangePage,
 } from '../store.js';
 import { DEFAULT_CHANGES_RETENTION_MS } from '../store.js';
+import { UserScans, type ScannedUser } from '../scan-users.js';
 import { firstIdAfter, StoreState, type Mutation } from './state.js';
 
 /**
@@ -61,6 +64,8 @@ interface StateStoreOptions {
   changesRetentionMs?: number;
   /** The clock of a change's time (tests set it). */
   now?: () => number;
+  /** Users a filter with no sort and no count examines per request (FIND_BUDGET); tests set it small. */
+  findBudget?: number;
 }
 
 /**
@@ -76,12 +81,18 @@ export class StateStore implements Store {
   private readonly changeListeners = new Set<() => void>();
   /** True while a call of the change listeners waits for its turn: the changes of one batch make one call. */
   private changesAnnounced = false;
+  private readonly scans: UserScans;
 
   constructor(
     private readonly state: StoreState,
     private readonly log?: CommitLog,
     private readonly options: StateStoreOptions = {},
-  ) {}
+  ) {
+    this.scans = new UserScans(
+      { usersAfter: (after, limit) => this.usersAfter(after, limit), userCount: () => this.state.users.size },
+      options.findBudget,
+    );
+  }
 
   findUser(ref: UserRef): MaybePromise<Lookup> {
     let found: Lookup;
@@ -112,6 +123,21 @@ export class StateStore implements Store {
       if (user.alias !== undefined) aliases.push([user.id, user.alias]);
     }
     return this.settle({ items, aliases, next: end < ids.length ? ids[end - 1] : undefined });
+  }
+
+  /** Answered once every write the scan saw is durable: those applied before its last step. */
+  findUsers(query: UserQuery): Promise<FoundPage> {
+    return this.scans.find(query).then((page) => this.settle(page));
+  }
+
+  /** A scan's step: the users after `after` in id order, read now. */
+  private usersAfter(after: number, limit: number): ScannedUser[] {
+    const ids = this.state.sortedIds;
+    const start = firstIdAfter(ids, after);
+    const end = Math.min(ids.length, start + limit);
+    const users = new Array<ScannedUser>(end - start);
+    for (let i = start; i < end; i++) users[i - start] = this.state.users.get(ids[i]!)!;
+    return users;
   }
 
   putUser(request: PutRequest): MaybePromise<PutOutcome> {

@@ -22,6 +22,8 @@ export interface PostgresOptions extends ConnectOptions {
   signal?: AbortSignal;
   /** How long a change stays in the feed of changes, in ms. */
   changesRetentionMs?: number;
+  /** Users a filter with no sort and no count examines per request (scan-users.ts). */
+  findBudget?: number;
   log: (message: string) => void;
 }
 
@@ -53,6 +55,7 @@ export async function openPostgresStore(url: string | undefined, options: Postgr
       options.timeoutSeconds ?? DEFAULT_DB_TIMEOUT_SECONDS,
       options.changesRetentionMs,
       { log: options.log, database: describeDatabase(url) },
+      options.findBudget,
     );
   } catch (error) {
     await sql.end({ timeout: 1 });

@@ -36,8 +36,11 @@ import {
   type Revocation,
   type Store,
   type StoreStats,
+  type FoundPage,
   type UserPage,
+  type UserQuery,
 } from '../store.js';
+import { UserScans, type ScannedUser } from '../scan-users.js';
 import { OutageLog } from './outage-log.js';
 import {
   againIfDropped,
@@ -148,6 +151,7 @@ export class PostgresStore implements Store {
 
   /** The log's lines of an outage of the database: when it stops answering, when it answers again. */
   private readonly outage: OutageLog;
+  private readonly scans: UserScans;
 
   constructor(
     readonly sql: Sql,
@@ -159,8 +163,14 @@ export class PostgresStore implements Store {
     private readonly changesRetentionMs = DEFAULT_CHANGES_RETENTION_MS,
     /** Where an outage of the database is told (the server's log), and how the database is named there. */
     outageLog: { log: (line: string) => void; database: string } = { log: () => {}, database: 'the database' },
+    /** Users a filter with no sort and no count examines per request (scan-users.ts, FIND_BUDGET). */
+    findBudget?: number,
   ) {
     this.outage = new OutageLog(outageLog.database, async () => (await this.readiness()).ready, outageLog.log);
+    this.scans = new UserScans(
+      { usersAfter: (after, limit) => this.usersAfter(after, limit), userCount: () => this.userCount() },
+      findBudget,
+    );
     this.shared = new PostgresSettings(sql, this.rethrow, this.readDeadline());
   }
 
@@ -264,6 +274,30 @@ export class PostgresStore implements Store {
         aliases: page.filter((r) => r.alias !== null).map((r) => [Number(r.id), r.alias as string] as const),
         next: rows.length > limit ? Number(page.at(-1)!.id) : undefined,
       };
+    });
+  }
+
+  /** Evaluated here, on rows read a step at a time: each step is one statement, so the answers are every store's. */
+  findUsers(query: UserQuery): Promise<FoundPage> {
+    return this.scans.find(query);
+  }
+
+  /** A scan's step: one statement, in id order. */
+  private async usersAfter(after: number, limit: number): Promise<ScannedUser[]> {
+    return this.read(async () => {
+      const rows = await this.sql`select id, alias, json from users where id > ${after} order by id limit ${limit}`;
+      return rows.map((r) => ({
+        id: Number(r.id),
+        alias: (r.alias as string | null) ?? undefined,
+        json: r.json as string,
+      }));
+    });
+  }
+
+  private async userCount(): Promise<number> {
+    return this.read(async () => {
+      const [row] = await this.sql`select count(*)::bigint as users from users`;
+      return Number(row!.users);
     });
   }
 

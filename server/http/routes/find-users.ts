@@ -1,0 +1,144 @@
+/**
+ * `GET /users` with `filter`, `sort` or `count=true` (API.md "Finding
+ * users: filter, sort, count"): the parameters parsed and refused here, the
+ * store's find, and the page with `next` (the query again, with the cursor
+ * of where the page ends) and `total`. With a filter or a sort the cursor
+ * is opaque (users/cursor.ts); with `count=true` alone it is the last id,
+ * as in the plain listing.
+ */
+import { USERS_PATH } from '../../../shared/endpoints.js';
+import { problems } from '../../../shared/problems.js';
+import { HttpError } from '../../errors.js';
+import type { FoundPage, Store } from '../../store/store.js';
+import { decodeCursor, encodeCursor } from '../../users/cursor.js';
+import { parseFilter, type Filter } from '../../users/filter-parse.js';
+import { parseSort, type SortEntry, type SortKey } from '../../users/sort.js';
+import { aliasMap, DEFAULT_PAGE, flagParam, integerParam, MAX_PAGE } from '../listing.js';
+import { parameter } from '../openapi.js';
+import { sendJson } from '../response.js';
+import type { Context } from '../route.js';
+
+/** True when the query asks to find rather than list: it has `filter`, `sort` or `count`. */
+export function isFindQuery(params: URLSearchParams): boolean {
+  return params.has('filter') || params.has('sort') || params.has('count');
+}
+
+/** Answers a find; the caller has checked that the client may read. */
+export async function findUsers(ctx: Context, store: Store, params: URLSearchParams): Promise<void> {
+  const limit = integerParam(params, 'limit', DEFAULT_PAGE, 1, MAX_PAGE);
+  const filterText = singleParam(params, 'filter');
+  const filter = filterText === undefined ? undefined : filterOf(filterText);
+  const sortText = singleParam(params, 'sort');
+  const sort = sortText === undefined ? [] : sortOf(sortText);
+  const count = flagParam(params, 'count');
+  const withAliases = flagParam(params, 'aliases');
+  const keyed = filter !== undefined || sort.length > 0;
+  const after = keyed ? cursorOf(params, filter, sort) : idAfter(params);
+  const page = await untilClosed(ctx, (signal) => store.findUsers({ filter, sort, after, limit, count, signal }));
+  if (page === undefined) return;
+  const next = nextOf(page.next, { filterText, sortText, count, limit, withAliases }, keyed && { filter, sort });
+  const aliases = withAliases ? `,"aliases":${aliasMap(page)}` : '';
+  const total = count ? `,"total":${page.total}` : '';
+  sendJson(ctx.res, 200, `{"items":[${page.items.join(',')}]${aliases},"next":${next}${total}}`);
+}
+
+/** The one value of a parameter, or undefined when it is absent; given twice: 400. */
+function singleParam(params: URLSearchParams, name: string): string | undefined {
+  const values = params.getAll(name);
+  if (values.length > 1)
+    throw new HttpError(
+      problems.invalidQuery,
+      `give ${name} once, not ${values.length} times.`,
+      {},
+      { parameter: name },
+    );
+  return values[0];
+}
+
+function filterOf(text: string): Filter {
+  const parsed = parseFilter(text);
+  if (parsed.ok) return parsed.filter;
+  throw new HttpError(
+    problems.invalidFilter,
+    `The filter does not parse ${parsed.detail}.`,
+    {},
+    { column: parsed.column },
+  );
+}
+
+function sortOf(text: string): SortKey[] {
+  const parsed = parseSort(text);
+  if (parsed.ok) return parsed.keys;
+  throw new HttpError(problems.invalidQuery, `${parsed.detail}.`, {}, { parameter: 'sort' });
+}
+
+/** The place an opaque `after` names, checked against this filter and sort; undefined without one. */
+function cursorOf(
+  params: URLSearchParams,
+  filter: Filter | undefined,
+  sort: readonly SortKey[],
+): SortEntry | undefined {
+  const text = singleParam(params, 'after');
+  if (text === undefined) return undefined;
+  const decoded = decodeCursor(text, filter, sort);
+  if (decoded.ok) return decoded.position;
+  throw new HttpError(problems.invalidCursor, `${decoded.detail}.`);
+}
+
+/** `after=ID` of a count without filter or sort, as in the plain listing. */
+function idAfter(params: URLSearchParams): SortEntry | undefined {
+  const id = integerParam(params, 'after', 0, 0, Number.MAX_SAFE_INTEGER);
+  return id === 0 ? undefined : { id, values: [] };
+}
+
+/**
+ * The store's page, or undefined when the client went away first: the
+ * find is told through its signal and stops at its next step, and nothing
+ * is answered to a closed connection.
+ */
+async function untilClosed(ctx: Context, find: (signal: AbortSignal) => Promise<FoundPage> | FoundPage) {
+  const closed = new AbortController();
+  const abort = () => closed.abort();
+  ctx.res.once('close', abort);
+  try {
+    return await find(closed.signal);
+  } catch (error) {
+    if (closed.signal.aborted) return undefined;
+    throw error;
+  } finally {
+    ctx.res.off('close', abort);
+  }
+}
+
+interface Repeated {
+  readonly filterText: string | undefined;
+  readonly sortText: string | undefined;
+  readonly count: boolean;
+  readonly limit: number;
+  readonly withAliases: boolean;
+}
+
+/** `next` as JSON: the query again with the cursor of `position`, or null. */
+function nextOf(
+  position: SortEntry | undefined,
+  query: Repeated,
+  keyed: false | { filter: Filter | undefined; sort: readonly SortKey[] },
+): string {
+  if (position === undefined) return 'null';
+  const next = new URLSearchParams();
+  if (query.filterText !== undefined) next.set('filter', query.filterText);
+  if (query.sortText !== undefined) next.set('sort', query.sortText);
+  if (query.count) next.set('count', 'true');
+  next.set('limit', String(query.limit));
+  if (query.withAliases) next.set('aliases', 'true');
+  next.set('after', keyed === false ? String(position.id) : encodeCursor(position, keyed.filter, keyed.sort));
+  return JSON.stringify(`${USERS_PATH}?${next}`);
+}
+
+// ------------------------------------------------------------ OpenAPI
+
+/** The parameters of a find, for the operation of `GET /users`. */
+export const FIND_PARAMETERS = [parameter('filter'), parameter('sort'), parameter('count')];
+
+export const FIND_DESCRIPTION =
+  'With `filter`, `sort` or `count=true` it finds users (docs/api.md "Finding users"): `after` is then the opaque cursor of `next` (with `count=true` alone, an id), `total` comes with `count=true`, and a filter that no index serves is answered in bounded steps: a page may hold fewer than `limit` items, even none, while `next` is not null.';
