@@ -11,11 +11,16 @@ import {
   DEFAULT_CHANGES_RETENTION_MS,
   type ApiTokenRecord,
   type ChangePage,
+  type FoundPage,
   type Lookup,
   type Store,
+  type UserQuery,
 } from '../server/store/store.js';
 import { entityTag } from '../server/users/entity-tag.js';
+import { matches } from '../server/users/filter-match.js';
+import { parseFilter } from '../server/users/filter-parse.js';
 import type { Preconditions, StoredUser, UserRef, WritePolicy } from '../server/users/rules.js';
+import { compareSortEntries, parseSort, sortValuesOf } from '../server/users/sort.js';
 import { tempDir } from './helpers.js';
 import { pgbouncerDatabase, pgbouncerSkipReason } from './pgbouncer.js';
 import { postgresSkipReason, testDatabase } from './postgres.js';
@@ -28,7 +33,8 @@ interface Opened {
 
 interface StoreKind {
   name: string;
-  open(t: TestContext): Promise<Opened>;
+  /** `options`: what a test sets besides the kind's own (the budget of a find, say). */
+  open(t: TestContext, options?: Partial<StoreOptions>): Promise<Opened>;
 }
 
 const quiet = { log: () => {}, onFatal: () => {} };
@@ -41,15 +47,15 @@ function durableKind(
 ): StoreKind {
   return {
     name,
-    open: async (t) => {
+    open: async (t, extra = {}) => {
       const { spec, dir } = await where(t);
-      let store = await openStore(spec, dir, { ...quiet, ...options });
+      let store = await openStore(spec, dir, { ...quiet, ...options, ...extra });
       t.after(() => store.close());
       return {
         store,
         reopen: async () => {
           await store.close();
-          store = await openStore(spec, dir, { ...quiet, ...options });
+          store = await openStore(spec, dir, { ...quiet, ...options, ...extra });
           return store;
         },
       };
@@ -58,7 +64,10 @@ function durableKind(
 }
 
 export const STORE_KINDS: StoreKind[] = [
-  { name: 'memory', open: async () => ({ store: await openStore('memory', '', quiet) }) },
+  {
+    name: 'memory',
+    open: async (_t, extra = {}) => ({ store: await openStore('memory', '', { ...quiet, ...extra }) }),
+  },
   durableKind('journal', async (t) => ({ spec: 'journal', dir: tempDir(t) })),
   // Compaction as soon as the journal holds a few bytes: snapshots keep everything, the feed of changes included.
   durableKind('journal, compacting early', async (t) => ({ spec: 'journal', dir: tempDir(t) }), { compactionFloor: 1 }),
@@ -111,6 +120,84 @@ function userOf(found: Lookup): StoredUser {
   assert.ok(found !== undefined && !('kind' in found), `expected a user, got ${JSON.stringify(found)}`);
   return found;
 }
+
+// ------------------------------------------------------------ finding users
+
+/** Users whose members are of every kind a filter and a sort meet: numbers, strings, booleans, null, missing, arrays, objects. */
+const FINDABLE: Record<string, unknown>[] = [
+  { name: 'Ann', age: 41, team: 'red', tags: ['admin', 'staff'] },
+  { name: 'bob', age: 29, team: 'blue' },
+  { name: 'Cy', age: '29', team: 'red' },
+  { name: 'Dee', team: 'red', age: null },
+  { name: 'Eve', age: 35, team: 'green', tags: [] },
+  { name: 'Fay', age: 52, team: 'red', address: { city: 'Paris' } },
+  { name: 'Gus', age: true },
+  { name: 'Hal', age: 29.5, address: { city: 'Lyon' }, team: 'blue' },
+  { name: 'Ida', age: false, tags: ['staff'] },
+  { name: '\u{1F600}', age: -3 },
+  { name: '\uFFFD', age: [1] },
+  { name: 'Jo', age: { n: 1 }, team: 'red' },
+];
+
+/** FINDABLE `rounds` times over (ids 1..12*rounds); every other user is created through an alias, the others by POST /users/new. */
+async function storeFindable(store: Store, rounds: number): Promise<void> {
+  for (let round = 0; round < rounds; round++)
+    for (const [i, body] of FINDABLE.entries()) {
+      const n = round * FINDABLE.length + i + 1;
+      const outcome =
+        n % 2 === 0
+          ? await put(store, alias(`u${n}`), body)
+          : await store.createUser({ body, idempotency: undefined, now: T0 });
+      assert.equal(outcome.kind, 'created');
+    }
+}
+
+/** A query of findUsers from the texts a client sends. */
+function findQuery(filter: string | undefined, sort: string | undefined, limit: number, count = false): UserQuery {
+  const parsedFilter = filter === undefined ? undefined : parseFilter(filter);
+  if (parsedFilter !== undefined && !parsedFilter.ok) assert.fail(parsedFilter.detail);
+  const parsedSort = sort === undefined ? undefined : parseSort(sort);
+  if (parsedSort !== undefined && !parsedSort.ok) assert.fail(parsedSort.detail);
+  return { filter: parsedFilter?.filter, sort: parsedSort?.keys ?? [], after: undefined, limit, count };
+}
+
+/** Every page of `query`, each from the `next` of the one before, until none follows. */
+async function findAll(store: Store, query: UserQuery): Promise<FoundPage[]> {
+  const pages: FoundPage[] = [];
+  for (let after = query.after; ;) {
+    const page = await store.findUsers({ ...query, after });
+    pages.push(page);
+    if (page.next === undefined) return pages;
+    assert.ok(pages.length < 500, 'next never ends');
+    after = page.next;
+  }
+}
+
+const idsOf = (pages: readonly FoundPage[]) => pages.flatMap((p) => p.items.map((j) => JSON.parse(j).id as number));
+
+/** The ids the definitions give (filter-match.ts, sort.ts): every user that matches, in the sort's order. */
+async function definedIds(store: Store, query: UserQuery): Promise<number[]> {
+  const users = (await store.listUsers(0, 1000)).items.map((j) => JSON.parse(j) as { id: number });
+  const none = new Set<string>();
+  return users
+    .filter((u) => query.filter === undefined || matches(query.filter, u, none))
+    .map((u) => ({ id: u.id, values: sortValuesOf(u, query.sort, none) }))
+    .sort((a, b) => compareSortEntries(a, b, query.sort))
+    .map((e) => e.id);
+}
+
+const FIND_CASES: { filter?: string; sort?: string }[] = [
+  { sort: 'age' },
+  { sort: '-age,name' },
+  { filter: 'team eq "red"' },
+  { filter: 'team eq "red"', sort: '-age' },
+  { filter: 'age ge 29 and age le 41', sort: 'name' },
+  { filter: 'tags eq "staff" or address.city pr', sort: '-name' },
+  { filter: 'not (team pr)' },
+  { filter: 'name gt "E"', sort: 'name' },
+  { filter: 'age ne 29', sort: 'team,-name' },
+  {},
+];
 
 for (const kind of STORE_KINDS) {
   const name = (what: string) => `store (${kind.name}): ${what}`;
@@ -814,6 +901,122 @@ for (const kind of STORE_KINDS) {
           ['00000000000000b1'],
           'kept across a reopen',
         );
+    },
+  );
+
+  test(
+    name(
+      'findUsers answers every filter and sort as the definitions do, page after page from each next, with the aliases and the total',
+    ),
+    async (t) => {
+      const { store } = await kind.open(t);
+      await storeFindable(store, 3);
+      for (const c of FIND_CASES)
+        for (const limit of [1, 5, 100]) {
+          const query = findQuery(c.filter, c.sort, limit, true);
+          const label = `${JSON.stringify(c)}, limit ${limit}`;
+          const wanted = await definedIds(store, query);
+          const pages = await findAll(store, query);
+          assert.deepEqual(idsOf(pages), wanted, label);
+          for (const page of pages) {
+            assert.ok(page.items.length <= limit, label);
+            assert.equal(page.total, wanted.length, `${label}: total`);
+            const listed = page.items.map((j) => JSON.parse(j).id as number);
+            assert.deepEqual(
+              page.aliases,
+              listed.filter((n) => n % 2 === 0).map((n) => [n, `u${n}`]),
+              `${label}: aliases`,
+            );
+          }
+          // A sort or a count evaluates every user: every page but the last is full.
+          assert.ok(
+            pages.slice(0, -1).every((p) => p.items.length === limit),
+            label,
+          );
+          const uncounted = await store.findUsers({ ...query, count: false });
+          assert.equal(uncounted.total, undefined, `${label}: no total without count`);
+        }
+      // Written out once, so that the definitions are not the only judge: descending, the
+      // string "29" (strings rank above numbers) comes first; null and an object sort last, by id.
+      const red = await store.findUsers(findQuery('team eq "red"', '-age', 100));
+      assert.deepEqual(
+        red.items.slice(0, 6).map((j) => JSON.parse(j).name),
+        ['Cy', 'Cy', 'Cy', 'Fay', 'Fay', 'Fay'],
+      );
+      assert.deepEqual(
+        red.items.slice(-6).map((j) => JSON.parse(j).id),
+        [4, 12, 16, 24, 28, 36],
+      );
+    },
+  );
+
+  test(
+    name(
+      'a filter with no sort and no count examines at most the budget per page: short pages, even empty, with next, and followed to the end every match once',
+    ),
+    async (t) => {
+      const { store } = await kind.open(t, { findBudget: 4 });
+      await storeFindable(store, 3);
+      const pages = await findAll(store, findQuery('name eq "Gus"', undefined, 100));
+      assert.deepEqual(idsOf(pages), [7, 19, 31]);
+      assert.ok(pages.length >= 9, `${pages.length} pages: 4 of the 36 users examined per page`);
+      assert.ok(
+        pages.some((p) => p.items.length === 0 && p.next !== undefined),
+        'an empty page that goes on',
+      );
+      // The limit ends a page before the budget does.
+      const first = await store.findUsers(findQuery('team pr', undefined, 2));
+      assert.deepEqual(idsOf([first]), [1, 2]);
+      assert.deepEqual(first.next, { id: 2, values: [] });
+      // A sort evaluates every user, four at a time: its pages are full.
+      const sorted = await findAll(store, findQuery('team eq "red"', 'name', 5));
+      assert.deepEqual(
+        sorted.map((p) => p.items.length),
+        [5, 5, 5],
+      );
+      assert.deepEqual(idsOf(sorted), await definedIds(store, findQuery('team eq "red"', 'name', 5)));
+    },
+  );
+
+  test(
+    name(
+      'paging a find gives every user that stays unchanged exactly once, in order, while users are created and deleted between pages',
+    ),
+    async (t) => {
+      const { store } = await kind.open(t, { findBudget: 5 });
+      await storeFindable(store, 2);
+      for (const c of [{ filter: 'team eq "red"', sort: 'name' }, { filter: 'team eq "red"' }, { sort: '-age' }]) {
+        const query = findQuery(c.filter, c.sort, 2);
+        const before = await definedIds(store, query);
+        const seen: number[] = [];
+        let made: number[] = [];
+        for (let after = query.after; ;) {
+          const page = await store.findUsers({ ...query, after });
+          seen.push(...idsOf([page]));
+          // Between pages: one red user comes, and every other time the one before it goes.
+          const outcome = await store.createUser({
+            body: { name: 'New', team: 'red', age: 30 },
+            idempotency: undefined,
+            now: T0,
+          });
+          assert.equal(outcome.kind, 'created');
+          if ('user' in outcome) made.push(outcome.user.id);
+          if (made.length === 2) {
+            const gone = await store.deleteUser({
+              ref: id(made[0]!),
+              preconditions: NO_PRECONDITIONS,
+              policy: DEFAULT_POLICY,
+            });
+            assert.equal(gone.kind, 'deleted');
+            made = made.slice(1);
+          }
+          if (page.next === undefined) break;
+          after = page.next;
+        }
+        const kept = seen.filter((n) => before.includes(n));
+        assert.deepEqual(kept, before, JSON.stringify(c));
+        assert.equal(new Set(seen).size, seen.length, `${JSON.stringify(c)}: a user listed twice`);
+      }
     },
   );
 }

@@ -393,7 +393,7 @@ const afterCases: Array<{ name: string; query: string; ids: number[] }> = [
   { name: 'after=the last id answers an empty page', query: 'after=5', ids: [] },
   { name: 'after=an id never issued answers an empty page', query: 'after=500', ids: [] },
   { name: 'after with limit answers that many', query: 'after=1&limit=2', ids: [3, 4] },
-  { name: 'an unknown query parameter is ignored', query: 'after=3&sort=desc&x', ids: [4, 5] },
+  { name: 'an unknown query parameter is ignored', query: 'after=3&order=desc&x', ids: [4, 5] },
 ];
 
 for (const c of afterCases) {

@@ -25,21 +25,21 @@ import { compareSortEntries, sortValuesOf, type SortEntry, type SortKey } from '
 import type { FoundPage, MaybePromise, UserQuery } from './store.js';
 
 /** The users a filter with no sort and no count examines in one request: the bound of a short page. */
-export const FIND_BUDGET = 10_000;
+const FIND_BUDGET = 10_000;
 /**
  * The users examined in one step: one turn of the event loop, one
  * statement on PostgreSQL. Parsing and matching a user takes a few
  * microseconds, so a step holds the event loop for a few milliseconds.
  */
-export const FIND_STEP = 1_000;
+const FIND_STEP = 1_000;
 /** Full evaluations (a sort or a count) under way at once per store; each holds at most one connection at a time. */
-export const FULL_SCANS_AT_ONCE = 2;
+const FULL_SCANS_AT_ONCE = 2;
 
 /** What a scan reads of a user. */
 export type ScannedUser = Pick<StoredUser, 'id' | 'alias' | 'json'>;
 
 /** A store's users as a scan reads them. */
-export interface ScanSource {
+interface ScanSource {
   /** Up to `limit` users with ids above `after`, in ascending id order. */
   usersAfter(after: number, limit: number): MaybePromise<readonly ScannedUser[]>;
   /** How many users the store holds. */
@@ -47,7 +47,7 @@ export interface ScanSource {
 }
 
 /** No path is declared case-insensitive yet: declared fields (API.md "Declared fields") bring them. */
-export const NO_FOLDED_PATHS: ReadonlySet<string> = new Set();
+const NO_FOLDED_PATHS: ReadonlySet<string> = new Set();
 
 interface Found {
   readonly entry: SortEntry;
@@ -70,7 +70,7 @@ export class UserScans {
 
   /** The page `query` finds; `folded` holds the paths declared case-insensitive. */
   async find(query: UserQuery, folded: ReadonlySet<string> = NO_FOLDED_PATHS): Promise<FoundPage> {
-    if (query.filter === undefined && query.sort.length === 0) return this.countedList(query);
+    if (query.filter === undefined && query.sort.length === 0) return this.listById(query);
     if (query.sort.length === 0 && !query.count) return this.boundedScan(query, folded);
     await this.turn();
     try {
@@ -81,11 +81,11 @@ export class UserScans {
     }
   }
 
-  /** `count=true` alone: the listing by id, and the number of users. */
-  private async countedList(query: UserQuery): Promise<FoundPage> {
+  /** Neither filter nor sort (`count=true` alone): the listing by id, and with `count` the number of users. */
+  private async listById(query: UserQuery): Promise<FoundPage> {
     const users = await this.source.usersAfter(query.after?.id ?? 0, query.limit + 1);
     const page = users.slice(0, query.limit).map((user) => ({ user, entry: { id: user.id, values: [] } }));
-    return pageOf(page, users.length > query.limit, await this.source.userCount());
+    return pageOf(page, users.length > query.limit, query.count ? await this.source.userCount() : undefined);
   }
 
   /** A filter in id order: at most `budget` users examined, from the cursor on. */

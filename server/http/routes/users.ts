@@ -4,7 +4,7 @@ import { NEW_USER_PATH, RESERVATIONS_PATH, USERS_PATH, userPath } from '../../..
 import { problems, type ProblemKind } from '../../../shared/problems.js';
 import { parseRef, UserValidationError, validateUserBody } from '../../../shared/user.js';
 import { HttpError } from '../../errors.js';
-import type { CreateOutcome, Lookup, MaybePromise, PutOutcome, ReserveOutcome, UserPage } from '../../store/store.js';
+import type { CreateOutcome, Lookup, MaybePromise, PutOutcome, ReserveOutcome } from '../../store/store.js';
 import { etagMatches } from '../../users/entity-tag.js';
 import {
   etagOf,
