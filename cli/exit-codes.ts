@@ -77,8 +77,10 @@ export class StatusError extends CliError {
     /** The problem's `type` and `title`, when the answer was a problem document. */
     readonly type?: string,
     readonly title?: string,
+    /** Where the status alone does not say it: a 400 that refuses what the user typed (a --filter) is a usage error. */
+    exitCode: ExitCode = exitCodeForStatus(status),
   ) {
-    super(detail, exitCodeForStatus(status));
+    super(detail, exitCode);
   }
 }
 

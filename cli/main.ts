@@ -408,12 +408,31 @@ function addUserCommands(program: Command, action: Action): void {
 
   program
     .command('list')
-    .description('every user, following the pages to the end')
+    .description('every user, or those a filter matches, following the pages to the end')
+    .option('--filter <expr>', 'only the users this SCIM filter matches: \'team eq "red" and age ge 30\'')
+    .option('--sort <keys>', 'in the order of these paths, - before one for descending: -age,name')
+    .option('--count', 'print how many users match, not the users')
     .option('--limit <n>', 'users per page', integer('--limit', 1, users.MAX_PAGE_SIZE), users.DEFAULT_PAGE_SIZE)
     .addOption(outputOption())
-    .addHelpText('after', '\nExamples:\n  usersctl list -o wide\n  usersctl list | jq -r .name | sort | uniq -c\n')
+    .addHelpText(
+      'after',
+      `\nExamples:\n  usersctl list -o wide\n  usersctl list | jq -r .name | sort | uniq -c\n  usersctl list --filter 'team eq "red"' --sort -age\n  usersctl list --filter 'email ew "@example.com"' --count\n`,
+    )
+    .action(action((ctx, options: users.ListOptions) => users.list(ctx, options)));
+
+  program
+    .command('find')
+    .description('the users whose PATH equals VALUE (a filter PATH eq VALUE), following the pages to the end')
+    .argument('<path>', 'a member of the user, dotted into nested objects: email, address.city')
+    .argument('<value>', 'the value, as a string (with --json-value: a JSON literal)')
+    .option('--json-value', 'VALUE is JSON: a number, true, false, null or a quoted string')
+    .option('--limit <n>', 'users per page', integer('--limit', 1, users.MAX_PAGE_SIZE), users.DEFAULT_PAGE_SIZE)
+    .addOption(outputOption())
+    .addHelpText('after', '\nExamples:\n  usersctl find email ann@example.com\n  usersctl find age 41 --json-value\n')
     .action(
-      action((ctx, options: { limit: number; output?: string }) => users.list(ctx, options.limit, options.output)),
+      action((ctx, path: string, value: string, options: users.FindCommandOptions) =>
+        users.find(ctx, path, value, options),
+      ),
     );
 
   program
@@ -430,12 +449,15 @@ function addUserCommands(program: Command, action: Action): void {
 
   program
     .command('export')
-    .description('every user with its id and alias, as NDJSON that import rebuilds them from')
+    .description(
+      'every user (or those --filter matches) with its id and alias, as NDJSON that import rebuilds them from',
+    )
+    .option('--filter <expr>', 'only the users this SCIM filter matches')
     .addHelpText(
       'after',
       '\nA header line, then {"id":N,"alias":"..."|null,"user":{...}} a user, by id,\nthen {"usersctl":"end","users":N} once the last user is out.\nOn a terminal, the progress goes to stderr.\n\nExample:\n  usersctl export | gzip > users-$(date +%F).ndjson.gz\n',
     )
-    .action(action((ctx) => users.exportUsers(ctx)));
+    .action(action((ctx, options: { filter?: string }) => users.exportUsers(ctx, options)));
 
   program
     .command('mv')

@@ -1,13 +1,14 @@
-/** get, put, delete, list, export, reserve, create, new and mv. */
+/** get, put, delete, list, find, export, reserve, create, new and mv. */
 import { jsonErrorPlace, jsonErrorReason } from '../../shared/json-position.js';
 import { randomUUID } from 'node:crypto';
 import { METRICS_PATH, NEW_USER_PATH, RESERVATIONS_PATH, USERS_PATH, userPath } from '../../shared/endpoints.js';
 import { isId, parseRef } from '../../shared/user.js';
 import type { Context } from '../context.js';
-import { CliError, NetworkError, StatusError, UnexpectedAnswerError, CliUsageError } from '../exit-codes.js';
+import { CliError, CliUsageError, EXIT, NetworkError, StatusError, UnexpectedAnswerError } from '../exit-codes.js';
 import { answerUser, jsonObject, oneLine, single, type Response } from '../answers.js';
 import { inputTooLong, readLines } from '../streams.js';
 import { endRecord, EXPORT_HEADER } from '../export-format.js';
+import { equalsFilter, findParams, memberAt, namedPaths, type FindOptions } from '../find-query.js';
 import type { View } from '../output-format.js';
 import { startProgress } from '../progress.js';
 
@@ -64,6 +65,20 @@ const USER_VIEW: View<Listed> = {
   fields: (listed) => listed.user,
   shown: ['id', 'name'],
 };
+
+/** USER_VIEW with a column more for each path a find filters or sorts on (but `id` and `name`, which have theirs). */
+function userView(paths: readonly string[]): View<Listed> {
+  const more = paths.filter((path) => path !== 'id' && path !== 'name');
+  if (more.length === 0) return USER_VIEW;
+  return {
+    ...USER_VIEW,
+    columns: [
+      ...USER_VIEW.columns,
+      ...more.map((path) => ({ header: path.toUpperCase(), cell: (listed: Listed) => memberAt(listed.user, path) })),
+    ],
+    shown: [...USER_VIEW.shown, ...more],
+  };
+}
 
 /** The alias of the user `id` (a table's ALIAS column for a user got by id): one listing page of that user. */
 async function aliasOf(ctx: Context, id: unknown): Promise<string | null | undefined> {
@@ -199,19 +214,28 @@ export function remove(ctx: Context, refs: readonly string[], options: DeleteOpt
   });
 }
 
-/** Every user, following `next` to the end, as NDJSON (each item as the server stored it). */
-export async function list(ctx: Context, pageSize: number, output?: string): Promise<void> {
-  const format = ctx.outputFormat(output);
-  const printed = ctx.listing(format, USER_VIEW);
+export interface ListOptions extends FindOptions {
+  /** Users per page. */
+  limit: number;
+  output?: string | undefined;
+  /** `--count`: print how many users match, not the users. */
+  count?: boolean | undefined;
+}
+
+/** Every user (or with a filter every match, in the order of a sort), following `next` to the end, as NDJSON. */
+export async function list(ctx: Context, options: ListOptions): Promise<void> {
+  if (options.count === true) return printCount(ctx, options);
+  const format = ctx.outputFormat(options.output);
+  const printed = ctx.listing(format, userView(namedPaths(options)));
   const aliases = format === 'table' || format === 'wide' ? '&aliases=true' : '';
-  let path: string | null = `${USERS_PATH}?limit=${pageSize}${aliases}`;
+  let path: string | null = `${USERS_PATH}?limit=${options.limit}${aliases}${findParams(options)}`;
   const read = new Set<string>();
   // The tables print nothing before the end: they align on every row.
   const streamed = format === 'ndjson' || format === 'json';
   let printedCount = 0;
   try {
     while (path !== null && ctx.interruption.reason === undefined) {
-      const response = await ctx.client.expect({ method: 'GET', path, headers: ACCEPT }, [200]);
+      const response = await getPage(ctx, path, options);
       const page = parsePage(response.text);
       const byId = (page.aliases ?? {}) as Record<string, unknown>;
       // The server writes each user with JSON.stringify, so re-serializing a
@@ -232,21 +256,56 @@ export async function list(ctx: Context, pageSize: number, output?: string): Pro
   await printed.end();
 }
 
+/** `list --count`: the `total` of one page with `count=true`. */
+async function printCount(ctx: Context, options: FindOptions): Promise<void> {
+  const response = await getPage(ctx, `${USERS_PATH}?limit=1&count=true${findParams(options)}`, options);
+  const total = jsonObject(response.text, 'a page of users').total;
+  if (!Number.isSafeInteger(total) || (total as number) < 0)
+    throw new UnexpectedAnswerError('a counted page of users without a "total"');
+  await ctx.out.write(`${total}\n`);
+}
+
+export interface FindCommandOptions {
+  jsonValue?: boolean;
+  limit: number;
+  output?: string;
+}
+
+/** `find PATH VALUE`: `list` of the users whose PATH equals VALUE. */
+export function find(ctx: Context, path: string, value: string, options: FindCommandOptions): Promise<void> {
+  return list(ctx, { ...options, filter: equalsFilter(path, value, options.jsonValue === true) });
+}
+
+/**
+ * A page of users. With a filter or a sort, a 400 refuses what the user
+ * typed (the server's detail names the column): exit 2, as a bad flag is.
+ */
+async function getPage(ctx: Context, path: string, typed: FindOptions): Promise<Response> {
+  try {
+    return await ctx.client.expect({ method: 'GET', path, headers: ACCEPT }, [200]);
+  } catch (error) {
+    const refused = error instanceof StatusError && error.status === 400;
+    if (!refused || (typed.filter === undefined && typed.sort === undefined)) throw error;
+    throw new StatusError(400, error.message, error.type, error.title, EXIT.usage);
+  }
+}
+
 /**
  * `export`: the header line, then one record a user in id order:
  * `{"id":1,"alias":"alice","user":{...}}`, the representation as stored;
  * then the end record, with the count.
  */
-export async function exportUsers(ctx: Context): Promise<void> {
+export async function exportUsers(ctx: Context, options: FindOptions = {}): Promise<void> {
   await ctx.out.write(EXPORT_HEADER + '\n');
   let written = 0;
-  const total = ctx.io.stderr.isTTY === true ? await usersStored(ctx) : undefined;
+  // How many match a filter is not known before the end: the progress then shows no fraction.
+  const total = ctx.io.stderr.isTTY === true && options.filter === undefined ? await usersStored(ctx) : undefined;
   const progress = startProgress(ctx, 'users', () => ({
     done: written,
     ...(total !== undefined && total > 0 && { fraction: written / total }),
   }));
   try {
-    await exportPages(ctx, (count) => (written += count));
+    await exportPages(ctx, options, (count) => (written += count));
     // Only a run that read the last page ends the file: one stopped early has no end, and import says it was cut short.
     if (ctx.interruption.reason === undefined) await ctx.out.write(endRecord(written) + '\n');
   } catch (error) {
@@ -268,12 +327,12 @@ async function usersStored(ctx: Context): Promise<number | undefined> {
   }
 }
 
-/** Writes every page of export records; `wrote` hears the count of each page. */
-async function exportPages(ctx: Context, wrote: (count: number) => void): Promise<void> {
-  let path: string | null = `${USERS_PATH}?limit=${MAX_PAGE_SIZE}&aliases=true`;
+/** Writes every page of export records (of the users a filter matches); `wrote` hears the count of each page. */
+async function exportPages(ctx: Context, options: FindOptions, wrote: (count: number) => void): Promise<void> {
+  let path: string | null = `${USERS_PATH}?limit=${MAX_PAGE_SIZE}&aliases=true${findParams(options)}`;
   const read = new Set<string>();
   while (path !== null && ctx.interruption.reason === undefined) {
-    const response = await ctx.client.expect({ method: 'GET', path, headers: ACCEPT }, [200]);
+    const response = await getPage(ctx, path, options);
     const page = parsePage(response.text);
     const aliases = (page.aliases ?? {}) as Record<string, unknown>;
     let lines = '';
