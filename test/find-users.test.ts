@@ -10,7 +10,10 @@
  */
 import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import { memoryStore } from '../server/store/memory/state-store.js';
+import { UserScans, type ScannedUser } from '../server/store/scan-users.js';
+import type { UserQuery } from '../server/store/store.js';
 import { MAX_FILTER_LENGTH } from '../server/users/filter-parse.js';
 import { assertProblem, put, send, startTestServer, type TestServer } from './helpers.js';
 
@@ -286,4 +289,62 @@ test('under --require-session all a find needs a session like the listing, and g
   const reply = await send(server.url, 'GET', find({ filter: 'name pr', count: 'true' }), { headers: { cookie } });
   assert.equal(reply.status, 200, reply.text);
   assert.deepEqual(reply.json(), { items: [], next: null, total: 0 });
+});
+
+// ------------------------------------------------------------ the scan itself
+
+const BY_NAME: UserQuery = {
+  filter: undefined,
+  sort: [{ path: ['name'], descending: false }],
+  after: undefined,
+  limit: 10,
+  count: false,
+};
+
+/** A few turns of the event loop: what the scans can do before a step answers. */
+async function turns(): Promise<void> {
+  for (let i = 0; i < 5; i++) await nextTurn();
+}
+
+test('at most two full evaluations run at once per store; a third starts when one ends', async () => {
+  const steps: { after: number; answer: (users: ScannedUser[]) => void }[] = [];
+  const scans = new UserScans({
+    usersAfter: (after) => new Promise((answer) => steps.push({ after, answer })),
+    userCount: () => 0,
+  });
+  const finds = [scans.find(BY_NAME), scans.find(BY_NAME), scans.find(BY_NAME)];
+  await turns();
+  assert.equal(steps.length, 2, 'two scans read their first step, the third waits');
+  // A step with no users ends its scan.
+  steps.shift()!.answer([]);
+  await turns();
+  assert.equal(steps.length, 2, 'the third scan began');
+  while (steps.length > 0) {
+    steps.shift()!.answer([]);
+    await turns();
+  }
+  for (const page of await Promise.all(finds)) assert.deepEqual(page, { items: [], aliases: [], next: undefined });
+});
+
+test('a scan whose client is gone stops at its next step, over a store that never ends', async () => {
+  let read = 0;
+  const endless = new UserScans(
+    {
+      usersAfter: (after, limit) => {
+        read += limit;
+        return Array.from({ length: limit }, (_, i) => ({ id: after + i + 1, alias: undefined, json: '{"name":"u"}' }));
+      },
+      userCount: () => Infinity,
+    },
+    100,
+  );
+  const gone = new AbortController();
+  const find = endless.find({ ...BY_NAME, signal: gone.signal });
+  await turns();
+  gone.abort();
+  await assert.rejects(find, { name: 'AbortError' });
+  const stoppedAt = read;
+  await turns();
+  assert.equal(read, stoppedAt, 'no step after the abort');
+  assert.ok(read > 0 && read % 100 === 0, `steps of 100 users each: ${read}`);
 });
