@@ -76,8 +76,7 @@ export class UserScans {
     try {
       return await this.fullScan(query, folded);
     } finally {
-      this.fullScans--;
-      this.waiting.shift()?.();
+      this.endTurn();
     }
   }
 
@@ -151,10 +150,20 @@ export class UserScans {
     return this.source.usersAfter(after, limit);
   }
 
-  /** Waits until fewer than FULL_SCANS_AT_ONCE full evaluations are under way, then counts this one. */
+  /** Takes one of the FULL_SCANS_AT_ONCE turns, waiting for one to end when all are taken. */
   private async turn(): Promise<void> {
-    if (this.fullScans >= FULL_SCANS_AT_ONCE) await new Promise<void>((resolve) => this.waiting.push(resolve));
-    this.fullScans++;
+    if (this.fullScans < FULL_SCANS_AT_ONCE) {
+      this.fullScans++;
+      return;
+    }
+    await new Promise<void>((resolve) => this.waiting.push(resolve));
+  }
+
+  /** Hands the turn to the scan that waited longest, if any, so that no scan starting meanwhile takes it first. */
+  private endTurn(): void {
+    const next = this.waiting.shift();
+    if (next === undefined) this.fullScans--;
+    else next();
   }
 }
 
