@@ -41,9 +41,17 @@ const REFUSALS: Record<RefusalKind, ProblemKind> = {
   'ids-exhausted': problems.idSpaceExhausted,
   'too-many-reservations': problems.tooManyReservations,
   'idempotency-key-reused': problems.idempotencyKeyReused,
+  'unique-violation': problems.uniqueViolation,
 };
 
 function refusalError(refusal: Refusal): HttpError {
+  if (refusal.kind === 'unique-violation')
+    return new HttpError(
+      problems.uniqueViolation,
+      refusal.detail,
+      {},
+      { field: refusal.field, conflictsWith: userPath(refusal.conflictsWith) },
+    );
   return new HttpError(
     REFUSALS[refusal.kind],
     refusal.detail,
