@@ -20,7 +20,7 @@ export interface FieldDeclaration {
 }
 
 /** At most this many fields are declared: each one is written with every write of a user. */
-const MAX_DECLARED_FIELDS = 32;
+export const MAX_DECLARED_FIELDS = 32;
 /** The longest declared path, in characters. */
 const MAX_PATH_LENGTH = 200;
 
@@ -60,20 +60,34 @@ function declarationOf(entry: unknown): FieldDeclaration | string {
   return { path, unique, caseInsensitive };
 }
 
+/** `fields` with `field` declared: in place of a declaration of its path, else added; in path order. */
+export function withField(fields: readonly FieldDeclaration[], field: FieldDeclaration): FieldDeclaration[] {
+  return [...withoutField(fields, field.path), field].sort((a, b) => (a.path < b.path ? -1 : 1));
+}
+
+export function withoutField(fields: readonly FieldDeclaration[], path: string): FieldDeclaration[] {
+  return fields.filter((f) => f.path !== path);
+}
+
+/** The paths declared case-insensitive: the set the filter and the sort fold (users/filter-match.ts, users/sort.ts). */
+export function foldedPaths(fields: readonly FieldDeclaration[]): ReadonlySet<string> {
+  return new Set(fields.filter((f) => f.caseInsensitive).map((f) => f.path));
+}
+
 /** The names of a declared path. */
-function namesOf(field: FieldDeclaration): readonly string[] {
+export function namesOf(field: FieldDeclaration): readonly string[] {
   return field.path.split('.');
 }
 
 /** The keys a user holds at a declared field (users/index-key.ts). */
-function fieldKeysOf(user: unknown, field: FieldDeclaration): string[] {
+export function fieldKeysOf(user: unknown, field: FieldDeclaration): string[] {
   return elementKeysOf(user, namesOf(field), field.caseInsensitive);
 }
 
 // ------------------------------------------------------------ uniqueness
 
 /** A key of a unique field that a user's version holds. */
-interface UniqueKey {
+export interface UniqueKey {
   readonly field: FieldDeclaration;
   readonly key: string;
 }

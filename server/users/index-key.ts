@@ -26,7 +26,7 @@ export const LAST_KEY = '4';
 const PAST_PREFIX = '\uE000';
 
 /** A range of keys, each bound included or not. */
-interface KeyRange {
+export interface KeyRange {
   readonly low: string;
   readonly lowInclusive: boolean;
   readonly high: string;
