@@ -11,8 +11,7 @@ import fc from 'fast-check';
 import { startsWithCodePoints } from '../server/users/code-points.js';
 import {
   checkDeclarations,
-  describeDuplicates,
-  duplicatesOf,
+  declarationRefusal,
   parseFieldPath,
   uniqueConflict,
   uniqueKeysOf,
@@ -174,10 +173,11 @@ test('the values that keep a field from being unique are named with their users'
     { id: 4, json: '{}' },
     { id: 5, json: '{}' },
   ];
-  const duplicates = duplicatesOf(users, email);
-  assert.deepEqual(duplicates, [{ value: 'a@x', ids: [1, 2] }]);
   assert.equal(
-    describeDuplicates(email, duplicates),
+    declarationRefusal([], [email], users),
     'email cannot be unique: a value is held by more than one user (lowercased): "a@x" (users 1, 2)',
   );
+  // Only a field declared anew is checked: the values of one declared before fit it.
+  assert.equal(declarationRefusal([email], [email], users), undefined);
+  assert.equal(declarationRefusal([], [{ ...email, caseInsensitive: false }], users), undefined);
 });

@@ -129,8 +129,33 @@ interface Duplicate {
   readonly ids: readonly number[];
 }
 
+/** True when two declarations declare the same: one path, alike in every flag. */
+export function sameDeclaration(a: FieldDeclaration, b: FieldDeclaration): boolean {
+  return a.path === b.path && a.unique === b.unique && a.caseInsensitive === b.caseInsensitive;
+}
+
+/**
+ * Why `next` cannot replace the declarations `previous` over `users`: a
+ * field declared anew as unique (or folded otherwise) whose values two of
+ * them hold, said naming the values and their users; undefined when none.
+ */
+export function declarationRefusal(
+  previous: readonly FieldDeclaration[],
+  next: readonly FieldDeclaration[],
+  users: Iterable<{ readonly id: number; readonly json: string }>,
+): string | undefined {
+  const fresh = next.filter((f) => f.unique && !previous.some((p) => sameDeclaration(p, f)));
+  if (fresh.length === 0) return undefined;
+  const all = [...users];
+  for (const field of fresh) {
+    const duplicates = duplicatesOf(all, field);
+    if (duplicates.length > 0) return describeDuplicates(field, duplicates);
+  }
+  return undefined;
+}
+
 /** The values of `field` that two users or more hold, among `users`. */
-export function duplicatesOf(users: Iterable<{ readonly id: number; readonly json: string }>, field: FieldDeclaration) {
+function duplicatesOf(users: Iterable<{ readonly id: number; readonly json: string }>, field: FieldDeclaration) {
   const holders = new Map<string, number[]>();
   for (const user of users)
     for (const key of fieldKeysOf(JSON.parse(user.json), field)) {
@@ -147,7 +172,7 @@ export function duplicatesOf(users: Iterable<{ readonly id: number; readonly jso
 const NAMED_DUPLICATES = 10;
 
 /** Why `field` cannot be declared unique, naming the values taken twice and their users. */
-export function describeDuplicates(field: FieldDeclaration, duplicates: readonly Duplicate[]): string {
+function describeDuplicates(field: FieldDeclaration, duplicates: readonly Duplicate[]): string {
   const named = duplicates.slice(0, NAMED_DUPLICATES).map((d) => `${JSON.stringify(d.value)} (users ${listOf(d.ids)})`);
   const more = duplicates.length - named.length;
   const rest = more > 0 ? `, and ${more} more value${more === 1 ? '' : 's'}` : '';

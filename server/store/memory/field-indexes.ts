@@ -7,10 +7,10 @@
  * field is declared or the state is read back, never written to disk.
  */
 import {
-  describeDuplicates,
-  duplicatesOf,
+  declarationRefusal,
   fieldKeysOf,
   namesOf,
+  sameDeclaration,
   type FieldDeclaration,
   type UniqueKey,
 } from '../../users/declared-fields.js';
@@ -67,12 +67,9 @@ export class FieldIndexes {
    * values and their users; nothing changes then.
    */
   declare(fields: readonly FieldDeclaration[], users: Iterable<[number, StoredUser]>): string | undefined {
-    const fresh = fields.filter((f) => !this.declared.some((d) => sameDeclaration(d, f)));
     const all = [...users].map(([, user]) => user);
-    for (const field of fresh.filter((f) => f.unique)) {
-      const duplicates = duplicatesOf(all, field);
-      if (duplicates.length > 0) return describeDuplicates(field, duplicates);
-    }
+    const refused = declarationRefusal(this.declared, fields, all);
+    if (refused !== undefined) return refused;
     this.indexes = fields.map((field) => this.indexOf(field) ?? buildIndex(field, all));
     return undefined;
   }
@@ -121,10 +118,6 @@ export class FieldIndexes {
   private indexOf(field: FieldDeclaration): FieldIndex | undefined {
     return this.indexes.find((i) => sameDeclaration(i.field, field));
   }
-}
-
-function sameDeclaration(a: FieldDeclaration, b: FieldDeclaration): boolean {
-  return a.path === b.path && a.unique === b.unique && a.caseInsensitive === b.caseInsensitive;
 }
 
 function buildIndex(field: FieldDeclaration, users: readonly StoredUser[]): FieldIndex {
