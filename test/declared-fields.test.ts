@@ -13,6 +13,9 @@ import { test } from 'node:test';
 import { writeDeclarationsFile } from '../server/store/declarations-file.js';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { writeFileSync } from 'node:fs';
+import { EXIT } from '../cli/main.js';
+import { startCliServer } from './cli-helpers.js';
 import { assertProblem, runUsersServer, send, startTestServer, tempDir, type TestServer } from './helpers.js';
 
 const EMAIL = { path: 'email', unique: true, caseInsensitive: true };
@@ -185,4 +188,61 @@ test('a backup carries the declared fields: a server on it enforces them', async
   assert.equal((await runUsersServer(['backup', '--data', server.dataDir, '--to', to])).code, 0);
   const restored = await startTestServer(t, { data: to });
   assertProblem(await create(restored, { name: 'x', email: 'ann@x' }), 409, 'unique-violation');
+});
+
+test('GET /indexes lists the declared fields with the access of GET /users', async (t) => {
+  const server = await startTestServer(t, { requireSession: 'all' });
+  assertProblem(await send(server.url, 'GET', '/indexes'), 401, 'unauthorized');
+  const cookie = await server.login();
+  const none = await send(server.url, 'GET', '/indexes', { headers: { cookie } });
+  assert.deepEqual([none.status, none.json()], [200, { items: [] }]);
+  assert.equal(
+    (await runUsersServer(['index', 'add', 'email', '--unique', '--case-insensitive', '--data', server.dataDir])).code,
+    0,
+  );
+  const listed = await send(server.url, 'GET', '/indexes', { headers: { cookie } });
+  assert.equal(listed.headers['content-type'], 'application/json');
+  assert.deepEqual(listed.json(), { items: [{ path: 'email', unique: true, caseInsensitive: true }] });
+});
+
+test('usersctl says a taken email in one sentence naming the field and the user; an import with a duplicate email has one failed line and exits 8, the rest imported', async (t) => {
+  const cli = await startCliServer(t);
+  assert.equal((await runUsersServer(['index', 'add', 'email', '--unique', '--data', cli.server.dataDir])).code, 0);
+  assert.equal((await cli.run(['put', 'ann', '-f', '-'], { stdin: '{"name":"Ann","email":"ann@x"}' })).code, 0);
+  const taken = await cli.run(['put', 'bob', '-f', '-'], { stdin: '{"name":"Bob","email":"ann@x"}' });
+  assert.deepEqual(
+    [taken.code, taken.stderr],
+    [EXIT.conflict, 'usersctl: user 1 already holds this value of email, which the server declares unique\n'],
+  );
+  const file = join(tempDir(t), 'users.ndjson');
+  writeFileSync(
+    file,
+    ['{"name":"Cy","email":"cy@x"}', '{"name":"Dee","email":"ann@x"}', '{"name":"Eve"}'].join('\n') + '\n',
+  );
+  const imported = await cli.run(['import', file]);
+  assert.equal(imported.code, EXIT.partialImport);
+  const results = imported.stdout
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as Record<string, unknown>);
+  assert.deepEqual(
+    results.map((r) => [r.line, r.ok]),
+    [
+      [1, true],
+      [2, false],
+      [3, true],
+    ],
+  );
+  assert.deepEqual(results[1], {
+    line: 2,
+    ok: false,
+    status: 409,
+    error: 'user 1 already holds this value of email, which the server declares unique',
+  });
+  assert.equal(imported.stderr, 'usersctl: 1 of 3 lines failed; their results on stdout say why\n');
+  const names = await send(cli.server.url, 'GET', '/users?sort=name');
+  assert.deepEqual(
+    (names.json() as { items: { name: string }[] }).items.map((u) => u.name),
+    ['Ann', 'Cy', 'Eve'],
+  );
 });
