@@ -111,7 +111,7 @@ async function run(argv: readonly string[], io: CommandIo): Promise<number> {
   const path = pathOf(command as Command, positionals);
   const place = await placeOf(values, io.env);
   try {
-    if (command === 'list') return list(place, values.json === true, io);
+    if (command === 'list') return await list(place, values.json === true, io);
     if (command === 'remove') return await remove(place, path!, io);
     const field = { path: path!, unique: values.unique === true, caseInsensitive: values['case-insensitive'] === true };
     return await add(place, field, io);
@@ -200,11 +200,27 @@ function flagsOf(field: FieldDeclaration): string {
 /** `--store` (or USERS_STORE) naming PostgreSQL picks the database; anything else, `--data`. */
 async function placeOf(values: Flags, env: NodeJS.ProcessEnv): Promise<DeclarationsPlace> {
   const store = values.store ?? env[envName('store')];
-  if (store !== undefined && isPostgresStore(store))
-    throw new ServerCommandError(
-      'this users-server declares fields in a data directory only, not in a PostgreSQL store',
-    );
+  if (store !== undefined && isPostgresStore(store)) return databasePlace(store === 'postgres' ? undefined : store);
   return dataDirPlace(resolve(values.data ?? env[envName('data')] ?? './data'));
+}
+
+/** The declarations of a PostgreSQL database: a change is one transaction, which running instances read within 2 s. */
+async function databasePlace(url: string | undefined): Promise<DeclarationsPlace> {
+  const { openPostgresStore, describeDatabase, COMMAND_SILENCE_SECONDS } =
+    await import('../store/postgres/open-postgres.js');
+  const { changeDeclarations, readDeclarations } = await import('../store/postgres/declared-fields.js');
+  const store = await openPostgresStore(url, {
+    max: 1,
+    startWaitSeconds: 0,
+    log: () => {},
+    silenceSeconds: COMMAND_SILENCE_SECONDS,
+  });
+  return {
+    where: describeDatabase(url),
+    read: () => readDeclarations(store.sql),
+    change: (edit) => changeDeclarations(store.sql, edit),
+    close: () => store.close(),
+  };
 }
 
 function dataDirPlace(dir: string): DeclarationsPlace {

@@ -34,7 +34,7 @@ interface FieldIndex {
 export class FieldIndexes {
   private indexes: FieldIndex[] = [];
 
-  /** The declared fields, in the order they were declared in. */
+  /** The declared fields, in path order. */
   get declared(): readonly FieldDeclaration[] {
     return this.indexes.map((i) => i.field);
   }
@@ -70,7 +70,8 @@ export class FieldIndexes {
     const all = [...users].map(([, user]) => user);
     const refused = declarationRefusal(this.declared, fields, all);
     if (refused !== undefined) return refused;
-    this.indexes = fields.map((field) => this.indexOf(field) ?? buildIndex(field, all));
+    const inOrder = [...fields].sort((a, b) => (a.path < b.path ? -1 : 1));
+    this.indexes = inOrder.map((field) => this.indexOf(field) ?? buildIndex(field, all));
     return undefined;
   }
 

@@ -1,5 +1,6 @@
 import type { StoreDump } from '../dump.js';
 import type { Sql, TransactionSql } from './driver.js';
+import { buildEntries, readDeclarations } from './declared-fields.js';
 import { tokenOfRow, tokenRow, userRow } from './facts.js';
 
 /** Everything the database holds, read in one transaction (a consistent view). */
@@ -44,7 +45,7 @@ export async function readPostgresDump(sql: Sql, now: number): Promise<StoreDump
       accounts: (await tx`select record from accounts order by name`).map((r) => r.record as string),
       tokens: (await tx`select * from api_tokens order by seq`).map(tokenOfRow),
       lastChange: Number((await tx`select last_seq from change_head`)[0]!.last_seq),
-      declarations: [],
+      declarations: await readDeclarations(tx),
     };
   })) as StoreDump;
 }
@@ -54,7 +55,7 @@ const BATCH = 1000;
 /** Replaces everything the database holds with `dump`, in one transaction. */
 export async function writePostgresDump(sql: Sql, dump: StoreDump): Promise<void> {
   await sql.begin(async (tx) => {
-    await tx`truncate users, moves, claimed_ids, reservations, idempotency, revocations, secrets, settings, accounts, login_attempts, api_tokens, changes`;
+    await tx`truncate users, moves, claimed_ids, reservations, idempotency, revocations, secrets, settings, accounts, login_attempts, api_tokens, changes, index_entries, unique_values, field_declarations`;
     await tx`update id_counter set last_id = ${dump.lastId}`;
     // The copy's users are its state, not changes: its feed starts after the source's last change.
     await tx`select set_config('users_server.no_changes', 'on', true)`;
@@ -110,13 +111,25 @@ export async function writePostgresDump(sql: Sql, dump: StoreDump): Promise<void
       await tx`insert into settings (name, value) values ('admin-password', ${dump.adminPassword})`;
     if (dump.adminIdentity !== undefined)
       await tx`insert into settings (name, value) values ('admin-identity', ${dump.adminIdentity})`;
+    await writeDeclarations(tx, dump);
   });
+}
+
+/** The dump's declared fields and the entries of their indexes; the version raised, so running instances read them. */
+async function writeDeclarations(tx: TransactionSql, dump: StoreDump): Promise<void> {
+  await insertAll(
+    tx,
+    'field_declarations',
+    dump.declarations.map((f) => ({ path: f.path, is_unique: f.unique, case_insensitive: f.caseInsensitive })),
+  );
+  await buildEntries(tx, dump.declarations, dump.users);
+  await tx`update field_version set version = version + 1`;
 }
 
 async function insertAll(
   tx: TransactionSql,
   table: string,
-  rows: Record<string, string | number | null>[],
+  rows: Record<string, string | number | boolean | null>[],
 ): Promise<void> {
   for (let i = 0; i < rows.length; i += BATCH) await tx`insert into ${tx(table)} ${tx(rows.slice(i, i + BATCH))}`;
 }

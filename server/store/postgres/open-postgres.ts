@@ -49,7 +49,7 @@ export async function openPostgresStore(url: string | undefined, options: Postgr
     const version = await waitForDatabase(sql, url, options);
     checkNotNewer(version);
     if (version < SCHEMA_VERSION) await upgrade(sql, url, version, options.log);
-    return new PostgresStore(
+    const store = new PostgresStore(
       sql,
       options.max ?? DEFAULT_DB_POOL,
       options.timeoutSeconds ?? DEFAULT_DB_TIMEOUT_SECONDS,
@@ -57,6 +57,13 @@ export async function openPostgresStore(url: string | undefined, options: Postgr
       { log: options.log, database: describeDatabase(url) },
       options.findBudget,
     );
+    try {
+      await store.refreshFields();
+    } catch (error) {
+      await store.close();
+      throw error;
+    }
+    return store;
   } catch (error) {
     await sql.end({ timeout: 1 });
     throw error;

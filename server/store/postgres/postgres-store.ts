@@ -1,5 +1,7 @@
 import { FSYNC_BUCKETS, Histogram } from '../../ops/histogram.js';
-import type { FieldDeclaration } from '../../users/declared-fields.js';
+import { uniqueKeysOf, type FieldDeclaration } from '../../users/declared-fields.js';
+import { LAST_KEY, type KeyRange } from '../../users/index-key.js';
+import type { IndexEntry } from '../index-find.js';
 import {
   createdAnswer,
   decideCreate,
@@ -55,6 +57,15 @@ import {
   type Sql,
 } from './driver.js';
 import { LoadedFacts, loadCounter, loadTarget, tokenOfRow, tokenRow, userOf, userRow, writeIssued } from './facts.js';
+import {
+  conflictIn,
+  DeclaredFields,
+  FieldsChangedError,
+  hold,
+  holdersOf,
+  takenIn,
+  writeEntries,
+} from './declared-fields.js';
 import { GatheredStatements } from './gathered-statements.js';
 import { PostgresSettings } from './shared-settings.js';
 import { inTransaction, type Commit, type Tx } from './transaction.js';
@@ -82,6 +93,9 @@ function lookupOf(row: IdRow): Lookup {
 function anyOf(sql: Sql, keys: readonly string[]) {
   return sql`array(select jsonb_array_elements_text(${JSON.stringify(keys)}::text::jsonb))`;
 }
+
+/** A part of a statement, made by the tagged template. */
+type Fragment = ReturnType<Sql['unsafe']>;
 
 /** How often a transaction that lost a race (a unique key, a deadlock) runs again. */
 const ATTEMPTS = 5;
@@ -154,6 +168,8 @@ export class PostgresStore implements Store {
   /** The log's lines of an outage of the database: when it stops answering, when it answers again. */
   private readonly outage: OutageLog;
   private readonly scans: UserScans;
+  /** The declared fields as this instance read them (polled; a write reads them again in its transaction). */
+  private readonly fields: DeclaredFields;
 
   constructor(
     readonly sql: Sql,
@@ -168,11 +184,16 @@ export class PostgresStore implements Store {
     /** Users a filter with no sort and no count examines per request (scan-users.ts, FIND_BUDGET). */
     findBudget?: number,
   ) {
+    this.fields = new DeclaredFields(sql);
     this.outage = new OutageLog(outageLog.database, async () => (await this.readiness()).ready, outageLog.log);
-    this.scans = new UserScans(
-      { usersAfter: (after, limit) => this.usersAfter(after, limit), userCount: () => this.userCount() },
-      findBudget,
-    );
+    const userCount = () => this.userCount();
+    this.scans = new UserScans({ usersAfter: (after, limit) => this.usersAfter(after, limit), userCount }, findBudget, {
+      idsInRange: (field, range) => this.idsInRange(field, range),
+      sortedAfter: (field, descending, after, limit) => this.sortedAfter(field, descending, after, limit),
+      usersOf: (ids) => this.usersOf(ids),
+      userCount,
+    });
+    this.fields.poll();
     this.shared = new PostgresSettings(sql, this.rethrow, this.readDeadline());
   }
 
@@ -280,12 +301,110 @@ export class PostgresStore implements Store {
   }
 
   declaredFields(): readonly FieldDeclaration[] {
-    return [];
+    return this.fields.list;
   }
 
-  /** Evaluated here, on rows read a step at a time: each step is one statement, so the answers are every store's. */
-  findUsers(query: UserQuery): Promise<FoundPage> {
-    return this.scans.find(query);
+  /** Reads the declared fields now (a start; tests after a change of them), as the poll does every half second. */
+  async refreshFields(): Promise<void> {
+    await this.read(() => this.fields.load());
+  }
+
+  /**
+   * Evaluated here, on rows read a step at a time: each step is one
+   * statement, so the answers are every store's. A read of an index that
+   * finds the declarations changed since this instance read them starts
+   * the find again on the new ones.
+   */
+  async findUsers(query: UserQuery): Promise<FoundPage> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.scans.find(query, this.fields.list);
+      } catch (error) {
+        if (!(error instanceof FieldsChangedError) || attempt >= ATTEMPTS) throw error;
+        await this.refreshFields();
+      }
+    }
+  }
+
+  /** The users holding a key of `field` in `range`, with the version of the declarations, in one statement. */
+  private async idsInRange(field: FieldDeclaration, range: KeyRange): Promise<number[]> {
+    const low = range.lowInclusive ? this.sql`e.key >= ${range.low}` : this.sql`e.key > ${range.low}`;
+    const high = range.highInclusive ? this.sql`e.key <= ${range.high}` : this.sql`e.key < ${range.high}`;
+    const rows = await this.read(
+      () => this.sql`
+        select v.version, e.user_id from field_version v left join index_entries e
+          on e.path = ${field.path} and e.kind = 'e' and ${low} and ${high}`,
+    );
+    this.fields.checkVersion(rows[0]!.version);
+    return rows.filter((r) => r.user_id !== null).map((r) => Number(r.user_id));
+  }
+
+  /** Sort entries in the order of index-find.ts's IndexSource.sortedAfter: one or two statements. */
+  private async sortedAfter(
+    field: FieldDeclaration,
+    descending: boolean,
+    after: IndexEntry | undefined,
+    limit: number,
+  ): Promise<IndexEntry[]> {
+    if (!descending) {
+      const place = after ?? { key: '', id: 0 };
+      return this.sortEntries(field, this.sql`(e.key, e.user_id) > (${place.key}, ${place.id})`, 'ascending', limit);
+    }
+    const entries =
+      after?.key === LAST_KEY
+        ? []
+        : await this.sortEntries(
+            field,
+            after === undefined
+              ? this.sql`e.key < ${LAST_KEY}`
+              : this
+                  .sql`e.key < ${LAST_KEY} and (e.key < ${after.key} or (e.key = ${after.key} and e.user_id > ${after.id}))`,
+            'descending',
+            limit,
+          );
+    if (entries.length === limit) return entries;
+    const lastAfter = after?.key === LAST_KEY ? after.id : 0;
+    const last = await this.sortEntries(
+      field,
+      this.sql`e.key = ${LAST_KEY} and e.user_id > ${lastAfter}`,
+      'ascending',
+      limit - entries.length,
+    );
+    return [...entries, ...last];
+  }
+
+  /**
+   * Up to `limit` sort entries of `field` where `condition` holds, in
+   * `order`, with the version of the declarations (read with them, in one
+   * statement, so that entries of a field declared otherwise are refused).
+   */
+  private async sortEntries(
+    field: FieldDeclaration,
+    condition: Fragment,
+    order: 'ascending' | 'descending',
+    limit: number,
+  ): Promise<IndexEntry[]> {
+    const by = order === 'ascending' ? this.sql`e.key, e.user_id` : this.sql`e.key desc, e.user_id`;
+    const rows = await this.read(
+      () => this.sql`
+        select v.version, e.key, e.user_id from field_version v left join lateral (
+          select e.key, e.user_id from index_entries e where e.path = ${field.path} and e.kind = 's' and ${condition} order by ${by} limit ${limit}
+        ) e on true order by ${by}`,
+    );
+    this.fields.checkVersion(rows[0]!.version);
+    return rows.filter((r) => r.user_id !== null).map((r) => ({ key: r.key as string, id: Number(r.user_id) }));
+  }
+
+  /** The users of `ids` that exist, in that order: one statement. */
+  private async usersOf(ids: readonly number[]): Promise<ScannedUser[]> {
+    const rows = await this.read(
+      () => this.sql`select id, alias, json from users where id = any(${`{${ids.join(',')}}`}::bigint[])`,
+    );
+    const byId = new Map(rows.map((r) => [Number(r.id), r]));
+    return ids.flatMap((id) => {
+      const r = byId.get(id);
+      return r === undefined ? [] : [{ id, alias: (r.alias as string | null) ?? undefined, json: r.json as string }];
+    });
   }
 
   /** A scan's step: one statement, in id order. */
@@ -312,7 +431,8 @@ export class PostgresStore implements Store {
   }
 
   private async put(request: PutRequest): Promise<PutOutcome> {
-    const direct = directReplace(request);
+    // A declared field's entries change with the user: the conditional UPDATE writes none.
+    const direct = this.fields.list.length === 0 ? directReplace(request) : undefined;
     const replaced = direct === undefined ? undefined : await this.replaceDirectly(direct);
     return (
       replaced ??
@@ -321,12 +441,15 @@ export class PostgresStore implements Store {
         const facts = new LoadedFacts();
         // Sent together, run in this order: the key's lock first, then what the decision reads.
         // An alias creates under the next id, a body's id may be a move: both issue ids.
-        await Promise.all([
+        const [fields] = await Promise.all([
+          this.fields.lockIn(tx),
           lockKey(tx, keyOf(ref)),
           loadCounter(tx, facts, ref.kind === 'alias' || request.body.id !== undefined),
           loadTarget(tx, facts, ref),
         ]);
         const decision = decidePut(request, facts);
+        const taken = await takenByPut(tx, fields, decision);
+        if (taken !== undefined) return taken;
         switch (decision.kind) {
           case 'create': {
             const row = userRow(decision.id, decision.alias, decision.json);
@@ -335,12 +458,16 @@ export class PostgresStore implements Store {
               tx`insert into users ${tx(row)}`,
               tx`delete from reservations where id = ${decision.id}`,
               writeIssued(tx, facts),
+              ...writeEntries(tx, fields, [row]),
             ]);
             return { kind: 'created', user: userOf({ ...row, id: String(row.id) }) };
           }
           case 'replace': {
             const row = userRow(decision.user.id, decision.user.alias, decision.json);
-            await commit([tx`update users set json = ${row.json}, etag = ${row.etag} where id = ${row.id}`]);
+            await commit([
+              tx`update users set json = ${row.json}, etag = ${row.etag} where id = ${row.id}`,
+              ...writeEntries(tx, fields, [row]),
+            ]);
             return { kind: 'replaced', user: userOf({ ...row, id: String(row.id) }) };
           }
           case 'unchanged':
@@ -348,7 +475,7 @@ export class PostgresStore implements Store {
           case 'move':
             return {
               kind: 'moved',
-              user: await move(tx, commit, facts, decision.user.id, decision.to, decision.user.alias, decision.json),
+              user: await move(tx, commit, facts, { ...decision, from: decision.user.id, fields }),
             };
           default:
             return decision;
@@ -396,7 +523,9 @@ export class PostgresStore implements Store {
         ), matched as materialized (
           select i.id, i.json, i.etag, l.alias, l.json = i.json as unchanged
           from input i join locked l on l.id = i.id
-          where i.accept is null or l.etag = any(i.accept)
+          where (i.accept is null or l.etag = any(i.accept))
+            -- Declared fields since this instance last looked: no row matches, and the transaction of a put decides.
+            and (select version from field_version) = ${this.fields.version}
         ), updated as (
           update users u set json = m.json, etag = m.etag from matched m where u.id = m.id and not m.unchanged
         )
@@ -432,18 +561,22 @@ export class PostgresStore implements Store {
     return this.transaction(async (tx, commit) => {
       const facts = new LoadedFacts();
       // Sent together, run in this order: the key's lock and its record, then the counter's lock.
-      const [replay] = await Promise.all([
+      const [fields, replay] = await Promise.all([
+        this.fields.lockIn(tx),
         this.replay(tx, 'create-user', request.idempotency, request.now),
         loadCounter(tx, facts, true),
       ]);
       if (replay !== undefined) return replay;
       if (request.body === undefined) return { kind: 'invalid-body' };
+      const taken = await takenIn(tx, fields, JSON.stringify(request.body), 0);
+      if (taken !== undefined) return taken;
       const created = createIn(facts, request.body);
       if (created.kind !== 'created') return created;
       await commit([
         tx`insert into users ${tx(created.row)}`,
         writeIssued(tx, facts),
         keep(tx, 'create-user', request.idempotency, created.answer, request.now),
+        ...writeEntries(tx, fields, [created.row]),
       ]);
       return created;
     });
@@ -457,8 +590,18 @@ export class PostgresStore implements Store {
   private createAll(bodies: UserBody[]): Promise<CreateOutcome[]> {
     return this.transaction(async (tx, commit) => {
       const facts = new LoadedFacts();
-      await loadCounter(tx, facts, true);
-      const outcomes = bodies.map((body) => createIn(facts, body));
+      const [fields] = await Promise.all([this.fields.lockIn(tx), loadCounter(tx, facts, true)]);
+      const holders = await holdersOf(
+        tx,
+        bodies.flatMap((body) => uniqueKeysOf(body, fields)),
+      );
+      const outcomes = bodies.map((body) => {
+        const keys = uniqueKeysOf(body, fields);
+        const created = conflictIn(keys, 0, holders) ?? createIn(facts, body);
+        // A later create of the batch with the same value finds this one.
+        if (created.kind === 'created') hold(holders, keys, created.user.id);
+        return created;
+      });
       const rows = outcomes.flatMap((o) => (o.kind === 'created' ? [o.row] : []));
       // As JSON text, one parameter however many users: a statement takes at most 65,535 parameters.
       const input = JSON.stringify(rows);
@@ -466,6 +609,7 @@ export class PostgresStore implements Store {
         await commit([
           tx`insert into users (id, alias, json, etag) select * from jsonb_to_recordset(${input}::text::jsonb) as x(id bigint, alias text, json text, etag text)`,
           writeIssued(tx, facts),
+          ...writeEntries(tx, fields, rows),
         ]);
       }
       return outcomes;
@@ -617,6 +761,7 @@ export class PostgresStore implements Store {
    */
   async close(): Promise<void> {
     clearInterval(this.changePoll);
+    this.fields.close();
     this.outage.close();
     await this.sql.end({ timeout: CLOSE_SECONDS });
   }
@@ -704,6 +849,14 @@ async function retrying<T>(run: () => Promise<T>): Promise<T> {
   }
 }
 
+/** The refusal of a put whose decision writes a value another user holds at a unique field. */
+function takenByPut(tx: Tx, fields: readonly FieldDeclaration[], decision: ReturnType<typeof decidePut>) {
+  if (decision.kind === 'create') return takenIn(tx, fields, decision.json, decision.id);
+  if (decision.kind === 'replace' || decision.kind === 'move')
+    return takenIn(tx, fields, decision.json, decision.user.id);
+  return undefined;
+}
+
 /** The advisory lock's key of a reference. */
 function keyOf(ref: UserRef): string {
   return ref.kind === 'alias' ? `alias:${ref.alias}` : `id:${ref.id}`;
@@ -719,12 +872,16 @@ async function move(
   tx: Tx,
   commit: Commit,
   facts: LoadedFacts,
-  from: number,
-  to: number,
-  alias: string | undefined,
-  json: string,
+  moving: {
+    from: number;
+    to: number;
+    user: { alias: string | undefined };
+    json: string;
+    fields: readonly FieldDeclaration[];
+  },
 ) {
-  const row = userRow(to, alias, json);
+  const { from, to, json, fields } = moving;
+  const row = userRow(to, moving.user.alias, json);
   facts.markIssued(to);
   await commit([
     // The delete and the insert are one change of the feed: a move (schema.ts, users_change).
@@ -734,6 +891,8 @@ async function move(
     tx`update moves set current_id = ${to} where current_id = ${from}`,
     tx`insert into moves (old_id, current_id) values (${from}, ${to})`,
     writeIssued(tx, facts),
+    // The old id's entries went with its row (on delete cascade).
+    ...writeEntries(tx, fields, [row]),
   ]);
   return userOf({ ...row, id: String(row.id) });
 }

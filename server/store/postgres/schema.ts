@@ -99,6 +99,21 @@ const MIGRATIONS: readonly (readonly string[])[] = [
     `alter table login_attempts add column id bigint generated always as identity`,
     `create index login_attempts_address_at on login_attempts (address, at)`,
   ],
+  [
+    // Declared fields (API.md "Declared fields"). field_version counts their changes: a write
+    // locks users (row exclusive) and reads it, an index add or remove locks users against
+    // writes (share row exclusive) and raises it, so no write misses a change of declarations.
+    `create table field_declarations (path text primary key, is_unique boolean not null, case_insensitive boolean not null)`,
+    `create table field_version (singleton boolean primary key default true check (singleton), version bigint not null)`,
+    `insert into field_version (singleton, version) values (true, 0)`,
+    // Their indexes: keys computed by users/index-key.ts, compared as bytes (collate "C"),
+    // kind 'e' for a key a user holds, 's' for its sort key; a unique field's keys once more,
+    // keyed by path and key alone, so that of two writes of one value, one fails.
+    `create table index_entries (path text not null, kind text not null, key text collate "C" not null, user_id bigint not null references users (id) on delete cascade, primary key (path, kind, key, user_id))`,
+    `create index index_entries_user_id on index_entries (user_id)`,
+    `create table unique_values (path text not null, key text collate "C" not null, user_id bigint not null references users (id) on delete cascade, primary key (path, key))`,
+    `create index unique_values_user_id on unique_values (user_id)`,
+  ],
 ];
 
 /** The newest schema version this users-server knows. */
