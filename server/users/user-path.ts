@@ -3,13 +3,11 @@
  * filter and `sort` write them, and the one way a member is read, so that
  * filtering and sorting see the same member.
  */
-
-/** The path grammar: `name *( "." name )`, name = ALPHA / "_" followed by ALPHA / DIGIT / "_" / "-". */
-const PATH = /^[A-Za-z_][A-Za-z0-9_-]*(?:\.[A-Za-z_][A-Za-z0-9_-]*)*$/;
+import { USER_PATH } from '../../shared/user.js';
 
 /** The names of a dotted path, or undefined when `text` is not a path. */
 export function parsePath(text: string): string[] | undefined {
-  return PATH.test(text) ? text.split('.') : undefined;
+  return USER_PATH.test(text) ? text.split('.') : undefined;
 }
 
 /**
