@@ -5,6 +5,9 @@
  * person's change onto a newer version).
  */
 
+/** RFC 7396's media type, which PATCH /users/{ref} takes. */
+export const MERGE_PATCH_TYPE = 'application/merge-patch+json';
+
 type JsonObject = Record<string, unknown>;
 
 function isObject(value: unknown): value is JsonObject {

@@ -4,16 +4,13 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { jsonErrorPlace, jsonErrorReason } from '../../shared/json-position.js';
-import { applyMergePatch, mergePatchBetween, sameJson } from '../../shared/merge-patch.js';
+import { applyMergePatch, MERGE_PATCH_TYPE, mergePatchBetween, sameJson } from '../../shared/merge-patch.js';
 import { suggestingAliases } from '../alias-suggestions.js';
 import { answerUser, single, type Response } from '../answers.js';
 import type { Context } from '../context.js';
 import { CliError, CliUsageError, StatusError } from '../exit-codes.js';
 import { assignmentsPatch } from '../field-assignments.js';
 import { refPath } from './user-commands.js';
-
-/** RFC 7396's media type, which PATCH /users/{ref} takes. */
-export const MERGE_PATCH_TYPE = 'application/merge-patch+json';
 
 export interface SetOptions {
   unset?: string[];
