@@ -99,7 +99,7 @@ async function editLoop(ctx: Context, ref: string, editor: string, file: string)
   let text = `${JSON.stringify(base.user, null, 2)}\n`;
   for (;;) {
     writeFileSync(file, text, { mode: 0o600 });
-    await runEditor(editor, file);
+    await runEditor(editor, file, ctx.io.env);
     text = readFileSync(file, 'utf8');
     const edited = parseEdited(text, file);
     if (sameJson(edited, base.user)) return ctx.info(`${ref}: no change, nothing saved`);
@@ -174,9 +174,9 @@ function editorOf(env: NodeJS.ProcessEnv): string {
 }
 
 /** Runs the editor on `file` through the shell (an editor variable may carry flags: `code --wait`); a failure stops the edit. */
-function runEditor(editor: string, file: string): Promise<void> {
+function runEditor(editor: string, file: string, env: NodeJS.ProcessEnv): Promise<void> {
   return new Promise((resolve, reject) => {
-    const child = spawn('/bin/sh', ['-c', `${editor} "$1"`, 'usersctl-edit', file], { stdio: 'inherit' });
+    const child = spawn('/bin/sh', ['-c', `${editor} "$1"`, 'usersctl-edit', file], { stdio: 'inherit', env });
     child.on('error', (error) => reject(new CliUsageError(`cannot run the editor ${editor}: ${error.message}`)));
     child.on('exit', (code, signal) => {
       if (code === 0) return resolve();
