@@ -414,7 +414,7 @@ function addUserCommands(program: Command, action: Action): void {
     .option('--if-match <etag>', 'only if the user still has this ETag (else exit 5)')
     .addHelpText(
       'after',
-      '\nExample:\n  usersctl set bob email=bob@example.com age:=42 address.city=Oslo --unset nickname\n',
+      '\nExample:\n  usersctl set alice email=alice@example.com address.city=Oslo --unset nickname\n',
     )
     .action(
       action((ctx, ref: string, fields: string[], options: patching.SetOptions) =>
@@ -428,17 +428,14 @@ function addUserCommands(program: Command, action: Action): void {
     .argument('<ref>', 'user id or alias')
     .requiredOption('-f, --file <file>', 'the merge patch, - for stdin')
     .option('--if-match <etag>', 'only if the user still has this ETag (else exit 5)')
-    .addHelpText(
-      'after',
-      '\nExample:\n  echo \'{"email":"bob@example.com","nickname":null}\' | usersctl patch bob -f -\n',
-    )
+    .addHelpText('after', '\nExample:\n  echo \'{"age":42,"nickname":null}\' | usersctl patch alice -f -\n')
     .action(action((ctx, ref: string, options: patching.PatchOptions) => patching.patch(ctx, ref, options)));
 
   program
     .command('edit')
     .description('edit a user in $VISUAL or $EDITOR, saved only if nobody changed it meanwhile')
     .argument('<ref>', 'user id or alias')
-    .addHelpText('after', '\nExample:\n  EDITOR=nano usersctl edit bob\n')
+    .addHelpText('after', '\nExample:\n  EDITOR="sed -i s/Oslo/Bergen/" usersctl edit alice\n')
     .action(action((ctx, ref: string) => patching.edit(ctx, ref)));
 
   program
