@@ -22,16 +22,18 @@ function isObject(value: unknown): value is JsonObject {
 export function applyMergePatch(target: unknown, patch: unknown): unknown {
   if (!isObject(patch)) return patch;
   const result: JsonObject = isObject(target) ? { ...target } : {};
-  for (const [name, value] of Object.entries(patch)) {
+  for (const name of Object.keys(patch)) {
+    const value = patch[name];
     if (value === null) delete result[name];
-    else defineMember(result, name, applyMergePatch(result[name], value));
+    else defineMember(result, name, isObject(value) ? applyMergePatch(result[name], value) : value);
   }
   return result;
 }
 
-/** Sets `name` as an own member, also `__proto__`, which plain assignment would not. */
+/** Sets `name` as an own member, also `__proto__`, which plain assignment would give the object as its prototype. */
 function defineMember(object: JsonObject, name: string, value: unknown): void {
-  Object.defineProperty(object, name, { value, enumerable: true, writable: true, configurable: true });
+  if (name !== '__proto__') object[name] = value;
+  else Object.defineProperty(object, name, { value, enumerable: true, writable: true, configurable: true });
 }
 
 /**

@@ -124,7 +124,7 @@ type DeleteDecision = { readonly kind: 'delete'; readonly user: StoredUser } | O
  * last member: a copy of the body would cost more than the serializing.
  */
 function represent(body: UserBody, id: number): string {
-  if (Object.hasOwn(body, 'id')) return JSON.stringify({ ...body, id });
+  if (Object.hasOwn(body, 'id')) return JSON.stringify(body.id === id ? body : { ...body, id });
   const json = JSON.stringify(body);
   return `${json.slice(0, -1)}${json.length > 2 ? ',' : ''}"id":${id}}`;
 }

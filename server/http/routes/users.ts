@@ -426,6 +426,8 @@ function checkPatch(value: unknown): UserBody {
 
 /** True when objects and arrays in `value` nest no deeper than `max`; iterative, so any depth is safe to ask about. */
 function nestedAtMost(value: unknown, max: number): boolean {
+  // The usual patch is flat: its members are checked without a stack.
+  if (Object.values(value as object).every((member) => typeof member !== 'object' || member === null)) return true;
   const stack: [unknown, number][] = [[value, 1]];
   while (stack.length > 0) {
     const [item, depth] = stack.pop()!;
