@@ -4,7 +4,7 @@
  * what failed; the one reader of an answer's JSON, so an answer that is not
  * users-server's is refused the same way everywhere.
  */
-import { PROBLEM_CONTENT_TYPE } from '../shared/problems.js';
+import { PROBLEM_CONTENT_TYPE, problems, problemType } from '../shared/problems.js';
 import { isId } from '../shared/user.js';
 import { StatusError, UnexpectedAnswerError } from './exit-codes.js';
 
@@ -71,11 +71,25 @@ export function detailOf(response: Response): string {
 /** The problem's `detail`, else its `title`, as one line; undefined when neither says anything. */
 function problemText(response: Response): string | undefined {
   const problem = problemOf(response);
+  const taken = problem === undefined ? undefined : takenValue(problem);
+  if (taken !== undefined) return taken;
   for (const field of ['detail', 'title'] as const) {
     const value = problem?.[field];
     if (typeof value === 'string' && value.trim() !== '') return oneLine(value);
   }
   return undefined;
+}
+
+/**
+ * A `unique-violation` in usersctl's words, naming the field and the user
+ * that holds the value; undefined for another problem, or one without them.
+ */
+function takenValue(problem: Record<string, unknown>): string | undefined {
+  const { type, field, conflictsWith } = problem;
+  if (type !== problemType(problems.uniqueViolation) || typeof field !== 'string' || typeof conflictsWith !== 'string')
+    return undefined;
+  const holder = /^\/users\/(\d+)$/.exec(conflictsWith)?.[1] ?? oneLine(conflictsWith);
+  return oneLine(`user ${holder} already holds this value of ${field}, which the server declares unique`);
 }
 
 /** A body that is a JSON string with something in it, as one line. */

@@ -3,6 +3,7 @@ import { backupCommand } from './commands/backup.js';
 import { configCommand } from './commands/config-show.js';
 import { finishOutput, runCommand, watchOutput, type CommandIo } from './commands/command-io.js';
 import { copyCommand } from './commands/copy.js';
+import { indexCommand } from './commands/indexes.js';
 import { manCommand } from './commands/man-page.js';
 import { migrateCommand } from './commands/migrate.js';
 import { repair } from './commands/repair.js';
@@ -22,12 +23,13 @@ const COMMANDS: Record<ServerCommand, (args: string[], io: CommandIo) => number 
   copy: copyCommand,
   backup: backupCommand,
   config: configCommand,
+  index: indexCommand,
   man: (_args, io) => manCommand(io, packageVersion(import.meta.url)),
 };
 
 /**
  * The users-server executable: `repair`, `accounts`, `migrate`, `copy`,
- * `backup` and `config` are commands of their own; anything else is the
+ * `backup`, `config` and `index` are commands of their own; anything else is the
  * server's flags (commands/serve.ts). Resolves to the exit code; a failure
  * is one line on stderr (runCommand).
  */

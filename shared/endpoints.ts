@@ -17,6 +17,7 @@ export const LOGOUT_PATH = '/logout';
 export const HEALTH_PATH = '/healthz';
 export const METRICS_PATH = '/metrics';
 export const CHANGES_PATH = '/changes';
+export const INDEXES_PATH = '/indexes';
 
 export function userPath(id: number): string {
   return `${USERS_PATH}/${id}`;

@@ -27,6 +27,7 @@ export const problems = {
     title: 'A request with this Idempotency-Key is in progress',
   },
   tokenNameTaken: { code: 'token-name-taken', status: 409, title: 'An API token of this name exists' },
+  uniqueViolation: { code: 'unique-violation', status: 409, title: 'Another user holds this value of a unique field' },
   gone: { code: 'gone', status: 410, title: 'The id was issued but its user is gone' },
   changesExpired: { code: 'changes-expired', status: 410, title: 'The changes after this cursor are no longer kept' },
   preconditionFailed: { code: 'precondition-failed', status: 412, title: 'Precondition failed' },

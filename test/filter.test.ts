@@ -16,7 +16,11 @@ import {
   endsWithCodePoints,
   startsWithCodePoints,
 } from '../server/users/code-points.js';
-import { decodeCursor, encodeCursor, type CursorDecode } from '../server/users/cursor.js';
+import {
+  decodeCursor as decodeListing,
+  encodeCursor as encodeListing,
+  type CursorDecode,
+} from '../server/users/cursor.js';
 import { matches } from '../server/users/filter-match.js';
 import {
   MAX_FILTER_CONDITIONS,
@@ -998,6 +1002,16 @@ const byName = parsed('name sw "A"');
 const byAge = parsedSort('-age,name');
 const position: SortEntry = { id: 42, values: [30, 'Alice'] };
 
+const NOTHING_FOLDED: ReadonlySet<string> = new Set();
+
+function encodeCursor(last: SortEntry, filter: Filter | undefined, sort: SortKey[], folded = NOTHING_FOLDED) {
+  return encodeListing(last, { filter, sort, folded });
+}
+
+function decodeCursor(text: string, filter: Filter | undefined, sort: SortKey[], folded = NOTHING_FOLDED) {
+  return decodeListing(text, { filter, sort, folded });
+}
+
 function refused(result: CursorDecode, reason: 'malformed' | 'foreign'): void {
   assert.equal(result.ok, false);
   if (!result.ok) assert.equal(result.reason, reason, result.detail);
@@ -1021,6 +1035,20 @@ test('a cursor given with another filter or sort, or with none, is foreign', () 
   refused(decodeCursor(cursor, byName, parsedSort('-age,-name')), 'foreign');
   refused(decodeCursor(encodeCursor({ id: 42, values: [] }, byName, []), byName, parsedSort('name')), 'foreign');
   refused(decodeCursor(encodeCursor({ id: 42, values: [] }, undefined, []), byName, []), 'foreign');
+});
+
+test('a cursor made while a path it compares or sorts on was case-insensitive is foreign once it is not, and the other way round', () => {
+  const filter = parsed('emails[value eq "a"] and name pr');
+  const sort = parsedSort('team');
+  const folded = new Set(['emails.value', 'team', 'unrelated']);
+  const position: SortEntry = { id: 42, values: ['red'] };
+  const cursor = encodeCursor(position, filter, sort, folded);
+  assert.equal(decodeCursor(cursor, filter, sort, new Set(['emails.value', 'team'])).ok, true);
+  refused(decodeCursor(cursor, filter, sort, new Set(['team'])), 'foreign');
+  refused(decodeCursor(cursor, filter, sort, new Set(['emails.value'])), 'foreign');
+  refused(decodeCursor(encodeCursor(position, filter, sort), filter, sort, new Set(['team'])), 'foreign');
+  // `pr` compares nothing: its path's case does not matter.
+  assert.equal(decodeCursor(cursor, filter, sort, new Set([...folded, 'name'])).ok, true);
 });
 
 test('a cursor with a character changed, cut short or with junk added is refused', () => {

@@ -19,6 +19,7 @@ import {
 import { entityTag } from '../server/users/entity-tag.js';
 import { matches } from '../server/users/filter-match.js';
 import { parseFilter } from '../server/users/filter-parse.js';
+import type { FieldDeclaration } from '../server/users/declared-fields.js';
 import type { Preconditions, StoredUser, UserRef, WritePolicy } from '../server/users/rules.js';
 import { compareSortEntries, parseSort, sortValuesOf } from '../server/users/sort.js';
 import { tempDir } from './helpers.js';
@@ -176,12 +177,11 @@ async function findAll(store: Store, query: UserQuery): Promise<FoundPage[]> {
 const idsOf = (pages: readonly FoundPage[]) => pages.flatMap((p) => p.items.map((j) => JSON.parse(j).id as number));
 
 /** The ids the definitions give (filter-match.ts, sort.ts): every user that matches, in the sort's order. */
-async function definedIds(store: Store, query: UserQuery): Promise<number[]> {
+async function definedIds(store: Store, query: UserQuery, folded: ReadonlySet<string> = new Set()): Promise<number[]> {
   const users = (await store.listUsers(0, 1000)).items.map((j) => JSON.parse(j) as { id: number });
-  const none = new Set<string>();
   return users
-    .filter((u) => query.filter === undefined || matches(query.filter, u, none))
-    .map((u) => ({ id: u.id, values: sortValuesOf(u, query.sort, none) }))
+    .filter((u) => query.filter === undefined || matches(query.filter, u, folded))
+    .map((u) => ({ id: u.id, values: sortValuesOf(u, query.sort, folded) }))
     .sort((a, b) => compareSortEntries(a, b, query.sort))
     .map((e) => e.id);
 }
@@ -197,6 +197,38 @@ const FIND_CASES: { filter?: string; sort?: string }[] = [
   { filter: 'name gt "E"', sort: 'name' },
   { filter: 'age ne 29', sort: 'team,-name' },
   {},
+];
+
+/** Declares `fields` on a store as `users-server index add` does; a refusal is its sentence. */
+async function declare(store: Store, fields: FieldDeclaration[]): Promise<string | undefined> {
+  if (store.declareFields !== undefined) return store.declareFields(fields);
+  assert.fail('this store declares fields some other way');
+}
+
+const field = (path: string, flags: Partial<FieldDeclaration> = {}): FieldDeclaration => ({
+  path,
+  unique: false,
+  caseInsensitive: false,
+  ...flags,
+});
+
+/** Queries an index serves: a condition on a declared path, or a sort that starts with one. */
+const INDEXED_CASES: { filter?: string; sort?: string }[] = [
+  { filter: 'age eq 29' },
+  { filter: 'team eq "RED"' },
+  { filter: 'team sw "r" and age gt 30' },
+  { filter: 'name ge "Cy"', sort: '-age' },
+  { filter: 'age lt 35' },
+  { filter: 'age le "29"' },
+  { filter: 'tags eq "staff"', sort: 'name' },
+  { filter: 'address.city sw "P"' },
+  { filter: 'age eq true' },
+  { sort: 'age' },
+  { sort: '-age' },
+  { sort: '-team,name' },
+  { sort: 'team,-age' },
+  { sort: 'name', filter: 'age pr' },
+  { sort: '-name', filter: 'not (team eq "red")' },
 ];
 
 for (const kind of STORE_KINDS) {
@@ -1017,6 +1049,145 @@ for (const kind of STORE_KINDS) {
         assert.deepEqual(kept, before, JSON.stringify(c));
         assert.equal(new Set(seen).size, seen.length, `${JSON.stringify(c)}: a user listed twice`);
       }
+    },
+  );
+
+  test(
+    name(
+      'with fields declared, findUsers answers from their indexes as the definitions do, page after page, case-insensitive fields lowercased',
+    ),
+    async (t) => {
+      const { store } = await kind.open(t, { findBudget: 4 });
+      if (store.declareFields === undefined) return t.skip('the PostgreSQL store declares no fields yet');
+      await storeFindable(store, 3);
+      const fields = [
+        field('age'),
+        field('name'),
+        field('team', { caseInsensitive: true }),
+        field('tags'),
+        field('address.city'),
+      ];
+      assert.equal(await declare(store, fields), undefined);
+      assert.deepEqual(store.declaredFields(), fields);
+      const folded = new Set(['team']);
+      for (const c of [...INDEXED_CASES, ...FIND_CASES])
+        for (const [limit, count] of [
+          [1, false],
+          [5, true],
+          [100, false],
+        ] as const) {
+          const query = findQuery(c.filter, c.sort, limit, count);
+          const label = `${JSON.stringify(c)}, limit ${limit}`;
+          const wanted = await definedIds(store, query, folded);
+          const pages = await findAll(store, query);
+          assert.deepEqual(idsOf(pages), wanted, label);
+          if (count) for (const page of pages) assert.equal(page.total, wanted.length, `${label}: total`);
+        }
+      // The bounded scan would examine 4 users a page: a page full at once came from the index.
+      const red = await store.findUsers(findQuery('team eq "Red"', undefined, 5));
+      assert.equal(red.items.length, 5);
+      // A user written after the declaration is in the index at once; one deleted is gone from it.
+      const made = await store.createUser({
+        body: { name: 'Kim', team: 'RED', age: 29 },
+        idempotency: undefined,
+        now: T0,
+      });
+      assert.ok(made.kind === 'created');
+      const byTeam = await findAll(store, findQuery('team eq "red" and age eq 29', undefined, 100));
+      assert.deepEqual(idsOf(byTeam).slice(-1), [made.user.id]);
+      await store.deleteUser({ ref: id(made.user.id), preconditions: NO_PRECONDITIONS, policy: DEFAULT_POLICY });
+      assert.ok(!idsOf(await findAll(store, findQuery('team eq "red"', '-age', 100))).includes(made.user.id));
+    },
+  );
+
+  test(
+    name(
+      'a unique field refuses a put, a create or a move that would give another user its value, naming the field and that user; deleting frees the value',
+    ),
+    async (t) => {
+      const { store } = await kind.open(t);
+      if (store.declareFields === undefined) return t.skip('the PostgreSQL store declares no fields yet');
+      assert.equal(await declare(store, [field('email', { unique: true, caseInsensitive: true })]), undefined);
+      assert.equal((await put(store, alias('ann'), { name: 'Ann', email: 'ann@example.org' })).kind, 'created');
+      const refused = {
+        kind: 'unique-violation',
+        field: 'email',
+        conflictsWith: 1,
+        detail:
+          'The user /users/1 already holds this value of email, which is declared unique: no two users may hold equal values there.',
+      };
+      assert.deepEqual(await put(store, alias('bob'), { name: 'Bob', email: 'ANN@example.org' }), refused);
+      assert.deepEqual(
+        await store.createUser({ body: { name: 'Bob', email: 'Ann@Example.org' }, idempotency: undefined, now: T0 }),
+        refused,
+      );
+      assert.equal(await store.findUser(alias('bob')), undefined);
+      // Users without the member never conflict; a user keeps its own value.
+      for (const n of ['Cy', 'Dee']) assert.equal((await put(store, alias(n), { name: n })).kind, 'created');
+      assert.equal((await put(store, alias('cy'), { name: 'Cy', email: null })).kind, 'created');
+      assert.equal((await put(store, alias('ann'), { name: 'Ann B.', email: 'ann@example.org' })).kind, 'replaced');
+      assert.equal((await put(store, alias('bob'), { name: 'Bob', email: 'bob@example.org' })).kind, 'created');
+      const bob = userOf(await store.findUser(alias('bob')));
+      assert.deepEqual(await put(store, id(bob.id), { name: 'Bob', email: 'ann@EXAMPLE.org' }), refused);
+      const moved = await put(
+        store,
+        id(bob.id),
+        { name: 'Bob', email: 'ann@example.org', id: 99 },
+        { policy: { allowIdChange: true } },
+      );
+      assert.deepEqual(moved, refused);
+      assert.equal(
+        (await store.deleteUser({ ref: alias('ann'), preconditions: NO_PRECONDITIONS, policy: DEFAULT_POLICY })).kind,
+        'deleted',
+      );
+      assert.equal((await put(store, id(bob.id), { name: 'Bob', email: 'Ann@example.org' })).kind, 'replaced');
+    },
+  );
+
+  test(name('of 32 creates of one value of a unique field at once, exactly one is made'), async (t) => {
+    const { store } = await kind.open(t);
+    if (store.declareFields === undefined) return t.skip('the PostgreSQL store declares no fields yet');
+    assert.equal(await declare(store, [field('email', { unique: true })]), undefined);
+    const outcomes = await Promise.all(
+      Array.from({ length: 32 }, (_, i) =>
+        i % 2 === 0
+          ? store.createUser({ body: { name: `n${i}`, email: 'one@example.org' }, idempotency: undefined, now: T0 })
+          : put(store, alias(`a${i}`), { name: `n${i}`, email: 'one@example.org' }),
+      ),
+    );
+    const made = outcomes.filter((o) => o.kind === 'created');
+    assert.equal(made.length, 1, JSON.stringify(outcomes.map((o) => o.kind)));
+    const winner = 'user' in made[0]! ? made[0].user.id : 0;
+    for (const o of outcomes.filter((o) => o.kind !== 'created'))
+      assert.deepEqual([o.kind, 'conflictsWith' in o && o.conflictsWith], ['unique-violation', winner]);
+    assert.equal((await findAll(store, findQuery('email eq "one@example.org"', undefined, 100)))[0]!.items.length, 1);
+  });
+
+  test(
+    name(
+      'declaring a field unique over values two users hold is refused, naming the values and their users, and nothing changes',
+    ),
+    async (t) => {
+      const { store } = await kind.open(t);
+      if (store.declareFields === undefined) return t.skip('the PostgreSQL store declares no fields yet');
+      assert.equal(await declare(store, [field('name')]), undefined);
+      const users: [string, string][] = [
+        ['Ann', 'a@x'],
+        ['Bob', 'A@x'],
+        ['Cy', 'c@x'],
+        ['Dee', 'c@x'],
+      ];
+      for (const [n, email] of users) assert.equal((await put(store, alias(n), { name: n, email })).kind, 'created');
+      assert.equal(
+        await declare(store, [field('name'), field('email', { unique: true })]),
+        'email cannot be unique: a value is held by more than one user: "c@x" (users 3, 4)',
+      );
+      assert.equal(
+        await declare(store, [field('email', { unique: true, caseInsensitive: true })]),
+        'email cannot be unique: 2 values are held by more than one user (lowercased): "a@x" (users 1, 2), "c@x" (users 3, 4)',
+      );
+      assert.deepEqual(store.declaredFields(), [field('name')]);
+      assert.equal((await put(store, alias('eve'), { name: 'Eve', email: 'c@x' })).kind, 'created');
     },
   );
 }

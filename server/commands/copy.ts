@@ -25,6 +25,7 @@ import {
   serializeAccount,
   writeAccountsFile,
 } from '../security/accounts-file.js';
+import { DECLARATIONS_FILE, readDeclarationsFile, writeDeclarationsFile } from '../store/declarations-file.js';
 import { describeDump, isEmptyDump, type StoreDump } from '../store/dump.js';
 import { hasJournalData, readJournalData, writeJournalData } from '../store/journal/dump-files.js';
 import { journalName, snapshotName } from '../store/journal/recovery.js';
@@ -35,10 +36,10 @@ const USAGE = `usage: users-server copy --from SOURCE --to TARGET [--replace]
 Copies everything a deployment holds from one store to another: a data
 directory (the journal) to a PostgreSQL database (postgres://...), or back.
 Users with their ids and aliases, retired ids and moves, live reservations,
-Idempotency-Key records, revoked sessions, accounts, the signing secrets
-(existing cookies stay valid) and the admin's password. A source or target
-that a running server uses is refused, naming the servers: stop them
-first. A target that holds data is refused unless
+Idempotency-Key records, revoked sessions, accounts, declared fields, the
+signing secrets (existing cookies stay valid) and the admin's password. A
+source or target that a running server uses is refused, naming the
+servers: stop them first. A target that holds data is refused unless
 --replace is given; then what it held is kept first: a data directory's
 files move to a folder replaced-TIMESTAMP inside it, a database's content
 is copied to a data directory ./users-server-replaced-TIMESTAMP.
@@ -143,8 +144,10 @@ async function read(place: Place, now: number): Promise<StoreDump> {
   return { ...readJournalData(place.dir, now), ...readDataDirSettings(place.dir) };
 }
 
-/** The settings files of a data directory: signing secret, generated admin password and the admin's identity, accounts. */
-function readDataDirSettings(dir: string): Pick<StoreDump, 'secrets' | 'adminPassword' | 'adminIdentity' | 'accounts'> {
+/** The settings files of a data directory: signing secret, generated admin password and the admin's identity, accounts, declared fields. */
+function readDataDirSettings(
+  dir: string,
+): Pick<StoreDump, 'secrets' | 'adminPassword' | 'adminIdentity' | 'accounts' | 'declarations'> {
   const text = (name: string) => (existsSync(join(dir, name)) ? readFileSync(join(dir, name), 'utf8').trim() : '');
   const secret = text('secret');
   const admin = text('admin-password');
@@ -154,6 +157,7 @@ function readDataDirSettings(dir: string): Pick<StoreDump, 'secrets' | 'adminPas
     adminPassword: admin === '' ? undefined : admin,
     adminIdentity: identity === '' ? undefined : identity,
     accounts: readAccountsFile(dir).map(serializeAccount),
+    declarations: readDeclarationsFile(dir),
   };
 }
 
@@ -232,6 +236,7 @@ async function write(place: Place, dump: StoreDump, source: string): Promise<voi
         dir,
         dump.accounts.map((line, i) => parseAccount(line, `account ${i + 1}`)),
       );
+    if (dump.declarations.length > 0) writeDeclarationsFile(dir, dump.declarations);
     mark.finish();
   } catch (error) {
     failure = error;
@@ -259,6 +264,7 @@ const WRITTEN_FILES = [
   ADMIN_PASSWORD_FILE,
   ADMIN_IDENTITY_FILE,
   ACCOUNTS_FILE,
+  DECLARATIONS_FILE,
   UNFINISHED_FILE,
 ];
 

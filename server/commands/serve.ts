@@ -35,6 +35,7 @@ import {
 import { adminIdentity } from '../security/admin-identity.js';
 import { Accounts, hashPassword, type ScryptFunction } from '../security/credentials.js';
 import { SharedLoginLimits, type LoginLimits } from '../security/login-limit.js';
+import { DeclarationsWatcher } from '../store/declarations-file.js';
 import type { JournalIo } from '../store/journal/journal.js';
 import { openStore } from '../store/open-store.js';
 import type { SharedSettings, Store } from '../store/store.js';
@@ -355,6 +356,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     };
     const store = (opened.store =
       options.store ?? (await openConfiguredStore(config, dataDir, evidence, options, logError, onFatal)));
+    const declarations = (opened.declarations = watchDeclarations(store, dataDir, logError));
     const hashing = { cost: config.passwordCost, ...(options.scrypt && { scrypt: options.scrypt }) };
     const accounts = new Accounts(hashing);
     const env = options.env ?? process.env;
@@ -389,7 +391,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     const announced = (opened.announced = await store.shared
       ?.announce({ host: hostname(), pid: process.pid, url: listening.url })
       .catch((error: unknown) => lostAtStart(config, 'announcing this instance', error)));
-    stop = stopper({ config, store, settings, app, listening, announced, accessLog, releaseLock });
+    stop = stopper({ config, store, settings, declarations, app, listening, announced, accessLog, releaseLock });
     const reloadAccounts = async () => settings.accountsSource.refresh();
     const reloadCertificate =
       tls === undefined ? undefined : () => listening.replaceCertificate(readCertificate(config));
@@ -420,6 +422,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
 /** What a start has opened so far, closed again when a later step fails. */
 interface Opened {
   store?: Store;
+  declarations?: DeclarationsWatcher | undefined;
   settings?: Settings;
   listening?: Listening;
   announced?: { close(): Promise<void> } | undefined;
@@ -427,9 +430,23 @@ interface Opened {
 
 async function closeOpened(opened: Opened): Promise<void> {
   opened.settings?.accountsSource.close();
+  opened.declarations?.close();
   await opened.listening?.close();
   await opened.announced?.close();
   await opened.store?.close();
+}
+
+/**
+ * The declared fields of a store in a data directory (its file), declared
+ * now and watched for changes; none for a shared store, which keeps its own.
+ */
+function watchDeclarations(
+  store: Store,
+  dataDir: string | undefined,
+  log: (line: string) => void,
+): DeclarationsWatcher | undefined {
+  if (store.declareFields === undefined || dataDir === undefined) return undefined;
+  return new DeclarationsWatcher(dataDir, (fields) => store.declareFields!(fields), log);
 }
 
 /** The data directory, made if new, and its lock: none for a shared PostgreSQL store. */
@@ -473,13 +490,14 @@ function stopper(running: {
   config: Config;
   store: Store;
   settings: Settings;
+  declarations: DeclarationsWatcher | undefined;
   app: App;
   listening: Listening;
   announced: { close(): Promise<void> } | undefined;
   accessLog: AccessLog | undefined;
   releaseLock: () => void;
 }): () => Promise<void> {
-  const { config, store, settings, app, listening, announced, accessLog, releaseLock } = running;
+  const { config, store, settings, declarations, app, listening, announced, accessLog, releaseLock } = running;
   const sweeper = setInterval(() => void Promise.resolve(store.sweep(Date.now())).catch(() => {}), SWEEP_INTERVAL_MS);
   sweeper.unref();
   let stopped: Promise<void> | undefined;
@@ -487,6 +505,7 @@ function stopper(running: {
     (stopped ??= (async () => {
       clearInterval(sweeper);
       settings.accountsSource.close();
+      declarations?.close();
       // On PostgreSQL a request waits at most --db-timeout for the database: past it, what still waits is stuck, and is cut.
       const cut = store.shared === undefined ? undefined : setTimeout(() => listening.hurry(), config.dbTimeout * 1000);
       // A following feed of changes never ends by itself: it ends now, and its reader resumes elsewhere.

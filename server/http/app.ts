@@ -21,6 +21,7 @@ import { Router, splitTarget } from './router.js';
 import { sessionRoutes } from './routes/login.js';
 import { ChangeFeeds, changesRoute } from './routes/changes.js';
 import { healthRoute, metricsRoute, openApiRoute, readinessRoute, READY_PATH } from './routes/operations.js';
+import { indexesRoute } from './routes/indexes.js';
 import { userRoutes } from './routes/users.js';
 import { tokenRoutes } from './routes/tokens.js';
 import { SessionCookies } from './session-cookies.js';
@@ -100,6 +101,7 @@ class UsersApp implements App {
     this.routes = [
       ...sessionRoutes(routeDeps),
       ...userRoutes(routeDeps),
+      indexesRoute(routeDeps),
       ...tokenRoutes(routeDeps),
       changesRoute(routeDeps, this.feeds),
       healthRoute(),

@@ -194,6 +194,28 @@ const SCHEMAS: Json = {
       },
     },
   },
+  FieldDeclarations: {
+    type: 'object',
+    required: ['items'],
+    properties: {
+      items: {
+        type: 'array',
+        items: {
+          type: 'object',
+          required: ['path', 'unique', 'caseInsensitive'],
+          properties: {
+            path: { type: 'string', description: "A filter's path: names joined by dots.", examples: ['email'] },
+            unique: { type: 'boolean', description: 'No two users hold equal values there.' },
+            caseInsensitive: {
+              type: 'boolean',
+              description: 'Its strings compare lowercased in filters, sorts and uniqueness.',
+            },
+          },
+        },
+      },
+    },
+    examples: [{ items: [{ path: 'email', unique: true, caseInsensitive: true }] }],
+  },
   Reservation: {
     type: 'object',
     required: ['id', 'expiresAt'],
@@ -275,7 +297,12 @@ const SCHEMAS: Json = {
       field: {
         type: 'string',
         description:
-          '`invalid-user` and `invalid-token-request` only: the path of the offending value, "" for the body itself.',
+          '`invalid-user` and `invalid-token-request`: the path of the offending value, "" for the body itself; `unique-violation`: the declared unique path.',
+      },
+      conflictsWith: {
+        type: 'string',
+        description: '`unique-violation` only: the URI of the user that holds the value.',
+        examples: ['/users/7'],
       },
       parameter: {
         type: 'string',

@@ -413,7 +413,7 @@ interface ParsedCommandLine {
 }
 
 /** The commands of the executable besides serving (server/main.ts runs them), as a usage error lists them. */
-export const SERVER_COMMANDS = ['accounts', 'backup', 'config', 'copy', 'migrate', 'repair'] as const;
+export const SERVER_COMMANDS = ['accounts', 'backup', 'config', 'copy', 'index', 'migrate', 'repair'] as const;
 
 /**
  * Parses the server's flags. Precedence: flag, then USERS_* environment
@@ -560,6 +560,7 @@ export function usage(): string {
     '       users-server copy --from DIR|URL --to URL|DIR [--replace]',
     '       users-server backup --data DIR --to DEST',
     '       users-server config --show [flags]',
+    '       users-server index add|remove|list PATH ...',
     '       users-server --help | --version',
     '',
     'flags (each also from the environment variable named after it):',
@@ -581,6 +582,7 @@ export function usage(): string {
     '  copy      move a deployment between the journal and PostgreSQL',
     '  backup    a consistent copy of a data directory while the server runs',
     '  config    the settings a start would use, and where each comes from',
+    '  index     the declared fields: indexed, unique, case-insensitive',
     '',
     ...wrapped(
       'USERS_ADMIN_PASSWORD sets the admin password until "accounts passwd admin" sets one; without either, one is generated into <data>/admin-password.',

@@ -233,6 +233,23 @@ export function acquireLock(
 }
 
 /**
+ * The data directory's lock for a command that changes what a server
+ * would own (the declared fields): its release, or undefined while a
+ * server runs on `dir` (or starts on it), which then makes the change.
+ */
+export function lockIfIdle(dir: string): (() => void) | undefined {
+  const path = join(dir, 'lock');
+  if (heldLocks.has(path)) return undefined;
+  const taken = takeLink(path, 'the data directory', () => {});
+  if ('owner' in taken) return undefined;
+  heldLocks.add(path);
+  return () => {
+    heldLocks.delete(path);
+    taken.release();
+  };
+}
+
+/**
  * Creates the lock link `path` naming this process: its release, or the
  * live owner that holds it (undefined when others kept taking it over). A
  * link whose owner is gone is taken over once, `tookOver` told why;
@@ -283,20 +300,20 @@ function takeLink(
 const EDIT_WAIT_MS = 10_000;
 
 /**
- * Runs `edit` (a read, a change and a write of one file of `dir`, all
- * synchronous) holding `<dir>/<name>.lock`, a lock link like the data
- * directory's: commands run at once by several processes (`accounts add`
- * from a script, in parallel) edit one after another, and none loses what
+ * Runs `edit` (a read, a change and a write of one file of `dir`)
+ * holding `<dir>/<name>.lock`, a lock link like the data directory's:
+ * commands run at once by several processes (`accounts add` from a
+ * script, in parallel) edit one after another, and none loses what
  * another wrote. Waits up to EDIT_WAIT_MS for an edit under way.
  */
-export async function withEditLock<T>(dir: string, name: string, edit: () => T): Promise<T> {
+export async function withEditLock<T>(dir: string, name: string, edit: () => T | Promise<T>): Promise<T> {
   const path = join(dir, `${name}.lock`);
   const deadline = Date.now() + EDIT_WAIT_MS;
   for (;;) {
     const taken = takeLink(path, join(dir, name), () => {});
     if ('release' in taken) {
       try {
-        return edit();
+        return await edit();
       } finally {
         taken.release();
       }

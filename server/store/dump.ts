@@ -1,3 +1,4 @@
+import type { FieldDeclaration } from '../users/declared-fields.js';
 import type { IdempotencyRecord, StoredUser } from '../users/rules.js';
 import type { ApiTokenRecord } from './store.js';
 
@@ -38,6 +39,8 @@ export interface StoreDump {
   adminIdentity: string | undefined;
   /** The accounts (the admin among them once its password was changed), serialized (security/accounts-file.ts's line format). */
   accounts: string[];
+  /** The declared fields (API.md "Declared fields"). */
+  declarations: FieldDeclaration[];
 }
 
 /** One line saying what a dump holds. */
@@ -46,7 +49,7 @@ export function describeDump(dump: StoreDump): string {
   return (
     `${dump.users.length} users (${aliases} with an alias), ids issued up to ${Math.max(dump.lastId, ...dump.claimed)}, ${dump.redirects.length} moved ids, ` +
     `${dump.reservations.length} live reservations, ${dump.idempotency.length} Idempotency-Key records, ${dump.revoked.length} revoked sessions, ${dump.tokens.length} API tokens, ` +
-    `${dump.accounts.length} accounts, ${dump.secrets.length} signing secrets, ${dump.adminPassword === undefined ? 'no' : 'the'} generated admin password`
+    `${dump.accounts.length} accounts, ${dump.declarations.length} declared fields, ${dump.secrets.length} signing secrets, ${dump.adminPassword === undefined ? 'no' : 'the'} generated admin password`
   );
 }
 

@@ -17,26 +17,19 @@
  *   in the sort's order. At most FULL_SCANS_AT_ONCE of them run at once
  *   per store; the others wait for their turn.
  * - A count with neither filter nor sort is the store's count of users.
+ *
+ * A store that keeps the indexes of declared fields gives them too
+ * (`IndexSource`): a query an index serves is answered from it instead
+ * (index-find.ts).
  */
-import { setImmediate as nextTurn } from 'node:timers/promises';
+import { foldedPaths, type FieldDeclaration } from '../users/declared-fields.js';
 import { matches } from '../users/filter-match.js';
-import type { StoredUser } from '../users/rules.js';
-import { compareSortEntries, sortValuesOf, type SortEntry, type SortKey } from '../users/sort.js';
+import { BestMatches, FIND_BUDGET, FIND_STEP, nextStep, pageOf, type Found, type ScannedUser } from './found-pages.js';
+import { IndexedFinds, indexPlanOf, type IndexSource } from './index-find.js';
 import type { FoundPage, MaybePromise, UserQuery } from './store.js';
 
-/** The users a filter with no sort and no count examines in one request: the bound of a short page. */
-const FIND_BUDGET = 10_000;
-/**
- * The users examined in one step: one turn of the event loop, one
- * statement on PostgreSQL. Parsing and matching a user takes a few
- * microseconds, so a step holds the event loop for a few milliseconds.
- */
-const FIND_STEP = 1_000;
 /** Full evaluations (a sort or a count) under way at once per store; each holds at most one connection at a time. */
 const FULL_SCANS_AT_ONCE = 2;
-
-/** What a scan reads of a user. */
-export type ScannedUser = Pick<StoredUser, 'id' | 'alias' | 'json'>;
 
 /** A store's users as a scan reads them. */
 interface ScanSource {
@@ -46,35 +39,45 @@ interface ScanSource {
   userCount(): MaybePromise<number>;
 }
 
-/** No path is declared case-insensitive yet: declared fields (API.md "Declared fields") bring them. */
-const NO_FOLDED_PATHS: ReadonlySet<string> = new Set();
-
-interface Found {
-  readonly entry: SortEntry;
-  readonly user: ScannedUser;
-}
-
 /** The scans of one store: its source, its budget per request, and its turns of full evaluations. */
 export class UserScans {
   private readonly step: number;
   private fullScans = 0;
   private readonly waiting: (() => void)[] = [];
 
+  private readonly indexed: IndexedFinds | undefined;
+
   constructor(
     private readonly source: ScanSource,
     /** Users a bounded scan examines per request (FIND_BUDGET); tests set it small. */
     private readonly budget = FIND_BUDGET,
+    /** The indexes of the declared fields, on a store that keeps them. */
+    indexes?: IndexSource,
   ) {
     this.step = Math.max(1, Math.min(FIND_STEP, budget));
+    const bounds = { budget, step: this.step, inTurn: <T>(run: () => Promise<T>) => this.inTurn(run) };
+    this.indexed = indexes && new IndexedFinds(indexes, bounds);
   }
 
-  /** The page `query` finds; `folded` holds the paths declared case-insensitive. */
-  async find(query: UserQuery, folded: ReadonlySet<string> = NO_FOLDED_PATHS): Promise<FoundPage> {
+  /**
+   * The page `query` finds, with `fields` declared: from an index that
+   * serves it, else by a scan. The query's `folded` paths (else the
+   * declared ones) compare lowercased.
+   */
+  find(query: UserQuery, fields: readonly FieldDeclaration[] = []): Promise<FoundPage> {
+    const folded = query.folded ?? foldedPaths(fields);
+    const plan = this.indexed && indexPlanOf(query, fields, folded);
+    if (plan !== undefined) return this.indexed!.find(query, plan, folded);
     if (query.filter === undefined && query.sort.length === 0) return this.listById(query);
     if (query.sort.length === 0 && !query.count) return this.boundedScan(query, folded);
+    return this.inTurn(() => this.fullScan(query, folded));
+  }
+
+  /** `run` in one of the FULL_SCANS_AT_ONCE turns of a full evaluation. */
+  private async inTurn<T>(run: () => Promise<T>): Promise<T> {
     await this.turn();
     try {
-      return await this.fullScan(query, folded);
+      return await run();
     } finally {
       this.endTurn();
     }
@@ -95,7 +98,7 @@ export class UserScans {
     let examined = 0;
     while (examined < this.budget) {
       const wanted = Math.min(this.step, this.budget - examined);
-      const users = await this.nextStep(position, wanted, examined === 0, query.signal);
+      const users = await this.usersAfter(position, wanted, examined === 0, query.signal);
       for (const user of users) {
         examined++;
         position = user.id;
@@ -113,41 +116,26 @@ export class UserScans {
 
   /** A sort or a count: every user examined, the first `limit + 1` matches after the cursor kept in order. */
   private async fullScan(query: UserQuery, folded: ReadonlySet<string>): Promise<FoundPage> {
-    const { filter, sort, after, limit } = query;
-    const best: Found[] = [];
-    let total = 0;
+    const matched = new BestMatches(query, folded);
     let position = 0;
     for (let first = true; ; first = false) {
-      const users = await this.nextStep(position, this.step, first, query.signal);
+      const users = await this.usersAfter(position, this.step, first, query.signal);
       for (const user of users) {
         position = user.id;
-        const value: unknown = JSON.parse(user.json);
-        if (filter !== undefined && !matches(filter, value, folded)) continue;
-        total++;
-        const entry = { id: user.id, values: sortValuesOf(value, sort, folded) };
-        if (after === undefined || compareSortEntries(entry, after, sort) > 0)
-          keepFirst(best, { entry, user }, limit + 1, sort);
+        matched.offer(user);
       }
-      if (users.length < this.step) break;
+      if (users.length < this.step) return matched.page();
     }
-    return pageOf(best.slice(0, limit), best.length > limit, query.count ? total : undefined);
   }
 
-  /**
-   * The users of a step after `after`. Every step but a scan's first waits
-   * for a turn of the event loop, so that other requests run between two
-   * steps of a store that answers at once (memory, journal); the scan stops
-   * there once its client is gone.
-   */
-  private async nextStep(
+  /** The users of a step after `after` (`nextStep`). */
+  private usersAfter(
     after: number,
     limit: number,
     first: boolean,
     signal: AbortSignal | undefined,
   ): Promise<readonly ScannedUser[]> {
-    if (!first) await nextTurn();
-    signal?.throwIfAborted();
-    return this.source.usersAfter(after, limit);
+    return nextStep(() => this.source.usersAfter(after, limit), first, signal);
   }
 
   /** Takes one of the FULL_SCANS_AT_ONCE turns, waiting for one to end when all are taken. */
@@ -165,30 +153,4 @@ export class UserScans {
     if (next === undefined) this.fullScans--;
     else next();
   }
-}
-
-/** Adds `found` to `best`, which stays in the sort's order and holds at most `max` entries. */
-function keepFirst(best: Found[], found: Found, max: number, sort: readonly SortKey[]): void {
-  if (best.length === max && compareSortEntries(found.entry, best[max - 1]!.entry, sort) > 0) return;
-  let low = 0;
-  let high = best.length;
-  while (low < high) {
-    const middle = (low + high) >>> 1;
-    if (compareSortEntries(best[middle]!.entry, found.entry, sort) < 0) low = middle + 1;
-    else high = middle;
-  }
-  best.splice(low, 0, found);
-  if (best.length > max) best.pop();
-}
-
-/** A page of `found`; `more`: users follow the last of them. */
-function pageOf(found: readonly Found[], more: boolean, total?: number): FoundPage {
-  const aliases: [number, string][] = [];
-  for (const { user } of found) if (user.alias !== undefined) aliases.push([user.id, user.alias]);
-  return {
-    items: found.map((f) => f.user.json),
-    aliases,
-    next: more && found.length > 0 ? found.at(-1)!.entry : undefined,
-    ...(total !== undefined && { total }),
-  };
 }

@@ -16,6 +16,7 @@
  *   crash could still take back.
  */
 import type { Histogram } from '../ops/histogram.js';
+import type { FieldDeclaration } from '../users/declared-fields.js';
 import type { Filter } from '../users/filter-parse.js';
 import type {
   DeleteRequest,
@@ -93,6 +94,12 @@ export interface UserQuery {
   readonly count: boolean;
   /** Aborted when the client is gone: a scan under way stops at its next step. */
   readonly signal?: AbortSignal | undefined;
+  /**
+   * The paths whose strings compare lowercased, as the request saw the
+   * declarations (its cursor was checked against them); undefined: those
+   * the store declares case-insensitive now.
+   */
+  readonly folded?: ReadonlySet<string> | undefined;
 }
 
 export interface FoundPage {
@@ -197,6 +204,15 @@ export interface Store {
    * event loop or a connection for more than one step (store/scan-users.ts).
    */
   findUsers(query: UserQuery): MaybePromise<FoundPage>;
+  /** The declared fields (API.md "Declared fields") this store applies now: indexed, unique, case-insensitive. */
+  declaredFields(): readonly FieldDeclaration[];
+  /**
+   * The memory and journal stores: declares the fields the data
+   * directory's file gives (store/declarations-file.ts), building their
+   * indexes; a refusal is a sentence, and nothing changed. PostgreSQL keeps
+   * its declarations in the database instead.
+   */
+  declareFields?(fields: readonly FieldDeclaration[]): string | undefined;
   putUser(request: PutRequest): MaybePromise<PutOutcome>;
   deleteUser(request: DeleteRequest): MaybePromise<DeleteOutcome>;
   /** POST /users/new: a user under the next id, kept under its Idempotency-Key if one is given. */

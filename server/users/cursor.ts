@@ -1,9 +1,11 @@
 /**
  * The opaque keyset cursor of a filtered or sorted listing (API.md "Finding
  * users"): the last item's sort values and id, and a check that ties the
- * cursor to its filter and sort. The check is a hash of their canonical
- * text and of the position, so a cursor given with another filter or sort,
- * or altered, is refused. It needs no secret: a cursor grants nothing, it
+ * cursor to its filter and sort, and to which of their paths compare
+ * lowercased (declared case-insensitive): a change of that changes the
+ * order and the matches. The check is a hash of their canonical text and
+ * of the position, so a cursor given with another filter or sort, after
+ * such a change, or altered, is refused. It needs no secret: a cursor grants nothing, it
  * only says where a page starts, and any instance can read it after a
  * restart.
  *
@@ -23,25 +25,33 @@ export type CursorDecode =
   | { readonly ok: true; readonly position: SortEntry }
   | { readonly ok: false; readonly reason: 'malformed' | 'foreign'; readonly detail: string };
 
-/** The cursor of the page after `last`, for the listing with `filter` (or none) and `sort` (maybe no keys). */
-export function encodeCursor(last: SortEntry, filter: Filter | undefined, sort: readonly SortKey[]): string {
-  const position = Buffer.from(JSON.stringify([last.id, ...last.values]));
-  return Buffer.concat([checkOf(filter, sort, position), position]).toString('base64url');
+/** What a cursor is made for: a filter (or none), a sort (maybe no keys), and the paths that compare lowercased. */
+export interface Listing {
+  readonly filter: Filter | undefined;
+  readonly sort: readonly SortKey[];
+  readonly folded: ReadonlySet<string>;
 }
 
-/** The position a cursor holds, when it was made for this filter and sort; never throws. */
-export function decodeCursor(text: string, filter: Filter | undefined, sort: readonly SortKey[]): CursorDecode {
+/** The cursor of the page after `last`, for `listing`. */
+export function encodeCursor(last: SortEntry, listing: Listing): string {
+  const position = Buffer.from(JSON.stringify([last.id, ...last.values]));
+  return Buffer.concat([checkOf(listing, position), position]).toString('base64url');
+}
+
+/** The position a cursor holds, when it was made for this listing; never throws. */
+export function decodeCursor(text: string, listing: Listing): CursorDecode {
   const bytes = Buffer.from(text, 'base64url');
   // Buffer skips characters outside the alphabet: only the text it would write itself is a cursor.
   if (bytes.length <= CHECK_BYTES || bytes.toString('base64url') !== text) return malformed();
   const position = bytes.subarray(CHECK_BYTES);
-  if (!bytes.subarray(0, CHECK_BYTES).equals(checkOf(filter, sort, position)))
+  if (!bytes.subarray(0, CHECK_BYTES).equals(checkOf(listing, position)))
     return {
       ok: false,
       reason: 'foreign',
-      detail: 'the cursor belongs to another filter or sort, or was altered: start again without `after`',
+      detail:
+        'the cursor belongs to another filter or sort, to fields declared otherwise, or was altered: start again without `after`',
     };
-  const entry = entryOf(position, sort.length);
+  const entry = entryOf(position, listing.sort.length);
   return entry === undefined ? malformed() : { ok: true, position: entry };
 }
 
@@ -49,10 +59,32 @@ function malformed(): CursorDecode {
   return { ok: false, reason: 'malformed', detail: 'the cursor is not one this server wrote' };
 }
 
-function checkOf(filter: Filter | undefined, sort: readonly SortKey[], position: Buffer): Buffer {
-  // The printed filter holds no raw newline (JSON.stringify escapes it), nor does a sort: the parts cannot run together.
-  const context = `${DOMAIN}${filter === undefined ? '' : printFilter(filter)}\n${printSort(sort)}\n`;
+function checkOf({ filter, sort, folded }: Listing, position: Buffer): Buffer {
+  // The printed filter holds no raw newline (JSON.stringify escapes it), nor does a sort or a path: the parts cannot run together.
+  const lowered = foldedPathsOf(filter, sort, folded);
+  const context = `${DOMAIN}${filter === undefined ? '' : printFilter(filter)}\n${printSort(sort)}\n${lowered}`;
   return createHash('sha256').update(context).update(position).digest().subarray(0, CHECK_BYTES);
+}
+
+/** The paths the filter compares and the sort orders by that compare lowercased, sorted, each with a newline. */
+function foldedPathsOf(filter: Filter | undefined, sort: readonly SortKey[], folded: ReadonlySet<string>): string {
+  if (folded.size === 0) return '';
+  const paths = new Set(sort.map((k) => k.path.join('.')));
+  if (filter !== undefined) comparedPaths(filter, '', paths);
+  return [...paths]
+    .filter((p) => folded.has(p))
+    .sort()
+    .map((p) => `${p}\n`)
+    .join('');
+}
+
+/** Adds the paths `filter` compares to `out`, those inside `path[...]` after the path and a dot. */
+function comparedPaths(filter: Filter, prefix: string, out: Set<string>): void {
+  if (filter.kind === 'compare') out.add(prefix + filter.path.join('.'));
+  else if (filter.kind === 'some') comparedPaths(filter.filter, `${prefix}${filter.path.join('.')}.`, out);
+  else if (filter.kind === 'not') comparedPaths(filter.operand, prefix, out);
+  else if (filter.kind === 'and' || filter.kind === 'or')
+    for (const f of filter.operands) comparedPaths(f, prefix, out);
 }
 
 /** The entry a checked position holds, or undefined when it is not `[id, ...one value per key]`. */

@@ -10,7 +10,7 @@
  */
 import { compareCodePoints, containsCodePoints, endsWithCodePoints, startsWithCodePoints } from './code-points.js';
 import type { CompareOp, Filter, FilterValue } from './filter-parse.js';
-import { memberOf } from './user-path.js';
+import { valuesAt } from './user-path.js';
 
 /**
  * True when `user` satisfies `filter`. `caseInsensitivePaths` holds the
@@ -97,27 +97,4 @@ function isObject(value: unknown): value is Record<string, unknown> {
 function reachedOrNull(root: unknown, path: readonly string[]): unknown[] {
   const reached = valuesAt(root, path);
   return reached.length === 0 ? [undefined] : reached;
-}
-
-/** The values at `path` from `root`, arrays entered at every step and at the end; a missing member is undefined. */
-function valuesAt(root: unknown, path: readonly string[]): unknown[] {
-  let values: unknown[] = [root];
-  for (const name of path) {
-    const next: unknown[] = [];
-    for (const value of values) collectMembers(value, name, next);
-    values = next;
-  }
-  const out: unknown[] = [];
-  for (const value of values) collectElements(value, out);
-  return out;
-}
-
-function collectMembers(value: unknown, name: string, out: unknown[]): void {
-  if (Array.isArray(value)) for (const element of value) collectMembers(element, name, out);
-  else out.push(memberOf(value, name));
-}
-
-function collectElements(value: unknown, out: unknown[]): void {
-  if (Array.isArray(value)) for (const element of value) collectElements(element, out);
-  else out.push(value);
 }

@@ -69,15 +69,28 @@ export type RefusalKind =
   | 'ids-exhausted'
   | 'too-many-reservations'
   | 'idempotency-key-reused'
-  | 'invalid-user';
+  | 'invalid-user'
+  | 'unique-violation';
 
-export interface Refusal {
-  readonly kind: RefusalKind;
+export type Refusal = GeneralRefusal | UniqueViolation;
+
+interface GeneralRefusal {
+  readonly kind: Exclude<RefusalKind, 'unique-violation'>;
   readonly detail: string;
   /** Seconds after which a retry can succeed, where that is known. */
   readonly retryAfter?: number;
   /** The member a refused body breaks (`invalid-user`). */
   readonly field?: string;
+}
+
+/** A write that would give a declared unique field a value another user holds (users/declared-fields.ts). */
+export interface UniqueViolation {
+  readonly kind: 'unique-violation';
+  readonly detail: string;
+  /** The declared path. */
+  readonly field: string;
+  /** The id of the user that holds the value. */
+  readonly conflictsWith: number;
 }
 
 /** The reference is an old id of a user that moved: answered 301 to the current one. */
@@ -86,7 +99,7 @@ export interface OldId {
   readonly currentId: number;
 }
 
-function refuse(kind: RefusalKind, detail: string, retryAfter?: number): Refusal {
+function refuse(kind: GeneralRefusal['kind'], detail: string, retryAfter?: number): Refusal {
   return retryAfter === undefined ? { kind, detail } : { kind, detail, retryAfter };
 }
 

@@ -7,7 +7,7 @@
  * reverses the present values only; ties go by ascending id.
  */
 import { compareCodePoints } from './code-points.js';
-import { memberOf, parsePath } from './user-path.js';
+import { memberOf, parsePath, PATH_RULE } from './user-path.js';
 
 export const MAX_SORT_KEYS = 4;
 
@@ -27,8 +27,6 @@ export interface SortEntry {
   readonly id: number;
   readonly values: readonly SortValue[];
 }
-
-const PATH_RULE = 'a path is names joined by dots, each a letter or `_`, then letters, digits, `_` or `-`';
 
 /** Parses `sort`: comma-separated paths, each optionally after `-`. A failure says what is wrong, for `invalid-query`. */
 export function parseSort(text: string): SortParse {
@@ -68,7 +66,7 @@ export function sortValuesOf(
 }
 
 /** The member at `path` through nested objects; an array on the way, or at the end, sorts last. */
-function sortValueAt(user: unknown, path: readonly string[]): SortValue {
+export function sortValueAt(user: unknown, path: readonly string[]): SortValue {
   let value = user;
   for (const name of path) value = memberOf(value, name);
   return typeof value === 'number' || typeof value === 'string' || typeof value === 'boolean' ? value : null;

@@ -10,7 +10,8 @@ import { USERS_PATH } from '../../../shared/endpoints.js';
 import { problems } from '../../../shared/problems.js';
 import { HttpError } from '../../errors.js';
 import type { FoundPage, Store } from '../../store/store.js';
-import { decodeCursor, encodeCursor } from '../../users/cursor.js';
+import { decodeCursor, encodeCursor, type Listing } from '../../users/cursor.js';
+import { foldedPaths } from '../../users/declared-fields.js';
 import { parseFilter, type Filter } from '../../users/filter-parse.js';
 import { parseSort, type SortEntry, type SortKey } from '../../users/sort.js';
 import { aliasMap, DEFAULT_PAGE, flagParam, integerParam, MAX_PAGE } from '../listing.js';
@@ -32,11 +33,16 @@ export async function findUsers(ctx: Context, store: Store, params: URLSearchPar
   const sort = sortText === undefined ? [] : sortOf(sortText);
   const count = flagParam(params, 'count');
   const withAliases = flagParam(params, 'aliases');
+  // One view of the declarations for the whole request: the cursor read, the find and the next cursor agree.
+  const folded = foldedPaths(store.declaredFields());
+  const listing = { filter, sort, folded };
   const keyed = filter !== undefined || sort.length > 0;
-  const after = keyed ? cursorOf(params, filter, sort) : idAfter(params);
-  const page = await untilClosed(ctx, (signal) => store.findUsers({ filter, sort, after, limit, count, signal }));
+  const after = keyed ? cursorOf(params, listing) : idAfter(params);
+  const page = await untilClosed(ctx, (signal) =>
+    store.findUsers({ filter, sort, after, limit, count, signal, folded }),
+  );
   if (page === undefined) return;
-  const next = nextOf(page.next, { filterText, sortText, count, limit, withAliases }, keyed && { filter, sort });
+  const next = nextOf(page.next, { filterText, sortText, count, limit, withAliases }, keyed && listing);
   const aliases = withAliases ? `,"aliases":${aliasMap(page)}` : '';
   const total = count ? `,"total":${page.total}` : '';
   sendJson(ctx.res, 200, `{"items":[${page.items.join(',')}]${aliases},"next":${next}${total}}`);
@@ -72,15 +78,11 @@ function sortOf(text: string): SortKey[] {
   throw new HttpError(problems.invalidQuery, `${parsed.detail}.`, {}, { parameter: 'sort' });
 }
 
-/** The place an opaque `after` names, checked against this filter and sort; undefined without one. */
-function cursorOf(
-  params: URLSearchParams,
-  filter: Filter | undefined,
-  sort: readonly SortKey[],
-): SortEntry | undefined {
+/** The place an opaque `after` names, checked against this listing; undefined without one. */
+function cursorOf(params: URLSearchParams, listing: Listing): SortEntry | undefined {
   const text = singleParam(params, 'after');
   if (text === undefined) return undefined;
-  const decoded = decodeCursor(text, filter, sort);
+  const decoded = decodeCursor(text, listing);
   if (decoded.ok) return decoded.position;
   throw new HttpError(problems.invalidCursor, `${decoded.detail}.`);
 }
@@ -119,11 +121,7 @@ interface Repeated {
 }
 
 /** `next` as JSON: the query again with the cursor of `position`, or null. */
-function nextOf(
-  position: SortEntry | undefined,
-  query: Repeated,
-  keyed: false | { filter: Filter | undefined; sort: readonly SortKey[] },
-): string {
+function nextOf(position: SortEntry | undefined, query: Repeated, keyed: false | Listing): string {
   if (position === undefined) return 'null';
   const next = new URLSearchParams();
   if (query.filterText !== undefined) next.set('filter', query.filterText);
@@ -131,7 +129,7 @@ function nextOf(
   if (query.count) next.set('count', 'true');
   next.set('limit', String(query.limit));
   if (query.withAliases) next.set('aliases', 'true');
-  next.set('after', keyed === false ? String(position.id) : encodeCursor(position, keyed.filter, keyed.sort));
+  next.set('after', keyed === false ? String(position.id) : encodeCursor(position, keyed));
   return JSON.stringify(`${USERS_PATH}?${next}`);
 }
 

@@ -43,9 +43,17 @@ const REFUSALS: Record<RefusalKind, ProblemKind> = {
   'too-many-reservations': problems.tooManyReservations,
   'idempotency-key-reused': problems.idempotencyKeyReused,
   'invalid-user': problems.invalidUser,
+  'unique-violation': problems.uniqueViolation,
 };
 
 function refusalError(refusal: Refusal): HttpError {
+  if (refusal.kind === 'unique-violation')
+    return new HttpError(
+      problems.uniqueViolation,
+      refusal.detail,
+      {},
+      { field: refusal.field, conflictsWith: userPath(refusal.conflictsWith) },
+    );
   return new HttpError(
     REFUSALS[refusal.kind],
     refusal.detail,
@@ -469,6 +477,10 @@ function checkUser(value: unknown): UserBody {
 
 const MOVED = empty('The id belonged to a user that moved (`--allow-id-change`).', 'Location');
 
+/** What a write meets on a unique declared field. */
+const UNIQUE_NOTE =
+  'A value another user holds at a field declared unique (`GET /indexes`): 409 `unique-violation`, with `field` and `conflictsWith`, the URI of that user.';
+
 const LIST_DOC = {
   operationId: 'listUsers',
   summary: 'List users in ascending id order, or find them',
@@ -483,7 +495,7 @@ const LIST_DOC = {
 const CREATE_DOC = {
   operationId: 'createUser',
   summary: 'Create a user with the next id',
-  description: `Not idempotent, unless \`Idempotency-Key\` is sent: then the first successful response is kept for 24 hours and replayed for the same key and body. ${NEEDS_SESSION}`,
+  description: `Not idempotent, unless \`Idempotency-Key\` is sent: then the first successful response is kept for 24 hours and replayed for the same key and body. ${UNIQUE_NOTE} ${NEEDS_SESSION}`,
   tags: ['users'],
   security: SESSION_OPTIONAL,
   parameters: [parameter('Idempotency-Key')],
@@ -514,7 +526,7 @@ const GET_DOC = {
 const PUT_DOC = {
   operationId: 'putUser',
   summary: 'Create or replace a user',
-  description: `Replaces an existing user (200), creates one through an unbound alias (201) or under a live reservation (201). With \`Prefer: return=minimal\`: 204. ${NEEDS_SESSION}`,
+  description: `Replaces an existing user (200), creates one through an unbound alias (201) or under a live reservation (201). With \`Prefer: return=minimal\`: 204. ${UNIQUE_NOTE} ${NEEDS_SESSION}`,
   tags: ['users'],
   security: SESSION_OPTIONAL,
   parameters: [parameter('ref'), parameter('If-Match'), parameter('If-None-Match'), parameter('Prefer')],

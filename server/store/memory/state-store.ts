@@ -1,4 +1,5 @@
 import { FSYNC_BUCKETS, Histogram } from '../../ops/histogram.js';
+import { uniqueConflict, uniqueKeysOf, type FieldDeclaration } from '../../users/declared-fields.js';
 import {
   createdAnswer,
   decideCreate,
@@ -15,6 +16,7 @@ import {
   type KeptAnswer,
   type PutRequest,
   type Replay,
+  type UniqueViolation,
   type UserRef,
 } from '../../users/rules.js';
 import type {
@@ -37,7 +39,8 @@ import type {
   ChangePage,
 } from '../store.js';
 import { DEFAULT_CHANGES_RETENTION_MS } from '../store.js';
-import { UserScans, type ScannedUser } from '../scan-users.js';
+import type { ScannedUser } from '../found-pages.js';
+import { UserScans } from '../scan-users.js';
 import { firstIdAfter, StoreState, type Mutation } from './state.js';
 
 /**
@@ -88,10 +91,32 @@ export class StateStore implements Store {
     private readonly log?: CommitLog,
     private readonly options: StateStoreOptions = {},
   ) {
+    const userCount = () => this.state.users.size;
     this.scans = new UserScans(
-      { usersAfter: (after, limit) => this.usersAfter(after, limit), userCount: () => this.state.users.size },
+      { usersAfter: (after, limit) => this.usersAfter(after, limit), userCount },
       options.findBudget,
+      {
+        idsInRange: (field, range) => this.state.fields.idsInRange(field, range),
+        sortedAfter: (field, descending, after, limit) =>
+          this.state.fields.sortedAfter(field, descending, after, limit),
+        usersOf: (ids) => this.usersOf(ids),
+        userCount,
+      },
     );
+  }
+
+  declaredFields(): readonly FieldDeclaration[] {
+    return this.state.fields.declared;
+  }
+
+  /**
+   * Declares `fields` (the data directory's file gives them): the index of
+   * each new one built over the users now, in one step with no write
+   * between. A refusal (a field to make unique whose values two users hold)
+   * is the sentence that names them; nothing changes then.
+   */
+  declareFields(fields: readonly FieldDeclaration[]): string | undefined {
+    return this.state.fields.declare(fields, this.state.users);
   }
 
   findUser(ref: UserRef): MaybePromise<Lookup> {
@@ -127,7 +152,17 @@ export class StateStore implements Store {
 
   /** Answered once every write the scan saw is durable: those applied before its last step. */
   findUsers(query: UserQuery): Promise<FoundPage> {
-    return this.scans.find(query).then((page) => this.settle(page));
+    return this.scans.find(query, this.state.fields.declared).then((page) => this.settle(page));
+  }
+
+  /** The users of `ids` that exist, in that order. */
+  private usersOf(ids: readonly number[]): ScannedUser[] {
+    const users: ScannedUser[] = [];
+    for (const id of ids) {
+      const user = this.state.users.get(id);
+      if (user !== undefined) users.push(user);
+    }
+    return users;
   }
 
   /** A scan's step: the users after `after` in id order, read now. */
@@ -142,6 +177,8 @@ export class StateStore implements Store {
 
   putUser(request: PutRequest): MaybePromise<PutOutcome> {
     const decision = decidePut(request, this.state);
+    const taken = this.takenByPut(decision);
+    if (taken !== undefined) return this.settle(taken);
     switch (decision.kind) {
       case 'create':
         return this.commit([{ op: 'put', id: decision.id, alias: decision.alias, json: decision.json }], () => ({
@@ -178,6 +215,8 @@ export class StateStore implements Store {
     if (request.body === undefined) return { kind: 'invalid-body' };
     const decision = decideCreate(request.body, this.state);
     if (decision.kind !== 'create') return this.settle(decision);
+    const taken = this.takenValue(decision.json, decision.id);
+    if (taken !== undefined) return this.settle(taken);
     const answer = createdAnswer(decision.id, decision.json);
     const mutations: Mutation[] = [{ op: 'put', id: decision.id, json: decision.json }];
     this.keep(mutations, 'create-user', request.idempotency, answer, request.now);
@@ -309,6 +348,25 @@ export class StateStore implements Store {
       this.changesAnnounced = false;
       for (const listener of this.changeListeners) listener();
     });
+  }
+
+  /** The refusal of a put whose decision writes a value another user holds at a unique field. */
+  private takenByPut(decision: ReturnType<typeof decidePut>): UniqueViolation | undefined {
+    if (decision.kind === 'create') return this.takenValue(decision.json, decision.id);
+    if (decision.kind === 'replace' || decision.kind === 'move')
+      return this.takenValue(decision.json, decision.user.id);
+    return undefined;
+  }
+
+  /**
+   * The refusal of writing the version `json` of the user `self` (its id
+   * before the write) when another user holds a value it holds at a unique
+   * field: decided in the same synchronous stretch as the write.
+   */
+  private takenValue(json: string, self: number): UniqueViolation | undefined {
+    const fields = this.state.fields.declared;
+    if (!fields.some((f) => f.unique)) return undefined;
+    return uniqueConflict(uniqueKeysOf(JSON.parse(json), fields), self, (key) => this.state.fields.holders(key));
   }
 
   /** The answer kept for a key seen before, or undefined when the key is new (or absent). */

@@ -1,6 +1,7 @@
 import type { IdempotencyRecord, StoredUser, UserFacts } from '../../users/rules.js';
 import type { ApiTokenRecord } from '../store.js';
 import { ChangeLog } from './change-log.js';
+import { FieldIndexes } from './field-indexes.js';
 import { UserTable } from './user-table.js';
 
 /** One change to the state; the unit a journal writes (a commit is one or more). */
@@ -51,6 +52,8 @@ export class StoreState implements UserFacts {
   userBytes = 0;
   /** The changes of users kept for the feed of changes. */
   readonly changes = new ChangeLog();
+  /** The indexes of the declared fields, kept in step with the users. */
+  fields = new FieldIndexes();
 
   /**
    * Applies one mutation. With `at` (a commit's time, ms since the epoch), a
@@ -67,6 +70,8 @@ export class StoreState implements UserFacts {
           ? m.json.length - existing.json.length
           : m.json.length + USER_OVERHEAD + (alias?.length ?? 0);
         this.users.set(m.id, { id: m.id, alias, json: m.json, etag: undefined });
+        if (existing) this.fields.remove(m.id, existing.json);
+        this.fields.add(m.id, m.json);
         if (!existing) {
           insertSorted(this.sortedIds, m.id);
           if (alias !== undefined) this.aliases.set(alias, m.id);
@@ -79,6 +84,7 @@ export class StoreState implements UserFacts {
         const existing = this.users.get(m.id);
         if (!existing) break;
         this.users.delete(m.id);
+        this.fields.remove(m.id, existing.json);
         this.userBytes -= existing.json.length + USER_OVERHEAD + (existing.alias?.length ?? 0);
         removeSorted(this.sortedIds, m.id);
         if (existing.alias !== undefined) this.aliases.delete(existing.alias);
@@ -91,6 +97,8 @@ export class StoreState implements UserFacts {
         this.userBytes += m.json.length - existing.json.length;
         removeSorted(this.sortedIds, m.from);
         this.users.set(m.to, { id: m.to, alias: existing.alias, json: m.json, etag: undefined });
+        this.fields.remove(m.from, existing.json);
+        this.fields.add(m.to, m.json);
         insertSorted(this.sortedIds, m.to);
         if (existing.alias !== undefined) this.aliases.set(existing.alias, m.to);
         const olds = this.movedInto.get(m.from) ?? [];
@@ -135,10 +143,14 @@ export class StoreState implements UserFacts {
   /**
    * Takes every field of `other`, a state read back from disk: after a
    * write the disk refused, the memory must hold what is durable, not the
-   * writes that were applied but never made it.
+   * writes that were applied but never made it. The declared fields stay,
+   * their indexes built again over the users read back.
    */
   replaceWith(other: StoreState): void {
+    const fields = this.fields;
     Object.assign(this, other);
+    this.fields = fields;
+    fields.rebuild(this.users);
   }
 
   /** Snapshot loading: the id high-water mark and the ids issued out of turn. */

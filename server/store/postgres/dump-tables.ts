@@ -44,6 +44,7 @@ export async function readPostgresDump(sql: Sql, now: number): Promise<StoreDump
       accounts: (await tx`select record from accounts order by name`).map((r) => r.record as string),
       tokens: (await tx`select * from api_tokens order by seq`).map(tokenOfRow),
       lastChange: Number((await tx`select last_seq from change_head`)[0]!.last_seq),
+      declarations: [],
     };
   })) as StoreDump;
 }

@@ -1,4 +1,5 @@
 import { FSYNC_BUCKETS, Histogram } from '../../ops/histogram.js';
+import type { FieldDeclaration } from '../../users/declared-fields.js';
 import {
   createdAnswer,
   decideCreate,
@@ -40,7 +41,8 @@ import {
   type UserPage,
   type UserQuery,
 } from '../store.js';
-import { UserScans, type ScannedUser } from '../scan-users.js';
+import type { ScannedUser } from '../found-pages.js';
+import { UserScans } from '../scan-users.js';
 import { OutageLog } from './outage-log.js';
 import {
   againIfDropped,
@@ -275,6 +277,10 @@ export class PostgresStore implements Store {
         next: rows.length > limit ? Number(page.at(-1)!.id) : undefined,
       };
     });
+  }
+
+  declaredFields(): readonly FieldDeclaration[] {
+    return [];
   }
 
   /** Evaluated here, on rows read a step at a time: each step is one statement, so the answers are every store's. */

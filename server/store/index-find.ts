@@ -1,0 +1,290 @@
+/**
+ * Finding users from the indexes of declared fields (API.md "Declared
+ * fields"), shared by every store that keeps them: a query whose filter
+ * holds a condition an index serves, or whose sort starts with a declared
+ * path, reads only the users the index names, where a scan would read them
+ * all. The index only narrows what is read: `matches` and the sort's order
+ * still decide, so the answer is the scan's (scan-users.ts).
+ *
+ * - A condition (`eq`, `sw`, `gt`, `ge`, `lt`, `le` on a declared path,
+ *   alone or in the filter's top-level `and`) gives the candidates: the
+ *   users that hold a key in its range. Without sort or count they are
+ *   read in id order until the page is full; with either, all of them.
+ * - A sort whose first key is declared walks that key's order in the
+ *   index (every user has one entry there, the members that sort last
+ *   included), a step at a time, until the page is full. With a filter a
+ *   page examines at most `budget` users, like a bounded scan; with more
+ *   keys, the users that tie on the first are read and ordered together.
+ */
+import type { FieldDeclaration } from '../users/declared-fields.js';
+import { matches } from '../users/filter-match.js';
+import type { CompareOp, Filter } from '../users/filter-parse.js';
+import { keyRangeOf, keyValue, LAST_KEY, valueKey, type KeyRange } from '../users/index-key.js';
+import { compareSortEntries, sortValuesOf, type SortEntry } from '../users/sort.js';
+import { BestMatches, nextStep, pageOf, type Found, type ScannedUser } from './found-pages.js';
+import type { FoundPage, MaybePromise, UserQuery } from './store.js';
+
+/** One entry of an index: a key and the user that holds it. */
+export interface IndexEntry {
+  readonly key: string;
+  readonly id: number;
+}
+
+/** The indexes of a store's declared fields, as a find reads them. */
+export interface IndexSource {
+  /** The users that hold a key of `field` in `range`, each at least once, in any order. */
+  idsInRange(field: FieldDeclaration, range: KeyRange): MaybePromise<readonly number[]>;
+  /**
+   * Up to `limit` sort entries of `field` after `after` (from the first
+   * without it), in the order of a sort on that key alone: present values
+   * ascending, or descending, ties by ascending id, then the LAST_KEY
+   * entries by ascending id.
+   */
+  sortedAfter(
+    field: FieldDeclaration,
+    descending: boolean,
+    after: IndexEntry | undefined,
+    limit: number,
+  ): MaybePromise<readonly IndexEntry[]>;
+  /** The users of `ids` that exist, in the order of `ids`. */
+  usersOf(ids: readonly number[]): MaybePromise<readonly ScannedUser[]>;
+  userCount(): MaybePromise<number>;
+}
+
+/** How an index serves a query. */
+type IndexPlan =
+  | { readonly kind: 'condition'; readonly field: FieldDeclaration; readonly range: KeyRange }
+  | { readonly kind: 'sort'; readonly field: FieldDeclaration };
+
+/** The bounds of the scan (scan-users.ts), which a find from an index keeps too. */
+interface Bounds {
+  readonly budget: number;
+  readonly step: number;
+  /** Runs a full evaluation in its turn. */
+  inTurn<T>(run: () => Promise<T>): Promise<T>;
+}
+
+/** Which conditions serve best: an `eq` names fewest users, a range most. */
+const OP_RANK: Partial<Record<CompareOp, number>> = { eq: 0, sw: 1, gt: 2, ge: 2, lt: 2, le: 2 };
+
+/**
+ * How an index serves `query`, or undefined when none does. An index
+ * serves only a query that folds its path as the index does: a request
+ * that saw other declarations than the store's now is answered by a scan.
+ */
+export function indexPlanOf(
+  query: UserQuery,
+  fields: readonly FieldDeclaration[],
+  folded: ReadonlySet<string>,
+): IndexPlan | undefined {
+  const usable = (path: readonly string[]) => {
+    const dotted = path.join('.');
+    return fields.find((f) => f.path === dotted && f.caseInsensitive === folded.has(dotted));
+  };
+  const condition = servedCondition(query.filter, usable);
+  if (condition !== undefined) return condition;
+  const first = query.sort[0];
+  // A count with a filter no index serves examines every user anyway.
+  if (first === undefined || (query.count && query.filter !== undefined)) return undefined;
+  const field = usable(first.path);
+  return field && { kind: 'sort', field };
+}
+
+function servedCondition(
+  filter: Filter | undefined,
+  usable: (path: readonly string[]) => FieldDeclaration | undefined,
+): IndexPlan | undefined {
+  if (filter === undefined) return undefined;
+  let best: { rank: number; plan: IndexPlan } | undefined;
+  for (const term of filter.kind === 'and' ? filter.operands : [filter]) {
+    if (term.kind !== 'compare') continue;
+    const rank = OP_RANK[term.op];
+    const field = usable(term.path);
+    if (rank === undefined || field === undefined || (best !== undefined && best.rank <= rank)) continue;
+    const range = keyRangeOf(term.op, term.value, field.caseInsensitive);
+    if (range !== undefined) best = { rank, plan: { kind: 'condition', field, range } };
+  }
+  return best?.plan;
+}
+
+/** Finds from a store's indexes. */
+export class IndexedFinds {
+  constructor(
+    private readonly source: IndexSource,
+    private readonly bounds: Bounds,
+  ) {}
+
+  find(query: UserQuery, plan: IndexPlan, folded: ReadonlySet<string>): Promise<FoundPage> {
+    if (plan.kind === 'condition') return this.byCondition(query, plan.field, plan.range, folded);
+    return query.sort.length === 1
+      ? this.bySortKey(query, plan.field, folded)
+      : this.byGroups(query, plan.field, folded);
+  }
+
+  private async byCondition(
+    query: UserQuery,
+    field: FieldDeclaration,
+    range: KeyRange,
+    folded: ReadonlySet<string>,
+  ): Promise<FoundPage> {
+    const ids = [...new Set(await this.source.idsInRange(field, range))].sort((a, b) => a - b);
+    if (query.sort.length === 0 && !query.count) return this.inIdOrder(query, ids, folded);
+    const run = () => this.allOf(query, ids, folded);
+    return ids.length > this.bounds.step ? this.bounds.inTurn(run) : run();
+  }
+
+  /** The candidates after the cursor, read in id order a step at a time until the page is full. */
+  private async inIdOrder(query: UserQuery, candidates: readonly number[], folded: ReadonlySet<string>) {
+    const after = query.after?.id ?? 0;
+    const ids = candidates.filter((id) => id > after);
+    const found: Found[] = [];
+    for (let from = 0; from < ids.length; from += this.bounds.step) {
+      for (const user of await this.usersOf(ids.slice(from, from + this.bounds.step), from === 0, query.signal)) {
+        if (!matches(query.filter!, JSON.parse(user.json), folded)) continue;
+        // A match past the page: the page is full, and more follow it.
+        if (found.length === query.limit) return pageOf(found, true);
+        found.push({ user, entry: { id: user.id, values: [] } });
+      }
+    }
+    return pageOf(found, false);
+  }
+
+  /** A sort or a count over the candidates: every one examined. */
+  private async allOf(query: UserQuery, ids: readonly number[], folded: ReadonlySet<string>): Promise<FoundPage> {
+    const matched = new BestMatches(query, folded);
+    for (let from = 0; from < ids.length; from += this.bounds.step)
+      for (const user of await this.usersOf(ids.slice(from, from + this.bounds.step), from === 0, query.signal))
+        matched.offer(user);
+    return matched.page();
+  }
+
+  /** A sort on one declared key: its order in the index is the listing's, read from the cursor until the page is full. */
+  private async bySortKey(query: UserQuery, field: FieldDeclaration, folded: ReadonlySet<string>) {
+    const descending = query.sort[0]!.descending;
+    let place = query.after && placeOf(query.after, query.after.id);
+    const found: Found[] = [];
+    let examined = 0;
+    for (let first = true; ; first = false) {
+      const entries = await nextStep(
+        () => this.source.sortedAfter(field, descending, place, this.bounds.step),
+        first,
+        query.signal,
+      );
+      const users = await this.usersById(entries);
+      for (const entry of entries) {
+        place = entry;
+        examined++;
+        const user = users.get(entry.id);
+        const one = user && examine(user, entry.key, query, folded);
+        if (one === undefined || !one.matched) continue;
+        if (found.length === query.limit) return this.withTotal(query, pageOf(found, true));
+        found.push(one.found);
+      }
+      if (entries.length < this.bounds.step) return this.withTotal(query, pageOf(found, false));
+      // The budget ran out: the next page goes on after the last user examined.
+      if (query.filter !== undefined && examined >= this.bounds.budget)
+        return { ...pageOf(found, false), next: { id: place!.id, values: [keyValue(place!.key) ?? null] } };
+    }
+  }
+
+  /**
+   * A sort on more keys, the first declared: the users that tie on the
+   * first are read together and ordered by the rest. The cursor's group is
+   * read again from its start, and the users up to the cursor dropped.
+   */
+  private async byGroups(query: UserQuery, field: FieldDeclaration, folded: ReadonlySet<string>) {
+    const descending = query.sort[0]!.descending;
+    let place = query.after && placeOf(query.after, 0);
+    const found: Found[] = [];
+    let group: IndexEntry[] = [];
+    let examined = 0;
+    for (let first = true; ; first = false) {
+      const entries = await nextStep(
+        () => this.source.sortedAfter(field, descending, place, this.bounds.step),
+        first,
+        query.signal,
+      );
+      for (const entry of entries) {
+        if (group.length > 0 && entry.key !== group[0]!.key) {
+          const last = await this.takeGroup(group, query, folded, found);
+          if (found.length > query.limit) return this.withTotal(query, pageOf(found.slice(0, query.limit), true));
+          examined += group.length;
+          group = [];
+          // The budget ran out: the next page goes on after the last user examined, when that is past the cursor.
+          if (query.filter !== undefined && examined >= this.bounds.budget && this.isPast(last, query))
+            return { ...pageOf(found, false), next: last };
+        }
+        group.push(entry);
+        place = entry;
+      }
+      if (entries.length < this.bounds.step) break;
+    }
+    await this.takeGroup(group, query, folded, found);
+    return this.withTotal(query, pageOf(found.slice(0, query.limit), found.length > query.limit));
+  }
+
+  /** Adds the users of one group that come after the cursor to `found`, in order; the group's last place, if any. */
+  private async takeGroup(
+    group: readonly IndexEntry[],
+    query: UserQuery,
+    folded: ReadonlySet<string>,
+    found: Found[],
+  ): Promise<SortEntry | undefined> {
+    const users = await this.usersById(group);
+    const taken: Found[] = [];
+    let last: SortEntry | undefined;
+    for (const entry of group) {
+      const user = users.get(entry.id);
+      const one = user && examine(user, entry.key, query, folded);
+      if (one === undefined) continue;
+      const { entry: place } = one.found;
+      if (last === undefined || compareSortEntries(place, last, query.sort) > 0) last = place;
+      if (one.matched && (query.after === undefined || compareSortEntries(place, query.after, query.sort) > 0))
+        taken.push(one.found);
+    }
+    taken.sort((a, b) => compareSortEntries(a.entry, b.entry, query.sort));
+    found.push(...taken);
+    return last;
+  }
+
+  private isPast(place: SortEntry | undefined, query: UserQuery): place is SortEntry {
+    return place !== undefined && (query.after === undefined || compareSortEntries(place, query.after, query.sort) > 0);
+  }
+
+  /** `page` with the number of users, for `count=true` (a sort served without a filter). */
+  private async withTotal(query: UserQuery, page: FoundPage): Promise<FoundPage> {
+    return query.count ? { ...page, total: await this.source.userCount() } : page;
+  }
+
+  private async usersById(entries: readonly IndexEntry[]): Promise<Map<number, ScannedUser>> {
+    const users = entries.length === 0 ? [] : await this.source.usersOf(entries.map((e) => e.id));
+    return new Map(users.map((u) => [u.id, u]));
+  }
+
+  private usersOf(ids: readonly number[], first: boolean, signal: AbortSignal | undefined) {
+    return nextStep(() => this.source.usersOf(ids), first, signal);
+  }
+}
+
+/**
+ * A user read for its sort entry `key`, with its place in the order and
+ * whether it matches; undefined when it changed since the entry was read
+ * (it is found at its new place).
+ */
+function examine(user: ScannedUser, key: string, query: UserQuery, folded: ReadonlySet<string>) {
+  const value: unknown = JSON.parse(user.json);
+  const values = sortValuesOf(value, query.sort, folded);
+  if (keyOf(values[0]!) !== key) return undefined;
+  const matched = query.filter === undefined || matches(query.filter, value, folded);
+  return { found: { user, entry: { id: user.id, values } } as Found, matched };
+}
+
+/** The index key of a sort value (already folded where the field is). */
+function keyOf(value: SortEntry['values'][number]): string {
+  return valueKey(value, false) ?? LAST_KEY;
+}
+
+/** The place in a sort index of a cursor's position, at `id` within its first value. */
+function placeOf(after: SortEntry, id: number): IndexEntry {
+  return { key: keyOf(after.values[0] ?? null), id };
+}

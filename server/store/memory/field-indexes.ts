@@ -1,0 +1,137 @@
+/**
+ * The indexes of the declared fields in the memory and journal stores
+ * (API.md "Declared fields"): per field, the keys its users hold, which
+ * serve conditions and uniqueness, and each user's sort key, which serves
+ * sorts (users/index-key.ts). Derived from the users: StoreState.apply
+ * keeps them in step with every write, and they are built whole when a
+ * field is declared or the state is read back, never written to disk.
+ */
+import {
+  declarationRefusal,
+  fieldKeysOf,
+  namesOf,
+  sameDeclaration,
+  type FieldDeclaration,
+  type UniqueKey,
+} from '../../users/declared-fields.js';
+import { inRange, LAST_KEY, sortKeyOf, type KeyRange } from '../../users/index-key.js';
+import type { StoredUser } from '../../users/rules.js';
+import type { IndexEntry } from '../index-find.js';
+import { SortedEntries } from './sorted-entries.js';
+
+/** Entries read at once while a range is collected. */
+const RANGE_STEP = 1024;
+
+interface FieldIndex {
+  readonly field: FieldDeclaration;
+  readonly names: readonly string[];
+  /** Every key a user holds at the field, with the user's id. */
+  readonly keys: SortedEntries;
+  /** Every user's sort key at the field (LAST_KEY when it sorts last), with its id. */
+  readonly sorted: SortedEntries;
+}
+
+export class FieldIndexes {
+  private indexes: FieldIndex[] = [];
+
+  /** The declared fields, in the order they were declared in. */
+  get declared(): readonly FieldDeclaration[] {
+    return this.indexes.map((i) => i.field);
+  }
+
+  /** Adds the entries of the version `json` of the user `id`. */
+  add(id: number, json: string): void {
+    if (this.indexes.length > 0) this.change(id, json, true);
+  }
+
+  /** Removes the entries of a version of the user `id` added before. */
+  remove(id: number, json: string): void {
+    if (this.indexes.length > 0) this.change(id, json, false);
+  }
+
+  private change(id: number, json: string, add: boolean): void {
+    const user: unknown = JSON.parse(json);
+    for (const index of this.indexes) enter(index, id, user, add);
+  }
+
+  /** The users that hold `key` now. */
+  holders(key: UniqueKey): number[] {
+    const index = this.indexOf(key.field);
+    return index === undefined ? [] : index.keys.idsOf(key.key, 0, Infinity);
+  }
+
+  /**
+   * Declares `fields` over `users`: a field declared as before keeps its
+   * index, any other is built. A field to make unique whose values two
+   * users hold refuses the whole change, said in a sentence naming the
+   * values and their users; nothing changes then.
+   */
+  declare(fields: readonly FieldDeclaration[], users: Iterable<[number, StoredUser]>): string | undefined {
+    const all = [...users].map(([, user]) => user);
+    const refused = declarationRefusal(this.declared, fields, all);
+    if (refused !== undefined) return refused;
+    this.indexes = fields.map((field) => this.indexOf(field) ?? buildIndex(field, all));
+    return undefined;
+  }
+
+  /** Builds every index again over `users` (a state read back from disk), uniqueness unchecked: it held before. */
+  rebuild(users: Iterable<[number, StoredUser]>): void {
+    const all = [...users].map(([, user]) => user);
+    this.indexes = this.declared.map((field) => buildIndex(field, all));
+  }
+
+  idsInRange(field: FieldDeclaration, range: KeyRange): number[] {
+    const index = this.indexOf(field);
+    const ids: number[] = [];
+    if (index === undefined) return ids;
+    for (let place: IndexEntry | undefined = { key: range.low, id: 0 }; place !== undefined;) {
+      const entries = index.keys.after(place, RANGE_STEP);
+      for (const entry of entries) {
+        if (!inRange(entry.key, range)) {
+          if (entry.key > range.high) return ids;
+          continue;
+        }
+        ids.push(entry.id);
+      }
+      place = entries.length < RANGE_STEP ? undefined : entries.at(-1);
+    }
+    return ids;
+  }
+
+  /** Sort entries in the order of index-find.ts's IndexSource.sortedAfter. */
+  sortedAfter(field: FieldDeclaration, descending: boolean, after: IndexEntry | undefined, limit: number) {
+    const sorted = this.indexOf(field)?.sorted;
+    if (sorted === undefined) return [];
+    if (!descending) return sorted.after(after, limit);
+    const out: IndexEntry[] = [];
+    let key = after?.key ?? sorted.keyBelow(LAST_KEY) ?? LAST_KEY;
+    let afterId = after?.id ?? 0;
+    while (out.length < limit) {
+      for (const id of sorted.idsOf(key, afterId, limit - out.length)) out.push({ key, id });
+      if (key === LAST_KEY) break;
+      key = sorted.keyBelow(key) ?? LAST_KEY;
+      afterId = 0;
+    }
+    return out;
+  }
+
+  private indexOf(field: FieldDeclaration): FieldIndex | undefined {
+    return this.indexes.find((i) => sameDeclaration(i.field, field));
+  }
+}
+
+function buildIndex(field: FieldDeclaration, users: readonly StoredUser[]): FieldIndex {
+  const index: FieldIndex = { field, names: namesOf(field), keys: new SortedEntries(), sorted: new SortedEntries() };
+  for (const user of users) enter(index, user.id, JSON.parse(user.json), true);
+  return index;
+}
+
+/** Adds (or removes) the entries of the user `id`, whose version is `user`. */
+function enter(index: FieldIndex, id: number, user: unknown, add: boolean): void {
+  const sortKey = sortKeyOf(user, index.names, index.field.caseInsensitive);
+  if (add) index.sorted.insert(sortKey, id);
+  else index.sorted.delete(sortKey, id);
+  for (const key of fieldKeysOf(user, index.field))
+    if (add) index.keys.insert(key, id);
+    else index.keys.delete(key, id);
+}
