@@ -7,7 +7,7 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { assertProblem, put, send, startTestServer, tempDir } from './helpers.js';
+import { assertProblem, put, runUsersServer, send, startTestServer, tempDir } from './helpers.js';
 
 const MERGE = { 'content-type': 'application/merge-patch+json' };
 
@@ -162,4 +162,24 @@ test('journal: a PATCH survives a restart', async (t) => {
   await first.running.stop();
   const second = await startTestServer(t, { data });
   assert.equal((await send(second.url, 'GET', '/users/hal')).text, patched.text);
+});
+
+test('journal: PATCH to a value another user holds at a unique field is 409 unique-violation naming the field and that user; nothing changes', async (t) => {
+  const server = await startTestServer(t, { store: 'journal' });
+  await put(server.url, '/users/ann', { name: 'Ann', email: 'ann@example.org' });
+  await put(server.url, '/users/bob', { name: 'Bob', email: 'bob@example.org' });
+  assert.equal(
+    (await runUsersServer(['index', 'add', 'email', '--unique', '--case-insensitive', '--data', server.dataDir])).code,
+    0,
+  );
+  const before = (await send(server.url, 'GET', '/users/bob')).text;
+  const taken = assertProblem(
+    await patch(server.url, '/users/bob', { email: 'ANN@example.org' }),
+    409,
+    'unique-violation',
+  );
+  assert.equal(taken.field, 'email');
+  assert.equal(taken.conflictsWith, '/users/1');
+  assert.equal((await send(server.url, 'GET', '/users/bob')).text, before);
+  assert.equal((await patch(server.url, '/users/bob', { email: 'robert@example.org' })).status, 200);
 });
