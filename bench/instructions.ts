@@ -21,9 +21,13 @@
  * (node writes where it compiled each function, --perf-basic-prof, and the
  * dump's instruction addresses are looked up there).
  *
+ * `--load patch` (users-server only: the references take no PATCH) is
+ * compared with the PUT of the same server: a PATCH reads the user and
+ * merges the patch before the same write.
+ *
  * `--save DIR` keeps each dump (and perf map) there, for callgrind_annotate.
  *
- * Run: npm run build && node --import tsx bench/instructions.ts [--requests 5000] [--warmup 20000] [--load get|put] [--server ID] [--rounds 2] [--top N] [--save DIR]
+ * Run: npm run build && node --import tsx bench/instructions.ts [--requests 5000] [--warmup 20000] [--load get|put|patch] [--server ID] [--rounds 2] [--top N] [--save DIR]
  * (--load and --server repeatable; server ids: reference, contract,
  * contract-log, users-log-off, users)
  */
@@ -36,6 +40,7 @@ import {
   CEILING_SETUPS,
   LOAD_FLAGS,
   preloadSetup,
+  patchReplacing,
   putReplacing,
   requestPool,
   REFERENCE_SCRIPT,
@@ -61,12 +66,13 @@ const REQUESTS = Number(values.requests);
 const WARMUP = Number(values.warmup);
 const ROUNDS = Number(values.rounds);
 const TOP = Number(values.top);
-const LOADS = (values.load ?? ['get', 'put']) as ('get' | 'put')[];
+type Load = 'get' | 'put' | 'patch';
+const LOADS = (values.load ?? ['get', 'put']) as Load[];
 const USERS = 1000;
 const CONNECTIONS = 20;
 
 if (
-  !LOADS.every((load) => load === 'get' || load === 'put') ||
+  !LOADS.every((load) => load === 'get' || load === 'put' || load === 'patch') ||
   !(REQUESTS > 0) ||
   !(WARMUP >= 0) ||
   !(ROUNDS > 0) ||
@@ -85,18 +91,19 @@ if (SETUPS.length === 0) usage();
 
 function usage(): never {
   console.error(
-    'usage: node --import tsx bench/instructions.ts [--requests N] [--warmup N] [--load get|put ...] [--server reference|contract|contract-log|users-log-off|users ...] [--rounds N] [--top N] [--save DIR]',
+    'usage: node --import tsx bench/instructions.ts [--requests N] [--warmup N] [--load get|put|patch ...] [--server reference|contract|contract-log|users-log-off|users ...] [--rounds N] [--top N] [--save DIR]',
   );
   process.exit(2);
 }
 
-function requestsOf(load: 'get' | 'put'): LoadRequest[] {
+function requestsOf(load: Load): LoadRequest[] {
   if (load === 'put') return putReplacing(USERS);
+  if (load === 'patch') return patchReplacing(USERS);
   return requestPool(() => ({ method: 'GET', path: `/users/${1 + Math.floor(Math.random() * USERS)}` }));
 }
 
 /** Instructions per request of one server under one load. */
-async function count(setup: CeilingSetup, load: 'get' | 'put'): Promise<number> {
+async function count(setup: CeilingSetup, load: Load): Promise<number> {
   const dir = mkdtempSync(join(tmpdir(), 'users-instructions-'));
   const out = join(dir, 'callgrind.out');
   const args = setup.reference
@@ -244,6 +251,7 @@ const figures = new Map<string, number[]>();
 for (let round = 1; round <= ROUNDS; round++) {
   for (const load of LOADS) {
     for (const setup of SETUPS) {
+      if (load === 'patch' && setup.reference) continue;
       const perRequest = await count(setup, load);
       const key = `${setup.name}|${load}`;
       figures.set(key, [...(figures.get(key) ?? []), perRequest]);
@@ -260,8 +268,14 @@ const HELD_TO: Record<string, string> = {
   'users-log-off': 'reference --contract',
 };
 const GOAL = { get: 1.03, put: 1.1 };
+/** A PATCH over the PUT of the same server (issue "change one field safely"). */
+const PATCH_GOAL = 1.15;
 
 for (const load of LOADS) {
+  if (load === 'patch') {
+    printPatchFigures();
+    continue;
+  }
   const least = (name: string) => {
     const counts = figures.get(`${name}|${load}`);
     return counts === undefined ? undefined : Math.min(...counts);
@@ -283,4 +297,22 @@ for (const load of LOADS) {
   console.log(
     table(['server', 'instructions per request', 'plain reference / server', 'over its contract reference'], rows),
   );
+}
+
+/** PATCH per server, over its own PUT when that was measured too (--load put --load patch). */
+function printPatchFigures(): void {
+  const least = (key: string) => {
+    const counts = figures.get(key);
+    return counts === undefined ? undefined : Math.min(...counts);
+  };
+  const rows = SETUPS.filter((setup) => !setup.reference).map((setup) => {
+    const patch = least(`${setup.name}|patch`)!;
+    const put = least(`${setup.name}|put`);
+    const ratio = put === undefined ? '-' : `${(patch / put).toFixed(3)}x (goal ${PATCH_GOAL.toFixed(2)}x)`;
+    return [setup.name, Math.round(patch).toLocaleString('en-US'), ratio];
+  });
+  console.log(
+    `\nPATCH one field, ${REQUESTS} requests per server after ${WARMUP} unmeasured, the least of ${ROUNDS} round(s):\n`,
+  );
+  console.log(table(['server', 'instructions per request', 'over its own PUT'], rows));
 }

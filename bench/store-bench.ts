@@ -505,6 +505,23 @@ export function putReplacing(users: number): LoadRequest[] {
   ];
 }
 
+/**
+ * PATCHes that change one field of random users among `users`, each body
+ * unique so that every one is a write (the PATCH counterpart of
+ * `putReplacing`).
+ */
+export function patchReplacing(users: number): LoadRequest[] {
+  const paths = Array.from({ length: POOL_SIZE }, () => `/users/${1 + Math.floor(Math.random() * users)}`);
+  let n = 0;
+  return [
+    {
+      method: 'PATCH',
+      headers: { 'content-type': 'application/merge-patch+json' },
+      setupRequest: (req) => ({ ...req, path: paths[n % POOL_SIZE]!, body: `{"seen":${n++}}` }),
+    },
+  ];
+}
+
 /** Requests in a pool, each connection cycling through it. */
 export const POOL_SIZE = 1000;
 

@@ -12,7 +12,7 @@ import { networkError } from './network-failures.js';
 import { CookieSession } from './session.js';
 import { STOP_EXIT, type Interruption } from './streams.js';
 
-type Method = 'GET' | 'HEAD' | 'PUT' | 'DELETE' | 'POST';
+type Method = 'GET' | 'HEAD' | 'PUT' | 'PATCH' | 'DELETE' | 'POST';
 
 interface Request {
   method: Method;
@@ -56,7 +56,7 @@ const MAX_REDIRECTS = 10;
 /** Statuses that say "try again" without saying the request was wrong. */
 const RETRYABLE_STATUS: ReadonlySet<number> = new Set([408, 429, 502, 503, 504]);
 /** Methods whose repetition is harmless (RFC 9110 section 9.2.2). */
-const IDEMPOTENT: ReadonlySet<Method> = new Set(['GET', 'HEAD', 'PUT', 'DELETE']);
+const IDEMPOTENT: ReadonlySet<Method> = new Set(['GET', 'HEAD', 'PUT', 'PATCH', 'DELETE']);
 /** Failures before a connection exists: the request never left, so even a bare POST may be resent. */
 const NOT_SENT_CODES: ReadonlySet<string> = new Set([
   'ECONNREFUSED',

@@ -6,14 +6,12 @@
  * wrong; usersctl reads a filter only as far as its columns need.
  */
 import { CliUsageError } from './exit-codes.js';
+import { USER_PATH } from '../shared/user.js';
 
 export interface FindOptions {
   filter?: string | undefined;
   sort?: string | undefined;
 }
-
-/** API.md "The filter syntax": path = name *( "." name ), name = ALPHA / "_" followed by ALPHA / DIGIT / "_" / "-". */
-const PATH = /^[A-Za-z_][A-Za-z0-9_-]*(?:\.[A-Za-z_][A-Za-z0-9_-]*)*$/;
 
 /** `&filter=...&sort=...` for the options given, or ''. */
 export function findParams(options: FindOptions): string {
@@ -29,7 +27,7 @@ export function findParams(options: FindOptions): string {
  * `jsonValue` the JSON literal it is (a string, number, true, false or null).
  */
 export function equalsFilter(path: string, value: string, jsonValue: boolean): string {
-  if (!PATH.test(path))
+  if (!USER_PATH.test(path))
     throw new CliUsageError(
       `${JSON.stringify(path)} is not a path: names joined by dots, each a letter or _, then letters, digits, _ or -`,
     );
@@ -66,7 +64,7 @@ export function namedPaths(options: FindOptions): string[] {
     if (token === '[') depth++;
     else if (token === ']') depth--;
     const next = tokens[i + 1];
-    const isPath = PATH.test(token) && next !== undefined && (next === '[' || OPERATOR.test(next));
+    const isPath = USER_PATH.test(token) && next !== undefined && (next === '[' || OPERATOR.test(next));
     if (isPath && depth === 0 && !/^(?:and|or|not)$/i.test(token)) paths.push(token);
   }
   for (const key of options.sort?.split(',') ?? []) paths.push(key.replace(/^-/, ''));

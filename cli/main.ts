@@ -4,6 +4,7 @@
  * turns an error into an exit code and one line on stderr.
  */
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
+import * as patching from './commands/patch-commands.js';
 import * as session from './commands/session-commands.js';
 import * as tokens from './commands/token-commands.js';
 import * as users from './commands/user-commands.js';
@@ -156,7 +157,7 @@ function describe(error: unknown, help: string): { message: string | undefined; 
   // A user not found is named: "999: No such user."
   if (
     error instanceof StatusError &&
-    error.status === 404 &&
+    error.exitCode === EXIT.notFound &&
     error.ref !== undefined &&
     !error.message.includes(error.ref)
   )
@@ -225,6 +226,11 @@ function integer(name: string, min: number, max: number) {
       throw new InvalidArgumentError(`${name} must be an integer from ${min} to ${max}.`);
     return n;
   };
+}
+
+/** A repeatable option's values, in order. */
+function collect(value: string, previous: string[]): string[] {
+  return [...previous, value];
 }
 
 function seconds(value: string): number {
@@ -392,11 +398,45 @@ function addUserCommands(program: Command, action: Action): void {
     .option('-f, --file <file>', 'the user as a JSON object, - for stdin')
     .option('--if-match <etag>', 'only if the user still has this ETag (else exit 5)')
     .option('--create-only', 'only if the user does not exist yet (If-None-Match: *)')
+    .option('--no-create', 'only if the user exists already (If-Match: *); never creates')
     .addHelpText(
       'after',
       '\nExample:\n  jq -n \'{name: "Alice", email: "alice@example.com"}\' | usersctl put alice -f -\n',
     )
     .action(action((ctx, ref: string, options: users.PutOptions) => users.put(ctx, ref, options)));
+
+  program
+    .command('set')
+    .description('change some fields of a user, keeping the others (PATCH with a JSON merge patch)')
+    .argument('<ref>', 'user id or alias')
+    .argument('[field...]', 'FIELD=TEXT sets a string, FIELD:=JSON any JSON value; a.b reaches into objects')
+    .option('--unset <field>', 'remove a field (repeatable)', collect, [])
+    .option('--if-match <etag>', 'only if the user still has this ETag (else exit 5)')
+    .addHelpText(
+      'after',
+      '\nExample:\n  usersctl set alice email=alice@example.com address.city=Oslo --unset nickname\n',
+    )
+    .action(
+      action((ctx, ref: string, fields: string[], options: patching.SetOptions) =>
+        patching.set(ctx, ref, fields, options),
+      ),
+    );
+
+  program
+    .command('patch')
+    .description('apply a JSON merge patch (RFC 7396) to a user: null removes a member, objects merge')
+    .argument('<ref>', 'user id or alias')
+    .requiredOption('-f, --file <file>', 'the merge patch, - for stdin')
+    .option('--if-match <etag>', 'only if the user still has this ETag (else exit 5)')
+    .addHelpText('after', '\nExample:\n  echo \'{"age":42,"nickname":null}\' | usersctl patch alice -f -\n')
+    .action(action((ctx, ref: string, options: patching.PatchOptions) => patching.patch(ctx, ref, options)));
+
+  program
+    .command('edit')
+    .description('edit a user in $VISUAL or $EDITOR, saved only if nobody changed it meanwhile')
+    .argument('<ref>', 'user id or alias')
+    .addHelpText('after', '\nExample:\n  EDITOR="sed -i s/Oslo/Bergen/" usersctl edit alice\n')
+    .action(action((ctx, ref: string) => patching.edit(ctx, ref)));
 
   program
     .command('delete')

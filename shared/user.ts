@@ -8,6 +8,9 @@ export const NAME_MAX_LENGTH = 200;
 export const ALIAS_MAX_LENGTH = 200;
 export const MAX_DEPTH = 16;
 const RESERVED_ALIAS = 'new';
+
+/** API.md's path into a user: `name *( "." name )`, name = ALPHA / "_" followed by ALPHA / DIGIT / "_" / "-". */
+export const USER_PATH = /^[A-Za-z_][A-Za-z0-9_-]*(?:\.[A-Za-z_][A-Za-z0-9_-]*)*$/;
 /** Keys that are refused at any depth: they are the prototype-pollution vectors. */
 const FORBIDDEN_KEYS: ReadonlySet<string> = new Set(['__proto__', 'constructor', 'prototype']);
 

@@ -964,6 +964,27 @@ pg(
 );
 
 pg(
+  'a connection whose opening outlasts the connect timeout (a moment of load, or an event loop held past the timer) is tried once more: the read and the write it carried succeed',
+  async (t) => {
+    const relay = await cuttingRelay(t, await testDatabase(t));
+    const server = await startTestServer(t, { store: relay.url });
+    assert.equal((await put(server.url, '/users/ann', { name: 'Ann' })).status, 201);
+    for (const request of [
+      () => send(server.url, 'GET', '/users/ann'),
+      () => put(server.url, '/users/bob', { name: 'Bob' }),
+    ]) {
+      relay.cutAll();
+      // The next connection's startup message gets no answer: its opening ends at the connect timeout.
+      const silenced = relay.silenceOnce('application_name');
+      const answer = await request();
+      await silenced;
+      assert.ok(answer.status === 200 || answer.status === 201, `answered ${answer.status}`);
+    }
+    relay.cutAll();
+  },
+);
+
+pg(
   'node bin/users-server.js, three instances: one killed with SIGKILL, the database restarted (pg_ctl restart -m fast) under load, every session terminated; the others serve again and stop on SIGTERM with exit 0',
   async (t) => {
     const url = await testDatabase(t);

@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
 import { exitOnInterrupt, waitGone } from '../bench/children.js';
-import { connect, type Sql } from '../server/store/postgres/driver.js';
+import { againIfDropped, connect, type Sql } from '../server/store/postgres/driver.js';
 import { serverPort } from './processes.js';
 import { migrate } from '../server/store/postgres/schema.js';
 
@@ -180,7 +180,7 @@ export async function testDatabase(
   const name = `users_test_${process.pid}_${++counter}`;
   const template = options.migrated === false ? 'template0' : TEMPLATE;
   // file_copy: the quickest copy of a small template (about 15 ms here).
-  await c.admin.unsafe(`create database ${name} template ${template} strategy file_copy`);
+  await againIfDropped(() => c.admin.unsafe(`create database ${name} template ${template} strategy file_copy`), 2);
   t?.after(() => void finished.push(name));
   return `${c.base}/${name}`;
 }

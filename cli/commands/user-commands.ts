@@ -11,6 +11,7 @@ import { endRecord, EXPORT_HEADER } from '../export-format.js';
 import { equalsFilter, findParams, memberAt, namedPaths, type FindOptions } from '../find-query.js';
 import type { View } from '../output-format.js';
 import { startProgress } from '../progress.js';
+import { suggestingAliases } from '../alias-suggestions.js';
 
 const JSON_TYPE = 'application/json';
 const ACCEPT = { accept: JSON_TYPE };
@@ -123,7 +124,9 @@ export async function get(ctx: Context, refs: readonly string[], options: GetOpt
   const table = format === 'table' || format === 'wide';
   const printed = ctx.listing(format, USER_VIEW, { single: refs.length === 1 && refs[0] !== '-' });
   const code = await eachRef(ctx, refs, async (ref) => {
-    const response = await ctx.client.expect({ method: 'GET', path: refPath(ref), headers: ACCEPT }, [200]);
+    const response = await suggestingAliases(ctx, ref, () =>
+      ctx.client.expect({ method: 'GET', path: refPath(ref), headers: ACCEPT }, [200]),
+    );
     if (options.etag === true) return void (await ctx.out.write((single(response.headers.etag) ?? '') + '\n'));
     const user = answerUser(response);
     const alias = !table ? undefined : parseRef(ref).kind === 'alias' ? ref : await aliasOf(ctx, user.id);
@@ -164,6 +167,8 @@ async function userBody(ctx: Context, options: BodyOptions): Promise<string> {
 export interface PutOptions extends BodyOptions {
   ifMatch?: string;
   createOnly?: boolean;
+  /** false with `--no-create`: only replace (If-Match: *). */
+  create?: boolean;
 }
 
 /** Runs `run`; a failure it throws is marked as about `ref` (for --json). */
@@ -182,15 +187,40 @@ export function put(ctx: Context, ref: string, options: PutOptions): Promise<voi
 }
 
 async function putUser(ctx: Context, ref: string, options: PutOptions): Promise<void> {
-  if (options.ifMatch !== undefined && options.createOnly === true)
-    throw new CliUsageError('--if-match and --create-only contradict each other');
+  const noCreate = options.create === false;
+  if (options.createOnly === true && (options.ifMatch !== undefined || noCreate))
+    throw new CliUsageError(`${noCreate ? '--no-create' : '--if-match'} and --create-only contradict each other`);
   const path = refPath(ref);
   const body = await userBody(ctx, options);
   const headers: Record<string, string> = { ...ACCEPT, 'content-type': JSON_TYPE };
-  if (options.ifMatch !== undefined) headers['if-match'] = options.ifMatch;
+  const ifMatch = options.ifMatch ?? (noCreate ? '*' : undefined);
+  if (ifMatch !== undefined) headers['if-match'] = ifMatch;
   if (options.createOnly === true) headers['if-none-match'] = '*';
-  const response = await ctx.client.expect({ method: 'PUT', path, headers, body }, [200, 201]);
+  const send = () => ctx.client.expect({ method: 'PUT', path, headers, body }, [200, 201]);
+  const response =
+    noCreate && options.ifMatch === undefined
+      ? await suggestingAliases(ctx, ref, () => replaceOnly(send))
+      : await send();
   await writeUser(ctx, response);
+  if (ctx.io.stderr.isTTY === true) ctx.info(putSummary(ref, response));
+}
+
+/** `send` (a PUT with If-Match: *), whose 412 says that nobody has the ref: told as such, exit 3. */
+async function replaceOnly(send: () => Promise<Response>): Promise<Response> {
+  try {
+    return await send();
+  } catch (error) {
+    if (!(error instanceof StatusError) || error.status !== 412) throw error;
+    throw new StatusError(412, 'No such user (put --no-create creates none).', error.type, error.title, EXIT.notFound);
+  }
+}
+
+/** What a PUT did, for a person at a terminal: created or replaced, and the id. */
+function putSummary(ref: string, response: Response): string {
+  const id = response.text === '' ? undefined : answerUser(response).id;
+  const what = response.status === 201 ? 'created' : 'replaced';
+  const named = id === undefined || String(id) === ref ? `user ${ref}` : `user ${id} (${ref})`;
+  return `${what} ${named}`;
 }
 
 export interface DeleteOptions {
@@ -208,7 +238,9 @@ export function remove(ctx: Context, refs: readonly string[], options: DeleteOpt
   const headers: Record<string, string> = { ...ACCEPT, prefer: 'return=representation' };
   if (options.ifMatch !== undefined) headers['if-match'] = options.ifMatch;
   return eachRef(ctx, refs, async (ref) => {
-    const response = await ctx.client.expect({ method: 'DELETE', path: refPath(ref), headers }, [200, 204]);
+    const response = await suggestingAliases(ctx, ref, () =>
+      ctx.client.expect({ method: 'DELETE', path: refPath(ref), headers }, [200, 204]),
+    );
     // 204: a server that does not send it back.
     if (response.status === 200) await writeUser(ctx, response);
   });

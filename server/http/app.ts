@@ -1,3 +1,4 @@
+import { MERGE_PATCH_TYPE } from '../../shared/merge-patch.js';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { HEALTH_PATH, LOGIN_PATH, LOGOUT_PATH, USERS_PATH } from '../../shared/endpoints.js';
 import { problems } from '../../shared/problems.js';
@@ -168,7 +169,7 @@ class UsersApp implements App {
       case 'route':
         return this.dispatch(req, res, match.route, match.slot, match.params, target.query, NOT_DIGITS);
       case 'options':
-        return sendEmpty(res, 204, { Allow: match.allow });
+        return sendEmpty(res, 204, optionsFields(match.allow));
       case 'method-not-allowed':
         return this.fail(
           res,
@@ -503,4 +504,9 @@ function hasLargeUnreadBody(req: IncomingMessage): boolean {
   if (req.complete) return false;
   const length = req.headers['content-length'];
   return length === undefined ? req.headers['transfer-encoding'] !== undefined : Number(length) > DISCARD_LIMIT;
+}
+
+/** OPTIONS of a path: its methods, and for one that takes PATCH the patch formats (RFC 5789 section 3.1). */
+function optionsFields(allow: string): Record<string, string> {
+  return allow.includes('PATCH') ? { Allow: allow, 'Accept-Patch': MERGE_PATCH_TYPE } : { Allow: allow };
 }

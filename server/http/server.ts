@@ -341,7 +341,7 @@ function answerClientError(error: NodeJS.ErrnoException, socket: Socket, observe
     // RFC 9110 section 9.1: a method the server does not recognize is 501 (405 is for one it knows).
     [kind, detail] = [
       problems.notImplemented,
-      'This server does not implement that method (methods are case-sensitive: GET, HEAD, PUT, POST, DELETE, OPTIONS).',
+      'This server does not implement that method (methods are case-sensitive: GET, HEAD, PUT, PATCH, POST, DELETE, OPTIONS).',
     ];
   } else [kind, detail] = [problems.badRequest, 'The request is not valid HTTP/1.1.'];
   const id = observer.raw(kind.status, Buffer.byteLength(problemBody(kind, detail)));

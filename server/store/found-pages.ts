@@ -6,6 +6,7 @@
  */
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { matches } from '../users/filter-match.js';
+import { textNeedles } from '../users/filter-needles.js';
 import type { StoredUser } from '../users/rules.js';
 import { compareSortEntries, sortValuesOf, type SortEntry, type SortKey } from '../users/sort.js';
 import type { FoundPage, MaybePromise, UserQuery } from './store.js';
@@ -62,14 +63,18 @@ export function pageOf(found: readonly Found[], more: boolean, total?: number): 
 export class BestMatches {
   private readonly best: Found[] = [];
   private total = 0;
+  private readonly mayMatch: (json: string) => boolean;
 
   constructor(
     private readonly query: UserQuery,
     private readonly folded: ReadonlySet<string>,
-  ) {}
+  ) {
+    this.mayMatch = query.filter === undefined ? () => true : textNeedles(query.filter, folded);
+  }
 
   offer(user: ScannedUser): void {
     const { filter, sort, after, limit } = this.query;
+    if (!this.mayMatch(user.json)) return;
     const value: unknown = JSON.parse(user.json);
     if (filter !== undefined && !matches(filter, value, this.folded)) return;
     this.total++;

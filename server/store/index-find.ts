@@ -18,6 +18,7 @@
  */
 import type { FieldDeclaration } from '../users/declared-fields.js';
 import { matches } from '../users/filter-match.js';
+import { textMatcher } from '../users/filter-needles.js';
 import type { CompareOp, Filter } from '../users/filter-parse.js';
 import { keyRangeOf, keyValue, LAST_KEY, valueKey, type KeyRange } from '../users/index-key.js';
 import { compareSortEntries, sortValuesOf, type SortEntry } from '../users/sort.js';
@@ -137,10 +138,11 @@ export class IndexedFinds {
   private async inIdOrder(query: UserQuery, candidates: readonly number[], folded: ReadonlySet<string>) {
     const after = query.after?.id ?? 0;
     const ids = candidates.filter((id) => id > after);
+    const matchesText = textMatcher(query.filter!, folded);
     const found: Found[] = [];
     for (let from = 0; from < ids.length; from += this.bounds.step) {
       for (const user of await this.usersOf(ids.slice(from, from + this.bounds.step), from === 0, query.signal)) {
-        if (!matches(query.filter!, JSON.parse(user.json), folded)) continue;
+        if (!matchesText(user.json)) continue;
         // A match past the page: the page is full, and more follow it.
         if (found.length === query.limit) return pageOf(found, true);
         found.push({ user, entry: { id: user.id, values: [] } });

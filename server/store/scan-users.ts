@@ -23,7 +23,7 @@
  * (index-find.ts).
  */
 import { foldedPaths, type FieldDeclaration } from '../users/declared-fields.js';
-import { matches } from '../users/filter-match.js';
+import { textMatcher } from '../users/filter-needles.js';
 import { BestMatches, FIND_BUDGET, FIND_STEP, nextStep, pageOf, type Found, type ScannedUser } from './found-pages.js';
 import { IndexedFinds, indexPlanOf, type IndexSource } from './index-find.js';
 import type { FoundPage, MaybePromise, UserQuery } from './store.js';
@@ -92,7 +92,8 @@ export class UserScans {
 
   /** A filter in id order: at most `budget` users examined, from the cursor on. */
   private async boundedScan(query: UserQuery, folded: ReadonlySet<string>): Promise<FoundPage> {
-    const { filter, limit } = query;
+    const { limit } = query;
+    const matchesText = textMatcher(query.filter!, folded);
     const found: Found[] = [];
     let position = query.after?.id ?? 0;
     let examined = 0;
@@ -102,7 +103,7 @@ export class UserScans {
       for (const user of users) {
         examined++;
         position = user.id;
-        if (!matches(filter!, JSON.parse(user.json), folded)) continue;
+        if (!matchesText(user.json)) continue;
         // A match past the page: the page is full, and more follow it.
         if (found.length === limit) return pageOf(found, true);
         found.push({ user, entry: { id: user.id, values: [] } });

@@ -8,7 +8,8 @@
  * between a check and its write.
  */
 import { NEW_USER_PATH, RESERVATIONS_PATH, userPath } from '../../shared/endpoints.js';
-import type { Ref } from '../../shared/user.js';
+import { applyMergePatch } from '../../shared/merge-patch.js';
+import { UserValidationError, validateUserBody, type Ref } from '../../shared/user.js';
 import { entityTag, etagMatches, strongTags } from './entity-tag.js';
 
 /** A well-formed reference: an id or an alias. */
@@ -68,6 +69,7 @@ export type RefusalKind =
   | 'ids-exhausted'
   | 'too-many-reservations'
   | 'idempotency-key-reused'
+  | 'invalid-user'
   | 'unique-violation';
 
 export type Refusal = GeneralRefusal | UniqueViolation;
@@ -77,6 +79,8 @@ interface GeneralRefusal {
   readonly detail: string;
   /** Seconds after which a retry can succeed, where that is known. */
   readonly retryAfter?: number;
+  /** The member a refused body breaks (`invalid-user`). */
+  readonly field?: string;
 }
 
 /** A write that would give a declared unique field a value another user holds (users/declared-fields.ts). */
@@ -101,7 +105,10 @@ function refuse(kind: GeneralRefusal['kind'], detail: string, retryAfter?: numbe
 
 export interface PutRequest {
   readonly ref: UserRef;
+  /** The new representation; with `merge`, a JSON merge patch (RFC 7396) of the current one. */
   readonly body: UserBody;
+  /** PATCH: `body` is merged into the user, which must exist. */
+  readonly merge?: boolean;
   readonly preconditions: Preconditions;
   readonly policy: WritePolicy;
   readonly now: number;
@@ -130,7 +137,7 @@ type DeleteDecision = { readonly kind: 'delete'; readonly user: StoredUser } | O
  * last member: a copy of the body would cost more than the serializing.
  */
 function represent(body: UserBody, id: number): string {
-  if (Object.hasOwn(body, 'id')) return JSON.stringify({ ...body, id });
+  if (Object.hasOwn(body, 'id')) return JSON.stringify(body.id === id ? body : { ...body, id });
   const json = JSON.stringify(body);
   return `${json.slice(0, -1)}${json.length > 2 ? ',' : ''}"id":${id}}`;
 }
@@ -181,6 +188,7 @@ function checkPreconditions(
 export function decidePut(request: PutRequest, facts: UserFacts): PutDecision {
   const target = resolveRef(request.ref, facts);
   if ('kind' in target) return target;
+  if (request.merge === true) return decidePatch(request, target.user, facts);
   if (target.user !== undefined) return decideExisting(request, target.user, facts);
   const bodyId = request.body.id as number | undefined;
   let id: number;
@@ -240,13 +248,44 @@ export interface DirectReplace {
 
 export function directReplace(request: PutRequest): DirectReplace | undefined {
   const { ref, body, preconditions: pre, policy } = request;
-  if (ref.kind !== 'id' || pre.ifNoneMatch !== undefined || (body.id !== undefined && body.id !== ref.id))
+  if (
+    request.merge === true ||
+    ref.kind !== 'id' ||
+    pre.ifNoneMatch !== undefined ||
+    (body.id !== undefined && body.id !== ref.id)
+  )
     return undefined;
   if (policy.requireIfMatch && pre.ifMatch === undefined) return undefined;
   const ifMatch = pre.ifMatch === undefined || pre.ifMatch.trim() === '*' ? undefined : strongTags(pre.ifMatch);
   if (ifMatch?.length === 0) return undefined;
   const json = represent(body, ref.id);
   return { id: ref.id, json, etag: entityTag(json), ifMatch };
+}
+
+/**
+ * PATCH: the patch merged into the current representation, then decided as
+ * the PUT of the result. A PATCH never creates; its preconditions are
+ * checked before the result is, as a PUT's are before its body's id.
+ */
+function decidePatch(request: PutRequest, user: StoredUser | undefined, facts: UserFacts): PutDecision {
+  if (user === undefined) return refuse('not-found', 'No such user; a PATCH changes a user, it never creates one.');
+  const refusal = checkPreconditions(request.preconditions, user, request.policy);
+  if (refusal !== undefined) return refusal;
+  const merged = mergedUser(user, request.body);
+  return merged.kind === 'merged'
+    ? decideExisting({ ...request, body: merged.body, merge: false }, user, facts)
+    : merged;
+}
+
+/** The current representation of `user` with `patch` merged in, checked as a PUT body is. */
+function mergedUser(user: StoredUser, patch: UserBody): { readonly kind: 'merged'; readonly body: UserBody } | Refusal {
+  try {
+    return { kind: 'merged', body: validateUserBody(applyMergePatch(JSON.parse(user.json), patch)) };
+  } catch (error) {
+    if (!(error instanceof UserValidationError)) throw error;
+    const detail = `The patched user is not valid: ${error.message}${error.field ? ` (field "${error.field}").` : '.'}`;
+    return { kind: 'invalid-user', detail, field: error.field };
+  }
 }
 
 /** Rule 2 (replace), rule 5 (the body's id) and the id-change variant's move. */

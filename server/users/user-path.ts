@@ -3,16 +3,14 @@
  * filter and `sort` write them, and the one way a member is read, so that
  * filtering, sorting and indexing see the same member.
  */
-
-/** The path grammar: `name *( "." name )`, name = ALPHA / "_" followed by ALPHA / DIGIT / "_" / "-". */
-const PATH = /^[A-Za-z_][A-Za-z0-9_-]*(?:\.[A-Za-z_][A-Za-z0-9_-]*)*$/;
+import { USER_PATH } from '../../shared/user.js';
 
 /** The path grammar in words, for the sentence that refuses a path. */
 export const PATH_RULE = 'a path is names joined by dots, each a letter or `_`, then letters, digits, `_` or `-`';
 
 /** The names of a dotted path, or undefined when `text` is not a path. */
 export function parsePath(text: string): string[] | undefined {
-  return PATH.test(text) ? text.split('.') : undefined;
+  return USER_PATH.test(text) ? text.split('.') : undefined;
 }
 
 /**

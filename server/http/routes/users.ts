@@ -2,7 +2,8 @@ import { hash } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import { NEW_USER_PATH, RESERVATIONS_PATH, USERS_PATH, userPath } from '../../../shared/endpoints.js';
 import { problems, type ProblemKind } from '../../../shared/problems.js';
-import { parseRef, UserValidationError, validateUserBody } from '../../../shared/user.js';
+import { MERGE_PATCH_TYPE } from '../../../shared/merge-patch.js';
+import { MAX_DEPTH, parseRef, UserValidationError, validateUserBody } from '../../../shared/user.js';
 import { HttpError } from '../../errors.js';
 import type { CreateOutcome, Lookup, MaybePromise, PutOutcome, ReserveOutcome } from '../../store/store.js';
 import { etagMatches } from '../../users/entity-tag.js';
@@ -21,7 +22,7 @@ import {
   type WritePolicy,
 } from '../../users/rules.js';
 import { aliasMap, DEFAULT_PAGE, flagParam, integerParam, MAX_PAGE } from '../listing.js';
-import { isFormEncoding, isJsonType } from '../media-type.js';
+import { isFormEncoding, isJsonType, isUtf8Type } from '../media-type.js';
 import { empty, json, NEEDS_SESSION, NEEDS_SESSION_TO_READ, parameter, schema, SESSION_OPTIONAL } from '../openapi.js';
 import { header, jsonText, parseJson, parseJsonText, preferredReturn, readBody, readBodyThen } from '../request.js';
 import { notFound, sendEmpty, sendEmptyFields, sendJson, sendJsonFields, sendJsonWith } from '../response.js';
@@ -41,6 +42,7 @@ const REFUSALS: Record<RefusalKind, ProblemKind> = {
   'ids-exhausted': problems.idSpaceExhausted,
   'too-many-reservations': problems.tooManyReservations,
   'idempotency-key-reused': problems.idempotencyKeyReused,
+  'invalid-user': problems.invalidUser,
   'unique-violation': problems.uniqueViolation,
 };
 
@@ -56,6 +58,7 @@ function refusalError(refusal: Refusal): HttpError {
     REFUSALS[refusal.kind],
     refusal.detail,
     refusal.retryAfter === undefined ? {} : { 'Retry-After': String(refusal.retryAfter) },
+    refusal.field === undefined ? {} : { field: refusal.field },
   );
 }
 
@@ -79,6 +82,7 @@ export function userRoutes(deps: RouteDeps): Route[] {
       byId: (ctx, id) => routes.put(ctx, { kind: 'id', id }),
       doc: PUT_DOC,
     },
+    { method: 'PATCH', path: `${USERS_PATH}/:ref`, handler: (ctx) => routes.patch(ctx, refOf(ctx)), doc: PATCH_DOC },
     {
       method: 'DELETE',
       path: `${USERS_PATH}/:ref`,
@@ -161,6 +165,25 @@ class UserRoutes {
       else answer(outcome, text);
     };
     readBodyThen(ctx.req, this.config.maxBody, jsonText, store, failed);
+  }
+
+  /** PATCH: a JSON merge patch (RFC 7396) merged into the user inside the store's write, and the result answered as a PUT's. */
+  async patch(ctx: Context, target: UserRef): Promise<void> {
+    const ref = await this.writeTarget(ctx, target);
+    if (ref === undefined) return;
+    requireMergePatch(ctx.req.headers['content-type']);
+    const body = checkPatch(parseJson(await readBody(ctx.req, this.config.maxBody)));
+    const preconditions = preconditionsOf(ctx);
+    const outcome = await this.store.putUser({
+      ref,
+      body,
+      merge: true,
+      preconditions,
+      policy: this.policy,
+      now: ctx.now,
+    });
+    // The answer's body is the stored representation itself: it carries its ETag.
+    answerPut(ctx, outcome, 'user' in outcome ? outcome.user.json : '');
   }
 
   async delete(ctx: Context, target: UserRef): Promise<void> {
@@ -381,6 +404,48 @@ function requireJson(contentType: string | undefined): void {
     throw new HttpError(problems.unsupportedMediaType, 'Send the user as Content-Type: application/json (UTF-8).');
 }
 
+/** PATCH takes a JSON merge patch only; any other type is 415 with Accept-Patch (RFC 5789 section 2.2). */
+function requireMergePatch(contentType: string | undefined): void {
+  if (!isUtf8Type(contentType, MERGE_PATCH_TYPE))
+    throw new HttpError(
+      problems.unsupportedMediaType,
+      `Send the change as Content-Type: ${MERGE_PATCH_TYPE} (a JSON merge patch, RFC 7396, in UTF-8).`,
+      { 'Accept-Patch': MERGE_PATCH_TYPE },
+    );
+}
+
+/**
+ * A merge patch for a user: a JSON object (any other patch replaces the
+ * whole user with a non-object), nested no deeper than a user may be, so
+ * that merging it is bounded.
+ */
+function checkPatch(value: unknown): UserBody {
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    throw new HttpError(problems.invalidUser, 'A merge patch of a user must be a JSON object.', {}, { field: '' });
+  if (!nestedAtMost(value, MAX_DEPTH))
+    throw new HttpError(
+      problems.invalidUser,
+      `The patch is nested deeper than ${MAX_DEPTH} levels.`,
+      {},
+      { field: '' },
+    );
+  return value as UserBody;
+}
+
+/** True when objects and arrays in `value` nest no deeper than `max`; iterative, so any depth is safe to ask about. */
+function nestedAtMost(value: unknown, max: number): boolean {
+  // The usual patch is flat: its members are checked without a stack.
+  if (Object.values(value as object).every((member) => typeof member !== 'object' || member === null)) return true;
+  const stack: [unknown, number][] = [[value, 1]];
+  while (stack.length > 0) {
+    const [item, depth] = stack.pop()!;
+    if (typeof item !== 'object' || item === null) continue;
+    if (depth > max) return false;
+    for (const member of Object.values(item)) stack.push([member, depth + 1]);
+  }
+  return true;
+}
+
 /**
  * POST /reservations ignores its body, so on its own a cross-site form
  * posting to it with the user's cookie would reserve an id. A body labelled
@@ -483,6 +548,26 @@ const PUT_DOC = {
     '301': MOVED,
   },
   problems: [401, 403, 404, 409, 410, 412, 413, 415, 422, 428, 503],
+};
+
+const PATCH_DOC = {
+  operationId: 'patchUser',
+  summary: 'Change some fields of a user (JSON merge patch)',
+  description: `Merges the patch into the user (RFC 7396: \`null\` removes a member, objects merge, anything else replaces) and checks the result as a PUT body; never creates (404). Idempotent. With \`Prefer: return=minimal\`: 204. ${NEEDS_SESSION}`,
+  tags: ['users'],
+  security: SESSION_OPTIONAL,
+  parameters: [parameter('ref'), parameter('If-Match'), parameter('Prefer')],
+  requestBody: {
+    required: true,
+    description: 'A JSON merge patch of the user; an `id` in it follows the PUT rules.',
+    content: { [MERGE_PATCH_TYPE]: { schema: { type: 'object' } } },
+  },
+  responses: {
+    '200': json('Patched: the user as it now is.', schema('User'), 'Content-Location', 'ETag', 'Location'),
+    '204': empty('Patched, with `Prefer: return=minimal`.', 'Preference-Applied', 'ETag'),
+    '301': MOVED,
+  },
+  problems: [401, 403, 404, 409, 412, 413, 415, 422, 428, 503],
 };
 
 const DELETE_DOC = {

@@ -528,14 +528,19 @@ export function isConnectionLost(error: unknown): boolean {
  * connection's next session. Neither statement ran, and each connection
  * fails at most these two times: without the retries, every connection of
  * the pool would fail one or two more requests after the database is
- * back. A database that cannot be reached fails otherwise (refused, timed
- * out), at once.
+ * back. A connection that does not open within CONNECT_TIMEOUT_SECONDS is
+ * tried once more, since nothing was sent on it: a moment of load, or this
+ * process's event loop held past the timer, makes a healthy database miss
+ * so short a limit. A database that cannot be reached fails otherwise
+ * (refused, or timed out twice), at once.
  */
 export async function againIfDropped<T>(run: () => Promise<T>, poolSize: number): Promise<T> {
+  let slowOpens = 0;
   for (let attempt = 0; ; attempt++) {
     try {
       return await run();
     } catch (error) {
+      if (codeOf(error) === 'CONNECT_TIMEOUT' && slowOpens++ === 0) continue;
       if (!wasDropped(error) || attempt >= 2 * poolSize) throw error;
     }
   }

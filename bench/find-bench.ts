@@ -1,0 +1,258 @@
+/**
+ * Finding users on 1,000,000 (issue "find users by any field", "How
+ * fast"), side by side in one run, never asserted:
+ *
+ * - lookup: an indexed unique lookup (`filter=email eq "..."`) against GET
+ *   /users/{id} of the same server, in requests a second (goal: at least
+ *   0.85 of it), on the journal and on PostgreSQL;
+ * - scan: a condition on an undeclared path answered in full (every page),
+ *   in users examined a second (goal: 2 million), and the p99 of GETs by id
+ *   from a fifth client while four run such scans (goal: under 20 ms);
+ * - memory: start-up and peak RSS with and without two declared indexes
+ *   (goals: at most 80 bytes a user an index, start-up at most 1.3x).
+ *
+ * The users are `{"name":"Grace Hopper 4821","email":"user4821@example.com","age":N,"id":N}`,
+ * written as a journal (bench/store-bench.ts buildJournalDir's way), and
+ * copied into a throwaway PostgreSQL (`users-server copy`) for `--store postgres`.
+ * Indexes are declared with `users-server index add`.
+ *
+ * Run: npm run build && node --import tsx bench/find-bench.ts [--users 1000000] [--part lookup|scan|memory ...] [--store journal|postgres ...] [--seconds 10]
+ */
+import { execFileSync } from 'node:child_process';
+import { closeSync, cpSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { encodeHeader, encodeMutations, encodeRecord, FileKind, HEADER_BYTES } from '../server/store/journal/codec.js';
+import { journalName } from '../server/store/journal/recovery.js';
+import { postgresSkipReason, testDatabase } from '../test/postgres.js';
+import { socketLoad } from './socket-load.js';
+import {
+  fmt,
+  LOAD_FLAGS,
+  median,
+  peakRss,
+  percentile,
+  requestPool,
+  ROOT,
+  spawnServer,
+  table,
+  typicalName,
+  type ServerProcess,
+} from './store-bench.js';
+
+const { values } = parseArgs({
+  options: {
+    users: { type: 'string', default: '1000000' },
+    part: { type: 'string', multiple: true },
+    store: { type: 'string', multiple: true },
+    seconds: { type: 'string', default: '10' },
+  },
+});
+const USERS = Number(values.users);
+const SECONDS = Number(values.seconds);
+const PARTS = values.part ?? ['lookup', 'scan', 'memory'];
+const STORES = values.store ?? ['journal', 'postgres'];
+const SERVER_BIN = join(ROOT, 'bin', 'users-server.js');
+const CONNECTIONS = 16;
+
+/** A data directory of `users` users with an email and an age, one journal record each. */
+function buildUsersDir(users: number): string {
+  const dir = mkdtempSync(join(tmpdir(), 'users-find-bench-'));
+  const fd = openSync(join(dir, journalName(1)), 'w', 0o600);
+  try {
+    const parts: Buffer[] = [encodeHeader(FileKind.Journal, 1)];
+    let bytes = HEADER_BYTES;
+    for (let id = 1; id <= users; id++) {
+      const json = JSON.stringify({ name: typicalName(id), email: emailOf(id), age: id % 90, id });
+      const record = encodeRecord(encodeMutations([{ op: 'put', id, json }]));
+      parts.push(record);
+      bytes += record.length;
+      if (bytes >= 8 * 1024 * 1024 || id === users) {
+        writeSync(fd, Buffer.concat(parts, bytes));
+        parts.length = 0;
+        bytes = 0;
+      }
+    }
+  } finally {
+    closeSync(fd);
+  }
+  return dir;
+}
+
+function emailOf(id: number): string {
+  return `user${id}@example.com`;
+}
+
+/** `users-server ARGS...`, failing loudly. */
+function usersServer(args: string[]): void {
+  execFileSync(process.execPath, [SERVER_BIN, ...args], { stdio: ['ignore', 'ignore', 'inherit'] });
+}
+
+/** `--data DIR` or `--store URL` for a server and the index commands. */
+type Target = { kind: 'journal'; args: string[] } | { kind: 'postgres'; args: string[] };
+
+async function targetFor(store: string, dir: string): Promise<Target> {
+  if (store === 'journal') return { kind: 'journal', args: ['--data', dir] };
+  const url = await testDatabase(undefined, { durable: true, migrated: false });
+  usersServer(['copy', '--from', dir, '--to', url]);
+  return { kind: 'postgres', args: ['--store', url] };
+}
+
+function declare(target: Target, path: string, flags: string[]): void {
+  usersServer(['index', 'add', path, ...flags, ...target.args]);
+}
+
+async function start(target: Target): Promise<ServerProcess> {
+  return spawnServer(['--port', '0', '--require-session', 'none', ...LOAD_FLAGS, ...target.args]);
+}
+
+function byIdRequests() {
+  return requestPool(() => ({ path: `/users/${1 + Math.floor(Math.random() * USERS)}` }));
+}
+
+function byEmailRequests() {
+  return requestPool(() => {
+    const filter = `email eq "${emailOf(1 + Math.floor(Math.random() * USERS))}"`;
+    return { path: `/users?filter=${encodeURIComponent(filter)}` };
+  });
+}
+
+/** Requests a second of GET by id and of the indexed lookup, alternating, three times each. */
+async function lookup(target: Target): Promise<string[]> {
+  declare(target, 'email', ['--unique', '--case-insensitive']);
+  const server = await start(target);
+  try {
+    const byId: number[] = [];
+    const byEmail: number[] = [];
+    for (let round = 0; round < 3; round++) {
+      const seconds = SECONDS / 3;
+      byId.push(
+        (await socketLoad({ url: server.url, connections: CONNECTIONS, seconds, requests: byIdRequests() })).rps,
+      );
+      const found = await socketLoad({
+        url: server.url,
+        connections: CONNECTIONS,
+        seconds,
+        requests: byEmailRequests(),
+      });
+      if (found.non2xx > 0) throw new Error(`the lookup answered ${found.non2xx} non-2xx`);
+      byEmail.push(found.rps);
+    }
+    const ratio = median(byEmail) / median(byId);
+    return [target.kind, fmt(median(byId), 0), fmt(median(byEmail), 0), `${ratio.toFixed(2)} (goal >= 0.85)`];
+  } finally {
+    await server.stop();
+  }
+}
+
+/** Follows `next` from `path` to the end; the number of pages. */
+async function followAll(url: string, path: string): Promise<number> {
+  let next: string | null = path;
+  let pages = 0;
+  while (next !== null) {
+    const answer = await fetch(`${url}${next}`);
+    if (answer.status !== 200) throw new Error(`${next} answered ${answer.status}`);
+    next = ((await answer.json()) as { next: string | null }).next;
+    pages++;
+  }
+  return pages;
+}
+
+/** A scan of an undeclared path in full; then four scanners and the p99 of a fifth client's GETs. */
+async function scan(target: Target): Promise<string[]> {
+  const server = await start(target);
+  const path = `/users?filter=${encodeURIComponent('name ew "7"')}&limit=1000`;
+  try {
+    const began = performance.now();
+    await followAll(server.url, path);
+    const seconds = (performance.now() - began) / 1000;
+    let scanning = true;
+    const scanners = [1, 2, 3, 4].map(async () => {
+      while (scanning) await followAll(server.url, path);
+    });
+    const latencies: number[] = [];
+    const until = performance.now() + SECONDS * 1000;
+    while (performance.now() < until) {
+      const sent = performance.now();
+      const answer = await fetch(`${server.url}/users/${1 + Math.floor(Math.random() * USERS)}`);
+      await answer.arrayBuffer();
+      latencies.push(performance.now() - sent);
+    }
+    scanning = false;
+    await Promise.all(scanners);
+    latencies.sort((a, b) => a - b);
+    const p99 = percentile(latencies, 0.99);
+    return [target.kind, fmt(USERS / seconds / 1e6, 2), `${fmt(p99, 1)} ms (goal < 20)`];
+  } finally {
+    await server.stop();
+  }
+}
+
+/** Start-up to the first answer and peak RSS, with no index and with two. */
+async function memory(dir: string): Promise<string[][]> {
+  const rows: string[][] = [];
+  const figures: { ms: number; rss: number }[] = [];
+  for (const indexes of [0, 2]) {
+    const copy = mkdtempSync(join(tmpdir(), 'users-find-memory-'));
+    cpSync(dir, copy, { recursive: true });
+    const target: Target = { kind: 'journal', args: ['--data', copy] };
+    if (indexes > 0) {
+      declare(target, 'email', ['--unique']);
+      declare(target, 'age', []);
+    }
+    const times: number[] = [];
+    const rss: number[] = [];
+    for (let round = 0; round < 3; round++) {
+      const server = await start(target);
+      const answered = await fetch(`${server.url}/healthz`);
+      times.push(performance.now() - server.spawnedAt);
+      if (answered.status !== 200) throw new Error(`/healthz answered ${answered.status}`);
+      rss.push(peakRss(server.pid));
+      await server.stop();
+    }
+    rmSync(copy, { recursive: true, force: true });
+    figures.push({ ms: median(times), rss: median(rss) });
+    rows.push([`${indexes} declared`, fmt(median(times), 0), fmt(median(rss) / 2 ** 20, 1)]);
+  }
+  const perUserIndex = (figures[1]!.rss - figures[0]!.rss) / USERS / 2;
+  rows.push([
+    'two indexes over none',
+    `${(figures[1]!.ms / figures[0]!.ms).toFixed(2)}x (goal <= 1.3x)`,
+    `${fmt(perUserIndex, 0)} bytes a user an index (goal <= 80)`,
+  ]);
+  return rows;
+}
+
+console.error(`building ${fmt(USERS, 0)} users...`);
+const dir = buildUsersDir(USERS);
+try {
+  const stores = STORES.filter((store) => {
+    const skip = store === 'postgres' ? postgresSkipReason() : undefined;
+    if (skip !== undefined) console.log(`postgres skipped: ${skip}`);
+    return skip === undefined;
+  });
+  if (PARTS.includes('lookup')) {
+    const rows = [];
+    for (const store of stores) {
+      const copy = mkdtempSync(join(tmpdir(), 'users-find-lookup-'));
+      cpSync(dir, copy, { recursive: true });
+      rows.push(await lookup(await targetFor(store, copy)));
+      rmSync(copy, { recursive: true, force: true });
+    }
+    console.log(`\nIndexed unique lookup against GET by id, ${fmt(USERS, 0)} users, ${CONNECTIONS} connections:\n`);
+    console.log(table(['store', 'GET /users/{id} req/s', 'filter=email eq req/s', 'lookup / GET'], rows));
+  }
+  if (PARTS.includes('scan')) {
+    const rows = [];
+    for (const store of stores) rows.push(await scan(await targetFor(store, dir)));
+    console.log(`\nA filter no index serves, answered in full, and GETs beside four such scans:\n`);
+    console.log(table(['store', 'million users examined a second', 'GET p99 beside 4 scans'], rows));
+  }
+  if (PARTS.includes('memory')) {
+    console.log(`\nStart-up and memory on the journal, ${fmt(USERS, 0)} users:\n`);
+    console.log(table(['indexes', 'start-up ms (median of 3)', 'peak RSS MiB'], await memory(dir)));
+  }
+} finally {
+  rmSync(dir, { recursive: true, force: true });
+}
