@@ -67,6 +67,11 @@ pg(
       assert.deepEqual(await namesFound(server, { sort: '-email', filter: 'email pr' }), ['Cy', 'bob', 'Ann']);
       const taken = assertProblem(await create(server, { name: 'Eve', email: 'ann@X.org' }), 409, 'unique-violation');
       assert.deepEqual([taken.field, taken.conflictsWith], ['email', '/users/1']);
+      const patched = await send(server.url, 'PATCH', '/users/2', {
+        headers: { 'content-type': 'application/merge-patch+json' },
+        body: JSON.stringify({ email: 'ANN@x.org' }),
+      });
+      assert.equal(assertProblem(patched, 409, 'unique-violation').conflictsWith, '/users/1');
     }
     const listed = await runUsersServer(['index', 'list', '--store', url]);
     assert.equal(listed.stdout, 'email  unique, case-insensitive\n');
