@@ -38,6 +38,12 @@ export function apiUrl(path: string): string {
   return new URL(path.replace(/^\/+/, ''), ROOT).href;
 }
 
+/** The id of a user URI the server wrote (`/users/7`, a Location, a conflictsWith); undefined for another. */
+export function userIdOfUri(uri: unknown): number | undefined {
+  const match = typeof uri === 'string' ? /\/users\/(\d+)$/.exec(uri) : null;
+  return match === null ? undefined : Number(match[1]);
+}
+
 interface Answer<T> {
   readonly status: number;
   readonly headers: Headers;
@@ -90,4 +96,10 @@ function parseJson(text: string): unknown {
   } catch {
     return text;
   }
+}
+
+/** A random key for Idempotency-Key: crypto.randomUUID needs a secure context, getRandomValues does not. */
+export function idempotencyKey(): string {
+  const bytes = crypto.getRandomValues(new Uint8Array(16));
+  return Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('');
 }
