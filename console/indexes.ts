@@ -1,6 +1,6 @@
 /**
- * The declared paths (`GET /indexes`, the fields an operator declared with
- * `users-server index add`): a column each in the table, and where plain
+ * The declared paths (`GET /indexes`, the fields the operator declared:
+ * indexed, unique or case-insensitive): a column each in the table, and where plain
  * words are looked for. A server without the endpoint (404) declares none.
  */
 import { call } from './api.js';

@@ -6,7 +6,7 @@ export interface ViewContext {
   readonly main: HTMLElement;
   readonly session: Session;
   readonly feed: Feed;
-  /** The paths declared with `users-server index add` (`GET /indexes`); none where the server has no such endpoint. */
+  /** The paths the server declares as indexes (`GET /indexes`); none where the server has no such endpoint. */
   readonly declared: Promise<readonly string[]>;
   /** Runs `cleanup` when the view is left (another view, sign-out). */
   onLeave(cleanup: () => void): void;
