@@ -5,7 +5,7 @@
  * table (pages, sort, filter, count, the declared columns), a user's page
  * (Save with If-Match, the 412 with both versions, Delete, New user, a
  * unique-field conflict), live changes from the feed (also after a cut
- * connection, and across two instances on PostgreSQL), API tokens, the
+ * connection, on the journal, and across two instances on PostgreSQL), API tokens, the
  * status, a reader's console, a user whose name is markup, keyboard use,
  * 375 and 1440 px wide, behind a proxy's path prefix, over TLS with
  * --cookie-secure, and an axe-core audit of every page, light and dark.
@@ -373,7 +373,7 @@ test('Console table: a column for each declared path of GET /indexes, searched b
 // ------------------------------------------------------------ a user's page
 
 test("Console user page: the fields as a form (Name) and the whole JSON as text; Save sends If-Match; a change made meanwhile (412) shows both versions, and re-applying keeps both people's changes", async (t) => {
-  const server = await startTestServer(t);
+  const server = await startTestServer(t, { store: 'journal' });
   await seed(server, 1, () => ({ name: 'Ann', team: 'red', age: 41 }), 'ann');
   const opened = await consoleOf(t, server);
   if (opened === undefined) return;
@@ -512,7 +512,7 @@ test('Console: a unique-field conflict (409 unique-violation) names the field an
 // ------------------------------------------------------------ live
 
 test('Console live: a change made elsewhere shows in the table and on an open user without a reload; a deleted user is marked; after a cut connection the feed resumes (Last-Event-ID) and misses nothing', async (t) => {
-  const server = await startTestServer(t, { requireSession: 'all' });
+  const server = await startTestServer(t, { store: 'journal', requireSession: 'all' });
   await seed(server, 2, (i) => ({ name: `Person ${i}` }));
   const table = await consoleOf(t, server);
   const user = await consoleOf(t, server);
