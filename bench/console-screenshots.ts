@@ -1,12 +1,15 @@
 /**
  * The screenshots of docs/console.md, taken from a real run: the built
- * users-server (memory store) with a few users, and the console in
+ * users-server (memory store, two declared fields) with a few users, and the console in
  * headless Chromium. Writes docs/console-*.png.
  *
  * Run: node --import tsx bench/console-screenshots.ts (needs dist/: `npm run build`, and /usr/bin/chromium).
  */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium, type Page } from 'playwright-core';
+import { writeDeclarationsFile } from '../server/store/declarations-file.js';
 import { ADMIN_PASSWORD, LOAD_FLAGS, ROOT, spawnServer } from './store-bench.js';
 
 const PEOPLE: [string, string, string, number][] = [
@@ -22,7 +25,13 @@ const PEOPLE: [string, string, string, number][] = [
   ['Frances Allen', 'frances', 'research', 88],
 ];
 
-const server = await spawnServer(['--port', '0', '--store', 'memory', ...LOAD_FLAGS], {
+// email and team declared (users-server index add), so the table shows them.
+const data = mkdtempSync(join(tmpdir(), 'console-screenshots-'));
+writeDeclarationsFile(data, [
+  { path: 'email', unique: true, caseInsensitive: true },
+  { path: 'team', unique: false, caseInsensitive: false },
+]);
+const server = await spawnServer(['--port', '0', '--store', 'memory', '--data', data, ...LOAD_FLAGS], {
   env: { USERS_REQUIRE_SESSION: 'all', USERS_PASSWORD_COST: '10' },
 });
 const browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: ['--headless', '--no-sandbox'] });
@@ -86,4 +95,5 @@ try {
 } finally {
   await browser.close();
   await server.stop();
+  rmSync(data, { recursive: true, force: true });
 }

@@ -23,7 +23,8 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { after, before, test, type TestContext } from 'node:test';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
-import { PROBLEM_CONTENT_TYPE, PROBLEM_TYPE_PREFIX } from '../shared/problems.js';
+import { writeDeclarationsFile } from '../server/store/declarations-file.js';
+import { PROBLEM_CONTENT_TYPE } from '../shared/problems.js';
 import {
   ADMIN_PASSWORD,
   basic,
@@ -324,50 +325,55 @@ test('Console filter: plain words search the name (and the declared paths) with 
   assert.equal(await alert.count(), 0, 'the explanation goes with the filter');
 });
 
-test('Console table: a column for each declared path of GET /indexes, searched by plain words too; a server without /indexes (404) shows none', async (t) => {
-  const server = await startTestServer(t);
+test('Console table: a column for each path the server declares (GET /indexes), searched by plain words too; a server without /indexes (404) shows none', async (t) => {
+  const data = tempDir(t);
+  writeDeclarationsFile(data, [
+    { path: 'address.city', unique: false, caseInsensitive: false },
+    { path: 'email', unique: true, caseInsensitive: true },
+  ]);
+  const server = await startTestServer(t, { data });
   await seed(server, 3, (i) => ({
     name: `Person ${i}`,
     email: `p${i}@example.org`,
     address: { city: ['Oslo', 'Rome', 'Lima'][i - 1] },
   }));
-  const plain = await consoleOf(t, server);
-  if (plain === undefined) return;
-  assert.deepEqual(await plain.page.getByRole('columnheader').allTextContents(), ['id', 'alias', 'name']);
-
-  const opened = await open(t);
+  const opened = await consoleOf(t, server);
   if (opened === undefined) return;
   const { page } = opened;
-  await page.route('**/indexes', (route) =>
-    route.fulfill({
-      contentType: 'application/json',
-      body: JSON.stringify({
-        items: [
-          { path: 'email', unique: true, caseInsensitive: true },
-          { path: 'address.city', unique: false, caseInsensitive: false },
-        ],
-      }),
-    }),
-  );
-  await signIn(page, `${server.url}/console`);
-  await page.getByRole('columnheader', { name: 'address.city' }).waitFor();
+  await page.getByRole('columnheader', { name: 'email' }).waitFor();
   assert.deepEqual(await page.getByRole('columnheader').allTextContents(), [
     'id',
     'alias',
     'name',
-    'email',
     'address.city',
+    'email',
   ]);
-  await until(page, `document.querySelectorAll('table.users tbody tr').length === 3`);
-  assert.deepEqual(await column(page, 5), ['Oslo', 'Rome', 'Lima']);
+  assert.deepEqual(await column(page, 4), ['Oslo', 'Rome', 'Lima']);
   const words = page.waitForRequest((r) => r.url().includes('filter=') && !r.url().includes('count=true'));
   await page.getByRole('searchbox', { name: 'Filter' }).fill('Rome');
   assert.equal(
     new URL((await words).url()).searchParams.get('filter'),
-    '(name co "Rome" or email co "Rome" or address.city co "Rome")',
+    '(name co "Rome" or address.city co "Rome" or email co "Rome")',
   );
   await until(page, `document.querySelectorAll('table.users tbody tr').length === 1`);
-  assert.deepEqual(await column(page, 4), ['p2@example.org']);
+  assert.deepEqual(await column(page, 5), ['p2@example.org']);
+  // A sort on a declared path goes to the server like any other.
+  await page.getByRole('searchbox', { name: 'Filter' }).fill('');
+  await page.getByRole('searchbox', { name: 'Filter' }).press('Enter');
+  await until(page, `document.querySelectorAll('table.users tbody tr').length === 3`);
+  await page.getByRole('columnheader', { name: 'address.city' }).getByRole('button').click();
+  await until(page, `document.querySelector('table.users tbody td:nth-child(4)')?.textContent === 'Lima'`);
+  assert.deepEqual(await column(page, 4), ['Lima', 'Oslo', 'Rome']);
+
+  // A server that has no /indexes (an older one) declares nothing: no extra column.
+  const older = await open(t);
+  if (older === undefined) return;
+  await older.page.route('**/indexes', (route) =>
+    route.fulfill({ status: 404, contentType: PROBLEM_CONTENT_TYPE, body: '{"status":404}' }),
+  );
+  await signIn(older.page, `${server.url}/console`);
+  await older.page.locator('table.users tbody tr').first().waitFor();
+  assert.deepEqual(await older.page.getByRole('columnheader').allTextContents(), ['id', 'alias', 'name']);
 });
 
 // ------------------------------------------------------------ a user's page
@@ -477,36 +483,30 @@ test('Console user page: Delete asks first (Cancel keeps the user), then deletes
 });
 
 test('Console: a unique-field conflict (409 unique-violation) names the field and links the user that holds the value', async (t) => {
-  const server = await startTestServer(t);
+  const data = tempDir(t);
+  writeDeclarationsFile(data, [{ path: 'email', unique: true, caseInsensitive: true }]);
+  const server = await startTestServer(t, { data });
   await seed(server, 2, (i) => ({ name: `Person ${i}`, email: `p${i}@example.org` }));
   const opened = await consoleOf(t, server);
   if (opened === undefined) return;
   const { page } = opened;
-  // The refusal as the declared-fields API answers it (docs/api.md): field, and the holder's URI.
-  await page.route('**/users/1', (route) =>
-    route.request().method() !== 'PUT'
-      ? route.fallback()
-      : route.fulfill({
-          status: 409,
-          contentType: PROBLEM_CONTENT_TYPE,
-          body: JSON.stringify({
-            type: `${PROBLEM_TYPE_PREFIX}unique-violation`,
-            title: 'Another user holds this value of a unique field',
-            status: 409,
-            detail: 'The user /users/2 already holds this value of email, which is declared unique.',
-            field: 'email',
-            conflictsWith: '/users/2',
-          }),
-        }),
-  );
   await page.goto(`${server.url}/console#/users/1`);
-  await page.getByLabel('email').fill('p2@example.org');
+  await page.getByLabel('email').fill('P2@example.org');
   await page.getByRole('button', { name: 'Save' }).click();
   const alert = page.getByRole('alert');
-  await alert.getByRole('link', { name: 'user 2' }).click();
-  await page.waitForURL(/#\/users\/2$/);
+  await alert.getByRole('link', { name: 'user 2' }).waitFor();
+  assert.equal(await alert.textContent(), 'Another user already holds this value of email, which is unique: user 2.');
+  assert.equal(await page.getByLabel('email').getAttribute('aria-invalid'), 'true', 'the field is marked');
+  assert.equal((await send(server.url, 'GET', '/users/1')).json().email, 'p1@example.org', 'nothing changed');
+  // The same for a new user.
+  await page.goto(`${server.url}/console#/new`);
+  await page.getByLabel('Name').fill('Copycat');
+  await page.getByLabel('More fields (JSON)').fill('{"email": "p1@EXAMPLE.org"}');
+  await page.getByRole('button', { name: 'Create' }).click();
+  await page.getByRole('alert').getByRole('link', { name: 'user 1' }).click();
+  await page.waitForURL(/#\/users\/1$/);
   await page.getByLabel('Name', { exact: true }).waitFor();
-  assert.equal(await page.getByLabel('Name', { exact: true }).inputValue(), 'Person 2');
+  assert.equal(await page.getByLabel('Name', { exact: true }).inputValue(), 'Person 1');
 });
 
 // ------------------------------------------------------------ live
@@ -659,16 +659,15 @@ test('Console for a reader: everything shows, but Save, Delete and New user are 
 });
 
 test('Console: a user whose name is markup (<img src=x onerror=...>) shows those characters and runs nothing, in the table, on its page and in a declared column', async (t) => {
-  const server = await startTestServer(t);
+  const data = tempDir(t);
+  writeDeclarationsFile(data, [{ path: 'email', unique: false, caseInsensitive: false }]);
+  const server = await startTestServer(t, { data });
   const markup = '<img src=x onerror="window.__xss=1">';
   const script = '"><script>window.__xss=2</script><b>bold</b>';
   await seed(server, 1, () => ({ name: markup, email: script }));
   const opened = await open(t);
   if (opened === undefined) return;
   const { page, problems } = opened;
-  await page.route('**/indexes', (route) =>
-    route.fulfill({ contentType: 'application/json', body: '{"items":[{"path":"email"}]}' }),
-  );
   await signIn(page, `${server.url}/console`);
   await page.getByRole('link', { name: markup }).waitFor();
   assert.equal(await page.locator('table.users tbody td:nth-child(4)').textContent(), script);
