@@ -20,6 +20,41 @@ const NODE_GLOBALS = Object.fromEntries(
   ].map((name) => [name, 'readonly']),
 );
 
+/** What the console (console/, run in the browser) finds in the page's global scope. */
+const BROWSER_GLOBALS = Object.fromEntries(
+  [
+    'window',
+    'document',
+    'location',
+    'history',
+    'navigator',
+    'crypto',
+    'fetch',
+    'console',
+    'URL',
+    'URLSearchParams',
+    'Headers',
+    'EventSource',
+    'MessageEvent',
+    'Event',
+    'KeyboardEvent',
+    'IntersectionObserver',
+    'TextEncoder',
+    'Node',
+    'HTMLElement',
+    'HTMLAnchorElement',
+    'HTMLInputElement',
+    'HTMLTableRowElement',
+    'HTMLDialogElement',
+    'setTimeout',
+    'clearTimeout',
+    'setInterval',
+    'clearInterval',
+    'btoa',
+    'performance',
+  ].map((name) => [name, 'readonly']),
+);
+
 export default tseslint.config(
   { ignores: ['dist/', 'coverage/', 'node_modules/', 'test/fixtures/'] },
   js.configs.recommended,
@@ -44,4 +79,5 @@ export default tseslint.config(
       'no-control-regex': 'off',
     },
   },
+  { files: ['console/**/*.ts'], languageOptions: { globals: BROWSER_GLOBALS } },
 );

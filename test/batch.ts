@@ -18,6 +18,7 @@ const COSTS: Record<string, number> = {
   'cli-examples.test.ts': 7,
   'postgres-instances.test.ts': 14,
   'browser.test.ts': 15,
+  'console.test.ts': 60,
   'property.test.ts': 6,
   'cookie-interop.test.ts': 6,
   'server-cli.test.ts': 6,

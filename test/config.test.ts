@@ -42,6 +42,7 @@ const DEFAULTS: Config = {
   loginFailuresPerMinute: 600,
   logFormat: 'text',
   loginPage: false,
+  noConsole: false,
   passwordCost: 15,
   dbPool: 10,
   dbTimeout: 5,
@@ -193,6 +194,15 @@ const settings: SettingCase[] = [
     fromFlag: true,
     fromEnv: false,
   },
+  {
+    flag: 'no-console',
+    env: 'USERS_NO_CONSOLE',
+    flagValue: undefined,
+    envValue: 'false',
+    key: 'noConsole',
+    fromFlag: true,
+    fromEnv: false,
+  },
 ];
 
 function flagArgs(c: SettingCase): string[] {
@@ -224,6 +234,7 @@ const booleanEnvs: { env: string; key: keyof Config }[] = [
   { env: 'USERS_REQUIRE_IF_MATCH', key: 'requireIfMatch' },
   { env: 'USERS_COOKIE_SECURE', key: 'cookieSecure' },
   { env: 'USERS_LOGIN_PAGE', key: 'loginPage' },
+  { env: 'USERS_NO_CONSOLE', key: 'noConsole' },
 ];
 const booleanSpellings: { value: string; expected: boolean }[] = [
   { value: '1', expected: true },

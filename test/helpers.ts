@@ -365,28 +365,31 @@ export async function listText(server: { url: string }): Promise<string> {
 
 const REPO = fileURLToPath(new URL('..', import.meta.url));
 
-/** Newest modification time of the .ts files under `dir`. */
+/** Newest modification time of the sources under `dir`: TypeScript, and the console's HTML and CSS. */
 function newestSource(dir: string): number {
   if (!existsSync(dir)) return 0;
   let newest = 0;
   for (const entry of readdirSync(dir, { withFileTypes: true })) {
     const path = join(dir, entry.name);
     if (entry.isDirectory()) newest = Math.max(newest, newestSource(path));
-    else if (entry.name.endsWith('.ts')) newest = Math.max(newest, statSync(path).mtimeMs);
+    else if (/\.(?:ts|html|css)$/.test(entry.name)) newest = Math.max(newest, statSync(path).mtimeMs);
   }
   return newest;
 }
 
 /**
  * For tests that run the real `bin/` executables, which run dist/:
- * rebuilds dist/ when it is older than server/, cli/ or shared/. Returns why the
+ * rebuilds dist/ when it is older than server/, cli/, shared/ or console/. Returns why the
  * test must skip when the build fails, else undefined.
  */
 export function buildIfStale(): string | undefined {
-  const main = join(REPO, 'dist', 'users-server', 'main.js');
-  const cli = join(REPO, 'dist', 'usersctl', 'main.js');
-  const built = Math.min(existsSync(main) ? statSync(main).mtimeMs : 0, existsSync(cli) ? statSync(cli).mtimeMs : 0);
-  const stale = built < Math.max(...['server', 'shared', 'cli'].map((d) => newestSource(join(REPO, d))));
+  const outputs = [
+    join(REPO, 'dist', 'users-server', 'main.js'),
+    join(REPO, 'dist', 'usersctl', 'main.js'),
+    join(REPO, 'dist', 'console', 'index.html'),
+  ];
+  const built = Math.min(...outputs.map((file) => (existsSync(file) ? statSync(file).mtimeMs : 0)));
+  const stale = built < Math.max(...['server', 'shared', 'cli', 'console'].map((d) => newestSource(join(REPO, d))));
   if (!stale) return undefined;
   try {
     execFileSync('npm', ['run', 'build'], { cwd: REPO, stdio: 'pipe' });

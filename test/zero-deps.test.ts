@@ -287,6 +287,22 @@ test('layers: nothing in shared/ imports from server/ or cli/', () => {
   assert.deepEqual(violations, []);
 });
 
+test('the console (console/, run in the browser) imports only its own files and shared/: no package, no node: module, nothing of server/ or cli/', () => {
+  const files = sourceFiles(join(ROOT, 'console'));
+  assert.ok(files.length > 0, 'console/ has no source files');
+  const allowed = [resolve(ROOT, 'console'), resolve(ROOT, 'shared')];
+  const violations = files.flatMap((file) =>
+    findSpecifiers(readFileSync(file, 'utf8'), file)
+      .filter((s) => {
+        if (s.text === undefined || !(s.text.startsWith('./') || s.text.startsWith('../'))) return true;
+        const target = resolve(dirname(file), s.text);
+        return !allowed.some((dir) => target.startsWith(dir + sep));
+      })
+      .map((s) => `${relative(ROOT, file)}:${s.line}: ${s.kind} '${s.text}'`),
+  );
+  assert.deepEqual(violations, []);
+});
+
 test("package.json: the runtime dependencies are exactly commander, undici and tough-cookie (the CLI's); postgres is an optional peer, never installed for users of the journal", () => {
   const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as Record<string, unknown>;
   assert.deepEqual(Object.keys((pkg.dependencies ?? {}) as object).sort(), ['commander', 'tough-cookie', 'undici']);

@@ -24,6 +24,7 @@ import { healthRoute, metricsRoute, openApiRoute, readinessRoute, READY_PATH } f
 import { indexesRoute } from './routes/indexes.js';
 import { userRoutes } from './routes/users.js';
 import { tokenRoutes } from './routes/tokens.js';
+import { consoleRoutes } from './routes/console.js';
 import { SessionCookies } from './session-cookies.js';
 import { AccessControl } from './access-control.js';
 
@@ -108,6 +109,7 @@ class UsersApp implements App {
       readinessRoute(routeDeps),
       metricsRoute(routeDeps, () => this.metrics, this.feeds),
       openApiRoute(() => this.openapi),
+      ...consoleRoutes(routeDeps),
     ];
     this.router = new Router(this.routes);
     this.metrics = new Metrics(this.router.paths);

@@ -137,6 +137,7 @@ export function buildOpenApi(routes: readonly Route[]): Json {
       { name: 'users', description: 'The user resource, listing and reservations.' },
       { name: 'tokens', description: 'API tokens for scripts and scrapers (`Authorization: Bearer`).' },
       { name: 'operations', description: 'Health, metrics and this document.' },
+      { name: 'console', description: 'The admin console in the browser (`--no-console` turns it off).' },
     ],
     paths,
     components: {

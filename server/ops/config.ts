@@ -59,6 +59,8 @@ export interface Config {
   logFormat: LogFormat;
   /** Serve the browser sign-in page at GET /login and send browsers without a session there from GET /. */
   loginPage: boolean;
+  /** --no-console: no admin console at /console (it answers 404). */
+  noConsole: boolean;
   /** log2 of scrypt's N for passwords hashed by this process (the admin's, the decoy's). */
   passwordCost: number;
   /** Password hashes computed at once; more logins wait in a short queue, then are refused 503. */
@@ -301,6 +303,13 @@ export const FLAGS: Record<string, FlagSpec> = {
     default: false,
     description: 'browser sign-in page at /login; GET / sends browsers there',
     key: 'loginPage',
+    parse: (v) => v,
+  },
+  'no-console': {
+    type: 'boolean',
+    default: false,
+    description: 'serve no admin console at /console (it answers 404)',
+    key: 'noConsole',
     parse: (v) => v,
   },
   'password-cost': {

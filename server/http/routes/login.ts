@@ -123,7 +123,7 @@ class LoginRoutes implements SessionActions {
     const credentials = parseBasicAuth(req.headers.authorization);
     if (!credentials) {
       this.logLogin(req, '', now, 'no-credentials');
-      throw loginFailed('Send Basic credentials: Authorization: Basic base64(user:password).');
+      throw this.loginFailed(req, 'Send Basic credentials: Authorization: Basic base64(user:password).');
     }
     const attempt = await this.checkPassword(req, credentials.user, credentials.password, now);
     if ('wait' in attempt) {
@@ -141,9 +141,24 @@ class LoginRoutes implements SessionActions {
         { 'Retry-After': String(attempt.busy) },
       );
     }
-    if ('wrong' in attempt) throw loginFailed('The user name or password is wrong.');
+    if ('wrong' in attempt) throw this.loginFailed(req, 'The user name or password is wrong.');
     res.setHeader('Set-Cookie', this.deps.sessions.open(attempt.account, now));
     sendRoot(res, 200, OK_BODY, this.deps.sessions.challenge);
+  }
+
+  /**
+   * A failed API login. Its challenge is Basic, except to a page's script
+   * (`Sec-Fetch-Mode` cors or same-origin: fetch or XMLHttpRequest, never a
+   * navigation), which sends the credentials itself, and for which a Basic
+   * challenge would open the browser's own password dialog: it gets the
+   * session cookie's challenge, as the sign-in page's 401 does.
+   */
+  private loginFailed(req: IncomingMessage, detail: string): HttpError {
+    const mode = req.headers['sec-fetch-mode'];
+    const script = mode === 'cors' || mode === 'same-origin';
+    return new HttpError(problems.loginFailed, detail, {
+      'WWW-Authenticate': script ? this.deps.sessions.challenge : BASIC_CHALLENGE,
+    });
   }
 
   async logout(ctx: Context): Promise<void> {
@@ -229,10 +244,6 @@ class LoginRoutes implements SessionActions {
       valid.map((s) => ({ sessionId: s.payload.sessionId, expiresAt: s.payload.expiresAt * 1000 })),
     );
   }
-}
-
-function loginFailed(detail: string): HttpError {
-  return new HttpError(problems.loginFailed, detail, { 'WWW-Authenticate': BASIC_CHALLENGE });
 }
 
 // ------------------------------------------------------------ OpenAPI
