@@ -55,7 +55,7 @@ test('ensure-user.sh creates a missing user, and leaves an existing one as it is
   assert.equal(JSON.parse(again.stdout).name, 'Ann');
 });
 
-test('rename.sh renames over the version it read, and reports a failure that is not a conflict', async (t) => {
+test('rename.sh renames and keeps the other fields; a ref that names nobody exits 3', async (t) => {
   const s = await setup(t);
   if (s === undefined) return t.skip('sh or jq not found');
   await put(s.server.url, '/users/bob', { name: 'Bob', team: 'blue' });
