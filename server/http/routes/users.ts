@@ -132,58 +132,40 @@ class UserRoutes {
     return ref instanceof Promise ? ref.then((r) => this.putTo(ctx, r)) : this.putTo(ctx, ref);
   }
 
-  /**
-   * The PUT once its target is known, on callbacks: no promise of its own
-   * (each is a promise, a reaction and a microtask more on the hottest
-   * write). What a step throws is answered through `ctx.fail`.
-   */
+  /** The PUT once its target is known: the body, the store's decision, the answer. */
   private putTo(ctx: Context, ref: UserRef | undefined): void {
     if (ref === undefined) return;
     requireJson(ctx.req.headers['content-type']);
-    const failed = (error: unknown) => ctx.fail(error);
-    const answer = (outcome: PutOutcome, text: string) => {
-      try {
-        answerPut(ctx, outcome, text);
-      } catch (error) {
-        ctx.fail(error);
-      }
-    };
-    const store = (text: string) => {
-      let outcome: MaybePromise<PutOutcome>;
-      try {
-        outcome = this.store.putUser({
-          ref,
-          body: checkUser(parseJsonText(text)),
-          preconditions: preconditionsOf(ctx),
-          policy: this.policy,
-          now: ctx.now,
-        });
-      } catch (error) {
-        return ctx.fail(error);
-      }
-      if (outcome instanceof Promise) outcome.then((settled) => answer(settled, text), failed);
-      else answer(outcome, text);
-    };
-    readBodyThen(ctx.req, this.config.maxBody, jsonText, store, failed);
+    const write = (text: string) =>
+      this.store.putUser({
+        ref,
+        body: checkUser(parseJsonText(text)),
+        preconditions: preconditionsOf(ctx),
+        policy: this.policy,
+        now: ctx.now,
+      });
+    writeFromBody(ctx, this.config.maxBody, write, answerPut);
   }
 
   /** PATCH: a JSON merge patch (RFC 7396) merged into the user inside the store's write, and the result answered as a PUT's. */
-  async patch(ctx: Context, target: UserRef): Promise<void> {
-    const ref = await this.writeTarget(ctx, target);
+  patch(ctx: Context, target: UserRef): void | Promise<void> {
+    const ref = this.writeTarget(ctx, target);
+    return ref instanceof Promise ? ref.then((r) => this.patchTo(ctx, r)) : this.patchTo(ctx, ref);
+  }
+
+  private patchTo(ctx: Context, ref: UserRef | undefined): void {
     if (ref === undefined) return;
     requireMergePatch(ctx.req.headers['content-type']);
-    const body = checkPatch(parseJson(await readBody(ctx.req, this.config.maxBody)));
-    const preconditions = preconditionsOf(ctx);
-    const outcome = await this.store.putUser({
-      ref,
-      body,
-      merge: true,
-      preconditions,
-      policy: this.policy,
-      now: ctx.now,
-    });
-    // The answer's body is the stored representation itself: it carries its ETag.
-    answerPut(ctx, outcome, 'user' in outcome ? outcome.user.json : '');
+    const write = (text: string) =>
+      this.store.putUser({
+        ref,
+        body: checkPatch(parseJsonText(text)),
+        merge: true,
+        preconditions: preconditionsOf(ctx),
+        policy: this.policy,
+        now: ctx.now,
+      });
+    writeFromBody(ctx, this.config.maxBody, write, answerPatch);
   }
 
   async delete(ctx: Context, target: UserRef): Promise<void> {
@@ -315,6 +297,51 @@ function answerPut(ctx: Context, outcome: PutOutcome, text: string): void {
       return sendEmpty(ctx.res, 301, { Location: userPath(outcome.currentId) });
     default:
       throw refusalError(outcome);
+  }
+}
+
+/** The answer to a PATCH: a PUT's, whose body is the stored representation itself, so it carries its ETag. */
+function answerPatch(ctx: Context, outcome: PutOutcome): void {
+  answerPut(ctx, outcome, 'user' in outcome ? outcome.user.json : '');
+}
+
+/**
+ * A write from the request's body, on callbacks with no promise of its own
+ * (each would cost the hottest write a promise, a reaction and a
+ * microtask): `write` gets the body as JSON text once it is read, `answer`
+ * the outcome once the store gives it; what any step throws is answered
+ * through `ctx.fail`.
+ */
+function writeFromBody<T>(
+  ctx: Context,
+  limit: number,
+  write: (text: string) => MaybePromise<T>,
+  answer: (ctx: Context, outcome: T, text: string) => void,
+): void {
+  const failed = (error: unknown) => ctx.fail(error);
+  const written = (text: string) => {
+    let outcome: MaybePromise<T>;
+    try {
+      outcome = write(text);
+    } catch (error) {
+      return failed(error);
+    }
+    if (outcome instanceof Promise) outcome.then((settled) => answerOrFail(ctx, answer, settled, text), failed);
+    else answerOrFail(ctx, answer, outcome, text);
+  };
+  readBodyThen(ctx.req, limit, jsonText, written, failed);
+}
+
+function answerOrFail<T>(
+  ctx: Context,
+  answer: (ctx: Context, outcome: T, text: string) => void,
+  outcome: T,
+  text: string,
+): void {
+  try {
+    answer(ctx, outcome, text);
+  } catch (error) {
+    ctx.fail(error);
   }
 }
 
