@@ -300,9 +300,13 @@ function answerPut(ctx: Context, outcome: PutOutcome, text: string): void {
   }
 }
 
-/** The answer to a PATCH: a PUT's, whose body is the stored representation itself, so it carries its ETag. */
-function answerPatch(ctx: Context, outcome: PutOutcome): void {
-  answerPut(ctx, outcome, 'user' in outcome ? outcome.user.json : '');
+/**
+ * The answer to a PATCH: a PUT's, without a validator (the patch is not the
+ * stored representation, as RFC 9110 section 9.3.4 asks of a PUT's): the
+ * next GET gives the ETag.
+ */
+function answerPatch(ctx: Context, outcome: PutOutcome, patch: string): void {
+  answerPut(ctx, outcome, patch);
 }
 
 /**
@@ -590,8 +594,8 @@ const PATCH_DOC = {
     content: { [MERGE_PATCH_TYPE]: { schema: { type: 'object' } } },
   },
   responses: {
-    '200': json('Patched: the user as it now is.', schema('User'), 'Content-Location', 'ETag', 'Location'),
-    '204': empty('Patched, with `Prefer: return=minimal`.', 'Preference-Applied', 'ETag'),
+    '200': json('Patched: the user as it now is.', schema('User'), 'Content-Location', 'Location'),
+    '204': empty('Patched, with `Prefer: return=minimal`.', 'Preference-Applied'),
     '301': MOVED,
   },
   problems: [401, 403, 404, 409, 412, 413, 415, 422, 428, 503],
