@@ -44,4 +44,18 @@ export default tseslint.config(
       'no-control-regex': 'off',
     },
   },
+  {
+    // bench/ may use the tests' helpers, never the other way: the tests run without the benchmarks.
+    files: ['test/**'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            { group: ['**/bench/*'], message: 'test/ imports nothing from bench/: move what both need to test/.' },
+          ],
+        },
+      ],
+    },
+  },
 );

@@ -1,6 +1,6 @@
 import { EventEmitter, once } from 'node:events';
 import { PassThrough, Readable } from 'node:stream';
-import { exitOnInterrupt } from '../bench/children.js';
+import { exitOnInterrupt } from './children.js';
 import { main } from '../server/main.js';
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { connect } from 'node:net';

@@ -14,7 +14,7 @@ import { connect as netConnect, createServer, type AddressInfo, type Socket } fr
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
-import { exitOnInterrupt, waitGone } from '../bench/children.js';
+import { exitOnInterrupt, waitGone } from './children.js';
 import { againIfDropped, connect, type Sql } from '../server/store/postgres/driver.js';
 import { serverPort } from './processes.js';
 import { migrate } from '../server/store/postgres/schema.js';
