@@ -80,4 +80,18 @@ export default tseslint.config(
     },
   },
   { files: ['console/**/*.ts'], languageOptions: { globals: BROWSER_GLOBALS } },
+  {
+    // bench/ may use the tests' helpers, never the other way: the tests run without the benchmarks.
+    files: ['test/**'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            { group: ['**/bench/*'], message: 'test/ imports nothing from bench/: move what both need to test/.' },
+          ],
+        },
+      ],
+    },
+  },
 );

@@ -26,7 +26,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { track } from './children.js';
+import { track } from '../test/children.js';
 import { ADMIN_PASSWORD, peakRss, percentile, spawnServer, type ServerProcess } from './store-bench.js';
 
 const { values } = parseArgs({

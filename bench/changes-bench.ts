@@ -24,8 +24,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { postgresSkipReason, testDatabase } from '../test/postgres.js';
-import { track } from './children.js';
-import { socketLoad } from './socket-load.js';
+import { track } from '../test/children.js';
+import { socketLoad } from '../test/socket-load.js';
 import {
   buildJournalDir,
   cpuSeconds,

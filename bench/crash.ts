@@ -3,12 +3,12 @@
  * [--kill-on-compaction SHARE] [--seed N] [--keep]` (needs `npm run build`).
  * Each cycle: 64 clients write, the server is killed with SIGKILL 50-400 ms
  * into the load, restarted on the same directory and checked against every
- * acknowledged write (bench/crash-harness.ts). Prints a line per cycle and
+ * acknowledged write (test/crash-harness.ts). Prints a line per cycle and
  * the totals; exits 1 on any violation, leaving the data directory for a
  * look.
  */
 import { parseArgs } from 'node:util';
-import { quantile, runCrashCycles } from './crash-harness.js';
+import { quantile, runCrashCycles } from '../test/crash-harness.js';
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,

@@ -26,7 +26,7 @@ import { parseArgs } from 'node:util';
 import { encodeHeader, encodeMutations, encodeRecord, FileKind, HEADER_BYTES } from '../server/store/journal/codec.js';
 import { journalName } from '../server/store/journal/recovery.js';
 import { postgresSkipReason, testDatabase } from '../test/postgres.js';
-import { socketLoad } from './socket-load.js';
+import { socketLoad } from '../test/socket-load.js';
 import {
   fmt,
   LOAD_FLAGS,

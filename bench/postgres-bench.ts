@@ -8,7 +8,7 @@
  * fsync on: a PUT is acknowledged after its commit is on disk, as the
  * journal's is after its fdatasync). Nothing is pinned: the load
  * generator in this process, the servers and the database share the
- * machine's cores, so the loads come from the lean bench/socket-load.ts
+ * machine's cores, so the loads come from the lean test/socket-load.ts
  * (`--generator autocannon` for autocannon's).
  *
  * With `--auth session` or `--auth token` the servers require a session
@@ -23,7 +23,7 @@ import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { postgresSkipReason, testDatabase } from '../test/postgres.js';
-import { socketLoad } from './socket-load.js';
+import { socketLoad } from '../test/socket-load.js';
 import {
   ADMIN_PASSWORD,
   cpuSeconds,

@@ -38,6 +38,9 @@ import { encodeHeader, encodeMutations, encodeRecord, FileKind, HEADER_BYTES } f
 import { createJournalSync } from '../server/store/journal/journal.js';
 import { journalName, recover, snapshotName } from '../server/store/journal/recovery.js';
 import { captureImage, writeSnapshot } from '../server/store/journal/snapshot.js';
+import type { LoadRequest } from '../test/socket-load.js';
+
+export type { LoadRequest };
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 /** The minimal node:http server users-server is measured against. */
@@ -48,14 +51,6 @@ export const ADMIN_PASSWORD = 'bench-admin-password';
 // ---------------------------------------------------------------- autocannon
 
 /** The part of autocannon's programmatic API used here (it ships no types). */
-export interface LoadRequest {
-  method?: string;
-  path?: string;
-  headers?: Record<string, string>;
-  body?: string | Buffer;
-  setupRequest?: (request: LoadRequest, context: object) => LoadRequest;
-}
-
 interface AutocannonOptions {
   url: string;
   connections: number;

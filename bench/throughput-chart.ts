@@ -6,7 +6,7 @@
  * server that keeps users-server's contract, in memory), a fastify 5 peer
  * with the same headers and log (bench/fastify-peer.mjs, in memory), and
  * users-server on PostgreSQL (one instance, fsync on; skipped without the
- * server binaries). Each server is loaded in turn by bench/socket-load.ts
+ * server binaries). Each server is loaded in turn by test/socket-load.ts
  * (the leanest generator here, so that it measures the servers rather than
  * itself), cycle after cycle, the order reversed every other cycle; it
  * prints the medians and writes them as an SVG bar chart.
@@ -18,7 +18,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { postgresSkipReason, testDatabase } from '../test/postgres.js';
-import { socketLoad } from './socket-load.js';
+import { socketLoad } from '../test/socket-load.js';
 import {
   LOAD_FLAGS,
   median,

@@ -464,27 +464,25 @@ _, status = os.waitpid(pid, 0)
 sys.stdout.write(repr(out) + '\\n' + str(os.waitstatus_to_exitcode(status)) + '\\n')
 `;
 
-function runOnTerminal(
+/** Runs `accounts add tty` on a pty; not synchronously: the event loop goes on (a pool of this process may be connecting). */
+async function runOnTerminal(
   t: TestContext,
   dir: string,
   first: string,
   second: string,
-): { transcript: string; code: number } | undefined {
+): Promise<{ transcript: string; code: number } | undefined> {
   const stale = buildIfStale();
   if (stale !== undefined) throw new Error(stale);
-  const python = spawnSync('python3', ['-c', 'import pty'], { encoding: 'utf8' });
-  if (python.status !== 0) {
+  const python = await runTool(t, 'python3', ['-c', 'import pty']).catch(() => undefined);
+  if (python?.code !== 0) {
     t.skip('python3 with the pty module is not available');
     return undefined;
   }
-  const run = spawnSync(
+  const run = await runTool(
+    t,
     'python3',
     ['-c', PTY_SCRIPT, process.execPath, SERVER_BIN, 'accounts', 'add', 'tty', '--data', dir],
-    {
-      input: `${first}\n${second}\n`,
-      encoding: 'utf8',
-      env: { ...cleanEnv(), USERS_PASSWORD_COST: '1' },
-    },
+    { input: `${first}\n${second}\n`, env: { ...cleanEnv(), USERS_PASSWORD_COST: '1' } },
   );
   const [transcript, code] = run.stdout.trimEnd().split('\n');
   return { transcript: transcript ?? '', code: Number(code) };
@@ -492,7 +490,7 @@ function runOnTerminal(
 
 test('accounts add on a terminal asks for the password twice without echoing it', TEST_OPTIONS, async (t) => {
   const dir = dataDir(t);
-  const result = runOnTerminal(t, dir, 'typed-on-a-tty', 'typed-on-a-tty');
+  const result = await runOnTerminal(t, dir, 'typed-on-a-tty', 'typed-on-a-tty');
   if (result === undefined) return;
   assert.equal(result.code, 0, result.transcript);
   assert.match(result.transcript, /Password for "tty": /);
@@ -503,9 +501,9 @@ test('accounts add on a terminal asks for the password twice without echoing it'
   assert.equal((await stored.verify('tty', 'typed-on-a-tty'))?.name, 'tty');
 });
 
-test('accounts add on a terminal with two different passwords exits 1 and adds nothing', TEST_OPTIONS, (t) => {
+test('accounts add on a terminal with two different passwords exits 1 and adds nothing', TEST_OPTIONS, async (t) => {
   const dir = dataDir(t);
-  const result = runOnTerminal(t, dir, 'first-try', 'second-try');
+  const result = await runOnTerminal(t, dir, 'first-try', 'second-try');
   if (result === undefined) return;
   assert.equal(result.code, 1, result.transcript);
   assert.match(result.transcript, /users-server accounts: the two passwords differ/);

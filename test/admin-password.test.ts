@@ -1,6 +1,7 @@
 /**
- * The admin password's one lifecycle, as an operator lives it through the
- * real binaries on both stores: the generated password, `accounts passwd
+ * The admin password's one lifecycle, as an operator lives it through
+ * users-server's command line on both stores (the servers in process; one
+ * `accounts passwd` and the copies through the executable): the generated password, `accounts passwd
  * admin` while servers run, `copy` in each direction, and the rule that
  * nothing derived from a password (a record line, a hash) logs in as one.
  */
@@ -10,9 +11,9 @@ import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { newAccountId, serializeAccount } from '../server/security/accounts-file.js';
 import { hashPassword } from '../server/security/credentials.js';
-import { basic, cookiePair, send, startTestServer, tempDir } from './helpers.js';
+import { basic, cookiePair, runUsersServer, send, startTestServer, startUsersServer, tempDir } from './helpers.js';
 import { postgresSkipReason, testDatabase } from './postgres.js';
-import { runTool, SERVER_BIN, spawnServer, type ServerChild, beyondDataLine } from './processes.js';
+import { beyondDataLine, cleanEnv, runTool, SERVER_BIN } from './processes.js';
 
 const NEW_PASSWORD = 'the admin password, chosen';
 const GENERATED = { USERS_ADMIN_PASSWORD: undefined };
@@ -22,15 +23,27 @@ const login = (url: string, password: string) =>
   send(url, 'POST', '/login', { headers: { authorization: basic('admin', password) } });
 const rootStatus = async (url: string, cookie: string) => (await send(url, 'GET', '/', { headers: { cookie } })).status;
 
-/** `node bin/users-server.js ARGS`, run to its end with `input` on stdin. */
-function usersServer(t: TestContext, args: string[], input = '') {
+/** `users-server ARGS` (a command that ends: accounts, copy), with `input` on stdin. */
+function usersServer(_t: TestContext, args: string[], input = '') {
+  return runUsersServer(args, { stdin: input, env: { USERS_ADMIN_PASSWORD: '' } });
+}
+
+/** The same through `node bin/users-server.js ARGS`: the stories of `accounts passwd` and `copy` as the executable runs them. */
+function usersServerBin(t: TestContext, args: string[], input = '') {
   return runTool(t, process.execPath, [SERVER_BIN, ...args], {
     input,
-    env: { ...process.env, USERS_PASSWORD_COST: '1', USERS_ADMIN_PASSWORD: '' },
+    env: { ...cleanEnv(), USERS_PASSWORD_COST: '1', USERS_ADMIN_PASSWORD: '' },
   });
 }
 
-async function stop(server: ServerChild): Promise<void> {
+/** `users-server --port 0 ARGS` in process, with the generated admin password unless `env` gives one. */
+function serve(t: TestContext, args: string[], options: { env: NodeJS.ProcessEnv }) {
+  return startUsersServer(t, args, options);
+}
+
+type Server = Awaited<ReturnType<typeof serve>>;
+
+async function stop(server: Server): Promise<void> {
   server.kill('SIGTERM');
   assert.equal((await server.exited).code, 0, server.stderr());
 }
@@ -69,7 +82,7 @@ async function assertChanged(
 
 test("admin password, journal: the generated one is in <data>/admin-password; accounts passwd admin while the server runs takes effect at once, ends the admin's sessions and removes the file; the restart says nothing of it", async (t) => {
   const data = tempDir(t);
-  const server = await spawnServer(t, ['--port', '0', '--data', data], { env: GENERATED });
+  const server = await serve(t, ['--port', '0', '--data', data], { env: GENERATED });
   const file = join(data, 'admin-password');
   assert.ok(
     server
@@ -100,7 +113,7 @@ test("admin password, journal: the generated one is in <data>/admin-password; ac
   );
   await stop(server);
 
-  const again = await spawnServer(t, ['--port', '0', '--data', data], { env: GENERATED });
+  const again = await serve(t, ['--port', '0', '--data', data], { env: GENERATED });
   assert.equal(beyondDataLine(again.stderr()), '', 'the start still points at a password file');
   assert.ok(!existsSync(file), 'the restart generated a password again');
   assert.equal((await login(again.url, NEW_PASSWORD)).status, 200);
@@ -109,7 +122,7 @@ test("admin password, journal: the generated one is in <data>/admin-password; ac
 
 test('admin password, journal: a data directory whose admin-password holds a record line (as earlier versions wrote it) logs in with the password, never with the line, and the line moves into the accounts', async (t) => {
   const data = tempDir(t);
-  const first = await spawnServer(t, ['--port', '0', '--data', data], { env: GENERATED });
+  const first = await serve(t, ['--port', '0', '--data', data], { env: GENERATED });
   await stop(first);
   const record = {
     name: 'admin',
@@ -120,7 +133,7 @@ test('admin password, journal: a data directory whose admin-password holds a rec
   };
   const line = serializeAccount(record);
   writeFileSync(join(data, 'admin-password'), line + '\n', { mode: 0o600 });
-  const server = await spawnServer(t, ['--port', '0', '--data', data], { env: GENERATED });
+  const server = await serve(t, ['--port', '0', '--data', data], { env: GENERATED });
   assert.equal(beyondDataLine(server.stderr()), '');
   assert.equal((await login(server.url, line)).status, 401, 'the record line logs in');
   assert.equal((await login(server.url, NEW_PASSWORD)).status, 200);
@@ -132,9 +145,9 @@ test('admin password, journal: a data directory whose admin-password holds a rec
 test("admin password, PostgreSQL: accounts passwd admin --store URL while two instances run: both take it at once, the admin's sessions end, the generated password leaves the database, and no start points at it again", async (t) => {
   if (skipPostgres !== undefined) return t.skip(skipPostgres);
   const url = await testDatabase(t);
-  const a = await spawnServer(t, ['--port', '0', '--store', url], { env: GENERATED });
-  const b = await spawnServer(t, ['--port', '0', '--store', url], { env: GENERATED });
-  const hint = (server: ServerChild) =>
+  const a = await serve(t, ['--port', '0', '--store', url], { env: GENERATED });
+  const b = await serve(t, ['--port', '0', '--store', url], { env: GENERATED });
+  const hint = (server: Server) =>
     `first login: psql '${url}' -Atc "select value from settings where name = 'admin-password'" | usersctl --url ${server.url} login --password-stdin (then change it: users-server accounts passwd admin --store URL)`;
   assert.ok(a.stderr().includes(hint(a)), a.stderr());
   assert.ok(b.stderr().includes(hint(b)), 'the second instance says where the password is too');
@@ -149,7 +162,7 @@ test("admin password, PostgreSQL: accounts passwd admin --store URL while two in
   const session = cookiePair((await login(b.url, generated)).headers['set-cookie']);
   assert.equal(await rootStatus(a.url, session), 200);
 
-  const changed = await usersServer(
+  const changed = await usersServerBin(
     t,
     ['accounts', 'passwd', 'admin', '--store', url, '--password-stdin'],
     NEW_PASSWORD + '\n',
@@ -158,7 +171,7 @@ test("admin password, PostgreSQL: accounts passwd admin --store URL while two in
   assert.equal(await databasePassword(url), undefined, 'the generated password is still in the database');
   await assertChanged([a.url, b.url], generated, session, []);
   await stop(a);
-  const c = await spawnServer(t, ['--port', '0', '--store', url], { env: GENERATED });
+  const c = await serve(t, ['--port', '0', '--store', url], { env: GENERATED });
   assert.equal(beyondDataLine(c.stderr()), '');
   assert.equal((await login(c.url, NEW_PASSWORD)).status, 200);
 });
@@ -166,7 +179,7 @@ test("admin password, PostgreSQL: accounts passwd admin --store URL while two in
 test('admin password, copy both ways: a changed password crosses from a data directory to PostgreSQL and back; the generated one does not come back, and no record line logs in', async (t) => {
   if (skipPostgres !== undefined) return t.skip(skipPostgres);
   const data = tempDir(t);
-  const first = await spawnServer(t, ['--port', '0', '--data', data], { env: GENERATED });
+  const first = await serve(t, ['--port', '0', '--data', data], { env: GENERATED });
   const generated = readFileSync(join(data, 'admin-password'), 'utf8').trim();
   await stop(first);
   assert.equal(
@@ -180,20 +193,20 @@ test('admin password, copy both ways: a changed password crosses from a data dir
     .replace(/,$/, '');
 
   const url = await testDatabase(t, { migrated: false });
-  const there = await usersServer(t, ['copy', '--from', data, '--to', url]);
+  const there = await usersServerBin(t, ['copy', '--from', data, '--to', url]);
   assert.equal(there.code, 0, there.stderr);
   assert.equal(await databasePassword(url), undefined, 'copy wrote a generated password');
-  const db = await spawnServer(t, ['--port', '0', '--store', url], { env: GENERATED });
+  const db = await serve(t, ['--port', '0', '--store', url], { env: GENERATED });
   assert.equal(beyondDataLine(db.stderr()), '');
   for (const refused of [generated, recordLine]) assert.equal((await login(db.url, refused)).status, 401, refused);
   assert.equal((await login(db.url, NEW_PASSWORD)).status, 200);
   await stop(db);
 
   const back = tempDir(t);
-  const returned = await usersServer(t, ['copy', '--from', url, '--to', back]);
+  const returned = await usersServerBin(t, ['copy', '--from', url, '--to', back]);
   assert.equal(returned.code, 0, returned.stderr);
   assert.ok(!existsSync(join(back, 'admin-password')));
-  const again = await spawnServer(t, ['--port', '0', '--data', back], { env: GENERATED });
+  const again = await serve(t, ['--port', '0', '--data', back], { env: GENERATED });
   assert.equal(beyondDataLine(again.stderr()), '');
   for (const refused of [generated, recordLine]) assert.equal((await login(again.url, refused)).status, 401, refused);
   assert.equal((await login(again.url, NEW_PASSWORD)).status, 200);
@@ -203,7 +216,7 @@ test('admin password, copy both ways: a changed password crosses from a data dir
 test('admin password, copy of a data directory whose admin-password holds a record line (earlier versions): the database gets the record as an account, not as a password', async (t) => {
   if (skipPostgres !== undefined) return t.skip(skipPostgres);
   const data = tempDir(t);
-  await stop(await spawnServer(t, ['--port', '0', '--data', data], { env: GENERATED }));
+  await stop(await serve(t, ['--port', '0', '--data', data], { env: GENERATED }));
   const line = serializeAccount({
     name: 'admin',
     role: 'admin',
@@ -216,7 +229,7 @@ test('admin password, copy of a data directory whose admin-password holds a reco
   const copied = await usersServer(t, ['copy', '--from', data, '--to', url]);
   assert.equal(copied.code, 0, copied.stderr);
   assert.equal(await databasePassword(url), undefined);
-  const db = await spawnServer(t, ['--port', '0', '--store', url], { env: GENERATED });
+  const db = await serve(t, ['--port', '0', '--store', url], { env: GENERATED });
   assert.equal((await login(db.url, line)).status, 401, 'the record line logs in');
   assert.equal((await login(db.url, NEW_PASSWORD)).status, 200);
   await stop(db);

@@ -4,13 +4,17 @@
  * options; the fish script names every command; the man pages list every
  * command and option --help lists and render with man(1). That they ship
  * in the package is checked with the rest of it (test/deploy.test.ts).
+ * usersctl and users-server run in process: `npm run build` writes the man
+ * pages with the executables, and test/cli-bin.test.ts and the examples of
+ * docs/cli.md run `usersctl completion` through them.
  */
 import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
-import { buildIfStale, tempDir } from './helpers.js';
-import { CLI_BIN, runTool, SERVER_BIN } from './processes.js';
+import { runUsersServer, tempDir } from './helpers.js';
+import { usersctl } from './cli-helpers.js';
+import { runTool } from './processes.js';
 
 async function have(t: TestContext, tool: string): Promise<boolean> {
   return (await runTool(t, 'sh', ['-c', `command -v ${tool}`]).catch(() => undefined))?.code === 0;
@@ -22,23 +26,11 @@ function commandsOf(help: string): string[] {
   return [...section.matchAll(/^ {2}([a-z]+)\b/gm)].map((m) => m[1]!).filter((c) => c !== 'help');
 }
 
-function built(): void {
-  const stale = buildIfStale();
-  if (stale !== undefined) throw new Error(stale);
-}
-
-/** What the real executable prints; each is run once for the whole file. */
-const printed = new Map<string, Promise<string>>();
-function output(bin: string, args: string[]): Promise<string> {
-  const key = [bin, ...args].join(' ');
-  if (!printed.has(key))
-    printed.set(
-      key,
-      runTool(undefined, process.execPath, [bin, ...args]).then(
-        (run) => (assert.equal(run.code, 0, run.stderr), run.stdout),
-      ),
-    );
-  return printed.get(key)!;
+/** What `usersctl ARGS` prints, asserting exit 0. */
+async function output(args: string[]): Promise<string> {
+  const run = await usersctl(args);
+  assert.equal(run.code, 0, run.stderr);
+  return run.stdout;
 }
 
 /** What bash's completion offers for the words typed so far (the last one being completed), with the script `usersctl completion bash` printed. */
@@ -54,9 +46,8 @@ async function completeWith(t: TestContext, script: string, words: string[]): Pr
 
 test('usersctl completion bash: completes command names, and the options of the command typed (tokens: its commands, then theirs)', async (t) => {
   if (!(await have(t, 'bash'))) return t.skip('bash not found');
-  built();
   const script = join(tempDir(t, 'usersctl-completion-'), 'usersctl.bash');
-  writeFileSync(script, await output(CLI_BIN, ['completion', 'bash']));
+  writeFileSync(script, await output(['completion', 'bash']));
   const complete = (words: string[]) => completeWith(t, script, words);
   assert.deepEqual(await complete(['usersctl', 'g']), ['get']);
   assert.deepEqual((await complete(['usersctl', 'im'])).sort(), ['import']);
@@ -70,22 +61,20 @@ test('usersctl completion bash: completes command names, and the options of the 
 });
 
 test('usersctl completion fish and zsh: a script naming every command; an unknown shell is a usage error', async (t) => {
-  built();
-  const help = await output(CLI_BIN, ['--help']);
+  const help = await output(['--help']);
   const commands = commandsOf(help);
-  const fish = (await runTool(t, process.execPath, [CLI_BIN, 'completion', 'fish'])).stdout;
+  const fish = (await usersctl(['completion', 'fish'])).stdout;
   for (const command of commands) assert.match(fish, new RegExp(`-a ${command} -d `), command);
   if (await have(t, 'fish')) assert.equal((await runTool(t, 'fish', ['-n', '-c', fish])).code, 0);
-  const zsh = await runTool(t, process.execPath, [CLI_BIN, 'completion', 'zsh']);
+  const zsh = await usersctl(['completion', 'zsh']);
   assert.match(zsh.stdout, /^autoload -U \+X bashcompinit && bashcompinit$/m);
-  const bad = await runTool(t, process.execPath, [CLI_BIN, 'completion', 'tcsh']);
+  const bad = await usersctl(['completion', 'tcsh']);
   assert.equal(bad.code, 2);
 });
 
 test('the man pages list every command and option of --help, and render with man(1)', async (t) => {
-  built();
-  const help = await output(CLI_BIN, ['--help']);
-  const page = await output(CLI_BIN, ['man']);
+  const help = await output(['--help']);
+  const page = await output(['man']);
   const commands = commandsOf(help);
   assert.ok(commands.length >= 14, commands.join(' '));
   for (const command of commands)
@@ -95,8 +84,8 @@ test('the man pages list every command and option of --help, and render with man
   assert.ok(page.includes('\\-\\-expires'), "a subcommand's options are in the page");
   for (const option of help.matchAll(/^ {2}(?:-\w, )?(--[a-z-]+)/gm))
     assert.ok(page.includes(option[1]!.replaceAll('-', '\\-')), `usersctl(1) lacks ${option[1]}`);
-  const serverHelp = (await runTool(t, process.execPath, [SERVER_BIN, '--help'])).stdout;
-  const serverPage = (await runTool(t, process.execPath, [SERVER_BIN, 'man'])).stdout;
+  const serverHelp = (await runUsersServer(['--help'])).stdout;
+  const serverPage = (await runUsersServer(['man'])).stdout;
   for (const flag of serverHelp.matchAll(/^ {2}(--[a-z-]+)/gm))
     assert.ok(serverPage.includes(`.B ${flag[1]!.replaceAll('-', '\\-')}`), `users-server(1) lacks ${flag[1]}`);
   if (await have(t, 'man')) {

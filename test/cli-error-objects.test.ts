@@ -5,11 +5,14 @@
  * the place where its file stops being JSON.
  */
 import assert from 'node:assert/strict';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { createServer as createTlsServer } from 'node:https';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { EXIT } from '../cli/main.js';
-import { startCliServer, usersctl } from './cli-helpers.js';
+import { lines, startCliServer, usersctl } from './cli-helpers.js';
+import { runTool } from './processes.js';
 import { runUsersServer, tempDir } from './helpers.js';
 
 test('usersctl get of a ref the server does not know names the ref (exit 3)', async (t) => {
@@ -71,4 +74,62 @@ test('users-server --config FILE that is not JSON names the line and column (exi
       `^users-server: --config ${file.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}: not JSON at line 3, column 1 \\(.+\\) \\(see users-server --help\\)\\n$`,
     ),
   );
+});
+
+test('failures are plain sentences with a next step, never a raw errno or OpenSSL text (a folder given as a file to put, new or import, a missing file, a folder as the jar, https to an http port, a self-signed certificate)', async (t) => {
+  const cli = await startCliServer(t);
+  const server = cli.server;
+  const folder = tempDir(t);
+  const cases: [string[], number, RegExp][] = [
+    [['put', 'x', '-f', folder], EXIT.usage, /is a folder, not a file; give the path of a file$/],
+    [['import', '-f', join(folder, 'missing.ndjson')], EXIT.usage, /missing\.ndjson does not exist; check the path$/],
+    [['import', '-f', folder], EXIT.usage, /is a folder, not a file; give the path of a file$/],
+    [['new', '-f', folder], EXIT.usage, /is a folder, not a file; give the path of a file$/],
+    [
+      ['--cookie-jar', folder, 'get', '1'],
+      EXIT.unexpected,
+      /^usersctl: the cookie jar: .* is a folder, not a file; .*--cookie-jar\)$/,
+    ],
+    [
+      ['--url', server.url.replace('http:', 'https:'), 'get', '1'],
+      EXIT.network,
+      /does not speak TLS on that port; try http:\/\/ instead of https:\/\/ in --url$/,
+    ],
+  ];
+  const openssl = await runTool(t, 'openssl', ['version']).catch(() => undefined);
+  if (openssl?.code === 0) {
+    const key = join(folder, 'key.pem');
+    const cert = join(folder, 'cert.pem');
+    await runTool(t, 'openssl', [
+      'req',
+      '-x509',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-keyout',
+      key,
+      '-out',
+      cert,
+      '-days',
+      '1',
+      '-subj',
+      '/CN=localhost',
+    ]);
+    const tls = createTlsServer({ key: readFileSync(key), cert: readFileSync(cert) }, (_req, res) => res.end('{}'));
+    await new Promise<void>((resolve) => tls.listen(0, '127.0.0.1', resolve));
+    t.after(() => new Promise<void>((resolve) => tls.close(() => resolve())));
+    cases.push([
+      ['--url', `https://127.0.0.1:${(tls.address() as AddressInfo).port}`, 'get', '1'],
+      EXIT.network,
+      /is not signed by an authority this machine trusts; if it is your own, set NODE_EXTRA_CA_CERTS to its CA's PEM file$/,
+    ]);
+  }
+  for (const [args, code, message] of cases) {
+    const result = await cli.run(args);
+    assert.equal(result.code, code, `${args.join(' ')}: ${result.stderr}`);
+    const [line, ...more] = lines(result.stderr);
+    assert.deepEqual(more, [], 'one line');
+    assert.match(line!, message);
+    assert.doesNotMatch(line!, /\bE[A-Z]{3,}\b|SSL|routines|errno/, `a raw error code in: ${line}`);
+  }
 });

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { EXIT } from '../cli/main.js';
 import { lines, shellWithUsersctl, startCliServer, startStub, usersctl } from './cli-helpers.js';
-import { listText, put, send, startTestServer, type TestServer } from './helpers.js';
+import { listText, put, send, startTestServer, tempDir, type TestServer } from './helpers.js';
 import { CLI_BIN, runTool } from './processes.js';
 
 const HEADER = '{"usersctl":"export","version":2}';
@@ -241,7 +241,7 @@ test("an export imported again a day later (the server's Idempotency-Key records
   assert.equal(await listText(b), listing);
 });
 
-test('node bin/usersctl.js import --keep-ids: a record whose id the target already issued (to another user, to one since deleted, to a live reservation) is refused and reserves no id, run after run', async (t) => {
+test('import --keep-ids: a record whose id the target already issued (to another user, to one since deleted, to a live reservation) is refused and reserves no id, run after run', async (t) => {
   const a = await startTestServer(t);
   for (const alias of ['a1', 'a2', 'a3', 'a4'])
     assert.equal((await put(a.url, `/users/${alias}`, { name: alias })).status, 201);
@@ -249,14 +249,12 @@ test('node bin/usersctl.js import --keep-ids: a record whose id the target alrea
   for (const alias of ['b1', 'b2']) assert.equal((await put(b.url, `/users/${alias}`, { name: alias })).status, 201);
   assert.equal((await send(b.url, 'DELETE', '/users/2')).status, 204);
   assert.equal((await send(b.url, 'POST', '/reservations')).json().id, 3);
-  const { home, env } = shellWithUsersctl(t, a.url);
-  const file = join(home, 'a.ndjson');
-  writeFileSync(file, (await runTool(t, process.execPath, [CLI_BIN, 'export'], { env })).stdout);
+  const env = { HOME: tempDir(t) };
+  const file = join(env.HOME, 'a.ndjson');
+  writeFileSync(file, (await usersctl(['--url', a.url, 'export'], { env })).stdout);
   const reservations = async () => (await b.running.store.stats(Date.now())).reservations;
   for (const run of ['first', 'second']) {
-    const imported = await runTool(t, process.execPath, [CLI_BIN, '--url', b.url, 'import', '--keep-ids', file], {
-      env,
-    });
+    const imported = await usersctl(['--url', b.url, 'import', '--keep-ids', file], { env });
     assert.equal(imported.code, EXIT.partialImport, `${run} run: ${imported.stderr}`);
     assert.deepEqual(
       results(imported.stdout).map((r) => [r.oldId, r.ok ? r.action : r.status]),

@@ -156,3 +156,53 @@ test('usersctl export on a terminal shows its progress on stderr and a last line
   const piped = await runTool(t, 'sh', ['-c', 'usersctl export 2>&1 >/dev/null | cat'], { env: shell });
   assert.equal(piped.stdout, '');
 });
+
+test('--json makes failures JSON on stderr, one object a line with status, type, title, detail and ref, so a script tells 404, 409, 410 and 412 apart', async (t) => {
+  const cli = await startCliServer(t);
+  const json = (text: string) => lines(text).map((l) => JSON.parse(l) as Record<string, unknown>);
+  const problem = (code: string) => `tag:users-server,2026:problem/${code}`;
+  assert.equal((await cli.run(['put', 'alice', '--name', 'Alice'])).code, 0);
+  const cases: [string[], number, number, string, string][] = [
+    [['--json', 'get', 'nobody'], EXIT.notFound, 404, problem('not-found'), 'nobody'],
+    [['--json', 'mv', 'alice', '500'], EXIT.conflict, 409, problem('id-conflict'), 'alice'],
+    [
+      ['--json', 'put', 'alice', '--name', 'A', '--if-match', '"stale"'],
+      EXIT.conflict,
+      412,
+      problem('precondition-failed'),
+      'alice',
+    ],
+  ];
+  for (const [args, exit, status, type, ref] of cases) {
+    const result = await cli.run(args);
+    assert.equal(result.code, exit, result.stderr);
+    const [record, ...more] = json(result.stderr);
+    assert.deepEqual(more, [], 'one line');
+    assert.deepEqual(
+      { status: record!.status, type: record!.type, ref: record!.ref, exit: record!.exit },
+      { status, type, ref, exit },
+      args.join(' '),
+    );
+    assert.equal(typeof record!.title, 'string');
+    assert.equal(typeof record!.detail, 'string');
+  }
+  assert.equal((await cli.run(['delete', 'alice'])).code, 0);
+  const gone = await cli.run(['--json', 'put', '1', '--name', 'Again']);
+  assert.deepEqual(
+    json(gone.stderr).map((r) => [r.status, r.type, r.ref]),
+    [[410, problem('gone'), '1']],
+  );
+  const several = await cli.run(['--json', 'get', 'x', 'y']);
+  assert.deepEqual(
+    json(several.stderr).map((r) => [r.status, r.ref]),
+    [
+      [404, 'x'],
+      [404, 'y'],
+    ],
+  );
+  const usage = await cli.run(['--json', 'get', 'a/b']);
+  assert.deepEqual(
+    json(usage.stderr).map((r) => [r.status, r.type, r.exit]),
+    [[null, 'usersctl:usage', EXIT.usage]],
+  );
+});

@@ -4,8 +4,7 @@ import { dirname, join } from 'node:path';
 import { test } from 'node:test';
 import { EXIT } from '../cli/main.js';
 import { ADMIN_PASSWORD, startTestServer, tempDir } from './helpers.js';
-import { fakeTty, lines, shellWithUsersctl, startCliServer } from './cli-helpers.js';
-import { CLI_BIN, runTool } from './processes.js';
+import { fakeTty, lines, startCliServer, usersctl } from './cli-helpers.js';
 
 // login, logout, status, and the jar on every command.
 
@@ -178,13 +177,14 @@ test('a command whose answer sets no cookie leaves the jar file untouched', asyn
   assert.equal(statSync(cli.jarPath).ino, before.ino, 'the jar was rewritten');
 });
 
-test("node bin/usersctl.js: logging in to a second server on the same host (another port) says on stderr that it replaced the first server's session in the jar, naming both and --cookie-jar; a login again to the same server, or one jar a server, says nothing", async (t) => {
+test("logging in to a second server on the same host (another port) says on stderr that it replaced the first server's session in the jar, naming both and --cookie-jar; a login again to the same server, or one jar a server, says nothing", async (t) => {
   const first = await startTestServer(t);
   const second = await startTestServer(t);
-  const { home, env } = shellWithUsersctl(t, first.url);
-  const usersctlBin = (args: string[], input = '') => runTool(t, process.execPath, [CLI_BIN, ...args], { env, input });
+  const home = tempDir(t, 'usersctl-home-');
+  const env = { HOME: home, XDG_STATE_HOME: join(home, 'state') };
+  const run = (args: string[], input?: string) => usersctl(args, { env, stdin: input });
   const login = (url: string, ...more: string[]) =>
-    usersctlBin(['--url', url, ...more, 'login', '--password-stdin'], `${ADMIN_PASSWORD}\n`);
+    run(['--url', url, ...more, 'login', '--password-stdin'], `${ADMIN_PASSWORD}\n`);
   const jar = join(home, 'state', 'usersctl', 'cookies.txt');
   assert.deepEqual(lines((await login(first.url)).stderr), [`usersctl: logged in as admin; the session is in ${jar}`]);
   assert.deepEqual(
@@ -199,7 +199,7 @@ test("node bin/usersctl.js: logging in to a second server on the same host (anot
     `usersctl: logged in as admin; the session is in ${jar}`,
   ]);
   assert.equal(
-    (await usersctlBin(['--url', first.url, 'status'])).code,
+    (await run(['--url', first.url, 'status'])).code,
     EXIT.unauthorized,
     "the first server's session is gone",
   );
@@ -209,15 +209,8 @@ test("node bin/usersctl.js: logging in to a second server on the same host (anot
   }
   for (const server of [first, second])
     assert.equal(
-      (
-        await usersctlBin([
-          '--url',
-          server.url,
-          '--cookie-jar',
-          join(home, `${new URL(server.url).port}.cookies`),
-          'status',
-        ])
-      ).stdout,
+      (await run(['--url', server.url, '--cookie-jar', join(home, `${new URL(server.url).port}.cookies`), 'status']))
+        .stdout,
       'OK\n',
     );
 });

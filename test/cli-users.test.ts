@@ -232,3 +232,50 @@ test('mv moves a user to a new id; the alias follows and get of the old id follo
   assert.equal(taken.code, EXIT.conflict);
   assert.match(taken.stderr, /already been issued/);
 });
+
+test("delete takes many refs and - for refs on stdin; a missing one is reported, the rest are deleted, and the exit code is the first failure's", async (t) => {
+  const cli = await startCliServer(t);
+  for (const name of ['a', 'b', 'c', 'd'])
+    assert.equal((await cli.run(['put', name, '--name', name.toUpperCase()])).code, 0);
+  const many = await cli.run(['delete', 'a', 'nobody', '2']);
+  assert.equal(many.code, EXIT.notFound, many.stderr);
+  assert.deepEqual(lines(many.stderr), ['usersctl: nobody: No such user.']);
+  assert.deepEqual(lines(many.stdout), ['{"name":"A","id":1}', '{"name":"B","id":2}'], 'each user deleted, as it was');
+  const fromStdin = await cli.run(['delete', '-'], { stdin: 'c\n\n4\n' });
+  assert.deepEqual(fromStdin, { code: 0, stdout: '{"name":"C","id":3}\n{"name":"D","id":4}\n', stderr: '' });
+  const left = await cli.run(['list']);
+  assert.equal(left.stdout, '', `users left: ${left.stdout}`);
+  const oneEtag = await cli.run(['delete', 'x', 'y', '--if-match', '"e"']);
+  assert.equal(oneEtag.code, EXIT.usage);
+});
+
+test('a UTF-8 byte order mark at the start of a file or of stdin is not part of the input (import, put -f, get -)', async (t) => {
+  const cli = await startCliServer(t);
+  const bom = '\uFEFF';
+  const file = join(tempDir(t), 'users.ndjson');
+  writeFileSync(file, `${bom}{"name":"Ann","login":"ann"}\n{"name":"Bob","login":"bob"}\n`);
+  const fromFile = await cli.run(['import', '--alias-field', 'login', '-f', file]);
+  assert.equal(fromFile.code, 0, fromFile.stderr + fromFile.stdout);
+  const fromStdin = await cli.run(['import', '--alias-field', 'login'], {
+    stdin: `${bom}{"name":"Cy","login":"cy"}\n`,
+  });
+  assert.equal(fromStdin.code, 0, fromStdin.stderr + fromStdin.stdout);
+  const put = await cli.run(['put', 'dee', '-f', '-'], { stdin: `${bom}{"name":"Dee"}` });
+  assert.equal(put.code, 0, put.stderr);
+  const got = await cli.run(['get', '-'], { stdin: `${bom}ann\ncy\ndee\n` });
+  assert.equal(got.code, 0, got.stderr);
+  assert.deepEqual(
+    lines(got.stdout).map((l) => JSON.parse(l).name),
+    ['Ann', 'Cy', 'Dee'],
+  );
+});
+
+test('mv against a server without --allow-id-change exits 5 with one sentence that names the flag to use', async (t) => {
+  const cli = await startCliServer(t);
+  assert.equal((await cli.run(['put', 'alice', '--name', 'Alice'])).code, 0);
+  const moved = await cli.run(['mv', 'alice', '500']);
+  assert.equal(moved.code, EXIT.conflict);
+  assert.deepEqual(lines(moved.stderr), [
+    'usersctl: The body says id 500 but this user is 1; ids are assigned by the server. To move a user to a new id, start users-server with --allow-id-change.',
+  ]);
+});

@@ -1,15 +1,15 @@
 /**
  * A start that fails before "listening on" leaves nothing new behind: no
- * data directory, secret, admin password, lock or journal. Run through the
- * real binary, the way an operator meets it: a port already in use.
+ * data directory, secret, admin password, lock or journal: users-server's
+ * command line run in process, the way an operator meets it (a port
+ * already in use, a full disk).
  */
 import assert from 'node:assert/strict';
 import { mkdirSync, readdirSync, readFileSync, statfsSync, writeFileSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
-import { onSmallDisk, tempDir } from './helpers.js';
-import { spawnServer, spawnUsersServer } from './processes.js';
+import { onSmallDisk, runUsersServer, startUsersServer, tempDir } from './helpers.js';
 
 /** A port some other program holds for the length of the test. */
 async function busyPort(t: TestContext): Promise<number> {
@@ -19,11 +19,11 @@ async function busyPort(t: TestContext): Promise<number> {
   return (holder.address() as AddressInfo).port;
 }
 
-async function failedStart(t: TestContext, args: string[]): Promise<string> {
-  const child = spawnUsersServer(t, args, { env: { USERS_ADMIN_PASSWORD: undefined } });
-  const { code } = await child.exited;
-  assert.equal(code, 1, child.stderr());
-  return child.stderr();
+/** `users-server ARGS` in process, a start that fails: exit 1; its stderr. */
+async function failedStart(_t: TestContext, args: string[]): Promise<string> {
+  const run = await runUsersServer(args);
+  assert.equal(run.code, 1, run.stderr);
+  return run.stderr;
 }
 
 /** Every entry under `dir`, with the content of its files: a picture to compare. */
@@ -55,7 +55,9 @@ test('a start on a port in use leaves an empty data directory empty, and a used 
   assert.deepEqual(readdirSync(empty), []);
 
   const used = tempDir(t);
-  const first = await spawnServer(t, ['--port', '0', '--data', used], { env: { USERS_ADMIN_PASSWORD: undefined } });
+  const first = await startUsersServer(t, ['--port', '0', '--data', used], {
+    env: { USERS_ADMIN_PASSWORD: undefined },
+  });
   first.kill('SIGTERM');
   assert.equal((await first.exited).code, 0);
   const before = picture(used);

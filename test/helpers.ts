@@ -1,6 +1,6 @@
 import { EventEmitter, once } from 'node:events';
 import { PassThrough, Readable } from 'node:stream';
-import { exitOnInterrupt } from '../bench/children.js';
+import { exitOnInterrupt } from './children.js';
 import { main } from '../server/main.js';
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { connect } from 'node:net';
@@ -428,6 +428,97 @@ export async function runUsersServer(
     env: { USERS_PASSWORD_COST: '1', ...options.env },
   });
   return { code, stdout, stderr };
+}
+
+/** A `users-server` started by `startUsersServer`: what a test reads of a server child, and its signals. */
+interface ServingCommand {
+  url: string;
+  port: number;
+  /** This process's: the one that holds the data directory's lock. */
+  pid: number;
+  stdout(): string;
+  stderr(): string;
+  /** The first line of `stream` matching `pattern`, once written; rejects if the command ends first. */
+  waitForLine(pattern: RegExp, stream?: 'stdout' | 'stderr'): Promise<RegExpExecArray>;
+  /** What a signal to the process does: SIGTERM or SIGINT stops it, SIGHUP reads the accounts again. */
+  kill(signal?: 'SIGTERM' | 'SIGINT' | 'SIGHUP'): void;
+  /** Resolves with the exit code once the command has ended (no signal ends it: the field is there to read like a child's). */
+  readonly exited: Promise<{ code: number; signal: null }>;
+}
+
+/**
+ * Runs `users-server ARGS` (the executable's `main`) in this process until
+ * `kill` stops it, or the test ends (SIGTERM); resolves once it prints
+ * "listening on". Its environment is `env` alone, over the defaults of
+ * `spawnUsersServer` (the test admin password, the cheapest hashing,
+ * /users open); a variable set to undefined is left out. For the stories of
+ * the command line that are not about the process itself (its exit status
+ * as the shell sees it, real signals, its pid in a lock, kill -9): those
+ * run `bin/users-server.js` (processes.ts). `args` name the data directory
+ * or the store: the default ./data would be the repository's.
+ */
+export async function startUsersServer(
+  t: TestContext,
+  args: readonly string[],
+  options: { env?: NodeJS.ProcessEnv } = {},
+): Promise<ServingCommand> {
+  const env: NodeJS.ProcessEnv = {
+    USERS_ADMIN_PASSWORD: ADMIN_PASSWORD,
+    USERS_PASSWORD_COST: '1',
+    USERS_REQUIRE_SESSION: 'none',
+    ...options.env,
+  };
+  for (const [k, v] of Object.entries(env)) if (v === undefined) delete env[k];
+  if (!args.some((a) => /^--(data|store)\b/.test(a)) && env.USERS_DATA === undefined && env.USERS_STORE === undefined)
+    throw new Error("startUsersServer: give --data or --store (the default ./data is the working directory's)");
+  const text = { stdout: '', stderr: '' };
+  const written = new EventEmitter();
+  const sink = (stream: 'stdout' | 'stderr') =>
+    Object.assign(new PassThrough(), {
+      write: (chunk: string) => {
+        text[stream] += String(chunk);
+        written.emit('write');
+        return true;
+      },
+    });
+  const signals = new EventEmitter();
+  let ended = false;
+  const exited = main(args, { stdout: sink('stdout'), stderr: sink('stderr'), env, signals }).then((code) => {
+    ended = true;
+    written.emit('write');
+    return { code, signal: null };
+  });
+  const waitForLine = (pattern: RegExp, stream: 'stdout' | 'stderr' = 'stdout') =>
+    new Promise<RegExpExecArray>((resolve, reject) => {
+      const check = () => {
+        for (const line of text[stream].split('\n')) {
+          const match = pattern.exec(line);
+          if (match === null) continue;
+          written.off('write', check);
+          return resolve(match);
+        }
+        if (!ended) return;
+        written.off('write', check);
+        reject(new Error(`users-server ended before printing ${pattern}; stdout=${text.stdout} stderr=${text.stderr}`));
+      };
+      written.on('write', check);
+      check();
+    });
+  t.after(async () => {
+    if (!ended) signals.emit('SIGTERM');
+    await exited;
+  });
+  const listening = await waitForLine(/^listening on (https?:\/\/\S+:(\d+))$/);
+  return {
+    url: listening[1]!,
+    port: Number(listening[2]),
+    pid: process.pid,
+    stdout: () => text.stdout,
+    stderr: () => text.stderr,
+    waitForLine,
+    kill: (signal = 'SIGTERM') => void signals.emit(signal),
+    exited,
+  };
 }
 
 /** The configuration parsed from `argv` and `env`. */

@@ -1,6 +1,6 @@
 /**
- * An operator's story through the real binaries, on the journal and on
- * PostgreSQL: export a server's users, import them into another, restart
+ * An operator's story, on the journal and on PostgreSQL (the servers and
+ * usersctl in process; test/cli-bin.test.ts runs the binaries' import): export a server's users, import them into another, restart
  * it, import the same file again. The second run leaves the target as the
  * first left it, for users with an alias and without one, whether either
  * run kept the ids or not. And plain lines
@@ -11,24 +11,25 @@ import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
-import { put, send, tempDir } from './helpers.js';
+import type { Config } from '../server/ops/config.js';
+import { usersctl as runUsersctl } from './cli-helpers.js';
+import { put, send, startTestServer, tempDir } from './helpers.js';
 import { postgresSkipReason, testDatabase } from './postgres.js';
-import { CLI_BIN, runTool, spawnServer } from './processes.js';
 
 const skipPostgres = postgresSkipReason();
 
 function usersctl(t: TestContext, url: string, args: string[]) {
-  return runTool(t, process.execPath, [CLI_BIN, '--url', url, ...args], { env: { ...process.env, HOME: tempDir(t) } });
+  return runUsersctl(['--url', url, ...args], { env: { HOME: tempDir(t) } });
 }
 
-async function restartable(t: TestContext, args: string[]) {
-  const server = await spawnServer(t, ['--port', '0', ...args]);
+async function restartable(t: TestContext, store: Partial<Config>) {
+  let server = await startTestServer(t, store);
   return {
     url: server.url,
     async restart() {
-      server.kill('SIGTERM');
-      assert.equal((await server.exited).code, 0);
-      return (await spawnServer(t, ['--port', '0', ...args])).url;
+      await server.running.stop();
+      server = await startTestServer(t, store);
+      return server.url;
     },
   };
 }
@@ -40,11 +41,11 @@ async function restartable(t: TestContext, args: string[]) {
  */
 async function importTwice(
   t: TestContext,
-  targetArgs: string[],
+  target: Partial<Config>,
   first: string[] = [],
   second: string[] = [],
 ): Promise<void> {
-  const source = await spawnServer(t, ['--port', '0', '--data', tempDir(t)]);
+  const source = await startTestServer(t, { data: tempDir(t) });
   assert.equal((await put(source.url, '/users/alice', { name: 'Alice' })).status, 201);
   for (const name of ['Bob', 'Gone', 'Carol'])
     assert.equal((await send(source.url, 'POST', '/users/new', { json: { name } })).status, 201);
@@ -54,11 +55,11 @@ async function importTwice(
   assert.equal(exported.code, 0, exported.stderr);
   writeFileSync(file, exported.stdout);
 
-  const target = await restartable(t, targetArgs);
-  const once = await usersctl(t, target.url, ['import', ...first, '-f', file]);
+  const restarted = await restartable(t, target);
+  const once = await usersctl(t, restarted.url, ['import', ...first, '-f', file]);
   assert.equal(once.code, 0, once.stderr);
-  const listing = (await send(target.url, 'GET', '/users')).text;
-  const url = await target.restart();
+  const listing = (await send(restarted.url, 'GET', '/users')).text;
+  const url = await restarted.restart();
   const again = await usersctl(t, url, ['import', ...second, '-f', file]);
   assert.equal(again.code, 0, again.stderr);
   const results = again.stdout
@@ -74,20 +75,20 @@ async function importTwice(
 }
 
 test('import of an export, run twice on a journal server restarted in between: the second run finds every user unchanged and adds none', async (t) => {
-  await importTwice(t, ['--data', tempDir(t)]);
+  await importTwice(t, { data: tempDir(t) });
 });
 
 test('import --keep-ids of an export, then a plain import of it on a journal server restarted in between: the second run finds every user unchanged, those without an alias too, and adds none', async (t) => {
-  await importTwice(t, ['--data', tempDir(t)], ['--keep-ids'], []);
+  await importTwice(t, { data: tempDir(t) }, ['--keep-ids'], []);
 });
 
 test('a plain import of an export, then import --keep-ids of it on a journal server restarted in between: the second run finds every user unchanged under the alias the first gave it, and adds none', async (t) => {
-  await importTwice(t, ['--data', tempDir(t)], [], ['--keep-ids']);
+  await importTwice(t, { data: tempDir(t) }, [], ['--keep-ids']);
 });
 
 test('import of an export, run twice on a PostgreSQL server restarted in between: the second run finds every user unchanged and adds none', async (t) => {
   if (skipPostgres !== undefined) return t.skip(skipPostgres);
-  await importTwice(t, ['--store', await testDatabase(t)]);
+  await importTwice(t, { store: await testDatabase(t) });
 });
 
 /** The lines of `usersctl watch --from-start --no-follow`: every change the server keeps. */
@@ -100,8 +101,8 @@ async function changesSoFar(t: TestContext, url: string): Promise<{ op: string; 
     .map((line) => JSON.parse(line));
 }
 
-async function linesTwiceWatched(t: TestContext, serverArgs: string[]): Promise<void> {
-  const server = await spawnServer(t, ['--port', '0', ...serverArgs]);
+async function linesTwiceWatched(t: TestContext, store: Partial<Config>): Promise<void> {
+  const server = await startTestServer(t, store);
   const file = join(tempDir(t), 'people.ndjson');
   writeFileSync(file, '{"name":"Ann"}\n{"name":"Ben"}\n{"name":"Cy"}\n');
   for (const run of ['first', 'second']) {
@@ -126,10 +127,10 @@ async function linesTwiceWatched(t: TestContext, serverArgs: string[]): Promise<
 }
 
 test('plain lines imported twice on a journal server: usersctl watch shows each user once, and nothing of the second run', async (t) => {
-  await linesTwiceWatched(t, ['--data', tempDir(t)]);
+  await linesTwiceWatched(t, { data: tempDir(t) });
 });
 
 test('plain lines imported twice on a PostgreSQL server: usersctl watch shows each user once, and nothing of the second run', async (t) => {
   if (skipPostgres !== undefined) return t.skip(skipPostgres);
-  await linesTwiceWatched(t, ['--store', await testDatabase(t)]);
+  await linesTwiceWatched(t, { store: await testDatabase(t) });
 });

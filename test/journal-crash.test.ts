@@ -2,12 +2,12 @@
  * Crash tests of the durable journal (issue 3, "Tests"): the real server as
  * a child process, 64 concurrent clients, `kill -9` at random moments, then a
  * restart on the same data directory checked against everything the clients
- * were told (bench/crash-harness.ts lists the checks). bin/ runs dist/: it
+ * were told (test/crash-harness.ts lists the checks). bin/ runs dist/: it
  * is rebuilt first when older than the sources.
  */
 import assert from 'node:assert/strict';
 import { before, test, type TestContext } from 'node:test';
-import { runCrashCycles, type CrashSummary } from '../bench/crash-harness.js';
+import { runCrashCycles, type CrashSummary } from './crash-harness.js';
 import { buildIfStale } from './helpers.js';
 
 let skipReason: string | undefined;

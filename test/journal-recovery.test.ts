@@ -699,18 +699,17 @@ const lostJournals: { name: string; lose: (dir: string) => void; what: string }[
   { name: 'truncated to 0 bytes', lose: (dir) => truncateSync(join(dir, JOURNAL), 0), what: `an empty ${JOURNAL}` },
 ];
 for (const c of lostJournals) {
-  test(`node bin/users-server.js: a journal ${c.name} in a directory whose secret shows it held users refuses the start (exit 1, one line saying what is missing and what to do), creates nothing, and never issues id 1 again`, async (t) => {
+  test(`a journal ${c.name} in a directory whose secret shows it held users refuses the start (exit 1, one line saying what is missing and what to do), creates nothing, and never issues id 1 again`, async (t) => {
     const f = await journalFixture();
     const dir = copyWith(t, f, f.bytes);
     assert.ok(existsSync(join(dir, 'secret')), 'the fixture has its secret');
     c.lose(dir);
     const before = readdirSync(dir).sort();
-    const child = spawnUsersServer(t, ['--port', '0', '--data', dir]);
-    const exit = await child.exited;
-    assert.equal(exit.code, 1, child.stderr());
-    assert.equal(child.stdout(), '');
+    const run = await runUsersServer(['--port', '0', '--data', dir]);
+    assert.equal(run.code, 1, run.stderr);
+    assert.equal(run.stdout, '');
     assert.match(
-      child.stderr(),
+      run.stderr,
       new RegExp(
         `^users-server: ${escape(dir)} holds its secret file from an earlier start but ${escape(c.what)}: .*Restore ${JOURNAL} .* from a backup; to start this directory empty on purpose, move its secret and admin-password files away first\n$`,
       ),
@@ -735,30 +734,29 @@ test('a new data directory holding only an accounts file (put there before the f
   assert.equal((await put(server.url, '/users/first', { name: 'First' })).headers.location, '/users/1');
 });
 
-test('node bin/users-server.js: --data under /proc (a pseudo file system) exits 1 at once with one line', async (t) => {
+test('--data under /proc (a pseudo file system) exits 1 at once with one line', async (t) => {
   if (!existsSync('/proc/self')) return t.skip('no /proc on this system');
-  const child = spawnUsersServer(t, ['--port', '0', '--data', '/proc/self/users-data']);
-  const exit = await child.exited;
-  assert.equal(exit.code, 1, child.stderr());
+  const run = await runUsersServer(['--port', '0', '--data', '/proc/self/users-data']);
+  assert.equal(run.code, 1, run.stderr);
   assert.equal(
-    child.stderr(),
+    run.stderr,
     'users-server: cannot create the data directory: /proc/self/users-data cannot be made there; give a path on a writable file system\n',
   );
 });
 
-test('node bin/users-server.js: --data naming a file, or a path through one, exits 1 with one line that says so, and leaves the file as it was', async (t) => {
+test('--data naming a file, or a path through one, exits 1 with one line that says so, and leaves the file as it was', async (t) => {
   const file = join(tempDir(t), 'notes.txt');
   writeFileSync(file, 'keep me\n');
-  const onFile = spawnUsersServer(t, ['--port', '0', '--data', file]);
-  assert.equal((await onFile.exited).code, 1, onFile.stderr());
+  const onFile = await runUsersServer(['--port', '0', '--data', file]);
+  assert.equal(onFile.code, 1, onFile.stderr);
   assert.equal(
-    onFile.stderr(),
+    onFile.stderr,
     `users-server: the data directory ${file} is a file, not a folder; give --data a folder\n`,
   );
-  const through = spawnUsersServer(t, ['--port', '0', '--data', join(file, 'data')]);
-  assert.equal((await through.exited).code, 1, through.stderr());
+  const through = await runUsersServer(['--port', '0', '--data', join(file, 'data')]);
+  assert.equal(through.code, 1, through.stderr);
   assert.equal(
-    through.stderr(),
+    through.stderr,
     `users-server: cannot create the data directory: a part of ${join(file, 'data')} is a file, not a folder; check the path\n`,
   );
   assert.equal(readFileSync(file, 'utf8'), 'keep me\n');

@@ -10,7 +10,7 @@ import { chownSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
-import { track } from '../bench/children.js';
+import { track } from './children.js';
 import { postgresCluster, postgresSkipReason, testDatabase } from './postgres.js';
 import { serverPort } from './processes.js';
 

@@ -14,7 +14,7 @@ import { connect as netConnect, createServer, type AddressInfo, type Socket } fr
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
-import { exitOnInterrupt, waitGone } from '../bench/children.js';
+import { exitOnInterrupt, waitGone } from './children.js';
 import { againIfDropped, connect, type Sql } from '../server/store/postgres/driver.js';
 import { serverPort } from './processes.js';
 import { migrate } from '../server/store/postgres/schema.js';
@@ -54,11 +54,28 @@ export function postgresSkipReason(): string | undefined {
   return undefined;
 }
 
-/** Runs a server binary, as the postgres user when this process is root. */
-function runAsOwner(bin: string, args: string[]): void {
-  const root = process.getuid?.() === 0;
-  const [command, argv] = root ? ['runuser', ['-u', 'postgres', '--', bin, ...args]] : [bin, args];
-  execFileSync(command, argv, { stdio: 'pipe' });
+/** The command line that runs a server binary, as the postgres user when this process is root. */
+function asOwner(bin: string, args: string[]): [string, string[]] {
+  return process.getuid?.() === 0 ? ['runuser', ['-u', 'postgres', '--', bin, ...args]] : [bin, args];
+}
+
+/** The pid of the server binary `runAsOwner` runs now (initdb, pg_ctl start): the exit waits for it before stopping the cluster. */
+let runningPid: number | undefined;
+
+/**
+ * Runs a server binary to its end. Not synchronously: initdb takes a second
+ * or more, and a pool of this process that opens a connection meanwhile
+ * must get its answer within the driver's connect timeout.
+ */
+async function runAsOwner(bin: string, args: string[]): Promise<void> {
+  const [command, argv] = asOwner(bin, args);
+  const running = promisify(execFile)(command, argv);
+  runningPid = running.child.pid;
+  try {
+    await running;
+  } finally {
+    runningPid = undefined;
+  }
 }
 
 /** Server settings of the cluster; `durable` keeps PostgreSQL's own fsync (benchmarks), else none. */
@@ -81,11 +98,12 @@ async function startCluster(): Promise<Cluster> {
   chmodSync(dir, 0o700);
   const data = join(dir, 'data');
   // Set before initdb: an interrupt that comes while the cluster starts
-  // (a few seconds of synchronous calls) still stops it once they return.
+  // still stops it, once the binary that runs then (initdb, pg_ctl) is done.
   process.once('exit', () => {
+    if (runningPid !== undefined) waitGone([runningPid]);
     const postmaster = postmasterPid(data);
     try {
-      runAsOwner(join(bin, 'pg_ctl'), ['-D', data, '-m', 'immediate', 'stop']);
+      execFileSync(...asOwner(join(bin, 'pg_ctl'), ['-D', data, '-m', 'immediate', 'stop']), { stdio: 'pipe' });
     } catch {
       // Already stopped, or never started.
     }
@@ -94,7 +112,7 @@ async function startCluster(): Promise<Cluster> {
     rmSync(dir, { recursive: true, force: true });
   });
   exitOnInterrupt();
-  runAsOwner(join(bin, 'initdb'), [
+  await runAsOwner(join(bin, 'initdb'), [
     '-D',
     data,
     '-U',
@@ -125,7 +143,7 @@ async function startOnFreePort(bin: string, dir: string): Promise<number> {
   for (let attempt = 1; ; attempt++) {
     const port = await serverPort();
     try {
-      runAsOwner(join(bin, 'pg_ctl'), [
+      await runAsOwner(join(bin, 'pg_ctl'), [
         '-D',
         join(dir, 'data'),
         '-o',
@@ -214,7 +232,7 @@ export async function setPostgresRunning(running: boolean): Promise<void> {
   const up =
     spawnSync(join(c.bin, 'pg_ctl'), ['-D', data, 'status'], { stdio: 'pipe' }).status === 0 || isRunning(data);
   if (running && !up) {
-    runAsOwner(join(c.bin, 'pg_ctl'), ['-D', data, '-o', options, '-l', join(c.dir, 'log'), '-w', 'start']);
+    await runAsOwner(join(c.bin, 'pg_ctl'), ['-D', data, '-o', options, '-l', join(c.dir, 'log'), '-w', 'start']);
     // A fresh pool: the old one's connections were cut by the stop, and one
     // may not have noticed yet (its next query would get 57P01).
     c.admin = await connect(`${c.base}/postgres`, { max: 2, idleSeconds: 1 });
@@ -223,7 +241,7 @@ export async function setPostgresRunning(running: boolean): Promise<void> {
     // cut (cut, it fails the driver's own array-types query, which only the
     // listener of server/store/postgres/driver.ts then hears).
     await c.admin.end({ timeout: 5 }).catch(() => {});
-    runAsOwner(join(c.bin, 'pg_ctl'), ['-D', data, '-m', 'fast', '-w', 'stop']);
+    await runAsOwner(join(c.bin, 'pg_ctl'), ['-D', data, '-m', 'fast', '-w', 'stop']);
   }
 }
 
@@ -233,9 +251,7 @@ export async function restartPostgres(): Promise<number> {
   const data = join(c.dir, 'data');
   await c.admin.end({ timeout: 5 }).catch(() => {});
   const started = performance.now();
-  // Not runAsOwner: the event loop goes on during the restart, so a test's load goes on too.
-  const root = process.getuid?.() === 0;
-  const args = [
+  await runAsOwner(join(c.bin, 'pg_ctl'), [
     '-D',
     data,
     '-o',
@@ -246,11 +262,7 @@ export async function restartPostgres(): Promise<number> {
     'fast',
     '-w',
     'restart',
-  ];
-  const [command, argv] = root
-    ? ['runuser', ['-u', 'postgres', '--', join(c.bin, 'pg_ctl'), ...args]]
-    : [join(c.bin, 'pg_ctl'), args];
-  await promisify(execFile)(command, argv);
+  ]);
   const took = performance.now() - started;
   c.admin = await connect(`${c.base}/postgres`, { max: 2, idleSeconds: 1 });
   return took;

@@ -9,7 +9,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
-import { killGroup, track, untrackGroup } from '../bench/children.js';
+import { killGroup, track, untrackGroup } from './children.js';
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -147,7 +147,7 @@ export async function runTool(
   return { code: code ?? -1, stdout: child.stdout(), stderr: child.stderr() };
 }
 
-export interface ServerChild extends Child {
+interface ServerChild extends Child {
   /** Set by `spawnServer` once the server listens. */
   url: string;
   port: number;

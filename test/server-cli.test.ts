@@ -1,8 +1,10 @@
 /**
- * The real entry point, `node bin/users-server.js`, run as a child process
- * over real sockets (API.md "Server command line", "Sessions" and the
- * decisions on the admin password, the secret and the data-directory lock).
- * bin/ imports dist/: run `npm run build` first.
+ * The entry point over real sockets (API.md "Server command line",
+ * "Sessions" and the decisions on the admin password, the secret and the
+ * data-directory lock): `node bin/users-server.js` as a child process for
+ * what is about the process (its exit, signals, its pid in the lock, its
+ * output streams), its `main` in this process for what it says and makes
+ * at start (`serveInProcess`). bin/ imports dist/: run `npm run build` first.
  */
 import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
@@ -16,6 +18,7 @@ import {
   ADMIN_PASSWORD,
   buildIfStale,
   runUsersServer,
+  startUsersServer,
   basic,
   cookiePair,
   readReply,
@@ -80,21 +83,36 @@ function spawnServer(
   });
 }
 
-/** Waits for the `listening on ...` line and returns its URL and port; fails if the child exits first. */
-async function waitListening(child: Child): Promise<{ url: string; port: number }> {
+/** The same, `users-server ARGS` run in this process (helpers.ts), resolved once it listens. */
+function serveInProcess(
+  t: TestContext,
+  args: string[],
+  env: NodeJS.ProcessEnv = {},
+  options: { adminPassword?: boolean } = {},
+) {
+  return startUsersServer(t, args, {
+    env: { ...(options.adminPassword === false && { USERS_ADMIN_PASSWORD: undefined }), ...env },
+  });
+}
+
+/** A server child, or one in this process: what the tests below read of it. */
+type Server = Pick<Child, 'waitForLine' | 'stdout' | 'stderr' | 'exited'> & { kill(signal: 'SIGTERM'): void };
+
+/** Waits for the `listening on ...` line and returns its URL and port; fails if the server ends first. */
+async function waitListening(child: Pick<Child, 'waitForLine'>): Promise<{ url: string; port: number }> {
   const m = await child.waitForLine(/^listening on (http:\/\/\S+)$/);
   const line = LISTENING_LINE.exec(m[0]);
   assert.ok(line !== null, `unexpected listening line: ${JSON.stringify(m[0])}`);
   return { url: line[1]!, port: Number(line[2]) };
 }
 
-function waitExit(child: Child): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+function waitExit(child: Pick<Child, 'exited'>): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
   return child.exited;
 }
 
-/** Stops a running child with SIGTERM and asserts the graceful exit code 0. */
-async function stopGracefully(child: Child): Promise<void> {
-  child.process.kill('SIGTERM');
+/** Stops a running server with SIGTERM and asserts the graceful exit code 0. */
+async function stopGracefully(child: Server): Promise<void> {
+  child.kill('SIGTERM');
   const { code, signal } = await waitExit(child);
   assert.equal(signal, null, `killed by ${signal}`);
   assert.equal(code, 0, `exit code ${code}; stderr=${child.stderr()}`);
@@ -162,7 +180,7 @@ test(
   TEST_OPTIONS,
   async (t) => {
     const data = tempDir(t);
-    const child = spawnServer(t, [], { USERS_PORT: '0', USERS_DATA: data });
+    const child = await serveInProcess(t, [], { USERS_PORT: '0', USERS_DATA: data });
     const { url, port } = await waitListening(child);
     assert.notEqual(port, 8080);
     await assertHealthy(url);
@@ -175,7 +193,7 @@ test(
 test('Server command line: --data beats USERS_DATA', TEST_OPTIONS, async (t) => {
   const flagData = tempDir(t);
   const envData = join(tempDir(t), 'from-env');
-  const child = spawnServer(t, ['--port', '0', '--data', flagData], { USERS_DATA: envData });
+  const child = await serveInProcess(t, ['--port', '0', '--data', flagData], { USERS_DATA: envData });
   await waitListening(child);
   assert.notEqual(lockOwnerPid(flagData), undefined, 'the lock is in --data');
   assert.ok(!existsSync(envData), 'USERS_DATA was not used');
@@ -619,7 +637,7 @@ test(
     const data = tempDir(t);
     const file = join(data, 'admin-password');
     const asShipped = { USERS_REQUIRE_SESSION: undefined };
-    const child = spawnServer(t, ['--port', '0', '--data', data], asShipped, { adminPassword: false });
+    const child = await serveInProcess(t, ['--port', '0', '--data', data], asShipped, { adminPassword: false });
     const { url } = await waitListening(child);
     assert.ok(existsSync(file), 'no admin-password file');
     assert.equal(fileMode(file), 0o600, `mode ${fileMode(file).toString(8)}`);
@@ -640,7 +658,7 @@ test(
     await stopGracefully(child);
 
     // The second start keeps the password and says again where it is: it is still the generated one.
-    const again = spawnServer(t, ['--port', '0', '--data', data], asShipped, { adminPassword: false });
+    const again = await serveInProcess(t, ['--port', '0', '--data', data], asShipped, { adminPassword: false });
     const second = await waitListening(again);
     assert.equal(readFileSync(file, 'utf8').trim(), password);
     assert.equal(
@@ -660,7 +678,7 @@ test(
       `changed the password of "admin"; running servers take it within a second, its sessions end, and ${file} is removed\n`,
     );
     assert.ok(!existsSync(file), 'the generated password is still on disk');
-    const third = spawnServer(t, ['--port', '0', '--data', data], {}, { adminPassword: false });
+    const third = await serveInProcess(t, ['--port', '0', '--data', data], {}, { adminPassword: false });
     const restarted = await waitListening(third);
     assert.equal(beyondDataLine(third.stderr()), '', 'no announcement once the password was changed');
     assert.ok(!existsSync(file), 'a start made a new generated password');
@@ -676,7 +694,7 @@ test(
 );
 
 test(
-  'node bin/users-server.js says at start who may use it; on an address other than loopback with reads or writes open it warns that anyone who can reach it can read (and change) every user, and names the flag that closes it; by default, or on loopback, it does not',
+  'users-server says at start who may use it; on an address other than loopback with reads or writes open it warns that anyone who can reach it can read (and change) every user, and names the flag that closes it; by default, or on loopback, it does not',
   TEST_OPTIONS,
   async (t) => {
     const cases = [
@@ -707,7 +725,7 @@ test(
       },
     ];
     for (const c of cases) {
-      const child = spawnServer(t, ['--port', '0', '--data', tempDir(t), ...c.args], c.env);
+      const child = await serveInProcess(t, ['--port', '0', '--data', tempDir(t), ...c.args], c.env);
       await child.waitForLine(/^listening on /);
       assert.match(child.stderr(), c.access, c.args.join(' '));
       assert.equal(beyondDataLine(child.stderr()), c.warning, c.args.join(' '));
@@ -721,7 +739,7 @@ test(
   TEST_OPTIONS,
   async (t) => {
     const data = tempDir(t);
-    const child = spawnServer(t, ['--port', '0', '--data', data]);
+    const child = await serveInProcess(t, ['--port', '0', '--data', data]);
     const { url } = await waitListening(child);
     assert.ok(!existsSync(join(data, 'admin-password')));
     assert.equal(beyondDataLine(child.stderr()), '');
@@ -735,7 +753,7 @@ test(
   TEST_OPTIONS,
   async (t) => {
     const data = tempDir(t);
-    const first = spawnServer(t, ['--port', '0', '--data', data]);
+    const first = await serveInProcess(t, ['--port', '0', '--data', data]);
     const a = await waitListening(first);
     const secretFile = join(data, 'secret');
     assert.equal(fileMode(secretFile), 0o600, `mode ${fileMode(secretFile).toString(8)}`);
@@ -746,7 +764,7 @@ test(
     assert.equal((await send(a.url, 'GET', '/', { headers: { cookie } })).status, 200);
     await stopGracefully(first);
 
-    const second = spawnServer(t, ['--port', '0', '--data', data]);
+    const second = await serveInProcess(t, ['--port', '0', '--data', data]);
     const b = await waitListening(second);
     assert.equal(readFileSync(secretFile, 'utf8'), secret, 'the secret changed on restart');
     const root = await send(b.url, 'GET', '/', { headers: { cookie } });
@@ -763,7 +781,7 @@ test(
 
 test('Sessions: with --secret no <data>/secret is written', TEST_OPTIONS, async (t) => {
   const data = tempDir(t);
-  const child = spawnServer(t, ['--port', '0', '--data', data, '--secret', 's'.repeat(32)]);
+  const child = await serveInProcess(t, ['--port', '0', '--data', data, '--secret', 's'.repeat(32)]);
   await waitListening(child);
   assert.ok(!existsSync(join(data, 'secret')));
   await stopGracefully(child);

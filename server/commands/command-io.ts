@@ -10,6 +10,14 @@ export interface CommandIo {
   env: NodeJS.ProcessEnv;
   /** Where `accounts add` reads a password; process.stdin when absent. */
   stdin?: PasswordInput;
+  /** Where the server hears SIGINT, SIGTERM and SIGHUP; the process when absent. */
+  signals?: SignalSource;
+}
+
+/** What sends a server its signals: the process, or an emitter in tests. */
+export interface SignalSource {
+  on(signal: 'SIGINT' | 'SIGTERM' | 'SIGHUP', listener: () => void): unknown;
+  off(signal: 'SIGINT' | 'SIGTERM' | 'SIGHUP', listener: () => void): unknown;
 }
 
 /** What a command reads a password from: process.stdin, or a stream in tests. */

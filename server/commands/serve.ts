@@ -40,7 +40,7 @@ import type { JournalIo } from '../store/journal/journal.js';
 import { openStore } from '../store/open-store.js';
 import type { SharedSettings, Store } from '../store/store.js';
 import { DEFAULT_MIN_PASSWORD_LENGTH } from './accounts.js';
-import { finishOutput, type CommandIo } from './command-io.js';
+import { finishOutput, type CommandIo, type SignalSource } from './command-io.js';
 
 const SWEEP_INTERVAL_MS = 60_000;
 
@@ -578,7 +578,7 @@ interface Signals {
  * (connections cut, the store still flushed, the lock released), and
  * SIGHUP reads the accounts again.
  */
-function watchSignals(): Signals {
+function watchSignals(source: SignalSource): Signals {
   let stopNow = () => {};
   let stopping = false;
   const stop = new AbortController();
@@ -590,9 +590,9 @@ function watchSignals(): Signals {
     onAgain: () => {},
     onHangUp: () => {},
     unwatch: () => {
-      process.off('SIGINT', onStop);
-      process.off('SIGTERM', onStop);
-      process.off('SIGHUP', onHangUp);
+      source.off('SIGINT', onStop);
+      source.off('SIGTERM', onStop);
+      source.off('SIGHUP', onHangUp);
     },
   };
   const onStop = () => {
@@ -602,9 +602,9 @@ function watchSignals(): Signals {
     stopNow();
   };
   const onHangUp = () => signals.onHangUp();
-  process.on('SIGINT', onStop);
-  process.on('SIGTERM', onStop);
-  process.on('SIGHUP', onHangUp);
+  source.on('SIGINT', onStop);
+  source.on('SIGTERM', onStop);
+  source.on('SIGHUP', onHangUp);
   return signals;
 }
 
@@ -663,7 +663,7 @@ export async function serve(argv: readonly string[], io: CommandIo): Promise<num
   // Signals are watched first, so a stop asked for as soon as "listening on"
   // appears is still a graceful one. A journal that cannot sync stops the
   // server like a signal, but exits 1.
-  const signals = watchSignals();
+  const signals = watchSignals(io.signals ?? process);
   let fatal = false;
   const onFatal = () => {
     fatal = true;

@@ -1,12 +1,12 @@
 /**
- * The socket load generator of `npm run bench:postgres` (bench/socket-load.ts):
+ * The socket load generator of `npm run bench:postgres` (test/socket-load.ts):
  * the answers it counts are the answers the server gave, so its req/s
  * figures are known to be true.
  */
 import assert from 'node:assert/strict';
 import { createServer, type AddressInfo } from 'node:net';
 import { test } from 'node:test';
-import { AnswerReader, socketLoad } from '../bench/socket-load.js';
+import { AnswerReader, socketLoad } from './socket-load.js';
 import { send, startTestServer } from './helpers.js';
 
 const ANSWERS = [

@@ -11,16 +11,24 @@
  * error, since the loads here never get one.
  */
 import { connect, type Socket } from 'node:net';
-import type { LoadRequest } from './store-bench.js';
 
-export interface SocketLoadOptions {
+/** One request of a load, as autocannon's `requests` take them (the benchmarks give the same list to both). */
+export interface LoadRequest {
+  method?: string;
+  path?: string;
+  headers?: Record<string, string>;
+  body?: string | Buffer;
+  setupRequest?: (request: LoadRequest, context: object) => LoadRequest;
+}
+
+interface SocketLoadOptions {
   url: string;
   connections: number;
   seconds: number;
   requests: readonly LoadRequest[];
 }
 
-export interface SocketLoadResult {
+interface SocketLoadResult {
   /** Answers completed per second over the run. */
   rps: number;
   requests: number;
@@ -35,7 +43,7 @@ const HEAD_END = Buffer.from('\r\n\r\n');
 const CONTENT_LENGTH = /\r\ncontent-length:[ \t]*(\d+)/i;
 
 /** The bytes of one request, built once. */
-export function requestBytes(host: string, request: LoadRequest): Buffer {
+function requestBytes(host: string, request: LoadRequest): Buffer {
   const body = request.body === undefined ? undefined : Buffer.from(request.body);
   const lines = [`${request.method ?? 'GET'} ${request.path ?? '/'} HTTP/1.1`, `host: ${host}`];
   for (const [name, value] of Object.entries(request.headers ?? {})) lines.push(`${name}: ${value}`);

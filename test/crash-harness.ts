@@ -39,11 +39,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-export const ROOT = fileURLToPath(new URL('..', import.meta.url));
-export const BIN = join(ROOT, 'bin', 'users-server.js');
-export const ADMIN_PASSWORD = 'crash-harness-admin-password';
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const BIN = join(ROOT, 'bin', 'users-server.js');
+const ADMIN_PASSWORD = 'crash-harness-admin-password';
 
-export interface CrashOptions {
+interface CrashOptions {
   cycles: number;
   /** Concurrent clients (default 64). */
   clients?: number;
@@ -69,7 +69,7 @@ export interface CrashOptions {
   onCycle?: (report: CycleReport) => void;
 }
 
-export interface CycleReport {
+interface CycleReport {
   cycle: number;
   /** Requests sent during the load. */
   sent: number;
@@ -152,7 +152,7 @@ function serverEnv(): NodeJS.ProcessEnv {
 }
 
 /** Starts `node bin/users-server.js` on `dir` and waits for its `listening on` line. */
-export function launchServer(dir: string, extraArgs: readonly string[] = [], bin = BIN): Promise<ServerProcess> {
+function launchServer(dir: string, extraArgs: readonly string[] = [], bin = BIN): Promise<ServerProcess> {
   const started = performance.now();
   // Its 64 writing clients all come from 127.0.0.1: no per-client connection limit.
   const args = [

@@ -1,3 +1,0 @@
-import { runBatch } from '../batch.js';
-
-await runBatch(4, 8);
