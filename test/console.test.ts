@@ -196,7 +196,12 @@ for (const requireSession of ['all', 'writes', 'none'] as const) {
 
     await page.getByLabel('Password').fill(ADMIN_PASSWORD);
     await page.getByRole('button', { name: 'Sign in' }).click();
-    await page.getByRole('table').waitFor();
+    // The table's status names the count once its first page is in.
+    await page
+      .getByRole('status')
+      .filter({ hasText: /users?$|matches?$/ })
+      .first()
+      .waitFor();
     assert.deepEqual(await column(page, 3), ['Person 1', 'Person 2', 'Person 3']);
     assert.match((await page.locator('header').textContent()) ?? '', /admin \(admin\)/);
     const cookie = (await context.cookies()).find((c) => c.name === 'USER_TOKEN');

@@ -104,7 +104,7 @@ test('index add on a running server with users: finds by the field within 2 s, l
 });
 
 test('a cursor of a sort made before a field became case-insensitive is refused after, and paging starts again', async (t) => {
-  const server = await startTestServer(t);
+  const server = await startTestServer(t, { store: 'journal' });
   await createAll(server, ['b@x', 'A@x', 'c@x']);
   const first = await send(server.url, 'GET', `/users?${new URLSearchParams({ sort: 'email', limit: '1' })}`);
   const next = (first.json() as { next: string }).next;
@@ -191,7 +191,7 @@ test('a backup carries the declared fields: a server on it enforces them', async
 });
 
 test('GET /indexes lists the declared fields with the access of GET /users', async (t) => {
-  const server = await startTestServer(t, { requireSession: 'all' });
+  const server = await startTestServer(t, { requireSession: 'all', store: 'journal' });
   assertProblem(await send(server.url, 'GET', '/indexes'), 401, 'unauthorized');
   const cookie = await server.login();
   const none = await send(server.url, 'GET', '/indexes', { headers: { cookie } });
@@ -206,7 +206,7 @@ test('GET /indexes lists the declared fields with the access of GET /users', asy
 });
 
 test('usersctl says a taken email in one sentence naming the field and the user; an import with a duplicate email has one failed line and exits 8, the rest imported', async (t) => {
-  const cli = await startCliServer(t);
+  const cli = await startCliServer(t, { store: 'journal' });
   assert.equal((await runUsersServer(['index', 'add', 'email', '--unique', '--data', cli.server.dataDir])).code, 0);
   assert.equal((await cli.run(['put', 'ann', '-f', '-'], { stdin: '{"name":"Ann","email":"ann@x"}' })).code, 0);
   const taken = await cli.run(['put', 'bob', '-f', '-'], { stdin: '{"name":"Bob","email":"ann@x"}' });
