@@ -2,7 +2,7 @@
  * The PostgreSQL store's outage lines (server/store/postgres/outage-log.ts):
  * one when the database stops answering, one when its probe finds it back;
  * a slow statement is not an outage. The whole story against a real
- * database is in postgres-instances.test.ts.
+ * database is in postgres-faults.test.ts.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
