@@ -1,16 +1,15 @@
 /**
- * GET, HEAD, PUT and DELETE of `/users/<digits>` skip splitTarget and the
- * router (UsersApp's direct path) but run the same handler. The same requests
- * written so that they take the general path (`/users/12?`, an empty
- * query; `/users/%31%32`, percent-encoded digits) must get the same
- * answers: status, headers but the request id, and body, on servers with
- * each setting that changes what GET /users/{ref} answers.
+ * The router matches a plain path such as `/users/12` (no query, fragment
+ * or percent-encoding) without splitting the target; the same requests
+ * written so that they are split first (`/users/12?`, an empty query;
+ * `/users/%31%32`, percent-encoded digits) must get the same answers:
+ * status, headers but the request id, and body, on servers with each
+ * setting that changes what /users/{ref} answers.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ADMIN_PASSWORD, put, send, startTestServer, tempDir, type Reply } from './helpers.js';
 import { cleanEnv, SERVER_BIN, spawnChild } from './processes.js';
-import { DirectParams, USER_BY_REF } from '../server/http/app.js';
 import type { Route } from '../server/http/route.js';
 import { Router } from '../server/http/router.js';
 
@@ -20,7 +19,7 @@ function comparable(reply: Reply): unknown {
   return { status: reply.status, headers, text: reply.text };
 }
 
-/** `/users/<digits>` by the direct path, then the two general spellings of it: the same answers. */
+/** `/users/<digits>` as a plain path, then the two spellings of it that are split first: the same answers. */
 async function sameAnswers(
   url: string,
   digits: string,
@@ -50,7 +49,7 @@ test('GET and HEAD /users/<digits> answer as the same target through the router:
   }
 });
 
-test('GET /users/<digits> by the direct path: an old id answers 301, a session is asked for under --require-session all, and the metrics count it under /users/:ref', async (t) => {
+test('GET /users/<digits> as a plain path: an old id answers 301, a session is asked for under --require-session all, and the metrics count it under /users/:ref', async (t) => {
   const moving = await startTestServer(t, { allowIdChange: true });
   await put(moving.url, '/users/ann', { name: 'Ann' });
   assert.equal((await put(moving.url, '/users/1', { name: 'Ann', id: 7 })).status, 200);
@@ -70,7 +69,7 @@ test('GET /users/<digits> by the direct path: an old id answers 301, a session i
   assert.match(metrics, /^users_server_requests_total\{route="\/users\/:ref",method="GET",status="200"\} 3$/m);
 });
 
-test('with --rate-limit every target takes the general path, and /users/<digits> answers the same', async (t) => {
+test('with --rate-limit a plain path is limited like any other target', async (t) => {
   const server = await startTestServer(t, { rateLimit: 1000 });
   await put(server.url, '/users/ann', { name: 'Ann' });
   const direct = await send(server.url, 'GET', '/users/1');
@@ -78,7 +77,7 @@ test('with --rate-limit every target takes the general path, and /users/<digits>
   assert.ok(direct.headers.ratelimit !== undefined, 'the limiter saw it');
 });
 
-test('PUT and DELETE /users/<digits> by the direct path: the same answers, and a cross-site request with the session cookie is still refused', async (t) => {
+test('PUT and DELETE /users/<digits> as a plain path: the same answers, and a cross-site request with the session cookie is still refused', async (t) => {
   const server = await startTestServer(t);
   for (const alias of ['ann', 'bob', 'cy', 'dee']) await put(server.url, `/users/${alias}`, { name: alias });
   const json = { 'content-type': 'application/json' };
@@ -105,7 +104,7 @@ test('PUT and DELETE /users/<digits> by the direct path: the same answers, and a
   assert.equal((await send(server.url, 'GET', '/users/1')).text, '{"name":"Ann","id":1}');
 });
 
-test('under node --disallow-code-generation-from-strings the server starts, and routes /users/<digits> both ways', async (t) => {
+test('under node --disallow-code-generation-from-strings the server starts, and routes /users/<digits> each way', async (t) => {
   const env = {
     ...cleanEnv(),
     USERS_ADMIN_PASSWORD: ADMIN_PASSWORD,
@@ -123,12 +122,28 @@ test('under node --disallow-code-generation-from-strings the server starts, and 
   assert.equal(await sameAnswers(url, '1', 'GET'), 200);
 });
 
-test("the direct path's params give the reference the router gives for the same target", () => {
-  const route = { method: 'GET', path: USER_BY_REF, handler: () => {} } as unknown as Route;
-  const router = new Router([route]);
-  for (const target of ['/users/1', '/users/0012', '/users/123456789012345678']) {
-    const match = router.match('GET', target);
-    assert.equal(match.kind, 'route');
-    assert.equal(new DirectParams(target).ref, (match as { params: Record<string, string> }).params.ref, target);
+test('the router answers a plain path as it answers the same path split from its target', () => {
+  const route = (method: string, path: string) => ({ method, path, handler: () => {} }) as unknown as Route;
+  const router = new Router([route('GET', '/users/new'), route('GET', '/users/:ref'), route('PUT', '/users/:ref')]);
+  const answer = (method: string, target: string) => {
+    const match = router.match(method, target);
+    return match.kind === 'route'
+      ? { kind: match.kind, path: match.route.path, params: { ...match.params }, slot: match.slot }
+      : match;
+  };
+  for (const target of ['/users/1', '/users/0012', '/users/123456789012345678', '/users/new', '/users/alice']) {
+    const plain = answer('GET', target);
+    assert.equal(plain.kind, 'route', target);
+    assert.deepEqual(answer('GET', `${target}?`), plain, `${target}?`);
+    assert.deepEqual(answer('GET', `http://localhost${target}`), plain, `${target} absolute-form`);
+    assert.deepEqual(answer('HEAD', target), plain, `HEAD ${target}`);
   }
+  assert.deepEqual(answer('GET', '/users/%31%32'), answer('GET', '/users/12'));
+  assert.deepEqual((router.match('GET', '/users/7?x=1') as { query: string }).query, 'x=1');
+  assert.equal(router.match('GET', '/users/7#top').kind, 'route');
+  assert.equal(router.match('DELETE', '/users/7').kind, 'method-not-allowed');
+  assert.equal(router.match('OPTIONS', '/users/7').kind, 'options');
+  for (const target of ['/users/', '/users/7/', '/users', '/users/7/x'])
+    assert.equal(router.match('GET', target).kind, 'not-found', target);
+  assert.equal(router.match('GET', '*').kind, 'bad-target');
 });

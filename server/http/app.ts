@@ -1,8 +1,7 @@
 import { MERGE_PATCH_TYPE } from '../../shared/merge-patch.js';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { HEALTH_PATH, LOGIN_PATH, LOGOUT_PATH, USERS_PATH } from '../../shared/endpoints.js';
+import { HEALTH_PATH, LOGIN_PATH, LOGOUT_PATH } from '../../shared/endpoints.js';
 import { problems } from '../../shared/problems.js';
-import { idOfDigits, NO_SUCH_ID, NOT_DIGITS } from '../../shared/user.js';
 import { HttpError, StoreFailedError, StoreFullError, StoreUnavailableError } from '../errors.js';
 import type { Config } from '../ops/config.js';
 import { Metrics } from '../ops/metrics.js';
@@ -17,7 +16,7 @@ import { isCrossSite } from './origin.js';
 import { buildOpenApi } from './openapi.js';
 import { sendEmpty, sendProblem } from './response.js';
 import type { Context, Route, RouteDeps } from './route.js';
-import { Router, splitTarget } from './router.js';
+import { Router } from './router.js';
 import { sessionRoutes } from './routes/login.js';
 import { ChangeFeeds, changesRoute } from './routes/changes.js';
 import { healthRoute, metricsRoute, openApiRoute, readinessRoute, READY_PATH } from './routes/operations.js';
@@ -81,8 +80,6 @@ class UsersApp implements App {
   private readonly logError: (message: string) => void;
   /** The rate-limit check; undefined with --rate-limit 0. */
   private readonly admit: Gate | undefined;
-  /** The routes of /users/{ref}, for the direct path of `/users/<digits>`; undefined with a rate limit, which sees every target first. */
-  private readonly userById: DirectRoutes | undefined;
   /** The names a request may give for this server (DNS rebinding). */
   private readonly hostNames: HostNames;
 
@@ -116,60 +113,23 @@ class UsersApp implements App {
     this.openapi = buildOpenApi(this.routes);
     this.admit =
       deps.config.rateLimit > 0 ? rateLimitGate(deps, (res, error) => this.answerFailure(res, error)) : undefined;
-    if (this.admit === undefined) {
-      const byId = (method: string) => {
-        const found = this.router.route(method, USER_BY_REF);
-        return found?.route.byId === undefined ? undefined : found;
-      };
-      this.userById = { get: byId('GET'), put: byId('PUT'), delete: byId('DELETE') };
-    }
-    // The direct path is the router's answer for these targets only while no literal path looks like an id.
-    if (this.routes.some((route) => USER_ID_TARGET.test(route.path)))
-      throw new Error(`a route's path looks like ${USER_BY_REF}`);
   }
 
   readonly handle = (req: IncomingMessage, res: ObservedResponse): void => {
     const fieldsError = checkFields(req, this.hostNames);
     if (fieldsError !== undefined) return this.fail(res, fieldsError);
     const url = req.url!;
-    const id = this.userById === undefined ? NOT_DIGITS : userIdOf(url);
-    const direct = id > NO_SUCH_ID ? directRoute(this.userById!, req.method) : undefined;
-    if (direct !== undefined) {
-      // What splitTarget and the router would find for this target, found
-      // without them: the same route, slot and params; and the id parseRef
-      // would read from the params, given to the route's byId.
-      return this.dispatch(
-        req,
-        res,
-        direct.route,
-        direct.slot,
-        new DirectParams(url) as unknown as Record<string, string>,
-        '',
-        id,
-      );
+    const match = this.router.match(req.method ?? '', url);
+    if (match.kind !== 'bad-target' && url.charCodeAt(0) !== 0x2f) {
+      const authorityError = authorityProblem(url, this.hostNames);
+      if (authorityError !== undefined) return this.fail(res, authorityError);
     }
-    const target = splitTarget(req.url ?? '');
-    const authorityError =
-      target === undefined || url.charCodeAt(0) === 0x2f ? undefined : authorityProblem(url, this.hostNames);
-    if (authorityError !== undefined) return this.fail(res, authorityError);
     // With --rate-limit 0 this one comparison is all rate limiting costs.
-    if (this.admit !== undefined && !this.admit(req, res, target?.path)) return;
-    if (target === undefined) {
-      // RFC 9110 section 9.3.7: OPTIONS * asks about the server as a whole.
-      if (req.url === '*' && req.method === 'OPTIONS') return sendEmpty(res, 204, { Allow: this.router.allowAnywhere });
-      return this.fail(
-        res,
-        new HttpError(
-          problems.badRequest,
-          'The request target must be a path or an absolute http URI (or * for OPTIONS).',
-        ),
-      );
-    }
-    const match = this.router.match(req.method ?? '', target.path);
+    if (this.admit !== undefined && !this.admit(req, res, this.router.paths[match.slot])) return;
     res.routeSlot = match.slot;
     switch (match.kind) {
       case 'route':
-        return this.dispatch(req, res, match.route, match.slot, match.params, target.query, NOT_DIGITS);
+        return this.dispatch(req, res, match.route, match.params, match.query);
       case 'options':
         return sendEmpty(res, 204, optionsFields(match.allow));
       case 'method-not-allowed':
@@ -181,23 +141,27 @@ class UsersApp implements App {
         );
       case 'not-found':
         return this.fail(res, new HttpError(problems.notFound, 'There is nothing at this path.'));
+      case 'bad-target':
+        // RFC 9110 section 9.3.7: OPTIONS * asks about the server as a whole.
+        if (url === '*' && req.method === 'OPTIONS') return sendEmpty(res, 204, { Allow: this.router.allowAnywhere });
+        return this.fail(
+          res,
+          new HttpError(
+            problems.badRequest,
+            'The request target must be a path or an absolute http URI (or * for OPTIONS).',
+          ),
+        );
     }
   };
 
-  /**
-   * Runs a matched route, unless the request is a forgery of another site:
-   * its `byId` when the direct path read the reference, an `id`, else its handler.
-   */
+  /** Runs a matched route, unless the request is a forgery of another site. */
   private dispatch(
     req: IncomingMessage,
     res: ObservedResponse,
     route: Route,
-    slot: number,
     params: Record<string, string>,
     query: string,
-    id: number,
   ): void {
-    res.routeSlot = slot;
     if (this.forgedBySite(req, route)) {
       return this.fail(
         res,
@@ -210,7 +174,7 @@ class UsersApp implements App {
     const ctx = new RequestContext(req, res, params, query, this);
     // Whatever a handler throws, now or later, is answered by `fail`.
     try {
-      const done = id > NO_SUCH_ID ? route.byId!(ctx, id) : route.handler(ctx);
+      const done = route.handler(ctx);
       if (done !== undefined) done.catch((error: unknown) => this.fail(res, error));
     } catch (error) {
       this.fail(res, error);
@@ -297,68 +261,15 @@ class RequestContext implements Context {
   }
 }
 
-type Direct = NonNullable<ReturnType<Router['route']>>;
-
-/** The routes of /users/{ref} the direct path serves, by method. */
-interface DirectRoutes {
-  readonly get: Direct | undefined;
-  readonly put: Direct | undefined;
-  readonly delete: Direct | undefined;
-}
-
-/** The direct path's route for `method` (HEAD is served by GET's, as the router does); undefined for the others. */
-function directRoute(routes: DirectRoutes, method: string | undefined): Direct | undefined {
-  switch (method) {
-    case 'GET':
-    case 'HEAD':
-      return routes.get;
-    case 'PUT':
-      return routes.put;
-    case 'DELETE':
-      return routes.delete;
-    default:
-      return undefined;
-  }
-}
-
-export const USER_BY_REF = `${USERS_PATH}/:ref`;
-const USER_ID_PREFIX = `${USERS_PATH}/`;
+type Gate = (req: IncomingMessage, res: ServerResponse, pattern: string | undefined) => boolean;
 
 /**
- * The params of USER_BY_REF on the direct path: `ref` is the target past
- * `/users/`, as the router would give it, cut from the target only when
- * read (a route's byId is handed the id instead).
- */
-export class DirectParams {
-  constructor(private readonly url: string) {}
-
-  get ref(): string {
-    return this.url.slice(USER_ID_PREFIX.length);
-  }
-}
-const USER_ID_TARGET = new RegExp(`^${USER_ID_PREFIX}\\d+$`);
-
-/**
- * The id of a target that is `/users/` and digits, nothing else (no query,
- * no percent-encoding): the requests most clients make most, routed
- * directly. NO_SUCH_ID or NOT_DIGITS for any other target.
- */
-function userIdOf(url: string): number {
-  const length = USER_ID_PREFIX.length;
-  if (url.length <= length) return NOT_DIGITS;
-  // Compared in place: startsWith, or a slice compared, costs a call and a copy.
-  for (let i = 0; i < length; i++) if (url.charCodeAt(i) !== USER_ID_PREFIX.charCodeAt(i)) return NOT_DIGITS;
-  return idOfDigits(url, length);
-}
-
-type Gate = (req: IncomingMessage, res: ServerResponse, path: string | undefined) => boolean;
-
-/**
- * The rate-limit check run before routing: true lets the request through
+ * The rate-limit check run before a matched route is answered, given the
+ * path pattern matched (undefined for none): true lets the request through
  * (with its RateLimit-Policy and RateLimit fields set), false means a 429
  * was answered. Every path is limited, a bad target included, except
- * /healthz: a load balancer's probe refused with 429 would take a healthy
- * server out of rotation.
+ * /healthz and /readyz: a load balancer's probe refused with 429 would take
+ * a healthy server out of rotation.
  */
 function rateLimitGate(deps: AppDeps, refuse: (res: ServerResponse, error: unknown) => void): Gate {
   const { config } = deps;
@@ -367,8 +278,8 @@ function rateLimitGate(deps: AppDeps, refuse: (res: ServerResponse, error: unkno
     burst: config.rateBurst || config.rateLimit,
     ...(deps.clock && { now: deps.clock }),
   });
-  return (req, res, path) => {
-    if (path === HEALTH_PATH || path === READY_PATH) return true;
+  return (req, res, pattern) => {
+    if (pattern === HEALTH_PATH || pattern === READY_PATH) return true;
     const decision = limiter.take(limitKey(clientAddress(req, config)));
     const field = limiter.field(decision);
     if (decision.admitted) {

@@ -31,20 +31,11 @@ export interface Context {
 /** Answers a request; a refusal is thrown (HttpError), sync or as a rejected promise. */
 export type Handler = (ctx: Context) => void | Promise<void>;
 
-/** A handler of a `/users/:ref` route given its reference already parsed, as this id. */
-type IdHandler = (ctx: Context, id: number) => void | Promise<void>;
-
 export interface Route {
   readonly method: string;
   /** Segments; a segment starting with ":" is a parameter, which matches one non-empty segment. */
   readonly path: string;
   readonly handler: Handler;
-  /**
-   * `/users/:ref` routes only: the same answer as `handler` for a reference
-   * that is an id, given the id. The direct path of app.ts, which reads it
-   * off the target, calls this instead.
-   */
-  readonly byId?: IdHandler;
   /** Its OpenAPI operation (openapi.ts). */
   readonly doc: OperationDoc;
 }

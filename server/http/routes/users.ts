@@ -68,28 +68,10 @@ export function userRoutes(deps: RouteDeps): Route[] {
   return [
     { method: 'GET', path: USERS_PATH, handler: (ctx) => routes.list(ctx), doc: LIST_DOC },
     { method: 'POST', path: NEW_USER_PATH, handler: (ctx) => routes.create(ctx), doc: CREATE_DOC },
-    {
-      method: 'GET',
-      path: `${USERS_PATH}/:ref`,
-      handler: (ctx) => routes.get(ctx, refOf(ctx)),
-      byId: (ctx, id) => routes.get(ctx, { kind: 'id', id }),
-      doc: GET_DOC,
-    },
-    {
-      method: 'PUT',
-      path: `${USERS_PATH}/:ref`,
-      handler: (ctx) => routes.put(ctx, refOf(ctx)),
-      byId: (ctx, id) => routes.put(ctx, { kind: 'id', id }),
-      doc: PUT_DOC,
-    },
+    { method: 'GET', path: `${USERS_PATH}/:ref`, handler: (ctx) => routes.get(ctx, refOf(ctx)), doc: GET_DOC },
+    { method: 'PUT', path: `${USERS_PATH}/:ref`, handler: (ctx) => routes.put(ctx, refOf(ctx)), doc: PUT_DOC },
     { method: 'PATCH', path: `${USERS_PATH}/:ref`, handler: (ctx) => routes.patch(ctx, refOf(ctx)), doc: PATCH_DOC },
-    {
-      method: 'DELETE',
-      path: `${USERS_PATH}/:ref`,
-      handler: (ctx) => routes.delete(ctx, refOf(ctx)),
-      byId: (ctx, id) => routes.delete(ctx, { kind: 'id', id }),
-      doc: DELETE_DOC,
-    },
+    { method: 'DELETE', path: `${USERS_PATH}/:ref`, handler: (ctx) => routes.delete(ctx, refOf(ctx)), doc: DELETE_DOC },
     { method: 'POST', path: RESERVATIONS_PATH, handler: (ctx) => routes.reserve(ctx), doc: RESERVE_DOC },
   ];
 }
