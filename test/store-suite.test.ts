@@ -76,20 +76,31 @@ export const STORE_KINDS: StoreKind[] = [
   durableKind('journal, compacting early', async (t) => ({ spec: 'journal', dir: tempDir(t) }), { compactionFloor: 1 }),
 ];
 const postgresSkip = postgresSkipReason();
+// The suite checks outcomes, not deadlines: on a loaded machine a statement that waits behind 31 others'
+// locks (32 creates at once) can pass the default 5 s, which is about a single slow statement.
+const SUITE_DB_TIMEOUT_SECONDS = 60;
 if (postgresSkip === undefined) {
   const database = async (t: TestContext) => ({ spec: await testDatabase(t), dir: tempDir(t) });
-  STORE_KINDS.push(durableKind('postgres', database));
+  STORE_KINDS.push(durableKind('postgres', database, { postgres: { timeoutSeconds: SUITE_DB_TIMEOUT_SECONDS } }));
   // The driver's pool replaced every 3 queries (driver.ts, RECYCLE_AFTER): every operation holds
   // across a replacement, transactions included.
-  STORE_KINDS.push(durableKind('postgres, pool replaced every 3 queries', database, { postgres: { recycleAfter: 3 } }));
+  STORE_KINDS.push(
+    durableKind('postgres, pool replaced every 3 queries', database, {
+      postgres: { recycleAfter: 3, timeoutSeconds: SUITE_DB_TIMEOUT_SECONDS },
+    }),
+  );
 } else console.log(`# store suite: PostgreSQL skipped: ${postgresSkip}`);
 const pgbouncerSkip = pgbouncerSkipReason();
 if (pgbouncerSkip === undefined)
   STORE_KINDS.push(
-    durableKind('postgres through pgbouncer, transaction pooling', async (t) => ({
-      spec: await pgbouncerDatabase(t),
-      dir: tempDir(t),
-    })),
+    durableKind(
+      'postgres through pgbouncer, transaction pooling',
+      async (t) => ({
+        spec: await pgbouncerDatabase(t),
+        dir: tempDir(t),
+      }),
+      { postgres: { timeoutSeconds: SUITE_DB_TIMEOUT_SECONDS } },
+    ),
   );
 else if (postgresSkip === undefined)
   console.log(`# store suite: PostgreSQL through pgbouncer skipped: ${pgbouncerSkip}`);
