@@ -24,6 +24,31 @@ interface Position {
 export class SortedEntries {
   private readonly chunks: IndexEntry[][] = [];
 
+  /** The entries of `entries` in order, in full chunks: one sort, where inserting each would search and move. */
+  static of(entries: IndexEntry[]): SortedEntries {
+    const sorted = new SortedEntries();
+    entries.sort((a, b) => compare(a, b.key, b.id));
+    const once = entries.filter((e, i) => i === 0 || compare(entries[i - 1]!, e.key, e.id) !== 0);
+    for (let i = 0; i < once.length; i += CHUNK) sorted.chunks.push(once.slice(i, i + CHUNK));
+    return sorted;
+  }
+
+  /** Each key that two entries or more hold, with their ids, in key order. */
+  sharedKeys(): { key: string; ids: number[] }[] {
+    const shared: { key: string; ids: number[] }[] = [];
+    let previous: IndexEntry | undefined;
+    for (const entries of this.chunks)
+      for (const entry of entries) {
+        if (previous?.key === entry.key) {
+          const last = shared.at(-1);
+          if (last?.key === entry.key) last.ids.push(entry.id);
+          else shared.push({ key: entry.key, ids: [previous.id, entry.id] });
+        }
+        previous = entry;
+      }
+    return shared;
+  }
+
   insert(key: string, id: number): void {
     if (this.chunks.length === 0) {
       this.chunks.push([{ key, id }]);
