@@ -126,28 +126,13 @@ export class FieldIndexes {
   }
 }
 
-/** The indexes of `fields` over `users`, each user's version read once for all of them. */
+/** The indexes of `fields` over `users`. */
 function buildIndexes(fields: readonly FieldDeclaration[], users: readonly StoredUser[]): FieldIndex[] {
-  if (fields.length === 0) return [];
-  const parts = fields.map((field) => ({
-    field,
-    names: namesOf(field),
-    keys: [] as IndexEntry[],
-    sorted: [] as IndexEntry[],
-  }));
-  for (const user of users) {
-    const value: unknown = JSON.parse(user.json);
-    for (const part of parts) {
-      part.sorted.push({ key: sortKeyOf(value, part.names, part.field.caseInsensitive), id: user.id });
-      for (const key of fieldKeysOf(value, part.field)) part.keys.push({ key, id: user.id });
-    }
-  }
-  return parts.map((part) => ({
-    field: part.field,
-    names: part.names,
-    keys: SortedEntries.of(part.keys),
-    sorted: SortedEntries.of(part.sorted),
-  }));
+  return fields.map((field) => {
+    const index: FieldIndex = { field, names: namesOf(field), keys: new SortedEntries(), sorted: new SortedEntries() };
+    for (const user of users) enter(index, user.id, JSON.parse(user.json), true);
+    return index;
+  });
 }
 
 /** Why a new unique field's index cannot stand: the values two users or more hold, or undefined. */

@@ -24,15 +24,6 @@ interface Position {
 export class SortedEntries {
   private readonly chunks: IndexEntry[][] = [];
 
-  /** The entries of `entries` in order, in full chunks: one sort, where inserting each would search and move. */
-  static of(entries: IndexEntry[]): SortedEntries {
-    const sorted = new SortedEntries();
-    entries.sort((a, b) => compare(a, b.key, b.id));
-    const once = entries.filter((e, i) => i === 0 || compare(entries[i - 1]!, e.key, e.id) !== 0);
-    for (let i = 0; i < once.length; i += CHUNK) sorted.chunks.push(once.slice(i, i + CHUNK));
-    return sorted;
-  }
-
   /** Each key that two entries or more hold, with their ids, in key order. */
   sharedKeys(): { key: string; ids: number[] }[] {
     const shared: { key: string; ids: number[] }[] = [];
