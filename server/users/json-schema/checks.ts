@@ -13,7 +13,6 @@
  */
 import { sameJson } from '../../../shared/merge-patch.js';
 import { countCodePoints } from '../code-points.js';
-import type { Format } from './formats.js';
 
 /** One way a user breaks the schema: where, which keyword, and a sentence that says so. */
 export interface SchemaViolation {
@@ -24,7 +23,7 @@ export interface SchemaViolation {
 }
 
 /** Where a value sits in the user: its parent's place and its member name or index. */
-export interface Place {
+interface Place {
   readonly parent: Place | undefined;
   readonly key: string | number;
 }
@@ -47,7 +46,7 @@ function childAt(at: Place | null, key: string | number): Place | null {
 }
 
 /** The `a.b` / `tags[3]` path of a place. */
-export function fieldOf(at: Place): string {
+function fieldOf(at: Place): string {
   if (at.parent === undefined) return '';
   const parent = fieldOf(at.parent);
   if (typeof at.key === 'number') return `${parent}[${at.key}]`;
@@ -178,10 +177,11 @@ export function patternCheck(source: string, pattern: RegExp): Check {
     typeof value !== 'string' || pattern.test(value) || (out !== null && fail(out, at, 'pattern', predicate));
 }
 
-export function formatCheck(format: Format): Check {
-  const predicate = `must be ${format.noun}`;
+/** `format`, asserted: `test` is the format's grammar, `phrase` its noun ("an email address"). */
+export function formatCheck(test: (text: string) => boolean, phrase: string): Check {
+  const predicate = `must be ${phrase}`;
   return (value, out, at) =>
-    typeof value !== 'string' || format.test(value) || (out !== null && fail(out, at, 'format', predicate));
+    typeof value !== 'string' || test(value) || (out !== null && fail(out, at, 'format', predicate));
 }
 
 /** The four bounds on a number: the keyword, the comparison that passes, and the words of its sentence. */
