@@ -5,6 +5,7 @@
  * violation, all of them listed; lengths in code points; `$ref` loops.
  */
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { type CompiledSchema, compileSchema, SchemaRefusedError } from '../server/users/json-schema/compile-schema.js';
 
@@ -487,4 +488,17 @@ test('validate answers a fresh list each time, never one shared with an earlier 
   const empty = compiled.validate({ a: 1 });
   empty.push({ field: 'x', keyword: 'x', detail: 'x' });
   assert.deepEqual(compiled.validate({ a: 1 }), []);
+});
+
+test("docs/schema.md's sample: its schema compiles, and its user breaks it as the page's table says", () => {
+  const page = readFileSync(new URL('../docs/schema.md', import.meta.url), 'utf8');
+  const schema: unknown = JSON.parse(/```json\n([\s\S]*?)```/.exec(page)![1]!);
+  const user: unknown = JSON.parse(/A user `(\{.*?\})`/s.exec(page)![1]!.replace(/\n/g, ' '));
+  const rows = [...page.matchAll(/^\| `([^`]*)` \| `([^`]*)` \| ([^`|]+) \|$/gm)].map((m) => ({
+    field: m[1]!,
+    keyword: m[2]!,
+    detail: m[3]!,
+  }));
+  assert.ok(rows.length >= 3, `the table has ${rows.length} rows`);
+  assert.deepEqual(compileSchema(schema).validate(user), rows);
 });
