@@ -21,15 +21,14 @@ import type { Filter } from '../users/filter-parse.js';
 import type {
   DeleteRequest,
   IdempotencyKey,
-  KeptAnswer,
   OldId,
   PutRequest,
   Refusal,
-  Replay,
   StoredUser,
   UserBody,
   UserRef,
 } from '../users/rules.js';
+import type { KeptAnswer, Replay } from './kept-answer.js';
 import type { SortEntry, SortKey } from '../users/sort.js';
 
 export type MaybePromise<T> = T | Promise<T>;

@@ -1,4 +1,5 @@
-import type { IdempotencyRecord, StoredUser, UserFacts } from '../../users/rules.js';
+import type { StoredUser, UserFacts } from '../../users/rules.js';
+import type { IdempotencyRecord } from '../kept-answer.js';
 import type { ApiTokenRecord } from '../store.js';
 import { ChangeLog } from './change-log.js';
 import { FieldIndexes } from './field-indexes.js';
