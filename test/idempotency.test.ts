@@ -8,6 +8,7 @@ import { once } from 'node:events';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { test } from 'node:test';
+import { scopedKey } from '../server/users/rules.js';
 import { send, startTestServer, type Reply, type TestServer, assertProblem } from './helpers.js';
 
 const PROBLEM_CONTENT_TYPE = 'application/problem+json';
@@ -278,4 +279,9 @@ test('Idempotency-Key: the same key on POST /users/new and POST /reservations is
   assert.equal((await post(server, '/users/new', body, 'shared')).text, user.text);
   assert.equal((await post(server, '/reservations', body, 'shared')).text, reservation.text);
   assert.equal(await userCount(server), 1);
+});
+
+test('a key is stored under its scope as journals and databases keep it: "/users/new KEY" and "/reservations KEY"', () => {
+  assert.equal(scopedKey('create-user', 'k 1'), '/users/new k 1');
+  assert.equal(scopedKey('reserve-id', 'k 1'), '/reservations k 1');
 });

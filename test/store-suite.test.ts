@@ -11,11 +11,14 @@ import {
   DEFAULT_CHANGES_RETENTION_MS,
   type ApiTokenRecord,
   type ChangePage,
+  type Created,
   type FoundPage,
   type Lookup,
+  type Reserved,
   type Store,
   type UserQuery,
 } from '../server/store/store.js';
+import type { KeyedRequest } from '../server/store/kept-answer.js';
 import { entityTag } from '../server/users/entity-tag.js';
 import { matches } from '../server/users/filter-match.js';
 import { parseFilter } from '../server/users/filter-parse.js';
@@ -142,6 +145,27 @@ function put(
     now: options.now ?? T0,
   });
 }
+
+/** The answer a keyed create gets, as the HTTP layer builds it (routes/users.ts); the store keeps whatever it is given. */
+function createdAnswer(created: Created) {
+  return { status: 201, body: created.user.json, location: `/users/${created.user.id}` };
+}
+
+const createKey = (key: string, fingerprint: string): KeyedRequest<Created> => ({
+  key,
+  fingerprint,
+  answerOf: createdAnswer,
+});
+
+const reserveKey = (key: string, fingerprint: string): KeyedRequest<Reserved> => ({
+  key,
+  fingerprint,
+  answerOf: (r) => ({
+    status: 201,
+    body: JSON.stringify({ id: r.id, expiresAt: r.expiresAt }),
+    location: `/users/${r.id}`,
+  }),
+});
 
 function reserve(store: Store, now = T0, max = 10) {
   return store.reserveId({ idempotency: undefined, now, ttlMs: 300_000, max });
@@ -372,7 +396,7 @@ for (const kind of STORE_KINDS)
         assert.equal(reserved.kind, 'reserved');
         assert.ok(reserved.kind === 'reserved');
         assert.equal(reserved.id, 1);
-        assert.equal(reserved.answer.body, JSON.stringify({ id: 1, expiresAt: new Date(T0 + 300_000).toISOString() }));
+        assert.equal(reserved.expiresAt, T0 + 300_000);
         assert.equal((await put(store, id(1), { name: 'A' })).kind, 'created');
         assert.equal((await put(store, id(1), { name: 'B' })).kind, 'replaced');
         assert.equal(
@@ -535,7 +559,7 @@ for (const kind of STORE_KINDS)
           ),
           store.createUser({ body: { name: 'x', id: 3 }, idempotency: undefined, now: T0 }),
           store.reserveId({ idempotency: undefined, now: T0, ttlMs: 60_000, max: 10 }),
-          store.createUser({ body: { name: 'keyed' }, idempotency: { key: 'k', fingerprint: 'f' }, now: T0 }),
+          store.createUser({ body: { name: 'keyed' }, idempotency: createKey('k', 'f'), now: T0 }),
         ]);
         assert.equal(outcomes[12]!.kind, 'id-conflict', 'a refused create issues no id');
         const issued = outcomes.flatMap((o) =>
@@ -549,7 +573,6 @@ for (const kind of STORE_KINDS)
           assert.ok(o.kind === 'created');
           const json = JSON.stringify({ name: `n${i}`, id: o.user.id });
           assert.equal(o.user.json, json);
-          assert.deepEqual(o.answer, { status: 201, body: json, location: `/users/${o.user.id}` });
           assert.equal(userOf(await store.findUser(id(o.user.id))).json, json);
         }
         const next = await store.createUser({ body: { name: 'next' }, idempotency: undefined, now: T0 });
@@ -584,13 +607,13 @@ for (const kind of STORE_KINDS)
       ),
       async (t) => {
         const { store } = await kind.open(t);
-        const key = { key: 'k1', fingerprint: 'f1' };
+        const key = createKey('k1', 'f1');
         const first = await store.createUser({ body: { name: 'Ann' }, idempotency: key, now: T0 });
         assert.ok(first.kind === 'created');
-        assert.deepEqual(first.answer, { status: 201, body: '{"name":"Ann","id":1}', location: '/users/1' });
+        assert.equal(first.user.json, '{"name":"Ann","id":1}');
         assert.deepEqual(await store.createUser({ body: { name: 'Ann' }, idempotency: key, now: T0 + 1 }), {
           kind: 'replayed',
-          answer: first.answer,
+          answer: { status: 201, body: '{"name":"Ann","id":1}', location: '/users/1' },
         });
         assert.equal(
           (await store.createUser({ body: undefined, idempotency: key, now: T0 })).kind,
@@ -598,8 +621,7 @@ for (const kind of STORE_KINDS)
           'a kept key replays before the body is looked at',
         );
         assert.equal(
-          (await store.createUser({ body: { name: 'Bob' }, idempotency: { key: 'k1', fingerprint: 'f2' }, now: T0 }))
-            .kind,
+          (await store.createUser({ body: { name: 'Bob' }, idempotency: createKey('k1', 'f2'), now: T0 })).kind,
           'idempotency-key-reused',
         );
         assert.equal(
@@ -610,7 +632,7 @@ for (const kind of STORE_KINDS)
           (await store.createUser({ body: { name: 'x', id: 5 }, idempotency: undefined, now: T0 })).kind,
           'id-conflict',
         );
-        const reserved = await store.reserveId({ idempotency: key, now: T0, ttlMs: 1000, max: 10 });
+        const reserved = await store.reserveId({ idempotency: reserveKey('k1', 'f1'), now: T0, ttlMs: 1000, max: 10 });
         assert.equal(reserved.kind, 'reserved', 'the same key on POST /reservations is another key');
         assert.equal(
           (await store.createUser({ body: { name: 'Ann' }, idempotency: key, now: T0 + 24 * 3600_000 })).kind,
@@ -652,12 +674,7 @@ for (const kind of STORE_KINDS)
         ]);
         const reserved = reservations.flatMap((o) => (o.kind === 'reserved' ? [o] : []));
         assert.equal(reserved.length, 10);
-        for (const r of reserved)
-          assert.deepEqual(r.answer, {
-            status: 201,
-            body: JSON.stringify({ id: r.id, expiresAt: new Date(T0 + 300_000).toISOString() }),
-            location: `/users/${r.id}`,
-          });
+        for (const r of reserved) assert.equal(r.expiresAt, T0 + 300_000);
         for (const refused of reservations.filter((o) => o.kind !== 'reserved')) {
           assert.ok(
             refused.kind === 'too-many-reservations' && 'retryAfter' in refused && refused.retryAfter === 300,
@@ -775,7 +792,7 @@ for (const kind of STORE_KINDS)
         assert.ok(reserved.kind === 'reserved');
         const created = await store.createUser({
           body: { name: 'Bob' },
-          idempotency: { key: 'k', fingerprint: 'f' },
+          idempotency: createKey('k', 'f'),
           now,
         });
         await store.revokeSessions([{ sessionId: 's1', expiresAt: Date.now() + 60_000 }]);
@@ -792,10 +809,10 @@ for (const kind of STORE_KINDS)
           'the reservation survived',
         );
         assert.ok(created.kind === 'created');
-        assert.deepEqual(
-          await again.createUser({ body: { name: 'Bob' }, idempotency: { key: 'k', fingerprint: 'f' }, now }),
-          { kind: 'replayed', answer: created.answer },
-        );
+        assert.deepEqual(await again.createUser({ body: { name: 'Bob' }, idempotency: createKey('k', 'f'), now }), {
+          kind: 'replayed',
+          answer: createdAnswer(created),
+        });
         assert.equal(await again.isRevoked('s1'), true);
         assert.equal((await put(again, id(4), { name: 'x' }, { now })).kind, 'gone', 'the deleted id 4 stays retired');
         const next = await put(again, alias('new'), { name: 'New' });
@@ -820,7 +837,7 @@ for (const kind of STORE_KINDS)
         await put(store, id(1), { name: 'Anne' });
         await store.createUser({
           body: { name: 'Bob' } as never,
-          idempotency: { key: 'k', fingerprint: 'f' },
+          idempotency: createKey('k', 'f'),
           now: T0,
         });
         await reserve(store);

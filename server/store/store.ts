@@ -18,17 +18,8 @@
 import type { Histogram } from '../ops/histogram.js';
 import type { FieldDeclaration } from '../users/declared-fields.js';
 import type { Filter } from '../users/filter-parse.js';
-import type {
-  DeleteRequest,
-  IdempotencyKey,
-  OldId,
-  PutRequest,
-  Refusal,
-  StoredUser,
-  UserBody,
-  UserRef,
-} from '../users/rules.js';
-import type { KeptAnswer, Replay } from './kept-answer.js';
+import type { DeleteRequest, OldId, PutRequest, Refusal, StoredUser, UserBody, UserRef } from '../users/rules.js';
+import type { KeyedRequest, Replay } from './kept-answer.js';
 import type { SortEntry, SortKey } from '../users/sort.js';
 
 export type MaybePromise<T> = T | Promise<T>;
@@ -46,17 +37,21 @@ export type DeleteOutcome =
 export interface CreateRequest {
   /** The validated body; undefined when it failed to parse or validate, which is refused unless the key replays. */
   readonly body: UserBody | undefined;
-  readonly idempotency: IdempotencyKey | undefined;
+  /** The Idempotency-Key, if any, and the answer to keep under it. */
+  readonly idempotency: KeyedRequest<Created> | undefined;
   readonly now: number;
 }
 
-export type CreateOutcome =
-  | { readonly kind: 'created'; readonly user: StoredUser; readonly answer: KeptAnswer }
-  | { readonly kind: 'invalid-body' }
-  | Replay;
+export interface Created {
+  readonly kind: 'created';
+  readonly user: StoredUser;
+}
+
+export type CreateOutcome = Created | { readonly kind: 'invalid-body' } | Replay;
 
 export interface ReserveRequest {
-  readonly idempotency: IdempotencyKey | undefined;
+  /** The Idempotency-Key, if any, and the answer to keep under it. */
+  readonly idempotency: KeyedRequest<Reserved> | undefined;
   readonly now: number;
   /** Milliseconds the reservation stays live. */
   readonly ttlMs: number;
@@ -64,8 +59,14 @@ export interface ReserveRequest {
   readonly max: number;
 }
 
-export type ReserveOutcome =
-  { readonly kind: 'reserved'; readonly id: number; readonly expiresAt: number; readonly answer: KeptAnswer } | Replay;
+export interface Reserved {
+  readonly kind: 'reserved';
+  readonly id: number;
+  /** Milliseconds since the epoch. */
+  readonly expiresAt: number;
+}
+
+export type ReserveOutcome = Reserved | Replay;
 
 export interface UserPage {
   /** The representations, in ascending id order. */

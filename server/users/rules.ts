@@ -7,7 +7,7 @@
  * memory, one transaction in a database), so no other write can come
  * between a check and its write.
  */
-import { NEW_USER_PATH, RESERVATIONS_PATH } from '../../shared/endpoints.js';
+import { RESERVATIONS_PATH } from '../../shared/endpoints.js';
 import { applyMergePatch } from '../../shared/merge-patch.js';
 import { UserValidationError, validateUserBody, type Ref } from '../../shared/user.js';
 import { entityTag, etagMatches, strongTags } from './entity-tag.js';
@@ -93,7 +93,7 @@ export interface UniqueViolation {
   readonly conflictsWith: number;
 }
 
-/** The reference is an old id of a user that moved: answered 301 to the current one. */
+/** The reference is an old id of a user that moved: `currentId` is the user's id now. */
 export interface OldId {
   readonly kind: 'old-id';
   readonly currentId: number;
@@ -222,7 +222,7 @@ export function decidePut(request: PutRequest, facts: UserFacts): PutDecision {
     }
   }
   // RFC 9110 section 13.2.1: preconditions are evaluated only where the
-  // answer without them would be a success, so after 404 and 410.
+  // answer without them would be a success, so after not-found and gone.
   const refusal = checkPreconditions(request.preconditions, undefined, request.policy);
   if (refusal !== undefined) return refusal;
   if (bodyId !== undefined && bodyId !== id && target.alias === undefined) {
@@ -356,9 +356,19 @@ export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
 /** The operations a key is scoped to: the same key on both is two keys. */
 export type IdempotentOperation = 'create-user' | 'reserve-id';
 
-/** The key as stored: prefixed with its operation's path (the journal's format since keys exist). */
+/**
+ * The prefix of each operation's keys as journals and databases store them:
+ * fixed texts (they read as the operations' paths), so a kept key is found
+ * again whatever the endpoints are called.
+ */
+const KEY_SCOPES: Readonly<Record<IdempotentOperation, string>> = {
+  'create-user': '/users/new',
+  'reserve-id': '/reservations',
+};
+
+/** The key as stored: prefixed with its operation's scope. */
 export function scopedKey(operation: IdempotentOperation, key: string): string {
-  return `${operation === 'create-user' ? NEW_USER_PATH : RESERVATIONS_PATH} ${key}`;
+  return `${KEY_SCOPES[operation]} ${key}`;
 }
 
 /** A key seen before with a different body: its reuse is refused. */

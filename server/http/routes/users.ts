@@ -5,12 +5,12 @@ import { problems, type ProblemKind } from '../../../shared/problems.js';
 import { MERGE_PATCH_TYPE } from '../../../shared/merge-patch.js';
 import { MAX_DEPTH, parseRef, UserValidationError, validateUserBody } from '../../../shared/user.js';
 import { HttpError } from '../../errors.js';
-import type { CreateOutcome, Lookup, MaybePromise, PutOutcome, ReserveOutcome } from '../../store/store.js';
+import type { KeptAnswer, KeyedRequest } from '../../store/kept-answer.js';
+import type { CreateOutcome, Created, Lookup, MaybePromise, PutOutcome, Reserved } from '../../store/store.js';
 import { etagMatches } from '../../users/entity-tag.js';
 import {
   etagOf,
   scopedKey,
-  type IdempotencyKey,
   type IdempotentOperation,
   type Preconditions,
   type Refusal,
@@ -20,7 +20,6 @@ import {
   type UserRef,
   type WritePolicy,
 } from '../../users/rules.js';
-import { type KeptAnswer } from '../../store/kept-answer.js';
 import { aliasMap, DEFAULT_PAGE, flagParam, integerParam, MAX_PAGE } from '../listing.js';
 import { isFormEncoding, isJsonType, isUtf8Type } from '../media-type.js';
 import { empty, json, NEEDS_SESSION, NEEDS_SESSION_TO_READ, parameter, schema, SESSION_OPTIONAL } from '../openapi.js';
@@ -204,7 +203,7 @@ class UserRoutes {
   async create(ctx: Context): Promise<void> {
     await this.access.authorize(ctx, 'write');
     requireJson(ctx.req.headers['content-type']);
-    await this.createOnce(ctx, 'create-user', async (raw, idempotency) => {
+    await this.createOnce(ctx, 'create-user', createdAnswer, async (raw, idempotency) => {
       // A body that does not parse is refused only if the key has no kept
       // answer: a different body under a used key is 422, whatever it holds.
       let body: UserBody | undefined;
@@ -224,7 +223,7 @@ class UserRoutes {
     await this.access.authorize(ctx, 'write');
     refuseFormBody(ctx.req.headers['content-type']);
     const { reservationTtl, maxReservations } = this.config;
-    await this.createOnce(ctx, 'reserve-id', (_raw, idempotency) =>
+    await this.createOnce(ctx, 'reserve-id', reservationAnswer, (_raw, idempotency) =>
       this.store.reserveId({ idempotency, now: ctx.now, ttlMs: reservationTtl * 1000, max: maxReservations }),
     );
   }
@@ -236,14 +235,15 @@ class UserRoutes {
    * being served here, the same key is 409 (on another instance the store's
    * own atomic check decides).
    */
-  private async createOnce(
+  private async createOnce<Done extends Created | Reserved>(
     ctx: Context,
     operation: IdempotentOperation,
-    run: (raw: Buffer, key: IdempotencyKey | undefined) => MaybePromise<CreateOutcome | ReserveOutcome>,
+    answerOf: (outcome: Done) => KeptAnswer,
+    run: (raw: Buffer, key: KeyedRequest<Done> | undefined) => MaybePromise<Done | Exclude<CreateOutcome, Created>>,
   ): Promise<void> {
     const key = header(ctx.req, 'idempotency-key');
     if (key === undefined) {
-      sendOutcome(ctx.res, await run(await readBody(ctx.req, this.config.maxBody), undefined));
+      sendOutcome(ctx.res, await run(await readBody(ctx.req, this.config.maxBody), undefined), answerOf);
       return;
     }
     if (!IDEMPOTENCY_KEY.test(key))
@@ -259,7 +259,7 @@ class UserRoutes {
     try {
       const raw = await readBody(ctx.req, this.config.maxBody);
       const fingerprint = hash('sha256', raw, 'base64url');
-      sendOutcome(ctx.res, await run(raw, { key, fingerprint }));
+      sendOutcome(ctx.res, await run(raw, { key, fingerprint, answerOf }), answerOf);
     } finally {
       this.inProgress.delete(scoped);
     }
@@ -391,11 +391,16 @@ function sendDeleted(ctx: Context, user: StoredUser): void {
   sendJson(ctx.res, 200, user.json, { 'Preference-Applied': 'return=representation' });
 }
 
-function sendOutcome(res: ServerResponse, outcome: CreateOutcome | ReserveOutcome): void {
+/** The answer to a POST create: the 201 of `answerOf` (kept under its key, if any), a replay, or the refusal thrown. */
+function sendOutcome<Done extends Created | Reserved>(
+  res: ServerResponse,
+  outcome: Done | Exclude<CreateOutcome, Created>,
+  answerOf: (outcome: Done) => KeptAnswer,
+): void {
   switch (outcome.kind) {
     case 'created':
     case 'reserved':
-      return sendAnswer(res, outcome.answer, false);
+      return sendAnswer(res, answerOf(outcome), false);
     case 'replayed':
       return sendAnswer(res, outcome.answer, true);
     case 'invalid-body':
@@ -403,6 +408,20 @@ function sendOutcome(res: ServerResponse, outcome: CreateOutcome | ReserveOutcom
     default:
       throw refusalError(outcome);
   }
+}
+
+/** The 201 to POST /users/new: the user as stored, at its new address. */
+function createdAnswer(created: Created): KeptAnswer {
+  return { status: 201, body: created.user.json, location: userPath(created.user.id) };
+}
+
+/** The 201 to POST /reservations: the id and when its hold ends. */
+function reservationAnswer(reserved: Reserved): KeptAnswer {
+  return {
+    status: 201,
+    body: JSON.stringify({ id: reserved.id, expiresAt: new Date(reserved.expiresAt).toISOString() }),
+    location: userPath(reserved.id),
+  };
 }
 
 function sendAnswer(res: ServerResponse, answer: KeptAnswer, replayed: boolean): void {

@@ -10,17 +10,11 @@ import {
   type IdempotencyKey,
   type IdempotentOperation,
   type PutRequest,
+  type StoredUser,
   type UniqueViolation,
   type UserRef,
 } from '../../users/rules.js';
-import {
-  createdAnswer,
-  keptRecord,
-  replayOf,
-  reservationAnswer,
-  type KeptAnswer,
-  type Replay,
-} from '../kept-answer.js';
+import { keptRecord, replayOf, type KeyedRequest, type Replay } from '../kept-answer.js';
 import type {
   CreateOutcome,
   DeleteOutcome,
@@ -219,10 +213,10 @@ export class StateStore implements Store {
     if (decision.kind !== 'create') return this.settle(decision);
     const taken = this.takenValue(decision.json, decision.id);
     if (taken !== undefined) return this.settle(taken);
-    const answer = createdAnswer(decision.id, decision.json);
     const mutations: Mutation[] = [{ op: 'put', id: decision.id, json: decision.json }];
-    this.keep(mutations, 'create-user', request.idempotency, answer, request.now);
-    return this.commit(mutations, () => ({ kind: 'created', user: this.state.users.get(decision.id)!, answer }));
+    const user: StoredUser = { id: decision.id, alias: undefined, json: decision.json, etag: undefined };
+    this.keep(mutations, 'create-user', request.idempotency, { kind: 'created', user }, request.now);
+    return this.commit(mutations, () => ({ kind: 'created', user: this.state.users.get(decision.id)! }));
   }
 
   reserveId(request: ReserveRequest): MaybePromise<ReserveOutcome> {
@@ -236,10 +230,10 @@ export class StateStore implements Store {
     if (id === undefined)
       return this.settle({ kind: 'ids-exhausted', detail: 'Every safe integer id has been issued.' });
     const expiresAt = now + request.ttlMs;
-    const answer = reservationAnswer(id, expiresAt);
+    const reserved = { kind: 'reserved', id, expiresAt } as const;
     const mutations: Mutation[] = [{ op: 'reserve', id, expiresAt }];
-    this.keep(mutations, 'reserve-id', request.idempotency, answer, now);
-    return this.commit(mutations, () => ({ kind: 'reserved', id, expiresAt, answer }));
+    this.keep(mutations, 'reserve-id', request.idempotency, reserved, now);
+    return this.commit(mutations, () => reserved);
   }
 
   createToken(token: ApiTokenRecord): MaybePromise<'created' | 'name-taken'> {
@@ -378,16 +372,16 @@ export class StateStore implements Store {
     return kept === undefined ? undefined : replayOf(kept, key.fingerprint);
   }
 
-  /** Adds the record that keeps `answer` under its key to the commit. */
-  private keep(
+  /** Adds the record that keeps the answer to `outcome` under its key to the commit. */
+  private keep<Outcome>(
     mutations: Mutation[],
     operation: IdempotentOperation,
-    key: IdempotencyKey | undefined,
-    answer: KeptAnswer,
+    key: KeyedRequest<Outcome> | undefined,
+    outcome: Outcome,
     now: number,
   ): void {
     if (key !== undefined)
-      mutations.push({ op: 'idempotency', key: scopedKey(operation, key.key), record: keptRecord(key, answer, now) });
+      mutations.push({ op: 'idempotency', key: scopedKey(operation, key.key), record: keptRecord(key, outcome, now) });
   }
 }
 

@@ -17,25 +17,20 @@ import {
   type UserBody,
   type UserRef,
 } from '../../users/rules.js';
-import {
-  createdAnswer,
-  keptRecord,
-  replayOf,
-  reservationAnswer,
-  type KeptAnswer,
-  type Replay,
-} from '../kept-answer.js';
+import { keptRecord, replayOf, type KeyedRequest, type Replay } from '../kept-answer.js';
 import {
   DEFAULT_CHANGES_RETENTION_MS,
   type ApiTokenRecord,
   type Change,
   type ChangePage,
+  type Created,
   type CreateOutcome,
   type CreateRequest,
   type DeleteOutcome,
   type Lookup,
   type PutOutcome,
   type Readiness,
+  type Reserved,
   type ReserveOutcome,
   type ReserveRequest,
   type Revocation,
@@ -577,7 +572,7 @@ export class PostgresStore implements Store {
       await commit([
         tx`insert into users ${tx(created.row)}`,
         writeIssued(tx, facts),
-        keep(tx, 'create-user', request.idempotency, created.answer, request.now),
+        keep(tx, 'create-user', request.idempotency, created, request.now),
         ...writeEntries(tx, fields, [created.row]),
       ]);
       return created;
@@ -635,7 +630,7 @@ export class PostgresStore implements Store {
       await commit([
         insertReservations(tx, [reserved]),
         writeIssued(tx, facts),
-        keep(tx, 'reserve-id', request.idempotency, reserved.answer, request.now),
+        keep(tx, 'reserve-id', request.idempotency, reserved, request.now),
       ]);
       return reserved;
     });
@@ -899,8 +894,6 @@ async function move(
   return userOf({ ...row, id: String(row.id) });
 }
 
-type Reserved = Extract<ReserveOutcome, { kind: 'reserved' }>;
-
 /** The reservations live at `now`, and the earliest of their expiries; counted under the id counter's lock. */
 interface LiveReservations {
   count: number;
@@ -922,7 +915,7 @@ function reserveIn(facts: LoadedFacts, live: LiveReservations, request: ReserveR
   facts.markIssued(id);
   live.count++;
   live.earliest = Math.min(live.earliest ?? expiresAt, expiresAt);
-  return { kind: 'reserved', id, expiresAt, answer: reservationAnswer(id, expiresAt) };
+  return { kind: 'reserved', id, expiresAt };
 }
 
 /** The reservations made, as JSON text: one parameter however many. */
@@ -932,11 +925,11 @@ function insertReservations(tx: Tx, made: readonly Reserved[]) {
     on conflict (id) do update set expires_at = excluded.expires_at`;
 }
 
-/** A create decided in `facts` (its id issued there), with the row to insert and the answer to keep. */
+/** A create decided in `facts` (its id issued there), with the row to insert. */
 function createIn(
   facts: LoadedFacts,
   body: UserBody,
-): Created | Exclude<ReturnType<typeof decideCreate>, { kind: 'create' }> {
+): CreatedRow | Exclude<ReturnType<typeof decideCreate>, { kind: 'create' }> {
   const decision = decideCreate(body, facts);
   if (decision.kind !== 'create') return decision;
   facts.markIssued(decision.id);
@@ -944,23 +937,22 @@ function createIn(
   return {
     kind: 'created',
     user: userOf({ ...row, id: String(row.id) }),
-    answer: createdAnswer(decision.id, decision.json),
     row,
   };
 }
 
-type Created = Extract<CreateOutcome, { kind: 'created' }> & { row: ReturnType<typeof userRow> };
+type CreatedRow = Created & { row: ReturnType<typeof userRow> };
 
-/** Adds the record that keeps `answer` under its key to the transaction. */
-async function keep(
+/** Adds the record that keeps the answer to `outcome` under its key to the transaction. */
+async function keep<Outcome>(
   tx: Tx,
   operation: IdempotentOperation,
-  key: IdempotencyKey | undefined,
-  answer: KeptAnswer,
+  key: KeyedRequest<Outcome> | undefined,
+  outcome: Outcome,
   now: number,
 ): Promise<void> {
   if (key === undefined) return;
-  const record = keptRecord(key, answer, now);
+  const record = keptRecord(key, outcome, now);
   const row = {
     key: scopedKey(operation, key.key),
     fingerprint: record.fingerprint,
