@@ -167,7 +167,7 @@ function ownerText(pid: number): string {
   return started === undefined || boot === undefined ? String(pid) : `${pid} ${started} ${boot}`;
 }
 
-/** The owner a lock names: a symbolic link's target, or (locks of earlier versions) a file's first line. */
+/** The owner a lock names: a symbolic link's target, or the first line of a lock written as a file (by an older users-server). */
 function readOwner(path: string): LockOwner | undefined {
   let text: string;
   try {

@@ -34,7 +34,8 @@ export interface ConnectOptions {
  * Queries after which the pool is replaced by one whose queues start empty:
  * the driver's (3.4.9) connection queues gain a slot per query while they
  * never empty, and each query searches one from its start (`remove` in
- * https://github.com/porsager/postgres/blob/v3.4.9/src/queue.js).
+ * https://github.com/porsager/postgres/blob/v3.4.9/src/queue.js), so a busy
+ * pool slows down the longer it runs (https://github.com/porsager/postgres/issues/747).
  */
 export const RECYCLE_AFTER = 10_000;
 
