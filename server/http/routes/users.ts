@@ -102,7 +102,7 @@ class UserRoutes {
   }
 
   private answerLookup(ctx: Context, ref: UserRef, found: Lookup): void | Promise<void> {
-    if (found !== undefined && 'kind' in found) return sendEmpty(ctx.res, 301, { Location: userPath(found.currentId) });
+    if (found !== undefined && 'kind' in found) return sendMoved(ctx, found.currentId);
     const authorized = this.access.authorize(ctx, 'read');
     if (authorized instanceof Promise) return authorized.then(() => sendUser(ctx, ref, found));
     sendUser(ctx, ref, found);
@@ -154,7 +154,7 @@ class UserRoutes {
     if (ref === undefined) return;
     const outcome = await this.store.deleteUser({ ref, preconditions: preconditionsOf(ctx), policy: this.policy });
     if (outcome.kind === 'deleted') return sendDeleted(ctx, outcome.user);
-    if (outcome.kind === 'old-id') return sendEmpty(ctx.res, 301, { Location: userPath(outcome.currentId) });
+    if (outcome.kind === 'old-id') return sendMoved(ctx, outcome.currentId);
     throw refusalError(outcome);
   }
 
@@ -276,7 +276,7 @@ function answerPut(ctx: Context, outcome: PutOutcome, text: string): void {
     case 'moved':
       return sendWritten(ctx, 200, outcome.user, text, true);
     case 'old-id':
-      return sendEmpty(ctx.res, 301, { Location: userPath(outcome.currentId) });
+      return sendMoved(ctx, outcome.currentId);
     default:
       throw refusalError(outcome);
   }
@@ -334,8 +334,13 @@ function answerOrFail<T>(
 /** Answers 301 when the user moved to `currentId`; true when it did. */
 function redirected(ctx: Context, currentId: number | undefined): boolean {
   if (currentId === undefined) return false;
-  sendEmpty(ctx.res, 301, { Location: userPath(currentId) });
+  sendMoved(ctx, currentId);
   return true;
+}
+
+/** 301 to the current id of a user that moved from the id asked for (the id-change variant). */
+function sendMoved(ctx: Context, currentId: number): void {
+  sendEmpty(ctx.res, 301, { Location: userPath(currentId) });
 }
 
 /** Parses the `{ref}` segment: 400 for a malformed one, 404 for a non-canonical id. */
