@@ -23,11 +23,12 @@
  *
  * `--load patch` (users-server only: the references take no PATCH) is
  * compared with the PUT of the same server: a PATCH reads the user and
- * merges the patch before the same write.
+ * merges the patch before the same write. `--load missing` is a GET of ids
+ * no user has: every answer a 404, a refusal instead of a user.
  *
  * `--save DIR` keeps each dump (and perf map) there, for callgrind_annotate.
  *
- * Run: npm run build && node --import tsx bench/instructions.ts [--requests 5000] [--warmup 20000] [--load get|put|patch] [--server ID] [--rounds 2] [--top N] [--save DIR]
+ * Run: npm run build && node --import tsx bench/instructions.ts [--requests 5000] [--warmup 20000] [--load get|missing|put|patch] [--server ID] [--rounds 2] [--top N] [--save DIR]
  * (--load and --server repeatable; server ids: reference, contract,
  * contract-log, users-log-off, users)
  */
@@ -66,13 +67,13 @@ const REQUESTS = Number(values.requests);
 const WARMUP = Number(values.warmup);
 const ROUNDS = Number(values.rounds);
 const TOP = Number(values.top);
-type Load = 'get' | 'put' | 'patch';
+type Load = 'get' | 'missing' | 'put' | 'patch';
 const LOADS = (values.load ?? ['get', 'put']) as Load[];
 const USERS = 1000;
 const CONNECTIONS = 20;
 
 if (
-  !LOADS.every((load) => load === 'get' || load === 'put' || load === 'patch') ||
+  !LOADS.every((load) => ['get', 'missing', 'put', 'patch'].includes(load)) ||
   !(REQUESTS > 0) ||
   !(WARMUP >= 0) ||
   !(ROUNDS > 0) ||
@@ -91,7 +92,7 @@ if (SETUPS.length === 0) usage();
 
 function usage(): never {
   console.error(
-    'usage: node --import tsx bench/instructions.ts [--requests N] [--warmup N] [--load get|put|patch ...] [--server reference|contract|contract-log|users-log-off|users ...] [--rounds N] [--top N] [--save DIR]',
+    'usage: node --import tsx bench/instructions.ts [--requests N] [--warmup N] [--load get|missing|put|patch ...] [--server reference|contract|contract-log|users-log-off|users ...] [--rounds N] [--top N] [--save DIR]',
   );
   process.exit(2);
 }
@@ -99,6 +100,8 @@ function usage(): never {
 function requestsOf(load: Load): LoadRequest[] {
   if (load === 'put') return putReplacing(USERS);
   if (load === 'patch') return patchReplacing(USERS);
+  if (load === 'missing')
+    return requestPool(() => ({ method: 'GET', path: `/users/${USERS + 1 + Math.floor(Math.random() * USERS)}` }));
   return requestPool(() => ({ method: 'GET', path: `/users/${1 + Math.floor(Math.random() * USERS)}` }));
 }
 
@@ -131,8 +134,10 @@ async function count(setup: CeilingSetup, load: Load): Promise<number> {
     execFileSync('callgrind_control', ['--zero', String(server.pid)], { stdio: 'ignore' });
     const r = await runLoad({ url: server.url, connections: CONNECTIONS, amount: REQUESTS, requests });
     execFileSync('callgrind_control', ['--dump', String(server.pid)], { stdio: 'ignore' });
-    if (r.non2xx > 0 || r.errors > 0)
-      throw new Error(`${setup.name}, ${load}: ${r.non2xx} non-2xx answers, ${r.errors} errors`);
+    const expected = load === 'missing' ? '404' : '2xx';
+    const unexpected = load === 'missing' ? r.requests - (r.statuses[404] ?? 0) : r.non2xx;
+    if (unexpected > 0 || r.errors > 0)
+      throw new Error(`${setup.name}, ${load}: ${unexpected} answers not ${expected}, ${r.errors} errors`);
     const dump = readdirSync(dir).find((name) => name.startsWith('callgrind.out.'));
     const summary = dump && /^summary: (\d+)$/m.exec(readFileSync(join(dir, dump), 'utf8'));
     if (!summary) throw new Error(`${setup.name}: callgrind wrote no dump`);
@@ -267,7 +272,13 @@ const HELD_TO: Record<string, string> = {
   users: 'reference --contract --log',
   'users-log-off': 'reference --contract',
 };
-const GOAL = { get: 1.03, put: 1.1 };
+const GOAL: Partial<Record<Load, number>> = { get: 1.03, put: 1.1 };
+const TITLES: Record<Load, string> = {
+  get: 'GET by id',
+  missing: 'GET of an id no user has (404)',
+  put: 'PUT replace',
+  patch: 'PATCH one field',
+};
 /** A PATCH over the PUT of the same server (issue "change one field safely"). */
 const PATCH_GOAL = 1.15;
 
@@ -281,6 +292,7 @@ for (const load of LOADS) {
     return counts === undefined ? undefined : Math.min(...counts);
   };
   const plain = least('reference');
+  const goal = GOAL[load];
   const rows = SETUPS.map((setup) => {
     const perRequest = least(setup.name)!;
     const held = HELD_TO[setup.id] === undefined ? undefined : least(HELD_TO[setup.id]!);
@@ -288,11 +300,13 @@ for (const load of LOADS) {
       setup.name,
       Math.round(perRequest).toLocaleString('en-US'),
       plain === undefined ? '-' : (plain / perRequest).toFixed(3),
-      held === undefined ? '-' : `${(perRequest / held).toFixed(3)}x (goal ${GOAL[load].toFixed(2)}x)`,
+      held === undefined
+        ? '-'
+        : `${(perRequest / held).toFixed(3)}x${goal === undefined ? '' : ` (goal ${goal.toFixed(2)}x)`}`,
     ];
   });
   console.log(
-    `\n${load === 'get' ? 'GET by id' : 'PUT replace'}, ${REQUESTS} requests per server after ${WARMUP} unmeasured, the least of ${ROUNDS} round(s):\n`,
+    `\n${TITLES[load]}, ${REQUESTS} requests per server after ${WARMUP} unmeasured, the least of ${ROUNDS} round(s):\n`,
   );
   console.log(
     table(['server', 'instructions per request', 'plain reference / server', 'over its contract reference'], rows),

@@ -368,17 +368,12 @@ function badHost(detail: string): HttpError {
   return new HttpError(problems.badRequest, detail, { Connection: 'close' });
 }
 
-/** True for "host" in any case, without lowering a copy of every field name. */
+/** True for "host" in any case. */
 function isHostName(name: string): boolean {
-  // c | 0x20 folds an upper-case letter to its lower case; among ASCII only 'H' and 'h' give 'h', and so on.
-  return (
-    name.length === 4 &&
-    (name.charCodeAt(0) | 0x20) === 0x68 &&
-    (name.charCodeAt(1) | 0x20) === 0x6f &&
-    (name.charCodeAt(2) | 0x20) === 0x73 &&
-    (name.charCodeAt(3) | 0x20) === 0x74
-  );
+  return name.length === HOST_FIELD.length && name.toLowerCase() === HOST_FIELD;
 }
+
+const HOST_FIELD = 'host';
 
 /**
  * RFC 9112 section 3.2.2: an absolute-form target names the server in its

@@ -28,9 +28,10 @@ export class HostNames {
   /** Host values found allowed: clients send the same few again and again; cleared when full. */
   private readonly allowed = new Set<string>();
   /**
-   * The last Host value judged allowed: a client sends the same one on
-   * every request, so it is compared before any judging. "" at first: an
-   * empty Host names no host, and is allowed.
+   * The last Host value judged allowed, compared before any judging: a
+   * client sends the same one on every request, and judging it (a regular
+   * expression, a hash of the value) costs a GET about 2% of its
+   * instructions. "" at first: an empty Host names no host, and is allowed.
    */
   private lastAllowed = '';
 
