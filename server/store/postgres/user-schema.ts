@@ -8,11 +8,10 @@
 import { UserSchema, type SchemaSetting } from '../../users/user-schema.js';
 import type { KeptChange } from '../proposed-file.js';
 import { changeWritesRead } from './writes-read.js';
-import type { Sql } from './driver.js';
-import type { Tx } from './transaction.js';
+import type { Sql, TransactionSql } from './driver.js';
 
 /** The schema a database holds, as it was set; null: none. */
-export async function readSchemaSetting(sql: Sql | Tx): Promise<SchemaSetting | null> {
+export async function readSchemaSetting(sql: Sql | TransactionSql): Promise<SchemaSetting | null> {
   const [row] = await sql`select document, checked_existing from user_schema`;
   return row === undefined ? null : settingOfRow(row);
 }
@@ -40,7 +39,7 @@ export function changeSchema(
 }
 
 /** Replaces the row of user_schema with `setting`'s (null: none). */
-export async function writeSchema(tx: Tx, setting: SchemaSetting | null): Promise<void> {
+export async function writeSchema(tx: Sql | TransactionSql, setting: SchemaSetting | null): Promise<void> {
   await tx`delete from user_schema`;
   if (setting !== null)
     await tx`insert into user_schema (document, checked_existing) values (${JSON.stringify(setting.document)}, ${setting.checkedExisting})`;
