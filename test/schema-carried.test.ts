@@ -78,7 +78,7 @@ test('copy carries the schema from a data directory to a database and back, --ch
 });
 
 /** The User schema of the server's OpenAPI document. */
-async function userSchema(server: TestServer): Promise<Record<string, unknown>> {
+async function userSchema(server: TestServer): Promise<Record<string, Record<string, unknown>>> {
   const reply = await send(server.url, 'GET', '/openapi.json');
   assert.equal(reply.status, 200);
   const document = reply.json() as { components: { schemas: Record<string, Record<string, unknown>> } };
