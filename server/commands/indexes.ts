@@ -12,7 +12,7 @@ import {
   type FieldDeclaration,
 } from '../users/declared-fields.js';
 import type { CommandIo } from './command-io.js';
-import { settingPlace, type Setting, type SettingPlace } from './setting-place.js';
+import { printUsage, settingCommand, settingPlace, type Setting, type SettingPlace } from './setting-place.js';
 
 const USAGE = `usage: users-server index add PATH [--unique] [--case-insensitive] [PLACE]
        users-server index remove PATH [PLACE]
@@ -68,26 +68,14 @@ type DeclarationsPlace = SettingPlace<readonly FieldDeclaration[]>;
  * ServerCommandError (exit 1) or ServerUsageError (exit 2), which names
  * the help to read.
  */
-export async function indexCommand(argv: readonly string[], io: CommandIo): Promise<number> {
-  try {
-    return await run(argv, io);
-  } catch (error) {
-    if (error instanceof ServerUsageError)
-      throw new ServerUsageError(`${error.message} (see users-server index --help)`);
-    throw error;
-  }
+export function indexCommand(argv: readonly string[], io: CommandIo): Promise<number> {
+  return settingCommand('index', USAGE, COMMANDS, argv, io, (command, rest) => run(command, rest, io));
 }
 
-async function run(argv: readonly string[], io: CommandIo): Promise<number> {
-  const [command, ...rest] = argv;
-  if (command === '--help' || command === '-h' || command === 'help') return help(io);
-  if (!COMMANDS.includes(command as Command))
-    throw new ServerUsageError(
-      command === undefined ? 'index needs a command: add, remove or list' : `unknown index command "${command}"`,
-    );
-  const { values, positionals } = parse(command as Command, rest);
-  if (values.help === true) return help(io);
-  const path = pathOf(command as Command, positionals);
+async function run(command: Command, rest: readonly string[], io: CommandIo): Promise<number> {
+  const { values, positionals } = parse(command, rest);
+  if (values.help === true) return printUsage(USAGE, io);
+  const path = pathOf(command, positionals);
   const place = await settingPlace(values, io.env, DECLARED_FIELDS);
   try {
     if (command === 'list') return await list(place, values.json === true, io);
@@ -99,12 +87,7 @@ async function run(argv: readonly string[], io: CommandIo): Promise<number> {
   }
 }
 
-function help(io: CommandIo): number {
-  io.stdout.write(USAGE + '\n');
-  return SERVER_EXIT.ok;
-}
-
-function parse(command: Command, args: string[]) {
+function parse(command: Command, args: readonly string[]) {
   let parsed;
   try {
     parsed = parseArgs({ args, options: OPTIONS, strict: true, allowPositionals: true });

@@ -7,7 +7,7 @@ import { SCHEMA } from '../store/schema-file.js';
 import { SchemaRefusedError } from '../users/json-schema/compile-schema.js';
 import { UserSchema, type SchemaSetting } from '../users/user-schema.js';
 import type { CommandIo } from './command-io.js';
-import { settingPlace, type Setting, type SettingPlace } from './setting-place.js';
+import { printUsage, settingCommand, settingPlace, type Setting, type SettingPlace } from './setting-place.js';
 
 const USAGE = `usage: users-server schema set FILE [--check-existing yes|no] [PLACE]
        users-server schema show [PLACE]
@@ -62,23 +62,11 @@ type SchemaPlace = SettingPlace<SchemaSetting | null>;
  * ServerCommandError (exit 1) or ServerUsageError (exit 2), which names
  * the help to read.
  */
-export async function schemaCommand(argv: readonly string[], io: CommandIo): Promise<number> {
-  try {
-    return await run(argv, io);
-  } catch (error) {
-    if (error instanceof ServerUsageError)
-      throw new ServerUsageError(`${error.message} (see users-server schema --help)`);
-    throw error;
-  }
+export function schemaCommand(argv: readonly string[], io: CommandIo): Promise<number> {
+  return settingCommand('schema', USAGE, COMMANDS, argv, io, (command, rest) => run(command, rest, io));
 }
 
-async function run(argv: readonly string[], io: CommandIo): Promise<number> {
-  const [command, ...rest] = argv;
-  if (command === '--help' || command === '-h' || command === 'help') return help(io);
-  if (!COMMANDS.includes(command as Command))
-    throw new ServerUsageError(
-      command === undefined ? 'schema needs a command: set, show or remove' : `unknown schema command "${command}"`,
-    );
+async function run(command: Command, rest: readonly string[], io: CommandIo): Promise<number> {
   let parsed;
   try {
     parsed = parseArgs({ args: rest, options: OPTIONS, strict: true, allowPositionals: true });
@@ -86,7 +74,7 @@ async function run(argv: readonly string[], io: CommandIo): Promise<number> {
     throw flagUsageError(error);
   }
   const { values, positionals } = parsed;
-  if (values.help === true) return help(io);
+  if (values.help === true) return printUsage(USAGE, io);
   if (command !== 'set' && values['check-existing'] !== undefined)
     throw new ServerUsageError(`schema ${command} takes no --check-existing`);
   if (command !== 'set' && positionals.length > 0)
@@ -102,11 +90,6 @@ async function run(argv: readonly string[], io: CommandIo): Promise<number> {
   } finally {
     await place.close();
   }
-}
-
-function help(io: CommandIo): number {
-  io.stdout.write(USAGE + '\n');
-  return SERVER_EXIT.ok;
 }
 
 function checkExisting(value: string | undefined): boolean {

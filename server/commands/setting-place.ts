@@ -1,4 +1,5 @@
 import { resolve } from 'node:path';
+import { SERVER_EXIT, ServerUsageError } from '../errors.js';
 import { envName, isPostgresStore } from '../ops/config.js';
 import { requireDataDir } from '../ops/data-dir.js';
 import type { Sql } from '../store/postgres/driver.js';
@@ -9,6 +10,7 @@ import {
   type KeptFile,
   type UsersOnDisk,
 } from '../store/proposed-file.js';
+import type { CommandIo } from './command-io.js';
 
 /** What a change makes of the current value: the new one, or undefined for no change. */
 type Edit<T> = (current: T) => T | undefined;
@@ -81,4 +83,41 @@ async function databasePlace<T>(url: string | undefined, setting: Setting<T>): P
     change: (edit) => rows.change(store.sql, edit),
     close: () => store.close(),
   };
+}
+
+/**
+ * A command of a setting (`users-server index`, `users-server schema`):
+ * `argv` starts with one of `commands`, which `run` does with the words
+ * after it, or asks for `usage`; exit 0 done. Throws ServerCommandError
+ * (exit 1) or ServerUsageError (exit 2), which names the help to read.
+ */
+export async function settingCommand<C extends string>(
+  name: string,
+  usage: string,
+  commands: readonly C[],
+  argv: readonly string[],
+  io: CommandIo,
+  run: (command: C, rest: readonly string[]) => Promise<number>,
+): Promise<number> {
+  try {
+    const [command, ...rest] = argv;
+    if (command === '--help' || command === '-h' || command === 'help') return printUsage(usage, io);
+    if (!commands.includes(command as C)) {
+      const listed = `${commands.slice(0, -1).join(', ')} or ${commands.at(-1)!}`;
+      throw new ServerUsageError(
+        command === undefined ? `${name} needs a command: ${listed}` : `unknown ${name} command "${command}"`,
+      );
+    }
+    return await run(command as C, rest);
+  } catch (error) {
+    if (error instanceof ServerUsageError)
+      throw new ServerUsageError(`${error.message} (see users-server ${name} --help)`);
+    throw error;
+  }
+}
+
+/** A command's `--help`: its usage on stdout, exit 0. */
+export function printUsage(usage: string, io: CommandIo): number {
+  io.stdout.write(usage + '\n');
+  return SERVER_EXIT.ok;
 }

@@ -11,7 +11,7 @@
 import { join } from 'node:path';
 import { DataError } from '../errors.js';
 import { checkDeclarations, type FieldDeclaration } from '../users/declared-fields.js';
-import { ProposalWatcher, readKeptFile, writeKeptFile, type KeptFile } from './proposed-file.js';
+import { parseKeptJson, ProposalWatcher, readKeptFile, writeKeptFile, type KeptFile } from './proposed-file.js';
 
 export const DECLARATIONS_FILE = 'indexes';
 const FORMAT = 1;
@@ -27,15 +27,8 @@ export const DECLARATIONS: KeptFile<readonly FieldDeclaration[]> = {
     return `{"format":${FORMAT},"indexes":[\n${lines.join(',\n')}${lines.length > 0 ? '\n' : ''}]}\n`;
   },
   parse(text, path) {
-    let doc: unknown;
-    try {
-      doc = JSON.parse(text);
-    } catch {
-      throw new DataError(`${path}: not valid JSON`);
-    }
-    const format = (doc as { format?: unknown } | null)?.format;
-    if (format !== FORMAT) throw new DataError(`${path}: not a declarations file of format ${FORMAT}`);
-    const fields = checkDeclarations((doc as { indexes?: unknown }).indexes);
+    const doc = parseKeptJson(text, path, FORMAT, 'a declarations file');
+    const fields = checkDeclarations(doc.indexes);
     if (typeof fields === 'string') throw new DataError(`${path}: ${fields}`);
     return fields;
   },

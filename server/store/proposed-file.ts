@@ -44,6 +44,23 @@ function readText(path: string): string | undefined {
   }
 }
 
+/**
+ * The JSON object of a kept file's text at `path`, checked to be of
+ * `format`: else a DataError saying it is not `what` (a declarations
+ * file, a schema file) of that format.
+ */
+export function parseKeptJson(text: string, path: string, format: number, what: string): Record<string, unknown> {
+  let doc: unknown;
+  try {
+    doc = JSON.parse(text);
+  } catch {
+    throw new DataError(`${path}: not valid JSON`);
+  }
+  const fields = typeof doc === 'object' && doc !== null && !Array.isArray(doc) ? (doc as Record<string, unknown>) : {};
+  if (fields.format !== format) throw new DataError(`${path}: not ${what} of format ${format}`);
+  return fields;
+}
+
 /** What the data directory `dir` holds of `file`: `file.absent` without it. Throws DataError. */
 export function readKeptFile<T>(dir: string, file: KeptFile<T>): T {
   const path = join(dir, file.name);

@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { DataError } from '../errors.js';
 import { SchemaRefusedError } from '../users/json-schema/compile-schema.js';
 import { UserSchema, type SchemaSetting } from '../users/user-schema.js';
-import { ProposalWatcher, readKeptFile, type KeptFile } from './proposed-file.js';
+import { parseKeptJson, ProposalWatcher, readKeptFile, type KeptFile } from './proposed-file.js';
 
 export const SCHEMA_FILE = 'schema';
 const FORMAT = 1;
@@ -26,14 +26,7 @@ export const SCHEMA: KeptFile<SchemaSetting | null> = {
     return `{"format":${FORMAT},"checkedExisting":${setting.checkedExisting},"schema":${schema}}\n`;
   },
   parse(text, path) {
-    let doc: unknown;
-    try {
-      doc = JSON.parse(text);
-    } catch {
-      throw new DataError(`${path}: not valid JSON`);
-    }
-    const { format, checkedExisting, schema } = (doc ?? {}) as Record<string, unknown>;
-    if (format !== FORMAT) throw new DataError(`${path}: not a schema file of format ${FORMAT}`);
+    const { checkedExisting, schema } = parseKeptJson(text, path, FORMAT, 'a schema file');
     if (schema === null) return null;
     if (schema === undefined || typeof checkedExisting !== 'boolean')
       throw new DataError(`${path}: a schema file holds "schema" and "checkedExisting"`);
