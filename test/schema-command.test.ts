@@ -32,10 +32,10 @@ async function startDefault(t: TestContext): Promise<{ server: TestServer; place
   return { server, place: store.startsWith('postgres') ? ['--store', store] : ['--data', server.dataDir] };
 }
 
-/** Waits until a PUT of `name` to /users/probe answers `status`: a running server applies a change within 2 s. */
-async function untilPutAnswers(server: TestServer, name: string, status: number): Promise<void> {
+/** Waits until a PUT of `name` to /users/{alias} answers `status`: a running server applies a change within 2 s. */
+async function untilPutAnswers(server: TestServer, name: string, status: number, alias = 'probe'): Promise<void> {
   for (;;) {
-    const reply = await send(server.url, 'PUT', '/users/probe', { json: { name } });
+    const reply = await send(server.url, 'PUT', `/users/${alias}`, { json: { name } });
     if (reply.status === status) return;
     await pause(25);
   }
@@ -144,4 +144,17 @@ test('schema usage errors exit 2 and name the help', async () => {
     assert.equal(run.code, 2, args.join(' '));
     assert.match(run.stderr, /users-server schema --help/, args.join(' '));
   }
+});
+
+test('schema set --store on a database: every running instance applies it within 2 s, and remove lifts it on every one', async (t) => {
+  const { postgresSkipReason, testDatabase } = await import('./postgres.js');
+  const skip = postgresSkipReason();
+  if (skip !== undefined) return t.skip(skip);
+  const url = await testDatabase(t);
+  const servers = [await startTestServer(t, { store: url }), await startTestServer(t, { store: url })];
+  const set = await runUsersServer(['schema', 'set', schemaFile(t, NAME_SHORT), '--store', url]);
+  assert.equal(set.code, 0, set.stderr);
+  for (const server of servers) await untilPutAnswers(server, 'Too long a name', 422);
+  assert.equal((await runUsersServer(['schema', 'remove', '--store', url])).code, 0);
+  for (const [i, server] of servers.entries()) await untilPutAnswers(server, 'Too long a name', 201, `probe${i}`);
 });
