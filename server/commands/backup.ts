@@ -18,13 +18,12 @@ const USAGE = `usage: users-server backup --data DIR --to DEST
 
 Writes a consistent copy of the data directory DIR to DEST, which must not
 exist or be an empty folder only you can write, and must be outside DIR
-(docs/operations.md "Backups"), while a server may keep serving
-and writing on DIR: every write acknowledged before the backup began is in
-the copy. DEST is a data directory of its own (its secret, generated admin
-password, accounts, declared fields and schema included): start a server on it to
-restore. --data
-defaults to USERS_DATA, then ./data. A PostgreSQL store is backed up with
-pg_dump instead.
+(docs/operations.md "Backups"), while a server may keep serving and
+writing on DIR: every write acknowledged before the backup began is in the
+copy. DEST is a data directory of its own (its secret, generated admin
+password, accounts, declared fields and schema included): start a server
+on it to restore. --data defaults to USERS_DATA, then ./data. A PostgreSQL
+store is backed up with pg_dump instead.
 Exit codes: 0 written, 1 failed (DEST removed again), 2 usage error.`;
 
 /** The small files of a data directory besides the journal, copied as they are. */

@@ -36,15 +36,16 @@ import { commandFlags, linePrefix, writtenFilesFailure, type CommandIo } from '.
 const USAGE = `usage: users-server copy --from SOURCE --to TARGET [--replace]
 
 Copies everything a deployment holds from one store to another: a data
-directory (the journal) to a PostgreSQL database (postgres://...), or back.
-Users with their ids and aliases, retired ids and moves, live reservations,
-Idempotency-Key records, revoked sessions, accounts, declared fields, the
-schema of the users' fields, the signing secrets (existing cookies stay valid) and the admin's password. A
-source or target that a running server uses is refused, naming the
-servers: stop them first. A target that holds data is refused unless
---replace is given; then what it held is kept first: a data directory's
-files move to a folder replaced-TIMESTAMP inside it, a database's content
-is copied to a data directory ./users-server-replaced-TIMESTAMP.
+directory (the journal) to a PostgreSQL database (postgres://...), or
+back. Users with their ids and aliases, retired ids and moves, live
+reservations, Idempotency-Key records, revoked sessions, accounts,
+declared fields, the schema of the users' fields, the signing secrets
+(existing cookies stay valid) and the admin's password. A source or target
+that a running server uses is refused, naming the servers: stop them
+first. A target that holds data is refused unless --replace is given; then
+what it held is kept first: a data directory's files move to a folder
+replaced-TIMESTAMP inside it, a database's content is copied to a data
+directory ./users-server-replaced-TIMESTAMP.
 Exit codes: 0 copied, 1 failed (nothing was changed), 2 usage error.`;
 
 type Place = { kind: 'dir'; dir: string } | { kind: 'postgres'; url: string | undefined; label: string };
