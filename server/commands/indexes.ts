@@ -12,7 +12,14 @@ import {
   type FieldDeclaration,
 } from '../users/declared-fields.js';
 import type { CommandIo } from './command-io.js';
-import { printUsage, settingCommand, settingPlace, type Setting, type SettingPlace } from './setting-place.js';
+import {
+  PLACE_OPTIONS,
+  printUsage,
+  settingCommand,
+  settingPlace,
+  type Setting,
+  type SettingPlace,
+} from './setting-place.js';
 
 const USAGE = `usage: users-server index add PATH [--unique] [--case-insensitive] [PLACE]
        users-server index remove PATH [PLACE]
@@ -43,9 +50,7 @@ type Command = 'add' | 'remove' | 'list';
 const COMMANDS: readonly Command[] = ['add', 'remove', 'list'];
 
 const OPTIONS = {
-  data: { type: 'string' },
-  store: { type: 'string' },
-  help: { type: 'boolean', short: 'h' },
+  ...PLACE_OPTIONS,
   unique: { type: 'boolean' },
   'case-insensitive': { type: 'boolean' },
   json: { type: 'boolean' },

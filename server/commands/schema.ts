@@ -7,7 +7,14 @@ import { SCHEMA } from '../store/schema-file.js';
 import { SchemaRefusedError } from '../users/json-schema/compile-schema.js';
 import { UserSchema, type SchemaSetting } from '../users/user-schema.js';
 import type { CommandIo } from './command-io.js';
-import { printUsage, settingCommand, settingPlace, type Setting, type SettingPlace } from './setting-place.js';
+import {
+  PLACE_OPTIONS,
+  printUsage,
+  settingCommand,
+  settingPlace,
+  type Setting,
+  type SettingPlace,
+} from './setting-place.js';
 
 const USAGE = `usage: users-server schema set FILE [--check-existing yes|no] [PLACE]
        users-server schema show [PLACE]
@@ -39,9 +46,7 @@ type Command = 'set' | 'show' | 'remove';
 const COMMANDS: readonly Command[] = ['set', 'show', 'remove'];
 
 const OPTIONS = {
-  data: { type: 'string' },
-  store: { type: 'string' },
-  help: { type: 'boolean', short: 'h' },
+  ...PLACE_OPTIONS,
   'check-existing': { type: 'string' },
 } as const;
 

@@ -12,6 +12,13 @@ import {
 } from '../store/proposed-file.js';
 import type { CommandIo } from './command-io.js';
 
+/** The flags every command of a setting takes: where (`--data`, `--store`), and `--help`. */
+export const PLACE_OPTIONS = {
+  data: { type: 'string' },
+  store: { type: 'string' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
 /** What a change makes of the current value: the new one, or undefined for no change. */
 type Edit<T> = (current: T) => T | undefined;
 
