@@ -82,7 +82,7 @@ export class UserSchema {
   }
 }
 
-/** The distinct paths of `errors`, in order, '' named as the user itself. */
+/** The distinct paths of `errors`, sorted, '' named as the user itself. */
 function pathsOf(errors: readonly SchemaViolation[]): string {
-  return [...new Set(errors.map((e) => (e.field === '' ? 'the user itself' : e.field)))].join(', ');
+  return [...new Set(errors.map((e) => (e.field === '' ? 'the user itself' : e.field)))].sort().join(', ');
 }
