@@ -35,7 +35,7 @@ export class CliError extends Error {
 
 /** Bad flags, arguments or input: exit 2. */
 export class CliUsageError extends CliError {
-  override readonly name = 'CliUsageError';
+  override readonly name: string = 'CliUsageError';
   constructor(message: string) {
     super(message, EXIT.usage);
   }

@@ -508,10 +508,10 @@ async function openInput(
     throw new CliUsageError(fileProblem('read', file, error));
   }
   const stat = await handle.stat();
-  // A folder opens for reading on Linux; its first read would fail with EISDIR.
+  // A folder opens for reading on Linux; its first read would fail with EISDIR, said here as that read would.
   if (stat.isDirectory()) {
     await handle.close();
-    throw new CliUsageError(fileProblem('read', file, Object.assign(new Error('a folder'), { code: 'EISDIR' })));
+    throw new CliUsageError(fileProblem('read', file, { code: 'EISDIR' }));
   }
   const stream = handle.createReadStream({ highWaterMark: 256 * 1024, autoClose: false });
   return {

@@ -15,9 +15,8 @@ let stackTraceLimit = Error.stackTraceLimit;
 /**
  * An HttpError's message, with V8's stack capture off until its
  * constructor puts it back: a refusal is an answer, never logged with a
- * stack, and capturing one took about 30% of the time of a 404 (111,000
- * 404s in 5 s before, 162,000 after). Called in the argument of `super`,
- * the one place that runs before it.
+ * stack, and capturing one costs about 30% of the time of a 404. Called in
+ * the argument of `super`, the one place that runs before it.
  */
 function withoutStack(message: string): string {
   stackTraceLimit = Error.stackTraceLimit;

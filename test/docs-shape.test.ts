@@ -178,3 +178,13 @@ test('docs/architecture.md names each member of the Store interface (server/stor
   const named = [...paragraph.matchAll(/`(\w+)`/g)].map((m) => m[1]!).filter((name) => name !== 'Store');
   assert.deepEqual([...new Set(named)].sort(), [...members].sort());
 });
+
+test('docs/architecture.md: no table cell over 80 words, so the layer table reads as a table', () => {
+  const long = read('docs/architecture.md')
+    .split('\n')
+    .filter((line) => line.startsWith('|'))
+    .flatMap((line) => line.split('|'))
+    .map((cell) => cell.trim().split(/\s+/).length)
+    .filter((words) => words > 80);
+  assert.deepEqual(long, []);
+});

@@ -92,7 +92,9 @@ export async function edit(ctx: Context, ref: string): Promise<void> {
 }
 
 /** An edited file that cannot be saved (not JSON, not an object): the file is kept, and the message says where. */
-class UnsavedEditError extends CliUsageError {}
+class UnsavedEditError extends CliUsageError {
+  override readonly name = 'UnsavedEditError';
+}
 
 async function editLoop(ctx: Context, ref: string, editor: string, file: string): Promise<void> {
   let base = await currentVersion(ctx, ref);

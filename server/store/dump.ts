@@ -1,6 +1,7 @@
 import type { FieldDeclaration } from '../users/declared-fields.js';
-import type { IdempotencyRecord, StoredUser } from '../users/rules.js';
+import type { StoredUser } from '../users/rules.js';
 import type { SchemaSetting } from '../users/user-schema.js';
+import type { IdempotencyRecord } from './kept-answer.js';
 import type { ApiTokenRecord } from './store.js';
 
 /**

@@ -22,15 +22,14 @@ import type { UserSchema } from '../users/user-schema.js';
 import type {
   DeleteRequest,
   IdempotencyKey,
-  KeptAnswer,
   OldId,
   PutRequest,
   Refusal,
-  Replay,
   StoredUser,
   UserBody,
   UserRef,
 } from '../users/rules.js';
+import type { KeptAnswer, Replay } from './kept-answer.js';
 import type { SortEntry, SortKey } from '../users/sort.js';
 
 export type MaybePromise<T> = T | Promise<T>;

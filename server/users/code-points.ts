@@ -53,3 +53,10 @@ export function startsWithCodePoints(text: string, needle: string): boolean {
 export function endsWithCodePoints(text: string, needle: string): boolean {
   return text.endsWith(needle) && onBoundaries(text, needle, text.length - needle.length);
 }
+
+/** The number of code points of `text`: a surrogate pair counts once, a lone surrogate once. */
+export function countCodePoints(text: string): number {
+  let count = text.length;
+  for (let i = 1; i < text.length; i++) if (isLow(text.charCodeAt(i)) && isHigh(text.charCodeAt(i - 1))) count--;
+  return count;
+}

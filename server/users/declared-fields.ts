@@ -172,7 +172,7 @@ function duplicatesOf(users: Iterable<{ readonly id: number; readonly json: stri
 const NAMED_DUPLICATES = 10;
 
 /** Why `field` cannot be declared unique, naming the values taken twice and their users. */
-function describeDuplicates(field: FieldDeclaration, duplicates: readonly Duplicate[]): string {
+export function describeDuplicates(field: FieldDeclaration, duplicates: readonly Duplicate[]): string {
   const named = duplicates.slice(0, NAMED_DUPLICATES).map((d) => `${JSON.stringify(d.value)} (users ${listOf(d.ids)})`);
   const more = duplicates.length - named.length;
   const rest = more > 0 ? `, and ${more} more value${more === 1 ? '' : 's'}` : '';

@@ -7,7 +7,7 @@
  * memory, one transaction in a database), so no other write can come
  * between a check and its write.
  */
-import { NEW_USER_PATH, RESERVATIONS_PATH, userPath } from '../../shared/endpoints.js';
+import { NEW_USER_PATH, RESERVATIONS_PATH } from '../../shared/endpoints.js';
 import { applyMergePatch } from '../../shared/merge-patch.js';
 import { UserValidationError, validateUserBody, type Ref } from '../../shared/user.js';
 import { entityTag, etagMatches, strongTags } from './entity-tag.js';
@@ -380,20 +380,6 @@ export function tooManyReservations(max: number, earliestExpiry: number, now: nu
 
 // ------------------------------------------------------------ idempotency
 
-/** A first response kept for its Idempotency-Key, replayed as it was. */
-export interface KeptAnswer {
-  readonly status: number;
-  readonly body: string;
-  readonly location: string | undefined;
-}
-
-/** What a store keeps per key: the answer, the request body's fingerprint, the expiry. */
-export interface IdempotencyRecord extends KeptAnswer {
-  /** SHA-256 of the request body, to tell a replay from a reuse. */
-  readonly fingerprint: string;
-  readonly expiresAt: number;
-}
-
 /** An Idempotency-Key sent with a create, and the fingerprint of the body it came with. */
 export interface IdempotencyKey {
   readonly key: string;
@@ -401,7 +387,7 @@ export interface IdempotencyKey {
 }
 
 /** API.md: "the first response is kept for 24 h". */
-const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
+export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
 
 /** The operations a key is scoped to: the same key on both is two keys. */
 export type IdempotentOperation = 'create-user' | 'reserve-id';
@@ -411,34 +397,7 @@ export function scopedKey(operation: IdempotentOperation, key: string): string {
   return `${operation === 'create-user' ? NEW_USER_PATH : RESERVATIONS_PATH} ${key}`;
 }
 
-export type Replay = { readonly kind: 'replayed'; readonly answer: KeptAnswer } | Refusal;
-
-/** A key seen before: the same body replays the kept answer, another body is refused. */
-export function replayOf(kept: IdempotencyRecord, fingerprint: string): Replay {
-  if (kept.fingerprint !== fingerprint)
-    return refuse('idempotency-key-reused', 'This Idempotency-Key was used with a different request body.');
-  return { kind: 'replayed', answer: { status: kept.status, body: kept.body, location: kept.location } };
-}
-
-/** The record a successful create keeps under its key. */
-export function keptRecord(key: IdempotencyKey, answer: KeptAnswer, now: number): IdempotencyRecord {
-  return {
-    fingerprint: key.fingerprint,
-    status: answer.status,
-    body: answer.body,
-    location: answer.location,
-    expiresAt: now + IDEMPOTENCY_TTL_MS,
-  };
-}
-
-export function createdAnswer(id: number, json: string): KeptAnswer {
-  return { status: 201, body: json, location: userPath(id) };
-}
-
-export function reservationAnswer(id: number, expiresAt: number): KeptAnswer {
-  return {
-    status: 201,
-    body: JSON.stringify({ id, expiresAt: new Date(expiresAt).toISOString() }),
-    location: userPath(id),
-  };
+/** A key seen before with a different body: its reuse is refused. */
+export function keyReused(): Refusal {
+  return refuse('idempotency-key-reused', 'This Idempotency-Key was used with a different request body.');
 }

@@ -12,7 +12,6 @@ import {
   scopedKey,
   type IdempotencyKey,
   type IdempotentOperation,
-  type KeptAnswer,
   type Preconditions,
   type Refusal,
   type RefusalKind,
@@ -21,6 +20,7 @@ import {
   type UserRef,
   type WritePolicy,
 } from '../../users/rules.js';
+import { type KeptAnswer } from '../../store/kept-answer.js';
 import { aliasMap, DEFAULT_PAGE, flagParam, integerParam, MAX_PAGE } from '../listing.js';
 import { isFormEncoding, isJsonType, isUtf8Type } from '../media-type.js';
 import { empty, json, NEEDS_SESSION, NEEDS_SESSION_TO_READ, parameter, schema, SESSION_OPTIONAL } from '../openapi.js';

@@ -21,7 +21,7 @@
  */
 import { crc32 } from 'node:zlib';
 import { DataError } from '../../errors.js';
-import type { IdempotencyRecord } from '../../users/rules.js';
+import type { IdempotencyRecord } from '../kept-answer.js';
 import type { Mutation, StoreState } from '../memory/state.js';
 import type { ApiTokenRecord, Change } from '../store.js';
 

@@ -20,7 +20,8 @@ import {
 } from './codec.js';
 import type { StoreState } from '../memory/state.js';
 import { call, recreateFile, shareOwnerSync } from '../../ops/durable-files.js';
-import type { IdempotencyRecord, StoredUser } from '../../users/rules.js';
+import type { StoredUser } from '../../users/rules.js';
+import type { IdempotencyRecord } from '../kept-answer.js';
 import type { ApiTokenRecord, Change } from '../store.js';
 
 export interface Image {

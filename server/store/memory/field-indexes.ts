@@ -7,14 +7,14 @@
  * field is declared or the state is read back, never written to disk.
  */
 import {
-  declarationRefusal,
+  describeDuplicates,
   fieldKeysOf,
   namesOf,
   sameDeclaration,
   type FieldDeclaration,
   type UniqueKey,
 } from '../../users/declared-fields.js';
-import { inRange, LAST_KEY, sortKeyOf, type KeyRange } from '../../users/index-key.js';
+import { inRange, keyValue, LAST_KEY, sortKeyOf, type KeyRange } from '../../users/index-key.js';
 import type { StoredUser } from '../../users/rules.js';
 import type { IndexEntry } from '../index-find.js';
 import { SortedEntries } from './sorted-entries.js';
@@ -67,18 +67,23 @@ export class FieldIndexes {
    * values and their users; nothing changes then.
    */
   declare(fields: readonly FieldDeclaration[], users: Iterable<[number, StoredUser]>): string | undefined {
-    const all = [...users].map(([, user]) => user);
-    const refused = declarationRefusal(this.declared, fields, all);
-    if (refused !== undefined) return refused;
     const inOrder = [...fields].sort((a, b) => (a.path < b.path ? -1 : 1));
-    this.indexes = inOrder.map((field) => this.indexOf(field) ?? buildIndex(field, all));
+    const built = buildIndexes(
+      inOrder.filter((field) => this.indexOf(field) === undefined),
+      [...users].map(([, user]) => user),
+    );
+    const refused = built.map(uniquenessRefusal).find((r) => r !== undefined);
+    if (refused !== undefined) return refused;
+    this.indexes = inOrder.map((field) => this.indexOf(field) ?? built.find((i) => sameDeclaration(i.field, field))!);
     return undefined;
   }
 
   /** Builds every index again over `users` (a state read back from disk), uniqueness unchecked: it held before. */
   rebuild(users: Iterable<[number, StoredUser]>): void {
-    const all = [...users].map(([, user]) => user);
-    this.indexes = this.declared.map((field) => buildIndex(field, all));
+    this.indexes = buildIndexes(
+      this.declared,
+      [...users].map(([, user]) => user),
+    );
   }
 
   idsInRange(field: FieldDeclaration, range: KeyRange): number[] {
@@ -121,10 +126,24 @@ export class FieldIndexes {
   }
 }
 
-function buildIndex(field: FieldDeclaration, users: readonly StoredUser[]): FieldIndex {
-  const index: FieldIndex = { field, names: namesOf(field), keys: new SortedEntries(), sorted: new SortedEntries() };
-  for (const user of users) enter(index, user.id, JSON.parse(user.json), true);
-  return index;
+/** The indexes of `fields` over `users`. */
+function buildIndexes(fields: readonly FieldDeclaration[], users: readonly StoredUser[]): FieldIndex[] {
+  return fields.map((field) => {
+    const index: FieldIndex = { field, names: namesOf(field), keys: new SortedEntries(), sorted: new SortedEntries() };
+    for (const user of users) enter(index, user.id, JSON.parse(user.json), true);
+    return index;
+  });
+}
+
+/** Why a new unique field's index cannot stand: the values two users or more hold, or undefined. */
+function uniquenessRefusal(index: FieldIndex): string | undefined {
+  if (!index.field.unique) return undefined;
+  const shared = index.keys.sharedKeys();
+  if (shared.length === 0) return undefined;
+  return describeDuplicates(
+    index.field,
+    shared.map(({ key, ids }) => ({ value: keyValue(key)!, ids })),
+  );
 }
 
 /** Adds (or removes) the entries of the user `id`, whose version is `user`. */

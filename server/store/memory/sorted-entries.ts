@@ -24,6 +24,22 @@ interface Position {
 export class SortedEntries {
   private readonly chunks: IndexEntry[][] = [];
 
+  /** Each key that two entries or more hold, with their ids, in key order. */
+  sharedKeys(): { key: string; ids: number[] }[] {
+    const shared: { key: string; ids: number[] }[] = [];
+    let previous: IndexEntry | undefined;
+    for (const entries of this.chunks)
+      for (const entry of entries) {
+        if (previous?.key === entry.key) {
+          const last = shared.at(-1);
+          if (last?.key === entry.key) last.ids.push(entry.id);
+          else shared.push({ key: entry.key, ids: [previous.id, entry.id] });
+        }
+        previous = entry;
+      }
+    return shared;
+  }
+
   insert(key: string, id: number): void {
     if (this.chunks.length === 0) {
       this.chunks.push([{ key, id }]);

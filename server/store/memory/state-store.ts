@@ -2,25 +2,27 @@ import { FSYNC_BUCKETS, Histogram } from '../../ops/histogram.js';
 import { uniqueConflict, uniqueKeysOf, type FieldDeclaration } from '../../users/declared-fields.js';
 import type { UserSchema } from '../../users/user-schema.js';
 import {
-  createdAnswer,
   decideCreate,
   decideDelete,
   decidePut,
-  keptRecord,
-  replayOf,
-  reservationAnswer,
   scopedKey,
   tooManyReservations,
   type DeleteRequest,
   type IdempotencyKey,
   type IdempotentOperation,
-  type KeptAnswer,
   type PutRequest,
-  type Replay,
   type StoredUser,
   type UniqueViolation,
   type UserRef,
 } from '../../users/rules.js';
+import {
+  createdAnswer,
+  keptRecord,
+  replayOf,
+  reservationAnswer,
+  type KeptAnswer,
+  type Replay,
+} from '../kept-answer.js';
 import type {
   CreateOutcome,
   DeleteOutcome,

@@ -1,5 +1,6 @@
-import type { IdempotencyRecord, StoredUser, UserFacts } from '../../users/rules.js';
+import type { StoredUser, UserFacts } from '../../users/rules.js';
 import type { UserSchema } from '../../users/user-schema.js';
+import type { IdempotencyRecord } from '../kept-answer.js';
 import type { ApiTokenRecord } from '../store.js';
 import { ChangeLog } from './change-log.js';
 import { FieldIndexes } from './field-indexes.js';

@@ -4,26 +4,28 @@ import { LAST_KEY, type KeyRange } from '../../users/index-key.js';
 import type { UserSchema } from '../../users/user-schema.js';
 import type { IndexEntry } from '../index-find.js';
 import {
-  createdAnswer,
   decideCreate,
   decideDelete,
   decidePut,
   directReplace,
-  keptRecord,
-  replayOf,
-  reservationAnswer,
   scopedKey,
   tooManyReservations,
   type DeleteRequest,
   type DirectReplace,
   type IdempotencyKey,
   type IdempotentOperation,
-  type KeptAnswer,
   type PutRequest,
-  type Replay,
   type UserBody,
   type UserRef,
 } from '../../users/rules.js';
+import {
+  createdAnswer,
+  keptRecord,
+  replayOf,
+  reservationAnswer,
+  type KeptAnswer,
+  type Replay,
+} from '../kept-answer.js';
 import {
   DEFAULT_CHANGES_RETENTION_MS,
   type ApiTokenRecord,

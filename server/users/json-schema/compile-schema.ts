@@ -1,132 +1,435 @@
 /**
- * A placeholder of the JSON Schema validator: `type`, `required`,
- * `properties` and `maxLength` only, enough for the code that applies a
- * schema to be written and tested. The schema branch replaces this file.
+ * The server's JSON Schema (draft 2020-12) validator for users
+ * (docs/schema.md): a schema is checked and compiled once into closures
+ * (checks.ts), which then validate any number of users without reading
+ * the schema again. Only the keywords docs/schema.md lists are taken; any
+ * other keyword, or a keyword whose value is not valid, refuses the whole
+ * schema with the keyword and its JSON pointer, so that no constraint an
+ * operator wrote is silently ignored.
  */
+import {
+  additionalPropertiesCheck,
+  allChecks,
+  anyOfCheck,
+  boundCheck,
+  type BoundKeyword,
+  type Check,
+  constCheck,
+  enumCheck,
+  formatCheck,
+  isObject,
+  itemsCheck,
+  maxItemsCheck,
+  maxLengthCheck,
+  minItemsCheck,
+  minLengthCheck,
+  multipleOfCheck,
+  notCheck,
+  oneOfCheck,
+  PASS,
+  patternCheck,
+  patternPropertiesCheck,
+  prefixItemsCheck,
+  propertiesCheck,
+  rejectAll,
+  requiredCheck,
+  ROOT,
+  type SchemaViolation,
+  typeCheck,
+  TYPES,
+  uniqueItemsCheck,
+} from './checks.js';
+import { FORMAT_NAMES, FORMAT_PHRASES, FORMAT_TESTS, type FormatName } from './formats.js';
 
-/** One way a user breaks the schema. */
-export interface SchemaViolation {
-  /** The path of the value, in the `a.b` / `tags[3]` form; '' for the user itself. */
-  field: string;
-  keyword: string;
-  /** A sentence a person understands. */
-  detail: string;
-}
+export type { SchemaViolation } from './checks.js';
 
 export interface CompiledSchema {
-  /** Every violation of `user`; none when it is valid. */
+  /** Every violation of the schema by `user`, in the schema's order; [] when it is valid. */
   validate(user: unknown): SchemaViolation[];
 }
 
-/** A schema this validator cannot apply: the keyword and its JSON pointer. */
+/** A schema the server does not take: `keyword` at `pointer` (a JSON pointer into the schema, '' for the schema itself). */
 export class SchemaRefusedError extends Error {
   override readonly name = 'SchemaRefusedError';
   constructor(
     readonly keyword: string,
     readonly pointer: string,
-    message: string,
+    reason: string,
   ) {
-    super(message);
+    super(`${keyword === '' ? 'the schema' : keyword} at ${pointer === '' ? '/' : pointer} ${reason}`);
   }
 }
 
-const KNOWN = new Set(['type', 'required', 'properties', 'maxLength', 'title', 'description']);
-const TYPES = new Set(['object', 'array', 'string', 'number', 'integer', 'boolean', 'null']);
+function refuse(keyword: string, pointer: string, reason: string): never {
+  throw new SchemaRefusedError(keyword, pointer, reason);
+}
 
-type Check = (value: unknown, field: string, out: SchemaViolation[]) => void;
+/** The one dialect taken, as `$schema` names it. */
+const DIALECT = 'https://json-schema.org/draft/2020-12/schema';
 
+/** The annotations: taken and kept out of validation. `$schema` and `$id` are taken at the root only. */
+const ANNOTATIONS = new Set(['title', 'description', 'default', 'examples', '$comment', '$schema', '$id']);
+const ASSERTIONS = new Set([
+  'type',
+  'enum',
+  'const',
+  'properties',
+  'required',
+  'additionalProperties',
+  'patternProperties',
+  'items',
+  'prefixItems',
+  'minItems',
+  'maxItems',
+  'uniqueItems',
+  'minLength',
+  'maxLength',
+  'pattern',
+  'format',
+  'minimum',
+  'maximum',
+  'exclusiveMinimum',
+  'exclusiveMaximum',
+  'multipleOf',
+  'allOf',
+  'anyOf',
+  'oneOf',
+  'not',
+  '$defs',
+  '$ref',
+]);
+const BOUNDS: readonly BoundKeyword[] = ['minimum', 'maximum', 'exclusiveMinimum', 'exclusiveMaximum'];
+
+/**
+ * Subschemas nested deeper than this are refused: compiling and checking
+ * recurse once per level, and a user is at most 16 levels deep
+ * (shared/user.ts MAX_DEPTH), which a few levels of `allOf` and `$ref`
+ * per level of the user stay well within.
+ */
+const MAX_SCHEMA_DEPTH = 64;
+
+/** RFC 3986 section 4.3's absolute-URI, loosely: a scheme, then no fragment and no white space. */
+const ABSOLUTE_URI = /^[A-Za-z][A-Za-z0-9+.-]*:[^#\s]*$/;
+
+/** JSON Pointer (RFC 6901 section 3): `~` is written `~0` and `/` is written `~1`. */
+function pointerTo(pointer: string, token: string | number): string {
+  return `${pointer}/${String(token).replaceAll('~', '~0').replaceAll('/', '~1')}`;
+}
+
+function regexOf(source: string, keyword: string, pointer: string): RegExp {
+  try {
+    return new RegExp(source, 'u');
+  } catch (error) {
+    return refuse(keyword, pointer, `is not a valid regular expression: ${(error as Error).message}`);
+  }
+}
+
+function isNonNegativeInteger(value: unknown): value is number {
+  return Number.isInteger(value) && (value as number) >= 0;
+}
+
+/** A schema applied to the value itself (by `$ref`, `allOf`, `anyOf`, `oneOf`, `not`), and the `$ref` that leads there, if one does. */
+interface InPlace {
+  readonly to: string;
+  readonly ref: string | undefined;
+}
+
+/** A `$ref` met while compiling, resolved once every schema location is known. */
+interface PendingRef {
+  readonly pointer: string;
+  readonly target: string;
+  readonly slot: { check: Check };
+}
+
+class SchemaCompiler {
+  /** Every schema location of the document, by its JSON pointer, as compiled. */
+  private readonly compiled = new Map<string, Check>();
+  private readonly refs: PendingRef[] = [];
+  private readonly inPlace = new Map<string, InPlace[]>();
+  private rootId: string | undefined;
+
+  compile(root: unknown): Check {
+    if (isObject(root) && Object.hasOwn(root, '$id')) this.rootId = this.readId(root.$id);
+    const check = this.schema(root, '', '', 0);
+    for (const ref of this.refs) {
+      const target = this.compiled.get(ref.target);
+      if (target === undefined)
+        refuse('$ref', ref.pointer, `points at ${ref.target === '' ? '/' : ref.target}, which is not a schema`);
+      ref.slot.check = target;
+    }
+    this.refuseEndlessLoops();
+    return check;
+  }
+
+  /** `$id` at the root: an absolute URI, the base a `$ref` may name the document by. */
+  private readId(id: unknown): string {
+    const base = typeof id === 'string' ? id.replace(/#$/, '') : '';
+    if (!ABSOLUTE_URI.test(base)) refuse('$id', '/$id', 'must be an absolute URI without a fragment');
+    return base;
+  }
+
+  /** Compiles the schema at `pointer`, which the keyword `holder` holds ('' for the root). */
+  private schema(node: unknown, pointer: string, holder: string, depth: number): Check {
+    if (depth > MAX_SCHEMA_DEPTH) refuse(holder, pointer, `nests schemas deeper than ${MAX_SCHEMA_DEPTH} levels`);
+    let check: Check;
+    if (node === true) check = PASS;
+    else if (node === false) check = rejectAll(holder === '' || holder === '$defs' ? 'false' : holder);
+    else if (isObject(node)) check = this.objectSchema(node, pointer, depth);
+    else return refuse(holder, pointer, 'must be a schema: an object, true or false');
+    this.compiled.set(pointer, check);
+    return check;
+  }
+
+  private objectSchema(node: Record<string, unknown>, pointer: string, depth: number): Check {
+    for (const keyword of Object.keys(node)) this.readAnnotation(node, keyword, pointer);
+    const at = (keyword: string) => pointerTo(pointer, keyword);
+    const has = (keyword: string) => Object.hasOwn(node, keyword);
+    const sub = (value: unknown, keyword: string, token?: string | number) =>
+      this.schema(value, token === undefined ? at(keyword) : pointerTo(at(keyword), token), keyword, depth + 1);
+    const checks: Check[] = [];
+
+    if (has('type')) checks.push(typeCheck(this.readTypes(node.type, at('type'))));
+    if (has('enum')) {
+      if (!Array.isArray(node.enum)) refuse('enum', at('enum'), 'must be an array of the values allowed');
+      checks.push(enumCheck(node.enum));
+    }
+    if (has('const')) checks.push(constCheck(node.const));
+
+    const minLength = this.readCount(node, 'minLength', pointer);
+    if (minLength !== undefined) checks.push(minLengthCheck(minLength));
+    const maxLength = this.readCount(node, 'maxLength', pointer);
+    if (maxLength !== undefined) checks.push(maxLengthCheck(maxLength));
+    if (has('pattern')) {
+      if (typeof node.pattern !== 'string')
+        refuse('pattern', at('pattern'), 'must be a regular expression, as a string');
+      checks.push(patternCheck(node.pattern, regexOf(node.pattern, 'pattern', at('pattern'))));
+    }
+    if (has('format')) {
+      const format = node.format as FormatName;
+      if (!FORMAT_NAMES.includes(format))
+        refuse('format', at('format'), `must be one of the formats checked: ${FORMAT_NAMES.join(', ')}`);
+      checks.push(formatCheck(FORMAT_TESTS[format], FORMAT_PHRASES[format]));
+    }
+
+    for (const keyword of BOUNDS) {
+      if (!has(keyword)) continue;
+      const bound = node[keyword];
+      if (typeof bound !== 'number') refuse(keyword, at(keyword), 'must be a number');
+      checks.push(boundCheck(keyword, bound));
+    }
+    if (has('multipleOf')) {
+      const divisor = node.multipleOf;
+      if (typeof divisor !== 'number' || divisor <= 0)
+        refuse('multipleOf', at('multipleOf'), 'must be a number above 0');
+      checks.push(multipleOfCheck(divisor));
+    }
+
+    const prefixItems = has('prefixItems')
+      ? this.readSchemaList(node.prefixItems, 'prefixItems', pointer).map((item, i) => sub(item, 'prefixItems', i))
+      : [];
+    if (prefixItems.length > 0) checks.push(prefixItemsCheck(prefixItems));
+    if (has('items')) {
+      if (Array.isArray(node.items))
+        refuse('items', at('items'), 'must be one schema (in draft 2020-12, a list of schemas is prefixItems)');
+      checks.push(itemsCheck(sub(node.items, 'items'), prefixItems.length));
+    }
+    const minItems = this.readCount(node, 'minItems', pointer);
+    if (minItems !== undefined) checks.push(minItemsCheck(minItems));
+    const maxItems = this.readCount(node, 'maxItems', pointer);
+    if (maxItems !== undefined) checks.push(maxItemsCheck(maxItems));
+    if (has('uniqueItems')) {
+      if (typeof node.uniqueItems !== 'boolean') refuse('uniqueItems', at('uniqueItems'), 'must be true or false');
+      if (node.uniqueItems) checks.push(uniqueItemsCheck());
+    }
+
+    if (has('required')) checks.push(requiredCheck(this.readNames(node.required, at('required'))));
+    const properties = new Map<string, Check>();
+    if (has('properties')) {
+      for (const [name, value] of this.readSchemaMap(node.properties, 'properties', pointer))
+        properties.set(name, sub(value, 'properties', name));
+      if (properties.size > 0) checks.push(propertiesCheck(properties));
+    }
+    const patterns: Array<{ pattern: RegExp; check: Check }> = [];
+    if (has('patternProperties')) {
+      for (const [source, value] of this.readSchemaMap(node.patternProperties, 'patternProperties', pointer)) {
+        const pattern = regexOf(source, 'patternProperties', pointerTo(at('patternProperties'), source));
+        patterns.push({ pattern, check: sub(value, 'patternProperties', source) });
+      }
+      if (patterns.length > 0) checks.push(patternPropertiesCheck(patterns));
+    }
+    if (has('additionalProperties')) {
+      const check = sub(node.additionalProperties, 'additionalProperties');
+      const known = new Set(properties.keys());
+      checks.push(
+        additionalPropertiesCheck(
+          check,
+          known,
+          patterns.map(({ pattern }) => pattern),
+        ),
+      );
+    }
+
+    const inPlace: InPlace[] = [];
+    for (const keyword of ['allOf', 'anyOf', 'oneOf'] as const) {
+      if (!has(keyword)) continue;
+      const list = this.readSchemaList(node[keyword], keyword, pointer);
+      const alternatives = list.map((item, i) => sub(item, keyword, i));
+      inPlace.push(...list.map((_, i) => ({ to: pointerTo(at(keyword), i), ref: undefined })));
+      checks.push(
+        keyword === 'allOf' ? allChecks(alternatives) : (keyword === 'anyOf' ? anyOfCheck : oneOfCheck)(alternatives),
+      );
+    }
+    if (has('not')) {
+      checks.push(notCheck(sub(node.not, 'not')));
+      inPlace.push({ to: at('not'), ref: undefined });
+    }
+    if (has('$defs'))
+      for (const [name, value] of this.readSchemaMap(node.$defs, '$defs', pointer)) sub(value, '$defs', name);
+    if (has('$ref')) {
+      const target = this.readRef(node.$ref, at('$ref'));
+      const slot = { check: PASS };
+      this.refs.push({ pointer: at('$ref'), target, slot });
+      inPlace.push({ to: target, ref: at('$ref') });
+      checks.push((value, out, place) => slot.check(value, out, place));
+    }
+    if (inPlace.length > 0) this.inPlace.set(pointer, inPlace);
+    return allChecks(checks);
+  }
+
+  /** Refuses a keyword outside the list, and an annotation whose value is not of its kind. */
+  private readAnnotation(node: Record<string, unknown>, keyword: string, pointer: string): void {
+    const at = pointerTo(pointer, keyword);
+    if (ASSERTIONS.has(keyword)) return;
+    if (!ANNOTATIONS.has(keyword))
+      refuse(keyword, at, 'is not a keyword this server supports (docs/schema.md lists them), so it cannot be checked');
+    const value = node[keyword];
+    if ((keyword === '$schema' || keyword === '$id') && pointer !== '')
+      refuse(keyword, at, 'is taken at the root of the schema only');
+    if (keyword === '$schema' && value !== DIALECT && value !== `${DIALECT}#`)
+      refuse(keyword, at, `must be ${DIALECT}, the one dialect this server supports`);
+    if ((keyword === 'title' || keyword === 'description' || keyword === '$comment') && typeof value !== 'string')
+      refuse(keyword, at, 'must be a string');
+    if (keyword === 'examples' && !Array.isArray(value)) refuse(keyword, at, 'must be an array');
+  }
+
+  private readTypes(value: unknown, at: string): string[] {
+    const names = Array.isArray(value) ? value : [value];
+    if (names.length === 0) refuse('type', at, 'must name at least one type');
+    for (const name of names) {
+      if (typeof name !== 'string' || !TYPES.has(name))
+        refuse('type', at, `${JSON.stringify(name)} is not a type; the types are ${[...TYPES.keys()].join(', ')}`);
+    }
+    if (new Set(names).size !== names.length) refuse('type', at, 'names a type twice');
+    return names as string[];
+  }
+
+  private readCount(node: Record<string, unknown>, keyword: string, pointer: string): number | undefined {
+    if (!Object.hasOwn(node, keyword)) return undefined;
+    const value = node[keyword];
+    if (!isNonNegativeInteger(value)) refuse(keyword, pointerTo(pointer, keyword), 'must be an integer of 0 or more');
+    return value;
+  }
+
+  private readNames(value: unknown, at: string): string[] {
+    if (!Array.isArray(value) || !value.every((name) => typeof name === 'string'))
+      refuse('required', at, 'must be an array of member names');
+    if (new Set(value).size !== value.length) refuse('required', at, 'names a member twice');
+    return value as string[];
+  }
+
+  private readSchemaList(value: unknown, keyword: string, pointer: string): unknown[] {
+    if (!Array.isArray(value) || value.length === 0)
+      refuse(keyword, pointerTo(pointer, keyword), 'must be a non-empty array of schemas');
+    return value;
+  }
+
+  private readSchemaMap(value: unknown, keyword: string, pointer: string): Array<[string, unknown]> {
+    if (!isObject(value)) refuse(keyword, pointerTo(pointer, keyword), 'must be an object of schemas');
+    return Object.entries(value);
+  }
+
+  /**
+   * The JSON pointer a `$ref` names: a fragment of this document (`#`,
+   * `#/$defs/name`, percent-encoded as a URI fragment), or the root's
+   * `$id` followed by one. Anything else would need another document, or
+   * an anchor, which this server does not look up.
+   */
+  private readRef(value: unknown, at: string): string {
+    if (typeof value !== 'string') return refuse('$ref', at, 'must be a string');
+    let reference = value;
+    const id = this.rootId;
+    if (id !== undefined && value.startsWith(id) && (value.length === id.length || value[id.length] === '#'))
+      reference = value.slice(id.length);
+    if (reference === '') return '';
+    if (!reference.startsWith('#'))
+      refuse('$ref', at, `"${value}" names another document; a $ref points within the schema, such as #/$defs/name`);
+    let fragment: string;
+    try {
+      fragment = decodeURIComponent(reference.slice(1));
+    } catch {
+      return refuse('$ref', at, `"${value}" is not a well-formed URI fragment`);
+    }
+    if (fragment !== '' && !fragment.startsWith('/'))
+      refuse(
+        '$ref',
+        at,
+        `"${value}" names an anchor, which this server does not support; use a JSON pointer such as #/$defs/name`,
+      );
+    if (/~(?![01])/.test(fragment))
+      refuse('$ref', at, `"${value}" is not a JSON pointer: ~ is written ~0 and / is written ~1`);
+    return fragment;
+  }
+
+  /**
+   * Refuses a schema that applies itself to the same value again through
+   * `$ref` (`{"$ref": "#"}`, two $defs naming each other), without
+   * stepping into a member or an item: checking it would never end. Every
+   * other way back to a schema steps one level into the value, which is
+   * finite, so validation always ends.
+   */
+  private refuseEndlessLoops(): void {
+    const done = new Set<string>();
+    for (const start of this.inPlace.keys()) {
+      if (done.has(start)) continue;
+      // A depth-first walk with its own stack: the path from `start`, each step with the edges still to follow.
+      const path: Array<{ pointer: string; via: InPlace | undefined; next: number }> = [];
+      const onPath = new Set<string>();
+      const enter = (pointer: string, via: InPlace | undefined) => {
+        path.push({ pointer, via, next: 0 });
+        onPath.add(pointer);
+      };
+      enter(start, undefined);
+      while (path.length > 0) {
+        const step = path[path.length - 1]!;
+        const edges = this.inPlace.get(step.pointer) ?? [];
+        const edge = edges[step.next++];
+        if (edge === undefined) {
+          path.pop();
+          onPath.delete(step.pointer);
+          done.add(step.pointer);
+          continue;
+        }
+        if (onPath.has(edge.to)) {
+          const from = path.findIndex((entry) => entry.pointer === edge.to);
+          const loop = [...path.slice(from + 1).map((entry) => entry.via), edge];
+          const ref = loop.find((entry) => entry?.ref !== undefined)!.ref!;
+          refuse('$ref', ref, 'leads back to the same schema for the same value, so checking it would never end');
+        }
+        if (!done.has(edge.to)) enter(edge.to, edge);
+      }
+    }
+  }
+}
+
+/** Compiles a JSON Schema (draft 2020-12, the keywords of docs/schema.md); throws SchemaRefusedError. */
 export function compileSchema(schema: unknown): CompiledSchema {
-  const check = compile(schema, '');
+  const check = new SchemaCompiler().compile(schema);
   return {
-    validate(user) {
-      const out: SchemaViolation[] = [];
-      check(user, '', out);
-      return out;
+    validate(user: unknown): SchemaViolation[] {
+      if (check(user, null, null)) return [];
+      const violations: SchemaViolation[] = [];
+      check(user, violations, ROOT);
+      return violations;
     },
   };
-}
-
-function compile(schema: unknown, pointer: string): Check {
-  if (typeof schema === 'boolean') return schema ? () => {} : (_v, field, out) => void out.push(never(field));
-  if (typeof schema !== 'object' || schema === null || Array.isArray(schema))
-    throw new SchemaRefusedError('', pointer, `the schema at "${pointer}" must be an object or a boolean`);
-  const s = schema as Record<string, unknown>;
-  for (const key of Object.keys(s))
-    if (!KNOWN.has(key))
-      throw new SchemaRefusedError(
-        key,
-        `${pointer}/${key}`,
-        `the keyword ${key} at "${pointer}/${key}" is not supported`,
-      );
-  const checks: Check[] = [];
-  if (s.type !== undefined) {
-    if (typeof s.type !== 'string' || !TYPES.has(s.type))
-      throw new SchemaRefusedError('type', `${pointer}/type`, `type at "${pointer}/type" must name a JSON type`);
-    const type = s.type;
-    checks.push((v, field, out) => {
-      if (!hasType(v, type)) out.push({ field, keyword: 'type', detail: `${label(field)} must be ${article(type)}` });
-    });
-  }
-  if (s.required !== undefined) {
-    if (!Array.isArray(s.required) || !s.required.every((r) => typeof r === 'string'))
-      throw new SchemaRefusedError('required', `${pointer}/required`, 'required must be an array of strings');
-    const required = s.required as string[];
-    checks.push((v, field, out) => {
-      if (!isObject(v)) return;
-      for (const name of required)
-        if (!Object.hasOwn(v, name))
-          out.push({ field: join(field, name), keyword: 'required', detail: `${join(field, name)} is required` });
-    });
-  }
-  if (s.properties !== undefined) {
-    if (!isObject(s.properties))
-      throw new SchemaRefusedError('properties', `${pointer}/properties`, 'properties must be an object');
-    const props = Object.entries(s.properties).map(
-      ([name, sub]) => [name, compile(sub, `${pointer}/properties/${name}`)] as const,
-    );
-    checks.push((v, field, out) => {
-      if (!isObject(v)) return;
-      for (const [name, sub] of props) if (Object.hasOwn(v, name)) sub(v[name], join(field, name), out);
-    });
-  }
-  if (s.maxLength !== undefined) {
-    const max = s.maxLength;
-    if (typeof max !== 'number' || !Number.isInteger(max) || max < 0)
-      throw new SchemaRefusedError('maxLength', `${pointer}/maxLength`, 'maxLength must be a non-negative integer');
-    checks.push((v, field, out) => {
-      if (typeof v === 'string' && [...v].length > max)
-        out.push({ field, keyword: 'maxLength', detail: `${label(field)} must be at most ${max} characters long` });
-    });
-  }
-  return (v, field, out) => {
-    for (const c of checks) c(v, field, out);
-  };
-}
-
-function never(field: string): SchemaViolation {
-  return { field, keyword: 'false', detail: `${label(field)} is not allowed` };
-}
-
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
-
-function hasType(v: unknown, type: string): boolean {
-  if (type === 'integer') return Number.isInteger(v);
-  if (type === 'array') return Array.isArray(v);
-  if (type === 'object') return isObject(v);
-  if (type === 'null') return v === null;
-  return typeof v === type;
-}
-
-function join(field: string, name: string): string {
-  return field === '' ? name : `${field}.${name}`;
-}
-
-function label(field: string): string {
-  return field === '' ? 'the user' : field;
-}
-
-function article(type: string): string {
-  return type === 'object' || type === 'array' || type === 'integer' ? `an ${type}` : `a ${type}`;
 }
