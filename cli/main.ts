@@ -22,6 +22,7 @@ import {
 } from './context.js';
 import { OUTPUT_FORMATS } from './output-format.js';
 import { CliError, errorRecord, EXIT, StatusError } from './exit-codes.js';
+import { violationLine } from './answers.js';
 import {
   DEFAULT_CONCURRENCY,
   DEFAULT_IMPORT_NAMESPACE,
@@ -96,6 +97,9 @@ export async function run(argv: readonly string[], io: Partial<Io> = {}): Promis
       // --json: a script reads the failure as JSON too, one object a line.
       if (message !== undefined && argv.includes('--json'))
         fullIo.stderr.write(JSON.stringify(errorRecord(message, code, error)) + '\n');
+      else if (error instanceof StatusError && error.violations.length > 0)
+        for (const violation of error.violations)
+          fullIo.stderr.write(`${errorPrefix(color)} ${violationLine(violation)}\n`);
       else if (message !== undefined) fullIo.stderr.write(`${errorPrefix(color)} ${message}\n`);
       return code;
     } catch {
