@@ -88,7 +88,7 @@ export async function run(argv: readonly string[], io: Partial<Io> = {}): Promis
   try {
     if (commandWord(argv) === undefined) throw new CliError('missing command; see usersctl --help', EXIT.usage);
     program = buildProgram(fullIo, (code) => (exitCode = code));
-    await program.parseAsync([...argv], { from: 'user' });
+    await parseWithoutHostExitCode(program, argv);
     return await unwrittenOutput(fullIo, exitCode);
   } catch (error) {
     try {
@@ -105,6 +105,21 @@ export async function run(argv: readonly string[], io: Partial<Io> = {}): Promis
     } catch {
       return EXIT.unexpected;
     }
+  }
+}
+
+/**
+ * commander's help() takes its exit code from process.exitCode: a code the
+ * host process already set (a test runner's after a failed test, a program
+ * that embeds run()) would turn `help put` into a usage error.
+ */
+async function parseWithoutHostExitCode(program: Command, argv: readonly string[]): Promise<void> {
+  const hostCode = process.exitCode;
+  process.exitCode = undefined;
+  try {
+    await program.parseAsync([...argv], { from: 'user' });
+  } finally {
+    process.exitCode ??= hostCode;
   }
 }
 
