@@ -126,6 +126,7 @@ function kindOf(value: unknown): number {
   if (typeof value === 'string') return STRING;
   if (typeof value === 'number') return Number.isInteger(value) ? NUMBER | INTEGER : NUMBER;
   if (typeof value === 'boolean') return BOOLEAN;
+  if (typeof value !== 'object') return 0;
   if (value === null) return NULL;
   return Array.isArray(value) ? ARRAY : OBJECT;
 }
