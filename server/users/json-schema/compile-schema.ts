@@ -243,7 +243,14 @@ class SchemaCompiler {
     if (has('additionalProperties'))
       object.additionalProperties = sub(schema.additionalProperties, 'additionalProperties');
 
-    const parts = [scalarNode(scalar), arrayNode(array), objectNode(object)].filter(
+    // A `type` of "object" alone (or "array") is checked by the object's node (the array's): one call less a value.
+    const onlyType = Object.entries(scalar).every(([keyword, value]) => keyword === 'type' || value === undefined);
+    const typedAs = onlyType && scalar.type?.length === 1 ? scalar.type[0] : undefined;
+    const arrays = arrayNode(array, typedAs === 'array');
+    const objects = objectNode(object, typedAs === 'object');
+    const typeChecked =
+      (typedAs === 'array' && arrays !== undefined) || (typedAs === 'object' && objects !== undefined);
+    const parts = [typeChecked ? undefined : scalarNode(scalar), arrays, objects].filter(
       (part): part is SchemaNode => part !== undefined,
     );
     const inPlace: InPlace[] = [];
