@@ -26,25 +26,35 @@
  * merges the patch before the same write. `--load missing` is a GET of ids
  * no user has: every answer a 404, a refusal instead of a user.
  *
+ * `--schema` (users-server only, with `--load put`) measures the PUT
+ * against a schema of the users' fields of 10 properties (formats,
+ * lengths, an enum, a nested object: SCHEMA below, set with `users-server
+ * schema set` once the server runs), over the same PUT with no schema;
+ * both PUT a user that has every one of those properties, so each is
+ * checked.
+ *
  * `--save DIR` keeps each dump (and perf map) there, for callgrind_annotate.
  *
- * Run: npm run build && node --import tsx bench/instructions.ts [--requests 5000] [--warmup 20000] [--load get|missing|put|patch] [--server ID] [--rounds 2] [--top N] [--save DIR]
+ * Run: npm run build && node --import tsx bench/instructions.ts [--requests 5000] [--warmup 20000] [--load get|missing|put|patch] [--server ID] [--rounds 2] [--top N] [--schema] [--save DIR]
  * (--load and --server repeatable; server ids: reference, contract,
  * contract-log, users-log-off, users)
  */
 import { execFileSync, spawnSync } from 'node:child_process';
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import {
   CEILING_SETUPS,
   LOAD_FLAGS,
+  JSON_HEADERS,
+  POOL_SIZE,
   preloadSetup,
   patchReplacing,
   putReplacing,
   requestPool,
   REFERENCE_SCRIPT,
+  ROOT,
   runLoad,
   spawnServer,
   table,
@@ -60,7 +70,9 @@ const { values } = parseArgs({
     server: { type: 'string', multiple: true },
     rounds: { type: 'string', default: '2' },
     top: { type: 'string', default: '0' },
+    schema: { type: 'boolean', default: false },
     save: { type: 'string' },
+    help: { type: 'boolean', short: 'h', default: false },
   },
 });
 const REQUESTS = Number(values.requests);
@@ -68,16 +80,21 @@ const WARMUP = Number(values.warmup);
 const ROUNDS = Number(values.rounds);
 const TOP = Number(values.top);
 type Load = 'get' | 'missing' | 'put' | 'patch';
-const LOADS = (values.load ?? ['get', 'put']) as Load[];
+const LOADS = (values.load ?? (values.schema === true ? ['put'] : ['get', 'put'])) as Load[];
 const USERS = 1000;
 const CONNECTIONS = 20;
+const WITH_SCHEMA = values.schema === true;
+/** A durable PUT with the schema over the same PUT without (issue "a schema for the users' fields"). */
+const SCHEMA_GOAL = 1.1;
+if (values.help === true) usage(0);
 
 if (
   !LOADS.every((load) => ['get', 'missing', 'put', 'patch'].includes(load)) ||
   !(REQUESTS > 0) ||
   !(WARMUP >= 0) ||
   !(ROUNDS > 0) ||
-  !(TOP >= 0)
+  !(TOP >= 0) ||
+  (WITH_SCHEMA && (LOADS.length !== 1 || LOADS[0] !== 'put'))
 )
   usage();
 for (const tool of ['valgrind', 'callgrind_control']) {
@@ -87,26 +104,114 @@ for (const tool of ['valgrind', 'callgrind_control']) {
   }
 }
 
-const SETUPS = CEILING_SETUPS.filter((setup) => values.server === undefined || values.server.includes(setup.id));
+const SETUPS = CEILING_SETUPS.filter(
+  (setup) => (values.server === undefined || values.server.includes(setup.id)) && !(WITH_SCHEMA && setup.reference),
+);
 if (SETUPS.length === 0) usage();
 
-function usage(): never {
-  console.error(
-    'usage: node --import tsx bench/instructions.ts [--requests N] [--warmup N] [--load get|missing|put|patch ...] [--server reference|contract|contract-log|users-log-off|users ...] [--rounds N] [--top N] [--save DIR]',
-  );
-  process.exit(2);
+/** The usage line, and with --help what the figures are: on stdout and exit 0 for --help, else on stderr and exit 2. */
+function usage(code = 2): never {
+  const line =
+    'usage: node --import tsx bench/instructions.ts [--requests N] [--warmup N] [--load get|missing|put|patch ...] [--server reference|contract|contract-log|users-log-off|users ...] [--rounds N] [--top N] [--schema] [--save DIR]';
+  if (code !== 0) {
+    console.error(line);
+    process.exit(code);
+  }
+  console.log(`${line}
+
+Instructions per request of each server under callgrind (npm run build first),
+the least of --rounds rounds, after --warmup unmeasured requests.
+  --load get|missing|put|patch
+                        GET by id, GET of an id no user has (every answer a
+                        404), PUT replace, PATCH one field (users-server only;
+                        compared with its PUT when both are measured)
+  --schema              the PUT (--load put), users-server only: a PUT of a user of
+                        10 properties with a schema of those properties set
+                        (formats, lengths, an enum, a nested object), over the
+                        same PUT with no schema (goal ${SCHEMA_GOAL.toFixed(2)}x)
+  --top N               the N functions with the most instructions of their own
+  --save DIR            keep each callgrind dump (and perf map) in DIR`);
+  process.exit(0);
+}
+
+/**
+ * The schema of `--schema`: 10 properties, with formats, lengths, a
+ * pattern, an enum, bounds and a nested object, none of them required but
+ * the name, so that the preload's users (a name only) fit it.
+ */
+const SCHEMA = {
+  type: 'object',
+  required: ['name'],
+  properties: {
+    name: { type: 'string', minLength: 1, maxLength: 200 },
+    email: { type: 'string', format: 'email', maxLength: 254 },
+    homepage: { type: 'string', format: 'uri', maxLength: 2000 },
+    born: { type: 'string', format: 'date' },
+    age: { type: 'integer', minimum: 0, maximum: 150 },
+    role: { enum: ['admin', 'editor', 'viewer', 'guest'] },
+    nick: { type: 'string', pattern: '^[a-z][a-z0-9_]{1,30}$' },
+    tags: { type: 'array', items: { type: 'string', maxLength: 20 }, maxItems: 10 },
+    active: { type: 'boolean' },
+    address: {
+      type: 'object',
+      required: ['city'],
+      properties: {
+        street: { type: 'string', maxLength: 200 },
+        city: { type: 'string', minLength: 1, maxLength: 100 },
+        zip: { type: 'string', pattern: '^[0-9]{4,5}$' },
+      },
+      additionalProperties: false,
+    },
+  },
+};
+
+/** PUTs of users that have every property of SCHEMA, each body unique (a write), as putReplacing's are. */
+function putSchemaUsers(users: number): LoadRequest[] {
+  const paths = Array.from({ length: POOL_SIZE }, () => `/users/${1 + Math.floor(Math.random() * users)}`);
+  const bodies = Array.from({ length: POOL_SIZE }, (_, i) => {
+    const user = {
+      email: `user${i}@example.org`,
+      homepage: `https://example.org/~user${i}`,
+      born: '1990-04-12',
+      age: 20 + (i % 60),
+      role: SCHEMA.properties.role.enum[i % 4],
+      nick: `user_${i}`,
+      tags: ['staff', `team${i % 7}`],
+      active: i % 2 === 0,
+      address: { street: `${i} Main Street`, city: 'Oslo', zip: '0150' },
+    };
+    // The name goes last, so that each request makes it unique by appending to it.
+    return `${JSON.stringify(user).slice(0, -1)},"name":"User ${i} `;
+  });
+  let n = 0;
+  return [
+    {
+      method: 'PUT',
+      headers: JSON_HEADERS,
+      setupRequest: (req) => ({ ...req, path: paths[n % POOL_SIZE]!, body: `${bodies[n++ % POOL_SIZE]!}${n}"}` }),
+    },
+  ];
+}
+
+/** Sets SCHEMA on the data directory `data` of the running server: the command waits for the server to apply it. */
+function setSchema(dir: string, data: string): void {
+  const file = join(dir, 'bench.schema.json');
+  writeFileSync(file, JSON.stringify(SCHEMA));
+  execFileSync(process.execPath, [join(ROOT, 'bin', 'users-server.js'), 'schema', 'set', file, '--data', data], {
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
 }
 
 function requestsOf(load: Load): LoadRequest[] {
-  if (load === 'put') return putReplacing(USERS);
+  if (load === 'put') return WITH_SCHEMA ? putSchemaUsers(USERS) : putReplacing(USERS);
   if (load === 'patch') return patchReplacing(USERS);
   if (load === 'missing')
     return requestPool(() => ({ method: 'GET', path: `/users/${USERS + 1 + Math.floor(Math.random() * USERS)}` }));
   return requestPool(() => ({ method: 'GET', path: `/users/${1 + Math.floor(Math.random() * USERS)}` }));
 }
 
-/** Instructions per request of one server under one load. */
-async function count(setup: CeilingSetup, load: Load): Promise<number> {
+/** Instructions per request of one server under one load; `schema`: with SCHEMA set. */
+async function count(setup: CeilingSetup, load: Load, schema = false): Promise<number> {
   const dir = mkdtempSync(join(tmpdir(), 'users-instructions-'));
   const out = join(dir, 'callgrind.out');
   const args = setup.reference
@@ -128,6 +233,7 @@ async function count(setup: CeilingSetup, load: Load): Promise<number> {
     ...(setup.reference && { script: REFERENCE_SCRIPT }),
   });
   try {
+    if (schema) setSchema(dir, join(dir, 'data'));
     await preloadSetup(server.url, setup, USERS, 8);
     const requests = requestsOf(load);
     if (WARMUP > 0) await runLoad({ url: server.url, connections: CONNECTIONS, amount: WARMUP, requests });
@@ -143,12 +249,13 @@ async function count(setup: CeilingSetup, load: Load): Promise<number> {
     if (!summary) throw new Error(`${setup.name}: callgrind wrote no dump`);
     if (values.save !== undefined) {
       mkdirSync(values.save, { recursive: true });
-      copyFileSync(join(dir, dump), join(values.save, `${setup.id}-${load}.callgrind`));
-      if (TOP > 0) copyFileSync(`/tmp/perf-${server.pid}.map`, join(values.save, `${setup.id}-${load}.perf-map`));
+      const name = `${setup.id}-${load}${schema ? '-schema' : ''}`;
+      copyFileSync(join(dir, dump), join(values.save, `${name}.callgrind`));
+      if (TOP > 0) copyFileSync(`/tmp/perf-${server.pid}.map`, join(values.save, `${name}.perf-map`));
     }
     if (TOP > 0)
       printTop(
-        `${setup.name}, ${load}`,
+        `${setup.name}, ${load}${schema ? ' with the schema' : ''}`,
         readFileSync(join(dir, dump), 'utf8'),
         `/tmp/perf-${server.pid}.map`,
         r.requests,
@@ -257,12 +364,14 @@ for (let round = 1; round <= ROUNDS; round++) {
   for (const load of LOADS) {
     for (const setup of SETUPS) {
       if (load === 'patch' && setup.reference) continue;
-      const perRequest = await count(setup, load);
-      const key = `${setup.name}|${load}`;
-      figures.set(key, [...(figures.get(key) ?? []), perRequest]);
-      console.error(
-        `round ${round} ${setup.name.padEnd(30)} ${load}: ${Math.round(perRequest).toLocaleString('en-US')} instructions per request`,
-      );
+      for (const schema of WITH_SCHEMA ? [false, true] : [false]) {
+        const perRequest = await count(setup, load, schema);
+        const key = `${setup.name}|${load}${schema ? '|schema' : ''}`;
+        figures.set(key, [...(figures.get(key) ?? []), perRequest]);
+        console.error(
+          `round ${round} ${setup.name.padEnd(30)} ${load}${schema ? ' with the schema' : ''}: ${Math.round(perRequest).toLocaleString('en-US')} instructions per request`,
+        );
+      }
     }
   }
 }
@@ -283,6 +392,10 @@ const TITLES: Record<Load, string> = {
 const PATCH_GOAL = 1.15;
 
 for (const load of LOADS) {
+  if (WITH_SCHEMA) {
+    printSchemaFigures();
+    continue;
+  }
   if (load === 'patch') {
     printPatchFigures();
     continue;
@@ -329,4 +442,23 @@ function printPatchFigures(): void {
     `\nPATCH one field, ${REQUESTS} requests per server after ${WARMUP} unmeasured, the least of ${ROUNDS} round(s):\n`,
   );
   console.log(table(['server', 'instructions per request', 'over its own PUT'], rows));
+}
+
+/** PUT with the schema per server, over the same PUT without one. */
+function printSchemaFigures(): void {
+  const least = (key: string) => Math.min(...figures.get(key)!);
+  const rows = SETUPS.map((setup) => {
+    const without = least(`${setup.name}|put`);
+    const withSchema = least(`${setup.name}|put|schema`);
+    return [
+      setup.name,
+      Math.round(without).toLocaleString('en-US'),
+      Math.round(withSchema).toLocaleString('en-US'),
+      `${(withSchema / without).toFixed(3)}x (goal ${SCHEMA_GOAL.toFixed(2)}x)`,
+    ];
+  });
+  console.log(
+    `\nPUT replace of a user of 10 properties, ${REQUESTS} requests per server after ${WARMUP} unmeasured, the least of ${ROUNDS} round(s):\n`,
+  );
+  console.log(table(['server', 'no schema', 'with a schema of 10 properties', 'with over without'], rows));
 }

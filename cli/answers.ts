@@ -6,7 +6,7 @@
  */
 import { PROBLEM_CONTENT_TYPE, problems, problemType } from '../shared/problems.js';
 import { isId } from '../shared/user.js';
-import { StatusError, UnexpectedAnswerError } from './exit-codes.js';
+import { StatusError, UnexpectedAnswerError, type Violation } from './exit-codes.js';
 
 export interface Response {
   status: number;
@@ -130,7 +130,25 @@ export function statusError(response: Response, url?: string, path?: string): St
     (detail === NO_ROUTE && url !== undefined
       ? `there is nothing at ${url}: --url must be the server's address (it serves /users, /login, ...)`
       : inUsersctlTerms(detail));
-  return new StatusError(response.status, message, text('type'), text('title'));
+  return new StatusError(response.status, message, text('type'), text('title'), undefined, violationsOf(problem));
+}
+
+/** The violations a 422 `invalid-user` lists (`errors`), those well formed; none for another problem. */
+function violationsOf(problem: Record<string, unknown> | undefined): Violation[] {
+  if (problem?.type !== problemType(problems.invalidUser) || !Array.isArray(problem.errors)) return [];
+  return (problem.errors as unknown[]).flatMap((e) => {
+    const { field, keyword, detail } = (e ?? {}) as Record<string, unknown>;
+    return typeof field === 'string' && typeof keyword === 'string' && typeof detail === 'string'
+      ? [{ field, keyword, detail }]
+      : [];
+  });
+}
+
+/** A violation as one sentence that names its field: the server's detail, after the field when it does not start with it. */
+export function violationLine(violation: Violation): string {
+  const field = violation.field === '' ? 'the user' : violation.field;
+  const detail = oneLine(violation.detail);
+  return oneLine(detail.startsWith(field) ? detail : `${field}: ${detail}`);
 }
 
 /**

@@ -79,9 +79,18 @@ export class StatusError extends CliError {
     readonly title?: string,
     /** Where the status alone does not say it: a 400 that refuses what the user typed (a --filter) is a usage error. */
     exitCode: ExitCode = exitCodeForStatus(status),
+    /** A user the server's schema refused: every violation, each said on a line of its own. */
+    readonly violations: readonly Violation[] = [],
   ) {
     super(detail, exitCode);
   }
+}
+
+/** One way a user breaks the server's schema of the users' fields (a 422 `invalid-user`'s `errors`). */
+export interface Violation {
+  readonly field: string;
+  readonly keyword: string;
+  readonly detail: string;
 }
 
 /** What `--json` prints on stderr for a failure: one JSON object a line. */
@@ -95,6 +104,8 @@ interface ErrorRecord {
   /** The ref the failure is about, when the command took refs. */
   ref: string | null;
   exit: number;
+  /** A user the server's schema refused: every violation. */
+  errors?: readonly Violation[];
 }
 
 const OWN_TITLES: Record<number, [string, string]> = {
@@ -114,6 +125,7 @@ export function errorRecord(message: string, exit: number, error: unknown, given
       detail: error.detail,
       ref: ref ?? null,
       exit,
+      ...(error.violations.length > 0 && { errors: error.violations }),
     };
   }
   const [type, title] = OWN_TITLES[exit] ?? ['usersctl:error', 'Error'];

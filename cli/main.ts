@@ -22,6 +22,7 @@ import {
 } from './context.js';
 import { OUTPUT_FORMATS } from './output-format.js';
 import { CliError, errorRecord, EXIT, StatusError } from './exit-codes.js';
+import { violationLine } from './answers.js';
 import {
   DEFAULT_CONCURRENCY,
   DEFAULT_IMPORT_NAMESPACE,
@@ -87,7 +88,7 @@ export async function run(argv: readonly string[], io: Partial<Io> = {}): Promis
   try {
     if (commandWord(argv) === undefined) throw new CliError('missing command; see usersctl --help', EXIT.usage);
     program = buildProgram(fullIo, (code) => (exitCode = code));
-    await program.parseAsync([...argv], { from: 'user' });
+    await parseWithoutHostExitCode(program, argv);
     return await unwrittenOutput(fullIo, exitCode);
   } catch (error) {
     try {
@@ -96,11 +97,29 @@ export async function run(argv: readonly string[], io: Partial<Io> = {}): Promis
       // --json: a script reads the failure as JSON too, one object a line.
       if (message !== undefined && argv.includes('--json'))
         fullIo.stderr.write(JSON.stringify(errorRecord(message, code, error)) + '\n');
+      else if (error instanceof StatusError && error.violations.length > 0)
+        for (const violation of error.violations)
+          fullIo.stderr.write(`${errorPrefix(color)} ${violationLine(violation)}\n`);
       else if (message !== undefined) fullIo.stderr.write(`${errorPrefix(color)} ${message}\n`);
       return code;
     } catch {
       return EXIT.unexpected;
     }
+  }
+}
+
+/**
+ * commander's help() takes its exit code from process.exitCode: a code the
+ * host process already set (a test runner's after a failed test, a program
+ * that embeds run()) would turn `help put` into a usage error.
+ */
+async function parseWithoutHostExitCode(program: Command, argv: readonly string[]): Promise<void> {
+  const hostCode = process.exitCode;
+  process.exitCode = undefined;
+  try {
+    await program.parseAsync([...argv], { from: 'user' });
+  } finally {
+    process.exitCode ??= hostCode;
   }
 }
 

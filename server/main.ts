@@ -7,6 +7,7 @@ import { indexCommand } from './commands/indexes.js';
 import { manCommand } from './commands/man-page.js';
 import { migrateCommand } from './commands/migrate.js';
 import { repair } from './commands/repair.js';
+import { schemaCommand } from './commands/schema.js';
 import { serve } from './commands/serve.js';
 import type { SERVER_COMMANDS } from './ops/config.js';
 import { packageVersion } from '../shared/package-version.js';
@@ -24,12 +25,13 @@ const COMMANDS: Record<ServerCommand, (args: string[], io: CommandIo) => number 
   backup: backupCommand,
   config: configCommand,
   index: indexCommand,
+  schema: schemaCommand,
   man: (_args, io) => manCommand(io, packageVersion(import.meta.url)),
 };
 
 /**
  * The users-server executable: `repair`, `accounts`, `migrate`, `copy`,
- * `backup`, `config` and `index` are commands of their own; anything else is the
+ * `backup`, `config`, `index` and `schema` are commands of their own; anything else is the
  * server's flags (commands/serve.ts). Resolves to the exit code; a failure
  * is one line on stderr (runCommand).
  */

@@ -55,6 +55,17 @@ test("`help <command>` prints that command's help on stdout and exits 0", async 
   assert.match(result.stdout, /^Usage: usersctl put \[options\] <ref>/);
 });
 
+test('`help <command>` exits 0 in a process whose exit code is already set, and leaves that code as it was', async () => {
+  process.exitCode = 1;
+  try {
+    const result = await usersctl(['help', 'put']);
+    assert.equal(result.code, EXIT.ok);
+    assert.equal(process.exitCode, 1);
+  } finally {
+    process.exitCode = undefined;
+  }
+});
+
 test('--version prints the package.json version and exits 0', async () => {
   const result = await usersctl(['--version']);
   assert.deepEqual(result, { code: EXIT.ok, stdout: `${PACKAGE_VERSION}\n`, stderr: '' });

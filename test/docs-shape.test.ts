@@ -40,7 +40,17 @@ test('docs/performance.md has at most 400 lines', () => {
 });
 
 test("users-server --help and each of its commands' --help fit 80 columns", async () => {
-  for (const command of [[], ['accounts'], ['repair'], ['migrate'], ['copy'], ['backup'], ['config']]) {
+  for (const command of [
+    [],
+    ['accounts'],
+    ['repair'],
+    ['migrate'],
+    ['copy'],
+    ['backup'],
+    ['config'],
+    ['index'],
+    ['schema'],
+  ]) {
     const help = (await runUsersServer([...command, '--help'])).stdout;
     assert.ok(help.length > 100, `users-server ${command.join(' ')} --help printed ${help}`);
     for (const line of help.split('\n'))

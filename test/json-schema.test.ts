@@ -502,3 +502,29 @@ test("docs/schema.md's sample: its schema compiles, and its user breaks it as th
   assert.ok(rows.length >= 3, `the table has ${rows.length} rows`);
   assert.deepEqual(compileSchema(schema).validate(user), rows);
 });
+
+test('one compiled schema gives each user its own answer, whatever order of members the users before it had', () => {
+  const compiled = compileSchema({
+    required: ['id', 'name'],
+    properties: { id: { type: 'integer' }, name: { type: 'string' } },
+    additionalProperties: { type: 'boolean' },
+  });
+  const users: Array<[user: unknown, fields: string[]]> = [
+    [{ id: 1, name: 'a', extra: true }, []],
+    [{ name: 'a', id: 1, extra: true }, []],
+    [{ extra: 'no', name: 'a', id: 1 }, ['extra']],
+    [{ id: 'x', name: 'a' }, ['id']],
+    [{ name: 1, extra: true }, ['id', 'name']],
+    [{ id: 1, extra: true, name: 'a' }, []],
+    [{ id: 1, name: 'a', extra: true, more: 1 }, ['more']],
+    [{ id: 1, name: 'a', extra: true }, []],
+    [{ id: 1, extra: true }, ['name']],
+  ];
+  for (let round = 0; round < 3; round++)
+    for (const [user, fields] of users)
+      assert.deepEqual(
+        compiled.validate(user).map((v) => v.field),
+        fields,
+        JSON.stringify(user),
+      );
+});

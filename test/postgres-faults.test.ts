@@ -14,6 +14,7 @@ import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { connect } from '../server/store/postgres/driver.js';
+import { openPostgresStore } from '../server/store/postgres/open-postgres.js';
 import {
   assertProblem,
   onSmallDisk,
@@ -382,6 +383,38 @@ pg(
     const reserved = await waiting;
     assert.equal((await reserved`select 1 as one`)[0]?.one, 1);
     reserved.release();
+  },
+);
+
+pg(
+  'a start whose first read of the declared fields outlasts --db-timeout (a busy database) reads them again and opens',
+  async (t) => {
+    const url = await testDatabase(t);
+    await (await openPostgresStore(url, { log: () => {} })).close();
+    const holder = await connect(url, { max: 1 });
+    t.after(() => holder.end({ timeout: 1 }));
+    let release = () => {};
+    const released = new Promise<void>((resolve) => (release = resolve));
+    let locked = () => {};
+    const lockTaken = new Promise<void>((resolve) => (locked = resolve));
+    const holding = holder.begin(async (tx) => {
+      await tx`lock table field_version in access exclusive mode`;
+      locked();
+      await released;
+    });
+    await lockTaken;
+    const lines: string[] = [];
+    const opening = openPostgresStore(url, {
+      timeoutSeconds: 1,
+      log: (line) => {
+        lines.push(line);
+        release();
+      },
+    });
+    await holding;
+    const store = await opening;
+    t.after(() => store.close());
+    assert.match(lines[0] ?? '', /reading the declared fields of .* again \(The database did not answer \(57014\)/);
   },
 );
 

@@ -501,7 +501,7 @@ pg(
     assert.equal(copied.code, 0, copied.stderr);
     assert.match(
       copied.stdout,
-      /^copied 2 users \(1 with an alias\), ids issued up to 7, 1 moved ids, 1 live reservations, 1 Idempotency-Key records, 1 revoked sessions, 1 API tokens, 1 accounts, 0 declared fields, 1 signing secrets, the generated admin password from /,
+      /^copied 2 users \(1 with an alias\), ids issued up to 7, 1 moved ids, 1 live reservations, 1 Idempotency-Key records, 1 revoked sessions, 1 API tokens, 1 accounts, 0 declared fields, no schema of the users' fields, 1 signing secrets, the generated admin password from /,
     );
     const db = await startTestServer(t, { store: url, allowIdChange: true }, { env: {} });
     assert.equal((await send(db.url, 'GET', '/users')).text, listing);

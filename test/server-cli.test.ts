@@ -238,7 +238,7 @@ const usageSentences: Array<{ args: string[]; line: string }> = [
   },
   {
     args: ['bakup'],
-    line: "users-server: unknown command 'bakup': the commands are accounts, backup, config, copy, index, migrate, repair (see users-server --help)",
+    line: "users-server: unknown command 'bakup': the commands are accounts, backup, config, copy, index, migrate, repair, schema (see users-server --help)",
   },
   { args: ['backup', '--nope'], line: "users-server backup: unknown option '--nope' (see users-server backup --help)" },
   { args: ['backup', '--to'], line: 'users-server backup: --to needs a value (see users-server backup --help)' },

@@ -23,6 +23,8 @@ import { entityTag } from '../server/users/entity-tag.js';
 import { matches } from '../server/users/filter-match.js';
 import { parseFilter } from '../server/users/filter-parse.js';
 import { changeDeclarations } from '../server/store/postgres/declared-fields.js';
+import { changeSchema } from '../server/store/postgres/user-schema.js';
+import { UserSchema, type SchemaSetting } from '../server/users/user-schema.js';
 import type { PostgresStore } from '../server/store/postgres/postgres-store.js';
 import type { FieldDeclaration } from '../server/users/declared-fields.js';
 import type { Preconditions, StoredUser, UserRef, WritePolicy } from '../server/users/rules.js';
@@ -259,6 +261,23 @@ async function declare(store: Store, fields: FieldDeclaration[]): Promise<string
   const database = store as PostgresStore;
   const { refused } = await changeDeclarations(database.sql, () => fields);
   // What the poll would do within half a second.
+  await database.refreshFields();
+  return refused;
+}
+
+/** A schema with the keywords every validator applies: a string email, required; an integer age. */
+const USER_SCHEMA = {
+  type: 'object',
+  required: ['email'],
+  properties: { email: { type: 'string', maxLength: 40 }, age: { type: 'integer' } },
+};
+
+/** Sets the schema on a store as `users-server schema set` does (null removes it); a refusal is its sentence. */
+async function setSchema(store: Store, setting: SchemaSetting | null): Promise<string | undefined> {
+  if (store.setUserSchema !== undefined)
+    return store.setUserSchema(setting === null ? undefined : new UserSchema(setting), true);
+  const database = store as PostgresStore;
+  const { refused } = await changeSchema(database.sql, () => setting);
   await database.refreshFields();
   return refused;
 }
@@ -1277,6 +1296,85 @@ for (const kind of STORE_KINDS)
         );
         assert.deepEqual(store.declaredFields(), [field('name')]);
         assert.equal((await put(store, alias('eve'), { name: 'Eve', email: 'c@x' })).kind, 'created');
+      },
+    );
+
+    test(
+      name(
+        'a schema refuses a put, a create, a patch and a move that break it, listing every violation, and changes nothing; the other rules answer first',
+      ),
+      async (t) => {
+        const { store } = await kind.open(t);
+        assert.equal((await put(store, alias('ann'), { name: 'Ann', email: 'ann@x', age: 41 })).kind, 'created');
+        assert.equal(await setSchema(store, { document: USER_SCHEMA, checkedExisting: true }), undefined);
+        assert.deepEqual(store.userSchema()?.setting.document, USER_SCHEMA);
+        const before = userOf(await store.findUser(id(1)));
+        const refusal = (user: unknown) =>
+          new UserSchema({ document: USER_SCHEMA, checkedExisting: true }).refusal(user);
+        const broken = { name: 'Bob', email: 5, age: 'old' };
+        const expected = refusal({ ...broken, id: 1 });
+        assert.equal(expected?.errors.length, 2);
+        // A replace by id (the conditional write of a database first), by alias, a patch, a move.
+        assert.deepEqual(await put(store, id(1), broken), expected);
+        assert.deepEqual(await put(store, alias('ann'), broken), expected);
+        assert.deepEqual(
+          await store.putUser({
+            ref: id(1),
+            body: { email: null },
+            merge: true,
+            preconditions: NO_PRECONDITIONS,
+            policy: DEFAULT_POLICY,
+            now: T0,
+          }),
+          refusal({ name: 'Ann', age: 41, id: 1 }),
+        );
+        assert.deepEqual(
+          await put(store, id(1), { ...broken, id: 7 }, { policy: { allowIdChange: true } }),
+          refusal({ ...broken, id: 7 }),
+        );
+        assert.deepEqual(userOf(await store.findUser(id(1))), before);
+        // Creates, by alias and by POST, under the next id, which stays unused.
+        assert.deepEqual(await put(store, alias('bob'), broken), refusal({ ...broken, id: 2 }));
+        assert.deepEqual(
+          await store.createUser({ body: broken, idempotency: undefined, now: T0 }),
+          refusal({ ...broken, id: 2 }),
+        );
+        assert.equal(await store.findUser(alias('bob')), undefined);
+        assert.deepEqual((await store.listUsers(0, 10)).items, [before.json]);
+        // What the rules refuse without a schema is refused so with one.
+        assert.equal((await put(store, id(1), broken, { pre: { ifMatch: '"other"' } })).kind, 'precondition-failed');
+        assert.equal((await put(store, id(9), broken)).kind, 'not-found');
+        const fits = await put(store, id(1), { name: 'Ann', email: 'ann@y' });
+        assert.equal(fits.kind, 'replaced');
+        const created = await store.createUser({
+          body: { name: 'Cy', email: 'cy@x' },
+          idempotency: undefined,
+          now: T0,
+        });
+        assert.deepEqual([created.kind, 'user' in created && created.user.id], ['created', 2]);
+        assert.equal(await setSchema(store, null), undefined);
+        assert.equal(store.userSchema(), undefined);
+        assert.equal((await put(store, id(1), broken)).kind, 'replaced');
+      },
+    );
+
+    test(
+      name(
+        'setting a schema over users that break it is refused naming them, and nothing changes; set without the check, it holds for new writes',
+      ),
+      async (t) => {
+        const { store } = await kind.open(t);
+        for (const body of [{ name: 'Ann', email: 'a@x' }, { name: 'Bob' }, { name: 'Cy', email: 5 }])
+          assert.equal((await put(store, alias(body.name), body)).kind, 'created');
+        assert.equal(
+          await setSchema(store, { document: USER_SCHEMA, checkedExisting: true }),
+          '2 users break the schema: users 2 (email), 3 (email); change them first, or set it with --check-existing no to check only what is written from now on',
+        );
+        assert.equal(store.userSchema(), undefined);
+        assert.equal(await setSchema(store, { document: USER_SCHEMA, checkedExisting: false }), undefined);
+        assert.equal(store.userSchema()?.setting.checkedExisting, false);
+        assert.equal((await put(store, alias('dee'), { name: 'Dee' })).kind, 'schema-violation');
+        assert.equal(userOf(await store.findUser(alias('Bob'))).json, '{"name":"Bob","id":2}');
       },
     );
   });

@@ -10,6 +10,7 @@ import { fsyncDirSync, writeNewFileSync } from '../ops/durable-files.js';
 import { requirePrivateDirectory } from '../ops/private-directory.js';
 import { ACCOUNTS_FILE } from '../security/accounts-file.js';
 import { DECLARATIONS_FILE } from '../store/declarations-file.js';
+import { SCHEMA_FILE } from '../store/schema-file.js';
 import { backupDataFiles } from '../store/journal/backup-files.js';
 import { commandFlags, writtenFilesFailure, type CommandIo } from './command-io.js';
 
@@ -17,17 +18,16 @@ const USAGE = `usage: users-server backup --data DIR --to DEST
 
 Writes a consistent copy of the data directory DIR to DEST, which must not
 exist or be an empty folder only you can write, and must be outside DIR
-(docs/operations.md "Backups"), while a server may keep serving
-and writing on DIR: every write acknowledged before the backup began is in
-the copy. DEST is a data directory of its own (its secret, generated admin
-password, accounts and declared fields included): start a server on it to
-restore. --data
-defaults to USERS_DATA, then ./data. A PostgreSQL store is backed up with
-pg_dump instead.
+(docs/operations.md "Backups"), while a server may keep serving and
+writing on DIR: every write acknowledged before the backup began is in the
+copy. DEST is a data directory of its own (its secret, generated admin
+password, accounts, declared fields and schema included): start a server
+on it to restore. --data defaults to USERS_DATA, then ./data. A PostgreSQL
+store is backed up with pg_dump instead.
 Exit codes: 0 written, 1 failed (DEST removed again), 2 usage error.`;
 
 /** The small files of a data directory besides the journal, copied as they are. */
-const SETTINGS_FILES = ['secret', 'admin-password', ADMIN_IDENTITY_FILE, ACCOUNTS_FILE, DECLARATIONS_FILE];
+const SETTINGS_FILES = ['secret', 'admin-password', ADMIN_IDENTITY_FILE, ACCOUNTS_FILE, DECLARATIONS_FILE, SCHEMA_FILE];
 
 /** `users-server backup`: exit 0 written; throws ServerCommandError (exit 1, DEST removed again) or ServerUsageError (exit 2). */
 export function backupCommand(argv: readonly string[], io: CommandIo): number {

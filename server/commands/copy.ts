@@ -26,6 +26,8 @@ import {
   writeAccountsFile,
 } from '../security/accounts-file.js';
 import { DECLARATIONS_FILE, readDeclarationsFile, writeDeclarationsFile } from '../store/declarations-file.js';
+import { readKeptFile, writeKeptFile } from '../store/proposed-file.js';
+import { SCHEMA, SCHEMA_FILE } from '../store/schema-file.js';
 import { describeDump, isEmptyDump, type StoreDump } from '../store/dump.js';
 import { hasJournalData, readJournalData, writeJournalData } from '../store/journal/dump-files.js';
 import { journalName, snapshotName } from '../store/journal/recovery.js';
@@ -34,15 +36,16 @@ import { commandFlags, linePrefix, writtenFilesFailure, type CommandIo } from '.
 const USAGE = `usage: users-server copy --from SOURCE --to TARGET [--replace]
 
 Copies everything a deployment holds from one store to another: a data
-directory (the journal) to a PostgreSQL database (postgres://...), or back.
-Users with their ids and aliases, retired ids and moves, live reservations,
-Idempotency-Key records, revoked sessions, accounts, declared fields, the
-signing secrets (existing cookies stay valid) and the admin's password. A
-source or target that a running server uses is refused, naming the
-servers: stop them first. A target that holds data is refused unless
---replace is given; then what it held is kept first: a data directory's
-files move to a folder replaced-TIMESTAMP inside it, a database's content
-is copied to a data directory ./users-server-replaced-TIMESTAMP.
+directory (the journal) to a PostgreSQL database (postgres://...), or
+back. Users with their ids and aliases, retired ids and moves, live
+reservations, Idempotency-Key records, revoked sessions, accounts,
+declared fields, the schema of the users' fields, the signing secrets
+(existing cookies stay valid) and the admin's password. A source or target
+that a running server uses is refused, naming the servers: stop them
+first. A target that holds data is refused unless --replace is given; then
+what it held is kept first: a data directory's files move to a folder
+replaced-TIMESTAMP inside it, a database's content is copied to a data
+directory ./users-server-replaced-TIMESTAMP.
 Exit codes: 0 copied, 1 failed (nothing was changed), 2 usage error.`;
 
 type Place = { kind: 'dir'; dir: string } | { kind: 'postgres'; url: string | undefined; label: string };
@@ -144,10 +147,10 @@ async function read(place: Place, now: number): Promise<StoreDump> {
   return { ...readJournalData(place.dir, now), ...readDataDirSettings(place.dir) };
 }
 
-/** The settings files of a data directory: signing secret, generated admin password and the admin's identity, accounts, declared fields. */
+/** The settings files of a data directory: signing secret, generated admin password and the admin's identity, accounts, declared fields, the schema. */
 function readDataDirSettings(
   dir: string,
-): Pick<StoreDump, 'secrets' | 'adminPassword' | 'adminIdentity' | 'accounts' | 'declarations'> {
+): Pick<StoreDump, 'secrets' | 'adminPassword' | 'adminIdentity' | 'accounts' | 'declarations' | 'schema'> {
   const text = (name: string) => (existsSync(join(dir, name)) ? readFileSync(join(dir, name), 'utf8').trim() : '');
   const secret = text('secret');
   const admin = text('admin-password');
@@ -158,6 +161,7 @@ function readDataDirSettings(
     adminIdentity: identity === '' ? undefined : identity,
     accounts: readAccountsFile(dir).map(serializeAccount),
     declarations: readDeclarationsFile(dir),
+    schema: readKeptFile(dir, SCHEMA),
   };
 }
 
@@ -237,6 +241,7 @@ async function write(place: Place, dump: StoreDump, source: string): Promise<voi
         dump.accounts.map((line, i) => parseAccount(line, `account ${i + 1}`)),
       );
     if (dump.declarations.length > 0) writeDeclarationsFile(dir, dump.declarations);
+    if (dump.schema !== null) writeKeptFile(dir, SCHEMA, dump.schema);
     mark.finish();
   } catch (error) {
     failure = error;
@@ -265,6 +270,7 @@ const WRITTEN_FILES = [
   ADMIN_IDENTITY_FILE,
   ACCOUNTS_FILE,
   DECLARATIONS_FILE,
+  SCHEMA_FILE,
   UNFINISHED_FILE,
 ];
 

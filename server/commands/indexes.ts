@@ -1,16 +1,7 @@
-import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { flagUsageError, SERVER_EXIT, ServerCommandError, ServerUsageError } from '../errors.js';
-import { envName, isPostgresStore } from '../ops/config.js';
-import { lockIfIdle, requireDataDir, withEditLock } from '../ops/data-dir.js';
-import {
-  DECLARATIONS_FILE,
-  describeFields,
-  proposeDeclarations,
-  readDeclarationsFile,
-  writeDeclarationsFile,
-} from '../store/declarations-file.js';
-import { readJournalData } from '../store/journal/dump-files.js';
+import { envName } from '../ops/config.js';
+import { DECLARATIONS, describeFields } from '../store/declarations-file.js';
 import {
   declarationRefusal,
   MAX_DECLARED_FIELDS,
@@ -21,6 +12,14 @@ import {
   type FieldDeclaration,
 } from '../users/declared-fields.js';
 import type { CommandIo } from './command-io.js';
+import {
+  PLACE_OPTIONS,
+  printUsage,
+  settingCommand,
+  settingPlace,
+  type Setting,
+  type SettingPlace,
+} from './setting-place.js';
 
 const USAGE = `usage: users-server index add PATH [--unique] [--case-insensitive] [PLACE]
        users-server index remove PATH [PLACE]
@@ -51,9 +50,7 @@ type Command = 'add' | 'remove' | 'list';
 const COMMANDS: readonly Command[] = ['add', 'remove', 'list'];
 
 const OPTIONS = {
-  data: { type: 'string' },
-  store: { type: 'string' },
-  help: { type: 'boolean', short: 'h' },
+  ...PLACE_OPTIONS,
   unique: { type: 'boolean' },
   'case-insensitive': { type: 'boolean' },
   json: { type: 'boolean' },
@@ -68,48 +65,23 @@ const OWN_FLAGS: Record<Command, readonly (keyof Flags)[]> = {
   list: ['json'],
 };
 
-/** What the declarations of a data directory or a database become: a new list, or undefined for no change. */
-type Edit = (fields: readonly FieldDeclaration[]) => FieldDeclaration[] | undefined;
-
 /** Where the declarations are: a data directory's file, or a PostgreSQL database every instance shares. */
-interface DeclarationsPlace {
-  /** For messages: the directory, or the database (its password redacted). */
-  readonly where: string;
-  read(): Promise<FieldDeclaration[]>;
-  /**
-   * Applies `edit` to the declarations in one step, checked against the
-   * users (a unique field over values two hold is refused: its sentence).
-   */
-  change(edit: Edit): Promise<{ readonly changed: boolean; readonly refused?: string | undefined }>;
-  close(): Promise<void>;
-}
+type DeclarationsPlace = SettingPlace<readonly FieldDeclaration[]>;
 
 /**
  * `users-server index add|remove|list`: exit 0 done; throws
  * ServerCommandError (exit 1) or ServerUsageError (exit 2), which names
  * the help to read.
  */
-export async function indexCommand(argv: readonly string[], io: CommandIo): Promise<number> {
-  try {
-    return await run(argv, io);
-  } catch (error) {
-    if (error instanceof ServerUsageError)
-      throw new ServerUsageError(`${error.message} (see users-server index --help)`);
-    throw error;
-  }
+export function indexCommand(argv: readonly string[], io: CommandIo): Promise<number> {
+  return settingCommand('index', USAGE, COMMANDS, argv, io, (command, rest) => run(command, rest, io));
 }
 
-async function run(argv: readonly string[], io: CommandIo): Promise<number> {
-  const [command, ...rest] = argv;
-  if (command === '--help' || command === '-h' || command === 'help') return help(io);
-  if (!COMMANDS.includes(command as Command))
-    throw new ServerUsageError(
-      command === undefined ? 'index needs a command: add, remove or list' : `unknown index command "${command}"`,
-    );
-  const { values, positionals } = parse(command as Command, rest);
-  if (values.help === true) return help(io);
-  const path = pathOf(command as Command, positionals);
-  const place = await placeOf(values, io.env);
+async function run(command: Command, rest: readonly string[], io: CommandIo): Promise<number> {
+  const { values, positionals } = parse(command, rest);
+  if (values.help === true) return printUsage(USAGE, io);
+  const path = pathOf(command, positionals);
+  const place = await settingPlace(values, io.env, DECLARED_FIELDS);
   try {
     if (command === 'list') return await list(place, values.json === true, io);
     if (command === 'remove') return await remove(place, path!, io);
@@ -120,12 +92,7 @@ async function run(argv: readonly string[], io: CommandIo): Promise<number> {
   }
 }
 
-function help(io: CommandIo): number {
-  io.stdout.write(USAGE + '\n');
-  return SERVER_EXIT.ok;
-}
-
-function parse(command: Command, args: string[]) {
+function parse(command: Command, args: readonly string[]) {
   let parsed;
   try {
     parsed = parseArgs({ args, options: OPTIONS, strict: true, allowPositionals: true });
@@ -197,64 +164,15 @@ function flagsOf(field: FieldDeclaration): string {
   return [field.unique && 'unique', field.caseInsensitive && 'case-insensitive'].filter(Boolean).join(', ');
 }
 
-/** `--store` (or USERS_STORE) naming PostgreSQL picks the database; anything else, `--data`. */
-async function placeOf(values: Flags, env: NodeJS.ProcessEnv): Promise<DeclarationsPlace> {
-  const store = values.store ?? env[envName('store')];
-  if (store !== undefined && isPostgresStore(store)) return databasePlace(store === 'postgres' ? undefined : store);
-  return dataDirPlace(resolve(values.data ?? env[envName('data')] ?? './data'));
-}
-
-/** The declarations of a PostgreSQL database: a change is one transaction, which running instances read within 2 s. */
-async function databasePlace(url: string | undefined): Promise<DeclarationsPlace> {
-  const { openPostgresStore, describeDatabase, COMMAND_SILENCE_SECONDS } =
-    await import('../store/postgres/open-postgres.js');
-  const { changeDeclarations, readDeclarations } = await import('../store/postgres/declared-fields.js');
-  const store = await openPostgresStore(url, {
-    max: 1,
-    startWaitSeconds: 0,
-    log: () => {},
-    silenceSeconds: COMMAND_SILENCE_SECONDS,
-  });
-  return {
-    where: describeDatabase(url),
-    read: () => readDeclarations(store.sql),
-    change: (edit) => changeDeclarations(store.sql, edit),
-    close: () => store.close(),
-  };
-}
-
-function dataDirPlace(dir: string): DeclarationsPlace {
-  requireDataDir(dir);
-  return {
-    where: dir,
-    read: async () => readDeclarationsFile(dir),
-    change: (edit) =>
-      withEditLock(dir, DECLARATIONS_FILE, async () => {
-        const current = readDeclarationsFile(dir);
-        const next = edit(current);
-        if (next === undefined) return { changed: false };
-        // A server running on the directory holds its users, and makes the change itself.
-        const release = lockIfIdle(dir);
-        const refused =
-          release === undefined ? await proposeDeclarations(dir, next) : declareIdle(dir, current, next, release);
-        return { changed: refused === undefined, refused };
-      }),
-    close: async () => {},
-  };
-}
-
-/** Declares `next` in a data directory no server runs on (its lock held): checked against its users, then written. */
-function declareIdle(
-  dir: string,
-  current: readonly FieldDeclaration[],
-  next: FieldDeclaration[],
-  release: () => void,
-): string | undefined {
-  try {
-    const refused = declarationRefusal(current, next, readJournalData(dir, Date.now()).users);
-    if (refused === undefined) writeDeclarationsFile(dir, next);
-    return refused;
-  } finally {
-    release();
-  }
-}
+/** The declared fields as a setting: the `indexes` file, or the database's declarations. */
+const DECLARED_FIELDS: Setting<readonly FieldDeclaration[]> = {
+  file: DECLARATIONS,
+  refusal: declarationRefusal,
+  database: async () => {
+    const { changeDeclarations, readDeclarations } = await import('../store/postgres/declared-fields.js');
+    return {
+      read: readDeclarations,
+      change: (sql, edit) => changeDeclarations(sql, (fields) => edit(fields)?.slice()),
+    };
+  },
+};

@@ -36,6 +36,7 @@ import { adminIdentity } from '../security/admin-identity.js';
 import { Accounts, hashPassword, type ScryptFunction } from '../security/credentials.js';
 import { SharedLoginLimits, type LoginLimits } from '../security/login-limit.js';
 import { DeclarationsWatcher } from '../store/declarations-file.js';
+import { SchemaWatcher } from '../store/schema-file.js';
 import type { JournalIo } from '../store/journal/journal.js';
 import { openStore } from '../store/open-store.js';
 import type { SharedSettings, Store } from '../store/store.js';
@@ -357,6 +358,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     const store = (opened.store =
       options.store ?? (await openConfiguredStore(config, dataDir, evidence, options, logError, onFatal)));
     const declarations = (opened.declarations = watchDeclarations(store, dataDir, logError));
+    opened.schema = watchSchema(store, dataDir, logError);
     const hashing = { cost: config.passwordCost, ...(options.scrypt && { scrypt: options.scrypt }) };
     const accounts = new Accounts(hashing);
     const env = options.env ?? process.env;
@@ -391,7 +393,19 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     const announced = (opened.announced = await store.shared
       ?.announce({ host: hostname(), pid: process.pid, url: listening.url })
       .catch((error: unknown) => lostAtStart(config, 'announcing this instance', error)));
-    stop = stopper({ config, store, settings, declarations, app, listening, announced, accessLog, releaseLock });
+    const { schema } = opened;
+    stop = stopper({
+      config,
+      store,
+      settings,
+      declarations,
+      schema,
+      app,
+      listening,
+      announced,
+      accessLog,
+      releaseLock,
+    });
     const reloadAccounts = async () => settings.accountsSource.refresh();
     const reloadCertificate =
       tls === undefined ? undefined : () => listening.replaceCertificate(readCertificate(config));
@@ -423,6 +437,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
 interface Opened {
   store?: Store;
   declarations?: DeclarationsWatcher | undefined;
+  schema?: SchemaWatcher | undefined;
   settings?: Settings;
   listening?: Listening;
   announced?: { close(): Promise<void> } | undefined;
@@ -431,6 +446,7 @@ interface Opened {
 async function closeOpened(opened: Opened): Promise<void> {
   opened.settings?.accountsSource.close();
   opened.declarations?.close();
+  opened.schema?.close();
   await opened.listening?.close();
   await opened.announced?.close();
   await opened.store?.close();
@@ -447,6 +463,16 @@ function watchDeclarations(
 ): DeclarationsWatcher | undefined {
   if (store.declareFields === undefined || dataDir === undefined) return undefined;
   return new DeclarationsWatcher(dataDir, (fields) => store.declareFields!(fields), log);
+}
+
+/** The schema of a store in a data directory (its file), set now and watched for changes; none for a shared store. */
+function watchSchema(
+  store: Store,
+  dataDir: string | undefined,
+  log: (line: string) => void,
+): SchemaWatcher | undefined {
+  if (store.setUserSchema === undefined || dataDir === undefined) return undefined;
+  return new SchemaWatcher(dataDir, (schema, checkUsers) => store.setUserSchema!(schema, checkUsers), log);
 }
 
 /** The data directory, made if new, and its lock: none for a shared PostgreSQL store. */
@@ -491,13 +517,14 @@ function stopper(running: {
   store: Store;
   settings: Settings;
   declarations: DeclarationsWatcher | undefined;
+  schema: SchemaWatcher | undefined;
   app: App;
   listening: Listening;
   announced: { close(): Promise<void> } | undefined;
   accessLog: AccessLog | undefined;
   releaseLock: () => void;
 }): () => Promise<void> {
-  const { config, store, settings, declarations, app, listening, announced, accessLog, releaseLock } = running;
+  const { config, store, settings, declarations, schema, app, listening, announced, accessLog, releaseLock } = running;
   const sweeper = setInterval(() => void Promise.resolve(store.sweep(Date.now())).catch(() => {}), SWEEP_INTERVAL_MS);
   sweeper.unref();
   let stopped: Promise<void> | undefined;
@@ -506,6 +533,7 @@ function stopper(running: {
       clearInterval(sweeper);
       settings.accountsSource.close();
       declarations?.close();
+      schema?.close();
       // On PostgreSQL a request waits at most --db-timeout for the database: past it, what still waits is stuck, and is cut.
       const cut = store.shared === undefined ? undefined : setTimeout(() => listening.hurry(), config.dbTimeout * 1000);
       // A following feed of changes never ends by itself: it ends now, and its reader resumes elsewhere.

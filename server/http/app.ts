@@ -9,6 +9,7 @@ import type { Accounts } from '../security/credentials.js';
 import type { LoginLimits } from '../security/login-limit.js';
 import { limitKey, RateLimiter } from '../security/rate-limit.js';
 import type { Store } from '../store/store.js';
+import type { UserSchema } from '../users/user-schema.js';
 import { clientAddress } from './client-address.js';
 import { ObservedResponse } from './observe.js';
 import { HostNames, nameOf, type HostVerdict } from './host-names.js';
@@ -57,7 +58,7 @@ export interface App {
   readonly routes: readonly Route[];
   /** Request counters by route; the server's observer feeds them, GET /metrics shows them. */
   readonly metrics: Metrics;
-  /** The OpenAPI document served at /openapi.json. */
+  /** The OpenAPI document served at /openapi.json now: built again when the schema of the users' fields changes. */
   readonly openapi: Record<string, unknown>;
   /** The feeds of changes under way (GET /changes): counted, and ended when the server stops. */
   readonly feeds: ChangeFeeds;
@@ -71,8 +72,9 @@ export function createApp(deps: AppDeps): App {
 class UsersApp implements App {
   readonly routes: readonly Route[];
   readonly metrics: Metrics;
-  readonly openapi: Record<string, unknown>;
   readonly feeds: ChangeFeeds;
+  /** The document, and the schema of the users' fields it was built with. */
+  private document: { readonly schema: UserSchema | undefined; readonly json: Record<string, unknown> } | undefined;
   private readonly router: Router;
   private readonly sessions: SessionCookies;
   /** Milliseconds since the epoch: a request's Context reads it when first asked. */
@@ -110,9 +112,15 @@ class UsersApp implements App {
     ];
     this.router = new Router(this.routes);
     this.metrics = new Metrics(this.router.paths);
-    this.openapi = buildOpenApi(this.routes);
     this.admit =
       deps.config.rateLimit > 0 ? rateLimitGate(deps, (res, error) => this.answerFailure(res, error)) : undefined;
+  }
+
+  get openapi(): Record<string, unknown> {
+    const schema = this.deps.store.userSchema();
+    if (this.document === undefined || this.document.schema !== schema)
+      this.document = { schema, json: buildOpenApi(this.routes, schema?.setting) };
+    return this.document.json;
   }
 
   readonly handle = (req: IncomingMessage, res: ObservedResponse): void => {

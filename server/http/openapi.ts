@@ -12,6 +12,7 @@ import { problems, problemType, PROBLEM_CONTENT_TYPE } from '../../shared/proble
 import { ALIAS_MAX_LENGTH, MAX_DEPTH, NAME_MAX_LENGTH } from '../../shared/user.js';
 import { MAX_FILTER_CONDITIONS, MAX_FILTER_DEPTH, MAX_FILTER_LENGTH } from '../users/filter-parse.js';
 import { MAX_SORT_KEYS } from '../users/sort.js';
+import type { SchemaSetting } from '../users/user-schema.js';
 import type { Route } from './route.js';
 
 type Json = Record<string, unknown>;
@@ -112,8 +113,12 @@ export function openApiPath(path: string): string {
   return path.replace(/:([A-Za-z_]\w*)/g, '{$1}');
 }
 
-/** Builds the document from the route table. */
-export function buildOpenApi(routes: readonly Route[]): Json {
+/**
+ * Builds the document from the route table; with the schema of the users'
+ * fields (`users-server schema set`), the User schema is the fixed rules
+ * and that schema together (allOf), so a generated client knows the fields.
+ */
+export function buildOpenApi(routes: readonly Route[], userSchema?: SchemaSetting): Json {
   const paths: Record<string, Json> = {};
   for (const route of routes) (paths[openApiPath(route.path)] ??= {})[route.method.toLowerCase()] = operation(route);
   const problemStatuses = new Set<number>(COMMON_PROBLEMS);
@@ -141,7 +146,7 @@ export function buildOpenApi(routes: readonly Route[]): Json {
     ],
     paths,
     components: {
-      schemas: SCHEMAS,
+      schemas: userSchema === undefined ? SCHEMAS : { ...SCHEMAS, ...userSchemas(userSchema) },
       parameters: PARAMETERS,
       headers: HEADERS,
       responses,
@@ -150,27 +155,62 @@ export function buildOpenApi(routes: readonly Route[]): Json {
   };
 }
 
-const SCHEMAS: Json = {
-  User: {
-    type: 'object',
-    description: `Any JSON object with a \`name\`; other fields are kept and returned as given. No key \`__proto__\`, \`constructor\` or \`prototype\` at any depth; at most ${MAX_DEPTH} levels of nesting.`,
-    required: ['name'],
-    properties: {
-      name: {
-        type: 'string',
-        minLength: 1,
-        maxLength: NAME_MAX_LENGTH,
-        description: 'No control characters; length in Unicode code points.',
-      },
-      id: {
-        type: 'integer',
-        minimum: 1,
-        maximum: Number.MAX_SAFE_INTEGER,
-        description: "Assigned by the server; in a request body optional, and must equal the target's id.",
-      },
+/** Where the schema of the users' fields sits in the document. */
+const USER_FIELDS = 'UserFields';
+
+/**
+ * `User` as the fixed rules and the operator's schema (`UserFields`), its
+ * local references (`#/$defs/...`, `#`) rewritten to point into it where it sits.
+ */
+function userSchemas(setting: SchemaSetting): Json {
+  const at = `#/components/schemas/${USER_FIELDS}`;
+  const relocated = (node: unknown): unknown => {
+    if (Array.isArray(node)) return node.map(relocated);
+    if (typeof node !== 'object' || node === null) return node;
+    const out: Json = {};
+    for (const [name, value] of Object.entries(node))
+      if (DATA_KEYWORDS.has(name)) out[name] = value;
+      else if (name === '$ref' && typeof value === 'string' && value.startsWith('#')) out[name] = at + value.slice(1);
+      else out[name] = relocated(value);
+    return out;
+  };
+  return {
+    User: {
+      description: `${USER_DESCRIPTION} Every write must also fit the schema of the users' fields the operator set (\`${USER_FIELDS}\`), or is answered 422 \`invalid-user\` with \`errors\`.`,
+      allOf: [USER_RULES, schema(USER_FIELDS)],
     },
-    additionalProperties: true,
+    [USER_FIELDS]: relocated(setting.document),
+  };
+}
+
+/** Keywords whose values are data, not schemas: a `$ref` member there is not a reference. */
+const DATA_KEYWORDS = new Set(['const', 'enum', 'default', 'examples']);
+
+const USER_DESCRIPTION = `Any JSON object with a \`name\`; other fields are kept and returned as given. No key \`__proto__\`, \`constructor\` or \`prototype\` at any depth; at most ${MAX_DEPTH} levels of nesting.`;
+
+/** The rules every user follows, with or without a schema of its fields. */
+const USER_RULES = {
+  type: 'object',
+  required: ['name'],
+  properties: {
+    name: {
+      type: 'string',
+      minLength: 1,
+      maxLength: NAME_MAX_LENGTH,
+      description: 'No control characters; length in Unicode code points.',
+    },
+    id: {
+      type: 'integer',
+      minimum: 1,
+      maximum: Number.MAX_SAFE_INTEGER,
+      description: "Assigned by the server; in a request body optional, and must equal the target's id.",
+    },
   },
+  additionalProperties: true,
+};
+
+const SCHEMAS: Json = {
+  User: { ...USER_RULES, description: USER_DESCRIPTION },
   UserPage: {
     type: 'object',
     required: ['items', 'next'],

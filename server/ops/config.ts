@@ -422,7 +422,16 @@ interface ParsedCommandLine {
 }
 
 /** The commands of the executable besides serving (server/main.ts runs them), as a usage error lists them. */
-export const SERVER_COMMANDS = ['accounts', 'backup', 'config', 'copy', 'index', 'migrate', 'repair'] as const;
+export const SERVER_COMMANDS = [
+  'accounts',
+  'backup',
+  'config',
+  'copy',
+  'index',
+  'migrate',
+  'repair',
+  'schema',
+] as const;
 
 /**
  * Parses the server's flags. Precedence: flag, then USERS_* environment
@@ -570,6 +579,7 @@ export function usage(): string {
     '       users-server backup --data DIR --to DEST',
     '       users-server config --show [flags]',
     '       users-server index add|remove|list PATH ...',
+    '       users-server schema set FILE|show|remove ...',
     '       users-server --help | --version',
     '',
     'flags (each also from the environment variable named after it):',
@@ -592,6 +602,7 @@ export function usage(): string {
     '  backup    a consistent copy of a data directory while the server runs',
     '  config    the settings a start would use, and where each comes from',
     '  index     the declared fields: indexed, unique, case-insensitive',
+    "  schema    the schema of the users' fields, checked on every write",
     '',
     ...wrapped(
       'USERS_ADMIN_PASSWORD sets the admin password until "accounts passwd admin" sets one; without either, one is generated into <data>/admin-password.',

@@ -1,5 +1,6 @@
 import type { FieldDeclaration } from '../users/declared-fields.js';
 import type { StoredUser } from '../users/rules.js';
+import type { SchemaSetting } from '../users/user-schema.js';
 import type { IdempotencyRecord } from './kept-answer.js';
 import type { ApiTokenRecord } from './store.js';
 
@@ -42,6 +43,8 @@ export interface StoreDump {
   accounts: string[];
   /** The declared fields (API.md "Declared fields"). */
   declarations: FieldDeclaration[];
+  /** The schema of the users' fields (users/user-schema.ts); null: none. */
+  schema: SchemaSetting | null;
 }
 
 /** One line saying what a dump holds. */
@@ -50,7 +53,7 @@ export function describeDump(dump: StoreDump): string {
   return (
     `${dump.users.length} users (${aliases} with an alias), ids issued up to ${Math.max(dump.lastId, ...dump.claimed)}, ${dump.redirects.length} moved ids, ` +
     `${dump.reservations.length} live reservations, ${dump.idempotency.length} Idempotency-Key records, ${dump.revoked.length} revoked sessions, ${dump.tokens.length} API tokens, ` +
-    `${dump.accounts.length} accounts, ${dump.declarations.length} declared fields, ${dump.secrets.length} signing secrets, ${dump.adminPassword === undefined ? 'no' : 'the'} generated admin password`
+    `${dump.accounts.length} accounts, ${dump.declarations.length} declared fields, ${dump.schema === null ? 'no' : 'the'} schema of the users' fields, ${dump.secrets.length} signing secrets, ${dump.adminPassword === undefined ? 'no' : 'the'} generated admin password`
   );
 }
 

@@ -18,6 +18,7 @@
 import type { Histogram } from '../ops/histogram.js';
 import type { FieldDeclaration } from '../users/declared-fields.js';
 import type { Filter } from '../users/filter-parse.js';
+import type { UserSchema } from '../users/user-schema.js';
 import type { DeleteRequest, OldId, PutRequest, Refusal, StoredUser, UserBody, UserRef } from '../users/rules.js';
 import type { KeyedRequest, Replay } from './kept-answer.js';
 import type { SortEntry, SortKey } from '../users/sort.js';
@@ -213,6 +214,15 @@ export interface Store {
    * its declarations in the database instead.
    */
   declareFields?(fields: readonly FieldDeclaration[]): string | undefined;
+  /** The schema of the users' fields (users/user-schema.ts) every write must fit now; undefined: none is set. */
+  userSchema(): UserSchema | undefined;
+  /**
+   * The memory and journal stores: sets the schema the data directory's
+   * file gives (store/schema-file.ts; undefined: none), with `checkUsers`
+   * checked against every user first; a refusal is a sentence, and nothing
+   * changed. PostgreSQL keeps its schema in the database instead.
+   */
+  setUserSchema?(schema: UserSchema | undefined, checkUsers: boolean): string | undefined;
   putUser(request: PutRequest): MaybePromise<PutOutcome>;
   deleteUser(request: DeleteRequest): MaybePromise<DeleteOutcome>;
   /** POST /users/new: a user under the next id, kept under its Idempotency-Key if one is given. */

@@ -11,6 +11,7 @@ import { RESERVATIONS_PATH } from '../../shared/endpoints.js';
 import { applyMergePatch } from '../../shared/merge-patch.js';
 import { UserValidationError, validateUserBody, type Ref } from '../../shared/user.js';
 import { entityTag, etagMatches, strongTags } from './entity-tag.js';
+import type { SchemaRefusal, UserSchema } from './user-schema.js';
 
 /** A well-formed reference: an id or an alias. */
 export type UserRef = Extract<Ref, { kind: 'id' } | { kind: 'alias' }>;
@@ -45,6 +46,8 @@ export interface UserFacts {
   isReservationLive(id: number, now: number): boolean;
   /** The next id to issue in turn; undefined once the safe integers are used up. */
   nextId(): number | undefined;
+  /** The schema of the users' fields every write must fit (users/user-schema.ts); undefined: none is set. */
+  userSchema(): UserSchema | undefined;
 }
 
 /** Deployment choices that change the rules: `--allow-id-change`, `--require-if-match`. */
@@ -70,12 +73,13 @@ export type RefusalKind =
   | 'too-many-reservations'
   | 'idempotency-key-reused'
   | 'invalid-user'
+  | 'schema-violation'
   | 'unique-violation';
 
-export type Refusal = GeneralRefusal | UniqueViolation;
+export type Refusal = GeneralRefusal | UniqueViolation | SchemaRefusal;
 
 interface GeneralRefusal {
-  readonly kind: Exclude<RefusalKind, 'unique-violation'>;
+  readonly kind: Exclude<RefusalKind, 'unique-violation' | 'schema-violation'>;
   readonly detail: string;
   /** Seconds after which a retry can succeed, where that is known. */
   readonly retryAfter?: number;
@@ -228,7 +232,14 @@ export function decidePut(request: PutRequest, facts: UserFacts): PutDecision {
   if (bodyId !== undefined && bodyId !== id && target.alias === undefined) {
     return refuse('id-conflict', `The body says id ${bodyId} but the reserved id is ${id}.`);
   }
-  return { kind: 'create', id, alias: target.alias, json: represent(request.body, id) };
+  return (
+    breaksSchema(request.body, id, facts) ?? {
+      kind: 'create',
+      id,
+      alias: target.alias,
+      json: represent(request.body, id),
+    }
+  );
 }
 
 /**
@@ -246,7 +257,7 @@ export interface DirectReplace {
   readonly ifMatch: readonly string[] | undefined;
 }
 
-export function directReplace(request: PutRequest): DirectReplace | undefined {
+export function directReplace(request: PutRequest, schema: UserSchema | undefined): DirectReplace | undefined {
   const { ref, body, preconditions: pre, policy } = request;
   if (
     request.merge === true ||
@@ -255,6 +266,8 @@ export function directReplace(request: PutRequest): DirectReplace | undefined {
     (body.id !== undefined && body.id !== ref.id)
   )
     return undefined;
+  // A body that breaks the schema is refused, or answered 404 or 412 first, by the general way.
+  if (schema !== undefined && schema.refusal(asUser(body, ref.id)) !== undefined) return undefined;
   if (policy.requireIfMatch && pre.ifMatch === undefined) return undefined;
   const ifMatch = pre.ifMatch === undefined || pre.ifMatch.trim() === '*' ? undefined : strongTags(pre.ifMatch);
   if (ifMatch?.length === 0) return undefined;
@@ -294,6 +307,8 @@ function decideExisting(request: PutRequest, user: StoredUser, facts: UserFacts)
   if (refusal !== undefined) return refusal;
   const bodyId = request.body.id as number | undefined;
   if (bodyId === undefined || bodyId === user.id) {
+    const broken = breaksSchema(request.body, user.id, facts);
+    if (broken !== undefined) return broken;
     const json = represent(request.body, user.id);
     return json === user.json ? { kind: 'unchanged', user } : { kind: 'replace', user, json };
   }
@@ -307,7 +322,14 @@ function decideExisting(request: PutRequest, user: StoredUser, facts: UserFacts)
       'id-conflict',
       `The id ${bodyId} has already been issued; a user can only move to an id never issued before.`,
     );
-  return { kind: 'move', user, to: bodyId, json: represent(request.body, bodyId) };
+  return (
+    breaksSchema(request.body, bodyId, facts) ?? {
+      kind: 'move',
+      user,
+      to: bodyId,
+      json: represent(request.body, bodyId),
+    }
+  );
 }
 
 export function decideDelete(request: DeleteRequest, facts: UserFacts): DeleteDecision {
@@ -327,7 +349,21 @@ export function decideCreate(
   if (body.id !== undefined) return refuse('id-conflict', 'POST /users/new assigns the id; leave id out of the body.');
   const id = facts.nextId();
   if (id === undefined) return idsExhausted();
-  return { kind: 'create', id, json: represent(body, id) };
+  return breaksSchema(body, id, facts) ?? { kind: 'create', id, json: represent(body, id) };
+}
+
+/**
+ * The refusal of writing `body` as the user `id` when it breaks the
+ * schema; checked after the other rules, so that a write they refuse
+ * answers as it would without a schema.
+ */
+function breaksSchema(body: UserBody, id: number, facts: UserFacts): SchemaRefusal | undefined {
+  return facts.userSchema()?.refusal(asUser(body, id));
+}
+
+/** The user `body` makes as the user `id`: what the representation holds, with the id where `represent` writes it. */
+function asUser(body: UserBody, id: number): UserBody {
+  return body.id === id ? body : { ...body, id };
 }
 
 function idsExhausted(): Refusal {

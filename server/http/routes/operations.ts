@@ -121,19 +121,23 @@ export function metricsRoute(
 }
 
 /**
- * GET /openapi.json: the document, serialized once. It changes only with the
- * server's code, so it carries a strong ETag and clients revalidate
- * (`no-cache`) instead of refetching.
+ * GET /openapi.json: the document, serialized once per version of it. It
+ * changes only with the server's code and the schema of the users' fields,
+ * so it carries a strong ETag and clients revalidate (`no-cache`) instead
+ * of refetching.
  */
 export function openApiRoute(document: () => Record<string, unknown>): Route {
-  let body: string | undefined;
+  let serialized: Record<string, unknown> | undefined;
+  let body = '';
   let etag = '';
   return {
     method: 'GET',
     path: OPENAPI_PATH,
     handler: ({ req, res }) => {
-      if (body === undefined) {
-        body = JSON.stringify(document());
+      const current = document();
+      if (current !== serialized) {
+        serialized = current;
+        body = JSON.stringify(current);
         etag = entityTag(body);
       }
       const ifNoneMatch = req.headers['if-none-match'];

@@ -42,6 +42,7 @@ const REFUSALS: Record<RefusalKind, ProblemKind> = {
   'too-many-reservations': problems.tooManyReservations,
   'idempotency-key-reused': problems.idempotencyKeyReused,
   'invalid-user': problems.invalidUser,
+  'schema-violation': problems.invalidUser,
   'unique-violation': problems.uniqueViolation,
 };
 
@@ -52,6 +53,17 @@ function refusalError(refusal: Refusal): HttpError {
       refusal.detail,
       {},
       { field: refusal.field, conflictsWith: userPath(refusal.conflictsWith) },
+    );
+  if (refusal.kind === 'schema-violation')
+    return new HttpError(
+      problems.invalidUser,
+      refusal.detail,
+      {},
+      {
+        field: refusal.field,
+        keyword: refusal.keyword,
+        errors: refusal.errors.map(({ field, keyword, detail }) => ({ field, keyword, detail })),
+      },
     );
   return new HttpError(
     REFUSALS[refusal.kind],

@@ -8,7 +8,10 @@ import { listDataFiles, recover, snapshotName } from './recovery.js';
 import { captureImage, writeSnapshot } from './snapshot.js';
 
 /** The data part of a dump: what the journal store holds, without the settings files. */
-type StoreData = Omit<StoreDump, 'secrets' | 'adminPassword' | 'adminIdentity' | 'accounts' | 'declarations'>;
+type StoreData = Omit<
+  StoreDump,
+  'secrets' | 'adminPassword' | 'adminIdentity' | 'accounts' | 'declarations' | 'schema'
+>;
 
 /** What the data directory `dir` holds, read without changing a file; a damaged directory is refused. */
 export function readJournalData(dir: string, now: number): StoreData {

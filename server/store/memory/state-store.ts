@@ -1,5 +1,6 @@
 import { FSYNC_BUCKETS, Histogram } from '../../ops/histogram.js';
 import { uniqueConflict, uniqueKeysOf, type FieldDeclaration } from '../../users/declared-fields.js';
+import type { UserSchema } from '../../users/user-schema.js';
 import {
   decideCreate,
   decideDelete,
@@ -113,6 +114,26 @@ export class StateStore implements Store {
    */
   declareFields(fields: readonly FieldDeclaration[]): string | undefined {
     return this.state.fields.declare(fields, this.state.users);
+  }
+
+  userSchema(): UserSchema | undefined {
+    return this.state.schema;
+  }
+
+  /**
+   * Sets the schema (the data directory's file gives it), with
+   * `checkUsers` first checked against every user in one step with no
+   * write between; a refusal is the sentence that names those that break
+   * it, and nothing changes then.
+   */
+  setUserSchema(schema: UserSchema | undefined, checkUsers: boolean): string | undefined {
+    const refused = checkUsers ? schema?.refusalOver(this.usersInIdOrder()) : undefined;
+    if (refused === undefined) this.state.schema = schema;
+    return refused;
+  }
+
+  private *usersInIdOrder(): Generator<StoredUser> {
+    for (const id of this.state.sortedIds) yield this.state.users.get(id)!;
   }
 
   findUser(ref: UserRef): MaybePromise<Lookup> {

@@ -1,4 +1,5 @@
 import type { StoredUser, UserFacts } from '../../users/rules.js';
+import type { UserSchema } from '../../users/user-schema.js';
 import type { IdempotencyRecord } from '../kept-answer.js';
 import type { ApiTokenRecord } from '../store.js';
 import { ChangeLog } from './change-log.js';
@@ -55,6 +56,8 @@ export class StoreState implements UserFacts {
   readonly changes = new ChangeLog();
   /** The indexes of the declared fields, kept in step with the users. */
   fields = new FieldIndexes();
+  /** The schema every write must fit; undefined: none is set. */
+  schema: UserSchema | undefined = undefined;
 
   /**
    * Applies one mutation. With `at` (a commit's time, ms since the epoch), a
@@ -144,13 +147,14 @@ export class StoreState implements UserFacts {
   /**
    * Takes every field of `other`, a state read back from disk: after a
    * write the disk refused, the memory must hold what is durable, not the
-   * writes that were applied but never made it. The declared fields stay,
-   * their indexes built again over the users read back.
+   * writes that were applied but never made it. The declared fields and
+   * the schema stay, the indexes built again over the users read back.
    */
   replaceWith(other: StoreState): void {
-    const fields = this.fields;
+    const { fields, schema } = this;
     Object.assign(this, other);
     this.fields = fields;
+    this.schema = schema;
     fields.rebuild(this.users);
   }
 
@@ -184,6 +188,10 @@ export class StoreState implements UserFacts {
     let id = this.lastId + 1;
     while (this.claimed.has(id)) id++;
     return Number.isSafeInteger(id) ? id : undefined;
+  }
+
+  userSchema(): UserSchema | undefined {
+    return this.schema;
   }
 
   userById(id: number): StoredUser | undefined {

@@ -25,10 +25,14 @@ import {
   type FieldDeclaration,
   type UniqueKey,
 } from '../../users/declared-fields.js';
+import { isDeepStrictEqual } from 'node:util';
 import { sortKeyOf } from '../../users/index-key.js';
+import { UserSchema } from '../../users/user-schema.js';
+import { settingOfRow } from './user-schema.js';
 import type { UniqueViolation } from '../../users/rules.js';
 import type { Sql, TransactionSql } from './driver.js';
-import { inTransaction } from './transaction.js';
+import { changeWritesRead } from './writes-read.js';
+import type { KeptChange } from '../proposed-file.js';
 
 /** What runs a statement: the pool, or a transaction's connection. */
 type Statements = Sql | TransactionSql;
@@ -43,10 +47,22 @@ export class FieldsChangedError extends Error {
   override readonly name = 'FieldsChangedError';
 }
 
-/** The declarations as this instance knows them, and the version of them it read. */
+/** What every write reads of the declarations: the declared fields and the schema of the users' fields. */
+export interface WritesRead {
+  readonly fields: readonly FieldDeclaration[];
+  /** Undefined: no schema is set. */
+  readonly schema: UserSchema | undefined;
+}
+
+/**
+ * The declarations as this instance knows them (the declared fields and
+ * the schema, whose changes `field_version` counts alike), and the version
+ * of them it read.
+ */
 export class DeclaredFields {
   version = -1;
   list: readonly FieldDeclaration[] = [];
+  schema: UserSchema | undefined;
   private timer: NodeJS.Timeout | undefined;
 
   constructor(private readonly sql: Sql) {}
@@ -54,9 +70,12 @@ export class DeclaredFields {
   /** Reads the declarations and their version, in one statement. */
   async load(sql: Statements = this.sql): Promise<void> {
     const rows = await sql`
-      select v.version, d.path, d.is_unique, d.case_insensitive
-      from field_version v left join field_declarations d on true order by d.path collate "C"`;
-    this.version = Number(rows[0]!.version);
+      select v.version, s.document, s.checked_existing, d.path, d.is_unique, d.case_insensitive
+      from field_version v left join user_schema s on true left join field_declarations d on true
+      order by d.path collate "C"`;
+    const head = rows[0]!;
+    this.schema = schemaOfRow(head, this.schema);
+    this.version = Number(head.version);
     this.list = rows.filter((r) => r.path !== null).map(declarationOfRow);
   }
 
@@ -80,19 +99,27 @@ export class DeclaredFields {
    * change of declarations until the commit, and the declarations read
    * again when they changed. The statements are made at once.
    */
-  async lockIn(tx: Statements): Promise<readonly FieldDeclaration[]> {
+  async lockIn(tx: Statements): Promise<WritesRead> {
     const [, [row]] = await Promise.all([
       tx`lock table users in row exclusive mode`,
       tx`select version from field_version`,
     ]);
     if (Number(row!.version) !== this.version) await this.load(tx);
-    return this.list;
+    return { fields: this.list, schema: this.schema };
   }
 
   /** Throws FieldsChangedError when an index read saw another version than this instance's. */
   checkVersion(version: unknown): void {
     if (Number(version) !== this.version) throw new FieldsChangedError('the declared fields changed');
   }
+}
+
+/** The schema a row of user_schema holds (null columns: none), compiled again only when it changed from `known`'s. */
+function schemaOfRow(row: Record<string, unknown>, known: UserSchema | undefined): UserSchema | undefined {
+  if (row.document === null) return undefined;
+  const setting = settingOfRow(row);
+  if (known !== undefined && isDeepStrictEqual(known.setting, setting)) return known;
+  return new UserSchema(setting);
 }
 
 function declarationOfRow(row: Record<string, unknown>): FieldDeclaration {
@@ -222,36 +249,19 @@ export async function takenIn(
 
 // ------------------------------------------------------------ changing the declarations
 
-/** What a change of declarations came to: changed, unchanged (nothing to do), or refused with its sentence. */
-export interface DeclarationChange {
-  readonly changed: boolean;
-  readonly refused?: string | undefined;
-}
-
 /**
  * Changes the declarations to what `edit` makes of them (undefined: no
- * change), in one transaction that holds writes of users off: checked
- * against every user (a field made unique over values two hold is
- * refused), the entries of each new or changed field built, those of a
- * removed one dropped, the version raised.
+ * change), holding writes of users off: checked against every user (a
+ * field made unique over values two hold is refused), the entries of each
+ * new or changed field built, those of a removed one dropped.
  */
-export async function changeDeclarations(
+export function changeDeclarations(
   sql: Sql,
   edit: (fields: readonly FieldDeclaration[]) => FieldDeclaration[] | undefined,
-): Promise<DeclarationChange> {
-  return inTransaction(sql, 1, async (tx): Promise<DeclarationChange> => {
-    await tx`lock table users in share row exclusive mode`;
-    const current = (
-      await tx`select path, is_unique, case_insensitive from field_declarations order by path collate "C"`
-    ).map(declarationOfRow);
-    const next = edit(current);
-    if (next === undefined) return { changed: false };
-    const users = (await tx`select id, json from users order by id`).map((r) => ({
-      id: Number(r.id),
-      json: r.json as string,
-    }));
+): Promise<KeptChange> {
+  return changeWritesRead(sql, readDeclarations, edit, async (tx, current, next, users) => {
     const refused = declarationRefusal(current, next, users);
-    if (refused !== undefined) return { changed: false, refused };
+    if (refused !== undefined) return refused;
     const kept = (f: FieldDeclaration) => current.some((c) => sameDeclaration(c, f));
     const stale = JSON.stringify(current.filter((c) => !next.some((f) => sameDeclaration(c, f))).map((c) => c.path));
     await tx`delete from index_entries where path in (select jsonb_array_elements_text(${stale}::text::jsonb))`;
@@ -264,8 +274,7 @@ export async function changeDeclarations(
       next.filter((f) => !kept(f)),
       users,
     );
-    await tx`update field_version set version = version + 1`;
-    return { changed: true };
+    return undefined;
   });
 }
 

@@ -2,6 +2,7 @@ import type { StoreDump } from '../dump.js';
 import type { Sql, TransactionSql } from './driver.js';
 import { buildEntries, readDeclarations } from './declared-fields.js';
 import { tokenOfRow, tokenRow, userRow } from './facts.js';
+import { readSchemaSetting, writeSchema } from './user-schema.js';
 
 /** Everything the database holds, read in one transaction (a consistent view). */
 export async function readPostgresDump(sql: Sql, now: number): Promise<StoreDump> {
@@ -46,6 +47,7 @@ export async function readPostgresDump(sql: Sql, now: number): Promise<StoreDump
       tokens: (await tx`select * from api_tokens order by seq`).map(tokenOfRow),
       lastChange: Number((await tx`select last_seq from change_head`)[0]!.last_seq),
       declarations: await readDeclarations(tx),
+      schema: await readSchemaSetting(tx),
     };
   })) as StoreDump;
 }
@@ -115,7 +117,7 @@ export async function writePostgresDump(sql: Sql, dump: StoreDump): Promise<void
   });
 }
 
-/** The dump's declared fields and the entries of their indexes; the version raised, so running instances read them. */
+/** The dump's declared fields and the entries of their indexes, and its schema; the version raised, so running instances read them. */
 async function writeDeclarations(tx: TransactionSql, dump: StoreDump): Promise<void> {
   await insertAll(
     tx,
@@ -123,6 +125,7 @@ async function writeDeclarations(tx: TransactionSql, dump: StoreDump): Promise<v
     dump.declarations.map((f) => ({ path: f.path, is_unique: f.unique, case_insensitive: f.caseInsensitive })),
   );
   await buildEntries(tx, dump.declarations, dump.users);
+  await writeSchema(tx, dump.schema);
   await tx`update field_version set version = version + 1`;
 }
 

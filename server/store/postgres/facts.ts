@@ -1,5 +1,6 @@
 import { entityTag } from '../../users/entity-tag.js';
 import type { StoredUser, UserFacts, UserRef } from '../../users/rules.js';
+import type { UserSchema } from '../../users/user-schema.js';
 import type { ApiTokenRecord } from '../store.js';
 import type { Tx } from './transaction.js';
 
@@ -19,6 +20,12 @@ export class LoadedFacts implements UserFacts {
   /** The counter and claimed ids as read (`loadCounter`): `writeIssued` writes what changed since. */
   loadedLastId = 0;
   loadedClaimed: ReadonlySet<number> = new Set<number>();
+  /** The schema the transaction read with the declarations (`DeclaredFields.lockIn`). */
+  schema: UserSchema | undefined = undefined;
+
+  userSchema(): UserSchema | undefined {
+    return this.schema;
+  }
 
   userById(id: number): StoredUser | undefined {
     return this.users.get(id);

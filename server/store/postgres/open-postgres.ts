@@ -1,4 +1,4 @@
-import { ServerCommandError } from '../../errors.js';
+import { ServerCommandError, StoreUnavailableError } from '../../errors.js';
 import {
   connect,
   DEFAULT_DB_POOL,
@@ -58,7 +58,7 @@ export async function openPostgresStore(url: string | undefined, options: Postgr
       options.findBudget,
     );
     try {
-      await store.refreshFields();
+      await firstFieldsRead(store, url, options);
     } catch (error) {
       await store.close();
       throw error;
@@ -67,6 +67,24 @@ export async function openPostgresStore(url: string | undefined, options: Postgr
   } catch (error) {
     await sql.end({ timeout: 1 });
     throw error;
+  }
+}
+
+/**
+ * The declared fields, read again while the database is too busy to
+ * answer within --db-timeout (a statement timeout on a loaded machine),
+ * until the start wait ends: a start is not refused for one slow moment.
+ */
+async function firstFieldsRead(store: PostgresStore, url: string | undefined, options: PostgresOptions): Promise<void> {
+  const deadline = Date.now() + (options.startWaitSeconds ?? DEFAULT_START_WAIT_SECONDS) * 1000;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await store.refreshFields();
+    } catch (error) {
+      if (!(error instanceof StoreUnavailableError) || Date.now() >= deadline || options.signal?.aborted) throw error;
+      options.log(`users-server: reading the declared fields of ${describeDatabase(url)} again (${error.message})`);
+      await pause(Math.min(1000 * attempt, 5000), options.signal);
+    }
   }
 }
 

@@ -1,6 +1,7 @@
 import { FSYNC_BUCKETS, Histogram } from '../../ops/histogram.js';
 import { uniqueKeysOf, type FieldDeclaration } from '../../users/declared-fields.js';
 import { LAST_KEY, type KeyRange } from '../../users/index-key.js';
+import type { UserSchema } from '../../users/user-schema.js';
 import type { IndexEntry } from '../index-find.js';
 import {
   decideCreate,
@@ -139,7 +140,7 @@ export class PostgresStore implements Store {
    * PUT or DELETE by id) and replaces by id.
    */
   private readonly reads = new GatheredStatements<number, IdRow>((ids) => this.again(() => this.readIds(ids)));
-  private readonly replaces = new GatheredStatements<DirectReplace, string | null | undefined>(
+  private readonly replaces = new GatheredStatements<VersionedReplace, string | null | undefined>(
     (puts) => this.replaceAll(puts),
     (put) => put.id,
   );
@@ -301,6 +302,10 @@ export class PostgresStore implements Store {
     return this.fields.list;
   }
 
+  userSchema(): UserSchema | undefined {
+    return this.fields.schema;
+  }
+
   /** Reads the declared fields now (a start; tests after a change of them), as the poll does every half second. */
   async refreshFields(): Promise<void> {
     await this.read(() => this.fields.load());
@@ -429,8 +434,10 @@ export class PostgresStore implements Store {
 
   private async put(request: PutRequest): Promise<PutOutcome> {
     // A declared field's entries change with the user: the conditional UPDATE writes none.
-    const direct = this.fields.list.length === 0 ? directReplace(request) : undefined;
-    const replaced = direct === undefined ? undefined : await this.replaceDirectly(direct);
+    // The schema it is checked against is the one of the version the UPDATE requires.
+    const { version, schema } = this.fields;
+    const direct = this.fields.list.length === 0 ? directReplace(request, schema) : undefined;
+    const replaced = direct === undefined ? undefined : await this.replaceDirectly({ ...direct, version });
     return (
       replaced ??
       this.transaction(async (tx, commit) => {
@@ -438,12 +445,13 @@ export class PostgresStore implements Store {
         const facts = new LoadedFacts();
         // Sent together, run in this order: the key's lock first, then what the decision reads.
         // An alias creates under the next id, a body's id may be a move: both issue ids.
-        const [fields] = await Promise.all([
+        const [{ fields, schema }] = await Promise.all([
           this.fields.lockIn(tx),
           lockKey(tx, keyOf(ref)),
           loadCounter(tx, facts, ref.kind === 'alias' || request.body.id !== undefined),
           loadTarget(tx, facts, ref),
         ]);
+        facts.schema = schema;
         const decision = decidePut(request, facts);
         const taken = await takenByPut(tx, fields, decision);
         if (taken !== undefined) return taken;
@@ -486,7 +494,7 @@ export class PostgresStore implements Store {
    * (`replaceAll`): the user's alias when it was replaced, undefined when no
    * row matched, and then the caller decides the general way.
    */
-  private async replaceDirectly(put: DirectReplace): Promise<PutOutcome | undefined> {
+  private async replaceDirectly(put: VersionedReplace): Promise<PutOutcome | undefined> {
     return this.query(async () => {
       const alias = await this.replaces.run(put);
       return alias === undefined
@@ -505,24 +513,24 @@ export class PostgresStore implements Store {
    * counts as replaced. The result of each: the alias of the replaced user,
    * or undefined when its row did not match.
    */
-  private async replaceAll(puts: DirectReplace[]): Promise<(string | null | undefined)[]> {
+  private async replaceAll(puts: VersionedReplace[]): Promise<(string | null | undefined)[]> {
     // The input goes as JSON text: a parameter typed jsonb would be encoded again by the driver.
     // `any(array(...))` lets the planner read the users by their key, not scan them.
     return retrying(async () => {
       const input = JSON.stringify(
-        puts.map((p) => ({ id: p.id, json: p.json, etag: p.etag, accept: p.ifMatch ?? null })),
+        puts.map((p) => ({ id: p.id, json: p.json, etag: p.etag, accept: p.ifMatch ?? null, version: p.version })),
       );
       const rows = await this.sql`
         with input as materialized (
-          select * from jsonb_to_recordset(${input}::text::jsonb) as x(id bigint, json text, etag text, accept text[])
+          select * from jsonb_to_recordset(${input}::text::jsonb) as x(id bigint, json text, etag text, accept text[], version bigint)
         ), locked as materialized (
           select u.id, u.etag, u.alias, u.json from users u where u.id = any(array(select id from input)) order by u.id for update
         ), matched as materialized (
           select i.id, i.json, i.etag, l.alias, l.json = i.json as unchanged
           from input i join locked l on l.id = i.id
           where (i.accept is null or l.etag = any(i.accept))
-            -- Declared fields since this instance last looked: no row matches, and the transaction of a put decides.
-            and (select version from field_version) = ${this.fields.version}
+            -- Declarations changed since the put was checked: no row matches, and the transaction of a put decides.
+            and (select version from field_version) = i.version
         ), updated as (
           update users u set json = m.json, etag = m.etag from matched m where u.id = m.id and not m.unchanged
         )
@@ -558,11 +566,12 @@ export class PostgresStore implements Store {
     return this.transaction(async (tx, commit) => {
       const facts = new LoadedFacts();
       // Sent together, run in this order: the key's lock and its record, then the counter's lock.
-      const [fields, replay] = await Promise.all([
+      const [{ fields, schema }, replay] = await Promise.all([
         this.fields.lockIn(tx),
         this.replay(tx, 'create-user', request.idempotency, request.now),
         loadCounter(tx, facts, true),
       ]);
+      facts.schema = schema;
       if (replay !== undefined) return replay;
       if (request.body === undefined) return { kind: 'invalid-body' };
       const taken = await takenIn(tx, fields, JSON.stringify(request.body), 0);
@@ -587,7 +596,8 @@ export class PostgresStore implements Store {
   private createAll(bodies: UserBody[]): Promise<CreateOutcome[]> {
     return this.transaction(async (tx, commit) => {
       const facts = new LoadedFacts();
-      const [fields] = await Promise.all([this.fields.lockIn(tx), loadCounter(tx, facts, true)]);
+      const [{ fields, schema }] = await Promise.all([this.fields.lockIn(tx), loadCounter(tx, facts, true)]);
+      facts.schema = schema;
       const holders = await holdersOf(
         tx,
         bodies.flatMap((body) => uniqueKeysOf(body, fields)),
@@ -845,6 +855,9 @@ async function retrying<T>(run: () => Promise<T>): Promise<T> {
     }
   }
 }
+
+/** A replace tried as one conditional write, with the version of the declarations it was checked against. */
+type VersionedReplace = DirectReplace & { readonly version: number };
 
 /** The refusal of a put whose decision writes a value another user holds at a unique field. */
 function takenByPut(tx: Tx, fields: readonly FieldDeclaration[], decision: ReturnType<typeof decidePut>) {

@@ -114,6 +114,11 @@ const MIGRATIONS: readonly (readonly string[])[] = [
     `create table unique_values (path text not null, key text collate "C" not null, user_id bigint not null references users (id) on delete cascade, primary key (path, key))`,
     `create index unique_values_user_id on unique_values (user_id)`,
   ],
+  [
+    // The schema of the users' fields (users/user-schema.ts), at most one. A change of it raises
+    // field_version as a change of declarations does, so a write checks the schema that holds at its commit.
+    `create table user_schema (singleton boolean primary key default true check (singleton), document text not null, checked_existing boolean not null)`,
+  ],
 ];
 
 /** The newest schema version this users-server knows. */
