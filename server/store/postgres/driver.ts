@@ -206,7 +206,9 @@ function recycling(open: () => Sql, every: number, reserves: Reserves, prologue:
     const old = current;
     current = open();
     calls = 0;
-    retiring.set(old, setTimeout(() => void retire(old, { timeout: RETIRE_SECONDS }), RETIRE_DELAY_MS).unref());
+    // Nothing waits on a retired pool's end: one that fails (its database gone meanwhile) is no one's failure.
+    const later = () => void retire(old, { timeout: RETIRE_SECONDS }).catch(() => {});
+    retiring.set(old, setTimeout(later, RETIRE_DELAY_MS).unref());
   };
   const end = async (options: { timeout?: number } = {}) => {
     await Promise.all([current, ...retiring.keys()].map((pool) => retire(pool, options)));
