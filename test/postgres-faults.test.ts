@@ -13,7 +13,7 @@ import assert from 'node:assert/strict';
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
-import { connect } from '../server/store/postgres/driver.js';
+import { againIfDropped, CONNECT_TIMEOUT_SECONDS, connect } from '../server/store/postgres/driver.js';
 import { openPostgresStore } from '../server/store/postgres/open-postgres.js';
 import {
   assertProblem,
@@ -448,8 +448,30 @@ pg(
   },
 );
 
+/** A `run` for againIfDropped that fails `times` times as an opening that outlasted the connect timeout, then answers. */
+function slowOpenings(times: number): { run: () => Promise<string>; calls: () => number } {
+  let calls = 0;
+  const run = async () => {
+    if (calls++ < times) throw Object.assign(new Error('write CONNECT_TIMEOUT'), { code: 'CONNECT_TIMEOUT' });
+    return 'answered';
+  };
+  return { run, calls: () => calls };
+}
+
+test('againIfDropped: openings that outlast the connect timeout three times in a row are tried again while --db-timeout leaves room', async () => {
+  const openings = slowOpenings(3);
+  assert.equal(await againIfDropped(openings.run, 10, 5), 'answered');
+  assert.equal(openings.calls(), 4);
+});
+
+test('againIfDropped: an opening that outlasts the connect timeout is not tried again when --db-timeout leaves no room for another', async () => {
+  const openings = slowOpenings(1);
+  await assert.rejects(againIfDropped(openings.run, 10, CONNECT_TIMEOUT_SECONDS), { code: 'CONNECT_TIMEOUT' });
+  assert.equal(openings.calls(), 1);
+});
+
 pg(
-  'a connection whose opening outlasts the connect timeout (a moment of load, or an event loop held past the timer) is tried once more: the read and the write it carried succeed',
+  'a connection whose opening outlasts the connect timeout (a moment of load, or an event loop held past the timer) is tried again: the read and the write it carried succeed',
   async (t) => {
     const relay = await cuttingRelay(t, await testDatabase(t));
     const server = await spawnServer(t, RELAYED_SERVER, { env: { USERS_STORE: relay.url } });
