@@ -8,11 +8,12 @@
  * ways. Without PostgreSQL binaries every test skips and says why.
  */
 import assert from 'node:assert/strict';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { setTimeout as pause } from 'node:timers/promises';
 import { assertProblem, runUsersServer, send, startTestServer, tempDir, type TestServer } from './helpers.js';
-import { postgresSkipReason, testDatabase } from './postgres.js';
+import { jitCompiledStatements, postgresSkipReason, testDatabase } from './postgres.js';
 
 const skip = postgresSkipReason();
 
@@ -138,3 +139,29 @@ pg('copy carries the declared fields from a data directory to a database and bac
   const listed = await runUsersServer(['index', 'list', '--data', back]);
   assert.equal(listed.stdout, 'email  unique\n');
 });
+
+pg(
+  "no statement of a store (its start, the declared fields and the schema read by every instance, writes, finds) is compiled by PostgreSQL's JIT: the tables of declarations are never analyzed, and a join of them is planned as millions of rows",
+  async (t) => {
+    const { url, servers } = await instances(t, 2);
+    const dir = tempDir(t);
+    const schema = join(dir, 'schema.json');
+    writeFileSync(schema, JSON.stringify({ properties: { email: { type: 'string' } } }));
+    for (const args of [
+      ['index', 'add', 'email', '--unique', '--case-insensitive', '--store', url],
+      ['schema', 'set', schema, '--store', url],
+    ])
+      assert.equal((await runUsersServer(args)).code, 0, args.join(' '));
+    await untilDeclared(servers[1]!, ['email']);
+    for (const [name, email] of [
+      ['Ann', 'ann@x.org'],
+      ['Bob', 'bob@x.org'],
+    ])
+      assert.equal((await create(servers[1]!, { name, email })).status, 201);
+    assert.deepEqual(await namesFound(servers[0]!, { filter: 'email eq "ANN@x.org"' }), ['Ann']);
+    assert.deepEqual(await namesFound(servers[0]!, { sort: '-email' }), ['Bob', 'Ann']);
+    const compiled = await jitCompiledStatements(url);
+    if (compiled === undefined) return t.skip('pg_stat_statements is not installed beside the server binaries');
+    assert.deepEqual(compiled, []);
+  },
+);

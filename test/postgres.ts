@@ -78,9 +78,19 @@ async function runAsOwner(bin: string, args: string[]): Promise<void> {
   }
 }
 
-/** Server settings of the cluster; `durable` keeps PostgreSQL's own fsync (benchmarks), else none. */
+/** True when the server binaries come with pg_stat_statements (Debian's postgresql package does). */
+function hasStatementStatistics(): boolean {
+  return existsSync(join(serverBin()!, '..', 'lib', 'pg_stat_statements.so'));
+}
+
+/**
+ * Server settings of the cluster; `durable` keeps PostgreSQL's own fsync
+ * (benchmarks), else none. pg_stat_statements, where it is installed,
+ * lets a test see how the database ran the store's statements.
+ */
 function serverOptions(dir: string, port: number, durable: boolean): string {
-  const common = `-c port=${port} -c listen_addresses=127.0.0.1 -c unix_socket_directories=${dir} -c max_connections=200`;
+  const statistics = hasStatementStatistics() ? ' -c shared_preload_libraries=pg_stat_statements' : '';
+  const common = `-c port=${port} -c listen_addresses=127.0.0.1 -c unix_socket_directories=${dir} -c max_connections=200${statistics}`;
   // Durability of the test cluster itself is not under test: no fsync.
   return durable ? common : `${common} -c fsync=off -c synchronous_commit=off -c full_page_writes=off`;
 }
@@ -201,6 +211,25 @@ export async function testDatabase(
   await againIfDropped(() => c.admin.unsafe(`create database ${name} template ${template} strategy file_copy`), 2);
   t?.after(() => void finished.push(name));
   return `${c.base}/${name}`;
+}
+
+/**
+ * The statements run on the database of `url` that PostgreSQL compiled
+ * with its JIT, with the milliseconds it spent compiling each; undefined
+ * where pg_stat_statements is not installed.
+ */
+export async function jitCompiledStatements(url: string): Promise<{ query: string; ms: number }[] | undefined> {
+  if (!hasStatementStatistics()) return undefined;
+  const sql = await connect(url, { max: 1 });
+  try {
+    await sql`create extension if not exists pg_stat_statements`;
+    const rows = await sql`
+      select query, jit_generation_time + jit_inlining_time + jit_optimization_time + jit_emission_time as ms
+      from pg_stat_statements where jit_functions > 0 and dbid = (select oid from pg_database where datname = current_database())`;
+    return rows.map((r) => ({ query: r.query as string, ms: Math.round(Number(r.ms)) }));
+  } finally {
+    await sql.end();
+  }
 }
 
 /** The pid its postmaster.pid names, if the file is there. */
