@@ -204,21 +204,14 @@ function splitTarget(url: string): { path: string; query: string } | undefined {
     if (absolute === null) return undefined;
     start = absolute[0].length;
   }
-  // One pass over the target for '?', '#' and '%' (on the hot path, three
-  // indexOf calls cost more than the loop).
-  let question = -1;
-  let end = url.length;
-  let escaped = false;
-  for (let i = start; i < end; i++) {
-    const c = url.charCodeAt(i);
-    if (c === 0x23) end = i;
-    else if (c === 0x3f && question === -1) question = i;
-    else if (c === 0x25 && question === -1) escaped = true;
-  }
+  const hash = url.indexOf('#', start);
+  const end = hash === -1 ? url.length : hash;
+  const found = url.indexOf('?', start);
+  const question = found !== -1 && found < end ? found : -1;
   const pathEnd = question === -1 ? end : question;
-  let path = start === 0 && pathEnd === url.length ? url : url.slice(start, pathEnd);
+  let path = url.slice(start, pathEnd);
   if (start !== 0 && path.charCodeAt(0) !== 0x2f) path = '/' + path;
   const query = question === -1 ? '' : url.slice(question + 1, end);
-  if (escaped) path = path.replace(UNRESERVED_ESCAPE, (escape) => String.fromCharCode(parseInt(escape.slice(1), 16)));
+  path = path.replace(UNRESERVED_ESCAPE, (escape) => String.fromCharCode(parseInt(escape.slice(1), 16)));
   return { path, query };
 }
