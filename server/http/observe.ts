@@ -39,13 +39,6 @@ export class ObservedResponse extends ServerResponse {
    */
   unreadTimeout = 0;
 
-  // Written out: a derived class's implicit constructor passes its
-  // arguments on as a spread, a call node makes for every request.
-  constructor(req: IncomingMessage, options?: { highWaterMark?: number; rejectNonStandardBodyWrites?: boolean }) {
-    // @ts-expect-error node passes its response options too (node 20 to 24), which @types/node leaves out.
-    super(req, options);
-  }
-
   /**
    * Ends the response as node does, then, when part of the answer waits
    * unsent, gives the connection the unread timeout; once the answer is
