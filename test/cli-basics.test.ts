@@ -56,13 +56,14 @@ test("`help <command>` prints that command's help on stdout and exits 0", async 
 });
 
 test('`help <command>` exits 0 in a process whose exit code is already set, and leaves that code as it was', async () => {
+  const before = process.exitCode;
   process.exitCode = 1;
   try {
     const result = await usersctl(['help', 'put']);
     assert.equal(result.code, EXIT.ok);
     assert.equal(process.exitCode, 1);
   } finally {
-    process.exitCode = undefined;
+    process.exitCode = before;
   }
 });
 

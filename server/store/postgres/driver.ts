@@ -206,7 +206,9 @@ function recycling(open: () => Sql, every: number, reserves: Reserves, prologue:
     const old = current;
     current = open();
     calls = 0;
-    retiring.set(old, setTimeout(() => void retire(old, { timeout: RETIRE_SECONDS }), RETIRE_DELAY_MS).unref());
+    // Nothing waits on a retired pool's end: one that fails (its database gone meanwhile) is no one's failure.
+    const later = () => void retire(old, { timeout: RETIRE_SECONDS }).catch(() => {});
+    retiring.set(old, setTimeout(later, RETIRE_DELAY_MS).unref());
   };
   const end = async (options: { timeout?: number } = {}) => {
     await Promise.all([current, ...retiring.keys()].map((pool) => retire(pool, options)));
@@ -529,18 +531,24 @@ export function isConnectionLost(error: unknown): boolean {
  * fails at most these two times: without the retries, every connection of
  * the pool would fail one or two more requests after the database is
  * back. A connection that does not open within CONNECT_TIMEOUT_SECONDS is
- * tried once more, since nothing was sent on it: a moment of load, or this
- * process's event loop held past the timer, makes a healthy database miss
- * so short a limit. A database that cannot be reached fails otherwise
- * (refused, or timed out twice), at once.
+ * tried again, since nothing was sent on it, while `waitSeconds` (the
+ * pool's --db-timeout) leave room for one more opening: a moment of load,
+ * or this process's event loop held past the timer, makes a healthy
+ * database miss so short a limit, once or several times in a row. A
+ * database that cannot be reached fails otherwise (refused at once, or
+ * silent until `waitSeconds`).
  */
-export async function againIfDropped<T>(run: () => Promise<T>, poolSize: number): Promise<T> {
-  let slowOpens = 0;
+export async function againIfDropped<T>(
+  run: () => Promise<T>,
+  poolSize: number,
+  waitSeconds = DEFAULT_DB_TIMEOUT_SECONDS,
+): Promise<T> {
+  const openBy = performance.now() + (waitSeconds - CONNECT_TIMEOUT_SECONDS) * 1000;
   for (let attempt = 0; ; attempt++) {
     try {
       return await run();
     } catch (error) {
-      if (codeOf(error) === 'CONNECT_TIMEOUT' && slowOpens++ === 0) continue;
+      if (codeOf(error) === 'CONNECT_TIMEOUT' && performance.now() < openBy) continue;
       if (!wasDropped(error) || attempt >= 2 * poolSize) throw error;
     }
   }

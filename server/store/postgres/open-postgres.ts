@@ -70,27 +70,37 @@ export async function openPostgresStore(url: string | undefined, options: Postgr
   }
 }
 
+/** When the start stops waiting for the database (--db-start-wait), in ms since the epoch. */
+function startDeadline(options: PostgresOptions): number {
+  return Date.now() + (options.startWaitSeconds ?? DEFAULT_START_WAIT_SECONDS) * 1000;
+}
+
+/** The pause before a start's next attempt: a second more each time, at most 5 s. */
+function retryPauseMs(attempt: number): number {
+  return Math.min(1000 * attempt, 5000);
+}
+
 /**
  * The declared fields, read again while the database is too busy to
  * answer within --db-timeout (a statement timeout on a loaded machine),
  * until the start wait ends: a start is not refused for one slow moment.
  */
 async function firstFieldsRead(store: PostgresStore, url: string | undefined, options: PostgresOptions): Promise<void> {
-  const deadline = Date.now() + (options.startWaitSeconds ?? DEFAULT_START_WAIT_SECONDS) * 1000;
+  const deadline = startDeadline(options);
   for (let attempt = 1; ; attempt++) {
     try {
       return await store.refreshFields();
     } catch (error) {
       if (!(error instanceof StoreUnavailableError) || Date.now() >= deadline || options.signal?.aborted) throw error;
       options.log(`users-server: reading the declared fields of ${describeDatabase(url)} again (${error.message})`);
-      await pause(Math.min(1000 * attempt, 5000), options.signal);
+      await pause(retryPauseMs(attempt), options.signal);
     }
   }
 }
 
 /** The schema version, once the database answers; a ServerCommandError after the start wait. */
 async function waitForDatabase(sql: Sql, url: string | undefined, options: PostgresOptions): Promise<number> {
-  const deadline = Date.now() + (options.startWaitSeconds ?? DEFAULT_START_WAIT_SECONDS) * 1000;
+  const deadline = startDeadline(options);
   const stopped = () => options.signal?.aborted === true;
   // An attempt that meets a silent connection (the network drops everything) ends like a refused one, on a fresh pool.
   const answerMs = ((options.timeoutSeconds ?? DEFAULT_DB_TIMEOUT_SECONDS) + 1) * 1000;
@@ -107,7 +117,7 @@ async function waitForDatabase(sql: Sql, url: string | undefined, options: Postg
         throw new ServerCommandError(`cannot use ${describeDatabase(url)}: ${describeFailure(error)}`);
       if (Date.now() >= deadline) throw unreachable(url, code, options.startWaitSeconds ?? DEFAULT_START_WAIT_SECONDS);
       options.log(`users-server: waiting for ${describeDatabase(url)} (${code}), attempt ${attempt}`);
-      await pause(Math.min(1000 * attempt, 5000), options.signal);
+      await pause(retryPauseMs(attempt), options.signal);
       if (stopped()) throw new ServerCommandError(`stopped while waiting for ${describeDatabase(url)}`);
     }
   }

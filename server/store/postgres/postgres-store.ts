@@ -815,7 +815,9 @@ export class PostgresStore implements Store {
    * leaves undone.
    */
   private again<T>(run: () => Promise<T>): Promise<T> {
-    return withDeadline(againIfDropped(run, this.poolSize), this.readDeadline(), () => replacePool(this.sql));
+    return withDeadline(againIfDropped(run, this.poolSize, this.timeoutSeconds), this.readDeadline(), () =>
+      replacePool(this.sql),
+    );
   }
 
   /**
@@ -843,7 +845,7 @@ export class PostgresStore implements Store {
    */
   private async transaction<T>(run: (tx: Tx, commit: Commit) => Promise<T>): Promise<T> {
     try {
-      return await retrying(() => inTransaction(this.sql, this.poolSize, run));
+      return await retrying(() => inTransaction(this.sql, this.poolSize, run, this.timeoutSeconds));
     } catch (error) {
       return this.rethrow(error);
     }

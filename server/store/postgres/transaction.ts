@@ -32,8 +32,9 @@ export async function inTransaction<T>(
   pool: Sql,
   poolSize: number,
   run: (tx: Tx, commit: Commit) => Promise<T>,
+  waitSeconds?: number,
 ): Promise<T> {
-  const connection = await againIfDropped(() => pool.reserve(), poolSize);
+  const connection = await againIfDropped(() => pool.reserve(), poolSize, waitSeconds);
   let ended = false;
   const tx = sendingAtOnce(connection, () => ended);
   const end = (statement: 'commit' | 'rollback') => {
