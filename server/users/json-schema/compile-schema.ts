@@ -32,6 +32,8 @@ import { FORMAT_NAMES, FORMAT_PHRASES, FORMAT_TESTS, type FormatName } from './f
 export type { SchemaViolation } from './checks.js';
 
 export interface CompiledSchema {
+  /** True when `user` is valid: a valid user's only pass, which allocates nothing. */
+  test(user: unknown): boolean;
   /** Every violation of the schema by `user`, in the schema's order; [] when it is valid. */
   validate(user: unknown): SchemaViolation[];
   /**
@@ -451,6 +453,7 @@ export function compileSchema(schema: unknown): CompiledSchema {
   const root = compiler.compile(schema);
   const reads = new Map<string, boolean>();
   return {
+    test: root.test,
     readsMember(name: string): boolean {
       let answer = reads.get(name);
       if (answer === undefined) reads.set(name, (answer = compiler.readsMember(name)));
