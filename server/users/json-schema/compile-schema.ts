@@ -39,7 +39,8 @@ export interface CompiledSchema {
   /**
    * False when no value of the member `name` of the user, nor its
    * absence, can change what `validate` says of it: adding that member to
-   * an object that lacks it can then be left out.
+   * an object that lacks it can then be left out. It walks the schema: ask
+   * it once.
    */
   readsMember(name: string): boolean;
 }
@@ -451,14 +452,9 @@ function readsOwnMember(schema: Record<string, unknown>, name: string): boolean 
 export function compileSchema(schema: unknown): CompiledSchema {
   const compiler = new SchemaCompiler();
   const root = compiler.compile(schema);
-  const reads = new Map<string, boolean>();
   return {
     test: root.test,
-    readsMember(name: string): boolean {
-      let answer = reads.get(name);
-      if (answer === undefined) reads.set(name, (answer = compiler.readsMember(name)));
-      return answer;
-    },
+    readsMember: (name) => compiler.readsMember(name),
     validate(user: unknown): SchemaViolation[] {
       if (root.test(user)) return [];
       const violations: SchemaViolation[] = [];
