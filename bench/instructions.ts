@@ -26,12 +26,14 @@
  * merges the patch before the same write. `--load missing` is a GET of ids
  * no user has: every answer a 404, a refusal instead of a user.
  *
- * `--schema` (users-server only, with `--load put`) measures the PUT
- * against a schema of the users' fields of 10 properties (formats,
- * lengths, an enum, a nested object: SCHEMA below, set with `users-server
- * schema set` once the server runs), over the same PUT with no schema;
- * both PUT a user that has every one of those properties, so each is
- * checked.
+ * `--schema` (users-server only, with `--load put` and or `--load patch`)
+ * measures the PUT against a schema of the users' fields of 10 properties
+ * (formats, lengths, an enum, a nested object: SCHEMA below, set with
+ * `users-server schema set` once the server runs), over the same PUT with
+ * no schema; both PUT a user that has every one of those properties, so
+ * each is checked. Its PATCH of one field, with the schema, is compared
+ * with that PUT with the schema: every user is first given those
+ * properties, so each PATCH checks a whole user.
  *
  * `--save DIR` keeps each dump (and perf map) there, for callgrind_annotate.
  *
@@ -86,6 +88,8 @@ const CONNECTIONS = 20;
 const WITH_SCHEMA = values.schema === true;
 /** A durable PUT with the schema over the same PUT without (issue "a schema for the users' fields"). */
 const SCHEMA_GOAL = 1.1;
+/** A PATCH over the PUT of the same server (issue "change one field safely"). */
+const PATCH_GOAL = 1.15;
 if (values.help === true) usage(0);
 
 if (
@@ -94,7 +98,7 @@ if (
   !(WARMUP >= 0) ||
   !(ROUNDS > 0) ||
   !(TOP >= 0) ||
-  (WITH_SCHEMA && (LOADS.length !== 1 || LOADS[0] !== 'put'))
+  (WITH_SCHEMA && !LOADS.every((load) => load === 'put' || load === 'patch'))
 )
   usage();
 for (const tool of ['valgrind', 'callgrind_control']) {
@@ -125,10 +129,12 @@ the least of --rounds rounds, after --warmup unmeasured requests.
                         GET by id, GET of an id no user has (every answer a
                         404), PUT replace, PATCH one field (users-server only;
                         compared with its PUT when both are measured)
-  --schema              the PUT (--load put), users-server only: a PUT of a user of
-                        10 properties with a schema of those properties set
+  --schema              users-server only: a PUT (--load put) of a user of 10
+                        properties with a schema of those properties set
                         (formats, lengths, an enum, a nested object), over the
-                        same PUT with no schema (goal ${SCHEMA_GOAL.toFixed(2)}x)
+                        same PUT with no schema (goal ${SCHEMA_GOAL.toFixed(2)}x); a PATCH
+                        (--load patch) of one field of such a user with the
+                        schema, over that PUT (goal ${PATCH_GOAL.toFixed(2)}x)
   --top N               the N functions with the most instructions of their own
   --save DIR            keep each callgrind dump (and perf map) in DIR`);
   process.exit(0);
@@ -165,9 +171,14 @@ const SCHEMA = {
   },
 };
 
-/** PUTs of users that have every property of SCHEMA, each body unique (a write), as putReplacing's are. */
-function putSchemaUsers(users: number): LoadRequest[] {
-  const paths = Array.from({ length: POOL_SIZE }, () => `/users/${1 + Math.floor(Math.random() * users)}`);
+/**
+ * PUTs of users that have every property of SCHEMA, each body unique (a
+ * write), as putReplacing's are; `paths`: where each goes in turn.
+ */
+function putSchemaUsers(
+  users: number,
+  paths = Array.from({ length: POOL_SIZE }, () => `/users/${1 + Math.floor(Math.random() * users)}`),
+): LoadRequest[] {
   const bodies = Array.from({ length: POOL_SIZE }, (_, i) => {
     const user = {
       email: `user${i}@example.org`,
@@ -188,9 +199,16 @@ function putSchemaUsers(users: number): LoadRequest[] {
     {
       method: 'PUT',
       headers: JSON_HEADERS,
-      setupRequest: (req) => ({ ...req, path: paths[n % POOL_SIZE]!, body: `${bodies[n++ % POOL_SIZE]!}${n}"}` }),
+      setupRequest: (req) => ({ ...req, path: paths[n % paths.length]!, body: `${bodies[n++ % POOL_SIZE]!}${n}"}` }),
     },
   ];
+}
+
+/** Gives each of users 1..`users` every property of SCHEMA, as one PUT each. */
+async function fillSchemaUsers(url: string, users: number): Promise<void> {
+  const paths = Array.from({ length: users }, (_, i) => `/users/${i + 1}`);
+  const r = await runLoad({ url, connections: 1, amount: users, requests: putSchemaUsers(users, paths) });
+  if (r.non2xx > 0 || r.errors > 0) throw new Error(`filling the users: ${r.non2xx} non-2xx, ${r.errors} errors`);
 }
 
 /** Sets SCHEMA on the data directory `data` of the running server: the command waits for the server to apply it. */
@@ -235,6 +253,7 @@ async function count(setup: CeilingSetup, load: Load, schema = false): Promise<n
   try {
     if (schema) setSchema(dir, join(dir, 'data'));
     await preloadSetup(server.url, setup, USERS, 8);
+    if (schema && load === 'patch') await fillSchemaUsers(server.url, USERS);
     const requests = requestsOf(load);
     if (WARMUP > 0) await runLoad({ url: server.url, connections: CONNECTIONS, amount: WARMUP, requests });
     execFileSync('callgrind_control', ['--zero', String(server.pid)], { stdio: 'ignore' });
@@ -364,7 +383,8 @@ for (let round = 1; round <= ROUNDS; round++) {
   for (const load of LOADS) {
     for (const setup of SETUPS) {
       if (load === 'patch' && setup.reference) continue;
-      for (const schema of WITH_SCHEMA ? [false, true] : [false]) {
+      // With --schema a PATCH is measured with the schema only: its figure is over the PUT with it.
+      for (const schema of WITH_SCHEMA ? (load === 'patch' ? [true] : [false, true]) : [false]) {
         const perRequest = await count(setup, load, schema);
         const key = `${setup.name}|${load}${schema ? '|schema' : ''}`;
         figures.set(key, [...(figures.get(key) ?? []), perRequest]);
@@ -388,14 +408,8 @@ const TITLES: Record<Load, string> = {
   put: 'PUT replace',
   patch: 'PATCH one field',
 };
-/** A PATCH over the PUT of the same server (issue "change one field safely"). */
-const PATCH_GOAL = 1.15;
-
-for (const load of LOADS) {
-  if (WITH_SCHEMA) {
-    printSchemaFigures();
-    continue;
-  }
+if (WITH_SCHEMA) printSchemaFigures();
+for (const load of WITH_SCHEMA ? [] : LOADS) {
   if (load === 'patch') {
     printPatchFigures();
     continue;
@@ -444,21 +458,42 @@ function printPatchFigures(): void {
   console.log(table(['server', 'instructions per request', 'over its own PUT'], rows));
 }
 
-/** PUT with the schema per server, over the same PUT without one. */
+/** PUT with the schema per server, over the same PUT without one; PATCH with the schema, over that PUT. */
 function printSchemaFigures(): void {
-  const least = (key: string) => Math.min(...figures.get(key)!);
+  const least = (key: string) => {
+    const counts = figures.get(key);
+    return counts === undefined ? undefined : Math.min(...counts);
+  };
+  const shown = (count: number | undefined) => (count === undefined ? '-' : Math.round(count).toLocaleString('en-US'));
+  const over = (a: number | undefined, b: number | undefined, goal: number) =>
+    a === undefined || b === undefined ? '-' : `${(a / b).toFixed(3)}x (goal ${goal.toFixed(2)}x)`;
   const rows = SETUPS.map((setup) => {
     const without = least(`${setup.name}|put`);
     const withSchema = least(`${setup.name}|put|schema`);
+    const patch = least(`${setup.name}|patch|schema`);
     return [
       setup.name,
-      Math.round(without).toLocaleString('en-US'),
-      Math.round(withSchema).toLocaleString('en-US'),
-      `${(withSchema / without).toFixed(3)}x (goal ${SCHEMA_GOAL.toFixed(2)}x)`,
+      shown(without),
+      shown(withSchema),
+      over(withSchema, without, SCHEMA_GOAL),
+      shown(patch),
+      over(patch, withSchema, PATCH_GOAL),
     ];
   });
   console.log(
-    `\nPUT replace of a user of 10 properties, ${REQUESTS} requests per server after ${WARMUP} unmeasured, the least of ${ROUNDS} round(s):\n`,
+    `\nA user of 10 properties, ${REQUESTS} requests per server after ${WARMUP} unmeasured, the least of ${ROUNDS} round(s):\n`,
   );
-  console.log(table(['server', 'no schema', 'with a schema of 10 properties', 'with over without'], rows));
+  console.log(
+    table(
+      [
+        'server',
+        'PUT, no schema',
+        'PUT, a schema of 10 properties',
+        'with over without',
+        'PATCH of one field, the schema',
+        'PATCH over PUT',
+      ],
+      rows,
+    ),
+  );
 }

@@ -528,3 +528,41 @@ test('one compiled schema gives each user its own answer, whatever order of memb
         JSON.stringify(user),
       );
 });
+
+test('readsMember is false only where no value of the member, nor its absence, changes the answer', () => {
+  const ignoring = [
+    true,
+    false,
+    { type: 'object', required: ['name'], properties: { name: { type: 'string', maxLength: 3 } } },
+    { allOf: [{ properties: { name: { minLength: 2 } } }, { not: { required: ['nick'] } }] },
+    { anyOf: [{ $ref: '#/$defs/named' }, { required: ['nick'] }], $defs: { named: { required: ['name'] } } },
+    { properties: { self: { $ref: '#' }, other: { properties: { id: { type: 'string' } } } }, required: ['name'] },
+    { patternProperties: { '^n': { type: 'string' } }, additionalProperties: true },
+  ];
+  const reading = [
+    { properties: { id: { type: 'integer' } } },
+    { required: ['id'] },
+    { additionalProperties: false, properties: { name: {} } },
+    { patternProperties: { d$: { maximum: 5 } } },
+    { enum: [{ name: 'a' }] },
+    { const: { name: 'a' } },
+    { oneOf: [{ not: { $ref: '#/$defs/withId' } }], $defs: { withId: { required: ['id'] } } },
+  ];
+  const users = [{}, { name: 'ab' }, { name: 'abcd' }, { nick: 'x' }, { name: 7, self: { id: 'x' }, other: { id: 2 } }];
+  for (const schema of ignoring) {
+    const compiled = compileSchema(schema);
+    assert.equal(compiled.readsMember('id'), false, JSON.stringify(schema));
+    for (const user of users)
+      for (const id of [1, 9, 'x'])
+        assert.deepEqual(compiled.validate({ ...user, id }), compiled.validate(user), JSON.stringify(schema));
+  }
+  for (const schema of reading) assert.equal(compileSchema(schema).readsMember('id'), true, JSON.stringify(schema));
+  // Each of them gives some user a different answer with an id than without one.
+  for (const schema of reading) {
+    const compiled = compileSchema(schema);
+    const differs = [...users, { name: 'a' }].some((user) =>
+      [6, 'x'].some((id) => compiled.validate({ ...user, id }).length !== compiled.validate(user).length),
+    );
+    assert.ok(differs, JSON.stringify(schema));
+  }
+});

@@ -267,7 +267,7 @@ export function directReplace(request: PutRequest, schema: UserSchema | undefine
   )
     return undefined;
   // A body that breaks the schema is refused, or answered 404 or 412 first, by the general way.
-  if (schema !== undefined && schema.refusal(asUser(body, ref.id)) !== undefined) return undefined;
+  if (schema !== undefined && schema.refusalAs(body, ref.id) !== undefined) return undefined;
   if (policy.requireIfMatch && pre.ifMatch === undefined) return undefined;
   const ifMatch = pre.ifMatch === undefined || pre.ifMatch.trim() === '*' ? undefined : strongTags(pre.ifMatch);
   if (ifMatch?.length === 0) return undefined;
@@ -358,12 +358,7 @@ export function decideCreate(
  * answers as it would without a schema.
  */
 function breaksSchema(body: UserBody, id: number, facts: UserFacts): SchemaRefusal | undefined {
-  return facts.userSchema()?.refusal(asUser(body, id));
-}
-
-/** The user `body` makes as the user `id`: what the representation holds, with the id where `represent` writes it. */
-function asUser(body: UserBody, id: number): UserBody {
-  return body.id === id ? body : { ...body, id };
+  return facts.userSchema()?.refusalAs(body, id);
 }
 
 function idsExhausted(): Refusal {

@@ -1,10 +1,12 @@
 /**
  * The schema of the users' fields (docs/operations.md "A schema for the
  * users' fields"): a JSON Schema for the whole user that an operator sets
- * with `users-server schema set`, checked on every write on top of the
- * rules every user follows (shared/user.ts). As pure decisions: what a
- * write that breaks it is refused with, and whether the users a store
- * holds fit it.
+ * with `users-server schema set`, checked on top of the rules every user
+ * follows (shared/user.ts) by every write that gives a user a
+ * representation: a PUT, a `POST /users/new` (each line of an import) and
+ * a PATCH (on the merged user); a DELETE is not checked. As pure
+ * decisions: what a write that breaks it is refused with, and whether the
+ * users a store holds fit it.
  */
 import { compileSchema, type CompiledSchema, type SchemaViolation } from './json-schema/compile-schema.js';
 
@@ -34,10 +36,13 @@ const NAMED_USERS = 10;
 /** A setting, compiled once into its checks. */
 export class UserSchema {
   private readonly compiled: CompiledSchema;
+  /** Whether the schema can say anything of a user's `id` (compiled.readsMember), asked once. */
+  private readonly readsId: boolean;
 
   /** Throws SchemaRefusedError (json-schema/compile-schema.ts) for a schema the validator does not apply. */
   constructor(readonly setting: SchemaSetting) {
     this.compiled = compileSchema(setting.document);
+    this.readsId = this.compiled.readsMember('id');
   }
 
   /** Every way `user` (the whole user, its id included) breaks the schema. */
@@ -45,10 +50,23 @@ export class UserSchema {
     return this.compiled.validate(user);
   }
 
-  /** The refusal of writing `user`; undefined when it fits. */
+  /**
+   * The refusal of writing `body` as the user `id` (what its
+   * representation holds: the body, with the id where it lacks one);
+   * undefined when it fits. A body without the id is checked as it is
+   * when the schema never looks at the id, so that a write copies no
+   * object to check it; only a schema that reads the id costs a copy of
+   * the body with the id added.
+   */
+  refusalAs(body: Readonly<Record<string, unknown>>, id: number): SchemaRefusal | undefined {
+    const asIs = body.id === id || (body.id === undefined && !this.readsId);
+    return this.refusal(asIs ? body : { ...body, id });
+  }
+
+  /** The refusal of writing `user`; undefined when it fits, found by the one pass that allocates nothing. */
   refusal(user: unknown): SchemaRefusal | undefined {
+    if (this.compiled.test(user)) return undefined;
     const errors = this.compiled.validate(user);
-    if (errors.length === 0) return undefined;
     const first = errors[0]!;
     const detail =
       errors.length === 1

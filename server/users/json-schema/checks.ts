@@ -583,12 +583,16 @@ function firstTwoPassed(nodes: readonly SchemaNode[], value: unknown): [number, 
   return [first, -1];
 }
 
+/** Whether `value` passes exactly one of `nodes`: the fast pass of `oneOf`, which builds no pair of indexes. */
+function passesExactlyOne(nodes: readonly SchemaNode[], value: unknown): boolean {
+  let passed = 0;
+  for (let i = 0; i < nodes.length && passed < 2; i++) if (nodes[i]!.test(value)) passed++;
+  return passed === 1;
+}
+
 export function oneOfNode(nodes: readonly SchemaNode[]): SchemaNode {
   return nodeOf(
-    (value) => {
-      const [first, second] = firstTwoPassed(nodes, value);
-      return first !== -1 && second === -1;
-    },
+    (value) => passesExactlyOne(nodes, value),
     (value, out, at) => {
       const [first, second] = firstTwoPassed(nodes, value);
       if (first === -1) push(out, at, 'oneOf', `must satisfy one of: ${alternatives(nodes, value, at)}`);

@@ -32,8 +32,17 @@ import { FORMAT_NAMES, FORMAT_PHRASES, FORMAT_TESTS, type FormatName } from './f
 export type { SchemaViolation } from './checks.js';
 
 export interface CompiledSchema {
+  /** True when `user` is valid: a valid user's only pass, which allocates nothing. */
+  test(user: unknown): boolean;
   /** Every violation of the schema by `user`, in the schema's order; [] when it is valid. */
   validate(user: unknown): SchemaViolation[];
+  /**
+   * False when no value of the member `name` of the user, nor its
+   * absence, can change what `validate` says of it: adding that member to
+   * an object that lacks it can then be left out. It walks the schema: ask
+   * it once.
+   */
+  readsMember(name: string): boolean;
 }
 
 /** A schema the server does not take: `keyword` at `pointer` (a JSON pointer into the schema, '' for the schema itself). */
@@ -132,6 +141,8 @@ interface PendingRef {
 class SchemaCompiler {
   /** Every schema location of the document, by its JSON pointer, as compiled. */
   private readonly compiled = new Map<string, SchemaNode>();
+  /** The same locations as the document writes them. */
+  private readonly written = new Map<string, unknown>();
   private readonly refs: PendingRef[] = [];
   private readonly inPlace = new Map<string, InPlace[]>();
   private rootId: string | undefined;
@@ -165,7 +176,31 @@ class SchemaCompiler {
     else if (isObject(value)) node = this.objectSchema(value, pointer, depth);
     else return refuse(holder, pointer, 'must be a schema: an object, true or false');
     this.compiled.set(pointer, node);
+    this.written.set(pointer, value);
     return node;
+  }
+
+  /**
+   * Whether the member `name` of the user can change what the schema says
+   * of it: the schemas applied to the user itself (the root, and those its
+   * `allOf`, `anyOf`, `oneOf`, `not` and `$ref` apply in place) are the
+   * only ones that see the user's members, and of their keywords only
+   * `properties`, `required`, `patternProperties`,
+   * `additionalProperties`, `enum` and `const` look at a member; `type`
+   * sees an object either way, and the other keywords apply to strings,
+   * numbers and arrays only.
+   */
+  readsMember(name: string): boolean {
+    const seen = new Set<string>();
+    const pending = [''];
+    for (let pointer = pending.pop(); pointer !== undefined; pointer = pending.pop()) {
+      if (seen.has(pointer)) continue;
+      seen.add(pointer);
+      const schema = this.written.get(pointer);
+      if (isObject(schema) && readsOwnMember(schema, name)) return true;
+      for (const edge of this.inPlace.get(pointer) ?? []) pending.push(edge.to);
+    }
+    return false;
   }
 
   private objectSchema(schema: Record<string, unknown>, pointer: string, depth: number): SchemaNode {
@@ -403,10 +438,23 @@ class SchemaCompiler {
   }
 }
 
+/** Whether one schema object's own keywords look at the member `name` of an object (its subschemas aside). */
+function readsOwnMember(schema: Record<string, unknown>, name: string): boolean {
+  if (Object.hasOwn(schema, 'enum') || Object.hasOwn(schema, 'const')) return true;
+  if (Object.hasOwn(schema, 'additionalProperties') && schema.additionalProperties !== true) return true;
+  if ((schema.required as string[] | undefined)?.includes(name) === true) return true;
+  if (isObject(schema.properties) && Object.hasOwn(schema.properties, name)) return true;
+  const patterns = isObject(schema.patternProperties) ? Object.keys(schema.patternProperties) : [];
+  return patterns.some((source) => new RegExp(source, 'u').test(name));
+}
+
 /** Compiles a JSON Schema (draft 2020-12, the keywords of docs/schema.md); throws SchemaRefusedError. */
 export function compileSchema(schema: unknown): CompiledSchema {
-  const root = new SchemaCompiler().compile(schema);
+  const compiler = new SchemaCompiler();
+  const root = compiler.compile(schema);
   return {
+    test: root.test,
+    readsMember: (name) => compiler.readsMember(name),
     validate(user: unknown): SchemaViolation[] {
       if (root.test(user)) return [];
       const violations: SchemaViolation[] = [];
