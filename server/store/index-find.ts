@@ -31,7 +31,12 @@ export interface IndexEntry {
   readonly id: number;
 }
 
-/** The indexes of a store's declared fields, as a find reads them. */
+/**
+ * The indexes of a store's declared fields, as a find reads them. A source
+ * that answers at once (memory, journal) answers from its state as it is
+ * then: entries and users read in one synchronous stretch agree, each
+ * user holding its entry's key.
+ */
 export interface IndexSource {
   /** The users that hold a key of `field` in `range`, each at least once, in any order. */
   idsInRange(field: FieldDeclaration, range: KeyRange): MaybePromise<readonly number[]>;
@@ -167,22 +172,20 @@ export class IndexedFinds {
     const found: Found[] = [];
     let examined = 0;
     for (let first = true; ; first = false) {
-      const entries = await nextStep(
-        () => this.source.sortedAfter(field, descending, place, this.bounds.step),
-        first,
-        query.signal,
-      );
-      const users = await this.usersById(entries);
-      for (const entry of entries) {
+      // Without a filter every user matches: the first step reads no more than the page and the one that shows more follow.
+      const size = first && query.filter === undefined ? Math.min(this.bounds.step, query.limit + 1) : this.bounds.step;
+      const step = await nextStep(() => this.sortStep(field, descending, place, size), first, query.signal);
+      for (const entry of step.entries) {
         place = entry;
         examined++;
-        const user = users.get(entry.id);
-        const one = user && examine(user, entry.key, query, folded);
+        const user = step.users.get(entry.id);
+        const one =
+          user && (step.inStep ? inStepFound(user, entry, query, folded) : examine(user, entry.key, query, folded));
         if (one === undefined || !one.matched) continue;
         if (found.length === query.limit) return this.withTotal(query, pageOf(found, true));
         found.push(one.found);
       }
-      if (entries.length < this.bounds.step) return this.withTotal(query, pageOf(found, false));
+      if (step.entries.length < size) return this.withTotal(query, pageOf(found, false));
       // The budget ran out: the next page goes on after the last user examined.
       if (query.filter !== undefined && examined >= this.bounds.budget)
         return { ...pageOf(found, false), next: { id: place!.id, values: [keyValue(place!.key) ?? null] } };
@@ -258,14 +261,55 @@ export class IndexedFinds {
     return query.count ? { ...page, total: await this.source.userCount() } : page;
   }
 
-  private async usersById(entries: readonly IndexEntry[]): Promise<Map<number, ScannedUser>> {
-    const users = entries.length === 0 ? [] : await this.source.usersOf(entries.map((e) => e.id));
-    return new Map(users.map((u) => [u.id, u]));
+  /**
+   * A step of a sort: up to `size` entries after `place` and their users.
+   * `inStep` when the source answered both at once: then each user holds
+   * its entry's key (IndexSource).
+   */
+  private sortStep(
+    field: FieldDeclaration,
+    descending: boolean,
+    place: IndexEntry | undefined,
+    size: number,
+  ): MaybePromise<SortStep> {
+    const entries = this.source.sortedAfter(field, descending, place, size);
+    if (entries instanceof Promise)
+      return entries.then(async (read) => ({ entries: read, users: await this.usersById(read), inStep: false }));
+    const users = this.usersById(entries);
+    if (users instanceof Promise) return users.then((read) => ({ entries, users: read, inStep: false }));
+    return { entries, users, inStep: true };
+  }
+
+  private usersById(entries: readonly IndexEntry[]): MaybePromise<Map<number, ScannedUser>> {
+    if (entries.length === 0) return new Map();
+    const users = this.source.usersOf(entries.map((e) => e.id));
+    return users instanceof Promise ? users.then(mapById) : mapById(users);
   }
 
   private usersOf(ids: readonly number[], first: boolean, signal: AbortSignal | undefined) {
     return nextStep(() => this.source.usersOf(ids), first, signal);
   }
+}
+
+/** A step of a sort on one key (IndexedFinds.sortStep). */
+interface SortStep {
+  readonly entries: readonly IndexEntry[];
+  readonly users: ReadonlyMap<number, ScannedUser>;
+  readonly inStep: boolean;
+}
+
+function mapById(users: readonly ScannedUser[]): Map<number, ScannedUser> {
+  return new Map(users.map((u) => [u.id, u]));
+}
+
+/**
+ * `examine` of a user that holds its entry's key (read in one stretch with
+ * it): without a filter, the key gives its sort value and nothing needs
+ * parsing (keyValue undoes valueKey, and the index folds as the query does).
+ */
+function inStepFound(user: ScannedUser, entry: IndexEntry, query: UserQuery, folded: ReadonlySet<string>) {
+  if (query.filter !== undefined) return examine(user, entry.key, query, folded);
+  return { found: { user, entry: { id: user.id, values: [keyValue(entry.key) ?? null] } } as Found, matched: true };
 }
 
 /**

@@ -19,9 +19,6 @@ import type { StoredUser } from '../../users/rules.js';
 import type { IndexEntry } from '../index-find.js';
 import { SortedEntries } from './sorted-entries.js';
 
-/** Entries read at once while a range is collected. */
-const RANGE_STEP = 1024;
-
 interface FieldIndex {
   readonly field: FieldDeclaration;
   readonly names: readonly string[];
@@ -86,21 +83,15 @@ export class FieldIndexes {
     );
   }
 
+  /** The users that hold a key of `field` in `range`, ascending by key, then id. */
   idsInRange(field: FieldDeclaration, range: KeyRange): number[] {
-    const index = this.indexOf(field);
     const ids: number[] = [];
-    if (index === undefined) return ids;
-    for (let place: IndexEntry | undefined = { key: range.low, id: 0 }; place !== undefined;) {
-      const entries = index.keys.after(place, RANGE_STEP);
-      for (const entry of entries) {
-        if (!inRange(entry.key, range)) {
-          if (entry.key > range.high) return ids;
-          continue;
-        }
-        ids.push(entry.id);
-      }
-      place = entries.length < RANGE_STEP ? undefined : entries.at(-1);
-    }
+    this.indexOf(field)?.keys.walk(range.low, 0, (entry) => {
+      if (inRange(entry.key, range)) ids.push(entry.id);
+      // Out of the range and above its low bound: past its end, as is every entry after it.
+      else if (entry.key > range.low) return false;
+      return true;
+    });
     return ids;
   }
 
