@@ -22,8 +22,8 @@ import { textMatcher } from '../users/filter-needles.js';
 import type { CompareOp, Filter } from '../users/filter-parse.js';
 import { keyRangeOf, keyValue, LAST_KEY, valueKey, type KeyRange } from '../users/index-key.js';
 import { compareSortEntries, sortValuesOf, type SortEntry } from '../users/sort.js';
-import { BestMatches, nextStep, pageOf, type Found, type ScannedUser } from './found-pages.js';
-import type { FoundPage, MaybePromise, UserQuery } from './store.js';
+import { BestMatches, nextStep, pageOf, throwIfGone, type Found, type ScannedUser } from './found-pages.js';
+import type { FindSignal, FoundPage, MaybePromise, UserQuery } from './store.js';
 
 /** One entry of an index: a key and the user that holds it. */
 export interface IndexEntry {
@@ -120,40 +120,56 @@ export class IndexedFinds {
     private readonly bounds: Bounds,
   ) {}
 
-  find(query: UserQuery, plan: IndexPlan, folded: ReadonlySet<string>): Promise<FoundPage> {
+  find(query: UserQuery, plan: IndexPlan, folded: ReadonlySet<string>): MaybePromise<FoundPage> {
     if (plan.kind === 'condition') return this.byCondition(query, plan.field, plan.range, folded);
     return query.sort.length === 1
       ? this.bySortKey(query, plan.field, folded)
       : this.byGroups(query, plan.field, folded);
   }
 
-  private async byCondition(
+  private byCondition(
     query: UserQuery,
     field: FieldDeclaration,
     range: KeyRange,
     folded: ReadonlySet<string>,
-  ): Promise<FoundPage> {
-    const ids = [...new Set(await this.source.idsInRange(field, range))].sort((a, b) => a - b);
+  ): MaybePromise<FoundPage> {
+    const ids = this.source.idsInRange(field, range);
+    if (ids instanceof Promise) return ids.then((read) => this.ofCandidates(query, read, folded));
+    return this.ofCandidates(query, ids, folded);
+  }
+
+  /** The page of the users a condition's range names, `found` (maybe twice, in any order). */
+  private ofCandidates(query: UserQuery, found: readonly number[], folded: ReadonlySet<string>) {
+    const ids = found.length < 2 ? found : [...new Set(found)].sort((a, b) => a - b);
     if (query.sort.length === 0 && !query.count) return this.inIdOrder(query, ids, folded);
     const run = () => this.allOf(query, ids, folded);
     return ids.length > this.bounds.step ? this.bounds.inTurn(run) : run();
   }
 
-  /** The candidates after the cursor, read in id order a step at a time until the page is full. */
-  private async inIdOrder(query: UserQuery, candidates: readonly number[], folded: ReadonlySet<string>) {
+  /**
+   * The candidates after the cursor, read in id order a step at a time
+   * until the page is full: at once when one step reads them all and the
+   * source answers at once (a unique field's `eq` names one user at most).
+   */
+  private inIdOrder(query: UserQuery, candidates: readonly number[], folded: ReadonlySet<string>) {
     const after = query.after?.id ?? 0;
-    const ids = candidates.filter((id) => id > after);
-    const matchesText = textMatcher(query.filter!, folded);
-    const found: Found[] = [];
-    for (let from = 0; from < ids.length; from += this.bounds.step) {
-      for (const user of await this.usersOf(ids.slice(from, from + this.bounds.step), from === 0, query.signal)) {
-        if (!matchesText(user.json)) continue;
-        // A match past the page: the page is full, and more follow it.
-        if (found.length === query.limit) return pageOf(found, true);
-        found.push({ user, entry: { id: user.id, values: [] } });
-      }
+    const ids = after === 0 ? candidates : candidates.filter((id) => id > after);
+    const page = new IdOrderPage(query.limit, textMatcher(query.filter!, folded));
+    const { step } = this.bounds;
+    throwIfGone(query.signal);
+    const first = this.source.usersOf(ids.length <= step ? ids : ids.slice(0, step));
+    const taken = (users: readonly ScannedUser[]) =>
+      page.take(users) ?? (ids.length <= step ? page.done() : this.restInIdOrder(query, ids, page));
+    return first instanceof Promise ? first.then(taken) : taken(first);
+  }
+
+  /** The steps of `inIdOrder` after the first. */
+  private async restInIdOrder(query: UserQuery, ids: readonly number[], page: IdOrderPage): Promise<FoundPage> {
+    for (let from = this.bounds.step; from < ids.length; from += this.bounds.step) {
+      const full = page.take(await this.usersOf(ids.slice(from, from + this.bounds.step), false, query.signal));
+      if (full !== undefined) return full;
     }
-    return pageOf(found, false);
+    return page.done();
   }
 
   /** A sort or a count over the candidates: every one examined. */
@@ -286,8 +302,34 @@ export class IndexedFinds {
     return users instanceof Promise ? users.then(mapById) : mapById(users);
   }
 
-  private usersOf(ids: readonly number[], first: boolean, signal: AbortSignal | undefined) {
+  private usersOf(ids: readonly number[], first: boolean, signal: FindSignal | undefined) {
     return nextStep(() => this.source.usersOf(ids), first, signal);
+  }
+}
+
+/** The matches of a page in id order, taken a step of users at a time. */
+class IdOrderPage {
+  private readonly found: Found[] = [];
+
+  constructor(
+    private readonly limit: number,
+    private readonly matchesText: (json: string) => boolean,
+  ) {}
+
+  /** Takes the matches among `users`; the page once a match follows a full one. */
+  take(users: readonly ScannedUser[]): FoundPage | undefined {
+    for (const user of users) {
+      if (!this.matchesText(user.json)) continue;
+      // A match past the page: the page is full, and more follow it.
+      if (this.found.length === this.limit) return pageOf(this.found, true);
+      this.found.push({ user, entry: { id: user.id, values: [] } });
+    }
+    return undefined;
+  }
+
+  /** The page when no more users follow. */
+  done(): FoundPage {
+    return pageOf(this.found, false);
   }
 }
 
