@@ -305,6 +305,7 @@ async function count(setup: CeilingSetup, loads: readonly Measured[], schema = f
         : done(undefined),
     );
     rmSync(dir, { recursive: true, force: true });
+    if (TOP > 0) rmSync(`/tmp/perf-${server.pid}.map`, { force: true });
   }
 }
 
@@ -389,7 +390,6 @@ function perfMapOf(file: string): { start: number; end: number; name: string }[]
   let text = '';
   try {
     text = readFileSync(file, 'utf8');
-    rmSync(file, { force: true });
   } catch {
     return [];
   }

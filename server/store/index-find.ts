@@ -59,7 +59,13 @@ export interface IndexSource {
 
 /** How an index serves a query. */
 type IndexPlan =
-  | { readonly kind: 'condition'; readonly field: FieldDeclaration; readonly range: KeyRange }
+  | {
+      readonly kind: 'condition';
+      readonly field: FieldDeclaration;
+      readonly range: KeyRange;
+      /** Every user the range names matches the whole filter: it is that one `eq`, and a key is its value. */
+      readonly exact: boolean;
+    }
   | { readonly kind: 'sort'; readonly field: FieldDeclaration };
 
 /** The bounds of the scan (scan-users.ts), which a find from an index keeps too. */
@@ -108,7 +114,8 @@ function servedCondition(
     const field = usable(term.path);
     if (rank === undefined || field === undefined || (best !== undefined && best.rank <= rank)) continue;
     const range = keyRangeOf(term.op, term.value, field.caseInsensitive);
-    if (range !== undefined) best = { rank, plan: { kind: 'condition', field, range } };
+    const exact = term === filter && term.op === 'eq';
+    if (range !== undefined) best = { rank, plan: { kind: 'condition', field, range, exact } };
   }
   return best?.plan;
 }
@@ -121,27 +128,25 @@ export class IndexedFinds {
   ) {}
 
   find(query: UserQuery, plan: IndexPlan, folded: ReadonlySet<string>): MaybePromise<FoundPage> {
-    if (plan.kind === 'condition') return this.byCondition(query, plan.field, plan.range, folded);
+    if (plan.kind === 'condition') return this.byCondition(query, plan, folded);
     return query.sort.length === 1
       ? this.bySortKey(query, plan.field, folded)
       : this.byGroups(query, plan.field, folded);
   }
 
-  private byCondition(
-    query: UserQuery,
-    field: FieldDeclaration,
-    range: KeyRange,
-    folded: ReadonlySet<string>,
-  ): MaybePromise<FoundPage> {
-    const ids = this.source.idsInRange(field, range);
-    if (ids instanceof Promise) return ids.then((read) => this.ofCandidates(query, read, folded));
-    return this.ofCandidates(query, ids, folded);
+  private byCondition(query: UserQuery, plan: ConditionPlan, folded: ReadonlySet<string>): MaybePromise<FoundPage> {
+    const ids = this.source.idsInRange(plan.field, plan.range);
+    if (ids instanceof Promise) return ids.then((read) => this.ofCandidates(query, read, folded, false));
+    return this.ofCandidates(query, ids, folded, plan.exact);
   }
 
-  /** The page of the users a condition's range names, `found` (maybe twice, in any order). */
-  private ofCandidates(query: UserQuery, found: readonly number[], folded: ReadonlySet<string>) {
+  /**
+   * The page of the users a condition's range names, `found` (maybe twice,
+   * in any order); `exact`: each of them matches, if read in the same stretch.
+   */
+  private ofCandidates(query: UserQuery, found: readonly number[], folded: ReadonlySet<string>, exact: boolean) {
     const ids = found.length < 2 ? found : [...new Set(found)].sort((a, b) => a - b);
-    if (query.sort.length === 0 && !query.count) return this.inIdOrder(query, ids, folded);
+    if (query.sort.length === 0 && !query.count) return this.inIdOrder(query, ids, folded, exact);
     const run = () => this.allOf(query, ids, folded);
     return ids.length > this.bounds.step ? this.bounds.inTurn(run) : run();
   }
@@ -151,16 +156,20 @@ export class IndexedFinds {
    * until the page is full: at once when one step reads them all and the
    * source answers at once (a unique field's `eq` names one user at most).
    */
-  private inIdOrder(query: UserQuery, candidates: readonly number[], folded: ReadonlySet<string>) {
+  private inIdOrder(query: UserQuery, candidates: readonly number[], folded: ReadonlySet<string>, exact: boolean) {
     const after = query.after?.id ?? 0;
     const ids = after === 0 ? candidates : candidates.filter((id) => id > after);
-    const page = new IdOrderPage(query.limit, textMatcher(query.filter!, folded));
     const { step } = this.bounds;
     throwIfGone(query.signal);
     const first = this.source.usersOf(ids.length <= step ? ids : ids.slice(0, step));
-    const taken = (users: readonly ScannedUser[]) =>
+    // Users read at once with their candidates, all in one step, hold the keys the index named.
+    const matcher = (inStep: boolean) =>
+      inStep && exact && ids.length <= step ? everyUser : textMatcher(query.filter!, folded);
+    const taken = (users: readonly ScannedUser[], page: IdOrderPage) =>
       page.take(users) ?? (ids.length <= step ? page.done() : this.restInIdOrder(query, ids, page));
-    return first instanceof Promise ? first.then(taken) : taken(first);
+    if (first instanceof Promise)
+      return first.then((users) => taken(users, new IdOrderPage(query.limit, matcher(false))));
+    return taken(first, new IdOrderPage(query.limit, matcher(true)));
   }
 
   /** The steps of `inIdOrder` after the first. */
@@ -306,6 +315,10 @@ export class IndexedFinds {
     return nextStep(() => this.source.usersOf(ids), first, signal);
   }
 }
+
+type ConditionPlan = Extract<IndexPlan, { kind: 'condition' }>;
+
+const everyUser = () => true;
 
 /** The matches of a page in id order, taken a step of users at a time. */
 class IdOrderPage {

@@ -30,14 +30,14 @@ export function isFindQuery(params: URLSearchParams): boolean {
  */
 export function findUsers(ctx: Context, store: Store, params: URLSearchParams): void | Promise<void> {
   const request = findRequestOf(params, store);
-  const page = untilClosed(ctx, (signal) => store.findUsers({ ...request.query, signal }));
+  const page = untilClosed(ctx, (signal) => store.findUsers(request.query(signal)));
   if (page instanceof Promise) return page.then((found) => found && sendFound(ctx, found, request));
   sendFound(ctx, page, request);
 }
 
 /** A find's query, what its `next` repeats, and the listing of its cursor (false: `after` is an id). */
 interface FindRequest {
-  readonly query: UserQuery;
+  readonly query: (signal: FindSignal) => UserQuery;
   readonly repeated: Repeated;
   readonly listing: Listing | false;
 }
@@ -56,7 +56,7 @@ function findRequestOf(params: URLSearchParams, store: Store): FindRequest {
   const keyed = filter !== undefined || sort.length > 0;
   const after = keyed ? cursorOf(params, listing) : idAfter(params);
   return {
-    query: { filter, sort, after, limit, count, folded },
+    query: (signal) => ({ filter, sort, after, limit, count, signal, folded }),
     repeated: { filterText, sortText, count, limit, withAliases },
     listing: keyed && listing,
   };

@@ -30,10 +30,16 @@ interface FieldIndex {
 
 export class FieldIndexes {
   private indexes: FieldIndex[] = [];
+  /** The declared fields, in path order: read by every find, so kept rather than made each time. */
+  private fields: readonly FieldDeclaration[] = [];
 
-  /** The declared fields, in path order. */
   get declared(): readonly FieldDeclaration[] {
-    return this.indexes.map((i) => i.field);
+    return this.fields;
+  }
+
+  private setIndexes(indexes: FieldIndex[]): void {
+    this.indexes = indexes;
+    this.fields = indexes.map((i) => i.field);
   }
 
   /** Adds the entries of the version `json` of the user `id`. */
@@ -71,15 +77,17 @@ export class FieldIndexes {
     );
     const refused = built.map(uniquenessRefusal).find((r) => r !== undefined);
     if (refused !== undefined) return refused;
-    this.indexes = inOrder.map((field) => this.indexOf(field) ?? built.find((i) => sameDeclaration(i.field, field))!);
+    this.setIndexes(inOrder.map((field) => this.indexOf(field) ?? built.find((i) => sameDeclaration(i.field, field))!));
     return undefined;
   }
 
   /** Builds every index again over `users` (a state read back from disk), uniqueness unchecked: it held before. */
   rebuild(users: Iterable<[number, StoredUser]>): void {
-    this.indexes = buildIndexes(
-      this.declared,
-      [...users].map(([, user]) => user),
+    this.setIndexes(
+      buildIndexes(
+        this.declared,
+        [...users].map(([, user]) => user),
+      ),
     );
   }
 
