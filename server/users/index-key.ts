@@ -156,7 +156,7 @@ function hex8(n: number): string {
 const ESCAPE = 0xd7ff;
 const DIGIT_BASE = 0x1000;
 
-/** A text of code points from U+0002 to below ESCAPE only, which encodeText keeps as it is (most texts): one test, no copy. */
+/** A text of code points from U+0002 to below ESCAPE only, which encodeText keeps as it is (most texts), and so decodeText: one test, no copy. */
 const KEPT_AS_IS = /^[\u0002-\ud7fe]*$/;
 
 /**
@@ -182,6 +182,7 @@ function encodeText(text: string): string {
 }
 
 function decodeText(encoded: string): string {
+  if (KEPT_AS_IS.test(encoded)) return encoded;
   let out = '';
   for (let i = 0; i < encoded.length; i++) {
     const c = encoded.charCodeAt(i);
