@@ -503,16 +503,9 @@ function printPatchFigures(): void {
 /** PUT with the schema per server, over the same PUT without one. */
 function printSchemaFigures(): void {
   const least = (key: string) => Math.min(...figures.get(key)!);
-  const rows = SETUPS.map((setup) => {
-    const without = least(`${setup.name}|put`);
-    const withSchema = least(`${setup.name}|put|schema`);
-    return [
-      setup.name,
-      Math.round(without).toLocaleString('en-US'),
-      Math.round(withSchema).toLocaleString('en-US'),
-      `${(withSchema / without).toFixed(3)}x (goal ${SCHEMA_GOAL.toFixed(2)}x)`,
-    ];
-  });
+  const rows = SETUPS.map((setup) =>
+    ratioRow(setup.name, least(`${setup.name}|put`), least(`${setup.name}|put|schema`), SCHEMA_GOAL),
+  );
   console.log(
     `\nPUT replace of a user of 10 properties, ${REQUESTS} requests per server after ${WARMUP} unmeasured, the least of ${ROUNDS} round(s):\n`,
   );
@@ -523,20 +516,19 @@ function printSchemaFigures(): void {
 function printFindFigures(load: FindLoad): void {
   const least = (key: string) => Math.min(...figures.get(key)!);
   const { goal, title } = FIND_LOADS[load];
-  const rows = SETUPS.filter((setup) => !setup.reference).map((setup) => {
-    const baseline = least(`${setup.name}|${load}|baseline`);
-    const find = least(`${setup.name}|${load}`);
-    return [
-      setup.name,
-      Math.round(baseline).toLocaleString('en-US'),
-      Math.round(find).toLocaleString('en-US'),
-      `${(find / baseline).toFixed(3)}x (goal ${goal.toFixed(2)}x)`,
-    ];
-  });
+  const rows = SETUPS.filter((setup) => !setup.reference).map((setup) =>
+    ratioRow(setup.name, least(`${setup.name}|${load}|baseline`), least(`${setup.name}|${load}`), goal),
+  );
   console.log(
     `\n${title}, ${REQUESTS} requests per server after ${WARMUP} unmeasured, the least of ${ROUNDS} round(s):\n`,
   );
   console.log(
     table(['server', FIND_LOADS[load].baseline === 'get' ? 'GET by id' : 'page of 100 by id', load, 'over'], rows),
   );
+}
+
+/** A server's two figures, and the second over the first against its goal. */
+function ratioRow(name: string, under: number, over: number, goal: number): string[] {
+  const round = (n: number) => Math.round(n).toLocaleString('en-US');
+  return [name, round(under), round(over), `${(over / under).toFixed(3)}x (goal ${goal.toFixed(2)}x)`];
 }
