@@ -35,9 +35,17 @@
  * with that PUT with the schema: every user is first given those
  * properties, so each PATCH checks a whole user.
  *
+ * `--load find-unique` and `--load sort-page` (users-server only) are
+ * measured on a server whose users have an email, declared unique (and
+ * case-insensitive) with `users-server index add` once the server runs:
+ * `find-unique` is `filter=email eq "..."` of a user at random, held to
+ * GET by id of the same server; `sort-page` the first page of 100 of
+ * `sort=email`, held to the first page of 100 by id (`GET /users?limit=100`)
+ * of the same server. Each server measures both loads in turn.
+ *
  * `--save DIR` keeps each dump (and perf map) there, for callgrind_annotate.
  *
- * Run: npm run build && node --import tsx bench/instructions.ts [--requests 5000] [--warmup 20000] [--load get|missing|put|patch] [--server ID] [--rounds 2] [--top N] [--schema] [--save DIR]
+ * Run: npm run build && node --import tsx bench/instructions.ts [--requests 5000] [--warmup 20000] [--load get|missing|put|patch|find-unique|sort-page] [--server ID] [--rounds 2] [--top N] [--schema] [--save DIR]
  * (--load and --server repeatable; server ids: reference, contract,
  * contract-log, users-log-off, users)
  */
@@ -48,6 +56,8 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import {
   CEILING_SETUPS,
+  preloadUsers,
+  typicalName,
   LOAD_FLAGS,
   JSON_HEADERS,
   POOL_SIZE,
@@ -62,6 +72,7 @@ import {
   table,
   type CeilingSetup,
   type LoadRequest,
+  type ServerProcess,
 } from './store-bench.js';
 
 const { values } = parseArgs({
@@ -81,7 +92,15 @@ const REQUESTS = Number(values.requests);
 const WARMUP = Number(values.warmup);
 const ROUNDS = Number(values.rounds);
 const TOP = Number(values.top);
-type Load = 'get' | 'missing' | 'put' | 'patch';
+type Load = 'get' | 'missing' | 'put' | 'patch' | FindLoad;
+type FindLoad = keyof typeof FIND_LOADS;
+/** What each find load is held to on the same server, and its goal (issue "find users by any field"). */
+const FIND_LOADS = {
+  'find-unique': { baseline: 'get', goal: 1.25, title: 'filter=email eq "..." (unique) over GET /users/{id}' },
+  'sort-page': { baseline: 'list', goal: 2, title: 'sort=email, first page of 100, over GET /users?limit=100' },
+} as const;
+/** A measured load: a load of --load, or the baseline of a find load. */
+type Measured = Load | 'list';
 const LOADS = (values.load ?? (values.schema === true ? ['put'] : ['get', 'put'])) as Load[];
 const USERS = 1000;
 const CONNECTIONS = 20;
@@ -93,7 +112,7 @@ const PATCH_GOAL = 1.15;
 if (values.help === true) usage(0);
 
 if (
-  !LOADS.every((load) => ['get', 'missing', 'put', 'patch'].includes(load)) ||
+  !LOADS.every((load) => ['get', 'missing', 'put', 'patch'].includes(load) || isFindLoad(load)) ||
   !(REQUESTS > 0) ||
   !(WARMUP >= 0) ||
   !(ROUNDS > 0) ||
@@ -116,7 +135,7 @@ if (SETUPS.length === 0) usage();
 /** The usage line, and with --help what the figures are: on stdout and exit 0 for --help, else on stderr and exit 2. */
 function usage(code = 2): never {
   const line =
-    'usage: node --import tsx bench/instructions.ts [--requests N] [--warmup N] [--load get|missing|put|patch ...] [--server reference|contract|contract-log|users-log-off|users ...] [--rounds N] [--top N] [--schema] [--save DIR]';
+    'usage: node --import tsx bench/instructions.ts [--requests N] [--warmup N] [--load get|missing|put|patch|find-unique|sort-page ...] [--server reference|contract|contract-log|users-log-off|users ...] [--rounds N] [--top N] [--schema] [--save DIR]';
   if (code !== 0) {
     console.error(line);
     process.exit(code);
@@ -129,6 +148,10 @@ the least of --rounds rounds, after --warmup unmeasured requests.
                         GET by id, GET of an id no user has (every answer a
                         404), PUT replace, PATCH one field (users-server only;
                         compared with its PUT when both are measured)
+  --load find-unique    filter=email eq "..." of a user at random (email declared
+                        unique), over GET by id of the same server (goal ${FIND_LOADS['find-unique'].goal.toFixed(2)}x)
+  --load sort-page      the first page of 100 of sort=email (declared), over the
+                        first page of 100 by id of the same server (goal ${FIND_LOADS['sort-page'].goal.toFixed(2)}x)
   --schema              users-server only: a PUT (--load put) of a user of 10
                         properties with a schema of those properties set
                         (formats, lengths, an enum, a nested object), over the
@@ -220,16 +243,45 @@ function setSchema(dir: string, data: string): void {
   });
 }
 
-function requestsOf(load: Load): LoadRequest[] {
+function isFindLoad(load: string): load is FindLoad {
+  return Object.hasOwn(FIND_LOADS, load);
+}
+
+/** The users of a server for the find loads: a name and an email. */
+function userWithEmail(n: number): object {
+  return { name: typicalName(n), email: `user${n}@example.com` };
+}
+
+/** Declares `email` unique and case-insensitive on the data directory `data` of the running server, which builds its index. */
+function declareEmail(data: string): void {
+  execFileSync(
+    process.execPath,
+    [join(ROOT, 'bin', 'users-server.js'), 'index', 'add', 'email', '--unique', '--case-insensitive', '--data', data],
+    { stdio: ['ignore', 'ignore', 'inherit'] },
+  );
+}
+
+function requestsOf(load: Measured): LoadRequest[] {
   if (load === 'put') return WITH_SCHEMA ? putSchemaUsers(USERS) : putReplacing(USERS);
   if (load === 'patch') return patchReplacing(USERS);
   if (load === 'missing')
     return requestPool(() => ({ method: 'GET', path: `/users/${USERS + 1 + Math.floor(Math.random() * USERS)}` }));
+  if (load === 'list') return [{ method: 'GET', path: '/users?limit=100' }];
+  if (load === 'sort-page') return [{ method: 'GET', path: '/users?sort=email&limit=100' }];
+  if (load === 'find-unique')
+    return requestPool(() => {
+      const filter = `email eq "user${1 + Math.floor(Math.random() * USERS)}@example.com"`;
+      return { method: 'GET', path: `/users?filter=${encodeURIComponent(filter)}` };
+    });
   return requestPool(() => ({ method: 'GET', path: `/users/${1 + Math.floor(Math.random() * USERS)}` }));
 }
 
-/** Instructions per request of one server under one load; `schema`: with SCHEMA set. */
-async function count(setup: CeilingSetup, load: Load, schema = false): Promise<number> {
+/**
+ * Instructions per request of one server under each of `loads`, measured
+ * one after the other once all are warmed up; `schema`: with SCHEMA set.
+ * A find load's server has users with an email, declared.
+ */
+async function count(setup: CeilingSetup, loads: readonly Measured[], schema = false): Promise<number[]> {
   const dir = mkdtempSync(join(tmpdir(), 'users-instructions-'));
   const out = join(dir, 'callgrind.out');
   const args = setup.reference
@@ -252,34 +304,28 @@ async function count(setup: CeilingSetup, load: Load, schema = false): Promise<n
   });
   try {
     if (schema) setSchema(dir, join(dir, 'data'));
-    await preloadSetup(server.url, setup, USERS, 8);
-    if (schema && load === 'patch') await fillSchemaUsers(server.url, USERS);
-    const requests = requestsOf(load);
-    if (WARMUP > 0) await runLoad({ url: server.url, connections: CONNECTIONS, amount: WARMUP, requests });
-    execFileSync('callgrind_control', ['--zero', String(server.pid)], { stdio: 'ignore' });
-    const r = await runLoad({ url: server.url, connections: CONNECTIONS, amount: REQUESTS, requests });
-    execFileSync('callgrind_control', ['--dump', String(server.pid)], { stdio: 'ignore' });
-    const expected = load === 'missing' ? '404' : '2xx';
-    const unexpected = load === 'missing' ? r.requests - (r.statuses[404] ?? 0) : r.non2xx;
-    if (unexpected > 0 || r.errors > 0)
-      throw new Error(`${setup.name}, ${load}: ${unexpected} answers not ${expected}, ${r.errors} errors`);
-    const dump = readdirSync(dir).find((name) => name.startsWith('callgrind.out.'));
-    const summary = dump && /^summary: (\d+)$/m.exec(readFileSync(join(dir, dump), 'utf8'));
-    if (!summary) throw new Error(`${setup.name}: callgrind wrote no dump`);
-    if (values.save !== undefined) {
-      mkdirSync(values.save, { recursive: true });
+    const find = loads.some(isFindLoad);
+    if (find) declareEmail(join(dir, 'data'));
+    await (find ? preloadUsers(server.url, USERS, 8, userWithEmail) : preloadSetup(server.url, setup, USERS, 8));
+    if (schema && loads.includes('patch')) await fillSchemaUsers(server.url, USERS);
+    const pools = loads.map(requestsOf);
+    for (const requests of pools)
+      if (WARMUP > 0) await runLoad({ url: server.url, connections: CONNECTIONS, amount: WARMUP, requests });
+    const perRequest: number[] = [];
+    for (const [i, load] of loads.entries()) {
       const name = `${setup.id}-${load}${schema ? '-schema' : ''}`;
-      copyFileSync(join(dir, dump), join(values.save, `${name}.callgrind`));
-      if (TOP > 0) copyFileSync(`/tmp/perf-${server.pid}.map`, join(values.save, `${name}.perf-map`));
-    }
-    if (TOP > 0)
-      printTop(
-        `${setup.name}, ${load}${schema ? ' with the schema' : ''}`,
-        readFileSync(join(dir, dump), 'utf8'),
-        `/tmp/perf-${server.pid}.map`,
-        r.requests,
+      perRequest.push(
+        await measure(
+          server,
+          dir,
+          pools[i]!,
+          name,
+          `${setup.name}, ${load}${schema ? ' with the schema' : ''}`,
+          load === 'missing',
+        ),
       );
-    return Number(summary[1]) / r.requests;
+    }
+    return perRequest;
   } finally {
     // Killed, not stop(): a graceful exit would write a final dump nobody
     // reads, which takes seconds under valgrind.
@@ -290,7 +336,42 @@ async function count(setup: CeilingSetup, load: Load, schema = false): Promise<n
         : done(undefined),
     );
     rmSync(dir, { recursive: true, force: true });
+    if (TOP > 0) rmSync(`/tmp/perf-${server.pid}.map`, { force: true });
   }
+}
+
+/**
+ * Instructions per request of one run of `requests` on `server` (under
+ * callgrind, its dumps in `dir`): counters zeroed, the run, a dump. `name`
+ * names the dump kept in --save, `title` the --top table.
+ */
+async function measure(
+  server: ServerProcess,
+  dir: string,
+  requests: LoadRequest[],
+  name: string,
+  title: string,
+  missing = false,
+) {
+  const before = new Set(readdirSync(dir));
+  execFileSync('callgrind_control', ['--zero', String(server.pid)], { stdio: 'ignore' });
+  const r = await runLoad({ url: server.url, connections: CONNECTIONS, amount: REQUESTS, requests });
+  execFileSync('callgrind_control', ['--dump', String(server.pid)], { stdio: 'ignore' });
+  const expected = missing ? '404' : '2xx';
+  const unexpected = missing ? r.requests - (r.statuses[404] ?? 0) : r.non2xx;
+  if (unexpected > 0 || r.errors > 0)
+    throw new Error(`${title}: ${unexpected} answers not ${expected}, ${r.errors} errors`);
+  const dump = readdirSync(dir).find((file) => file.startsWith('callgrind.out.') && !before.has(file));
+  const text = dump === undefined ? '' : readFileSync(join(dir, dump), 'utf8');
+  const summary = /^summary: (\d+)$/m.exec(text);
+  if (!summary) throw new Error(`${title}: callgrind wrote no dump`);
+  if (values.save !== undefined) {
+    mkdirSync(values.save, { recursive: true });
+    copyFileSync(join(dir, dump!), join(values.save, `${name}.callgrind`));
+    if (TOP > 0) copyFileSync(`/tmp/perf-${server.pid}.map`, join(values.save, `${name}.perf-map`));
+  }
+  if (TOP > 0) printTop(title, text, `/tmp/perf-${server.pid}.map`, r.requests);
+  return Number(summary[1]) / r.requests;
 }
 
 /**
@@ -350,7 +431,6 @@ function perfMapOf(file: string): { start: number; end: number; name: string }[]
   let text = '';
   try {
     text = readFileSync(file, 'utf8');
-    rmSync(file, { force: true });
   } catch {
     return [];
   }
@@ -382,15 +462,18 @@ const figures = new Map<string, number[]>();
 for (let round = 1; round <= ROUNDS; round++) {
   for (const load of LOADS) {
     for (const setup of SETUPS) {
-      if (load === 'patch' && setup.reference) continue;
+      if ((load === 'patch' || isFindLoad(load)) && setup.reference) continue;
+      const measured: Measured[] = isFindLoad(load) ? [FIND_LOADS[load].baseline, load] : [load];
       // With --schema a PATCH is measured with the schema only: its figure is over the PUT with it.
       for (const schema of WITH_SCHEMA ? (load === 'patch' ? [true] : [false, true]) : [false]) {
-        const perRequest = await count(setup, load, schema);
-        const key = `${setup.name}|${load}${schema ? '|schema' : ''}`;
-        figures.set(key, [...(figures.get(key) ?? []), perRequest]);
-        console.error(
-          `round ${round} ${setup.name.padEnd(30)} ${load}${schema ? ' with the schema' : ''}: ${Math.round(perRequest).toLocaleString('en-US')} instructions per request`,
-        );
+        const counts = await count(setup, measured, schema);
+        for (const [i, one] of measured.entries()) {
+          const key = `${setup.name}|${load}${schema ? '|schema' : ''}${one === load ? '' : '|baseline'}`;
+          figures.set(key, [...(figures.get(key) ?? []), counts[i]!]);
+          console.error(
+            `round ${round} ${setup.name.padEnd(30)} ${one}${schema ? ' with the schema' : ''}: ${Math.round(counts[i]!).toLocaleString('en-US')} instructions per request`,
+          );
+        }
       }
     }
   }
@@ -402,7 +485,7 @@ const HELD_TO: Record<string, string> = {
   'users-log-off': 'reference --contract',
 };
 const GOAL: Partial<Record<Load, number>> = { get: 1.03, put: 1.1 };
-const TITLES: Record<Load, string> = {
+const TITLES: Record<Exclude<Load, FindLoad>, string> = {
   get: 'GET by id',
   missing: 'GET of an id no user has (404)',
   put: 'PUT replace',
@@ -412,6 +495,10 @@ if (WITH_SCHEMA) printSchemaFigures();
 for (const load of WITH_SCHEMA ? [] : LOADS) {
   if (load === 'patch') {
     printPatchFigures();
+    continue;
+  }
+  if (isFindLoad(load)) {
+    printFindFigures(load);
     continue;
   }
   const least = (name: string) => {
@@ -496,4 +583,25 @@ function printSchemaFigures(): void {
       rows,
     ),
   );
+}
+
+/** A find load per server, over its baseline measured on the same server. */
+function printFindFigures(load: FindLoad): void {
+  const least = (key: string) => Math.min(...figures.get(key)!);
+  const { goal, title } = FIND_LOADS[load];
+  const rows = SETUPS.filter((setup) => !setup.reference).map((setup) =>
+    ratioRow(setup.name, least(`${setup.name}|${load}|baseline`), least(`${setup.name}|${load}`), goal),
+  );
+  console.log(
+    `\n${title}, ${REQUESTS} requests per server after ${WARMUP} unmeasured, the least of ${ROUNDS} round(s):\n`,
+  );
+  console.log(
+    table(['server', FIND_LOADS[load].baseline === 'get' ? 'GET by id' : 'page of 100 by id', load, 'over'], rows),
+  );
+}
+
+/** A server's two figures, and the second over the first against its goal. */
+function ratioRow(name: string, under: number, over: number, goal: number): string[] {
+  const round = (n: number) => Math.round(n).toLocaleString('en-US');
+  return [name, round(under), round(over), `${(over / under).toFixed(3)}x (goal ${goal.toFixed(2)}x)`];
 }

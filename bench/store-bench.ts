@@ -393,8 +393,13 @@ export function typicalName(n: number): string {
 
 export const JSON_HEADERS = { 'content-type': 'application/json' };
 
-/** Creates users 1..count through POST /users/new (ids are issued in turn) and checks they are there. */
-export async function preloadUsers(url: string, count: number, connections: number): Promise<void> {
+/** Creates users 1..count through POST /users/new (ids are issued in turn), user n `userOf(n)`, and checks they are there. */
+export async function preloadUsers(
+  url: string,
+  count: number,
+  connections: number,
+  userOf: (n: number) => object = (n) => ({ name: typicalName(n) }),
+): Promise<void> {
   let n = 0;
   const result = await runLoad({
     url,
@@ -405,7 +410,7 @@ export async function preloadUsers(url: string, count: number, connections: numb
         method: 'POST',
         path: '/users/new',
         headers: JSON_HEADERS,
-        setupRequest: (req) => ({ ...req, body: JSON.stringify({ name: typicalName(++n) }) }),
+        setupRequest: (req) => ({ ...req, body: JSON.stringify(userOf(++n)) }),
       },
     ],
   });

@@ -340,7 +340,7 @@ test('a scan whose client is gone stops at its next step, over a store that neve
     100,
   );
   const gone = new AbortController();
-  const find = endless.find({ ...BY_NAME, signal: gone.signal });
+  const find = Promise.resolve(endless.find({ ...BY_NAME, signal: gone.signal }));
   await turns();
   gone.abort();
   await assert.rejects(find, { name: 'AbortError' });

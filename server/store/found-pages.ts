@@ -9,7 +9,7 @@ import { matches } from '../users/filter-match.js';
 import { textNeedles } from '../users/filter-needles.js';
 import type { StoredUser } from '../users/rules.js';
 import { compareSortEntries, sortValuesOf, type SortEntry, type SortKey } from '../users/sort.js';
-import type { FoundPage, MaybePromise, UserQuery } from './store.js';
+import type { FindSignal, FoundPage, MaybePromise, UserQuery } from './store.js';
 
 /** The users a filter with no sort and no count examines in one request: the bound of a short page. */
 export const FIND_BUDGET = 10_000;
@@ -95,8 +95,13 @@ export class BestMatches {
  * answers at once (memory, journal); the find stops there once its client
  * is gone.
  */
-export async function nextStep<T>(read: () => MaybePromise<T>, first: boolean, signal: AbortSignal | undefined) {
+export async function nextStep<T>(read: () => MaybePromise<T>, first: boolean, signal: FindSignal | undefined) {
   if (!first) await nextTurn();
-  signal?.throwIfAborted();
+  throwIfGone(signal);
   return read();
+}
+
+/** Stops a find whose client is gone, as an aborted fetch stops: with an AbortError. */
+export function throwIfGone(signal: FindSignal | undefined): void {
+  if (signal?.aborted === true) throw new DOMException('The client is gone.', 'AbortError');
 }

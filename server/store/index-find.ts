@@ -22,8 +22,8 @@ import { textMatcher } from '../users/filter-needles.js';
 import type { CompareOp, Filter } from '../users/filter-parse.js';
 import { keyRangeOf, keyValue, LAST_KEY, valueKey, type KeyRange } from '../users/index-key.js';
 import { compareSortEntries, sortValuesOf, type SortEntry } from '../users/sort.js';
-import { BestMatches, nextStep, pageOf, type Found, type ScannedUser } from './found-pages.js';
-import type { FoundPage, MaybePromise, UserQuery } from './store.js';
+import { BestMatches, nextStep, pageOf, throwIfGone, type Found, type ScannedUser } from './found-pages.js';
+import type { FindSignal, FoundPage, MaybePromise, UserQuery } from './store.js';
 
 /** One entry of an index: a key and the user that holds it. */
 export interface IndexEntry {
@@ -31,7 +31,12 @@ export interface IndexEntry {
   readonly id: number;
 }
 
-/** The indexes of a store's declared fields, as a find reads them. */
+/**
+ * The indexes of a store's declared fields, as a find reads them. A source
+ * that answers at once (memory, journal) answers from its state as it is
+ * then: entries and users read in one synchronous stretch agree, each
+ * user holding its entry's key.
+ */
 export interface IndexSource {
   /** The users that hold a key of `field` in `range`, each at least once, in any order. */
   idsInRange(field: FieldDeclaration, range: KeyRange): MaybePromise<readonly number[]>;
@@ -54,7 +59,13 @@ export interface IndexSource {
 
 /** How an index serves a query. */
 type IndexPlan =
-  | { readonly kind: 'condition'; readonly field: FieldDeclaration; readonly range: KeyRange }
+  | {
+      readonly kind: 'condition';
+      readonly field: FieldDeclaration;
+      readonly range: KeyRange;
+      /** Every user the range names matches the whole filter: it is that one `eq`, and a key is its value. */
+      readonly exact: boolean;
+    }
   | { readonly kind: 'sort'; readonly field: FieldDeclaration };
 
 /** The bounds of the scan (scan-users.ts), which a find from an index keeps too. */
@@ -103,7 +114,8 @@ function servedCondition(
     const field = usable(term.path);
     if (rank === undefined || field === undefined || (best !== undefined && best.rank <= rank)) continue;
     const range = keyRangeOf(term.op, term.value, field.caseInsensitive);
-    if (range !== undefined) best = { rank, plan: { kind: 'condition', field, range } };
+    const exact = term === filter && term.op === 'eq';
+    if (range !== undefined) best = { rank, plan: { kind: 'condition', field, range, exact } };
   }
   return best?.plan;
 }
@@ -115,40 +127,58 @@ export class IndexedFinds {
     private readonly bounds: Bounds,
   ) {}
 
-  find(query: UserQuery, plan: IndexPlan, folded: ReadonlySet<string>): Promise<FoundPage> {
-    if (plan.kind === 'condition') return this.byCondition(query, plan.field, plan.range, folded);
+  find(query: UserQuery, plan: IndexPlan, folded: ReadonlySet<string>): MaybePromise<FoundPage> {
+    if (plan.kind === 'condition') return this.byCondition(query, plan, folded);
     return query.sort.length === 1
       ? this.bySortKey(query, plan.field, folded)
       : this.byGroups(query, plan.field, folded);
   }
 
-  private async byCondition(
-    query: UserQuery,
-    field: FieldDeclaration,
-    range: KeyRange,
-    folded: ReadonlySet<string>,
-  ): Promise<FoundPage> {
-    const ids = [...new Set(await this.source.idsInRange(field, range))].sort((a, b) => a - b);
-    if (query.sort.length === 0 && !query.count) return this.inIdOrder(query, ids, folded);
+  private byCondition(query: UserQuery, plan: ConditionPlan, folded: ReadonlySet<string>): MaybePromise<FoundPage> {
+    const ids = this.source.idsInRange(plan.field, plan.range);
+    if (ids instanceof Promise) return ids.then((read) => this.ofCandidates(query, read, folded, false));
+    return this.ofCandidates(query, ids, folded, plan.exact);
+  }
+
+  /**
+   * The page of the users a condition's range names, `found` (maybe twice,
+   * in any order); `exact`: each of them matches, if read in the same stretch.
+   */
+  private ofCandidates(query: UserQuery, found: readonly number[], folded: ReadonlySet<string>, exact: boolean) {
+    const ids = found.length < 2 ? found : [...new Set(found)].sort((a, b) => a - b);
+    if (query.sort.length === 0 && !query.count) return this.inIdOrder(query, ids, folded, exact);
     const run = () => this.allOf(query, ids, folded);
     return ids.length > this.bounds.step ? this.bounds.inTurn(run) : run();
   }
 
-  /** The candidates after the cursor, read in id order a step at a time until the page is full. */
-  private async inIdOrder(query: UserQuery, candidates: readonly number[], folded: ReadonlySet<string>) {
+  /**
+   * The candidates after the cursor, read in id order a step at a time
+   * until the page is full: at once when one step reads them all and the
+   * source answers at once (a unique field's `eq` names one user at most).
+   */
+  private inIdOrder(query: UserQuery, candidates: readonly number[], folded: ReadonlySet<string>, exact: boolean) {
     const after = query.after?.id ?? 0;
-    const ids = candidates.filter((id) => id > after);
-    const matchesText = textMatcher(query.filter!, folded);
-    const found: Found[] = [];
-    for (let from = 0; from < ids.length; from += this.bounds.step) {
-      for (const user of await this.usersOf(ids.slice(from, from + this.bounds.step), from === 0, query.signal)) {
-        if (!matchesText(user.json)) continue;
-        // A match past the page: the page is full, and more follow it.
-        if (found.length === query.limit) return pageOf(found, true);
-        found.push({ user, entry: { id: user.id, values: [] } });
-      }
+    const ids = after === 0 ? candidates : candidates.filter((id) => id > after);
+    const { step } = this.bounds;
+    throwIfGone(query.signal);
+    const first = this.source.usersOf(ids.length <= step ? ids : ids.slice(0, step));
+    // Users read at once with their candidates, all in one step, hold the keys the index named.
+    const matcher = (inStep: boolean) =>
+      inStep && exact && ids.length <= step ? everyUser : textMatcher(query.filter!, folded);
+    const taken = (users: readonly ScannedUser[], page: IdOrderPage) =>
+      page.take(users) ?? (ids.length <= step ? page.done() : this.restInIdOrder(query, ids, page));
+    if (first instanceof Promise)
+      return first.then((users) => taken(users, new IdOrderPage(query.limit, matcher(false))));
+    return taken(first, new IdOrderPage(query.limit, matcher(true)));
+  }
+
+  /** The steps of `inIdOrder` after the first. */
+  private async restInIdOrder(query: UserQuery, ids: readonly number[], page: IdOrderPage): Promise<FoundPage> {
+    for (let from = this.bounds.step; from < ids.length; from += this.bounds.step) {
+      const full = page.take(await this.usersOf(ids.slice(from, from + this.bounds.step), false, query.signal));
+      if (full !== undefined) return full;
     }
-    return pageOf(found, false);
+    return page.done();
   }
 
   /** A sort or a count over the candidates: every one examined. */
@@ -167,22 +197,20 @@ export class IndexedFinds {
     const found: Found[] = [];
     let examined = 0;
     for (let first = true; ; first = false) {
-      const entries = await nextStep(
-        () => this.source.sortedAfter(field, descending, place, this.bounds.step),
-        first,
-        query.signal,
-      );
-      const users = await this.usersById(entries);
-      for (const entry of entries) {
+      // Without a filter every user matches: the first step reads no more than the page and the one that shows more follow.
+      const size = first && query.filter === undefined ? Math.min(this.bounds.step, query.limit + 1) : this.bounds.step;
+      const step = await nextStep(() => this.sortStep(field, descending, place, size), first, query.signal);
+      for (const entry of step.entries) {
         place = entry;
         examined++;
-        const user = users.get(entry.id);
-        const one = user && examine(user, entry.key, query, folded);
+        const user = step.users.get(entry.id);
+        const one =
+          user && (step.inStep ? inStepFound(user, entry, query, folded) : examine(user, entry.key, query, folded));
         if (one === undefined || !one.matched) continue;
         if (found.length === query.limit) return this.withTotal(query, pageOf(found, true));
         found.push(one.found);
       }
-      if (entries.length < this.bounds.step) return this.withTotal(query, pageOf(found, false));
+      if (step.entries.length < size) return this.withTotal(query, pageOf(found, false));
       // The budget ran out: the next page goes on after the last user examined.
       if (query.filter !== undefined && examined >= this.bounds.budget)
         return { ...pageOf(found, false), next: { id: place!.id, values: [keyValue(place!.key) ?? null] } };
@@ -258,14 +286,85 @@ export class IndexedFinds {
     return query.count ? { ...page, total: await this.source.userCount() } : page;
   }
 
-  private async usersById(entries: readonly IndexEntry[]): Promise<Map<number, ScannedUser>> {
-    const users = entries.length === 0 ? [] : await this.source.usersOf(entries.map((e) => e.id));
-    return new Map(users.map((u) => [u.id, u]));
+  /**
+   * A step of a sort: up to `size` entries after `place` and their users.
+   * `inStep` when the source answered both at once: then each user holds
+   * its entry's key (IndexSource).
+   */
+  private sortStep(
+    field: FieldDeclaration,
+    descending: boolean,
+    place: IndexEntry | undefined,
+    size: number,
+  ): MaybePromise<SortStep> {
+    const entries = this.source.sortedAfter(field, descending, place, size);
+    if (entries instanceof Promise)
+      return entries.then(async (read) => ({ entries: read, users: await this.usersById(read), inStep: false }));
+    const users = this.usersById(entries);
+    if (users instanceof Promise) return users.then((read) => ({ entries, users: read, inStep: false }));
+    return { entries, users, inStep: true };
   }
 
-  private usersOf(ids: readonly number[], first: boolean, signal: AbortSignal | undefined) {
+  private usersById(entries: readonly IndexEntry[]): MaybePromise<Map<number, ScannedUser>> {
+    if (entries.length === 0) return new Map();
+    const users = this.source.usersOf(entries.map((e) => e.id));
+    return users instanceof Promise ? users.then(mapById) : mapById(users);
+  }
+
+  private usersOf(ids: readonly number[], first: boolean, signal: FindSignal | undefined) {
     return nextStep(() => this.source.usersOf(ids), first, signal);
   }
+}
+
+type ConditionPlan = Extract<IndexPlan, { kind: 'condition' }>;
+
+const everyUser = () => true;
+
+/** The matches of a page in id order, taken a step of users at a time. */
+class IdOrderPage {
+  private readonly found: Found[] = [];
+
+  constructor(
+    private readonly limit: number,
+    private readonly matchesText: (json: string) => boolean,
+  ) {}
+
+  /** Takes the matches among `users`; the page once a match follows a full one. */
+  take(users: readonly ScannedUser[]): FoundPage | undefined {
+    for (const user of users) {
+      if (!this.matchesText(user.json)) continue;
+      // A match past the page: the page is full, and more follow it.
+      if (this.found.length === this.limit) return pageOf(this.found, true);
+      this.found.push({ user, entry: { id: user.id, values: [] } });
+    }
+    return undefined;
+  }
+
+  /** The page when no more users follow. */
+  done(): FoundPage {
+    return pageOf(this.found, false);
+  }
+}
+
+/** A step of a sort on one key (IndexedFinds.sortStep). */
+interface SortStep {
+  readonly entries: readonly IndexEntry[];
+  readonly users: ReadonlyMap<number, ScannedUser>;
+  readonly inStep: boolean;
+}
+
+function mapById(users: readonly ScannedUser[]): Map<number, ScannedUser> {
+  return new Map(users.map((u) => [u.id, u]));
+}
+
+/**
+ * `examine` of a user that holds its entry's key (read in one stretch with
+ * it): without a filter, the key gives its sort value and nothing needs
+ * parsing (keyValue undoes valueKey, and the index folds as the query does).
+ */
+function inStepFound(user: ScannedUser, entry: IndexEntry, query: UserQuery, folded: ReadonlySet<string>) {
+  if (query.filter !== undefined) return examine(user, entry.key, query, folded);
+  return { found: { user, entry: { id: user.id, values: [keyValue(entry.key) ?? null] } } as Found, matched: true };
 }
 
 /**

@@ -26,7 +26,7 @@ import { foldedPaths, type FieldDeclaration } from '../users/declared-fields.js'
 import { textMatcher } from '../users/filter-needles.js';
 import { BestMatches, FIND_BUDGET, FIND_STEP, nextStep, pageOf, type Found, type ScannedUser } from './found-pages.js';
 import { IndexedFinds, indexPlanOf, type IndexSource } from './index-find.js';
-import type { FoundPage, MaybePromise, UserQuery } from './store.js';
+import type { FindSignal, FoundPage, MaybePromise, UserQuery } from './store.js';
 
 /** Full evaluations (a sort or a count) under way at once per store; each holds at most one connection at a time. */
 const FULL_SCANS_AT_ONCE = 2;
@@ -64,7 +64,7 @@ export class UserScans {
    * serves it, else by a scan. The query's `folded` paths (else the
    * declared ones) compare lowercased.
    */
-  find(query: UserQuery, fields: readonly FieldDeclaration[] = []): Promise<FoundPage> {
+  find(query: UserQuery, fields: readonly FieldDeclaration[] = []): MaybePromise<FoundPage> {
     const folded = query.folded ?? foldedPaths(fields);
     const plan = this.indexed && indexPlanOf(query, fields, folded);
     if (plan !== undefined) return this.indexed!.find(query, plan, folded);
@@ -134,7 +134,7 @@ export class UserScans {
     after: number,
     limit: number,
     first: boolean,
-    signal: AbortSignal | undefined,
+    signal: FindSignal | undefined,
   ): Promise<readonly ScannedUser[]> {
     return nextStep(() => this.source.usersAfter(after, limit), first, signal);
   }

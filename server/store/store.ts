@@ -78,6 +78,11 @@ export interface UserPage {
   readonly next: number | undefined;
 }
 
+/** What a find asks of its signal (an AbortSignal is one): whether its client is gone. */
+export interface FindSignal {
+  readonly aborted: boolean;
+}
+
 /**
  * A find of `GET /users` (API.md "Finding users"): the users that match a
  * filter, in the order of a sort, from a place in that order. Parsed, so
@@ -94,7 +99,7 @@ export interface UserQuery {
   /** `count=true`: also the number of users the filter matches, all pages together. */
   readonly count: boolean;
   /** Aborted when the client is gone: a scan under way stops at its next step. */
-  readonly signal?: AbortSignal | undefined;
+  readonly signal?: FindSignal | undefined;
   /**
    * The paths whose strings compare lowercased, as the request saw the
    * declarations (its cursor was checked against them); undefined: those

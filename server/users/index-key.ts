@@ -156,6 +156,9 @@ function hex8(n: number): string {
 const ESCAPE = 0xd7ff;
 const DIGIT_BASE = 0x1000;
 
+/** A text of code points from U+0002 to below ESCAPE only, which encodeText keeps as it is (most texts), and so decodeText: one test, no copy. */
+const KEPT_AS_IS = /^[\u0002-\ud7fe]*$/;
+
 /**
  * A string as key characters, one code point at a time, in an order-
  * and prefix-preserving way: U+0000 and U+0001 become U+0001 U+0001 and
@@ -164,6 +167,7 @@ const DIGIT_BASE = 0x1000;
  * any other stays as it is.
  */
 function encodeText(text: string): string {
+  if (KEPT_AS_IS.test(text)) return text;
   let out = '';
   for (const character of text) {
     const c = character.codePointAt(0)!;
@@ -178,6 +182,7 @@ function encodeText(text: string): string {
 }
 
 function decodeText(encoded: string): string {
+  if (KEPT_AS_IS.test(encoded)) return encoded;
   let out = '';
   for (let i = 0; i < encoded.length; i++) {
     const c = encoded.charCodeAt(i);

@@ -9,7 +9,7 @@
 import { USERS_PATH } from '../../../shared/endpoints.js';
 import { problems } from '../../../shared/problems.js';
 import { HttpError } from '../../errors.js';
-import type { FoundPage, Store } from '../../store/store.js';
+import type { FindSignal, FoundPage, MaybePromise, Store, UserQuery } from '../../store/store.js';
 import { decodeCursor, encodeCursor, type Listing } from '../../users/cursor.js';
 import { foldedPaths } from '../../users/declared-fields.js';
 import { parseFilter, type Filter } from '../../users/filter-parse.js';
@@ -24,8 +24,25 @@ export function isFindQuery(params: URLSearchParams): boolean {
   return params.has('filter') || params.has('sort') || params.has('count');
 }
 
-/** Answers a find; the caller has checked that the client may read. */
-export async function findUsers(ctx: Context, store: Store, params: URLSearchParams): Promise<void> {
+/**
+ * Answers a find; the caller has checked that the client may read. No
+ * promise when the store answers at once (an index's unique `eq`).
+ */
+export function findUsers(ctx: Context, store: Store, params: URLSearchParams): void | Promise<void> {
+  const request = findRequestOf(params, store);
+  const page = untilClosed(ctx, (signal) => store.findUsers(request.query(signal)));
+  if (page instanceof Promise) return page.then((found) => found && sendFound(ctx, found, request));
+  sendFound(ctx, page, request);
+}
+
+/** A find's query, what its `next` repeats, and the listing of its cursor (false: `after` is an id). */
+interface FindRequest {
+  readonly query: (signal: FindSignal) => UserQuery;
+  readonly repeated: Repeated;
+  readonly listing: Listing | false;
+}
+
+function findRequestOf(params: URLSearchParams, store: Store): FindRequest {
   const limit = integerParam(params, 'limit', DEFAULT_PAGE, 1, MAX_PAGE);
   const filterText = singleParam(params, 'filter');
   const filter = filterText === undefined ? undefined : filterOf(filterText);
@@ -38,13 +55,17 @@ export async function findUsers(ctx: Context, store: Store, params: URLSearchPar
   const listing = { filter, sort, folded };
   const keyed = filter !== undefined || sort.length > 0;
   const after = keyed ? cursorOf(params, listing) : idAfter(params);
-  const page = await untilClosed(ctx, (signal) =>
-    store.findUsers({ filter, sort, after, limit, count, signal, folded }),
-  );
-  if (page === undefined) return;
-  const next = nextOf(page.next, { filterText, sortText, count, limit, withAliases }, keyed && listing);
-  const aliases = withAliases ? `,"aliases":${aliasMap(page)}` : '';
-  const total = count ? `,"total":${page.total}` : '';
+  return {
+    query: (signal) => ({ filter, sort, after, limit, count, signal, folded }),
+    repeated: { filterText, sortText, count, limit, withAliases },
+    listing: keyed && listing,
+  };
+}
+
+function sendFound(ctx: Context, page: FoundPage, { repeated, listing }: FindRequest): void {
+  const next = nextOf(page.next, repeated, listing);
+  const aliases = repeated.withAliases ? `,"aliases":${aliasMap(page)}` : '';
+  const total = repeated.count ? `,"total":${page.total}` : '';
   sendJson(ctx.res, 200, `{"items":[${page.items.join(',')}]${aliases},"next":${next}${total}}`);
 }
 
@@ -96,16 +117,25 @@ function idAfter(params: URLSearchParams): SortEntry | undefined {
 /**
  * The store's page, or undefined when the client went away first: the
  * find is told through its signal and stops at its next step, and nothing
- * is answered to a closed connection.
+ * is answered to a closed connection. A page answered at once needs no
+ * watch on the connection (its close is an event, never sooner).
  */
-async function untilClosed(ctx: Context, find: (signal: AbortSignal) => Promise<FoundPage> | FoundPage) {
-  const closed = new AbortController();
-  const abort = () => closed.abort();
+function untilClosed(ctx: Context, find: (signal: FindSignal) => MaybePromise<FoundPage>) {
+  const gone = { aborted: false };
+  const found = find(gone);
+  return found instanceof Promise ? whileOpen(ctx, found, gone) : found;
+}
+
+/** `found`, or undefined when the response closed first, which sets `gone.aborted`. */
+async function whileOpen(ctx: Context, found: Promise<FoundPage>, gone: { aborted: boolean }) {
+  const abort = () => {
+    gone.aborted = true;
+  };
   ctx.res.once('close', abort);
   try {
-    return await find(closed.signal);
+    return await found;
   } catch (error) {
-    if (closed.signal.aborted) return undefined;
+    if (gone.aborted) return undefined;
     throw error;
   } finally {
     ctx.res.off('close', abort);

@@ -198,10 +198,20 @@ class UserRoutes {
     return redirected(ctx, moved);
   }
 
-  async list(ctx: Context): Promise<void> {
-    await this.access.authorize(ctx, 'read');
+  /** GET /users: the listing by id, or a find. No promise when the session check and the store answer at once. */
+  list(ctx: Context): void | Promise<void> {
+    const authorized = this.access.authorize(ctx, 'read');
+    if (authorized instanceof Promise) return authorized.then(() => this.listFor(ctx));
+    return this.listFor(ctx);
+  }
+
+  private listFor(ctx: Context): void | Promise<void> {
     const params = new URLSearchParams(ctx.query);
     if (isFindQuery(params)) return findUsers(ctx, this.store, params);
+    return this.listById(ctx, params);
+  }
+
+  private async listById(ctx: Context, params: URLSearchParams): Promise<void> {
     const limit = integerParam(params, 'limit', DEFAULT_PAGE, 1, MAX_PAGE);
     const after = integerParam(params, 'after', 0, 0, Number.MAX_SAFE_INTEGER);
     const withAliases = flagParam(params, 'aliases');

@@ -19,9 +19,6 @@ import type { StoredUser } from '../../users/rules.js';
 import type { IndexEntry } from '../index-find.js';
 import { SortedEntries } from './sorted-entries.js';
 
-/** Entries read at once while a range is collected. */
-const RANGE_STEP = 1024;
-
 interface FieldIndex {
   readonly field: FieldDeclaration;
   readonly names: readonly string[];
@@ -33,10 +30,16 @@ interface FieldIndex {
 
 export class FieldIndexes {
   private indexes: FieldIndex[] = [];
+  /** The declared fields, in path order: read by every find, so kept rather than made each time. */
+  private fields: readonly FieldDeclaration[] = [];
 
-  /** The declared fields, in path order. */
   get declared(): readonly FieldDeclaration[] {
-    return this.indexes.map((i) => i.field);
+    return this.fields;
+  }
+
+  private setIndexes(indexes: FieldIndex[]): void {
+    this.indexes = indexes;
+    this.fields = indexes.map((i) => i.field);
   }
 
   /** Adds the entries of the version `json` of the user `id`. */
@@ -74,33 +77,29 @@ export class FieldIndexes {
     );
     const refused = built.map(uniquenessRefusal).find((r) => r !== undefined);
     if (refused !== undefined) return refused;
-    this.indexes = inOrder.map((field) => this.indexOf(field) ?? built.find((i) => sameDeclaration(i.field, field))!);
+    this.setIndexes(inOrder.map((field) => this.indexOf(field) ?? built.find((i) => sameDeclaration(i.field, field))!));
     return undefined;
   }
 
   /** Builds every index again over `users` (a state read back from disk), uniqueness unchecked: it held before. */
   rebuild(users: Iterable<[number, StoredUser]>): void {
-    this.indexes = buildIndexes(
-      this.declared,
-      [...users].map(([, user]) => user),
+    this.setIndexes(
+      buildIndexes(
+        this.declared,
+        [...users].map(([, user]) => user),
+      ),
     );
   }
 
+  /** The users that hold a key of `field` in `range`, ascending by key, then id. */
   idsInRange(field: FieldDeclaration, range: KeyRange): number[] {
-    const index = this.indexOf(field);
     const ids: number[] = [];
-    if (index === undefined) return ids;
-    for (let place: IndexEntry | undefined = { key: range.low, id: 0 }; place !== undefined;) {
-      const entries = index.keys.after(place, RANGE_STEP);
-      for (const entry of entries) {
-        if (!inRange(entry.key, range)) {
-          if (entry.key > range.high) return ids;
-          continue;
-        }
-        ids.push(entry.id);
-      }
-      place = entries.length < RANGE_STEP ? undefined : entries.at(-1);
-    }
+    this.indexOf(field)?.keys.walk(range.low, 0, (entry) => {
+      if (inRange(entry.key, range)) ids.push(entry.id);
+      // Out of the range and above its low bound: past its end, as is every entry after it.
+      else if (entry.key > range.low) return false;
+      return true;
+    });
     return ids;
   }
 

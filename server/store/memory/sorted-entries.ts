@@ -72,6 +72,19 @@ export class SortedEntries {
     return out;
   }
 
+  /**
+   * Visits the entries from the first at or after `(key, id)` on, ascending,
+   * until `visit` returns false: a range is read where it lies, with no
+   * copy of the entries past its end.
+   */
+  walk(key: string, id: number, visit: (entry: IndexEntry) => boolean): void {
+    let { chunk, at } = this.lowerBound(key, id, false);
+    for (; chunk < this.chunks.length; chunk++, at = 0) {
+      const entries = this.chunks[chunk]!;
+      for (let i = at; i < entries.length; i++) if (!visit(entries[i]!)) return;
+    }
+  }
+
   /** Up to `limit` ids of the entries with `key` and an id above `afterId`, ascending. */
   idsOf(key: string, afterId: number, limit: number): number[] {
     const ids: number[] = [];

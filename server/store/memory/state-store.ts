@@ -168,8 +168,9 @@ export class StateStore implements Store {
   }
 
   /** Answered once every write the scan saw is durable: those applied before its last step. */
-  findUsers(query: UserQuery): Promise<FoundPage> {
-    return this.scans.find(query, this.state.fields.declared).then((page) => this.settle(page));
+  findUsers(query: UserQuery): MaybePromise<FoundPage> {
+    const page = this.scans.find(query, this.state.fields.declared);
+    return page instanceof Promise ? page.then((found) => this.settle(found)) : this.settle(page);
   }
 
   /** The users of `ids` that exist, in that order. */
