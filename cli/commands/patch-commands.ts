@@ -109,7 +109,7 @@ async function editLoop(ctx: Context, ref: string, editor: string, file: string)
     if (saved !== undefined) return void (await ctx.out.write(saved.text + '\n'));
     const newer = await currentVersion(ctx, ref);
     ctx.warn(
-      `${ref} was changed meanwhile (${changedFields(base.user, newer.user)}): your change is put on the new version; save again to keep it`,
+      `${ref} was changed meanwhile (${changedFields(base.user, newer.user)}): your change is put on the new version, and saved when you close the editor (set the file back to save nothing)`,
     );
     text = `${JSON.stringify(applyMergePatch(newer.user, mergePatchBetween(base.user, edited)), null, 2)}\n`;
     base = newer;
