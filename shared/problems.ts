@@ -33,7 +33,11 @@ export const problems = {
   preconditionFailed: { code: 'precondition-failed', status: 412, title: 'Precondition failed' },
   requestTimeout: { code: 'request-timeout', status: 408, title: 'Request timeout' },
   payloadTooLarge: { code: 'payload-too-large', status: 413, title: 'Request body too large' },
-  unsupportedMediaType: { code: 'unsupported-media-type', status: 415, title: 'Request body must be application/json' },
+  unsupportedMediaType: {
+    code: 'unsupported-media-type',
+    status: 415,
+    title: 'Unsupported media type of the request body',
+  },
   misdirectedRequest: {
     code: 'misdirected-request',
     status: 421,

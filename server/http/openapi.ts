@@ -345,6 +345,21 @@ const SCHEMAS: Json = {
         description: '`unique-violation` only: the URI of the user that holds the value.',
         examples: ['/users/7'],
       },
+      keyword: {
+        type: 'string',
+        description:
+          "`invalid-user` by the schema of the users' fields: the JSON Schema keyword of the first violation.",
+        examples: ['format'],
+      },
+      errors: {
+        type: 'array',
+        description: "`invalid-user` by the schema of the users' fields: every violation of the write.",
+        items: {
+          type: 'object',
+          required: ['field', 'keyword', 'detail'],
+          properties: { field: { type: 'string' }, keyword: { type: 'string' }, detail: { type: 'string' } },
+        },
+      },
       parameter: {
         type: 'string',
         description: '`invalid-query` only: the parameter, such as `limit`, `after` or `sort`.',
