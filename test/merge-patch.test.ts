@@ -1,29 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { applyMergePatch, mergePatchBetween, sameJson } from '../shared/merge-patch.js';
-
-/** RFC 7396 appendix A: original, patch, result. */
-const APPENDIX_A: [unknown, unknown, unknown][] = [
-  [{ a: 'b' }, { a: 'c' }, { a: 'c' }],
-  [{ a: 'b' }, { b: 'c' }, { a: 'b', b: 'c' }],
-  [{ a: 'b' }, { a: null }, {}],
-  [{ a: 'b', b: 'c' }, { a: null }, { b: 'c' }],
-  [{ a: ['b'] }, { a: 'c' }, { a: 'c' }],
-  [{ a: 'c' }, { a: ['b'] }, { a: ['b'] }],
-  [{ a: { b: 'c' } }, { a: { b: 'd', c: null } }, { a: { b: 'd' } }],
-  [{ a: [{ b: 'c' }] }, { a: [1] }, { a: [1] }],
-  [
-    ['a', 'b'],
-    ['c', 'd'],
-    ['c', 'd'],
-  ],
-  [{ a: 'b' }, ['c'], ['c']],
-  [{ a: 'foo' }, null, null],
-  [{ a: 'foo' }, 'bar', 'bar'],
-  [{ e: null }, { a: 1 }, { e: null, a: 1 }],
-  [[1, 2], { a: 'b', c: null }, { a: 'b' }],
-  [{}, { a: { bb: { ccc: null } } }, { a: { bb: {} } }],
-];
+import { APPENDIX_A } from './merge-patch-examples.js';
 
 for (const [i, [original, patch, result]] of APPENDIX_A.entries()) {
   test(`merge patch: RFC 7396 appendix A example ${i + 1} gives ${JSON.stringify(result)}`, () => {

@@ -8,11 +8,34 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { assertProblem, put, runUsersServer, send, startTestServer, tempDir } from './helpers.js';
+import { APPENDIX_A } from './merge-patch-examples.js';
 
 const MERGE = { 'content-type': 'application/merge-patch+json' };
 
 function patch(base: string, path: string, body: unknown, headers: Record<string, string> = {}) {
   return send(base, 'PATCH', path, { body: JSON.stringify(body), headers: { ...MERGE, ...headers } });
+}
+
+const isObject = (value: unknown) => typeof value === 'object' && value !== null && !Array.isArray(value);
+
+for (const store of ['default', 'journal'] as const) {
+  test(`PATCH over real sockets (${store} store): each example of RFC 7396 appendix A on an object user gives its result, with the name kept; a patch that makes no object is 422 and changes nothing`, async (t) => {
+    const server = await startTestServer(t, store === 'journal' ? { store } : {});
+    for (const [i, [original, mergePatch, result]] of APPENDIX_A.entries()) {
+      if (!isObject(original)) continue;
+      const path = `/users/example-${i + 1}`;
+      assert.equal((await put(server.url, path, { name: 'N', ...(original as object) })).status, 201);
+      const reply = await patch(server.url, path, mergePatch);
+      const now = (await send(server.url, 'GET', path)).json();
+      if (isObject(result)) {
+        assert.equal(reply.status, 200, `example ${i + 1}: ${reply.text}`);
+        assert.deepEqual(now, { name: 'N', ...(result as object), id: now.id }, `example ${i + 1}`);
+      } else {
+        assertProblem(reply, 422, 'invalid-user');
+        assert.deepEqual(now, { name: 'N', ...(original as object), id: now.id }, `example ${i + 1} changed nothing`);
+      }
+    }
+  });
 }
 
 test('PATCH merges: a member set, one removed by null, a nested object merged, an array replaced; 200 with the user and Content-Location, and GET gives its ETag', async (t) => {
