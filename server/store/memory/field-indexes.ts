@@ -72,7 +72,7 @@ export class FieldIndexes {
     const inOrder = [...fields].sort((a, b) => (a.path < b.path ? -1 : 1));
     const built = buildIndexes(
       inOrder.filter((field) => this.indexOf(field) === undefined),
-      [...users].map(([, user]) => user),
+      users,
     );
     const refused = built.map(uniquenessRefusal).find((r) => r !== undefined);
     if (refused !== undefined) return refused;
@@ -82,12 +82,7 @@ export class FieldIndexes {
 
   /** Builds every index again over `users` (a state read back from disk), uniqueness unchecked: it held before. */
   rebuild(users: Iterable<[number, StoredUser]>): void {
-    this.setIndexes(
-      buildIndexes(
-        this.declared,
-        [...users].map(([, user]) => user),
-      ),
-    );
+    this.setIndexes(buildIndexes(this.declared, users));
   }
 
   /** The users that hold a key of `field` in `range`, ascending by key, then id. */
@@ -128,7 +123,7 @@ export class FieldIndexes {
  * The indexes of `fields` over `users`: each user parsed once for all of
  * them, and each index's entries sorted once (SortedEntries.of).
  */
-function buildIndexes(fields: readonly FieldDeclaration[], users: readonly StoredUser[]): FieldIndex[] {
+function buildIndexes(fields: readonly FieldDeclaration[], users: Iterable<[number, StoredUser]>): FieldIndex[] {
   if (fields.length === 0) return [];
   const built = fields.map((field) => ({
     field,
@@ -136,7 +131,7 @@ function buildIndexes(fields: readonly FieldDeclaration[], users: readonly Store
     keys: { keys: [] as string[], ids: [] as number[] },
     sorted: { keys: [] as string[], ids: [] as number[] },
   }));
-  for (const user of users) {
+  for (const [, user] of users) {
     const value: unknown = JSON.parse(user.json);
     for (const index of built) {
       const sortKey = sortKeyOf(value, index.names, index.field.caseInsensitive);
