@@ -200,10 +200,11 @@ export class IndexedFinds {
       // Without a filter every user matches: the first step reads no more than the page and the one that shows more follow.
       const size = first && query.filter === undefined ? Math.min(this.bounds.step, query.limit + 1) : this.bounds.step;
       const step = await nextStep(() => this.sortStep(field, descending, place, size), first, query.signal);
-      for (const entry of step.entries) {
+      for (let i = 0; i < step.entries.length; i++) {
+        const entry = step.entries[i]!;
         place = entry;
         examined++;
-        const user = step.users.get(entry.id);
+        const user = step.users[i];
         const one =
           user && (step.inStep ? inStepFound(user, entry, query, folded) : examine(user, entry.key, query, folded));
         if (one === undefined || !one.matched) continue;
@@ -287,9 +288,10 @@ export class IndexedFinds {
   }
 
   /**
-   * A step of a sort: up to `size` entries after `place` and their users.
-   * `inStep` when the source answered both at once: then each user holds
-   * its entry's key (IndexSource).
+   * A step of a sort: up to `size` entries after `place` and the user of
+   * each at its position (undefined for one gone). `inStep` when the
+   * source answered both at once: then each user holds its entry's key
+   * (IndexSource).
    */
   private sortStep(
     field: FieldDeclaration,
@@ -299,10 +301,16 @@ export class IndexedFinds {
   ): MaybePromise<SortStep> {
     const entries = this.source.sortedAfter(field, descending, place, size);
     if (entries instanceof Promise)
-      return entries.then(async (read) => ({ entries: read, users: await this.usersById(read), inStep: false }));
-    const users = this.usersById(entries);
-    if (users instanceof Promise) return users.then((read) => ({ entries, users: read, inStep: false }));
-    return { entries, users, inStep: true };
+      return entries.then(async (read) => ({
+        entries: read,
+        users: byPosition(read, await this.usersById(read)),
+        inStep: false,
+      }));
+    if (entries.length === 0) return { entries, users: [], inStep: true };
+    const users = this.source.usersOf(entries.map((e) => e.id));
+    if (users instanceof Promise)
+      return users.then((read) => ({ entries, users: byPosition(entries, mapById(read)), inStep: false }));
+    return { entries, users: inOrderOf(entries, users), inStep: true };
   }
 
   private usersById(entries: readonly IndexEntry[]): MaybePromise<Map<number, ScannedUser>> {
@@ -349,12 +357,52 @@ class IdOrderPage {
 /** A step of a sort on one key (IndexedFinds.sortStep). */
 interface SortStep {
   readonly entries: readonly IndexEntry[];
-  readonly users: ReadonlyMap<number, ScannedUser>;
+  /** The user of each entry, at its position. */
+  readonly users: readonly (ScannedUser | undefined)[];
   readonly inStep: boolean;
 }
 
 function mapById(users: readonly ScannedUser[]): Map<number, ScannedUser> {
   return new Map(users.map((u) => [u.id, u]));
+}
+
+function byPosition(entries: readonly IndexEntry[], users: ReadonlyMap<number, ScannedUser>) {
+  return entries.map((entry) => users.get(entry.id));
+}
+
+/**
+ * The users of `entries` at their positions, from `users`, which holds
+ * those that exist in the order of the entries (IndexSource.usersOf; a
+ * sort's entries name each user once): one walk, where a map of them
+ * would hash each.
+ */
+function inOrderOf(entries: readonly IndexEntry[], users: readonly ScannedUser[]) {
+  const aligned = new Array<ScannedUser | undefined>(entries.length);
+  let next = 0;
+  for (let i = 0; i < entries.length; i++) {
+    const user = users[next];
+    if (user?.id === entries[i]!.id) {
+      aligned[i] = user;
+      next++;
+    }
+  }
+  return aligned;
+}
+
+/**
+ * The place in the order of a user found by its sort entry alone: its
+ * value is read back from the key only when asked, which a page does for
+ * its last user (the cursor), not for every one.
+ */
+class KeyedPlace implements SortEntry {
+  constructor(
+    readonly id: number,
+    private readonly key: string,
+  ) {}
+
+  get values(): SortEntry['values'] {
+    return [keyValue(this.key) ?? null];
+  }
 }
 
 /**
@@ -364,7 +412,7 @@ function mapById(users: readonly ScannedUser[]): Map<number, ScannedUser> {
  */
 function inStepFound(user: ScannedUser, entry: IndexEntry, query: UserQuery, folded: ReadonlySet<string>) {
   if (query.filter !== undefined) return examine(user, entry.key, query, folded);
-  return { found: { user, entry: { id: user.id, values: [keyValue(entry.key) ?? null] } } as Found, matched: true };
+  return { found: { user, entry: new KeyedPlace(user.id, entry.key) } as Found, matched: true };
 }
 
 /**

@@ -8,13 +8,12 @@
  */
 import {
   describeDuplicates,
-  fieldKeysOf,
   namesOf,
   sameDeclaration,
   type FieldDeclaration,
   type UniqueKey,
 } from '../../users/declared-fields.js';
-import { inRange, keyValue, LAST_KEY, sortKeyOf, type KeyRange } from '../../users/index-key.js';
+import { elementKeysOf, inRange, keyValue, LAST_KEY, sortKeyOf, type KeyRange } from '../../users/index-key.js';
 import type { StoredUser } from '../../users/rules.js';
 import type { IndexEntry } from '../index-find.js';
 import { SortedEntries } from './sorted-entries.js';
@@ -73,7 +72,7 @@ export class FieldIndexes {
     const inOrder = [...fields].sort((a, b) => (a.path < b.path ? -1 : 1));
     const built = buildIndexes(
       inOrder.filter((field) => this.indexOf(field) === undefined),
-      [...users].map(([, user]) => user),
+      users,
     );
     const refused = built.map(uniquenessRefusal).find((r) => r !== undefined);
     if (refused !== undefined) return refused;
@@ -83,21 +82,16 @@ export class FieldIndexes {
 
   /** Builds every index again over `users` (a state read back from disk), uniqueness unchecked: it held before. */
   rebuild(users: Iterable<[number, StoredUser]>): void {
-    this.setIndexes(
-      buildIndexes(
-        this.declared,
-        [...users].map(([, user]) => user),
-      ),
-    );
+    this.setIndexes(buildIndexes(this.declared, users));
   }
 
   /** The users that hold a key of `field` in `range`, ascending by key, then id. */
   idsInRange(field: FieldDeclaration, range: KeyRange): number[] {
     const ids: number[] = [];
-    this.indexOf(field)?.keys.walk(range.low, 0, (entry) => {
-      if (inRange(entry.key, range)) ids.push(entry.id);
+    this.indexOf(field)?.keys.walk(range.low, 0, (key, id) => {
+      if (inRange(key, range)) ids.push(id);
       // Out of the range and above its low bound: past its end, as is every entry after it.
-      else if (entry.key > range.low) return false;
+      else if (key > range.low) return false;
       return true;
     });
     return ids;
@@ -125,13 +119,37 @@ export class FieldIndexes {
   }
 }
 
-/** The indexes of `fields` over `users`. */
-function buildIndexes(fields: readonly FieldDeclaration[], users: readonly StoredUser[]): FieldIndex[] {
-  return fields.map((field) => {
-    const index: FieldIndex = { field, names: namesOf(field), keys: new SortedEntries(), sorted: new SortedEntries() };
-    for (const user of users) enter(index, user.id, JSON.parse(user.json), true);
-    return index;
-  });
+/**
+ * The indexes of `fields` over `users`: each user parsed once for all of
+ * them, and each index's entries sorted once (SortedEntries.of).
+ */
+function buildIndexes(fields: readonly FieldDeclaration[], users: Iterable<[number, StoredUser]>): FieldIndex[] {
+  if (fields.length === 0) return [];
+  const built = fields.map((field) => ({
+    field,
+    names: namesOf(field),
+    keys: { keys: [] as string[], ids: [] as number[] },
+    sorted: { keys: [] as string[], ids: [] as number[] },
+  }));
+  for (const [, user] of users) {
+    const value: unknown = JSON.parse(user.json);
+    for (const index of built) {
+      const sortKey = sortKeyOf(value, index.names, index.field.caseInsensitive);
+      index.sorted.keys.push(sortKey);
+      index.sorted.ids.push(user.id);
+      for (const key of elementKeysOf(value, index.names, index.field.caseInsensitive)) {
+        // The key a scalar member holds is its sort key: one string serves both.
+        index.keys.keys.push(key === sortKey ? sortKey : key);
+        index.keys.ids.push(user.id);
+      }
+    }
+  }
+  return built.map(({ field, names, keys, sorted }) => ({
+    field,
+    names,
+    keys: SortedEntries.of(keys.keys, keys.ids),
+    sorted: SortedEntries.of(sorted.keys, sorted.ids),
+  }));
 }
 
 /** Why a new unique field's index cannot stand: the values two users or more hold, or undefined. */
@@ -150,7 +168,7 @@ function enter(index: FieldIndex, id: number, user: unknown, add: boolean): void
   const sortKey = sortKeyOf(user, index.names, index.field.caseInsensitive);
   if (add) index.sorted.insert(sortKey, id);
   else index.sorted.delete(sortKey, id);
-  for (const key of fieldKeysOf(user, index.field))
-    if (add) index.keys.insert(key, id);
+  for (const key of elementKeysOf(user, index.names, index.field.caseInsensitive))
+    if (add) index.keys.insert(key === sortKey ? sortKey : key, id);
     else index.keys.delete(key, id);
 }
