@@ -6,7 +6,7 @@
  * while other users come and go, and the bounded scan of a filter that no
  * index serves (its budget set small here) that answers short pages and,
  * followed to the end, every match once. The store suite
- * (test/store-suite.test.ts) gives the same answers on every store.
+ * (test/store-suite.ts) gives the same answers on every store.
  */
 import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';

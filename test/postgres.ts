@@ -91,8 +91,10 @@ function hasStatementStatistics(): boolean {
 function serverOptions(dir: string, port: number, durable: boolean): string {
   const statistics = hasStatementStatistics() ? ' -c shared_preload_libraries=pg_stat_statements' : '';
   const common = `-c port=${port} -c listen_addresses=127.0.0.1 -c unix_socket_directories=${dir} -c max_connections=200${statistics}`;
-  // Durability of the test cluster itself is not under test: no fsync.
-  return durable ? common : `${common} -c fsync=off -c synchronous_commit=off -c full_page_writes=off`;
+  // Durability of the test cluster itself is not under test: no fsync. Its databases live a test each: no autovacuum.
+  return durable
+    ? common
+    : `${common} -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c autovacuum=off`;
 }
 
 let durableCluster = false;

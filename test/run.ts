@@ -70,6 +70,9 @@ stream.on('test:pass', (data: TestEvent) => {
   if (data.nesting === 0 && data.name.endsWith('.test.ts')) durations[data.name] = data.details.duration_ms;
 });
 stream.on('end', () => {
+  // A whole run keeps only the files that are there now: a renamed or split file's old entry goes.
+  if (named.length === 0)
+    for (const file of Object.keys(durations)) if (!files.includes(join(ROOT, file))) delete durations[file];
   mkdirSync(dirname(DURATIONS), { recursive: true });
   writeFileSync(DURATIONS, JSON.stringify(durations, null, 2) + '\n');
 });
