@@ -40,9 +40,11 @@ export interface ConnectOptions {
 export const RECYCLE_AFTER = 10_000;
 
 /**
- * Seconds a replaced pool has to finish what it had begun: the driver's
- * end lets running queries and open transactions finish, closing each
- * connection as it falls idle, and closes whatever is left after this.
+ * Seconds a replaced pool has at least to finish what it had begun: the
+ * driver's end lets running queries and open transactions finish, closing
+ * each connection as it falls idle, and closes whatever is left after
+ * this, or after twice the statement timeout if that is longer (a query
+ * may wait that long for one of the old pool's connections, then run).
  */
 const RETIRE_SECONDS = 10;
 
@@ -122,7 +124,8 @@ export async function connect(url: string | undefined, options: ConnectOptions =
   const open = () => (target === undefined ? driver(settings) : driver(target, settings));
   heedArrayTypesFailures();
   const prologue = transactionPooling ? transactionSettings(timeout) : undefined;
-  return recycling(open, options.recycleAfter ?? RECYCLE_AFTER, reserves, prologue);
+  const retireSeconds = Math.max(RETIRE_SECONDS, 2 * timeout);
+  return recycling(open, { every: options.recycleAfter ?? RECYCLE_AFTER, retireSeconds }, reserves, prologue);
 }
 
 /** A command's `silenceSeconds`: its statements end within the database's statement timeout, and their answers a second later. */
@@ -191,10 +194,15 @@ export function poolingOf(url: string | undefined): { target: string | undefined
  * A pool that is replaced by a fresh one (`open`) after `every` calls:
  * later queries and transactions go to the new pool, and the old one is
  * ended a moment later (RETIRE_DELAY_MS), which lets what it had begun
- * finish (RETIRE_SECONDS). Everything else (`begin`, helpers) goes to the
+ * finish (`retireSeconds`). Everything else (`begin`, helpers) goes to the
  * pool in use, `reserve` through `reserves`; `end` ends the retiring pools too.
  */
-function recycling(open: () => Sql, every: number, reserves: Reserves, prologue: string | undefined): Sql {
+function recycling(
+  open: () => Sql,
+  { every, retireSeconds }: { every: number; retireSeconds: number },
+  reserves: Reserves,
+  prologue: string | undefined,
+): Sql {
   let current = open();
   let calls = 0;
   const retiring = new Map<Sql, NodeJS.Timeout>();
@@ -208,7 +216,7 @@ function recycling(open: () => Sql, every: number, reserves: Reserves, prologue:
     current = open();
     calls = 0;
     // Nothing waits on a retired pool's end: one that fails (its database gone meanwhile) is no one's failure.
-    const later = () => void retire(old, { timeout: RETIRE_SECONDS }).catch(() => {});
+    const later = () => void retire(old, { timeout: retireSeconds }).catch(() => {});
     retiring.set(old, setTimeout(later, RETIRE_DELAY_MS).unref());
   };
   const end = async (options: { timeout?: number } = {}) => {
