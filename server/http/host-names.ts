@@ -48,6 +48,8 @@ export class HostNames {
 
   /** Judges a Host field value, or an absolute-form target's authority without its userinfo. */
   judge(host: string): HostVerdict {
+    // A kept value passed the syntax check when it was kept.
+    if (this.allowed.has(host)) return 'allowed';
     if (!HOST.test(host)) return 'malformed';
     if (!this.allows(host)) return 'misdirected';
     return 'allowed';
@@ -55,7 +57,7 @@ export class HostNames {
 
   /** True when `host`, a Host value of good syntax, names this server; "" (no name) does too. */
   private allows(host: string): boolean {
-    if (this.any || host === '' || this.allowed.has(host)) return true;
+    if (this.any || host === '') return true;
     const name = nameOf(host);
     if (name === undefined || !this.isOwn(name)) return false;
     if (this.allowed.size >= ALLOWED_KEPT) this.allowed.clear();
