@@ -31,6 +31,8 @@ export class HostNames {
    * about 3,900 instructions (6%).
    */
   private readonly allowed = new Set<string>();
+  /** The value `judge` last found allowed; "" at first, which names no host and is allowed. */
+  private lastAllowed = '';
 
   constructor(
     config: Pick<Config, 'host' | 'allowedHosts'>,
@@ -48,11 +50,22 @@ export class HostNames {
 
   /** Judges a Host field value, or an absolute-form target's authority without its userinfo. */
   judge(host: string): HostVerdict {
+    if (this.isLastAllowed(host)) return 'allowed';
     // A kept value passed the syntax check when it was kept.
-    if (this.allowed.has(host)) return 'allowed';
-    if (!HOST.test(host)) return 'malformed';
-    if (!this.allows(host)) return 'misdirected';
+    if (!this.allowed.has(host)) {
+      if (!HOST.test(host)) return 'malformed';
+      if (!this.allows(host)) return 'misdirected';
+    }
+    this.lastAllowed = host;
     return 'allowed';
+  }
+
+  /**
+   * Reason: a client sends one Host value on every request, and judging it
+   * (its regular expression, its hash) costs a GET about 1,100 instructions (1.7%).
+   */
+  private isLastAllowed(host: string): boolean {
+    return host === this.lastAllowed;
   }
 
   /** True when `host`, a Host value of good syntax, names this server; "" (no name) does too. */
