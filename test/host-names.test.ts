@@ -210,6 +210,23 @@ test('HostNames on a wildcard address reads the interfaces again, at most once a
   assert.equal(reads, 2, 'not again within the second');
 });
 
+test('HostNames: each value judged in turn gets its own verdict, whatever was allowed before it', () => {
+  const names = new HostNames({ host: '127.0.0.1', allowedHosts: [] }, () => []);
+  const turns: [string, 'allowed' | 'malformed' | 'misdirected'][] = [
+    ['127.0.0.1:8080', 'allowed'],
+    ['127.0.0.1:8080', 'allowed'],
+    ['users.example.org', 'misdirected'],
+    ['a b', 'malformed'],
+    ['localhost', 'allowed'],
+    ['127.0.0.1:8080', 'allowed'],
+    ['users.example.org', 'misdirected'],
+    ['127.0.0.1:8080 ', 'malformed'],
+    ['', 'allowed'],
+    ['users.example.org', 'misdirected'],
+  ];
+  for (const [host, verdict] of turns) assert.equal(names.judge(host), verdict, JSON.stringify(host));
+});
+
 const JUDGED: {
   host: string;
   config?: Partial<Pick<Config, 'host' | 'allowedHosts'>>;

@@ -31,6 +31,8 @@ export class HostNames {
    * about 3,900 instructions (6%).
    */
   private readonly allowed = new Set<string>();
+  /** The value `judge` last found allowed; "" at first, which names no host and is allowed. */
+  private lastAllowed = '';
 
   constructor(
     config: Pick<Config, 'host' | 'allowedHosts'>,
@@ -48,14 +50,27 @@ export class HostNames {
 
   /** Judges a Host field value, or an absolute-form target's authority without its userinfo. */
   judge(host: string): HostVerdict {
-    if (!HOST.test(host)) return 'malformed';
-    if (!this.allows(host)) return 'misdirected';
+    if (this.isLastAllowed(host)) return 'allowed';
+    // A kept value passed the syntax check when it was kept.
+    if (!this.allowed.has(host)) {
+      if (!HOST.test(host)) return 'malformed';
+      if (!this.allows(host)) return 'misdirected';
+    }
+    this.lastAllowed = host;
     return 'allowed';
+  }
+
+  /**
+   * Reason: a client sends one Host value on every request, and judging it
+   * (its regular expression, its hash) costs a GET 1,070 instructions (1.6%).
+   */
+  private isLastAllowed(host: string): boolean {
+    return host === this.lastAllowed;
   }
 
   /** True when `host`, a Host value of good syntax, names this server; "" (no name) does too. */
   private allows(host: string): boolean {
-    if (this.any || host === '' || this.allowed.has(host)) return true;
+    if (this.any || host === '') return true;
     const name = nameOf(host);
     if (name === undefined || !this.isOwn(name)) return false;
     if (this.allowed.size >= ALLOWED_KEPT) this.allowed.clear();
