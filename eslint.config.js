@@ -70,7 +70,8 @@ export default tseslint.config(
         'error',
         { code: 120, ignoreStrings: true, ignoreTemplateLiterals: true, ignoreUrls: true, ignoreRegExpLiterals: true },
       ],
-      // A name that starts with _ is left unused on purpose (a tuple's or a destructured object's part that is not needed).
+      // A name that starts with _ is left unused on purpose (a tuple's or a destructured object's part that is not
+      // needed).
       '@typescript-eslint/no-unused-vars': [
         'error',
         {

@@ -87,7 +87,10 @@ function putUser(url: string, path: string, body: string): Promise<number> {
   });
 }
 
-/** PUTs at `rate` a second for SECONDS through `writer`, each with a number `n`; how long after each answer `watcher` saw its change, ms. */
+/**
+ * PUTs at `rate` a second for SECONDS through `writer`, each with a number `n`; how long after each answer `watcher`
+ * saw its change, ms.
+ */
 async function latencies(writer: string, watcher: string, rate: number): Promise<number[]> {
   const answered = new Map<number, number>();
   const seen = new Map<number, number>();
@@ -178,7 +181,9 @@ async function latencyPart(): Promise<void> {
   }
 }
 
-/** Req/s of `server` under `requests`, and the server's CPU per request in µs: `rounds` rounds of 3 s each, the medians. */
+/**
+ * Req/s of `server` under `requests`, and the server's CPU per request in µs: `rounds` rounds of 3 s each, the medians.
+ */
 async function throughput(
   server: ServerProcess,
   rounds: number,
@@ -195,7 +200,10 @@ async function throughput(
   return { rps: median(rps), us: median(us) };
 }
 
-/** `count` following watchers of `url` in a child process (bench/feed-watchers.mjs); resolves once all have their answers. */
+/**
+ * `count` following watchers of `url` in a child process (bench/feed-watchers.mjs); resolves once all have their
+ * answers.
+ */
 async function startWatchers(url: string, count: number): Promise<{ stop(): Promise<number> }> {
   const child = spawn(
     process.execPath,

@@ -16,7 +16,8 @@
  * copied into a throwaway PostgreSQL (`users-server copy`) for `--store postgres`.
  * Indexes are declared with `users-server index add`.
  *
- * Run: npm run build && node --import tsx bench/find-bench.ts [--users 1000000] [--part lookup|scan|memory ...] [--store journal|postgres ...] [--seconds 10]
+ * Run: npm run build && node --import tsx bench/find-bench.ts [--users 1000000] [--part lookup|scan|memory ...]
+ * [--store journal|postgres ...] [--seconds 10]
  */
 import { execFileSync } from 'node:child_process';
 import { closeSync, cpSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs';

@@ -45,7 +45,8 @@
  *
  * `--save DIR` keeps each dump (and perf map) there, for callgrind_annotate.
  *
- * Run: npm run build && node --import tsx bench/instructions.ts [--requests 5000] [--warmup 20000] [--load get|missing|put|patch|find-unique|sort-page] [--server ID] [--rounds 2] [--top N] [--schema] [--save DIR]
+ * Run: npm run build && node --import tsx bench/instructions.ts [--requests 5000] [--warmup 20000]
+ * [--load get|missing|put|patch|find-unique|sort-page] [--server ID] [--rounds 2] [--top N] [--schema] [--save DIR]
  * (--load and --server repeatable; server ids: reference, contract,
  * contract-log, users-log-off, users)
  */
@@ -252,7 +253,10 @@ function userWithEmail(n: number): object {
   return { name: typicalName(n), email: `user${n}@example.com` };
 }
 
-/** Declares `email` unique and case-insensitive on the data directory `data` of the running server, which builds its index. */
+/**
+ * Declares `email` unique and case-insensitive on the data directory `data` of the running server, which builds its
+ * index.
+ */
 function declareEmail(data: string): void {
   execFileSync(
     process.execPath,

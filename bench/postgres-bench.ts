@@ -15,7 +15,8 @@
  * for every /users request (`--require-session all`), and each request of
  * the loads carries the admin's session cookie or an API token.
  *
- * Run: node --import tsx bench/postgres-bench.ts [--rounds 3] [--seconds 10] [--connections 48] [--load get|put|reserve|create ...] [--auth none|session|token] [--generator sockets|autocannon]
+ * Run: node --import tsx bench/postgres-bench.ts [--rounds 3] [--seconds 10] [--connections 48]
+ * [--load get|put|reserve|create ...] [--auth none|session|token] [--generator sockets|autocannon]
  * (after `npm run build`; needs PostgreSQL's server binaries).
  */
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';

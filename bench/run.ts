@@ -399,7 +399,8 @@ async function benchScenarios(options: Options): Promise<{ figures: ScenarioFigu
     const servers: ServerProcess[] = [];
     try {
       // The cap on live reservations is raised so POST /reservations never answers 503 here.
-      // Every server's stdout goes to a file: the access log is not read by this process, which runs the load generator.
+      // Every server's stdout goes to a file: the access log is not read by this process, which runs the load
+      // generator.
       const users = await spawnServer(
         ['--port', '0', '--data', join(dir, 'data'), '--max-reservations', '100000000', ...LOAD_FLAGS],
         { core: 0, stdoutFile: join(dir, 'users.out') },

@@ -158,7 +158,8 @@ export function spawnServer(args: string[], options: SpawnOptions = {}): Promise
   const outFd = options.stdoutFile === undefined ? undefined : openSync(options.stdoutFile, 'w');
   const child = spawn(command, argv, {
     cwd: ROOT,
-    // The loads measure the resource, not who may use it: /users is open unless a bench passes --require-session (a flag beats the variable).
+    // The loads measure the resource, not who may use it: /users is open unless a bench passes --require-session (a
+    // flag beats the variable).
     env: { ...process.env, USERS_ADMIN_PASSWORD: ADMIN_PASSWORD, USERS_REQUIRE_SESSION: 'none', ...options.env },
     stdio: ['ignore', outFd ?? 'pipe', 'pipe'],
   });
@@ -393,7 +394,10 @@ export function typicalName(n: number): string {
 
 export const JSON_HEADERS = { 'content-type': 'application/json' };
 
-/** Creates users 1..count through POST /users/new (ids are issued in turn), user n `userOf(n)`, and checks they are there. */
+/**
+ * Creates users 1..count through POST /users/new (ids are issued in turn), user n `userOf(n)`, and checks they are
+ * there.
+ */
 export async function preloadUsers(
   url: string,
   count: number,
@@ -420,7 +424,10 @@ export async function preloadUsers(
   await checkPreloaded(url, count);
 }
 
-/** Users 1..count are there and user count + 1 is not: three requests of a client of its own, which closes each connection. */
+/**
+ * Users 1..count are there and user count + 1 is not: three requests of a client of its own, which closes each
+ * connection.
+ */
 async function checkPreloaded(url: string, count: number): Promise<void> {
   const [first, last, past] = await Promise.all([
     fetchStatus(`${url}/users/1`),

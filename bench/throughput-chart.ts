@@ -11,7 +11,8 @@
  * itself), cycle after cycle, the order reversed every other cycle; it
  * prints the medians and writes them as an SVG bar chart.
  *
- * Run: npm run build && node --import tsx bench/throughput-chart.ts [--rounds 3] [--seconds 5] [--out docs/throughput.svg]
+ * Run: npm run build && node --import tsx bench/throughput-chart.ts [--rounds 3] [--seconds 5]
+ * [--out docs/throughput.svg]
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';

@@ -14,7 +14,10 @@ const PAGE = 1000;
 const MAX_DISTANCE = 2;
 const MAX_SUGGESTIONS = 3;
 
-/** Runs `run`; a "no such user" (exit 3) for the alias `ref` comes back with "did you mean ...?" added when some alias is near. */
+/**
+ * Runs `run`; a "no such user" (exit 3) for the alias `ref` comes back with "did you mean ...?" added when some alias
+ * is near.
+ */
 export async function suggestingAliases<T>(ctx: Context, ref: string, run: () => Promise<T>): Promise<T> {
   try {
     return await run();

@@ -144,7 +144,10 @@ function violationsOf(problem: Record<string, unknown> | undefined): Violation[]
   });
 }
 
-/** A violation as one sentence that names its field: the server's detail, after the field when it does not start with it. */
+/**
+ * A violation as one sentence that names its field: the server's detail, after the field when it does not start with
+ * it.
+ */
 export function violationLine(violation: Violation): string {
   const field = violation.field === '' ? 'the user' : violation.field;
   const detail = oneLine(violation.detail);

@@ -90,7 +90,10 @@ export function completionScript(program: Command, shell: Shell): string {
   }
 }
 
-/** The man page (section 1) of a commander program: synopsis, description, options, each command, and the help's closing text. */
+/**
+ * The man page (section 1) of a commander program: synopsis, description, options, each command, and the help's closing
+ * text.
+ */
 export function manPage(program: Command, date: string, version: string, after: string): string {
   const name = program.name();
   const optionLines = (options: readonly Option[]) =>

@@ -81,7 +81,10 @@ export function resolveGlobals(flags: GlobalFlags, env: NodeJS.ProcessEnv): Glob
   };
 }
 
-/** The token as given, trimmed (a file read with $(cat) may end in a newline); one with spaces or control characters is a usage error. */
+/**
+ * The token as given, trimmed (a file read with $(cat) may end in a newline); one with spaces or control characters is
+ * a usage error.
+ */
 function tokenOf(value: string | undefined, source: string): string | undefined {
   if (value === undefined) return undefined;
   const token = value.trim();

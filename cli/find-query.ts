@@ -48,7 +48,8 @@ function jsonLiteral(text: string): string {
 }
 
 const OPERATOR = /^(?:eq|ne|co|sw|ew|gt|ge|lt|le|pr)$/i;
-// A token of a filter: a JSON string, a word (a path, an operator, a keyword, a literal), a number, or one other character.
+// A token of a filter: a JSON string, a word (a path, an operator, a keyword, a literal), a number, or one other
+// character.
 const TOKEN = /"(?:[^"\\]|\\.)*"?|[A-Za-z_][A-Za-z0-9_.-]*|[-0-9][0-9A-Za-z_.+-]*|\S/gy;
 
 /**
@@ -82,7 +83,9 @@ function tokensOf(filter: string): string[] {
   }
 }
 
-/** The value at a dotted path of a user, through objects and into every element of an array met; undefined when none. */
+/**
+ * The value at a dotted path of a user, through objects and into every element of an array met; undefined when none.
+ */
 export function memberAt(user: unknown, path: string): unknown {
   let values: unknown[] = [user];
   for (const name of path.split('.')) {

@@ -82,7 +82,8 @@ export async function importUsers(ctx: Context, options: ImportOptions): Promise
   if (size === undefined) ctx.interruption.onStop(() => (input as Partial<{ destroy(): void }>).destroy?.());
   try {
     await run.consume(input);
-    // Only when reading stopped at a line: a stop after the last line was read (a result that could not be printed) left nothing unsent.
+    // Only when reading stopped at a line: a stop after the last line was read (a result that could not be printed)
+    // left nothing unsent.
     if (run.stoppedAt > 0 && size !== undefined && file !== undefined)
       run.notSent += await countLinesFrom(file, run.stoppedAt);
   } finally {
@@ -183,7 +184,10 @@ class ImportRun {
     return header;
   }
 
-  /** How far the import got, for a stop that does not wait for the requests in flight: the results printed, and the lines without one. */
+  /**
+   * How far the import got, for a stop that does not wait for the requests in flight: the results printed, and the
+   * lines without one.
+   */
   howFar(): string {
     const { printed, lastPrinted, completed } = this.results;
     // The requests in flight, and the results that came but wait for stdout.
@@ -199,7 +203,10 @@ class ImportRun {
     return `${done}${open}; the rest not sent: the same import run again finishes it`;
   }
 
-  /** Why the export read is not whole (cut short, lines missing), once the input has ended; undefined when it is whole or no export. */
+  /**
+   * Why the export read is not whole (cut short, lines missing), once the input has ended; undefined when it is whole
+   * or no export.
+   */
   exportDamage(): string | undefined {
     if (this.format !== 'export' || !this.endExpected) return undefined;
     const { lines, ok } = this.stats;
@@ -290,7 +297,8 @@ class ImportRun {
 
   private async restore(seq: number, line: Line, record: ExportRecord): Promise<void> {
     let text: string;
-    // With new ids every user is created under an alias, so that a re-run finds it: a record without one gets its line's.
+    // With new ids every user is created under an alias, so that a re-run finds it: a record without one gets its
+    // line's.
     const lineAlias = this.aliasOf(line.bytes);
     const alias = this.options.keepIds === true ? record.alias : (record.alias ?? lineAlias);
     const where = { line: line.number, oldId: record.id, alias };

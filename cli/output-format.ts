@@ -108,7 +108,10 @@ function table<T>(records: readonly T[], view: View<T>, wide: boolean, bold: boo
   return (bold ? `\x1b[1m${head.slice(0, -1)}\x1b[0m\n` : head) + cells.map(line).join('');
 }
 
-/** Characters a terminal would act on rather than show: C0 and C1 controls, and the bidirectional overrides and isolates. */
+/**
+ * Characters a terminal would act on rather than show: C0 and C1 controls, and the bidirectional overrides and
+ * isolates.
+ */
 const UNPRINTABLE = /[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g;
 
 /**

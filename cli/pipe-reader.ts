@@ -64,7 +64,10 @@ export function pipeReaderCheck(fd: number): (() => boolean) | undefined {
   }
 }
 
-/** A WASI whose standard streams are `fd`, made without node's warning that WASI is experimental, which is no news for usersctl's user. */
+/**
+ * A WASI whose standard streams are `fd`, made without node's warning that WASI is experimental, which is no news for
+ * usersctl's user.
+ */
 function quietWasi(fd: number): WASI {
   const emitWarning = process.emitWarning;
   process.emitWarning = () => {};

@@ -141,14 +141,18 @@ export class Restorer {
       if (refused.status !== 404) return failed(refused);
       return (await this.reserveThrough(id)) ? undefined : meanwhile;
     }
-    // 409: the id is not the next one; if it was never issued, the ids before it are reserved, so the alias's PUT gets it.
+    // 409: the id is not the next one; if it was never issued, the ids before it are reserved, so the alias's PUT gets
+    // it.
     if (refused.status !== 409) return failed(refused);
     const taken = await this.takenOnTarget(record);
     if (taken !== undefined) return taken;
     return (await this.reserveThrough(id - 1)) ? undefined : meanwhile;
   }
 
-  /** Why the record's id cannot be had on the target (issued there already), asked without reserving; undefined when it was never issued. */
+  /**
+   * Why the record's id cannot be had on the target (issued there already), asked without reserving; undefined when it
+   * was never issued.
+   */
   private async takenOnTarget(record: ExportRecord): Promise<Restored | undefined> {
     const { id } = record;
     const standing = await this.send('PUT', userPath(id), JSON.stringify(record.user), { 'if-match': NO_TAG });

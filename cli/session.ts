@@ -68,7 +68,10 @@ export class CookieSession {
       );
   }
 
-  /** Writes the jar back now if an answer set or cleared a cookie: `login` says where the session is only once it is there. */
+  /**
+   * Writes the jar back now if an answer set or cleared a cookie: `login` says where the session is only once it is
+   * there.
+   */
   async save(): Promise<void> {
     if (!this.changed || this.jarLoad === undefined) return;
     const jar = await this.jarLoad;
@@ -137,7 +140,10 @@ export class CookieSession {
     this.pathSpecific = undefined;
   }
 
-  /** Notes that this server set the cookie `key`, and says so when it replaced one another server (another port of the host) had set. */
+  /**
+   * Notes that this server set the cookie `key`, and says so when it replaced one another server (another port of the
+   * host) had set.
+   */
   private noteSetter(key: string, name: string): void {
     const { server, jarPath } = this.options;
     const before = this.setBy.get(key);

@@ -53,7 +53,10 @@ export class Output {
     return this.closed || this.failure !== undefined;
   }
 
-  /** Writes `text`, once the stream has room; when the output has `stopped` after it, it may not all have reached the reader. */
+  /**
+   * Writes `text`, once the stream has room; when the output has `stopped` after it, it may not all have reached the
+   * reader.
+   */
   async write(text: string): Promise<void> {
     if (this.stopped || text === '') return;
     let flushed: unknown;

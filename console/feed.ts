@@ -16,7 +16,9 @@ interface Change {
   readonly user?: Record<string, unknown>;
 }
 
-/** A change, or `reset`: changes may have been missed (the feed started again from now), so what is shown is reloaded. */
+/**
+ * A change, or `reset`: changes may have been missed (the feed started again from now), so what is shown is reloaded.
+ */
 export type FeedEvent = Change | 'reset';
 
 const OPS = ['put', 'delete', 'move'] as const;
@@ -34,7 +36,10 @@ export class Feed {
   /** Resolves once the feed has connected (or given up for now): a view loaded after it misses no change. */
   opened: Promise<void>;
 
-  /** `stillSignedIn` is asked when the server ends the feed: false once the session is gone, and it is not started again. */
+  /**
+   * `stillSignedIn` is asked when the server ends the feed: false once the session is gone, and it is not started
+   * again.
+   */
   constructor(
     private readonly stillSignedIn: () => Promise<boolean>,
     private readonly onState: (state: 'live' | 'connecting') => void,

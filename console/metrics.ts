@@ -3,7 +3,9 @@
  * view: the value of each series. Pure: no page, so the tests run it in node.
  */
 
-/** Every sample of the exposition: series (name and labels, as written) -> value. Comments and blank lines are skipped. */
+/**
+ * Every sample of the exposition: series (name and labels, as written) -> value. Comments and blank lines are skipped.
+ */
 export function parseMetrics(text: string): Map<string, number> {
   const series = new Map<string, number>();
   for (const line of text.split('\n')) {
@@ -17,7 +19,9 @@ export function parseMetrics(text: string): Map<string, number> {
   return series;
 }
 
-/** Requests answered so far, all routes, methods and statuses together; undefined when the exposition has no counter. */
+/**
+ * Requests answered so far, all routes, methods and statuses together; undefined when the exposition has no counter.
+ */
 export function requestTotal(series: ReadonlyMap<string, number>): number | undefined {
   let total: number | undefined;
   for (const [name, value] of series) {

@@ -21,7 +21,9 @@ export function valueAt(value: unknown, path: string): unknown {
   return values.length === 1 ? values[0] : values;
 }
 
-/** A value as text for a cell: strings as they are, arrays joined, anything else as JSON; nothing for null and missing. */
+/**
+ * A value as text for a cell: strings as they are, arrays joined, anything else as JSON; nothing for null and missing.
+ */
 export function displayValue(value: unknown): string {
   if (value === undefined || value === null) return '';
   if (typeof value === 'string') return value;

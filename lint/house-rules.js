@@ -49,10 +49,16 @@ const docCommentPlacement = {
   },
 };
 
-/** The folders whose files import one another: every source file of the project, with the files at its root (eslint.config.js). */
+/**
+ * The folders whose files import one another: every source file of the project, with the files at its root
+ * (eslint.config.js).
+ */
 const SOURCE_FOLDERS = ['server', 'cli', 'shared', 'test', 'bench', 'bin', 'lint', 'console'];
 
-/** A module specifier of `from`, as the file it names (`./x.js` is `./x.ts` in the sources, unless an `x.js` is there), or undefined for a package. */
+/**
+ * A module specifier of `from`, as the file it names (`./x.js` is `./x.ts` in the sources, unless an `x.js` is there),
+ * or undefined for a package.
+ */
 function resolveSpecifier(from, specifier) {
   if (!specifier.startsWith('.')) return undefined;
   const path = resolve(dirname(from), specifier);
@@ -137,7 +143,10 @@ function usesOf(root) {
   return uses;
 }
 
-/** The files whose exports are for others than the project's own files: the programs' entry modules, and the config files tools load (eslint.config.js). */
+/**
+ * The files whose exports are for others than the project's own files: the programs' entry modules, and the config
+ * files tools load (eslint.config.js).
+ */
 const ENTRY = /^(server\/main|cli\/main|console\/main)\.ts$|^(bin|bench)\/|\.test\.ts$|^[^/]+\.config\.(js|mjs)$/;
 
 /**

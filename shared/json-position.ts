@@ -16,7 +16,8 @@ export function jsonErrorPlace(text: string, error: unknown): string {
 /** JSON.parse's reason without its position, for a sentence of our own. */
 export function jsonErrorReason(error: unknown): string {
   const message = error instanceof Error ? error.message : String(error);
-  // V8 quotes a piece of the text ('Unexpected token 'b', "{"name": bad}" is not valid JSON'): the place says where, the piece is left out.
+  // V8 quotes a piece of the text ('Unexpected token 'b', "{"name": bad}" is not valid JSON'): the place says where,
+  // the piece is left out.
   return message
     .replace(/, ".*" is not valid JSON$/s, '')
     .replace(/,? ?(\(line \d+ column \d+\)|at position \d+)/, '')

@@ -38,7 +38,8 @@ test(`pipelining: ${PIPELINE_LIMIT * 40} GETs in one write: the first ${PIPELINE
   server.running.server.on('request', () => parsed++);
   const answers = await exchangeUntilClosed(t, server.url, GET.repeat(PIPELINE_LIMIT * 40));
   assert.ok(answers.length <= PIPELINE_LIMIT, `${answers.length} answers`);
-  // node read far more than that at once (up to 64 KiB, 1,500 of these GETs); it stopped parsing at the one past the limit.
+  // node read far more than that at once (up to 64 KiB, 1,500 of these GETs); it stopped parsing at the one past the
+  // limit.
   assert.equal(parsed, PIPELINE_LIMIT + 1, 'requests parsed');
   assert.ok(answers.every((a) => a.status === 200 && a.text === '{"name":"Ann","id":1}'));
   assert.equal((await send(server.url, 'GET', '/users/1')).status, 200);
@@ -85,7 +86,10 @@ test(`pipelining: a connection's queued answers go out ${ANSWERS_PER_TURN} in a 
   );
 });
 
-/** Opens a connection from `localAddress` and resolves once it is connected, or with 'closed' if the server closes it first. */
+/**
+ * Opens a connection from `localAddress` and resolves once it is connected, or with 'closed' if the server closes it
+ * first.
+ */
 function open(t: TestContext, port: number, localAddress: string): Promise<Socket> {
   return new Promise((resolve, reject) => {
     const socket = connect({ port, host: '127.0.0.1', localAddress }, () => resolve(socket));
@@ -179,7 +183,10 @@ test('a request the server is still working on is not cut by the unread timeout:
   assert.equal((await login).status, 401);
 });
 
-/** Sends one keep-alive GET /healthz on `socket` and resolves with the status line, or 'closed' if the server closes it first. */
+/**
+ * Sends one keep-alive GET /healthz on `socket` and resolves with the status line, or 'closed' if the server closes it
+ * first.
+ */
 function ask(socket: Socket): Promise<string> {
   return new Promise((resolve) => {
     let text = '';
@@ -241,7 +248,8 @@ async function dualStackSkipReason(): Promise<string | undefined> {
   });
 }
 
-// With --host ::, IPv4 clients arrive as IPv4-mapped IPv6 peers (::ffff:127.0.0.1): each is still an address of its own.
+// With --host ::, IPv4 clients arrive as IPv4-mapped IPv6 peers (::ffff:127.0.0.1): each is still an address of its
+// own.
 test('--host :: and --max-connections-per-client: an IPv4 address at the limit does not hold back another IPv4 address', async (t) => {
   const skip = await dualStackSkipReason();
   if (skip !== undefined) return t.skip(skip);

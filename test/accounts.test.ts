@@ -73,7 +73,9 @@ interface Run {
   stderr: string;
 }
 
-/** `users-server accounts ARGS` in this process (helpers.ts); the tests marked "(bin)" run the real executable instead. */
+/**
+ * `users-server accounts ARGS` in this process (helpers.ts); the tests marked "(bin)" run the real executable instead.
+ */
 function accounts(
   _t: TestContext,
   args: string[],
@@ -464,7 +466,10 @@ _, status = os.waitpid(pid, 0)
 sys.stdout.write(repr(out) + '\\n' + str(os.waitstatus_to_exitcode(status)) + '\\n')
 `;
 
-/** Runs `accounts add tty` on a pty; not synchronously: the event loop goes on (a pool of this process may be connecting). */
+/**
+ * Runs `accounts add tty` on a pty; not synchronously: the event loop goes on (a pool of this process may be
+ * connecting).
+ */
 async function runOnTerminal(
   t: TestContext,
   dir: string,

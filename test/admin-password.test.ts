@@ -28,7 +28,10 @@ function usersServer(_t: TestContext, args: string[], input = '') {
   return runUsersServer(args, { stdin: input, env: { USERS_ADMIN_PASSWORD: '' } });
 }
 
-/** The same through `node bin/users-server.js ARGS`: the stories of `accounts passwd` and `copy` as the executable runs them. */
+/**
+ * The same through `node bin/users-server.js ARGS`: the stories of `accounts passwd` and `copy` as the executable runs
+ * them.
+ */
 function usersServerBin(t: TestContext, args: string[], input = '') {
   return runTool(t, process.execPath, [SERVER_BIN, ...args], {
     input,

@@ -137,7 +137,8 @@ test('users-server backup onto a disk that fills up during the copy (a 256 KiB t
   const server = await startTestServer(t, { data: dir, secrets: ['a test secret of at least thirty-two bytes'] });
   for (let i = 0; i < 40; i++)
     assert.equal((await put(server.url, `/users/u${i}`, { name: `User ${i}`, pad: 'p'.repeat(10_000) })).status, 201);
-  // The journal is the last file the backup writes (the secret and the admin password come from the test's settings): a short write of it is not followed by a write that fails.
+  // The journal is the last file the backup writes (the secret and the admin password come from the test's settings): a
+  // short write of it is not followed by a write that fails.
   assert.deepEqual(readdirSync(dir).sort(), ['admin-identity', 'journal-00000001', 'lock']);
   await onSmallDisk(t, '256k', async (disk) => {
     const run = await runUsersServer(['backup', '--data', dir, '--to', join(disk, 'backup')]);
@@ -209,7 +210,10 @@ test('a backup killed while it copies (SIGKILL) leaves a folder that a start, re
   assert.equal((await send(server.url, 'GET', '/users/40000')).status, 200);
 });
 
-/** A data directory of 40,000 users (10 MB: its copy takes a while) with a secret, a generated admin password and accounts. */
+/**
+ * A data directory of 40,000 users (10 MB: its copy takes a while) with a secret, a generated admin password and
+ * accounts.
+ */
 async function bigDataDir(t: TestContext): Promise<string> {
   const dir = join(tempDir(t), 'data');
   mkdirSync(dir);

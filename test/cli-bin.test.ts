@@ -176,7 +176,8 @@ test('bin: SIGINT while a request waits to be tried again stops the command at o
   const { env } = await setup(t);
   const dir = tempDir(t, 'usersctl-files-');
   const trace = join(dir, 'trace.txt');
-  // -v traces each retry: the shell sends SIGINT once the second one is announced (its wait is 100 to 200 ms, then more).
+  // -v traces each retry: the shell sends SIGINT once the second one is announced (its wait is 100 to 200 ms, then
+  // more).
   const script =
     '"$0" "$1" --url "$2" --retries 8 -v get 1 2> "$3" & p=$!; until grep -q "retry 2 of 8" "$3"; do :; done; kill -INT $p; wait $p';
   const run = await spawnText(t, 'bash', ['-c', script, process.execPath, BIN, await closedPortUrl(), trace], env);

@@ -33,7 +33,10 @@ async function output(args: string[]): Promise<string> {
   return run.stdout;
 }
 
-/** What bash's completion offers for the words typed so far (the last one being completed), with the script `usersctl completion bash` printed. */
+/**
+ * What bash's completion offers for the words typed so far (the last one being completed), with the script `usersctl
+ * completion bash` printed.
+ */
 async function completeWith(t: TestContext, script: string, words: string[]): Promise<string[]> {
   const run = await runTool(t, 'bash', [
     '-c',

@@ -306,7 +306,10 @@ test('readLines gives the same lines and byte offsets however the input is cut i
   }
 });
 
-/** `before`, then `size` bytes of "x" in 1 MiB chunks (one buffer, never copied here), then `after`: input of any length, made as it is read. */
+/**
+ * `before`, then `size` bytes of "x" in 1 MiB chunks (one buffer, never copied here), then `after`: input of any
+ * length, made as it is read.
+ */
 async function* longInput(before: string, size: number, after: string): AsyncGenerator<Buffer> {
   const chunk = Buffer.alloc(1024 * 1024, 'x');
   yield Buffer.from(before);

@@ -79,7 +79,10 @@ test('node bin/usersctl.js watch follows, connects again with its last cursor af
   );
 });
 
-/** A stdout whose reader leaves after the first write: the writes after it fail with EPIPE, as a pipe's do once `head -n 1` has exited. */
+/**
+ * A stdout whose reader leaves after the first write: the writes after it fail with EPIPE, as a pipe's do once `head -n
+ * 1` has exited.
+ */
 class ReaderGoneAfterFirstWrite extends EventEmitter {
   text = '';
   private writes = 0;

@@ -134,7 +134,9 @@ function column(page: Page, index: number): Promise<string[]> {
   return page.locator(`table.users tbody tr td:nth-child(${index})`).allTextContents();
 }
 
-/** Creates users through the API as admin: `count` of them, `make(i)` each body, through alias `prefix-i` when given. */
+/**
+ * Creates users through the API as admin: `count` of them, `make(i)` each body, through alias `prefix-i` when given.
+ */
 async function seed(server: TestServer, count: number, make: (i: number) => object, prefix?: string): Promise<void> {
   const cookie = await server.login();
   for (let i = 1; i <= count; i++) {
@@ -448,7 +450,8 @@ describe('console', { concurrency: CONCURRENT_TESTS }, () => {
       id: 1,
     });
 
-    // Or the person takes the saved version. (Changed while this page is being edited: the page says so, and keeps the edit.)
+    // Or the person takes the saved version. (Changed while this page is being edited: the page says so, and keeps the
+    // edit.)
     await name.fill('Mine');
     assert.equal((await put(server.url, '/users/1', { name: 'Ann L.', id: 1 }, { cookie })).status, 200);
     await page.getByText('Someone else changed this user while you were editing.', { exact: false }).waitFor();

@@ -84,7 +84,10 @@ interface CycleReport {
   killAfterMs: number;
   /** How the kill was set off: a timer, or a file event of a compaction. */
   killTrigger: 'timer' | 'compaction';
-  /** At the kill, the directory held an unfinished compaction (temp file, two snapshots, or a journal newer than the newest snapshot). */
+  /**
+   * At the kill, the directory held an unfinished compaction (temp file, two snapshots, or a journal newer than the
+   * newest snapshot).
+   */
   compactionUnfinished: boolean;
   /** Compactions the killed server reported. */
   compactions: number;
@@ -414,7 +417,10 @@ class Harness {
     return { name: tag, note, n: Math.floor(this.random() * 1e6) };
   }
 
-  /** An id's issuance seen in an acknowledgement: once only, and above everything acknowledged or stored before this life. */
+  /**
+   * An id's issuance seen in an acknowledgement: once only, and above everything acknowledged or stored before this
+   * life.
+   */
   private issue(id: number, source: string, replay: boolean): void {
     const before = this.issued.get(id);
     this.check(
@@ -605,7 +611,8 @@ class Harness {
         setTimeout(kill, lateMs);
       });
     }
-    // The kill's clock starts at the first answer, so that a slow start on a busy machine still leaves writes acknowledged before it.
+    // The kill's clock starts at the first answer, so that a slow start on a busy machine still leaves writes
+    // acknowledged before it.
     let answered = false;
     const firstAnswer = () => {
       if (answered || stopped) return;
@@ -899,7 +906,8 @@ class Harness {
         if (base?.alias !== undefined) this.agreeAlias(expectedAlias, id, base.alias);
       }
 
-      // 2. Each user that must exist: stored before, or created or written with an acknowledgement, and not possibly deleted.
+      // 2. Each user that must exist: stored before, or created or written with an acknowledgement, and not possibly
+      // deleted.
       const mustExist = new Map<number, string>();
       for (const id of this.baseline.keys()) mustExist.set(id, 'stored before the kill');
       for (const op of prev.ops) {

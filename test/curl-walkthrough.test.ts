@@ -22,7 +22,9 @@ interface Command {
   expected: string[];
 }
 
-/** The `$` commands of each console block, continuation lines joined, with the lines the transcript shows after each. */
+/**
+ * The `$` commands of each console block, continuation lines joined, with the lines the transcript shows after each.
+ */
 function transcripts(): Command[][] {
   const blocks = [...readFileSync(PAGE, 'utf8').matchAll(/^```console\n([\s\S]*?)^```$/gm)].map((m) =>
     m[1]!.split('\n'),

@@ -97,7 +97,10 @@ async function usersServerNames(): Promise<Names> {
 /** usersctl's global options that take a value: the word after them is not the command. */
 const VALUE_OPTIONS = new Set(['--url', '--cookie-jar', '--token', '--timeout', '--retries']);
 
-/** Each place a page calls `program` in code (a fenced block's line, an inline code span): the words up to the end of that command. */
+/**
+ * Each place a page calls `program` in code (a fenced block's line, an inline code span): the words up to the end of
+ * that command.
+ */
 function calls(page: string, program: string): { where: string; words: string[] }[] {
   const text = read(page);
   const code: { line: number; text: string }[] = [];
@@ -108,7 +111,8 @@ function calls(page: string, program: string): { where: string; words: string[] 
     else for (const span of line.match(/`[^`]+`/g) ?? []) code.push({ line: i + 1, text: span.slice(1, -1) });
   });
   const found: { where: string; words: string[] }[] = [];
-  // Where a shell starts a command: the start (after a prompt and variables), or after | ; && || ( $( and a few runners.
+  // Where a shell starts a command: the start (after a prompt and variables), or after | ; && || ( $( and a few
+  // runners.
   const call = new RegExp(
     `(?:^(?:\\$ )?(?:\\w+=\\S* +)*|[|;&(] *|\\$\\( *|(?:exec|sudo|xargs|--) +)${program}(?=\\s|$)((?:[ \\t]+[^\\s|;&()\`#"']+)*)`,
     'g',

@@ -13,7 +13,9 @@ interface Sent {
   fail: (error: Error) => void;
 }
 
-/** A gathering whose statements wait until the test answers them; `next()` resolves with each statement as it is sent. */
+/**
+ * A gathering whose statements wait until the test answers them; `next()` resolves with each statement as it is sent.
+ */
 function gathering(keyed: boolean) {
   const queue: Sent[] = [];
   const waiters: ((sent: Sent) => void)[] = [];

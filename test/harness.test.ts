@@ -15,7 +15,9 @@ import { spawnChild } from './processes.js';
 
 const FIXTURE = join(fileURLToPath(new URL('.', import.meta.url)), 'fixtures', 'interrupted.ts');
 
-/** Runs the fixture with `args`, interrupts it with `signal` once it has made its things, and checks that none is left. */
+/**
+ * Runs the fixture with `args`, interrupts it with `signal` once it has made its things, and checks that none is left.
+ */
 async function interrupt(t: TestContext, signal: 'SIGTERM' | 'SIGINT', args: string[]): Promise<void> {
   const runner = spawnChild(t, process.execPath, ['--import', 'tsx', FIXTURE, ...args]);
   const line = await runner.waitForLine(/^\{.*\}$/);

@@ -52,7 +52,10 @@ export interface TestServer {
   adminAccountId(): Promise<string>;
 }
 
-/** Temp directories not yet removed: whatever a test leaves is removed when the process exits, also when it is interrupted. */
+/**
+ * Temp directories not yet removed: whatever a test leaves is removed when the process exits, also when it is
+ * interrupted.
+ */
 const tempDirs = new Set<string>();
 process.once('exit', () => {
   for (const dir of tempDirs) rmSync(dir, { recursive: true, force: true });
@@ -151,7 +154,10 @@ export const TEST_DEFAULTS: Partial<Config> = {
   dbTimeout: 60,
 };
 
-/** What the product ships with where TEST_DEFAULTS differ on purpose: for the stories of the README and the docs, run as a new user meets them. */
+/**
+ * What the product ships with where TEST_DEFAULTS differ on purpose: for the stories of the README and the docs, run as
+ * a new user meets them.
+ */
 export const AS_SHIPPED: Partial<Config> = { requireSession: parseConfig([], {}).config.requireSession };
 
 /**
@@ -253,7 +259,10 @@ export interface Reply {
   status: number;
   headers: Record<string, string | string[] | undefined>;
   text: string;
-  /** The body parsed as JSON, as `any`: a test reads its fields directly (`reply.json().id`), and its assertions check them. */
+  /**
+   * The body parsed as JSON, as `any`: a test reads its fields directly (`reply.json().id`), and its assertions check
+   * them.
+   */
   json(): any; // eslint-disable-line @typescript-eslint/no-explicit-any
 }
 
@@ -445,7 +454,10 @@ interface ServingCommand {
   waitForLine(pattern: RegExp, stream?: 'stdout' | 'stderr'): Promise<RegExpExecArray>;
   /** What a signal to the process does: SIGTERM or SIGINT stops it, SIGHUP reads the accounts again. */
   kill(signal?: 'SIGTERM' | 'SIGINT' | 'SIGHUP'): void;
-  /** Resolves with the exit code once the command has ended (no signal ends it: the field is there to read like a child's). */
+  /**
+   * Resolves with the exit code once the command has ended (no signal ends it: the field is there to read like a
+   * child's).
+   */
   readonly exited: Promise<{ code: number; signal: null }>;
 }
 

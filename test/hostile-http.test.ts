@@ -66,7 +66,8 @@ const BODY = '{"name":"Mallory"}';
 const CHUNKED_BODY = `${BODY.length.toString(16)}\r\n${BODY}\r\n0\r\n\r\n`;
 const PUT_HEAD = 'PUT /users/1 HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n';
 const POST_HEAD = 'POST /users/new HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n';
-// The classic CL.TE and TE.CL smuggling shapes: the trailing bytes would be a second request to a server that picks the other framing.
+// The classic CL.TE and TE.CL smuggling shapes: the trailing bytes would be a second request to a server that picks the
+// other framing.
 const SMUGGLED =
   'PUT /users/smuggled HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 18\r\n\r\n{"name":"Smuggle"}';
 
@@ -404,7 +405,8 @@ const malformed: MalformedCase[] = [
     status: 431,
     code: 'headers-too-large',
   },
-  // node collects no header line past MAX_FIELD_LINES + 1 (server.ts): a request with more is refused, never served without the rest.
+  // node collects no header line past MAX_FIELD_LINES + 1 (server.ts): a request with more is refused, never served
+  // without the rest.
   {
     name: '2,100 short header lines, then a second Host',
     bytes: `GET /users/1 HTTP/1.1\r\nHost: 127.0.0.1\r\n${'a:\r\n'.repeat(2100)}Host: evil.example\r\n\r\n`,
@@ -506,7 +508,8 @@ interface AcceptedCase {
 }
 
 const accepted: AcceptedCase[] = [
-  // RFC 9112 section 3.2.2: absolute-form is routed by its path; its authority, like Host, names this server (host-names.test.ts).
+  // RFC 9112 section 3.2.2: absolute-form is routed by its path; its authority, like Host, names this server
+  // (host-names.test.ts).
   {
     name: 'a PUT with an absolute-form target naming the server otherwise than Host writes the user of its path',
     bytes: withBody(

@@ -1,6 +1,7 @@
 /**
  * An operator's story, on the journal and on PostgreSQL (the servers and
- * usersctl in process; test/cli-bin.test.ts runs the binaries' import): export a server's users, import them into another, restart
+ * usersctl in process; test/cli-bin.test.ts runs the binaries' import): export a server's users, import them into
+ * another, restart
  * it, import the same file again. The second run leaves the target as the
  * first left it, for users with an alias and without one, whether either
  * run kept the ids or not. And plain lines

@@ -30,7 +30,9 @@ import {
 } from '../server/users/index-key.js';
 import { compareSortValues } from '../server/users/sort.js';
 
-/** Strings with the characters that test an encoding: NUL, U+0001, surrogates alone and paired, U+D7FF, U+E000, U+FFFF. */
+/**
+ * Strings with the characters that test an encoding: NUL, U+0001, surrogates alone and paired, U+D7FF, U+E000, U+FFFF.
+ */
 const text = fc.oneof(
   fc.string({ unit: 'binary' }),
   fc.string({

@@ -211,7 +211,10 @@ interface FailureCase {
   /** How the held call ends. */
   finish(held: Held, faults: FaultyIo): void;
   error: RegExp;
-  /** Whether the records of the batch that failed may be in the file afterwards (a write that succeeded before its sync failed). */
+  /**
+   * Whether the records of the batch that failed may be in the file afterwards (a write that succeeded before its sync
+   * failed).
+   */
   writtenBeforeFailure: boolean;
   /** The log line of the next start, if the failure left a torn record. */
   tornTail: boolean;

@@ -452,7 +452,9 @@ async function runRepair(dir: string): Promise<{ code: number; out: string; err:
   return { code: run.code, out: run.stdout, err: run.stderr };
 }
 
-/** The listing a server gives on the fixture's journal without the record at [from, to): what repair must bring back. */
+/**
+ * The listing a server gives on the fixture's journal without the record at [from, to): what repair must bring back.
+ */
 async function listingWithout(t: TestContext, f: Fixture, from: number, to: number): Promise<string> {
   const server = await startOn(t, copyWith(t, f, Buffer.concat([f.bytes.subarray(0, from), f.bytes.subarray(to)])));
   const listing = await listText(server);

@@ -78,7 +78,10 @@ async function startPgbouncer(): Promise<number> {
   return port;
 }
 
-/** A fresh migrated database for this test (testDatabase), reached through the process's pgbouncer: its URL, with `?pool_mode=transaction`. */
+/**
+ * A fresh migrated database for this test (testDatabase), reached through the process's pgbouncer: its URL, with
+ * `?pool_mode=transaction`.
+ */
 export async function pgbouncerDatabase(
   t: TestContext,
   options: Parameters<typeof testDatabase>[1] = {},

@@ -448,7 +448,9 @@ pg(
   },
 );
 
-/** A `run` for againIfDropped that fails `times` times as an opening that outlasted the connect timeout, then answers. */
+/**
+ * A `run` for againIfDropped that fails `times` times as an opening that outlasted the connect timeout, then answers.
+ */
 function slowOpenings(times: number): { run: () => Promise<string>; calls: () => number } {
   let calls = 0;
   const run = async () => {

@@ -59,7 +59,10 @@ function asOwner(bin: string, args: string[]): [string, string[]] {
   return process.getuid?.() === 0 ? ['runuser', ['-u', 'postgres', '--', bin, ...args]] : [bin, args];
 }
 
-/** The pid of the server binary `runAsOwner` runs now (initdb, pg_ctl start): the exit waits for it before stopping the cluster. */
+/**
+ * The pid of the server binary `runAsOwner` runs now (initdb, pg_ctl start): the exit waits for it before stopping the
+ * cluster.
+ */
 let runningPid: number | undefined;
 
 /**
@@ -190,7 +193,10 @@ export async function postgresCluster(): Promise<Cluster> {
   return cluster;
 }
 
-/** Databases of tests that have ended, dropped when the next one is made (their servers are closed by then, so dropping one cuts no connection of a server still stopping). */
+/**
+ * Databases of tests that have ended, dropped when the next one is made (their servers are closed by then, so dropping
+ * one cuts no connection of a server still stopping).
+ */
 const finished: string[] = [];
 
 /** A fresh, migrated database for this test, dropped once it has ended; its URL. */
@@ -305,11 +311,20 @@ export interface CuttingRelay {
   url: string;
   /** Closes every connection that passes through the relay now. */
   cutAll(): void;
-  /** Closes the next connection whose client sends `text` (in one write), before the database sees it; resolves once it has. */
+  /**
+   * Closes the next connection whose client sends `text` (in one write), before the database sees it; resolves once it
+   * has.
+   */
   cutOnce(text: string): Promise<void>;
-  /** From now on drops whatever the connections open now send either way, and closes none: a network that went silent. New connections pass. */
+  /**
+   * From now on drops whatever the connections open now send either way, and closes none: a network that went silent.
+   * New connections pass.
+   */
   silence(): void;
-  /** Makes the next connection whose client sends `text` (in one write) silent from then on, before the database sees it; resolves once it has. */
+  /**
+   * Makes the next connection whose client sends `text` (in one write) silent from then on, before the database sees
+   * it; resolves once it has.
+   */
   silenceOnce(text: string): Promise<void>;
 }
 

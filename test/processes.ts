@@ -43,7 +43,10 @@ interface SpawnOptions {
   cwd?: string;
   /** 'pipe' to write to it (`write`, then `process.stdin.end()`); default 'ignore'. */
   stdin?: 'pipe' | 'ignore';
-  /** How the test's end stops it while it still runs (say, SIGTERM and a check of the exit); SIGKILL after it if need be. */
+  /**
+   * How the test's end stops it while it still runs (say, SIGTERM and a check of the exit); SIGKILL after it if need
+   * be.
+   */
   stop?: (child: Child) => Promise<void>;
   /**
    * Runs it in a process group of its own, which `kill` signals as a whole
@@ -198,7 +201,10 @@ export function spawnUsersctl(t: TestContext, args: readonly string[], options: 
   return spawnChild(t, process.execPath, [CLI_BIN, ...args], options);
 }
 
-/** A server's stderr without its start lines that say where the data is and who may use it (the rest is what a test checks: warnings, the first-login line). */
+/**
+ * A server's stderr without its start lines that say where the data is and who may use it (the rest is what a test
+ * checks: warnings, the first-login line).
+ */
 export function beyondDataLine(stderr: string): string {
   return stderr
     .replace(/^users-server: (data in .*|users in memory only: .*)\n/m, '')

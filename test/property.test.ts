@@ -1,7 +1,8 @@
 /**
  * Property-based tests (issue 6) with fast-check: random request lines,
  * paths, headers, cookies and bodies, sent as raw bytes, never make the
- * server answer 5xx (but 501 for a method it does not recognize), log an unexpected error or stop serving; every error it
+ * server answer 5xx (but 501 for a method it does not recognize), log an unexpected error or stop serving; every error
+ * it
  * answers is a problem document (API.md "Endpoints": all but GET /'s
  * mandated 401); accepted user bodies are stored as their JSON round trip
  * plus `id` (docs/api.md "Users and representations"); and a session cookie

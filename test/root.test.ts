@@ -49,7 +49,10 @@ async function serverWithSecrets(t: TestContext, secrets: string[], options = {}
   return startTestServer(t, { secrets }, options);
 }
 
-/** One server's data directory started again with each list of secrets, as a rotation does (the previous start stopped first). */
+/**
+ * One server's data directory started again with each list of secrets, as a rotation does (the previous start stopped
+ * first).
+ */
 function rotation(t: TestContext): (secrets: string[]) => Promise<TestServer> {
   const data = tempDir(t);
   let previous: TestServer | undefined;

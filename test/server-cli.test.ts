@@ -122,7 +122,10 @@ function lines(text: string): string[] {
   return text.split('\n').filter((l) => l !== '');
 }
 
-/** A start-up failure: the exit code, nothing on stdout, and exactly one `users-server: ...` line on stderr, no stack trace. */
+/**
+ * A start-up failure: the exit code, nothing on stdout, and exactly one `users-server: ...` line on stderr, no stack
+ * trace.
+ */
 function assertOneLineFailure(
   result: { code: number | null; signal: NodeJS.Signals | null },
   child: Pick<Child, 'stdout' | 'stderr'>,
@@ -557,7 +560,9 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
   );
 }
 
-/** Resolves once the server at `port` refuses connections (it has begun to stop): each try waits on its socket's event. */
+/**
+ * Resolves once the server at `port` refuses connections (it has begun to stop): each try waits on its socket's event.
+ */
 async function untilRefused(port: number): Promise<void> {
   for (;;) {
     const refused = await new Promise<boolean>((resolve) => {
@@ -668,7 +673,8 @@ test(
     const session = cookiePair((await login(second.url, password)).headers['set-cookie']);
     await stopGracefully(again);
 
-    // accounts passwd admin: the file is gone, the next start is silent, the new password logs in, the old one and its sessions do not.
+    // accounts passwd admin: the file is gone, the next start is silent, the new password logs in, the old one and its
+    // sessions do not.
     const changed = await runUsersServer(['accounts', 'passwd', 'admin', '--data', data], {
       stdin: 'the admin password, chosen\n',
     });

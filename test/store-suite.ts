@@ -157,7 +157,9 @@ function put(
   });
 }
 
-/** The answer a keyed create gets, as the HTTP layer builds it (routes/users.ts); the store keeps whatever it is given. */
+/**
+ * The answer a keyed create gets, as the HTTP layer builds it (routes/users.ts); the store keeps whatever it is given.
+ */
 function createdAnswer(created: Created) {
   return { status: 201, body: created.user.json, location: `/users/${created.user.id}` };
 }
@@ -189,7 +191,10 @@ function userOf(found: Lookup): StoredUser {
 
 // ------------------------------------------------------------ finding users
 
-/** Users whose members are of every kind a filter and a sort meet: numbers, strings, booleans, null, missing, arrays, objects. */
+/**
+ * Users whose members are of every kind a filter and a sort meet: numbers, strings, booleans, null, missing, arrays,
+ * objects.
+ */
 const FINDABLE: Record<string, unknown>[] = [
   { name: 'Ann', age: 41, team: 'red', tags: ['admin', 'staff'] },
   { name: 'bob', age: 29, team: 'blue' },
@@ -205,7 +210,10 @@ const FINDABLE: Record<string, unknown>[] = [
   { name: 'Jo', age: { n: 1 }, team: 'red' },
 ];
 
-/** FINDABLE `rounds` times over (ids 1..12*rounds); every other user is created through an alias, the others by POST /users/new. */
+/**
+ * FINDABLE `rounds` times over (ids 1..12*rounds); every other user is created through an alias, the others by POST
+ * /users/new.
+ */
 async function storeFindable(store: Store, rounds: number): Promise<void> {
   for (let round = 0; round < rounds; round++)
     for (const [i, body] of FINDABLE.entries()) {
@@ -523,7 +531,8 @@ export function storeSuite(...names: string[]): void {
           );
           for (const [i, n] of ids.slice(0, 30).entries())
             assert.equal(userOf(await store.findUser(id(n))).json, JSON.stringify({ name: `r${i}`, id: n }));
-          // Read all at once (one statement on PostgreSQL: GatheredStatements), each id twice, with a moved id and one never issued.
+          // Read all at once (one statement on PostgreSQL: GatheredStatements), each id twice, with a moved id and one
+          // never issued.
           assert.equal(
             (await put(store, id(ids[0]!), { name: 'r0', id: 500 }, { policy: { allowIdChange: true } })).kind,
             'moved',
@@ -596,7 +605,8 @@ export function storeSuite(...names: string[]): void {
         ),
         async (t) => {
           const { store } = await kind.open(t);
-          // On PostgreSQL the creates without a key share transactions (GatheredStatements); the others run beside them.
+          // On PostgreSQL the creates without a key share transactions (GatheredStatements); the others run beside
+          // them.
           const outcomes = await Promise.all([
             ...Array.from({ length: 12 }, (_, i) =>
               store.createUser({ body: { name: `n${i}` }, idempotency: undefined, now: T0 }),

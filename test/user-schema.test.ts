@@ -167,7 +167,10 @@ function pg(name: string, body: (t: TestContext) => Promise<void>): void {
   });
 }
 
-/** Waits until `server` refuses BROKEN: the poll of every instance, at most half a second apart. A user it takes is deleted again. */
+/**
+ * Waits until `server` refuses BROKEN: the poll of every instance, at most half a second apart. A user it takes is
+ * deleted again.
+ */
 async function untilSchemaApplied(server: TestServer): Promise<void> {
   for (;;) {
     const reply = await send(server.url, 'PUT', '/users/probe', { json: BROKEN });

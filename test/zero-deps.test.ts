@@ -24,7 +24,10 @@ interface Specifier {
   line: number;
 }
 
-/** Every module specifier a source file names: static and type imports, re-exports, import(), require(), import = require(). */
+/**
+ * Every module specifier a source file names: static and type imports, re-exports, import(), require(), import =
+ * require().
+ */
 function findSpecifiers(source: string, fileName = 'sample.ts'): Specifier[] {
   const file = ts.createSourceFile(fileName, source, ts.ScriptTarget.Latest, true, ts.ScriptKind.TS);
   const found: Specifier[] = [];
@@ -129,7 +132,10 @@ function layerViolations(source: string, absolutePath: string, root = ROOT): str
   return out;
 }
 
-/** The one allowed exception: server/store/postgres/driver.ts names `postgres`, the optional PostgreSQL driver, in a dynamic import and its types. */
+/**
+ * The one allowed exception: server/store/postgres/driver.ts names `postgres`, the optional PostgreSQL driver, in a
+ * dynamic import and its types.
+ */
 const DRIVER_FILE = 'server/store/postgres/driver.ts';
 
 function isTheDriverImport(violation: string): boolean {

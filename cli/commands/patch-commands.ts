@@ -175,7 +175,10 @@ function editorOf(env: NodeJS.ProcessEnv): string {
   return env.VISUAL?.trim() || env.EDITOR?.trim() || 'vi';
 }
 
-/** Runs the editor on `file` through the shell (an editor variable may carry flags: `code --wait`); a failure stops the edit. */
+/**
+ * Runs the editor on `file` through the shell (an editor variable may carry flags: `code --wait`); a failure stops the
+ * edit.
+ */
 function runEditor(editor: string, file: string, env: NodeJS.ProcessEnv): Promise<void> {
   return new Promise((resolve, reject) => {
     const child = spawn('/bin/sh', ['-c', `${editor} "$1"`, 'usersctl-edit', file], { stdio: 'inherit', env });

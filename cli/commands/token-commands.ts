@@ -79,7 +79,10 @@ function roleCell(t: TokenInfo): string {
     : `${t.role} (acts as ${t.actsAs})`;
 }
 
-/** GET /tokens: a table of ID NAME ROLE ACCOUNT CREATED EXPIRES on a terminal, else (and with --json) one JSON object a line; `-o` chooses. */
+/**
+ * GET /tokens: a table of ID NAME ROLE ACCOUNT CREATED EXPIRES on a terminal, else (and with --json) one JSON object a
+ * line; `-o` chooses.
+ */
 export async function list(ctx: Context, output?: string): Promise<void> {
   const printed = ctx.listing(ctx.outputFormat(output), TOKEN_VIEW);
   await printed.add(await fetchTokens(ctx));

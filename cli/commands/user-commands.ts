@@ -348,7 +348,9 @@ export async function exportUsers(ctx: Context, options: FindOptions = {}): Prom
   if (progress !== undefined && ctx.interruption.reason === undefined) ctx.info(`exported ${written} users`);
 }
 
-/** The users the server holds (its /metrics gauge), for the progress of `export`; undefined when /metrics does not say. */
+/**
+ * The users the server holds (its /metrics gauge), for the progress of `export`; undefined when /metrics does not say.
+ */
 async function usersStored(ctx: Context): Promise<number | undefined> {
   try {
     const response = await ctx.client.send({ method: 'GET', path: METRICS_PATH });

@@ -42,10 +42,13 @@ export async function watch(ctx: Context, options: WatchOptions): Promise<number
   /** Set once a feed was answered: a refusal after that says where to resume. */
   let followed = false;
   ctx.interruption.onStop(() => aborts.abort());
-  // An idle feed writes nothing for hours: `watch | head -n 3` must not wait for the next change to learn that head has exited.
+  // An idle feed writes nothing for hours: `watch | head -n 3` must not wait for the next change to learn that head has
+  // exited.
   ctx.out.noticeReaderGone(() => aborts.abort());
   for (let failures = 0; ctx.interruption.reason === undefined;) {
-    /** Why this attempt found no feed, when another may: what to say, and what ends a --no-follow run past its retries. */
+    /**
+     * Why this attempt found no feed, when another may: what to say, and what ends a --no-follow run past its retries.
+     */
     let notNow: { why: string; error: Error; atLeastMs?: number | undefined };
     try {
       const since = feed.cursor === undefined ? '' : `&since=${feed.cursor}`;
@@ -82,7 +85,8 @@ export async function watch(ctx: Context, options: WatchOptions): Promise<number
         statusError(response, ctx.client.urlOf(CHANGES_PATH), CHANGES_PATH),
         followed ? feed.cursor : undefined,
       );
-      // A refusal ends it; "not now" (a database out of reach, a proxy while the server restarts) is waited out like a dropped connection.
+      // A refusal ends it; "not now" (a database out of reach, a proxy while the server restarts) is waited out like a
+      // dropped connection.
       if (!worthRetrying('GET', response)) throw refused;
       notNow = {
         why: `the server answered ${response.status}: ${refused.detail.replace(/\.$/, '')}`,
@@ -95,7 +99,8 @@ export async function watch(ctx: Context, options: WatchOptions): Promise<number
       notNow = { why: error.message, error: withCursor(error, followed ? feed.cursor : undefined) };
     }
     failures++;
-    // Without --no-follow it waits for the server however long; with it, a script waits no longer than any other command's retries.
+    // Without --no-follow it waits for the server however long; with it, a script waits no longer than any other
+    // command's retries.
     if (!follow && failures > ctx.options.retries) throw notNow.error;
     await backOff(ctx, notNow.why, failures, feed.cursor, aborts.signal, notNow.atLeastMs);
   }

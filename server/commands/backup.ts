@@ -29,7 +29,10 @@ Exit codes: 0 written, 1 failed (DEST removed again), 2 usage error.`;
 /** The small files of a data directory besides the journal, copied as they are. */
 const SETTINGS_FILES = ['secret', 'admin-password', ADMIN_IDENTITY_FILE, ACCOUNTS_FILE, DECLARATIONS_FILE, SCHEMA_FILE];
 
-/** `users-server backup`: exit 0 written; throws ServerCommandError (exit 1, DEST removed again) or ServerUsageError (exit 2). */
+/**
+ * `users-server backup`: exit 0 written; throws ServerCommandError (exit 1, DEST removed again) or ServerUsageError
+ * (exit 2).
+ */
 export function backupCommand(argv: readonly string[], io: CommandIo): number {
   const values = commandFlags(
     'backup',

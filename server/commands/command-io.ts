@@ -98,7 +98,9 @@ export function writtenFilesFailure(command: 'backup' | 'copy', error: unknown, 
   return new ServerCommandError(`the ${command} failed, and what it had written was removed: ${problem}`);
 }
 
-/** What starts each line a command writes on stderr: `users-server copy: `, or `users-server: ` for the server itself. */
+/**
+ * What starts each line a command writes on stderr: `users-server copy: `, or `users-server: ` for the server itself.
+ */
 export function linePrefix(command: string | undefined): string {
   return command === undefined ? 'users-server: ' : `users-server ${command}: `;
 }

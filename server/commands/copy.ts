@@ -147,7 +147,10 @@ async function read(place: Place, now: number): Promise<StoreDump> {
   return { ...readJournalData(place.dir, now), ...readDataDirSettings(place.dir) };
 }
 
-/** The settings files of a data directory: signing secret, generated admin password and the admin's identity, accounts, declared fields, the schema. */
+/**
+ * The settings files of a data directory: signing secret, generated admin password and the admin's identity, accounts,
+ * declared fields, the schema.
+ */
 function readDataDirSettings(
   dir: string,
 ): Pick<StoreDump, 'secrets' | 'adminPassword' | 'adminIdentity' | 'accounts' | 'declarations' | 'schema'> {
@@ -214,7 +217,9 @@ async function keepTarget(place: Place, now: number, replace: boolean): Promise<
   return aside;
 }
 
-/** Writes `dump` (read from `source`) into `place`: all of it, or, in a data directory, nothing a server would start on. */
+/**
+ * Writes `dump` (read from `source`) into `place`: all of it, or, in a data directory, nothing a server would start on.
+ */
 async function write(place: Place, dump: StoreDump, source: string): Promise<void> {
   if (place.kind === 'postgres') {
     await withDatabase(place, async (sql) =>
@@ -255,7 +260,10 @@ async function write(place: Place, dump: StoreDump, source: string): Promise<voi
   throw writtenFilesFailure('copy', failure, dir);
 }
 
-/** The real path of a target folder no other user can write into (requirePrivateDirectory); as root, it may be the data directory of the user a server runs as. */
+/**
+ * The real path of a target folder no other user can write into (requirePrivateDirectory); as root, it may be the data
+ * directory of the user a server runs as.
+ */
 function privateTarget(dir: string, made: boolean): string {
   return requirePrivateDirectory(dir, { verb: 'copy', made, othersMayOwn: true });
 }

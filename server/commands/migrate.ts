@@ -12,7 +12,10 @@ uses the standard PG* variables. Safe to run while servers run, and from
 several machines at once: migrations hold an advisory lock.
 Exit codes: 0 done (or nothing to do), 1 failed, 2 usage error.`;
 
-/** `users-server migrate`: exit 0 done (or nothing to do); throws ServerCommandError (exit 1) or ServerUsageError (exit 2). */
+/**
+ * `users-server migrate`: exit 0 done (or nothing to do); throws ServerCommandError (exit 1) or ServerUsageError (exit
+ * 2).
+ */
 export async function migrateCommand(argv: readonly string[], io: CommandIo): Promise<number> {
   const values = commandFlags(
     'migrate',

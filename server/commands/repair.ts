@@ -31,10 +31,14 @@ changed: a directory missing, locked or written by a newer users-server);
 
 /** Exit code: repaired, but some bytes could not be read back. */
 const DROPPED = 3;
-/** The fewest bytes a journal line that issues an id can take ("r\t1\t0"): dropped bytes issued at most this many ids. */
+/**
+ * The fewest bytes a journal line that issues an id can take ("r\t1\t0"): dropped bytes issued at most this many ids.
+ */
 const MIN_ISSUING_LINE = 6;
 
-/** `users-server repair`: see USAGE for the exit codes; 1 and 2 are a ServerCommandError and a ServerUsageError thrown. */
+/**
+ * `users-server repair`: see USAGE for the exit codes; 1 and 2 are a ServerCommandError and a ServerUsageError thrown.
+ */
 export async function repair(argv: readonly string[], io: RepairIo): Promise<number> {
   const values = commandFlags(
     'repair',

@@ -103,7 +103,9 @@ function checkExisting(value: string | undefined): boolean {
   throw new ServerUsageError(`--check-existing must be yes or no, not "${value}"`);
 }
 
-/** The schema in `file`, compiled to check it: a file that is not JSON, or a schema the server cannot apply, is refused. */
+/**
+ * The schema in `file`, compiled to check it: a file that is not JSON, or a schema the server cannot apply, is refused.
+ */
 function readSetting(file: string, checkedExisting: boolean): SchemaSetting {
   let text: string;
   try {

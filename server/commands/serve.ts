@@ -60,7 +60,10 @@ export interface RunningServer {
   hurry(): void;
   /** Reads the accounts again now (SIGHUP). */
   reloadAccounts(): Promise<void>;
-  /** HTTPS: reads --tls-cert and --tls-key again for new connections (SIGHUP); throws ServerCommandError when they do not do. */
+  /**
+   * HTTPS: reads --tls-cert and --tls-key again for new connections (SIGHUP); throws ServerCommandError when they do
+   * not do.
+   */
   reloadCertificate: (() => void) | undefined;
 }
 
@@ -87,7 +90,10 @@ export interface StartOptions {
   store?: Store;
   /** Tests only: the password hash function (one that counts its calls, say). */
   scrypt?: ScryptFunction;
-  /** Tests only: the failed-login limit (one with a smaller table, say) instead of this process's own or the shared store's. */
+  /**
+   * Tests only: the failed-login limit (one with a smaller table, say) instead of this process's own or the shared
+   * store's.
+   */
   loginLimits?: LoginLimits;
   /** Aborted by a stop asked for during the start: the wait for a database ends at once. */
   signal?: AbortSignal;
@@ -96,11 +102,16 @@ export interface StartOptions {
 /** The settings an instance reads at start: from its data directory, or from a shared store. */
 interface Settings {
   keys: Buffer[];
-  /** The admin's password in clear (generated, or USERS_ADMIN_PASSWORD), or its record once `accounts passwd admin` set one. */
+  /**
+   * The admin's password in clear (generated, or USERS_ADMIN_PASSWORD), or its record once `accounts passwd admin` set
+   * one.
+   */
   admin: string | AccountRecord;
   /** Where the generated admin password is kept in clear, while it is the one in use. */
   adminPasswordAt: string | undefined;
-  /** Replaces the kept identity of the admin (security/admin-identity.ts) with what `update` makes of it; answers it. */
+  /**
+   * Replaces the kept identity of the admin (security/admin-identity.ts) with what `update` makes of it; answers it.
+   */
   keepAdminIdentity: (update: (kept: string | undefined) => string) => string | Promise<string>;
   /** Keeps the accounts in step with their source; stopped on close. */
   accountsSource: { refresh(): void | Promise<void>; close(): void };
@@ -115,7 +126,9 @@ const ACCESS_LINES: Record<Config['requireSession'], string> = {
   none: 'access: /users, /changes and /metrics are open to anyone who can reach the server, to read and to write (--require-session none)',
 };
 
-/** Why USERS_ADMIN_PASSWORD is too short to be the admin's, by the rule accounts are held to; undefined when it is not. */
+/**
+ * Why USERS_ADMIN_PASSWORD is too short to be the admin's, by the rule accounts are held to; undefined when it is not.
+ */
 function shortAdminPassword(running: Pick<RunningServer, 'adminPasswordFromEnv'>): string | undefined {
   const length = running.adminPasswordFromEnv;
   if (length === undefined || length >= DEFAULT_MIN_PASSWORD_LENGTH) return undefined;
@@ -534,7 +547,8 @@ function stopper(running: {
       settings.accountsSource.close();
       declarations?.close();
       schema?.close();
-      // On PostgreSQL a request waits at most --db-timeout for the database: past it, what still waits is stuck, and is cut.
+      // On PostgreSQL a request waits at most --db-timeout for the database: past it, what still waits is stuck, and is
+      // cut.
       const cut = store.shared === undefined ? undefined : setTimeout(() => listening.hurry(), config.dbTimeout * 1000);
       // A following feed of changes never ends by itself: it ends now, and its reader resumes elsewhere.
       app.feeds.endAll();

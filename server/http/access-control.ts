@@ -86,7 +86,8 @@ export class AccessControl {
     if (!needed && !this.presented(req, access)) return undefined;
     // The clock is read only past this point: an open read never asks for the time.
     const now = asker.now;
-    // A read that needs a session answers what this client may see: no shared cache (a proxy's, a CDN's) may keep it for others.
+    // A read that needs a session answers what this client may see: no shared cache (a proxy's, a CDN's) may keep it
+    // for others.
     if (needed && access !== 'write' && res !== undefined && !res.headersSent)
       res.setHeader('Cache-Control', 'private');
     return andThen(this.principal(req, res, now), (principal) => {

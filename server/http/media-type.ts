@@ -39,7 +39,10 @@ export function isJsonType(field: string | undefined): boolean {
   return charset === undefined || charset === 'utf-8' || charset === 'utf8';
 }
 
-/** `type` (lower-case, e.g. `application/merge-patch+json`) in UTF-8, the only charset a JSON text has (RFC 8259 section 8.1). */
+/**
+ * `type` (lower-case, e.g. `application/merge-patch+json`) in UTF-8, the only charset a JSON text has (RFC 8259 section
+ * 8.1).
+ */
 export function isUtf8Type(field: string | undefined, type: string): boolean {
   // What a client sends nearly always, answered without parsing.
   if (field === type) return true;

@@ -28,7 +28,10 @@ export class ObservedResponse extends ServerResponse {
   idListed = false;
   /** Called once when the response closes (finished or cut off), from `emit`. */
   onClose: ((res: ObservedResponse) => void) | undefined = undefined;
-  /** True once 'finish' was emitted: the whole answer was handed to the connection (what `writableFinished` says, without its getter). */
+  /**
+   * True once 'finish' was emitted: the whole answer was handed to the connection (what `writableFinished` says,
+   * without its getter).
+   */
   sent = false;
   /** Its connection's count of requests not yet answered (pipelining.ts). */
   pipeline: Pipeline | undefined = undefined;
@@ -51,7 +54,10 @@ export class ObservedResponse extends ServerResponse {
     return this;
   }
 
-  /** Runs `onClose` and sets `sent` as the events pass: a listener per response costs a GET about 2% of its instructions. */
+  /**
+   * Runs `onClose` and sets `sent` as the events pass: a listener per response costs a GET about 2% of its
+   * instructions.
+   */
   override emit(event: string | symbol, ...args: unknown[]): boolean {
     if (event === 'close') {
       const onClose = this.onClose;
@@ -142,7 +148,9 @@ export function isSaneRequestId(value: string): boolean {
 }
 
 export class Observer {
-  /** Random per process, so ids from two runs of the server do not collide; the counter makes them unique within one. */
+  /**
+   * Random per process, so ids from two runs of the server do not collide; the counter makes them unique within one.
+   */
   private readonly idPrefix = randomBytes(6).toString('hex') + '-';
   private idCounter = 0;
 

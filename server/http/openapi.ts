@@ -17,7 +17,10 @@ import type { Route } from './route.js';
 
 type Json = Record<string, unknown>;
 
-/** Problem statuses any request can meet: a malformed message or target, a timeout, a host not this server's, the rate limit, a bug, a transfer coding not implemented, a database out of reach. */
+/**
+ * Problem statuses any request can meet: a malformed message or target, a timeout, a host not this server's, the rate
+ * limit, a bug, a transfer coding not implemented, a database out of reach.
+ */
 const COMMON_PROBLEMS = [400, 408, 414, 421, 429, 431, 500, 501, 503];
 
 const ref = (kind: string, name: string): Json => ({ $ref: `#/components/${kind}/${name}` });
@@ -86,7 +89,10 @@ function problemResponse(status: number): Json {
   };
 }
 
-/** The statuses a route's own description leaves out: 403 for a state-changing request from another site with the cookie (app.ts). */
+/**
+ * The statuses a route's own description leaves out: 403 for a state-changing request from another site with the cookie
+ * (app.ts).
+ */
 function implied(route: Route): number[] {
   return route.method !== 'GET' && route.path !== LOGIN_PATH ? [403] : [];
 }

@@ -74,6 +74,9 @@ export interface RouteDeps {
   readonly keys: readonly Buffer[];
   /** Where operational lines go (every login, for one): stderr unless a test catches them. */
   readonly log: (line: string) => void;
-  /** Milliseconds since the epoch, as `Context.now` reads them, for checks after a request began; tests inject their own. */
+  /**
+   * Milliseconds since the epoch, as `Context.now` reads them, for checks after a request began; tests inject their
+   * own.
+   */
   readonly clock?: () => number;
 }

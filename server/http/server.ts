@@ -41,7 +41,10 @@ interface ListenOptions {
   timeouts?: Partial<typeof TIMEOUTS>;
   /** `--max-connections-per-client`; 0 or absent: no limit. */
   maxConnectionsPerClient?: number;
-  /** `--max-connections`: open connections at most, shedding the heaviest address's newest past it; absent: from the open-files limit. */
+  /**
+   * `--max-connections`: open connections at most, shedding the heaviest address's newest past it; absent: from the
+   * open-files limit.
+   */
   maxConnections?: number;
   /** `--tls-cert` and `--tls-key`: serve HTTPS (node:https) with this certificate chain and key, PEM. */
   tls?: { cert: Buffer; key: Buffer };
@@ -174,7 +177,9 @@ class Serving implements Stopping {
    * response ends after server.close() open until its keep-alive timeout.
    */
   stopping = false;
-  /** Responses under way: a close waits for them. A count, not a list: each answer writes its head knowing of the stop. */
+  /**
+   * Responses under way: a close waits for them. A count, not a list: each answer writes its head knowing of the stop.
+   */
   private open = 0;
   /** Set by close: called once the last response in flight has ended. */
   private drained: (() => void) | undefined;
@@ -296,7 +301,9 @@ function requestLineTooLong(packet: unknown): boolean {
 // A method, a space and the start of a target: a path, an absolute URI or *.
 const REQUEST_START = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,32} (?:\/|[A-Za-z][A-Za-z0-9+.-]*:|\*)/;
 
-/** True when `packet` starts with a whole request line, `METHOD target HTTP/d.d` (not a TLS handshake or other bytes). */
+/**
+ * True when `packet` starts with a whole request line, `METHOD target HTTP/d.d` (not a TLS handshake or other bytes).
+ */
 function startsWithRequestLine(packet: unknown): boolean {
   if (!Buffer.isBuffer(packet)) return false;
   return REQUEST_LINE.test(packet.toString('latin1', 0, Math.min(packet.length, 8192)));

@@ -78,7 +78,10 @@ export class SessionCookies {
     return sessions;
   }
 
-  /** The first valid session, re-issued on `res` when an older key signed it (none: a check after the answer began, say a feed's). */
+  /**
+   * The first valid session, re-issued on `res` when an older key signed it (none: a check after the answer began, say
+   * a feed's).
+   */
   current(req: IncomingMessage, res: ServerResponse | undefined, now: number): MaybePromise<ActiveSession | undefined> {
     const header = req.headers.cookie;
     if (header === undefined) return undefined;

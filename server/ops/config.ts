@@ -559,7 +559,10 @@ export function describeSettings(parsed: ParsedCommandLine): string {
   return lines.join('\n');
 }
 
-/** Every flag as the help and the man page list it: its name with a value placeholder, variable, default and description. */
+/**
+ * Every flag as the help and the man page list it: its name with a value placeholder, variable, default and
+ * description.
+ */
 export function flagTable(): { name: string; env: string; default: string; description: string }[] {
   return Object.entries(FLAGS).map(([flag, spec]) => ({
     name: spec.type === 'boolean' ? `--${flag}` : `--${flag} ${spec.default === '' ? 'S' : 'N'}`,

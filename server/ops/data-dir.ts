@@ -98,7 +98,10 @@ export function prepareDataDir(dir: string): { path: string; discard(): void } {
  */
 export const UNFINISHED_FILE = 'unfinished';
 
-/** Marks `dir` as being filled by `what` (synced); the returned `finish` removes the mark once everything is written and synced. */
+/**
+ * Marks `dir` as being filled by `what` (synced); the returned `finish` removes the mark once everything is written and
+ * synced.
+ */
 export function markUnfinished(dir: string, what: string): { finish(): void } {
   replaceFileSync(
     dir,
@@ -167,7 +170,10 @@ function ownerText(pid: number): string {
   return started === undefined || boot === undefined ? String(pid) : `${pid} ${started} ${boot}`;
 }
 
-/** The owner a lock names: a symbolic link's target, or the first line of a lock written as a file (by an older users-server). */
+/**
+ * The owner a lock names: a symbolic link's target, or the first line of a lock written as a file (by an older
+ * users-server).
+ */
 function readOwner(path: string): LockOwner | undefined {
   let text: string;
   try {

@@ -3,9 +3,9 @@
  * read by the server; the built-in admin is there once `accounts passwd
  * admin` gave it a password of its own. JSON, one account a line:
  *
- *   {"format":1,"accounts":[
- *   {"name":"bob","role":"reader","id":"...","created":"2026-...Z","scrypt":{"N":32768,"r":8,"p":1,"salt":"<base64>","hash":"<base64>"}}
- *   ]}
+ *  {"format":1,"accounts":[
+ *  {"name":"bob","role":"reader","id":"...","created":"...","scrypt":{"N":32768,"r":8,"p":1,"salt":"...","hash":"..."}}
+ *  ]}
  *
  * Mode 0600, replaced atomically (temp file, fsync, rename, directory fsync),
  * so a running server never reads half a file and the commands need not take
@@ -29,7 +29,10 @@ export const ACCOUNTS_FILE = 'accounts';
 export const BUILT_IN_ACCOUNT = 'admin';
 /** `<data>/admin-password`: the generated admin password in clear, until `accounts passwd admin` removes it. */
 export const ADMIN_PASSWORD_FILE = 'admin-password';
-/** 1..64 of A-Z a-z 0-9 . _ -: no colon (RFC 7617 user-ids cannot hold one), nothing a terminal or a log line would mangle. */
+/**
+ * 1..64 of A-Z a-z 0-9 . _ -: no colon (RFC 7617 user-ids cannot hold one), nothing a terminal or a log line would
+ * mangle.
+ */
 export const ACCOUNT_NAME = /^[A-Za-z0-9._-]{1,64}$/;
 const FORMAT = 1;
 const ACCOUNT_ID = /^[A-Za-z0-9_-]{8,64}$/;

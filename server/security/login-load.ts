@@ -118,7 +118,10 @@ export class FailureBudget {
     this.share = Math.max(1, Math.ceil(perMinute / CLIENT_SHARE));
   }
 
-  /** Seconds until a failure leaves the window when the budget, or `client`'s share of it, is spent; undefined while neither is. */
+  /**
+   * Seconds until a failure leaves the window when the budget, or `client`'s share of it, is spent; undefined while
+   * neither is.
+   */
   spent(client: string, now: number): number | undefined {
     if (this.perMinute === 0) return undefined;
     this.expire(now);
@@ -136,7 +139,10 @@ export class FailureBudget {
     else own.push(now);
   }
 
-  /** Drops the failures a minute old. The lists hold about `perMinute` entries: spent() refuses before more are recorded. */
+  /**
+   * Drops the failures a minute old. The lists hold about `perMinute` entries: spent() refuses before more are
+   * recorded.
+   */
   private expire(now: number): void {
     while (this.failures.length > 0 && this.failures[0]!.at <= now - WINDOW_MS) {
       const { client } = this.failures.shift()!;

@@ -39,7 +39,10 @@ export interface StoreDump {
   adminPassword: string | undefined;
   /** The built-in admin's identity (security/admin-identity.ts), so that its sessions stay valid on the copy. */
   adminIdentity: string | undefined;
-  /** The accounts (the admin among them once its password was changed), serialized (security/accounts-file.ts's line format). */
+  /**
+   * The accounts (the admin among them once its password was changed), serialized (security/accounts-file.ts's line
+   * format).
+   */
   accounts: string[];
   /** The declared fields (API.md "Declared fields"). */
   declarations: FieldDeclaration[];

@@ -190,14 +190,17 @@ export class IndexedFinds {
     return matched.page();
   }
 
-  /** A sort on one declared key: its order in the index is the listing's, read from the cursor until the page is full. */
+  /**
+   * A sort on one declared key: its order in the index is the listing's, read from the cursor until the page is full.
+   */
   private async bySortKey(query: UserQuery, field: FieldDeclaration, folded: ReadonlySet<string>) {
     const descending = query.sort[0]!.descending;
     let place = query.after && placeOf(query.after, query.after.id);
     const found: Found[] = [];
     let examined = 0;
     for (let first = true; ; first = false) {
-      // Without a filter every user matches: the first step reads no more than the page and the one that shows more follow.
+      // Without a filter every user matches: the first step reads no more than the page and the one that shows more
+      // follow.
       const size = first && query.filter === undefined ? Math.min(this.bounds.step, query.limit + 1) : this.bounds.step;
       const step = await nextStep(() => this.sortStep(field, descending, place, size), first, query.signal);
       for (let i = 0; i < step.entries.length; i++) {

@@ -45,7 +45,10 @@ function compiledSchema(setting: SchemaSetting | null, where: string): UserSchem
   }
 }
 
-/** What a store does with a schema: sets it, with `checkUsers` checked against every user first; a refusal is a sentence. */
+/**
+ * What a store does with a schema: sets it, with `checkUsers` checked against every user first; a refusal is a
+ * sentence.
+ */
 type SetSchema = (schema: UserSchema | undefined, checkUsers: boolean) => string | undefined;
 
 /**

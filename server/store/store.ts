@@ -290,9 +290,15 @@ export interface SharedSettings {
   replaceSecrets(secrets: readonly string[]): Promise<void>;
   /** The generated admin password; `make` makes it when there is none yet. */
   generatedAdminPassword(make: () => string): Promise<{ password: string; created: boolean }>;
-  /** Replaces the built-in admin's identity (security/admin-identity.ts) with what `update` makes of the kept one, in one step; returns it. */
+  /**
+   * Replaces the built-in admin's identity (security/admin-identity.ts) with what `update` makes of the kept one, in
+   * one step; returns it.
+   */
   updateAdminIdentity(update: (kept: string | undefined) => string): Promise<string>;
-  /** The accounts (the admin among them once its password was changed), one serialized record each (security/accounts-file.ts's line format). */
+  /**
+   * The accounts (the admin among them once its password was changed), one serialized record each
+   * (security/accounts-file.ts's line format).
+   */
   accountRecords(): Promise<string[]>;
   /** Changes the accounts in one step: `update` edits the records by name. */
   updateAccountRecords(update: (records: Map<string, string>) => void): Promise<void>;
@@ -309,9 +315,15 @@ export interface SharedSettings {
     now: number,
     refuse: (counts: LoginTryCounts) => R | undefined,
   ): Promise<{ refused: R } | { slot: string }>;
-  /** What the try of a slot came to: a failure; a success, which forgets the failures of its key too; or nothing (released). */
+  /**
+   * What the try of a slot came to: a failure; a success, which forgets the failures of its key too; or nothing
+   * (released).
+   */
   settleLoginSlot(slot: string, key: string, outcome: 'failed' | 'succeeded' | 'released'): Promise<void>;
-  /** Announces a serving instance to others (and to `copy`) until the answer's `close`; refreshed every INSTANCE_BEAT_MS. */
+  /**
+   * Announces a serving instance to others (and to `copy`) until the answer's `close`; refreshed every
+   * INSTANCE_BEAT_MS.
+   */
   announce(instance: InstanceInfo): Promise<{ close(): Promise<void> }>;
   /** The instances that announced themselves and gave a sign of life within INSTANCE_GONE_MS. */
   liveInstances(): Promise<LiveInstance[]>;

@@ -60,7 +60,8 @@ function malformed(): CursorDecode {
 }
 
 function checkOf({ filter, sort, folded }: Listing, position: Buffer): Buffer {
-  // The printed filter holds no raw newline (JSON.stringify escapes it), nor does a sort or a path: the parts cannot run together.
+  // The printed filter holds no raw newline (JSON.stringify escapes it), nor does a sort or a path: the parts cannot
+  // run together.
   const lowered = foldedPathsOf(filter, sort, folded);
   const context = `${DOMAIN}${filter === undefined ? '' : printFilter(filter)}\n${printSort(sort)}\n${lowered}`;
   // One call over the text and the position together: the digest of a stream, for less than a Hash object costs.

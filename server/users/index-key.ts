@@ -33,7 +33,9 @@ export interface KeyRange {
   readonly highInclusive: boolean;
 }
 
-/** The key of a JSON value, folded to lowercase when `fold`; undefined for null, objects and arrays, which have none. */
+/**
+ * The key of a JSON value, folded to lowercase when `fold`; undefined for null, objects and arrays, which have none.
+ */
 export function valueKey(value: unknown, fold: boolean): string | undefined {
   switch (typeof value) {
     case 'number':
@@ -156,7 +158,10 @@ function hex8(n: number): string {
 const ESCAPE = 0xd7ff;
 const DIGIT_BASE = 0x1000;
 
-/** A text of code points from U+0002 to below ESCAPE only, which encodeText keeps as it is (most texts), and so decodeText: one test, no copy. */
+/**
+ * A text of code points from U+0002 to below ESCAPE only, which encodeText keeps as it is (most texts), and so
+ * decodeText: one test, no copy.
+ */
 const KEPT_AS_IS = /^[\u0002-\ud7fe]*$/;
 
 /**

@@ -28,7 +28,9 @@ export interface SortEntry {
   readonly values: readonly SortValue[];
 }
 
-/** Parses `sort`: comma-separated paths, each optionally after `-`. A failure says what is wrong, for `invalid-query`. */
+/**
+ * Parses `sort`: comma-separated paths, each optionally after `-`. A failure says what is wrong, for `invalid-query`.
+ */
 export function parseSort(text: string): SortParse {
   const parts = text.split(',');
   if (parts.length > MAX_SORT_KEYS)

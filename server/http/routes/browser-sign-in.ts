@@ -23,7 +23,10 @@ import type { Context, Handler, RouteDeps } from '../route.js';
 import type { ActiveSession } from '../session-cookies.js';
 import { sendLoginPage } from '../sign-in-html.js';
 
-/** What a password check came to: an account, a wait (the failed-login limit), busy (retry shortly), or a wrong password. */
+/**
+ * What a password check came to: an account, a wait (the failed-login limit), busy (retry shortly), or a wrong
+ * password.
+ */
 export type LoginAttempt = { account: Account } | LoginRefusal | { wrong: true };
 
 /** What the page shares with the API's login and logout. */

@@ -18,7 +18,10 @@ const PAGE = 1000;
  * idle feed open.
  */
 const FEED_HEARTBEAT_MS = 15_000;
-/** Bytes a following feed may have waiting unsent; a watcher that lets more pile up is cut (and resumes from its cursor). */
+/**
+ * Bytes a following feed may have waiting unsent; a watcher that lets more pile up is cut (and resumes from its
+ * cursor).
+ */
 const FEED_MAX_BUFFERED = 1 << 20;
 /**
  * A following feed's share of the wait before all feeds send what they
@@ -47,7 +50,10 @@ interface FramedPage {
   trimmedThrough: number;
 }
 
-/** The feeds of changes under way: counted for /metrics, sent to at each announcement of the store, ended when the server stops. */
+/**
+ * The feeds of changes under way: counted for /metrics, sent to at each announcement of the store, ended when the
+ * server stops.
+ */
 export class ChangeFeeds {
   /**
    * Pages read since the store last announced changes, by place and
@@ -112,7 +118,10 @@ export class ChangeFeeds {
     for (const feed of [...this.following.values()]) void feed.pump();
   };
 
-  /** Checks every following feed's session or token now, as each does every FEED_HEARTBEAT_MS: those no longer valid end. */
+  /**
+   * Checks every following feed's session or token now, as each does every FEED_HEARTBEAT_MS: those no longer valid
+   * end.
+   */
   recheck(): void {
     for (const feed of [...this.following.values()]) feed.recheck();
   }
@@ -279,7 +288,9 @@ class Feed implements Following {
     this.sent = 0;
   }
 
-  /** Sends the changes after `from`; up to `until` and ends, or (undefined) follows until the reader or the server goes. */
+  /**
+   * Sends the changes after `from`; up to `until` and ends, or (undefined) follows until the reader or the server goes.
+   */
   async run(from: number, until: number | undefined): Promise<void> {
     const { res } = this.ctx;
     this.sent = from;
@@ -407,7 +418,10 @@ class Feed implements Following {
     return false;
   }
 
-  /** Resolves once the reader took what was sent, or the feed closed; cuts a reader that takes nothing for DRAIN_WAIT_MS. */
+  /**
+   * Resolves once the reader took what was sent, or the feed closed; cuts a reader that takes nothing for
+   * DRAIN_WAIT_MS.
+   */
   private drained(): Promise<void> {
     const { res } = this.ctx;
     return new Promise((resolve) => {

@@ -140,7 +140,10 @@ class UserRoutes {
     writeFromBody(ctx, this.config.maxBody, write, answerPut);
   }
 
-  /** PATCH: a JSON merge patch (RFC 7396) merged into the user inside the store's write, and the result answered as a PUT's. */
+  /**
+   * PATCH: a JSON merge patch (RFC 7396) merged into the user inside the store's write, and the result answered as a
+   * PUT's.
+   */
   patch(ctx: Context, target: UserRef): void | Promise<void> {
     const ref = this.writeTarget(ctx, target);
     return ref instanceof Promise ? ref.then((r) => this.patchTo(ctx, r)) : this.patchTo(ctx, ref);
@@ -393,7 +396,9 @@ function preconditionsOf(ctx: Context): Preconditions {
   return { ifMatch: ctx.req.headers['if-match'], ifNoneMatch: ctx.req.headers['if-none-match'] };
 }
 
-/** Sends a user after a write: 201/200 (with Location when it was created or moved), or 204 for Prefer: return=minimal. */
+/**
+ * Sends a user after a write: 201/200 (with Location when it was created or moved), or 204 for Prefer: return=minimal.
+ */
 function sendWritten(ctx: Context, status: 200 | 201, user: StoredUser, text: string, withLocation: boolean): void {
   const path = userPath(user.id);
   // Header lists, not objects: the hot path of a PUT builds no object to spread.

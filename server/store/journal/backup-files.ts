@@ -24,12 +24,17 @@ const ATTEMPTS = 10;
 const CHUNK = 4 * 1024 * 1024;
 
 interface BackedUp {
-  /** The data files copied, with the bytes of data each holds (a journal's preallocated zeros after its last record left out). */
+  /**
+   * The data files copied, with the bytes of data each holds (a journal's preallocated zeros after its last record left
+   * out).
+   */
   files: { name: string; bytes: number }[];
   users: number;
 }
 
-/** Copies the data files of `source` into `target` (an empty directory), fsyncs them, and checks the copy reads back. */
+/**
+ * Copies the data files of `source` into `target` (an empty directory), fsyncs them, and checks the copy reads back.
+ */
 export function backupDataFiles(source: string, target: string): BackedUp {
   const opened = openConsistentSet(source);
   const files: BackedUp['files'] = [];
@@ -67,7 +72,10 @@ function openConsistentSet(dir: string): { name: string; fd: number }[] {
   throw new DataError(`${dir} kept changing under the backup (a compaction every moment?); try again`);
 }
 
-/** Copies what `fd` holds now to a new file at `path` (mode 0600, createFileSync), synced; the bytes up to the last that is not zero (the data; a journal's preallocated tail is zeros). */
+/**
+ * Copies what `fd` holds now to a new file at `path` (mode 0600, createFileSync), synced; the bytes up to the last that
+ * is not zero (the data; a journal's preallocated tail is zeros).
+ */
 function copyOpenFile(fd: number, path: string): number {
   const length = fstatSync(fd).size;
   const out = createFileSync(path, 0o600);

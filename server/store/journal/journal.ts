@@ -452,7 +452,10 @@ class Journal implements CommitLog {
     this.state.replaceWith(recover(this.dir).state);
   }
 
-  /** While the disk is full, at most once a SPACE_PROBE_MS: grow the file by a step of zeros; if that syncs, writes are accepted again. */
+  /**
+   * While the disk is full, at most once a SPACE_PROBE_MS: grow the file by a step of zeros; if that syncs, writes are
+   * accepted again.
+   */
   private probeSpace(): void {
     if (this.probing || this.rollingBack !== undefined || this.closed || this.now() - this.lastProbe < SPACE_PROBE_MS)
       return;

@@ -191,7 +191,9 @@ function replayFile(path: string, name: string, kind: FileKind, generation: numb
   }
 }
 
-/** The reason given for zeros after the last record: a journal's preallocated space, or a write that never got past it. */
+/**
+ * The reason given for zeros after the last record: a journal's preallocated space, or a write that never got past it.
+ */
 const ZERO_TAIL = 'zero bytes';
 
 function isZero(buf: Buffer): boolean {
@@ -338,7 +340,10 @@ function missingJournal(base: number, journals: readonly number[]): Damage | und
   return undefined;
 }
 
-/** Files older than the newest snapshot are left over from a compaction that was interrupted after its snapshot was in place. */
+/**
+ * Files older than the newest snapshot are left over from a compaction that was interrupted after its snapshot was in
+ * place.
+ */
 function removeLeftovers(dir: string, files: DataFiles, base: number, notes: string[]): void {
   for (const g of files.journals) if (g < base) removeLeftover(dir, journalName(g), notes);
   for (const g of files.snapshots) if (g < base) removeLeftover(dir, snapshotName(g), notes);
@@ -399,7 +404,9 @@ export function salvage(dir: string): Salvaged {
   return { state, dropped };
 }
 
-/** Applies every verifying record of one file, adding each stretch it skips to `dropped`; returns a snapshot's end mark. */
+/**
+ * Applies every verifying record of one file, adding each stretch it skips to `dropped`; returns a snapshot's end mark.
+ */
 function salvageFile(
   path: string,
   name: string,

@@ -37,7 +37,10 @@ export class ChangeLog {
     return this.entries.slice(from, Math.min(this.entries.length, from + limit));
   }
 
-  /** The number of the newest change committed before `before` (ms since the epoch), or `trimmedThrough` when none is kept. */
+  /**
+   * The number of the newest change committed before `before` (ms since the epoch), or `trimmedThrough` when none is
+   * kept.
+   */
   committedBefore(before: number): number {
     let i = this.start;
     while (i < this.entries.length && this.entries[i]!.at < before) i++;

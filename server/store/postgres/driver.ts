@@ -128,7 +128,10 @@ export async function connect(url: string | undefined, options: ConnectOptions =
   return recycling(open, { every: options.recycleAfter ?? RECYCLE_AFTER, retireSeconds }, reserves, prologue);
 }
 
-/** A command's `silenceSeconds`: its statements end within the database's statement timeout, and their answers a second later. */
+/**
+ * A command's `silenceSeconds`: its statements end within the database's statement timeout, and their answers a second
+ * later.
+ */
 export const COMMAND_SILENCE_SECONDS = DEFAULT_DB_TIMEOUT_SECONDS + 1;
 
 const APPLICATION_NAME = 'users-server';
@@ -331,7 +334,10 @@ class Reserves {
     });
   };
 
-  /** A connection of `pool()` (the pool in use at each ask), reserved: the driver's `reserve`, asked again after a close. A failure of any ask fails it. */
+  /**
+   * A connection of `pool()` (the pool in use at each ask), reserved: the driver's `reserve`, asked again after a
+   * close. A failure of any ask fails it.
+   */
   reserve(pool: () => Sql): Promise<ReservedSql> {
     return new Promise((resolve, reject) => {
       let settled = false;
@@ -386,7 +392,9 @@ function heedArrayTypesFailures(): void {
   });
 }
 
-/** True for a failure of the driver's array-types query because its connection is gone or the database is unavailable. */
+/**
+ * True for a failure of the driver's array-types query because its connection is gone or the database is unavailable.
+ */
 function isArrayTypesFailure(reason: unknown): boolean {
   const query = (reason as { query?: unknown } | null)?.query;
   return typeof query === 'string' && ARRAY_TYPES_QUERY.test(query) && isUnavailable(reason);
@@ -495,7 +503,9 @@ const UNAVAILABLE_CODES = new Set([
   DEADLINE_MISSED,
 ]);
 
-/** The driver's or the socket's code of a failure (a SQLSTATE, CONNECTION_CLOSED, ECONNRESET, ...); undefined for none. */
+/**
+ * The driver's or the socket's code of a failure (a SQLSTATE, CONNECTION_CLOSED, ECONNRESET, ...); undefined for none.
+ */
 function codeOf(error: unknown): string | undefined {
   const code = (error as { code?: unknown } | null)?.code;
   return typeof code === 'string' ? code : undefined;
@@ -563,7 +573,10 @@ export async function againIfDropped<T>(
   }
 }
 
-/** True when `error` is an open connection dropped under a statement, which therefore did not run (not one that could not be opened). */
+/**
+ * True when `error` is an open connection dropped under a statement, which therefore did not run (not one that could
+ * not be opened).
+ */
 function wasDropped(error: unknown): boolean {
   const code = codeOf(error);
   return code !== undefined && (SESSION_ENDED_STATES.test(code) || DROPPED_CODES.has(code));
@@ -583,7 +596,10 @@ export function needsPoolMode(error: unknown): boolean {
   return UNSUPPORTED_STARTUP.test((error as Error | null)?.message ?? '');
 }
 
-/** A database failure in one line for a command's message: its code and text, and what to change when a pooler refused the connection. */
+/**
+ * A database failure in one line for a command's message: its code and text, and what to change when a pooler refused
+ * the connection.
+ */
 export function describeFailure(error: unknown): string {
   const line = `${codeOf(error) ?? ''} ${(error as Error).message}`.replace(/\s+/g, ' ').trim();
   return needsPoolMode(error)

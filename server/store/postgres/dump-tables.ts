@@ -117,7 +117,10 @@ export async function writePostgresDump(sql: Sql, dump: StoreDump): Promise<void
   });
 }
 
-/** The dump's declared fields and the entries of their indexes, and its schema; the version raised, so running instances read them. */
+/**
+ * The dump's declared fields and the entries of their indexes, and its schema; the version raised, so running instances
+ * read them.
+ */
 async function writeDeclarations(tx: TransactionSql, dump: StoreDump): Promise<void> {
   await insertAll(
     tx,

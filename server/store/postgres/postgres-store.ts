@@ -195,7 +195,10 @@ export class PostgresStore implements Store {
     this.shared = new PostgresSettings(sql, this.rethrow, this.readDeadline());
   }
 
-  /** Rethrows a statement's failure as a request's: a database out of reach is a StoreUnavailableError, and its outage is logged. */
+  /**
+   * Rethrows a statement's failure as a request's: a database out of reach is a StoreUnavailableError, and its outage
+   * is logged.
+   */
   private readonly rethrow = (error: unknown): never => {
     this.outage.failed(error);
     throw unavailable(error);
@@ -874,12 +877,17 @@ function keyOf(ref: UserRef): string {
   return ref.kind === 'alias' ? `alias:${ref.alias}` : `id:${ref.id}`;
 }
 
-/** Serializes, across instances, the transactions on one key (an id, an alias, an Idempotency-Key) until this one ends. */
+/**
+ * Serializes, across instances, the transactions on one key (an id, an alias, an Idempotency-Key) until this one ends.
+ */
 async function lockKey(tx: Tx, key: string): Promise<void> {
   await tx`select pg_advisory_xact_lock(hashtextextended(${key}, 0))`;
 }
 
-/** The id-change variant: the user at `from` moves to `to`; every old id of it now points at `to`. The writes go together. */
+/**
+ * The id-change variant: the user at `from` moves to `to`; every old id of it now points at `to`. The writes go
+ * together.
+ */
 async function move(
   tx: Tx,
   commit: Commit,

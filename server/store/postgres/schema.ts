@@ -41,7 +41,8 @@ const MIGRATIONS: readonly (readonly string[])[] = [
     `create table api_tokens (id text primary key, seq bigint generated always as identity, name text not null unique, role text not null, hash text not null, created_by text not null, created_at bigint not null, expires_at bigint)`,
   ],
   [
-    // Running instances, each a row it refreshes while it serves (seen_at, the database's clock in ms), so that `copy` can refuse a database in use.
+    // Running instances, each a row it refreshes while it serves (seen_at, the database's clock in ms), so that `copy`
+    // can refuse a database in use.
     `create table instances (id text primary key, host text not null, pid integer not null, url text not null, started_at bigint not null, seen_at bigint not null)`,
   ],
   [
@@ -87,7 +88,8 @@ const MIGRATIONS: readonly (readonly string[])[] = [
     `create trigger users_deleted after delete on users referencing old table as old_rows for each statement execute function users_changes_record()`,
   ],
   [
-    // A token belongs to an account (created_by, added at owner_since), and to the token that created it, if one did (parent).
+    // A token belongs to an account (created_by, added at owner_since), and to the token that created it, if one did
+    // (parent).
     `alter table api_tokens add column owner_since text, add column parent text`,
     `create index api_tokens_parent on api_tokens (parent)`,
   ],

@@ -23,7 +23,10 @@ const ADMIN_ACCOUNT = 'admin';
 export class PostgresSettings implements SharedSettings {
   constructor(
     private readonly sql: Sql,
-    /** Rethrows a statement's failure as a request's: a database out of reach is a StoreUnavailableError (PostgresStore's also logs the outage). */
+    /**
+     * Rethrows a statement's failure as a request's: a database out of reach is a StoreUnavailableError
+     * (PostgresStore's also logs the outage).
+     */
     private readonly rethrow: (error: unknown) => never = (error) => {
       throw unavailable(error);
     },
@@ -63,7 +66,8 @@ export class PostgresSettings implements SharedSettings {
   async updateAdminIdentity(update: (kept: string | undefined) => string): Promise<string> {
     return this.guard(() =>
       this.sql.begin(async (tx) => {
-        // The row is there ('' for none) and locked, so that instances starting together with one password agree on one identity.
+        // The row is there ('' for none) and locked, so that instances starting together with one password agree on one
+        // identity.
         await tx`insert into settings (name, value) values ('admin-identity', '') on conflict (name) do nothing`;
         const [row] = await tx`select value from settings where name = 'admin-identity' for update`;
         const kept = (row!.value as string) || undefined;

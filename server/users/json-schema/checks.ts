@@ -23,7 +23,9 @@ import { countCodePoints } from '../code-points.js';
 
 /** One way a user breaks the schema: where, which keyword, and a sentence that says so. */
 export interface SchemaViolation {
-  /** The path of the value in the user, `a.b` and `tags[3]` as in every `invalid-user` problem; '' is the user itself. */
+  /**
+   * The path of the value in the user, `a.b` and `tags[3]` as in every `invalid-user` problem; '' is the user itself.
+   */
   field: string;
   keyword: string;
   detail: string;
@@ -121,7 +123,10 @@ const NUMBER = 16;
 const INTEGER = 32;
 const STRING = 64;
 
-/** The kind of a value, by `typeof` comparisons, which the JIT turns into checks of the value's map (a `switch` calls a builtin). */
+/**
+ * The kind of a value, by `typeof` comparisons, which the JIT turns into checks of the value's map (a `switch` calls a
+ * builtin).
+ */
 function kindOf(value: unknown): number {
   if (typeof value === 'string') return STRING;
   if (typeof value === 'number') return Number.isInteger(value) ? NUMBER | INTEGER : NUMBER;
@@ -154,7 +159,10 @@ function shown(value: unknown): string {
 
 const SHOWN_VALUES = 20;
 
-/** `enum` by JSON equality: a scalar is a Set lookup (1 and 1.0 are one value), an object matches whatever its members' order. */
+/**
+ * `enum` by JSON equality: a scalar is a Set lookup (1 and 1.0 are one value), an object matches whatever its members'
+ * order.
+ */
 function enumTest(values: readonly unknown[]): (value: unknown) => boolean {
   const scalars = new Set(values.filter((value) => typeof value !== 'object' || value === null));
   const composites = values.filter((value) => typeof value === 'object' && value !== null);
@@ -422,7 +430,10 @@ export interface ArrayRules {
   uniqueItems: boolean;
 }
 
-/** The node of a schema's array keywords, or undefined when it has none; `typed`: the schema's `type` is "array" and nothing else, checked here. */
+/**
+ * The node of a schema's array keywords, or undefined when it has none; `typed`: the schema's `type` is "array" and
+ * nothing else, checked here.
+ */
 export function arrayNode(rules: ArrayRules, typed: boolean): SchemaNode | undefined {
   const { prefixItems, items: rest, uniqueItems } = rules;
   if (prefixItems.length === 0 && rest === undefined && !uniqueItems) {

@@ -45,7 +45,9 @@ export interface CompiledSchema {
   readsMember(name: string): boolean;
 }
 
-/** A schema the server does not take: `keyword` at `pointer` (a JSON pointer into the schema, '' for the schema itself). */
+/**
+ * A schema the server does not take: `keyword` at `pointer` (a JSON pointer into the schema, '' for the schema itself).
+ */
 export class SchemaRefusedError extends Error {
   override readonly name = 'SchemaRefusedError';
   constructor(
@@ -125,7 +127,10 @@ function isNonNegativeInteger(value: unknown): value is number {
   return Number.isInteger(value) && (value as number) >= 0;
 }
 
-/** A schema applied to the value itself (by `$ref`, `allOf`, `anyOf`, `oneOf`, `not`), and the `$ref` that leads there, if one does. */
+/**
+ * A schema applied to the value itself (by `$ref`, `allOf`, `anyOf`, `oneOf`, `not`), and the `$ref` that leads there,
+ * if one does.
+ */
 interface InPlace {
   readonly to: string;
   readonly ref: string | undefined;

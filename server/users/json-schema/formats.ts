@@ -128,7 +128,10 @@ function daysIn(year: number, month: number): number {
   return month === 4 || month === 6 || month === 9 || month === 11 ? 30 : 31;
 }
 
-/** RFC 3339 section 5.6's full-date (YYYY-MM-DD) at the start of `text`, at least 10 long: a real day of the Gregorian calendar. */
+/**
+ * RFC 3339 section 5.6's full-date (YYYY-MM-DD) at the start of `text`, at least 10 long: a real day of the Gregorian
+ * calendar.
+ */
 function isDateAt(text: string): boolean {
   const century = twoDigitsAt(text, 0);
   const years = twoDigitsAt(text, 2);
