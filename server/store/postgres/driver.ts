@@ -21,6 +21,8 @@ export interface ConnectOptions {
   idleSeconds?: number;
   /** Queries after which the pool is replaced by a fresh one (RECYCLE_AFTER; tests set fewer). */
   recycleAfter?: number;
+  /** Milliseconds before a replaced pool begins to end (RETIRE_DELAY_MS; tests set 0). */
+  retireDelayMs?: number;
   /**
    * Commands only: a connection that waits this long for the database's
    * answer with nothing coming (a network gone silent) is closed, and what
@@ -125,7 +127,9 @@ export async function connect(url: string | undefined, options: ConnectOptions =
   heedArrayTypesFailures();
   const prologue = transactionPooling ? transactionSettings(timeout) : undefined;
   const retireSeconds = Math.max(RETIRE_SECONDS, 2 * timeout);
-  return recycling(open, { every: options.recycleAfter ?? RECYCLE_AFTER, retireSeconds }, reserves, prologue);
+  const every = options.recycleAfter ?? RECYCLE_AFTER;
+  const retireDelayMs = options.retireDelayMs ?? RETIRE_DELAY_MS;
+  return recycling(open, { every, retireDelayMs, retireSeconds }, reserves, prologue);
 }
 
 /**
@@ -196,13 +200,14 @@ export function poolingOf(url: string | undefined): { target: string | undefined
 /**
  * A pool that is replaced by a fresh one (`open`) after `every` calls:
  * later queries and transactions go to the new pool, and the old one is
- * ended a moment later (RETIRE_DELAY_MS), which lets what it had begun
- * finish (`retireSeconds`). Everything else (`begin`, helpers) goes to the
+ * ended once a moment has passed (`retireDelayMs`) and every connection
+ * reserved of it is back, which lets what it had begun finish
+ * (`retireSeconds` in all). Everything else (`begin`, helpers) goes to the
  * pool in use, `reserve` through `reserves`; `end` ends the retiring pools too.
  */
 function recycling(
   open: () => Sql,
-  { every, retireSeconds }: { every: number; retireSeconds: number },
+  { every, retireDelayMs, retireSeconds }: { every: number; retireDelayMs: number; retireSeconds: number },
   reserves: Reserves,
   prologue: string | undefined,
 ): Sql {
@@ -212,6 +217,7 @@ function recycling(
   const retire = (pool: Sql, options: { timeout?: number }) => {
     clearTimeout(retiring.get(pool));
     retiring.delete(pool);
+    reserves.forget(pool);
     return pool.end(options);
   };
   const renew = () => {
@@ -219,8 +225,13 @@ function recycling(
     current = open();
     calls = 0;
     // Nothing waits on a retired pool's end: one that fails (its database gone meanwhile) is no one's failure.
-    const later = () => void retire(old, { timeout: retireSeconds }).catch(() => {});
-    retiring.set(old, setTimeout(later, RETIRE_DELAY_MS).unref());
+    const later = (options: { timeout: number }) => void retire(old, options).catch(() => {});
+    const whenReturned = () => {
+      const deadline = setTimeout(() => later({ timeout: 0 }), retireSeconds * 1000).unref();
+      retiring.set(old, deadline);
+      void reserves.returned(old).then(() => retiring.get(old) === deadline && later({ timeout: retireSeconds }));
+    };
+    retiring.set(old, setTimeout(whenReturned, retireDelayMs).unref());
   };
   const end = async (options: { timeout?: number } = {}) => {
     await Promise.all([current, ...retiring.keys()].map((pool) => retire(pool, options)));
@@ -323,6 +334,47 @@ class Reserves {
   /** The ask of each reserve that has not settled. */
   private readonly waiting = new Set<() => void>();
   private askingAgain = false;
+  /** Per pool, the reserves asked of it and not yet released or failed, and who waits for none to be left. */
+  private readonly lent = new Map<Sql, { count: number; returned: (() => void)[] }>();
+
+  /**
+   * Resolves once every connection reserved of `pool` is released: the
+   * driver (3.4.9) never closes one released after its pool began to end,
+   * and that end then waits for its whole timeout.
+   */
+  returned(pool: Sql): Promise<void> {
+    const loans = this.lent.get(pool);
+    if (loans === undefined) return Promise.resolve();
+    return new Promise((resolve) => loans.returned.push(resolve));
+  }
+
+  /** Stops counting `pool`'s reserves: it is ending, and a connection lost while reserved is never released. */
+  forget(pool: Sql): void {
+    this.lent.delete(pool);
+  }
+
+  private lend(pool: Sql): void {
+    const loans = this.lent.get(pool) ?? { count: 0, returned: [] };
+    loans.count += 1;
+    this.lent.set(pool, loans);
+  }
+
+  private giveBack(pool: Sql): void {
+    const loans = this.lent.get(pool);
+    if (loans === undefined || --loans.count > 0) return;
+    this.lent.delete(pool);
+    for (const resolve of loans.returned) resolve();
+  }
+
+  /** `connection` of `pool`, given back to `lent` when it is released. */
+  private tracked(pool: Sql, connection: ReservedSql): ReservedSql {
+    const release = connection.release.bind(connection);
+    connection.release = () => {
+      release();
+      this.giveBack(pool);
+    };
+    return connection;
+  }
 
   /** The driver's `onclose`: the waiting reserves are asked again once the driver has passed one on (a turn later). */
   readonly connectionClosed = (): void => {
@@ -346,20 +398,22 @@ class Reserves {
         this.waiting.delete(ask);
       };
       const ask = () => {
-        pool()
-          .reserve()
-          .then(
-            (connection) => {
-              if (settled) return connection.release();
-              settle();
-              resolve(connection);
-            },
-            (error: unknown) => {
-              if (settled) return;
-              settle();
-              reject(error);
-            },
-          );
+        const from = pool();
+        this.lend(from);
+        from.reserve().then(
+          (connection) => {
+            const lent = this.tracked(from, connection);
+            if (settled) return lent.release();
+            settle();
+            resolve(lent);
+          },
+          (error: unknown) => {
+            this.giveBack(from);
+            if (settled) return;
+            settle();
+            reject(error);
+          },
+        );
       };
       this.waiting.add(ask);
       ask();
