@@ -65,6 +65,8 @@ class UsersTable {
   private readonly rows = new Map<number, HTMLTableRowElement>();
   private next: string | null = null;
   private loading = false;
+  /** Changes that came while a page loaded (it may have been read before them): applied once its rows are in. */
+  private held: FeedEvent[] = [];
   /** Bumped at every new query: answers to an older one are dropped. */
   private generation = 0;
   private typing: number | undefined;
@@ -219,6 +221,8 @@ class UsersTable {
   /** The first page of the current query, its count, and the user a plain word names. */
   private async load(): Promise<void> {
     const generation = ++this.generation;
+    this.loading = true;
+    this.held = [];
     this.filter = filterFor(this.query.text, this.declared);
     this.drawHead();
     replace(this.body);
@@ -289,6 +293,7 @@ class UsersTable {
       replace(this.progress, this.rows.size === 0 ? 'No users.' : '');
     } catch (error) {
       if (generation !== this.generation) return;
+      this.held = [];
       replace(this.progress, '');
       this.showFilterError(error);
       if (error instanceof ApiError && error.is('invalid-filter')) replace(this.count, '');
@@ -296,6 +301,7 @@ class UsersTable {
     } finally {
       if (generation === this.generation) this.loading = false;
     }
+    for (const event of this.held.splice(0)) this.changed(event);
     // A filter's page may be short (its scan is bounded): go on while the end is still in sight.
     if (this.next !== null && inView(this.more)) await this.loadMore();
   }
@@ -351,6 +357,7 @@ class UsersTable {
   /** A change from the feed: a shown user updated or marked deleted, a new one added where the order puts it last. */
   private changed(event: FeedEvent): void {
     if (event === 'reset') return void this.load();
+    if (this.loading) return void this.held.push(event);
     if (event.op === 'delete' || event.op === 'move') this.markDeleted(event.op === 'move' ? event.from! : event.id);
     if (event.op !== 'delete' && event.user !== undefined) this.updated(event.user as User);
     if (this.filter === undefined) {
