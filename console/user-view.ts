@@ -40,6 +40,8 @@ class UserPage {
   private deleted = false;
   /** True while a PUT is under way. */
   private saving = false;
+  /** Bumped at every read of the user: an answer to an older read, overtaken by a newer one, is dropped. */
+  private reads = 0;
   /** The field names the form was drawn for, to redraw it only when they change. */
   private fieldNames = '';
   private readonly writable: boolean;
@@ -106,16 +108,17 @@ class UserPage {
 
   /** Reads the user, its tag and its alias, and shows them (the person's edits are replaced). */
   private async load(): Promise<void> {
+    const read = ++this.reads;
     try {
-      const [read, listed] = await Promise.all([
+      const [user, listed] = await Promise.all([
         call<User>('GET', `users/${this.id}`),
         call<{ aliases?: Record<string, string> }>('GET', `users?after=${this.id - 1}&limit=1&aliases=true`),
       ]);
-      if (!this.view.active()) return;
+      if (!this.view.active() || read !== this.reads) return;
       this.alias = listed.body.aliases?.[String(this.id)];
-      this.adopt(read.body, read.headers.get('ETag') ?? '');
+      this.adopt(user.body, user.headers.get('ETag') ?? '');
     } catch (error) {
-      if (!this.view.active()) return;
+      if (!this.view.active() || read !== this.reads) return;
       if (error instanceof ApiError && (error.status === 404 || error.status === 410)) return this.markDeleted(false);
       this.showError(error);
     }

@@ -605,6 +605,44 @@ describe('console', { concurrency: CONCURRENT_TESTS }, () => {
     assert.deepEqual(problems, []);
   });
 
+  test('Console live: on the page of a user, a read answered after a newer one (the change the feed brought) does not bring the older version back', async (t) => {
+    const server = await startTestServer(t, { requireSession: 'all' });
+    await seed(server, 1, (i) => ({ name: `Person ${i}` }));
+    const opened = await open(t);
+    if (opened === undefined) return;
+    const { page, problems } = opened;
+    await signIn(page, `${server.url}/console`);
+    await page.getByText('Live', { exact: true }).waitFor();
+    const cookie = await server.login();
+    // The page's first read of user 1 is answered only after a second read, which the change sets off, is shown.
+    let read!: () => void;
+    let shown!: () => void;
+    const firstRead = new Promise<void>((resolve) => (read = resolve));
+    const newerShown = new Promise<void>((resolve) => (shown = resolve));
+    let reads = 0;
+    await page.route(
+      (url) => url.pathname.endsWith('/users/1'),
+      async (route) => {
+        if (++reads > 1) return route.continue();
+        const response = await route.fetch();
+        read();
+        await newerShown;
+        await route.fulfill({ response });
+      },
+    );
+    const older = page.waitForEvent('requestfinished', (r) => r.url().endsWith('/users/1'));
+    await page.getByRole('link', { name: 'Person 1' }).click();
+    await firstRead;
+    assert.equal((await put(server.url, '/users/1', { name: 'Newer' }, { cookie })).status, 200);
+    await until(page, `document.querySelector('#field-0')?.value === 'Newer'`);
+    shown();
+    await older;
+    // One turn of the page's own tasks: what the older answer sets off has run by then.
+    await page.evaluate(() => new Promise((resolve) => setTimeout(resolve, 0)));
+    assert.equal(await page.locator('#field-0').inputValue(), 'Newer');
+    assert.deepEqual(problems, []);
+  });
+
   test('Console live on PostgreSQL: a change made through one instance shows in a console on another', async (t) => {
     const skip = postgresSkipReason();
     if (skip !== undefined) return t.skip(skip);
