@@ -240,8 +240,11 @@ class UserPage {
         headers: { 'If-Match': this.etag },
       });
       const etag = answer.headers.get('ETag');
-      if (etag !== null) this.adopt(answer.body, etag);
-      else await this.load();
+      // The saved version is newer than any read still on its way.
+      if (etag !== null) {
+        this.reads++;
+        this.adopt(answer.body, etag);
+      } else await this.load();
       this.showNotice('Saved.', 'ok');
       announce('Saved.');
     } catch (error) {
@@ -363,6 +366,8 @@ class UserPage {
   }
 
   private markDeleted(elsewhere: boolean): void {
+    // A read still on its way holds a version from before the deletion.
+    this.reads++;
     this.deleted = true;
     this.save.disabled = this.remove.disabled = true;
     const text = elsewhere ? 'This user was deleted.' : `There is no user ${this.id}: it was deleted, or never made.`;

@@ -293,15 +293,18 @@ class UsersTable {
       replace(this.progress, this.rows.size === 0 ? 'No users.' : '');
     } catch (error) {
       if (generation !== this.generation) return;
-      this.held = [];
+      // A first page that failed shows no rows to change; after a later one, the rows shown take the changes held.
+      if (this.rows.size === 0) this.held = [];
       replace(this.progress, '');
       this.showFilterError(error);
       if (error instanceof ApiError && error.is('invalid-filter')) replace(this.count, '');
       return;
     } finally {
-      if (generation === this.generation) this.loading = false;
+      if (generation === this.generation) {
+        this.loading = false;
+        for (const event of this.held.splice(0)) this.changed(event);
+      }
     }
-    for (const event of this.held.splice(0)) this.changed(event);
     // A filter's page may be short (its scan is bounded): go on while the end is still in sight.
     if (this.next !== null && inView(this.more)) await this.loadMore();
   }

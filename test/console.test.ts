@@ -22,7 +22,7 @@ import { createRequire } from 'node:module';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, test, type TestContext } from 'node:test';
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { chromium, type Browser, type BrowserContext, type Page, type Request } from 'playwright-core';
 import { writeDeclarationsFile } from '../server/store/declarations-file.js';
 import { PROBLEM_CONTENT_TYPE } from '../shared/problems.js';
 import {
@@ -582,6 +582,14 @@ describe('console', { concurrency: CONCURRENT_TESTS }, () => {
     const opened = await open(t);
     if (opened === undefined) return;
     const { page, problems } = opened;
+    // Counts the changes the page's feed receives, before the console's own listeners hear them.
+    await page.addInitScript(`{
+      const Original = window.EventSource;
+      window.feedPuts = 0;
+      window.EventSource = class extends Original {
+        constructor(...args) { super(...args); this.addEventListener('put', () => window.feedPuts++); }
+      };
+    }`);
     await signIn(page, `${server.url}/console`);
     await page.getByRole('link', { name: 'Person 2' }).waitFor();
     await page.getByText('Live', { exact: true }).waitFor();
@@ -600,6 +608,7 @@ describe('console', { concurrency: CONCURRENT_TESTS }, () => {
     await page.getByRole('button', { name: 'name', exact: true }).click();
     await pageRead;
     assert.equal((await put(server.url, '/users/2', { name: 'Seen while loading' }, { cookie })).status, 200);
+    await page.waitForFunction('window.feedPuts >= 1');
     changed();
     await page.getByRole('link', { name: 'Seen while loading' }).waitFor();
     assert.deepEqual(problems, []);
@@ -620,19 +629,21 @@ describe('console', { concurrency: CONCURRENT_TESTS }, () => {
     const firstRead = new Promise<void>((resolve) => (read = resolve));
     const newerShown = new Promise<void>((resolve) => (shown = resolve));
     let reads = 0;
+    let first: Request | undefined;
     await page.route(
       (url) => url.pathname.endsWith('/users/1'),
       async (route) => {
         if (++reads > 1) return route.continue();
+        first = route.request();
         const response = await route.fetch();
         read();
         await newerShown;
         await route.fulfill({ response });
       },
     );
-    const older = page.waitForEvent('requestfinished', (r) => r.url().endsWith('/users/1'));
     await page.getByRole('link', { name: 'Person 1' }).click();
     await firstRead;
+    const older = page.waitForEvent('requestfinished', (r) => r === first);
     assert.equal((await put(server.url, '/users/1', { name: 'Newer' }, { cookie })).status, 200);
     await until(page, `document.querySelector('#field-0')?.value === 'Newer'`);
     shown();

@@ -1,11 +1,11 @@
 /**
  * The PostgreSQL pool replaced by a fresh one (driver.ts `recycling`): the
- * old pool ends once what it had lent is back, so its connections close and
- * nothing of it keeps the process alive. Without PostgreSQL binaries the
- * test skips and says why.
+ * old pool ends once what it had lent is back, so its connections close
+ * and nothing of it keeps the process alive. Without PostgreSQL binaries
+ * the test skips and says why.
  */
 import assert from 'node:assert/strict';
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
 import { connect, type Sql } from '../server/store/postgres/driver.js';
 import { postgresSkipReason, testDatabase } from './postgres.js';
@@ -21,17 +21,31 @@ async function sessionGone(admin: Sql, pid: number): Promise<void> {
   }
 }
 
-test('a replaced pool closes a connection that was reserved when it began to end, once it is released', async (t) => {
-  if (skip !== undefined) return t.skip(skip);
+/**
+ * A recycling pool that begins to end a replaced pool on the next turn of the timers, and whose replaced pool would
+ * have 2 x 300 s to finish: a connection it kept open would hold the test that long.
+ */
+async function pools(t: TestContext, recycleAfter: number): Promise<{ sql: Sql; admin: Sql }> {
   const url = await testDatabase(t);
-  // The old pool would have 2 x 300 s to finish: a connection it kept open would hold this test that long.
-  const sql = await connect(url, { recycleAfter: 1, retireDelayMs: 0, timeoutSeconds: 300 });
+  const sql = await connect(url, { recycleAfter, retireDelayMs: 0, timeoutSeconds: 300 });
   const admin = await connect(url, { max: 1 });
   t.after(() => Promise.all([sql.end({ timeout: 1 }), admin.end({ timeout: 1 })]));
+  return { sql, admin };
+}
+
+async function backendPid(sql: Sql): Promise<number> {
+  const [row] = await sql`select pg_backend_pid() as pid`;
+  return row!.pid as number;
+}
+
+test('a replaced pool closes a connection that was reserved when it began to end, once it is released', async (t) => {
+  if (skip !== undefined) return t.skip(skip);
+  const { sql, admin } = await pools(t, 1);
   const reserved = await sql.reserve();
-  const [{ pid }] = (await reserved`select pg_backend_pid() as pid`) as unknown as [{ pid: number }];
-  // The second call replaces the pool; the new pool's connection opens over several turns, the old one's end begins.
+  const pid = await backendPid(reserved);
+  // The second call replaces the pool; the timers run in order, so after this one the old pool's retirement has begun.
   await sql`select 1`;
+  await delay(0);
   reserved.release();
   await sessionGone(admin, pid);
   assert.equal((await sql`select 1 as one`)[0]!.one, 1);

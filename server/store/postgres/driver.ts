@@ -202,8 +202,10 @@ export function poolingOf(url: string | undefined): { target: string | undefined
  * later queries and transactions go to the new pool, and the old one is
  * ended once a moment has passed (`retireDelayMs`) and every connection
  * reserved of it is back, which lets what it had begun finish
- * (`retireSeconds` in all). Everything else (`begin`, helpers) goes to the
- * pool in use, `reserve` through `reserves`; `end` ends the retiring pools too.
+ * (`retireSeconds` in all; a connection lost while reserved is never
+ * released, and its pool is then closed at once after `retireSeconds`).
+ * Everything else (`begin`, helpers) goes to the pool in use, `reserve`
+ * through `reserves`; `end` ends the retiring pools too.
  */
 function recycling(
   open: () => Sql,
@@ -227,9 +229,11 @@ function recycling(
     // Nothing waits on a retired pool's end: one that fails (its database gone meanwhile) is no one's failure.
     const later = (options: { timeout: number }) => void retire(old, options).catch(() => {});
     const whenReturned = () => {
+      const endBy = Date.now() + retireSeconds * 1000;
       const deadline = setTimeout(() => later({ timeout: 0 }), retireSeconds * 1000).unref();
       retiring.set(old, deadline);
-      void reserves.returned(old).then(() => retiring.get(old) === deadline && later({ timeout: retireSeconds }));
+      const left = () => ({ timeout: Math.max(0, endBy - Date.now()) / 1000 });
+      void reserves.returned(old).then(() => retiring.get(old) === deadline && later(left()));
     };
     retiring.set(old, setTimeout(whenReturned, retireDelayMs).unref());
   };
@@ -353,10 +357,17 @@ class Reserves {
     this.lent.delete(pool);
   }
 
-  private lend(pool: Sql): void {
+  /** Counts a reserve asked of `pool`; returns what gives it back, once however often it is called. */
+  private lend(pool: Sql): () => void {
     const loans = this.lent.get(pool) ?? { count: 0, returned: [] };
     loans.count += 1;
     this.lent.set(pool, loans);
+    let out = true;
+    return () => {
+      if (!out) return;
+      out = false;
+      this.giveBack(pool);
+    };
   }
 
   private giveBack(pool: Sql): void {
@@ -364,16 +375,6 @@ class Reserves {
     if (loans === undefined || --loans.count > 0) return;
     this.lent.delete(pool);
     for (const resolve of loans.returned) resolve();
-  }
-
-  /** `connection` of `pool`, given back to `lent` when it is released. */
-  private tracked(pool: Sql, connection: ReservedSql): ReservedSql {
-    const release = connection.release.bind(connection);
-    connection.release = () => {
-      release();
-      this.giveBack(pool);
-    };
-    return connection;
   }
 
   /** The driver's `onclose`: the waiting reserves are asked again once the driver has passed one on (a turn later). */
@@ -393,22 +394,26 @@ class Reserves {
   reserve(pool: () => Sql): Promise<ReservedSql> {
     return new Promise((resolve, reject) => {
       let settled = false;
-      const settle = () => {
+      /** What gives back each ask's reserve: an ask the driver dropped never settles, and goes back with this. */
+      const loans: (() => void)[] = [];
+      const settle = (kept?: () => void) => {
         settled = true;
         this.waiting.delete(ask);
+        for (const back of loans) if (back !== kept) back();
       };
       const ask = () => {
         const from = pool();
-        this.lend(from);
+        const back = this.lend(from);
+        loans.push(back);
         from.reserve().then(
           (connection) => {
-            const lent = this.tracked(from, connection);
+            const lent = givenBackOnRelease(connection, back);
             if (settled) return lent.release();
-            settle();
+            settle(back);
             resolve(lent);
           },
           (error: unknown) => {
-            this.giveBack(from);
+            back();
             if (settled) return;
             settle();
             reject(error);
@@ -419,6 +424,16 @@ class Reserves {
       ask();
     });
   }
+}
+
+/** `connection`, whose release also gives back its loan. */
+function givenBackOnRelease(connection: ReservedSql, back: () => void): ReservedSql {
+  const release = connection.release.bind(connection);
+  connection.release = () => {
+    release();
+    back();
+  };
+  return connection;
 }
 
 /** The driver's own query for the array types: `from pg_catalog.pg_type a ... where a.typcategory = 'A'`. */
