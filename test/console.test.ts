@@ -599,11 +599,16 @@ describe('console', { concurrency: CONCURRENT_TESTS }, () => {
     let changed!: () => void;
     const pageRead = new Promise<void>((resolve) => (read = resolve));
     const changeMade = new Promise<void>((resolve) => (changed = resolve));
+    // Its later requests too (the count's, once the test has ended and the server is gone): each fails as it would.
     await page.route(/\/users\?/, async (route) => {
-      const response = await route.fetch();
-      if (!route.request().url().includes('count=')) read();
-      await changeMade;
-      await route.fulfill({ response });
+      try {
+        const response = await route.fetch();
+        if (!route.request().url().includes('count=')) read();
+        await changeMade;
+        await route.fulfill({ response });
+      } catch {
+        await route.abort().catch(() => {});
+      }
     });
     await page.getByRole('button', { name: 'name', exact: true }).click();
     await pageRead;
@@ -633,12 +638,16 @@ describe('console', { concurrency: CONCURRENT_TESTS }, () => {
     await page.route(
       (url) => url.pathname.endsWith('/users/1'),
       async (route) => {
-        if (++reads > 1) return route.continue();
+        if (++reads > 1) return route.continue().catch(() => {});
         first = route.request();
-        const response = await route.fetch();
-        read();
-        await newerShown;
-        await route.fulfill({ response });
+        try {
+          const response = await route.fetch();
+          read();
+          await newerShown;
+          await route.fulfill({ response });
+        } catch {
+          await route.abort().catch(() => {});
+        }
       },
     );
     await page.getByRole('link', { name: 'Person 1' }).click();
