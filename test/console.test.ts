@@ -68,6 +68,35 @@ interface Opened {
   problems: string[];
 }
 
+/**
+ * Holds the answer to the first request of `page` that `matches`: it is fetched from the server at once (`fetched`
+ * resolves then) and reaches the page only once `release` is called. Later requests go through; one the server can no
+ * longer answer (the test has ended) fails as it would.
+ */
+async function holdFirstAnswer(
+  page: Page,
+  matches: (url: URL) => boolean,
+): Promise<{ fetched: Promise<Request>; release: () => void }> {
+  let release!: () => void;
+  let fetched!: (request: Request) => void;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  const first = new Promise<Request>((resolve) => (fetched = resolve));
+  let held = false;
+  await page.route(matches, async (route) => {
+    if (held) return route.continue().catch(() => {});
+    held = true;
+    try {
+      const response = await route.fetch();
+      fetched(route.request());
+      await released;
+      await route.fulfill({ response });
+    } catch {
+      await route.abort().catch(() => {});
+    }
+  });
+  return { fetched: first, release };
+}
+
 /** A fresh browser profile and page, closed after the test; undefined when skipping. */
 async function open(t: TestContext, options: Parameters<Browser['newContext']>[0] = {}): Promise<Opened | undefined> {
   if (skipReason !== undefined || browser === undefined) {
@@ -595,26 +624,15 @@ describe('console', { concurrency: CONCURRENT_TESTS }, () => {
     await page.getByText('Live', { exact: true }).waitFor();
     const cookie = await server.login();
     // The next page is read at once, and reaches the console only after the change was made and sent on the feed.
-    let read!: () => void;
-    let changed!: () => void;
-    const pageRead = new Promise<void>((resolve) => (read = resolve));
-    const changeMade = new Promise<void>((resolve) => (changed = resolve));
-    // Its later requests too (the count's, once the test has ended and the server is gone): each fails as it would.
-    await page.route(/\/users\?/, async (route) => {
-      try {
-        const response = await route.fetch();
-        if (!route.request().url().includes('count=')) read();
-        await changeMade;
-        await route.fulfill({ response });
-      } catch {
-        await route.abort().catch(() => {});
-      }
-    });
+    const page2 = await holdFirstAnswer(
+      page,
+      (url) => url.pathname.endsWith('/users') && url.search !== '' && !url.searchParams.has('count'),
+    );
     await page.getByRole('button', { name: 'name', exact: true }).click();
-    await pageRead;
+    await page2.fetched;
     assert.equal((await put(server.url, '/users/2', { name: 'Seen while loading' }, { cookie })).status, 200);
     await page.waitForFunction('window.feedPuts >= 1');
-    changed();
+    page2.release();
     await page.getByRole('link', { name: 'Seen while loading' }).waitFor();
     assert.deepEqual(problems, []);
   });
@@ -629,33 +647,13 @@ describe('console', { concurrency: CONCURRENT_TESTS }, () => {
     await page.getByText('Live', { exact: true }).waitFor();
     const cookie = await server.login();
     // The page's first read of user 1 is answered only after a second read, which the change sets off, is shown.
-    let read!: () => void;
-    let shown!: () => void;
-    const firstRead = new Promise<void>((resolve) => (read = resolve));
-    const newerShown = new Promise<void>((resolve) => (shown = resolve));
-    let reads = 0;
-    let first: Request | undefined;
-    await page.route(
-      (url) => url.pathname.endsWith('/users/1'),
-      async (route) => {
-        if (++reads > 1) return route.continue().catch(() => {});
-        first = route.request();
-        try {
-          const response = await route.fetch();
-          read();
-          await newerShown;
-          await route.fulfill({ response });
-        } catch {
-          await route.abort().catch(() => {});
-        }
-      },
-    );
+    const firstRead = await holdFirstAnswer(page, (url) => url.pathname.endsWith('/users/1'));
     await page.getByRole('link', { name: 'Person 1' }).click();
-    await firstRead;
+    const first = await firstRead.fetched;
     const older = page.waitForEvent('requestfinished', (r) => r === first);
     assert.equal((await put(server.url, '/users/1', { name: 'Newer' }, { cookie })).status, 200);
     await until(page, `document.querySelector('#field-0')?.value === 'Newer'`);
-    shown();
+    firstRead.release();
     await older;
     // One turn of the page's own tasks: what the older answer sets off has run by then.
     await page.evaluate(() => new Promise((resolve) => setTimeout(resolve, 0)));

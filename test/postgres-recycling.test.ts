@@ -5,7 +5,7 @@
  * the test skips and says why.
  */
 import assert from 'node:assert/strict';
-import { test, type TestContext } from 'node:test';
+import { test } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
 import { connect, type Sql } from '../server/store/postgres/driver.js';
 import { postgresSkipReason, testDatabase } from './postgres.js';
@@ -21,18 +21,6 @@ async function sessionGone(admin: Sql, pid: number): Promise<void> {
   }
 }
 
-/**
- * A recycling pool that begins to end a replaced pool on the next turn of the timers, and whose replaced pool would
- * have 2 x 300 s to finish: a connection it kept open would hold the test that long.
- */
-async function pools(t: TestContext, recycleAfter: number): Promise<{ sql: Sql; admin: Sql }> {
-  const url = await testDatabase(t);
-  const sql = await connect(url, { recycleAfter, retireDelayMs: 0, timeoutSeconds: 300 });
-  const admin = await connect(url, { max: 1 });
-  t.after(() => Promise.all([sql.end({ timeout: 1 }), admin.end({ timeout: 1 })]));
-  return { sql, admin };
-}
-
 async function backendPid(sql: Sql): Promise<number> {
   const [row] = await sql`select pg_backend_pid() as pid`;
   return row!.pid as number;
@@ -40,11 +28,17 @@ async function backendPid(sql: Sql): Promise<number> {
 
 test('a replaced pool closes a connection that was reserved when it began to end, once it is released', async (t) => {
   if (skip !== undefined) return t.skip(skip);
-  const { sql, admin } = await pools(t, 1);
+  const url = await testDatabase(t);
+  // The pool is replaced at the second call and the old one begins to end on the next turn of the timers, with
+  // 2 x 300 s to finish: a connection it kept open would hold the test that long.
+  const sql = await connect(url, { recycleAfter: 1, retireDelayMs: 0, timeoutSeconds: 300 });
+  const admin = await connect(url, { max: 1 });
+  t.after(() => Promise.all([sql.end({ timeout: 1 }), admin.end({ timeout: 1 })]));
   const reserved = await sql.reserve();
   const pid = await backendPid(reserved);
-  // The second call replaces the pool; the timers run in order, so after this one the old pool's retirement has begun.
+  // The second call replaces the pool.
   await sql`select 1`;
+  // The timers run in order: after this one, the old pool's retirement has begun.
   await delay(0);
   reserved.release();
   await sessionGone(admin, pid);

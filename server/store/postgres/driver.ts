@@ -232,8 +232,8 @@ function recycling(
       const endBy = Date.now() + retireSeconds * 1000;
       const deadline = setTimeout(() => later({ timeout: 0 }), retireSeconds * 1000).unref();
       retiring.set(old, deadline);
-      const left = () => ({ timeout: Math.max(0, endBy - Date.now()) / 1000 });
-      void reserves.returned(old).then(() => retiring.get(old) === deadline && later(left()));
+      const inTime = () => retiring.get(old) === deadline && later({ timeout: Math.max(0, endBy - Date.now()) / 1000 });
+      void reserves.returned(old).then(inTime);
     };
     retiring.set(old, setTimeout(whenReturned, retireDelayMs).unref());
   };
