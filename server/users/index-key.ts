@@ -14,7 +14,7 @@
  */
 import type { CompareOp, FilterValue } from './filter-parse.js';
 import { sortValueAt } from './sort.js';
-import { valuesAt } from './user-path.js';
+import { memberOf, valuesAt } from './user-path.js';
 
 const NUMBER = '0';
 const STRING = '1';
@@ -37,11 +37,12 @@ export interface KeyRange {
  * The key of a JSON value, folded to lowercase when `fold`; undefined for null, objects and arrays, which have none.
  */
 export function valueKey(value: unknown, fold: boolean): string | undefined {
+  // Keys are joined, not added: `+` makes a rope that an index keeps beside the flat copy its first comparison makes.
   switch (typeof value) {
     case 'number':
-      return NUMBER + numberDigits(value);
+      return numberKey(value);
     case 'string':
-      return STRING + encodeText(fold ? value.toLowerCase() : value);
+      return [STRING, encodeText(fold ? value.toLowerCase() : value)].join('');
     case 'boolean':
       return value ? TRUE : FALSE;
     default:
@@ -76,6 +77,32 @@ export function elementKeysOf(user: unknown, path: readonly string[], fold: bool
     if (key !== undefined) keys.add(key);
   }
   return [...keys];
+}
+
+/** A user's keys at a declared field: the one it sorts by and those its conditions find it by. */
+interface UserKeys {
+  readonly sortKey: string;
+  readonly keys: readonly string[];
+}
+
+/**
+ * The keys of `user` at `path`: where no array lies on the path, as for
+ * most users, the one value there is the one it sorts on, so its key
+ * serves both, made once.
+ */
+export function userKeysOf(user: unknown, path: readonly string[], fold: boolean): UserKeys {
+  const sortKey = sortKeyOf(user, path, fold);
+  if (arrayOnPath(user, path)) return { sortKey, keys: elementKeysOf(user, path, fold) };
+  return { sortKey, keys: sortKey === LAST_KEY ? [] : [sortKey] };
+}
+
+function arrayOnPath(user: unknown, path: readonly string[]): boolean {
+  let value = user;
+  for (const name of path) {
+    if (Array.isArray(value)) return true;
+    value = memberOf(value, name);
+  }
+  return Array.isArray(value);
 }
 
 /** The key of the value a user sorts on at `path` (users/sort.ts), LAST_KEY when it sorts last. */
@@ -119,11 +146,20 @@ export function inRange(key: string, range: KeyRange): boolean {
 
 const bits = new DataView(new ArrayBuffer(8));
 
+function numberKey(n: number): string {
+  if (Number.isInteger(n) && n >= 0 && n < SMALL_INTEGERS) return (smallKeys[n] ??= numberKeyOf(n));
+  return numberKeyOf(n);
+}
+
+/** Counts, ages and ranks repeat over a whole index: their keys are made once each, and shared. */
+const SMALL_INTEGERS = 4096;
+const smallKeys: string[] = [];
+
 /**
- * 16 hex digits whose order is the number's: the IEEE 754 bits with the
- * sign bit set for a positive number, all bits inverted for a negative one.
+ * NUMBER, then 16 hex digits whose order is the number's: the IEEE 754 bits
+ * with the sign bit set for a positive number, all bits inverted for a negative one.
  */
-function numberDigits(n: number): string {
+function numberKeyOf(n: number): string {
   // -0 is 0, as it is to `eq` and `sort`.
   bits.setFloat64(0, n === 0 ? 0 : n);
   let high = bits.getUint32(0);
@@ -132,7 +168,7 @@ function numberDigits(n: number): string {
     high = ~high >>> 0;
     low = ~low >>> 0;
   } else high = (high | 0x8000_0000) >>> 0;
-  return hex8(high) + hex8(low);
+  return [NUMBER, hex8(high), hex8(low)].join('');
 }
 
 function digitsNumber(digits: string): number {

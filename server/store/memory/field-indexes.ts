@@ -13,7 +13,7 @@ import {
   type FieldDeclaration,
   type UniqueKey,
 } from '../../users/declared-fields.js';
-import { elementKeysOf, inRange, keyValue, LAST_KEY, sortKeyOf, type KeyRange } from '../../users/index-key.js';
+import { inRange, keyValue, LAST_KEY, userKeysOf, type KeyRange } from '../../users/index-key.js';
 import type { StoredUser } from '../../users/rules.js';
 import type { IndexEntry } from '../index-find.js';
 import { SortedEntries } from './sorted-entries.js';
@@ -130,26 +130,31 @@ function buildIndexes(fields: readonly FieldDeclaration[], users: Iterable<[numb
     names: namesOf(field),
     keys: { keys: [] as string[], ids: [] as number[] },
     sorted: { keys: [] as string[], ids: [] as number[] },
+    keysAreSortKeys: true,
   }));
   for (const [, user] of users) {
     const value: unknown = JSON.parse(user.json);
     for (const index of built) {
-      const sortKey = sortKeyOf(value, index.names, index.field.caseInsensitive);
+      const { sortKey, keys } = userKeysOf(value, index.names, index.field.caseInsensitive);
       index.sorted.keys.push(sortKey);
       index.sorted.ids.push(user.id);
-      for (const key of elementKeysOf(value, index.names, index.field.caseInsensitive)) {
-        // The key a scalar member holds is its sort key: one string serves both.
-        index.keys.keys.push(key === sortKey ? sortKey : key);
+      if (keys.length !== (sortKey === LAST_KEY ? 0 : 1)) index.keysAreSortKeys = false;
+      for (const key of keys) {
+        index.keys.keys.push(key);
         index.keys.ids.push(user.id);
       }
     }
   }
-  return built.map(({ field, names, keys, sorted }) => ({
-    field,
-    names,
-    keys: SortedEntries.of(keys.keys, keys.ids),
-    sorted: SortedEntries.of(sorted.keys, sorted.ids),
-  }));
+  return built.map(({ field, names, keys, sorted, keysAreSortKeys }) => {
+    const bySort = SortedEntries.of(sorted.keys, sorted.ids);
+    // Where each user's keys are its sort key alone (none under LAST_KEY, the greatest), one sort serves both.
+    return {
+      field,
+      names,
+      keys: keysAreSortKeys ? bySort.below(LAST_KEY) : SortedEntries.of(keys.keys, keys.ids),
+      sorted: bySort,
+    };
+  });
 }
 
 /** Why a new unique field's index cannot stand: the values two users or more hold, or undefined. */
@@ -165,10 +170,10 @@ function uniquenessRefusal(index: FieldIndex): string | undefined {
 
 /** Adds (or removes) the entries of the user `id`, whose version is `user`. */
 function enter(index: FieldIndex, id: number, user: unknown, add: boolean): void {
-  const sortKey = sortKeyOf(user, index.names, index.field.caseInsensitive);
+  const { sortKey, keys } = userKeysOf(user, index.names, index.field.caseInsensitive);
   if (add) index.sorted.insert(sortKey, id);
   else index.sorted.delete(sortKey, id);
-  for (const key of elementKeysOf(user, index.names, index.field.caseInsensitive))
-    if (add) index.keys.insert(key === sortKey ? sortKey : key, id);
+  for (const key of keys)
+    if (add) index.keys.insert(key, id);
     else index.keys.delete(key, id);
 }

@@ -33,6 +33,50 @@ function compareAt(chunk: Chunk, at: number, key: string, id: number): number {
   return own < key ? -1 : own > key ? 1 : chunk.ids[at]! - id;
 }
 
+/** A field of at most this many values (an age, a status) is sorted by counting its users a value. */
+const FEW_KEYS = 1024;
+
+function ascending(ids: readonly number[]): boolean {
+  for (let i = 1; i < ids.length; i++) if (ids[i - 1]! > ids[i]!) return false;
+  return true;
+}
+
+/** The positions of `keys` in key order, equal keys in their order in `keys` (whose ids ascend, so by id). */
+function keyOrder(keys: readonly string[]): number[] {
+  const counts = new Map<string, number>();
+  for (const key of keys) {
+    counts.set(key, (counts.get(key) ?? 0) + 1);
+    if (counts.size > FEW_KEYS) return positions(keys).sort((a, b) => compareKeys(keys[a]!, keys[b]!) || a - b);
+  }
+  const next = new Map<string, number>();
+  let start = 0;
+  for (const key of [...counts.keys()].sort()) {
+    next.set(key, start);
+    start += counts.get(key)!;
+  }
+  const order = new Array<number>(keys.length);
+  for (let i = 0; i < keys.length; i++) {
+    const at = next.get(keys[i]!)!;
+    order[at] = i;
+    next.set(keys[i]!, at + 1);
+  }
+  return order;
+}
+
+function keyThenIdOrder(keys: readonly string[], ids: readonly number[]): number[] {
+  return positions(keys).sort((a, b) => compareKeys(keys[a]!, keys[b]!) || ids[a]! - ids[b]!);
+}
+
+function positions(keys: readonly string[]): number[] {
+  const order = new Array<number>(keys.length);
+  for (let i = 0; i < keys.length; i++) order[i] = i;
+  return order;
+}
+
+function compareKeys(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
 export class SortedEntries {
   private readonly chunks: Chunk[] = [];
 
@@ -42,12 +86,7 @@ export class SortedEntries {
    * move a chunk's entries for each.
    */
   static of(keys: readonly string[], ids: readonly number[]): SortedEntries {
-    const order = Array.from(keys, (_, i) => i);
-    order.sort((a, b) => {
-      const ka = keys[a]!;
-      const kb = keys[b]!;
-      return ka < kb ? -1 : ka > kb ? 1 : ids[a]! - ids[b]!;
-    });
+    const order = ascending(ids) ? keyOrder(keys) : keyThenIdOrder(keys, ids);
     const entries = new SortedEntries();
     let chunk: Chunk = { keys: [], ids: [] };
     let previous: string | undefined;
@@ -63,6 +102,20 @@ export class SortedEntries {
     }
     if (chunk.keys.length > 0) entries.chunks.push(chunk);
     return entries;
+  }
+
+  /** A copy of the entries whose keys are below `key`. */
+  below(key: string): SortedEntries {
+    const copy = new SortedEntries();
+    const end = this.lowerBound(key, -Infinity, false);
+    for (let i = 0; i < end.chunk; i++) {
+      const { keys, ids } = this.chunks[i]!;
+      copy.chunks.push({ keys: keys.slice(), ids: ids.slice() });
+    }
+    const last = this.chunks[end.chunk];
+    if (last !== undefined && end.at > 0)
+      copy.chunks.push({ keys: last.keys.slice(0, end.at), ids: last.ids.slice(0, end.at) });
+    return copy;
   }
 
   /** Each key that two entries or more hold, with their ids, in key order. */
