@@ -37,12 +37,11 @@ export interface KeyRange {
  * The key of a JSON value, folded to lowercase when `fold`; undefined for null, objects and arrays, which have none.
  */
 export function valueKey(value: unknown, fold: boolean): string | undefined {
-  // Keys are joined, not added: `+` makes a rope that an index keeps beside the flat copy its first comparison makes.
   switch (typeof value) {
     case 'number':
       return numberKey(value);
     case 'string':
-      return [STRING, encodeText(fold ? value.toLowerCase() : value)].join('');
+      return STRING + encodeText(fold ? value.toLowerCase() : value);
     case 'boolean':
       return value ? TRUE : FALSE;
     default:
@@ -168,7 +167,7 @@ function numberKeyOf(n: number): string {
     high = ~high >>> 0;
     low = ~low >>> 0;
   } else high = (high | 0x8000_0000) >>> 0;
-  return [NUMBER, hex8(high), hex8(low)].join('');
+  return NUMBER + hex8(high) + hex8(low);
 }
 
 function digitsNumber(digits: string): number {

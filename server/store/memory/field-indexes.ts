@@ -136,11 +136,11 @@ function buildIndexes(fields: readonly FieldDeclaration[], users: Iterable<[numb
     const value: unknown = JSON.parse(user.json);
     for (const index of built) {
       const { sortKey, keys } = userKeysOf(value, index.names, index.field.caseInsensitive);
-      index.sorted.keys.push(sortKey);
+      index.sorted.keys.push(flattened(sortKey));
       index.sorted.ids.push(user.id);
       if (keys.length !== (sortKey === LAST_KEY ? 0 : 1)) index.keysAreSortKeys = false;
       for (const key of keys) {
-        index.keys.keys.push(key);
+        index.keys.keys.push(flattened(key));
         index.keys.ids.push(user.id);
       }
     }
@@ -155,6 +155,16 @@ function buildIndexes(fields: readonly FieldDeclaration[], users: Iterable<[numb
       sorted: bySort,
     };
   });
+}
+
+/**
+ * `key` as one flat string while it is young: a key made of parts is a
+ * rope, and the sort, comparing it once it has aged, makes a flat copy and
+ * keeps both. Reading a string as a number flattens it.
+ */
+function flattened(key: string): string {
+  Number(key);
+  return key;
 }
 
 /** Why a new unique field's index cannot stand: the values two users or more hold, or undefined. */
