@@ -360,7 +360,8 @@ const ESCAPES: ReadonlyMap<string, string> = new Map([
 const HEX4 = /^[0-9A-Fa-f]{4}$/;
 
 function lexString(text: string, start: number): Token {
-  const parts: string[] = [];
+  // Most strings hold no escape: then the value is one slice, and no parts are gathered.
+  let decoded = '';
   let i = start + 1;
   let from = i;
   const faulty = (at: number, expected: string): Token => ({
@@ -381,18 +382,17 @@ function lexString(text: string, start: number): Token {
       i++;
       continue;
     }
-    parts.push(text.slice(from, i));
+    decoded += text.slice(from, i);
     const escape = decodeEscape(text, i);
     if (escape === undefined)
       return faulty(
         i,
         'expected an escape after `\\`: `\\"`, `\\\\`, `\\/`, `\\b`, `\\f`, `\\n`, `\\r`, `\\t` or `\\u` and four hex digits',
       );
-    parts.push(escape.text);
+    decoded += escape.text;
     i = from = escape.end;
   }
-  parts.push(text.slice(from, i));
-  return { type: 'string', start, end: i + 1, value: parts.join('') };
+  return { type: 'string', start, end: i + 1, value: decoded + text.slice(from, i) };
 }
 
 /** The escape whose backslash is at `at`: its text and where it ends, or undefined when it is not a JSON escape. */

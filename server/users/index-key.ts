@@ -49,6 +49,16 @@ export function valueKey(value: unknown, fold: boolean): string | undefined {
   }
 }
 
+/**
+ * `key` as one flat string while it is young: a key made of parts is a
+ * rope, and an index that compares it once it has aged makes a flat copy
+ * and keeps both. Reading a string as a number flattens it.
+ */
+export function flatKey(key: string): string {
+  Number(key);
+  return key;
+}
+
 /** The value a key stands for (a folded string as folded); undefined for LAST_KEY. */
 export function keyValue(key: string): number | string | boolean | undefined {
   switch (key[0]) {

@@ -13,7 +13,7 @@ import {
   type FieldDeclaration,
   type UniqueKey,
 } from '../../users/declared-fields.js';
-import { inRange, keyValue, LAST_KEY, userKeysOf, type KeyRange } from '../../users/index-key.js';
+import { flatKey, inRange, keyValue, LAST_KEY, userKeysOf, type KeyRange } from '../../users/index-key.js';
 import type { StoredUser } from '../../users/rules.js';
 import type { IndexEntry } from '../index-find.js';
 import { SortedEntries } from './sorted-entries.js';
@@ -136,13 +136,17 @@ function buildIndexes(fields: readonly FieldDeclaration[], users: Iterable<[numb
     const value: unknown = JSON.parse(user.json);
     for (const index of built) {
       const { sortKey, keys } = userKeysOf(value, index.names, index.field.caseInsensitive);
-      index.sorted.keys.push(flattened(sortKey));
+      index.sorted.keys.push(flatKey(sortKey));
       index.sorted.ids.push(user.id);
-      if (keys.length !== (sortKey === LAST_KEY ? 0 : 1)) index.keysAreSortKeys = false;
-      for (const key of keys) {
-        index.keys.keys.push(flattened(key));
-        index.keys.ids.push(user.id);
+      if (index.keysAreSortKeys && keys.length !== (sortKey === LAST_KEY ? 0 : 1)) {
+        index.keysAreSortKeys = false;
+        keysBefore(index.sorted, index.keys);
       }
+      if (!index.keysAreSortKeys)
+        for (const key of keys) {
+          index.keys.keys.push(flatKey(key));
+          index.keys.ids.push(user.id);
+        }
     }
   }
   return built.map(({ field, names, keys, sorted, keysAreSortKeys }) => {
@@ -158,13 +162,16 @@ function buildIndexes(fields: readonly FieldDeclaration[], users: Iterable<[numb
 }
 
 /**
- * `key` as one flat string while it is young: a key made of parts is a
- * rope, and the sort, comparing it once it has aged, makes a flat copy and
- * keeps both. Reading a string as a number flattens it.
+ * The keys of the users before the last of `sorted`, into `keys`: each
+ * user's sort key, none under LAST_KEY, as long as the keys are the sort keys
+ * (so that until then they are gathered once).
  */
-function flattened(key: string): string {
-  Number(key);
-  return key;
+function keysBefore(sorted: { keys: string[]; ids: number[] }, keys: { keys: string[]; ids: number[] }): void {
+  for (let i = 0; i < sorted.keys.length - 1; i++)
+    if (sorted.keys[i] !== LAST_KEY) {
+      keys.keys.push(sorted.keys[i]!);
+      keys.ids.push(sorted.ids[i]!);
+    }
 }
 
 /** Why a new unique field's index cannot stand: the values two users or more hold, or undefined. */
