@@ -360,7 +360,6 @@ const ESCAPES: ReadonlyMap<string, string> = new Map([
 const HEX4 = /^[0-9A-Fa-f]{4}$/;
 
 function lexString(text: string, start: number): Token {
-  // Most strings hold no escape: then the value is one slice, and no parts are gathered.
   let decoded = '';
   let i = start + 1;
   let from = i;
@@ -392,6 +391,7 @@ function lexString(text: string, start: number): Token {
     decoded += escape.text;
     i = from = escape.end;
   }
+  // Most strings hold no escape: then the value is one slice, added to nothing.
   return { type: 'string', start, end: i + 1, value: decoded + text.slice(from, i) };
 }
 

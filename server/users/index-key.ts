@@ -97,7 +97,8 @@ interface UserKeys {
 /**
  * The keys of `user` at `path`: where no array lies on the path, as for
  * most users, the one value there is the one it sorts on, so its key
- * serves both, made once.
+ * serves both, made once. Where one does, the user sorts under LAST_KEY
+ * (users/sort.ts reads no element), and its keys come from the elements.
  */
 export function userKeysOf(user: unknown, path: readonly string[], fold: boolean): UserKeys {
   const sortKey = sortKeyOf(user, path, fold);

@@ -138,6 +138,7 @@ function buildIndexes(fields: readonly FieldDeclaration[], users: Iterable<[numb
       const { sortKey, keys } = userKeysOf(value, index.names, index.field.caseInsensitive);
       index.sorted.keys.push(flatKey(sortKey));
       index.sorted.ids.push(user.id);
+      // One key is the sort key itself: a user with an array on the path sorts under LAST_KEY, which no key is.
       if (index.keysAreSortKeys && keys.length !== (sortKey === LAST_KEY ? 0 : 1)) {
         index.keysAreSortKeys = false;
         keysBefore(index.sorted, index.keys);
@@ -151,10 +152,10 @@ function buildIndexes(fields: readonly FieldDeclaration[], users: Iterable<[numb
   }
   return built.map(({ field, names, keys, sorted, keysAreSortKeys }) => {
     const bySort = SortedEntries.of(sorted.keys, sorted.ids);
-    // Where each user's keys are its sort key alone (none under LAST_KEY, the greatest), one sort serves both.
     return {
       field,
       names,
+      // Where each user's keys are its sort key alone (none under LAST_KEY, the greatest), one sort serves both.
       keys: keysAreSortKeys ? bySort.below(LAST_KEY) : SortedEntries.of(keys.keys, keys.ids),
       sorted: bySort,
     };
