@@ -71,14 +71,8 @@ export function withoutField(fields: readonly FieldDeclaration[], path: string):
 
 /** The paths declared case-insensitive: the set the filter and the sort fold (users/filter-match.ts, users/sort.ts). */
 export function foldedPaths(fields: readonly FieldDeclaration[]): ReadonlySet<string> {
-  let folded = foldedOf.get(fields);
-  if (folded === undefined)
-    foldedOf.set(fields, (folded = new Set(fields.filter((f) => f.caseInsensitive).map((f) => f.path))));
-  return folded;
+  return new Set(fields.filter((f) => f.caseInsensitive).map((f) => f.path));
 }
-
-/** A store hands out one list of declarations until they change, and every find asks for its folded paths. */
-const foldedOf = new WeakMap<readonly FieldDeclaration[], ReadonlySet<string>>();
 
 /** The names of a declared path. */
 export function namesOf(field: FieldDeclaration): readonly string[] {

@@ -41,12 +41,15 @@ function ascending(ids: readonly number[]): boolean {
   return true;
 }
 
-/** The positions of `keys` in key order, equal keys in their order in `keys` (whose ids ascend, so by id). */
-function keyOrder(keys: readonly string[]): number[] {
+/**
+ * The positions of `keys` in key order by counting them a key, equal keys
+ * in their order in `keys` (whose ids ascend, so by id); undefined past FEW_KEYS keys.
+ */
+function countedOrder(keys: readonly string[]): number[] | undefined {
   const counts = new Map<string, number>();
   for (const key of keys) {
     counts.set(key, (counts.get(key) ?? 0) + 1);
-    if (counts.size > FEW_KEYS) return positions(keys).sort((a, b) => compareKeys(keys[a]!, keys[b]!) || a - b);
+    if (counts.size > FEW_KEYS) return undefined;
   }
   const next = new Map<string, number>();
   let start = 0;
@@ -63,7 +66,7 @@ function keyOrder(keys: readonly string[]): number[] {
   return order;
 }
 
-function keyThenIdOrder(keys: readonly string[], ids: readonly number[]): number[] {
+function comparedOrder(keys: readonly string[], ids: readonly number[]): number[] {
   return positions(keys).sort((a, b) => compareKeys(keys[a]!, keys[b]!) || ids[a]! - ids[b]!);
 }
 
@@ -86,7 +89,7 @@ export class SortedEntries {
    * move a chunk's entries for each.
    */
   static of(keys: readonly string[], ids: readonly number[]): SortedEntries {
-    const order = ascending(ids) ? keyOrder(keys) : keyThenIdOrder(keys, ids);
+    const order = (ascending(ids) ? countedOrder(keys) : undefined) ?? comparedOrder(keys, ids);
     const entries = new SortedEntries();
     let chunk: Chunk = { keys: [], ids: [] };
     let previous: string | undefined;
