@@ -6,8 +6,10 @@
  *   /users/{id} of the same server, in requests a second (goal: at least
  *   0.85 of it), on the journal and on PostgreSQL;
  * - scan: a condition on an undeclared path answered in full (every page),
- *   in users examined a second (goal: 2 million), and the p99 of GETs by id
- *   from a fifth client while four run such scans (goal: under 20 ms);
+ *   in users examined a second (goal: 2 million): the median of three scans
+ *   after the first, which is given apart (the compilers settle during it);
+ *   and the p99 of GETs by id from a fifth client while four run such scans
+ *   (goal: under 20 ms);
  * - memory: start-up and peak RSS with and without two declared indexes
  *   (goals: at most 80 bytes a user an index, start-up at most 1.3x).
  *
@@ -147,6 +149,13 @@ async function lookup(target: Target): Promise<string[]> {
   }
 }
 
+/** How long `run` takes, in seconds. */
+async function secondsOf(run: () => Promise<unknown>): Promise<number> {
+  const began = performance.now();
+  await run();
+  return (performance.now() - began) / 1000;
+}
+
 /** Follows `next` from `path` to the end; the number of pages. */
 async function followAll(url: string, path: string): Promise<number> {
   let next: string | null = path;
@@ -165,9 +174,8 @@ async function scan(target: Target): Promise<string[]> {
   const server = await start(target);
   const path = `/users?filter=${encodeURIComponent('name ew "7"')}&limit=1000`;
   try {
-    const began = performance.now();
-    await followAll(server.url, path);
-    const seconds = (performance.now() - began) / 1000;
+    const rates: number[] = [];
+    for (let round = 0; round < 4; round++) rates.push(USERS / (await secondsOf(() => followAll(server.url, path))));
     let scanning = true;
     const scanners = [1, 2, 3, 4].map(async () => {
       while (scanning) await followAll(server.url, path);
@@ -184,7 +192,9 @@ async function scan(target: Target): Promise<string[]> {
     await Promise.all(scanners);
     latencies.sort((a, b) => a - b);
     const p99 = percentile(latencies, 0.99);
-    return [target.kind, fmt(USERS / seconds / 1e6, 2), `${fmt(p99, 1)} ms (goal < 20)`];
+    // The first scan after start also waits for the compilers to settle on the scan's functions.
+    const [first, ...settled] = rates.map((rate) => rate / 1e6);
+    return [target.kind, fmt(median(settled), 2), fmt(first!, 2), `${fmt(p99, 1)} ms (goal < 20)`];
   } finally {
     await server.stop();
   }
@@ -248,7 +258,9 @@ try {
     const rows = [];
     for (const store of stores) rows.push(await scan(await targetFor(store, dir)));
     console.log(`\nA filter no index serves, answered in full, and GETs beside four such scans:\n`);
-    console.log(table(['store', 'million users examined a second', 'GET p99 beside 4 scans'], rows));
+    console.log(
+      table(['store', 'million users examined a second', 'the first scan after start', 'GET p99 beside 4 scans'], rows),
+    );
   }
   if (PARTS.includes('memory')) {
     console.log(`\nStart-up and memory on the journal, ${fmt(USERS, 0)} users:\n`);

@@ -5,12 +5,13 @@
  */
 import { problems } from '../../shared/problems.js';
 import { HttpError } from '../errors.js';
+import type { QueryParams } from './query-params.js';
 
 export const DEFAULT_PAGE = 100;
 export const MAX_PAGE = 1000;
 
 /** A flag (`aliases`, `count`): `true` (the only value), or absent. */
-export function flagParam(params: URLSearchParams, name: string): boolean {
+export function flagParam(params: QueryParams, name: string): boolean {
   const values = params.getAll(name);
   if (values.length === 0) return false;
   if (values.length === 1 && values[0] === 'true') return true;
@@ -22,13 +23,7 @@ export function aliasMap(page: { readonly aliases: readonly (readonly [number, s
   return `{${page.aliases.map(([id, alias]) => `"${id}":${JSON.stringify(alias)}`).join(',')}}`;
 }
 
-export function integerParam(
-  params: URLSearchParams,
-  name: string,
-  fallback: number,
-  min: number,
-  max: number,
-): number {
+export function integerParam(params: QueryParams, name: string, fallback: number, min: number, max: number): number {
   const values = params.getAll(name);
   if (values.length === 0) return fallback;
   const text = values[0]!;

@@ -2,6 +2,7 @@ import type { ServerResponse } from 'node:http';
 import { CHANGES_PATH } from '../../../shared/endpoints.js';
 import { problems } from '../../../shared/problems.js';
 import { HttpError } from '../../errors.js';
+import { QueryParams } from '../query-params.js';
 import type { Change, MaybePromise, Store } from '../../store/store.js';
 import type { AccessControl } from '../access-control.js';
 import { headers, NEEDS_SESSION_TO_READ, SESSION_OPTIONAL } from '../openapi.js';
@@ -206,7 +207,7 @@ export function changesRoute(deps: RouteDeps, feeds: ChangeFeeds): Route {
     handler: async (ctx) => {
       await access.authorize(ctx, 'read');
       const sse = (ctx.req.headers.accept ?? '').includes(EVENT_STREAM_TYPE);
-      const params = new URLSearchParams(ctx.query);
+      const params = new QueryParams(ctx.query);
       const follow = followParam(params) || sse;
       const lastEventId = sse ? ctx.req.headers['last-event-id'] : undefined;
       const after = await startAfter(
@@ -229,7 +230,7 @@ export function changesRoute(deps: RouteDeps, feeds: ChangeFeeds): Route {
  * kept; anything else is refused rather than read as "no", which would end
  * a feed its reader meant to follow.
  */
-function followParam(params: URLSearchParams): boolean {
+function followParam(params: QueryParams): boolean {
   const values = params.getAll('follow');
   if (values.length === 0) return false;
   if (values.length === 1 && FOLLOW_VALUES.has(values[0]!)) return FOLLOW_VALUES.get(values[0]!)!;

@@ -15,12 +15,13 @@ import { foldedPaths } from '../../users/declared-fields.js';
 import { parseFilter, type Filter } from '../../users/filter-parse.js';
 import { parseSort, type SortEntry, type SortKey } from '../../users/sort.js';
 import { aliasMap, DEFAULT_PAGE, flagParam, integerParam, MAX_PAGE } from '../listing.js';
+import type { QueryParams } from '../query-params.js';
 import { parameter } from '../openapi.js';
 import { sendJson } from '../response.js';
 import type { Context } from '../route.js';
 
 /** True when the query asks to find rather than list: it has `filter`, `sort` or `count`. */
-export function isFindQuery(params: URLSearchParams): boolean {
+export function isFindQuery(params: QueryParams): boolean {
   return params.has('filter') || params.has('sort') || params.has('count');
 }
 
@@ -28,7 +29,7 @@ export function isFindQuery(params: URLSearchParams): boolean {
  * Answers a find; the caller has checked that the client may read. No
  * promise when the store answers at once (an index's unique `eq`).
  */
-export function findUsers(ctx: Context, store: Store, params: URLSearchParams): void | Promise<void> {
+export function findUsers(ctx: Context, store: Store, params: QueryParams): void | Promise<void> {
   const request = findRequestOf(params, store);
   const page = untilClosed(ctx, (signal) => store.findUsers(request.query(signal)));
   if (page instanceof Promise) return page.then((found) => found && sendFound(ctx, found, request));
@@ -42,7 +43,7 @@ interface FindRequest {
   readonly listing: Listing | false;
 }
 
-function findRequestOf(params: URLSearchParams, store: Store): FindRequest {
+function findRequestOf(params: QueryParams, store: Store): FindRequest {
   const limit = integerParam(params, 'limit', DEFAULT_PAGE, 1, MAX_PAGE);
   const filterText = singleParam(params, 'filter');
   const filter = filterText === undefined ? undefined : filterOf(filterText);
@@ -70,7 +71,7 @@ function sendFound(ctx: Context, page: FoundPage, { repeated, listing }: FindReq
 }
 
 /** The one value of a parameter, or undefined when it is absent; given twice: 400. */
-function singleParam(params: URLSearchParams, name: string): string | undefined {
+function singleParam(params: QueryParams, name: string): string | undefined {
   const values = params.getAll(name);
   if (values.length > 1)
     throw new HttpError(
@@ -100,7 +101,7 @@ function sortOf(text: string): SortKey[] {
 }
 
 /** The place an opaque `after` names, checked against this listing; undefined without one. */
-function cursorOf(params: URLSearchParams, listing: Listing): SortEntry | undefined {
+function cursorOf(params: QueryParams, listing: Listing): SortEntry | undefined {
   const text = singleParam(params, 'after');
   if (text === undefined) return undefined;
   const decoded = decodeCursor(text, listing);
@@ -109,7 +110,7 @@ function cursorOf(params: URLSearchParams, listing: Listing): SortEntry | undefi
 }
 
 /** `after=ID` of a count without filter or sort, as in the plain listing. */
-function idAfter(params: URLSearchParams): SortEntry | undefined {
+function idAfter(params: QueryParams): SortEntry | undefined {
   const id = integerParam(params, 'after', 0, 0, Number.MAX_SAFE_INTEGER);
   return id === 0 ? undefined : { id, values: [] };
 }

@@ -21,6 +21,7 @@ import {
   type WritePolicy,
 } from '../../users/rules.js';
 import { aliasMap, DEFAULT_PAGE, flagParam, integerParam, MAX_PAGE } from '../listing.js';
+import { QueryParams } from '../query-params.js';
 import { isFormEncoding, isJsonType, isUtf8Type } from '../media-type.js';
 import { empty, json, NEEDS_SESSION, NEEDS_SESSION_TO_READ, parameter, schema, SESSION_OPTIONAL } from '../openapi.js';
 import { header, jsonText, parseJson, parseJsonText, preferredReturn, readBody, readBodyThen } from '../request.js';
@@ -209,12 +210,12 @@ class UserRoutes {
   }
 
   private listFor(ctx: Context): void | Promise<void> {
-    const params = new URLSearchParams(ctx.query);
+    const params = new QueryParams(ctx.query);
     if (isFindQuery(params)) return findUsers(ctx, this.store, params);
     return this.listById(ctx, params);
   }
 
-  private async listById(ctx: Context, params: URLSearchParams): Promise<void> {
+  private async listById(ctx: Context, params: QueryParams): Promise<void> {
     const limit = integerParam(params, 'limit', DEFAULT_PAGE, 1, MAX_PAGE);
     const after = integerParam(params, 'after', 0, 0, Number.MAX_SAFE_INTEGER);
     const withAliases = flagParam(params, 'aliases');
