@@ -16,6 +16,7 @@ import {
 import { flatKey, inRange, keyValue, LAST_KEY, userKeysOf, type KeyRange } from '../../users/index-key.js';
 import type { StoredUser } from '../../users/rules.js';
 import type { IndexEntry } from '../index-find.js';
+import { KeyHolders } from './key-holders.js';
 import { SortedEntries } from './sorted-entries.js';
 
 interface FieldIndex {
@@ -25,15 +26,23 @@ interface FieldIndex {
   readonly keys: SortedEntries;
   /** Every user's sort key at the field (LAST_KEY when it sorts last), with its id. */
   readonly sorted: SortedEntries;
+  /** A unique field's keys by their holder. */
+  readonly holders: KeyHolders | undefined;
 }
 
 export class FieldIndexes {
   private indexes: FieldIndex[] = [];
   /** The declared fields, in path order: read by every find, so kept rather than made each time. */
   private fields: readonly FieldDeclaration[] = [];
+  private readonly inUse = (index: FieldIndex) => this.indexes.includes(index);
 
   get declared(): readonly FieldDeclaration[] {
     return this.fields;
+  }
+
+  /** Resolves once the holders of every unique field are filled (key-holders.ts). */
+  async filled(): Promise<void> {
+    await Promise.all(this.indexes.map((index) => index.holders?.filled));
   }
 
   private setIndexes(indexes: FieldIndex[]): void {
@@ -59,7 +68,7 @@ export class FieldIndexes {
   /** The users that hold `key` now. */
   holders(key: UniqueKey): number[] {
     const index = this.indexOf(key.field);
-    return index === undefined ? [] : index.keys.idsOf(key.key, 0, Infinity);
+    return index === undefined ? [] : holdersOf(index, key.key);
   }
 
   /**
@@ -73,6 +82,7 @@ export class FieldIndexes {
     const built = buildIndexes(
       inOrder.filter((field) => this.indexOf(field) === undefined),
       users,
+      this.inUse,
     );
     const refused = built.map(uniquenessRefusal).find((r) => r !== undefined);
     if (refused !== undefined) return refused;
@@ -82,13 +92,16 @@ export class FieldIndexes {
 
   /** Builds every index again over `users` (a state read back from disk), uniqueness unchecked: it held before. */
   rebuild(users: Iterable<[number, StoredUser]>): void {
-    this.setIndexes(buildIndexes(this.declared, users));
+    this.setIndexes(buildIndexes(this.declared, users, this.inUse));
   }
 
   /** The users that hold a key of `field` in `range`, ascending by key, then id. */
   idsInRange(field: FieldDeclaration, range: KeyRange): number[] {
+    const index = this.indexOf(field);
+    if (index === undefined) return [];
+    if (range.low === range.high && range.lowInclusive && range.highInclusive) return holdersOf(index, range.low);
     const ids: number[] = [];
-    this.indexOf(field)?.keys.walk(range.low, 0, (key, id) => {
+    index.keys.walk(range.low, 0, (key, id) => {
       if (inRange(key, range)) ids.push(id);
       // Out of the range and above its low bound: past its end, as is every entry after it.
       else if (key > range.low) return false;
@@ -123,7 +136,11 @@ export class FieldIndexes {
  * The indexes of `fields` over `users`: each user parsed once for all of
  * them, and each index's entries sorted once (SortedEntries.of).
  */
-function buildIndexes(fields: readonly FieldDeclaration[], users: Iterable<[number, StoredUser]>): FieldIndex[] {
+function buildIndexes(
+  fields: readonly FieldDeclaration[],
+  users: Iterable<[number, StoredUser]>,
+  inUse: (index: FieldIndex) => boolean,
+): FieldIndex[] {
   if (fields.length === 0) return [];
   const built = fields.map((field) => ({
     field,
@@ -152,14 +169,29 @@ function buildIndexes(fields: readonly FieldDeclaration[], users: Iterable<[numb
   }
   return built.map(({ field, names, keys, sorted, keysAreSortKeys }) => {
     const bySort = SortedEntries.of(sorted.keys, sorted.ids);
-    return {
-      field,
-      names,
-      // Where each user's keys are its sort key alone (none under LAST_KEY, the greatest), one sort serves both.
-      keys: keysAreSortKeys ? bySort.below(LAST_KEY) : SortedEntries.of(keys.keys, keys.ids),
-      sorted: bySort,
-    };
+    return withHolders(
+      {
+        field,
+        names,
+        // Where each user's keys are its sort key alone (none under LAST_KEY, the greatest), one sort serves both.
+        keys: keysAreSortKeys ? bySort.below(LAST_KEY) : SortedEntries.of(keys.keys, keys.ids),
+        sorted: bySort,
+      },
+      inUse,
+    );
   });
+}
+
+/** `index` with its holders when its field is unique, filled while `inUse` says the index is. */
+function withHolders(index: Omit<FieldIndex, 'holders'>, inUse: (index: FieldIndex) => boolean): FieldIndex {
+  if (!index.field.unique) return { ...index, holders: undefined };
+  const built: FieldIndex = { ...index, holders: new KeyHolders(index.keys, () => inUse(built)) };
+  return built;
+}
+
+/** The users that hold `key` at the field of `index`. */
+function holdersOf(index: FieldIndex, key: string): number[] {
+  return index.holders?.idsOf(key) ?? index.keys.idsOf(key, 0, Infinity);
 }
 
 /**
@@ -192,6 +224,11 @@ function enter(index: FieldIndex, id: number, user: unknown, add: boolean): void
   if (add) index.sorted.insert(sortKey, id);
   else index.sorted.delete(sortKey, id);
   for (const key of keys)
-    if (add) index.keys.insert(key, id);
-    else index.keys.delete(key, id);
+    if (add) {
+      index.keys.insert(key, id);
+      index.holders?.add(key, id);
+    } else {
+      index.keys.delete(key, id);
+      index.holders?.delete(key, id);
+    }
 }
