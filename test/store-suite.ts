@@ -1296,6 +1296,22 @@ export function storeSuite(...names: string[]): void {
             'deleted',
           );
           assert.equal((await put(store, id(bob.id), { name: 'Bob', email: 'Ann@example.org' })).kind, 'replaced');
+          // An eq of the unique field answers its holder alone, in any case, and nothing after it.
+          for (const [value, holders] of [
+            ['ANN@example.org', [bob.id]],
+            ['bob@example.org', []],
+            ['nobody@example.org', []],
+            ['\\ud800@example.org', []],
+          ] as const) {
+            const query = findQuery(`email eq "${value}"`, undefined, 1);
+            assert.deepEqual(idsOf(await findAll(store, query)), holders, value);
+            for (const after of [bob.id - 1, bob.id])
+              assert.deepEqual(
+                idsOf([await store.findUsers({ ...query, after: { id: after, values: [] } })]),
+                holders.filter((holder) => holder > after),
+                `${value} after ${after}`,
+              );
+          }
         },
       );
 

@@ -55,6 +55,12 @@ export interface IndexSource {
   /** The users of `ids` that exist, in the order of `ids`. */
   usersOf(ids: readonly number[]): MaybePromise<readonly ScannedUser[]>;
   userCount(): MaybePromise<number>;
+  /**
+   * The users that hold `key` at a unique `field`, read with their entries
+   * in one statement, ascending by id: for a source where each read is a
+   * round trip (PostgreSQL), an `eq` in one.
+   */
+  holdersOfKey?(field: FieldDeclaration, key: string): Promise<readonly ScannedUser[]>;
 }
 
 /** How an index serves a query. */
@@ -135,6 +141,18 @@ export class IndexedFinds {
   }
 
   private byCondition(query: UserQuery, plan: ConditionPlan, folded: ReadonlySet<string>): MaybePromise<FoundPage> {
+    const { source } = this;
+    // An exact plan is one `eq`: its range is one key.
+    if (
+      source.holdersOfKey !== undefined &&
+      plan.exact &&
+      plan.field.unique &&
+      query.sort.length === 0 &&
+      !query.count
+    ) {
+      throwIfGone(query.signal);
+      return source.holdersOfKey(plan.field, plan.range.low).then((users) => heldPage(query, users));
+    }
     const ids = this.source.idsInRange(plan.field, plan.range);
     if (ids instanceof Promise) return ids.then((read) => this.ofCandidates(query, read, folded, false));
     return this.ofCandidates(query, ids, folded, plan.exact);
@@ -330,6 +348,13 @@ export class IndexedFinds {
 type ConditionPlan = Extract<IndexPlan, { kind: 'condition' }>;
 
 const everyUser = () => true;
+
+/** The page of a unique field's `eq` from its holders, read with their keys: each matches. */
+function heldPage(query: UserQuery, users: readonly ScannedUser[]): FoundPage {
+  const after = query.after?.id ?? 0;
+  const page = new IdOrderPage(query.limit, everyUser);
+  return page.take(users.filter((user) => user.id > after)) ?? page.done();
+}
 
 /** The matches of a page in id order, taken a step of users at a time. */
 class IdOrderPage {

@@ -68,6 +68,18 @@ import { GatheredStatements } from './gathered-statements.js';
 import { PostgresSettings } from './shared-settings.js';
 import { inTransaction, type Commit, type Tx } from './transaction.js';
 
+/** A key a find asks its holders of: a unique field's path and the key. */
+interface HeldKey {
+  readonly path: string;
+  readonly key: string;
+}
+
+/** The holders of a HeldKey, with the version of the declarations they were read at. */
+interface HeldUsers {
+  readonly version: unknown;
+  readonly users: ScannedUser[];
+}
+
 /** A row of PostgresStore.readIds: the move of an id and the user under it. */
 interface IdRow {
   current_id: string | null;
@@ -140,6 +152,10 @@ export class PostgresStore implements Store {
    * PUT or DELETE by id) and replaces by id.
    */
   private readonly reads = new GatheredStatements<number, IdRow>((ids) => this.again(() => this.readIds(ids)));
+  /** The unique keys finds ask (`eq` on a unique field), likewise. */
+  private readonly heldKeys = new GatheredStatements<HeldKey, HeldUsers>((keys) =>
+    this.again(() => this.holdersOfKeys(keys)),
+  );
   private readonly replaces = new GatheredStatements<VersionedReplace, string | null | undefined>(
     (puts) => this.replaceAll(puts),
     (put) => put.id,
@@ -187,6 +203,7 @@ export class PostgresStore implements Store {
     const userCount = () => this.userCount();
     this.scans = new UserScans({ usersAfter: (after, limit) => this.usersAfter(after, limit), userCount }, findBudget, {
       idsInRange: (field, range) => this.idsInRange(field, range),
+      holdersOfKey: (field, key) => this.holdersOfKey(field, key),
       sortedAfter: (field, descending, after, limit) => this.sortedAfter(field, descending, after, limit),
       usersOf: (ids) => this.usersOf(ids),
       userCount,
@@ -342,6 +359,35 @@ export class PostgresStore implements Store {
     );
     this.fields.checkVersion(rows[0]!.version);
     return rows.filter((r) => r.user_id !== null).map((r) => Number(r.user_id));
+  }
+
+  /** The users holding `key` at `field`, ascending by id: gathered with the other finds' keys, like the GETs. */
+  private holdersOfKey(field: FieldDeclaration, key: string): Promise<ScannedUser[]> {
+    return this.heldKeys.run({ path: field.path, key }).then(({ version, users }) => {
+      this.fields.checkVersion(version);
+      return users;
+    }, this.rethrow);
+  }
+
+  /** The holders of each of `keys`, with the version of the declarations, in one statement. */
+  private async holdersOfKeys(keys: HeldKey[]): Promise<HeldUsers[]> {
+    // As JSON text, as anyOf's keys; a lone surrogate goes as U+FFFD, as in a text parameter.
+    const pairs = JSON.stringify(keys.map((k) => [k.path, k.key.toWellFormed()]));
+    const rows = await this.sql`
+      select q.i, v.version, u.id, u.alias, u.json from field_version v
+        cross join jsonb_array_elements(${pairs}::text::jsonb) with ordinality as q(pair, i)
+        left join index_entries e on e.path = q.pair->>0 and e.kind = 'e' and e.key = q.pair->>1
+        left join users u on u.id = e.user_id
+        order by q.i, u.id`;
+    const held = keys.map(() => ({ version: rows[0]!.version, users: [] as ScannedUser[] }));
+    for (const r of rows)
+      if (r.id !== null)
+        held[Number(r.i) - 1]!.users.push({
+          id: Number(r.id),
+          alias: (r.alias as string | null) ?? undefined,
+          json: r.json as string,
+        });
+    return held;
   }
 
   /** Sort entries in the order of index-find.ts's IndexSource.sortedAfter: one or two statements. */
