@@ -153,7 +153,7 @@ export class IndexedFinds {
       throwIfGone(query.signal);
       return source.holdersOfKey(plan.field, plan.range.low).then((users) => heldPage(query, users));
     }
-    const ids = this.source.idsInRange(plan.field, plan.range);
+    const ids = source.idsInRange(plan.field, plan.range);
     if (ids instanceof Promise) return ids.then((read) => this.ofCandidates(query, read, folded, false));
     return this.ofCandidates(query, ids, folded, plan.exact);
   }

@@ -33,6 +33,11 @@ export interface KeyRange {
   readonly highInclusive: boolean;
 }
 
+/** Whether `range` holds one key alone, as an `eq` gives. */
+export function isOneKey(range: KeyRange): boolean {
+  return range.low === range.high && range.lowInclusive && range.highInclusive;
+}
+
 /**
  * The key of a JSON value, folded to lowercase when `fold`; undefined for null, objects and arrays, which have none.
  */

@@ -13,7 +13,7 @@ import {
   type FieldDeclaration,
   type UniqueKey,
 } from '../../users/declared-fields.js';
-import { flatKey, inRange, keyValue, LAST_KEY, userKeysOf, type KeyRange } from '../../users/index-key.js';
+import { flatKey, inRange, isOneKey, keyValue, LAST_KEY, userKeysOf, type KeyRange } from '../../users/index-key.js';
 import type { StoredUser } from '../../users/rules.js';
 import type { IndexEntry } from '../index-find.js';
 import { KeyHolders } from './key-holders.js';
@@ -40,7 +40,10 @@ export class FieldIndexes {
     return this.fields;
   }
 
-  /** Resolves once the holders of every unique field are filled (key-holders.ts). */
+  /**
+   * Resolves once the holders of every unique field are filled (key-holders.ts). The fill's timer does
+   * not keep the process alive, so in a process with nothing else pending this never resolves.
+   */
   async filled(): Promise<void> {
     await Promise.all(this.indexes.map((index) => index.holders?.filled));
   }
@@ -99,7 +102,7 @@ export class FieldIndexes {
   idsInRange(field: FieldDeclaration, range: KeyRange): number[] {
     const index = this.indexOf(field);
     if (index === undefined) return [];
-    if (range.low === range.high && range.lowInclusive && range.highInclusive) return holdersOf(index, range.low);
+    if (isOneKey(range)) return holdersOf(index, range.low);
     const ids: number[] = [];
     index.keys.walk(range.low, 0, (key, id) => {
       if (inRange(key, range)) ids.push(id);
