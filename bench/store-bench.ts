@@ -238,7 +238,16 @@ export function fetchStatus(url: string, method = 'GET', body?: string): Promise
 
 /** Peak resident set size of a process, in bytes (VmHWM). */
 export function peakRss(pid: number): number {
-  const match = /^VmHWM:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return statusBytes(pid, 'VmHWM');
+}
+
+/** The resident set of a process now, in bytes (NaN where /proc has none). */
+export function residentRss(pid: number): number {
+  return statusBytes(pid, 'VmRSS');
+}
+
+function statusBytes(pid: number, field: string): number {
+  const match = new RegExp(`^${field}:\\s+(\\d+) kB$`, 'm').exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
   return match ? Number(match[1]) * 1024 : NaN;
 }
 

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
 import { FieldIndexes } from '../server/store/memory/field-indexes.js';
-import { keyRangeOf, valueKey } from '../server/users/index-key.js';
+import { keyRangeOf, LAST_KEY, valueKey } from '../server/users/index-key.js';
 
 const EMAILS = ['a@x', 'A@x', 'b@x', 'c@x', 'ab@x'];
 const UNIQUE = { path: 'email', unique: true, caseInsensitive: true };
@@ -44,13 +44,36 @@ test('the holders of a unique field and its eq answer as the model after any wri
       plain.declare([PLAIN], []);
       const current = new Map<number, unknown>();
       const json = (id: number) => JSON.stringify({ id, email: current.get(id) });
-      for (const [id, email] of steps) {
+      const write = ([id, email]: (typeof steps)[number]) => {
         if (current.has(id)) for (const index of [unique, plain]) index.remove(id, json(id));
         current.set(id, email);
         for (const index of [unique, plain]) index.add(id, json(id));
-      }
-      // A state read back from disk: built again whole, uniqueness unchecked.
+      };
+      const half = steps.length >> 1;
+      steps.slice(0, half).forEach(write);
+      // A state read back from disk: built again whole, uniqueness unchecked; then written on.
       if (readBack) unique.rebuild([...current.keys()].map((id) => [id, { id, json: json(id) } as never]));
+      steps.slice(half).forEach(write);
+      const sortKey = (id: number) => {
+        const email = current.get(id);
+        return typeof email === 'string' ? valueKey(email, true)! : LAST_KEY;
+      };
+      const bySort = [...current.keys()].sort((a, b) =>
+        sortKey(a) < sortKey(b) ? -1 : sortKey(a) > sortKey(b) ? 1 : a - b,
+      );
+      assert.deepEqual(
+        unique.sortedAfter(UNIQUE, false, undefined, 10).map((e) => e.id),
+        bySort,
+        'sorted by email',
+      );
+      const startsWithA = [...current.keys()]
+        .filter((id) => EMAILS.some((e) => e.toLowerCase().startsWith('a') && modelHolders(current, e).includes(id)))
+        .sort((a, b) => a - b);
+      assert.deepEqual(
+        [...new Set(unique.idsInRange(UNIQUE, keyRangeOf('sw', 'a', true)!))].sort((a, b) => a - b),
+        startsWithA,
+        'sw a',
+      );
       for (const email of EMAILS) {
         const expected = modelHolders(current, email);
         const key = valueKey(email, true)!;
@@ -102,4 +125,11 @@ test('holders filled a step at a time over 50,000 users answer as the model, wit
     const holders = [...current].filter(([, e]) => e === email).map(([id]) => id);
     assert.deepEqual(index.holders({ field: UNIQUE, key: valueKey(email, true)! }), holders, email);
   }
+});
+
+test('a unique field is declared over users that lack it, and refused over two that share a value', () => {
+  const stored = (values: unknown[]) =>
+    values.map((email, i) => [i + 1, { id: i + 1, json: JSON.stringify({ id: i + 1, email }) }] as never);
+  assert.equal(new FieldIndexes().declare([UNIQUE], stored([undefined, null, 'a@x', undefined])), undefined);
+  assert.match(new FieldIndexes().declare([UNIQUE], stored([undefined, 'a@x', 'A@x'])) ?? '', /a@x/);
 });

@@ -46,7 +46,7 @@ export function valueKey(value: unknown, fold: boolean): string | undefined {
     case 'number':
       return numberKey(value);
     case 'string':
-      return STRING + encodeText(fold ? value.toLowerCase() : value);
+      return flatJoin(STRING, encodeText(fold ? value.toLowerCase() : value));
     case 'boolean':
       return value ? TRUE : FALSE;
     default:
@@ -55,13 +55,13 @@ export function valueKey(value: unknown, fold: boolean): string | undefined {
 }
 
 /**
- * `key` as one flat string while it is young: a key made of parts is a
- * rope, and an index that compares it once it has aged makes a flat copy
- * and keeps both. Reading a string as a number flattens it.
+ * `parts` as one flat string. A key made with `+` is a rope (a pair of
+ * pointers to its parts) that the first comparison flattens into a copy
+ * while the rope stays, pointing at it: an email's key then takes 72 bytes
+ * where a flat one takes 40. A join writes one flat string at once.
  */
-export function flatKey(key: string): string {
-  Number(key);
-  return key;
+function flatJoin(...parts: string[]): string {
+  return parts.join('');
 }
 
 /** The value a key stands for (a folded string as folded); undefined for LAST_KEY. */
@@ -183,7 +183,7 @@ function numberKeyOf(n: number): string {
     high = ~high >>> 0;
     low = ~low >>> 0;
   } else high = (high | 0x8000_0000) >>> 0;
-  return NUMBER + hex8(high) + hex8(low);
+  return flatJoin(NUMBER, hex8(high), hex8(low));
 }
 
 function digitsNumber(digits: string): number {

@@ -13,7 +13,7 @@ import {
   type FieldDeclaration,
   type UniqueKey,
 } from '../../users/declared-fields.js';
-import { flatKey, inRange, isOneKey, keyValue, LAST_KEY, userKeysOf, type KeyRange } from '../../users/index-key.js';
+import { inRange, isOneKey, keyValue, LAST_KEY, userKeysOf, type KeyRange } from '../../users/index-key.js';
 import type { StoredUser } from '../../users/rules.js';
 import type { IndexEntry } from '../index-find.js';
 import { KeyHolders } from './key-holders.js';
@@ -22,12 +22,17 @@ import { SortedEntries } from './sorted-entries.js';
 interface FieldIndex {
   readonly field: FieldDeclaration;
   readonly names: readonly string[];
-  /** Every key a user holds at the field, with the user's id. */
-  readonly keys: SortedEntries;
+  /**
+   * Every key a user holds at the field, with the user's id, read below
+   * LAST_KEY. While each user's keys are its sort key alone (no array on
+   * the path), these are the very entries of `sorted`, kept once: the first
+   * write of a user whose keys differ gives the index its own copy.
+   */
+  keys: SortedEntries;
   /** Every user's sort key at the field (LAST_KEY when it sorts last), with its id. */
   readonly sorted: SortedEntries;
-  /** A unique field's keys by their holder. */
-  readonly holders: KeyHolders | undefined;
+  /** A unique field's keys by their holder, set once the index is made. */
+  holders: KeyHolders | undefined;
 }
 
 export class FieldIndexes {
@@ -141,43 +146,48 @@ export class FieldIndexes {
  */
 function buildIndexes(
   fields: readonly FieldDeclaration[],
-  users: Iterable<[number, StoredUser]>,
+  users: Iterable<[number, StoredUser]> & { readonly size?: number },
   inUse: (index: FieldIndex) => boolean,
 ): FieldIndex[] {
   if (fields.length === 0) return [];
+  // One sort entry a user: arrays made at their size leave none of the copies that growing them would.
+  const expected = users.size ?? 0;
   const built = fields.map((field) => ({
     field,
     names: namesOf(field),
     keys: { keys: [] as string[], ids: [] as number[] },
-    sorted: { keys: [] as string[], ids: [] as number[] },
+    sorted: { keys: new Array<string>(expected), ids: new Array<number>(expected) },
     keysAreSortKeys: true,
   }));
+  let count = 0;
   for (const [, user] of users) {
     const value: unknown = JSON.parse(user.json);
     for (const index of built) {
       const { sortKey, keys } = userKeysOf(value, index.names, index.field.caseInsensitive);
-      index.sorted.keys.push(flatKey(sortKey));
-      index.sorted.ids.push(user.id);
+      index.sorted.keys[count] = sortKey;
+      index.sorted.ids[count] = user.id;
       // One key is the sort key itself: a user with an array on the path sorts under LAST_KEY, which no key is.
       if (index.keysAreSortKeys && keys.length !== (sortKey === LAST_KEY ? 0 : 1)) {
         index.keysAreSortKeys = false;
-        keysBefore(index.sorted, index.keys);
+        keysBefore(index.sorted, count, index.keys);
       }
       if (!index.keysAreSortKeys)
         for (const key of keys) {
-          index.keys.keys.push(flatKey(key));
+          index.keys.keys.push(key);
           index.keys.ids.push(user.id);
         }
     }
+    count++;
   }
+  for (const { sorted } of built) sorted.keys.length = sorted.ids.length = count;
   return built.map(({ field, names, keys, sorted, keysAreSortKeys }) => {
     const bySort = SortedEntries.of(sorted.keys, sorted.ids);
     return withHolders(
       {
         field,
         names,
-        // Where each user's keys are its sort key alone (none under LAST_KEY, the greatest), one sort serves both.
-        keys: keysAreSortKeys ? bySort.below(LAST_KEY) : SortedEntries.of(keys.keys, keys.ids),
+        // Where each user's keys are its sort key alone, one sort serves both.
+        keys: keysAreSortKeys ? bySort : SortedEntries.of(keys.keys, keys.ids),
         sorted: bySort,
       },
       inUse,
@@ -187,8 +197,13 @@ function buildIndexes(
 
 /** `index` with its holders when its field is unique, filled while `inUse` says the index is. */
 function withHolders(index: Omit<FieldIndex, 'holders'>, inUse: (index: FieldIndex) => boolean): FieldIndex {
-  if (!index.field.unique) return { ...index, holders: undefined };
-  const built: FieldIndex = { ...index, holders: new KeyHolders(index.keys, () => inUse(built)) };
+  const built: FieldIndex = { ...index, holders: undefined };
+  if (index.field.unique)
+    built.holders = new KeyHolders(
+      () => built.keys,
+      LAST_KEY,
+      () => inUse(built),
+    );
   return built;
 }
 
@@ -198,12 +213,16 @@ function holdersOf(index: FieldIndex, key: string): number[] {
 }
 
 /**
- * The keys of the users before the last of `sorted`, into `keys`: each
+ * The keys of the first `count` users of `sorted`, into `keys`: each
  * user's sort key, none under LAST_KEY, as long as the keys are the sort keys
  * (so that until then they are gathered once).
  */
-function keysBefore(sorted: { keys: string[]; ids: number[] }, keys: { keys: string[]; ids: number[] }): void {
-  for (let i = 0; i < sorted.keys.length - 1; i++)
+function keysBefore(
+  sorted: { keys: string[]; ids: number[] },
+  count: number,
+  keys: { keys: string[]; ids: number[] },
+): void {
+  for (let i = 0; i < count; i++)
     if (sorted.keys[i] !== LAST_KEY) {
       keys.keys.push(sorted.keys[i]!);
       keys.ids.push(sorted.ids[i]!);
@@ -213,7 +232,7 @@ function keysBefore(sorted: { keys: string[]; ids: number[] }, keys: { keys: str
 /** Why a new unique field's index cannot stand: the values two users or more hold, or undefined. */
 function uniquenessRefusal(index: FieldIndex): string | undefined {
   if (!index.field.unique) return undefined;
-  const shared = index.keys.sharedKeys();
+  const shared = index.keys.sharedKeys(LAST_KEY);
   if (shared.length === 0) return undefined;
   return describeDuplicates(
     index.field,
@@ -224,14 +243,17 @@ function uniquenessRefusal(index: FieldIndex): string | undefined {
 /** Adds (or removes) the entries of the user `id`, whose version is `user`. */
 function enter(index: FieldIndex, id: number, user: unknown, add: boolean): void {
   const { sortKey, keys } = userKeysOf(user, index.names, index.field.caseInsensitive);
+  if (index.keys === index.sorted && keys.length !== (sortKey === LAST_KEY ? 0 : 1))
+    index.keys = index.sorted.below(LAST_KEY);
   if (add) index.sorted.insert(sortKey, id);
   else index.sorted.delete(sortKey, id);
+  const ownKeys = index.keys !== index.sorted;
   for (const key of keys)
     if (add) {
-      index.keys.insert(key, id);
+      if (ownKeys) index.keys.insert(key, id);
       index.holders?.add(key, id);
     } else {
-      index.keys.delete(key, id);
+      if (ownKeys) index.keys.delete(key, id);
       index.holders?.delete(key, id);
     }
 }

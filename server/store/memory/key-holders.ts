@@ -26,13 +26,18 @@ export class KeyHolders {
   /** Resolves once the Map holds every key (or the index was let go first). */
   readonly filled: Promise<void>;
 
-  /** Holders filled from `entries`, the first step now, the others while `current()` says the index is in use. */
+  /**
+   * Holders of the keys below `end` of the entries `entries()` gives at
+   * each step, the first step now, the others while `current()` says the
+   * index is in use.
+   */
   constructor(
-    entries: SortedEntries,
+    private readonly entries: () => SortedEntries,
+    private readonly end: string,
     private readonly current: () => boolean,
   ) {
     // No key is below '', the start.
-    this.filled = new Promise((resolve) => this.fill(entries, '', 0, resolve));
+    this.filled = new Promise((resolve) => this.fill('', 0, resolve));
   }
 
   add(key: string, id: number): void {
@@ -54,11 +59,12 @@ export class KeyHolders {
   }
 
   /** One step of the fill: the entries after `(key, id)`, then the next step in a later turn. */
-  private fill(entries: SortedEntries, after: string, afterId: number, done: () => void): void {
+  private fill(after: string, afterId: number, done: () => void): void {
     let taken = 0;
     let lastKey = after;
     let lastId = afterId;
-    entries.walk(after, afterId + 1, (key, id) => {
+    this.entries().walk(after, afterId + 1, (key, id) => {
+      if (key >= this.end) return false;
       this.add(key, id);
       lastKey = key;
       lastId = id;
@@ -69,6 +75,6 @@ export class KeyHolders {
       return done();
     }
     // A timer that does not hold the process open: the Map is derived, and a closing process needs none of it.
-    setTimeout(() => (this.current() ? this.fill(entries, lastKey, lastId, done) : done()), 0).unref();
+    setTimeout(() => (this.current() ? this.fill(lastKey, lastId, done) : done()), 0).unref();
   }
 }

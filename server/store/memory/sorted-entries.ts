@@ -121,13 +121,14 @@ export class SortedEntries {
     return copy;
   }
 
-  /** Each key that two entries or more hold, with their ids, in key order. */
-  sharedKeys(): { key: string; ids: number[] }[] {
+  /** Each key below `end` that two entries or more hold, with their ids, in key order. */
+  sharedKeys(end: string): { key: string; ids: number[] }[] {
     const shared: { key: string; ids: number[] }[] = [];
     let previous: { key: string; id: number } | undefined;
     for (const { keys, ids } of this.chunks)
       for (let i = 0; i < keys.length; i++) {
         const key = keys[i]!;
+        if (key >= end) return shared;
         if (previous?.key === key) {
           const last = shared.at(-1);
           if (last?.key === key) last.ids.push(ids[i]!);
