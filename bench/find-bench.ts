@@ -251,19 +251,20 @@ async function memory(dir: string): Promise<string[][]> {
 /**
  * The heap the index keys themselves take a user (the email's, made per
  * user as emailOf spells it; the age's, shared small-number keys): the same
- * keys made in a process of their own into arrays made before, the heap read before and after.
+ * keys (as an index keeps them) made in a process of their own into arrays
+ * made before, the heap read before and after.
  */
 function keyBytesPerUser(): number {
   const script = `
-    import { valueKey } from ${JSON.stringify(join(ROOT, 'dist/server/users/index-key.js'))};
+    import { sortKeyOf } from ${JSON.stringify(join(ROOT, 'dist/server/users/index-key.js'))};
     const n = ${USERS};
     const emails = new Array(n).fill('');
     const ages = new Array(n).fill('');
     globalThis.gc();
     const before = process.memoryUsage().heapUsed;
     for (let id = 1; id <= n; id++) {
-      emails[id - 1] = valueKey('user' + id + '@example.com', false);
-      ages[id - 1] = valueKey(id % 90, false);
+      emails[id - 1] = sortKeyOf({ email: 'user' + id + '@example.com' }, ['email'], false);
+      ages[id - 1] = sortKeyOf({ age: id % 90 }, ['age'], false);
     }
     globalThis.gc();
     console.log((process.memoryUsage().heapUsed - before) / n);

@@ -46,12 +46,25 @@ export function valueKey(value: unknown, fold: boolean): string | undefined {
     case 'number':
       return numberKey(value);
     case 'string':
-      return flatJoin(STRING, encodeText(fold ? value.toLowerCase() : value));
+      return STRING + textKey(value, fold);
     case 'boolean':
       return value ? TRUE : FALSE;
     default:
       return undefined;
   }
+}
+
+/** The characters of a string's key after its rank. */
+function textKey(text: string, fold: boolean): string {
+  return encodeText(fold ? text.toLowerCase() : text);
+}
+
+/**
+ * valueKey as one flat string, for a key an index keeps; valueKey itself,
+ * for a key a request compares and drops, saves the join.
+ */
+function keptKey(value: unknown, fold: boolean): string | undefined {
+  return typeof value === 'string' ? flatJoin(STRING, textKey(value, fold)) : valueKey(value, fold);
 }
 
 /**
@@ -87,7 +100,7 @@ export function keyValue(key: string): number | string | boolean | undefined {
 export function elementKeysOf(user: unknown, path: readonly string[], fold: boolean): string[] {
   const keys = new Set<string>();
   for (const value of valuesAt(user, path)) {
-    const key = valueKey(value, fold);
+    const key = keptKey(value, fold);
     if (key !== undefined) keys.add(key);
   }
   return [...keys];
@@ -122,7 +135,7 @@ function arrayOnPath(user: unknown, path: readonly string[]): boolean {
 
 /** The key of the value a user sorts on at `path` (users/sort.ts), LAST_KEY when it sorts last. */
 export function sortKeyOf(user: unknown, path: readonly string[], fold: boolean): string {
-  return valueKey(sortValueAt(user, path), fold) ?? LAST_KEY;
+  return keptKey(sortValueAt(user, path), fold) ?? LAST_KEY;
 }
 
 /**
