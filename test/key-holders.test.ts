@@ -10,6 +10,8 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
 import { FieldIndexes } from '../server/store/memory/field-indexes.js';
+import { KeyHolders } from '../server/store/memory/key-holders.js';
+import { SortedEntries } from '../server/store/memory/sorted-entries.js';
 import { keyRangeOf, LAST_KEY, valueKey } from '../server/users/index-key.js';
 
 const EMAILS = ['a@x', 'A@x', 'b@x', 'c@x', 'ab@x'];
@@ -132,4 +134,29 @@ test('a unique field is declared over users that lack it, and refused over two t
     values.map((email, i) => [i + 1, { id: i + 1, json: JSON.stringify({ id: i + 1, email }) }] as never);
   assert.equal(new FieldIndexes().declare([UNIQUE], stored([undefined, null, 'a@x', undefined])), undefined);
   assert.match(new FieldIndexes().declare([UNIQUE], stored([undefined, 'a@x', 'A@x'])) ?? '', /a@x/);
+});
+
+test('a key two users held at once is known by the Map again once one of them has let it go', () => {
+  const entries = SortedEntries.of([], []);
+  const holders = new KeyHolders(
+    () => entries,
+    LAST_KEY,
+    () => true,
+  );
+  const change = (add: boolean, id: number) => {
+    if (add) entries.insert('1a@x', id);
+    else entries.delete('1a@x', id);
+    if (add) holders.add('1a@x', id);
+    else holders.delete('1a@x', id);
+  };
+  change(true, 1);
+  change(true, 2);
+  change(true, 3);
+  assert.equal(holders.idsOf('1a@x'), undefined, 'three holders: read from the entries');
+  change(false, 1);
+  assert.equal(holders.idsOf('1a@x'), undefined, 'two holders: read from the entries');
+  change(false, 3);
+  assert.deepEqual(holders.idsOf('1a@x'), [2]);
+  change(false, 2);
+  assert.deepEqual(holders.idsOf('1a@x'), []);
 });

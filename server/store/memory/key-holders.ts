@@ -8,8 +8,9 @@
  * at a time between turns of the event loop: filling a million keys takes
  * about half a second, which a start or a declaration would otherwise
  * wait for, on top of the peak of the index's own build. Until it is
- * full, and for a key that two users hold at once (never after a checked
- * write), the holders are read from the sorted entries. Writes meanwhile
+ * full, and for a key that two users hold at once (between two writes of
+ * a batch, or as read back), the holders are read from the sorted entries;
+ * once one holder is left the Map knows it again. Writes meanwhile
  * change it as they change the entries; the fill reads the entries as they
  * are at each step, after the last one it took.
  */
@@ -46,8 +47,19 @@ export class KeyHolders {
     else if (known !== id) this.holder.set(key, SHARED);
   }
 
+  /** After `(key, id)` has left the entries. */
   delete(key: string, id: number): void {
-    if (this.holder.get(key) === id) this.holder.delete(key);
+    const known = this.holder.get(key);
+    if (known === id) this.holder.delete(key);
+    // A shared key is known again once one holder is left: the entries name it.
+    else if (known === SHARED) this.learn(key);
+  }
+
+  /** The holders of `key` as the entries have them: none, one, or SHARED. */
+  private learn(key: string): void {
+    const ids = this.entries().idsOf(key, 0, 2);
+    if (ids.length === 0) this.holder.delete(key);
+    else this.holder.set(key, ids.length === 1 ? ids[0]! : SHARED);
   }
 
   /** The users that hold `key`, none or one; undefined while not filled or when the key is shared. */
