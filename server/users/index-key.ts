@@ -60,8 +60,9 @@ function textKey(text: string, fold: boolean): string {
 }
 
 /**
- * valueKey as one flat string, for a key an index keeps; valueKey itself,
- * for a key a request compares and drops, saves the join.
+ * valueKey as one flat string, for a key an index keeps. valueKey itself
+ * concatenates a string's key, which a request compares and drops, and
+ * saves the join; a number's key is joined in both (numberKeyOf).
  */
 function keptKey(value: unknown, fold: boolean): string | undefined {
   return typeof value === 'string' ? flatJoin(STRING, textKey(value, fold)) : valueKey(value, fold);

@@ -166,8 +166,7 @@ function buildIndexes(
       const { sortKey, keys } = userKeysOf(value, index.names, index.field.caseInsensitive);
       index.sorted.keys[count] = sortKey;
       index.sorted.ids[count] = user.id;
-      // One key is the sort key itself: a user with an array on the path sorts under LAST_KEY, which no key is.
-      if (index.keysAreSortKeys && keys.length !== (sortKey === LAST_KEY ? 0 : 1)) {
+      if (index.keysAreSortKeys && !sortKeyAlone(sortKey, keys)) {
         index.keysAreSortKeys = false;
         keysBefore(index.sorted, count, index.keys);
       }
@@ -229,6 +228,15 @@ function keysBefore(
     }
 }
 
+/**
+ * Whether a user's keys are its sort key alone, as where no array lies on
+ * the path: one key, the sort key itself, or none under LAST_KEY. A user
+ * with an array on the path sorts under LAST_KEY, which no key is.
+ */
+function sortKeyAlone(sortKey: string, keys: readonly string[]): boolean {
+  return keys.length === (sortKey === LAST_KEY ? 0 : 1);
+}
+
 /** Why a new unique field's index cannot stand: the values two users or more hold, or undefined. */
 function uniquenessRefusal(index: FieldIndex): string | undefined {
   if (!index.field.unique) return undefined;
@@ -243,8 +251,7 @@ function uniquenessRefusal(index: FieldIndex): string | undefined {
 /** Adds (or removes) the entries of the user `id`, whose version is `user`. */
 function enter(index: FieldIndex, id: number, user: unknown, add: boolean): void {
   const { sortKey, keys } = userKeysOf(user, index.names, index.field.caseInsensitive);
-  if (index.keys === index.sorted && keys.length !== (sortKey === LAST_KEY ? 0 : 1))
-    index.keys = index.sorted.below(LAST_KEY);
+  if (index.keys === index.sorted && !sortKeyAlone(sortKey, keys)) index.keys = index.sorted.below(LAST_KEY);
   if (add) index.sorted.insert(sortKey, id);
   else index.sorted.delete(sortKey, id);
   const ownKeys = index.keys !== index.sorted;
