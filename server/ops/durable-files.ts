@@ -104,6 +104,9 @@ export function writeAllSync(fd: number, data: Buffer | string): void {
   while (done < bytes.length) done += writeSync(fd, bytes, done, bytes.length - done);
 }
 
+/** A file's bytes: a text, a buffer, or buffers written one after the other (so that none is copied into one). */
+type FileContent = Buffer | string | readonly Buffer[];
+
 /**
  * Replaces `path` with `content` atomically and durably: a reader sees the
  * old file or the new one, never a mix, and after a crash the directory
@@ -112,7 +115,7 @@ export function writeAllSync(fd: number, data: Buffer | string): void {
  * call, so two writers never share a temp file (the last rename wins); its
  * data is synced before the rename, and the directory after it.
  */
-export function replaceFileSync(dir: string, path: string, content: string, mode: number): void {
+export function replaceFileSync(dir: string, path: string, content: FileContent, mode: number): void {
   const temp = `${path}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
   writeNewFileSync(dir, temp, content, mode);
   try {
@@ -129,12 +132,13 @@ export function replaceFileSync(dir: string, path: string, content: string, mode
  * `mode`, synced; the caller syncs `dir`. A file it could not write whole
  * (a full disk) is removed again.
  */
-export function writeNewFileSync(dir: string, path: string, content: Buffer | string, mode: number): void {
+export function writeNewFileSync(dir: string, path: string, content: FileContent, mode: number): void {
   const fd = createFileSync(path, mode);
   try {
     try {
       shareOwnerSync(fd, dir);
-      writeAllSync(fd, content);
+      for (const part of typeof content === 'string' || Buffer.isBuffer(content) ? [content] : content)
+        writeAllSync(fd, part);
       fsyncSync(fd);
     } finally {
       closeSync(fd);

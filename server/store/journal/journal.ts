@@ -64,6 +64,14 @@ import {
   writeRecord,
 } from './codec.js';
 import { journalName, listDataFiles, recover, snapshotName, type Recovered } from './recovery.js';
+import {
+  INDEX_CACHE_FILE,
+  NOT_THROUGH,
+  readIndexCache,
+  removeIndexCache,
+  writeIndexCache,
+  type IndexCache,
+} from './index-cache.js';
 import { captureImage, writeSnapshot, type Image } from './snapshot.js';
 
 export interface JournalIo {
@@ -174,10 +182,14 @@ class Journal implements CommitLog {
    * the server listens.
    */
   static open(dir: string, options: JournalOptions): { state: StoreState; journal: Journal } {
-    const recovered = recover(dir);
+    const found = readIndexCache(dir);
+    const cache = found !== undefined && 'point' in found ? found : undefined;
+    if (found !== undefined && 'refused' in found) dropCache(dir, found.refused, options.log);
+    const recovered = recover(dir, cache && { since: cache.point });
     refuseLostJournal(dir, recovered, options.usedBefore);
     for (const note of recovered.notes) options.log(`users-server: ${note}`);
     recovered.state.sweep((options.now ?? Date.now)());
+    if (cache !== undefined) offerCache(dir, cache, recovered, options.log);
     let generation: number;
     let fd: number;
     let size: number;
@@ -262,6 +274,22 @@ class Journal implements CommitLog {
       }
     }
     closeSync(this.fd);
+    // With a batch still pending, the state holds a write that is not durable: nothing to keep.
+    if (this.failure === undefined && this.full === undefined && this.batches.length === 0) this.saveIndexes();
+  }
+
+  /**
+   * Keeps the indexes for the next start (index-cache.ts), everything applied durable now; a store that
+   * never declared its fields (a command's) leaves the cache as it is.
+   */
+  private saveIndexes(): void {
+    const saved = this.state.fields.saved();
+    if (saved === undefined) return;
+    try {
+      writeIndexCache(this.dir, { generation: this.generation, end: this.size }, saved);
+    } catch (error) {
+      this.options.log(`users-server: the indexes were not kept for the next start: ${(error as Error).message}`);
+    }
   }
 
   unready(): string | undefined {
@@ -613,6 +641,44 @@ async function removeOlderThan(dir: string, generation: number): Promise<void> {
     ...files.snapshots.filter((g) => g < generation).map(snapshotName),
   ];
   for (const name of names) await call<void>((cb) => unlink(join(dir, name), cb));
+}
+
+/** Users written since a cache that are entered again whatever the users' count: tens of milliseconds' work. */
+const REENTERED_ANYWAY = 10_000;
+
+/**
+ * The cached indexes for the fields the start declares next, when the
+ * journals ran through the cache's point and the users written after it are
+ * few enough that entering them again costs less than a build; else the
+ * cache is dropped.
+ */
+function offerCache(dir: string, cache: IndexCache, recovered: Recovered, log: (line: string) => void): void {
+  const { state, writtenSince } = recovered;
+  if (writtenSince === undefined) return dropCache(dir, NOT_THROUGH, log);
+  if (writtenSince.size > Math.max(REENTERED_ANYWAY, state.users.size / 4))
+    return dropCache(dir, `${writtenSince.size} users were written since, more than a build costs`, log);
+  const changed = new Map<number, string | undefined>();
+  for (const id of writtenSince) changed.set(id, state.users.get(id)?.json);
+  const read = () => {
+    const saved = cache.read();
+    if (saved === undefined) dropCache(dir, 'its lists do not add up to its header', log);
+    else
+      log(`users-server: read the indexes from ${INDEX_CACHE_FILE}, ${changed.size} users written since entered again`);
+    return saved;
+  };
+  state.fields.offer({ fields: cache.fields, read, changed });
+}
+
+/** Removes a cache a start does not take, saying why: declared fields are then built from the users. */
+function dropCache(dir: string, why: string, log: (line: string) => void): void {
+  try {
+    removeIndexCache(dir);
+    log(`users-server: removed ${INDEX_CACHE_FILE} (${why}): declared fields are indexed from the users`);
+  } catch (error) {
+    log(
+      `users-server: ${INDEX_CACHE_FILE} is not taken (${why}) and could not be removed: ${(error as Error).message}`,
+    );
+  }
 }
 
 /** `--store journal`: the state recovered from `dir`, every write made durable in its journal. */

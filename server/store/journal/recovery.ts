@@ -98,7 +98,14 @@ interface FileScan {
  * first record that does not verify and reports it, with the offset of the
  * next valid record, if any (which tells a torn tail from corruption).
  */
-function replayFile(path: string, name: string, kind: FileKind, generation: number, state: StoreState): FileScan {
+function replayFile(
+  path: string,
+  name: string,
+  kind: FileKind,
+  generation: number,
+  state: StoreState,
+  touched?: Touched,
+): FileScan {
   const fd = openSync(path, 'r');
   try {
     const { size, mtimeMs } = fstatSync(fd);
@@ -134,6 +141,7 @@ function replayFile(path: string, name: string, kind: FileKind, generation: numb
     for (;;) {
       const length = recordAt(buf, at);
       if (length > 0) {
+        if (touched !== undefined) state.touched = base + at >= touched.from ? touched.ids : undefined;
         try {
           const mark = applyPayload(state, buf, at + FRAME_BYTES, at + length, kind, changedAt);
           if (mark !== undefined) endMark = mark;
@@ -222,8 +230,22 @@ function findRecord(buf: Buffer): number | undefined {
   return undefined;
 }
 
+/** The users written by the records of a file from offset `from` on. */
+interface Touched {
+  from: number;
+  ids: Set<number>;
+}
+
+/** A point in the journals: the end of the records of journal `generation` that were there then. */
+export interface JournalPoint {
+  generation: number;
+  end: number;
+}
+
 export interface Recovered {
   state: StoreState;
+  /** With `since`: the users written after it, or undefined when the files no longer run through it. */
+  writtenSince: Set<number> | undefined;
   /**
    * The journal to append to, where its valid records end, and the bytes of
    * the journals before it that no snapshot covers yet (an interrupted
@@ -243,7 +265,7 @@ export interface Recovered {
  * In `salvage` mode (repair) recovery stops at the first damage instead and
  * returns the state up to it, changing no file.
  */
-export function recover(dir: string, options: { salvage?: boolean } = {}): Recovered {
+export function recover(dir: string, options: { salvage?: boolean; since?: JournalPoint } = {}): Recovered {
   const files = listDataFiles(dir);
   const state = new StoreState();
   const notes: string[] = [];
@@ -252,8 +274,12 @@ export function recover(dir: string, options: { salvage?: boolean } = {}): Recov
   const journals = files.journals.filter((g) => g >= base);
   const fail = (damage: Damage): Recovered => {
     if (!salvage) throw corruptionError(damage, dir);
-    return { state, journal: undefined, notes, damage };
+    return { state, writtenSince: undefined, journal: undefined, notes, damage };
   };
+  const since = options.since;
+  const ids = new Set<number>();
+  // The point must lie in a journal replayed whole after the snapshot, within its records.
+  let through = since !== undefined && since.generation >= base && journals.includes(since.generation);
 
   if (base > 0) {
     const name = snapshotName(base);
@@ -285,7 +311,10 @@ export function recover(dir: string, options: { salvage?: boolean } = {}): Recov
     const generation = journals[i]!;
     const name = journalName(generation);
     const path = join(dir, name);
-    const scan = replayFile(path, name, FileKind.Journal, generation, state);
+    const from = pointIn(generation, since);
+    const scan = replayFile(path, name, FileKind.Journal, generation, state, through ? { from, ids } : undefined);
+    state.touched = undefined;
+    if (generation === since?.generation && scan.end < since.end) through = false;
     const last = i === journals.length - 1;
     if (scan.damage !== undefined) {
       // Zeros after the last record of the last journal are its
@@ -295,7 +324,7 @@ export function recover(dir: string, options: { salvage?: boolean } = {}): Recov
         // Only the end of the last journal can hold a write that never
         // finished; anything else is corruption.
         if (!last || scan.damage.validAfter !== undefined || scan.damage.foreign) return fail(scan.damage);
-        if (salvage) return { state, journal: undefined, notes, damage: scan.damage };
+        if (salvage) return { state, writtenSince: undefined, journal: undefined, notes, damage: scan.damage };
       }
       if (!salvage) truncate(path, scan.end);
       // A file cut short before its header was written has nothing to report.
@@ -308,7 +337,13 @@ export function recover(dir: string, options: { salvage?: boolean } = {}): Recov
     else earlierBytes += scan.end;
   }
   if (!salvage) removeLeftovers(dir, files, base, notes);
-  return { state, journal, notes, damage: undefined };
+  return { state, writtenSince: through ? ids : undefined, journal, notes, damage: undefined };
+}
+
+/** The offset in journal `generation` from which its records come after `since`. */
+function pointIn(generation: number, since: JournalPoint | undefined): number {
+  if (since === undefined || generation > since.generation) return 0;
+  return generation === since.generation ? since.end : Infinity;
 }
 
 /**

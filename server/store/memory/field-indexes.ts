@@ -4,7 +4,8 @@
  * serve conditions and uniqueness, and each user's sort key, which serves
  * sorts (users/index-key.ts). Derived from the users: StoreState.apply
  * keeps them in step with every write, and they are built whole when a
- * field is declared or the state is read back, never written to disk.
+ * field is declared or the state is read back, or taken from the entries
+ * a journal store kept on disk at its last stop (journal/index-cache.ts).
  */
 import {
   describeDuplicates,
@@ -17,7 +18,7 @@ import { inRange, isOneKey, keyValue, LAST_KEY, userKeysOf, type KeyRange } from
 import type { StoredUser } from '../../users/rules.js';
 import type { IndexEntry } from '../index-find.js';
 import { KeyHolders } from './key-holders.js';
-import { SortedEntries } from './sorted-entries.js';
+import { SortedEntries, type EntryList } from './sorted-entries.js';
 
 interface FieldIndex {
   readonly field: FieldDeclaration;
@@ -35,8 +36,26 @@ interface FieldIndex {
   holders: KeyHolders | undefined;
 }
 
+/** A field's index as kept on disk: its sort entries, and its keys where they differ (SortedEntries.parts). */
+export interface SavedIndex {
+  readonly field: FieldDeclaration;
+  readonly sorted: readonly EntryList[];
+  readonly keys: readonly EntryList[] | undefined;
+}
+
+/** Indexes kept on disk: their fields, a read of their entries, and the users written since they were saved. */
+interface IndexOffer {
+  readonly fields: readonly FieldDeclaration[];
+  /** The indexes, or undefined when they cannot be read back whole. */
+  read(): readonly SavedIndex[] | undefined;
+  readonly changed: Changed;
+}
+
 export class FieldIndexes {
   private indexes: FieldIndex[] = [];
+  /** Taken by the next declare, dropped by any write before it. */
+  private offered: IndexOffer | undefined;
+  private declaredOnce = false;
   /** The declared fields, in path order: read by every find, so kept rather than made each time. */
   private fields: readonly FieldDeclaration[] = [];
   private readonly inUse = (index: FieldIndex) => this.indexes.includes(index);
@@ -60,12 +79,45 @@ export class FieldIndexes {
 
   /** Adds the entries of the version `json` of the user `id`. */
   add(id: number, json: string): void {
+    this.offered = undefined;
     if (this.indexes.length > 0) this.change(id, json, true);
   }
 
   /** Removes the entries of a version of the user `id` added before. */
   remove(id: number, json: string): void {
+    this.offered = undefined;
     if (this.indexes.length > 0) this.change(id, json, false);
+  }
+
+  /**
+   * Every index's entries, in order, for the disk: read before the next
+   * write changes them. Undefined until a declare says which fields there are.
+   */
+  saved(): SavedIndex[] | undefined {
+    if (!this.declaredOnce) return undefined;
+    return this.indexes.map((index) => ({
+      field: index.field,
+      sorted: index.sorted.parts(),
+      keys: index.keys === index.sorted ? undefined : index.keys.parts(),
+    }));
+  }
+
+  /**
+   * Offers indexes kept on disk to the next declare, which reads them when
+   * it makes one of their fields and takes each it makes instead of
+   * building it; the users written since they were saved are entered again.
+   */
+  offer(offer: IndexOffer): void {
+    this.offered = offer;
+  }
+
+  /** The offered indexes, read when one of `fields` is theirs; none otherwise. */
+  private takeOffer(fields: readonly FieldDeclaration[]): { saved: readonly SavedIndex[]; changed: Changed } {
+    const offer = this.offered;
+    this.offered = undefined;
+    if (offer === undefined || !fields.some((f) => offer.fields.some((o) => sameDeclaration(o, f))))
+      return { saved: [], changed: new Map() };
+    return { saved: offer.read() ?? [], changed: offer.changed };
   }
 
   private change(id: number, json: string, add: boolean): void {
@@ -85,21 +137,34 @@ export class FieldIndexes {
    * users hold refuses the whole change, said in a sentence naming the
    * values and their users; nothing changes then.
    */
-  declare(fields: readonly FieldDeclaration[], users: Iterable<[number, StoredUser]>): string | undefined {
+  declare(fields: readonly FieldDeclaration[], users: Users): string | undefined {
     const inOrder = [...fields].sort((a, b) => (a.path < b.path ? -1 : 1));
-    const built = buildIndexes(
-      inOrder.filter((field) => this.indexOf(field) === undefined),
+    const missing = inOrder.filter((field) => this.indexOf(field) === undefined);
+    const { saved, changed } = this.takeOffer(missing);
+    const savedOf = (field: FieldDeclaration) => saved.find((s) => sameDeclaration(s.field, field));
+    const fresh = buildIndexes(
+      missing.filter((field) => savedOf(field) === undefined),
       users,
       this.inUse,
     );
-    const refused = built.map(uniquenessRefusal).find((r) => r !== undefined);
+    const restored = missing.flatMap((field) => {
+      const kept = savedOf(field);
+      return kept === undefined ? [] : [restoredIndex(kept, changed, this.inUse)];
+    });
+    const refused = [
+      ...fresh.map((index) => uniquenessRefusal(index)),
+      // A kept index held no key twice when saved: only a user written since can share one.
+      ...restored.map((index) => uniquenessRefusal(index, changed)),
+    ].find((r) => r !== undefined);
     if (refused !== undefined) return refused;
+    const built = [...fresh, ...restored];
     this.setIndexes(inOrder.map((field) => this.indexOf(field) ?? built.find((i) => sameDeclaration(i.field, field))!));
+    this.declaredOnce = true;
     return undefined;
   }
 
   /** Builds every index again over `users` (a state read back from disk), uniqueness unchecked: it held before. */
-  rebuild(users: Iterable<[number, StoredUser]>): void {
+  rebuild(users: Users): void {
     this.setIndexes(buildIndexes(this.declared, users, this.inUse));
   }
 
@@ -140,13 +205,48 @@ export class FieldIndexes {
   }
 }
 
+/** The users an index is made over. */
+type Users = Iterable<[number, StoredUser]> & { readonly size?: number };
+
+/** Users written since indexes were saved: each one's version now, undefined once it is gone. */
+type Changed = ReadonlyMap<number, string | undefined>;
+
+/** The index `saved` kept on disk, the users in `changed` (written since it was saved) entered again. */
+function restoredIndex(saved: SavedIndex, changed: Changed, inUse: (index: FieldIndex) => boolean): FieldIndex {
+  const entries = (parts: readonly EntryList[]) =>
+    SortedEntries.ofParts(changed.size === 0 ? parts : parts.map((part) => without(part, changed)));
+  const sorted = entries(saved.sorted);
+  const index = withHolders(
+    {
+      field: saved.field,
+      names: namesOf(saved.field),
+      keys: saved.keys === undefined ? sorted : entries(saved.keys),
+      sorted,
+    },
+    inUse,
+  );
+  for (const [id, json] of changed) if (json !== undefined) enter(index, id, JSON.parse(json), true);
+  return index;
+}
+
+/** The entries of `list` whose ids are not in `ids`. */
+function without(list: EntryList, ids: Changed): EntryList {
+  const kept: EntryList = { keys: [], ids: [] };
+  for (let i = 0; i < list.ids.length; i++)
+    if (!ids.has(list.ids[i]!)) {
+      kept.keys.push(list.keys[i]!);
+      kept.ids.push(list.ids[i]!);
+    }
+  return kept;
+}
+
 /**
  * The indexes of `fields` over `users`: each user parsed once for all of
  * them, and each index's entries sorted once (SortedEntries.of).
  */
 function buildIndexes(
   fields: readonly FieldDeclaration[],
-  users: Iterable<[number, StoredUser]> & { readonly size?: number },
+  users: Users,
   inUse: (index: FieldIndex) => boolean,
 ): FieldIndex[] {
   if (fields.length === 0) return [];
@@ -237,15 +337,31 @@ function sortKeyAlone(sortKey: string, keys: readonly string[]): boolean {
   return keys.length === (sortKey === LAST_KEY ? 0 : 1);
 }
 
-/** Why a new unique field's index cannot stand: the values two users or more hold, or undefined. */
-function uniquenessRefusal(index: FieldIndex): string | undefined {
+/**
+ * Why a new unique field's index cannot stand: the values two users or more
+ * hold, or undefined. With `changed`, only keys of those users are looked at.
+ */
+function uniquenessRefusal(index: FieldIndex, changed?: Changed): string | undefined {
   if (!index.field.unique) return undefined;
-  const shared = index.keys.sharedKeys(LAST_KEY);
+  const shared = changed === undefined ? index.keys.sharedKeys(LAST_KEY) : sharedKeysOf(index, changed);
   if (shared.length === 0) return undefined;
   return describeDuplicates(
     index.field,
     shared.map(({ key, ids }) => ({ value: keyValue(key)!, ids })),
   );
+}
+
+/** The keys of the users in `changed` that two users or more hold at the field of `index`, in key order. */
+function sharedKeysOf(index: FieldIndex, changed: Changed): { key: string; ids: number[] }[] {
+  const shared = new Map<string, number[]>();
+  for (const json of changed.values()) {
+    if (json === undefined) continue;
+    for (const key of userKeysOf(JSON.parse(json), index.names, index.field.caseInsensitive).keys) {
+      const ids = index.keys.idsOf(key, 0, Infinity);
+      if (ids.length > 1) shared.set(key, ids);
+    }
+  }
+  return [...shared.keys()].sort().map((key) => ({ key, ids: shared.get(key)! }));
 }
 
 /** Adds (or removes) the entries of the user `id`, whose version is `user`. */

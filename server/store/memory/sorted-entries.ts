@@ -14,12 +14,15 @@
  */
 import type { IndexEntry } from '../index-find.js';
 
-const CHUNK = 512;
+export const CHUNK = 512;
 
-interface Chunk {
+/** Entries as two lists of one length: `(keys[i], ids[i])`. */
+export interface EntryList {
   readonly keys: string[];
   readonly ids: number[];
 }
+
+type Chunk = EntryList;
 
 /** Where an entry is, or would be: chunk and offset. */
 interface Position {
@@ -105,6 +108,18 @@ export class SortedEntries {
     }
     if (chunk.keys.length > 0) entries.chunks.push(chunk);
     return entries;
+  }
+
+  /** The entries of `chunks`, in order and none longer than CHUNK (as `parts` gave them), taken as they are. */
+  static ofParts(chunks: readonly EntryList[]): SortedEntries {
+    const entries = new SortedEntries();
+    for (const chunk of chunks) if (chunk.keys.length > 0) entries.chunks.push(chunk);
+    return entries;
+  }
+
+  /** The entries in order, as the chunks that hold them: read before the next write changes them. */
+  parts(): readonly EntryList[] {
+    return this.chunks;
   }
 
   /** A copy of the entries whose keys are below `key`. */

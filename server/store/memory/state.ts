@@ -58,6 +58,8 @@ export class StoreState implements UserFacts {
   fields = new FieldIndexes();
   /** The schema every write must fit; undefined: none is set. */
   schema: UserSchema | undefined = undefined;
+  /** While set (recovery past a point), the ids of the users each mutation writes. */
+  touched: Set<number> | undefined = undefined;
 
   /**
    * Applies one mutation. With `at` (a commit's time, ms since the epoch), a
@@ -66,6 +68,7 @@ export class StoreState implements UserFacts {
    */
   apply(m: Mutation, at?: number): void {
     if (at !== undefined) this.recordChange(m, at);
+    if (this.touched !== undefined) touchedBy(m, this.touched);
     switch (m.op) {
       case 'put': {
         const existing = this.users.get(m.id);
@@ -290,4 +293,10 @@ function removeSorted(sorted: number[], id: number): void {
 /** Index in `sorted` of the first id greater than `after`. */
 export function firstIdAfter(sorted: readonly number[], after: number): number {
   return lowerBound(sorted, after + 1);
+}
+
+/** Adds to `ids` the users `m` writes. */
+function touchedBy(m: Mutation, ids: Set<number>): void {
+  if (m.op === 'put' || m.op === 'delete') ids.add(m.id);
+  else if (m.op === 'move') ids.add(m.from).add(m.to);
 }
