@@ -59,10 +59,10 @@ function userBody(n: number, round: number): Record<string, unknown> {
 
 const alias = (n: number): UserRef => ({ kind: 'alias', alias: `a${n}` });
 
-async function write(store: Store, n: number, round: number): Promise<void> {
+async function write(store: Store, n: number, round: number, body = userBody(n, round)): Promise<void> {
   const outcome = await store.putUser({
     ref: alias(n),
-    body: userBody(n, round),
+    body,
     preconditions: NONE,
     policy: POLICY,
     now: T0,
@@ -123,11 +123,18 @@ async function builtAnswers(t: TestContext, dir: string): Promise<number[][]> {
   return found;
 }
 
-/** A data directory of `users` users (of `round`) with FIELDS declared, closed once: its cache written. */
-async function cachedDir(t: TestContext, users = 300, round = 0): Promise<string> {
+/**
+ * A data directory of `users` users (of `round`) with FIELDS declared, closed once: its cache written. `twin`: the
+ * same but for one letter of user 5's email, so its journal has the same length and the same records after it.
+ */
+async function cachedDir(t: TestContext, users = 300, round = 0, twin = false): Promise<string> {
   const dir = tempDir(t);
   const store = await open(t, dir);
-  for (let n = 1; n <= users; n++) await write(store, n, round);
+  for (let n = 1; n <= users; n++) {
+    const body = userBody(n, round);
+    if (twin && n === 5) body.email = `x${String(body.email).slice(1)}`;
+    await write(store, n, round, body);
+  }
   assert.equal(await store.declareFields!(FIELDS), undefined);
   await store.close();
   return dir;
@@ -179,13 +186,15 @@ test('a damaged cache, one from another data directory, a cut one and one of oth
   const expected = await builtAnswers(t, dir);
   const flipped = Buffer.from(cache);
   flipped[flipped.length - 12]! ^= 0x20;
-  // Fewer users of other values: its journal ends before this one's, where a cache of this directory could.
+  // Fewer users of other values: its journal ends inside a record of this one's.
   const other = await cachedDir(t, 280, 5);
+  const twin = await cachedDir(t, 300, 0, true);
   const cachePath = (copy: string) => join(copy, INDEX_CACHE_FILE);
   const cases: [string, (copy: string) => void, RegExp][] = [
     ['a flipped bit', (copy) => writeFileSync(cachePath(copy), flipped), /fails its checksum/],
     ['a cut file', (copy) => writeFileSync(cachePath(copy), cache.subarray(0, cache.length - 8)), /fails its checksum/],
-    ['another directory', (copy) => cpSync(cachePath(other), cachePath(copy)), /written over other data files/],
+    ['another directory', (copy) => cpSync(cachePath(other), cachePath(copy)), /no longer run through/],
+    ['a twin directory', (copy) => cpSync(cachePath(twin), cachePath(copy)), /written over other data files/],
     [
       'a header of wrong shapes, its checksum made again',
       (copy) =>

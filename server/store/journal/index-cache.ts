@@ -22,14 +22,14 @@ import { checkDeclarations, type FieldDeclaration } from '../../users/declared-f
 import { userKeysOf } from '../../users/index-key.js';
 import type { SavedIndex } from '../memory/field-indexes.js';
 import { CHUNK, type EntryList } from '../memory/sorted-entries.js';
+import { FRAME_BYTES, HEADER_BYTES } from './codec.js';
+import { withFile, withFrame } from './records-print.js';
 import { journalName, listDataFiles, snapshotName, type JournalPoint } from './recovery.js';
 
 export const INDEX_CACHE_FILE = 'index-cache';
 const FORMAT = 1;
-/** Why a cache is not taken when a compaction (or a repair) has folded its point into a snapshot. */
-export const NOT_THROUGH = 'the journals no longer run through where it was written';
-/** The bytes of each data file's end that its print covers. */
-const PRINT_BYTES = 4096;
+/** The bytes of a data file read at once for its print. */
+const PRINT_CHUNK = 4 * 1024 * 1024;
 
 interface ListShape {
   entries: number;
@@ -56,6 +56,8 @@ const TRAILER_BYTES = 8;
 /** A cache that passed its checks against the data files: where it was written, its fields, and its indexes. */
 export interface IndexCache {
   point: JournalPoint;
+  /** The print of the data files up to the point (records-print.ts), which recovery makes again. */
+  files: number;
   fields: FieldDeclaration[];
   /** The indexes, or undefined when the lists do not add up to what the header says. */
   read(): SavedIndex[] | undefined;
@@ -73,10 +75,9 @@ function keysPrint(): number {
 }
 
 /**
- * A print of the data files a start replays up to `point`: each file's
- * name, the length it is read to, and its last bytes before that. A
- * restored backup or a repaired journal prints differently; undefined when
- * the files no longer reach the point.
+ * The print of the data files a start replays up to `point`, as recovery
+ * makes it (records-print.ts); undefined when the files do not run through
+ * the point.
  */
 function filesPrint(dir: string, point: JournalPoint): number | undefined {
   const { journals, snapshots } = listDataFiles(dir);
@@ -88,18 +89,42 @@ function filesPrint(dir: string, point: JournalPoint): number | undefined {
   ];
   let print = 0;
   for (const name of names) {
-    const fd = openSync(join(dir, name), 'r');
-    try {
-      const end = name === journalName(point.generation) ? point.end : fstatSync(fd).size;
-      const tail = Buffer.alloc(Math.min(PRINT_BYTES, end));
-      const read = readSync(fd, tail, 0, tail.length, end - tail.length);
-      if (read < tail.length) return undefined;
-      print = crc32(tail, crc32(`${name} ${end}`, print));
-    } finally {
-      closeSync(fd);
-    }
+    const records = recordsPrint(join(dir, name), name === journalName(point.generation) ? point.end : undefined);
+    if (records === undefined) return undefined;
+    print = withFile(print, name, records);
   }
   return print;
+}
+
+/**
+ * A print of the frames of the records of the file at `path`, from its
+ * header to `end` (its length when undefined), read without their
+ * payloads; undefined when the records do not end exactly there.
+ */
+function recordsPrint(path: string, end: number | undefined): number | undefined {
+  const fd = openSync(path, 'r');
+  try {
+    const size = end ?? fstatSync(fd).size;
+    const chunk = Buffer.allocUnsafe(PRINT_CHUNK);
+    let print = 0;
+    let offset = HEADER_BYTES;
+    while (offset < size) {
+      const got = readSync(fd, chunk, 0, Math.min(PRINT_CHUNK, size - offset), offset);
+      let at = 0;
+      for (; at + FRAME_BYTES <= got; at += FRAME_BYTES + chunk.readUInt32LE(at)) {
+        const length = chunk.readUInt32LE(at);
+        if (length === 0) return undefined;
+        print = withFrame(print, length, chunk.readUInt32LE(at + 4));
+      }
+      // No whole frame where one should start: the records stop short of `size`.
+      if (at === 0) return undefined;
+      // The next frame starts at `at`, in this chunk or past it.
+      offset += at;
+    }
+    return offset === size ? print : undefined;
+  } finally {
+    closeSync(fd);
+  }
 }
 
 /** Zeros that bring `bytes` to a multiple of 8. */
@@ -211,12 +236,10 @@ export function readIndexCache(dir: string): IndexCache | { refused: string } | 
   const newline = file.indexOf(10);
   const header = headerOf(file.toString('utf8', 0, Math.max(newline, 0)));
   if (header === undefined) return { refused: 'another version of users-server wrote it' };
-  const print = filesPrint(dir, header.point);
-  if (print === undefined) return { refused: NOT_THROUGH };
-  if (print !== header.files) return { refused: 'it was written over other data files' };
   const start = newline + 1 + padding(newline + 1).length;
   return {
     point: header.point,
+    files: header.files,
     fields: header.indexes.map((i) => i.field),
     read: () => decodeIndexes(file.subarray(0, end), start, header),
   };

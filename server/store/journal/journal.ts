@@ -64,14 +64,7 @@ import {
   writeRecord,
 } from './codec.js';
 import { journalName, listDataFiles, recover, snapshotName, type Recovered } from './recovery.js';
-import {
-  INDEX_CACHE_FILE,
-  NOT_THROUGH,
-  readIndexCache,
-  removeIndexCache,
-  writeIndexCache,
-  type IndexCache,
-} from './index-cache.js';
+import { INDEX_CACHE_FILE, readIndexCache, removeIndexCache, writeIndexCache, type IndexCache } from './index-cache.js';
 import { captureImage, writeSnapshot, type Image } from './snapshot.js';
 
 export interface JournalIo {
@@ -654,11 +647,13 @@ const REENTERED_ANYWAY = 10_000;
  */
 function offerCache(dir: string, cache: IndexCache, recovered: Recovered, log: (line: string) => void): void {
   const { state, writtenSince } = recovered;
-  if (writtenSince === undefined) return dropCache(dir, NOT_THROUGH, log);
-  if (writtenSince.size > Math.max(REENTERED_ANYWAY, state.users.size / 4))
-    return dropCache(dir, `${writtenSince.size} users were written since, more than a build costs`, log);
+  if (writtenSince === undefined) return dropCache(dir, 'the journals no longer run through where it was written', log);
+  if (writtenSince.print !== cache.files) return dropCache(dir, 'it was written over other data files', log);
+  const { ids } = writtenSince;
+  if (ids.size > Math.max(REENTERED_ANYWAY, state.users.size / 4))
+    return dropCache(dir, `${ids.size} users were written since, more than a build costs`, log);
   const changed = new Map<number, string | undefined>();
-  for (const id of writtenSince) changed.set(id, state.users.get(id)?.json);
+  for (const id of ids) changed.set(id, state.users.get(id)?.json);
   const read = () => {
     const saved = cache.read();
     if (saved === undefined) dropCache(dir, 'its lists do not add up to its header', log);

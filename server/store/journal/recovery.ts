@@ -31,6 +31,7 @@ import {
   refuseNewerFormat,
 } from './codec.js';
 import { StoreState } from '../memory/state.js';
+import { withFile, withFrame } from './records-print.js';
 
 const NAME = /^(journal|snapshot)-(\d{8})$/;
 const READ_CHUNK = 8 * 1024 * 1024;
@@ -141,7 +142,7 @@ function replayFile(
     for (;;) {
       const length = recordAt(buf, at);
       if (length > 0) {
-        if (touched !== undefined) state.touched = base + at >= touched.from ? touched.ids : undefined;
+        if (touched !== undefined) noteRecord(touched, state, buf, base, at, length);
         try {
           const mark = applyPayload(state, buf, at + FRAME_BYTES, at + length, kind, changedAt);
           if (mark !== undefined) endMark = mark;
@@ -230,10 +231,17 @@ function findRecord(buf: Buffer): number | undefined {
   return undefined;
 }
 
-/** The users written by the records of a file from offset `from` on. */
+/**
+ * Of a file replayed with a point in view: the users written by its
+ * records from offset `from` on, and the print of its records before it
+ * (records-print.ts), once its replay is done.
+ */
 interface Touched {
   from: number;
   ids: Set<number>;
+  print: number;
+  /** Whether a record ends at `from`, or `from` is where the records start. */
+  boundary: boolean;
 }
 
 /** A point in the journals: the end of the records of journal `generation` that were there then. */
@@ -244,8 +252,12 @@ export interface JournalPoint {
 
 export interface Recovered {
   state: StoreState;
-  /** With `since`: the users written after it, or undefined when the files no longer run through it. */
-  writtenSince: Set<number> | undefined;
+  /**
+   * With `since`: the users written after it and the print of the files up
+   * to it (records-print.ts), or undefined when the files no longer run
+   * through it.
+   */
+  writtenSince: { ids: Set<number>; print: number } | undefined;
   /**
    * The journal to append to, where its valid records end, and the bytes of
    * the journals before it that no snapshot covers yet (an interrupted
@@ -280,10 +292,15 @@ export function recover(dir: string, options: { salvage?: boolean; since?: Journ
   const ids = new Set<number>();
   // The point must lie in a journal replayed whole after the snapshot, within its records.
   let through = since !== undefined && since.generation >= base && journals.includes(since.generation);
+  let print = 0;
+  const noted = (from: number): Touched | undefined =>
+    through ? { from, ids, print: 0, boundary: from === HEADER_BYTES } : undefined;
 
   if (base > 0) {
     const name = snapshotName(base);
-    const scan = replayFile(join(dir, name), name, FileKind.Snapshot, base, state);
+    const snapshot = noted(Infinity);
+    const scan = replayFile(join(dir, name), name, FileKind.Snapshot, base, state, snapshot);
+    if (snapshot !== undefined) print = withFile(print, name, snapshot.print);
     if (scan.damage) return fail(scan.damage);
     if (scan.endMark === undefined)
       return fail({
@@ -311,10 +328,11 @@ export function recover(dir: string, options: { salvage?: boolean; since?: Journ
     const generation = journals[i]!;
     const name = journalName(generation);
     const path = join(dir, name);
-    const from = pointIn(generation, since);
-    const scan = replayFile(path, name, FileKind.Journal, generation, state, through ? { from, ids } : undefined);
+    const noting = noted(pointIn(generation, since));
+    const scan = replayFile(path, name, FileKind.Journal, generation, state, noting);
     state.touched = undefined;
-    if (generation === since?.generation && scan.end < since.end) through = false;
+    if (noting !== undefined && generation <= since!.generation) print = withFile(print, name, noting.print);
+    if (generation === since?.generation && !noting?.boundary) through = false;
     const last = i === journals.length - 1;
     if (scan.damage !== undefined) {
       // Zeros after the last record of the last journal are its
@@ -337,7 +355,15 @@ export function recover(dir: string, options: { salvage?: boolean; since?: Journ
     else earlierBytes += scan.end;
   }
   if (!salvage) removeLeftovers(dir, files, base, notes);
-  return { state, writtenSince: through ? ids : undefined, journal, notes, damage: undefined };
+  return { state, writtenSince: through ? { ids, print } : undefined, journal, notes, damage: undefined };
+}
+
+/** Takes the record of `length` bytes at `at` of `buf` (file offset `base + at`) into `touched`. */
+function noteRecord(touched: Touched, state: StoreState, buf: Buffer, base: number, at: number, length: number): void {
+  const before = base + at < touched.from;
+  state.touched = before ? undefined : touched.ids;
+  if (before) touched.print = withFrame(touched.print, length - FRAME_BYTES, buf.readUInt32LE(at + 4));
+  if (base + at + length === touched.from) touched.boundary = true;
 }
 
 /** The offset in journal `generation` from which its records come after `since`. */
