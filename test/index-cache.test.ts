@@ -97,17 +97,19 @@ async function answers(store: Store): Promise<number[][]> {
 /** The parts of a cache's header the tests change. */
 interface CacheHeader {
   point: unknown;
-  indexes: { lists: { entries: number }[] }[];
+  indexes: { lists: { entries: number }[][] }[];
 }
 
 /** `cache` with its header changed by `edit` and its checksum made again: what only a deliberate edit makes. */
 function withHeader(cache: Buffer, edit: (header: CacheHeader) => unknown): Buffer {
-  const newline = cache.indexOf(10);
   const eight = (n: number) => Buffer.alloc((8 - (n % 8)) % 8);
-  const body = cache.subarray(newline + 1 + eight(newline + 1).length, cache.length - 8);
-  const line = Buffer.from(`${JSON.stringify(edit(JSON.parse(cache.toString('utf8', 0, newline)) as CacheHeader))}\n`);
-  const file = Buffer.concat([line, eight(line.length), body, Buffer.alloc(8)]);
-  file.writeUInt32LE(crc32(file.subarray(0, file.length - 8)), file.length - 8);
+  const headerBytes = cache.readUInt32LE(cache.length - 8);
+  const headerAt = cache.length - 8 - headerBytes - eight(headerBytes).length;
+  const header = JSON.parse(cache.toString('utf8', headerAt, headerAt + headerBytes)) as CacheHeader;
+  const line = Buffer.from(JSON.stringify(edit(header)));
+  const file = Buffer.concat([cache.subarray(0, headerAt), line, eight(line.length), Buffer.alloc(8)]);
+  file.writeUInt32LE(line.length, file.length - 8);
+  file.writeUInt32LE(crc32(file.subarray(0, file.length - 4)), file.length - 4);
   return file;
 }
 
@@ -213,7 +215,7 @@ test('a damaged cache, one from another data directory, a cut one and one of oth
             ...h,
             indexes: h.indexes.map((i) => ({
               ...i,
-              lists: i.lists.map((l) => ({ ...l, entries: l.entries + 1e6 })),
+              lists: i.lists.map((segments) => segments.map((l) => ({ ...l, entries: l.entries + 1e6 }))),
             })),
           })),
         ),
@@ -323,25 +325,27 @@ test('a value made shared by a run that did not declare the field, then kill -9:
   assert.equal(refusal, await (await open(t, fresh)).declareFields!(FIELDS));
 });
 
-test('a compaction after the cache was written, then kill -9: the cache is removed and the indexes built', async (t) => {
+test('a compaction keeps the indexes at the journal it starts: after kill -9, the next start reads them and enters the users written since', async (t) => {
   const dir = await cachedDir(t);
-  const lines: string[] = [];
-  let compacted: () => void;
-  const done = new Promise<void>((resolve) => (compacted = resolve));
+  let kept: () => void;
+  const keptAtCompaction = new Promise<void>((resolve) => (kept = resolve));
+  let done = false;
+  void keptAtCompaction.then(() => (done = true));
   const run = await openStore('journal', dir, {
     compactionFloor: 4096,
-    log: (line) => (lines.push(line), /compacted/.test(line) && compacted()),
+    log: (line) => /kept the indexes of 3 fields in index-cache/.test(line) && kept(),
     onFatal: () => {},
   });
   t.after(() => run.close());
   assert.equal(await run.declareFields!(FIELDS), undefined);
-  for (let round = 1; round <= 4; round++) for (let n = 1; n <= 300; n += 2) await write(run, n, round);
-  await done;
+  for (let round = 1; !done; round++) for (let n = 1; n <= 300 && !done; n += 2) await write(run, n, round);
+  await keptAtCompaction;
+  for (let n = 2; n <= 10; n += 2) await write(run, n, 99);
   const crashed = tempDir(t);
   cpSync(dir, crashed, { recursive: true });
   const after: string[] = [];
   const reopened = await open(t, crashed, after);
   assert.equal(await reopened.declareFields!(FIELDS), undefined);
-  assert.match(after.join('\n'), /removed index-cache \(the journals no longer run through where it was written\)/);
+  assert.match(after.join('\n'), /read the indexes from index-cache, \d+ users written since entered again/);
   assert.deepEqual(await answers(reopened), await builtAnswers(t, crashed));
 });

@@ -3,21 +3,46 @@
  * stood at a point of the journals, written when the store closes, so that
  * the next start reads them instead of parsing and sorting every user; the
  * users written after the point (recovery collects them) are entered
- * again. A cache only: a start takes it when every check holds (its own
- * checksum, the data files it was written over, the key encoding) and
- * builds the indexes as it would without it otherwise.
+ * again. A compaction writes it too, at the start of the journal it begins,
+ * without holding the event loop. A cache only: a start takes it when every
+ * check holds (its own checksum, the records it was written over, the key
+ * encoding) and builds the indexes as it would without it otherwise.
  *
- * Layout: one JSON line (the header), zeros to a multiple of 8 bytes, then
- * each list of entries in the header's order: its ids (int32 or float64), the
- * length of each run of equal keys (uint32), each run key's length in
- * UTF-16 units (uint32), and the run keys as one text (UTF-8, or UTF-16
- * where a key holds a lone surrogate), each part padded to 8 bytes.
+ * Layout: each list of entries in segments of at most SEGMENT_PARTS parts,
+ * each segment its ids (int32 or float64), the length of each run of equal
+ * keys (uint32), each run key's length in UTF-16 units (uint32), and the
+ * run keys as one text (UTF-8, or UTF-16 where a key holds a lone
+ * surrogate), each part padded to 8 bytes; then the header (JSON) and zeros
+ * to 8 bytes; then the header's length and the CRC-32 of every byte before
+ * the CRC (both uint32, little-endian).
  */
-import { closeSync, constants, existsSync, fstatSync, openSync, readdirSync, readSync, rmSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import {
+  close,
+  closeSync,
+  constants,
+  existsSync,
+  fstatSync,
+  fsync,
+  openSync,
+  readdirSync,
+  readSync,
+  rename,
+  rmSync,
+  unlink,
+  write,
+} from 'node:fs';
 import { endianness } from 'node:os';
 import { join } from 'node:path';
 import { crc32 } from 'node:zlib';
-import { removeFileSync, replaceFileSync } from '../../ops/durable-files.js';
+import {
+  call,
+  fsyncDir,
+  recreateFile,
+  removeFileSync,
+  replaceFileSync,
+  shareOwnerSync,
+} from '../../ops/durable-files.js';
 import { checkDeclarations, type FieldDeclaration } from '../../users/declared-fields.js';
 import { userKeysOf } from '../../users/index-key.js';
 import type { SavedIndex } from '../memory/field-indexes.js';
@@ -47,11 +72,14 @@ interface Header {
   endian: string;
   point: JournalPoint;
   files: number;
-  indexes: { field: FieldDeclaration; lists: ListShape[] }[];
+  /** Each index's lists (its sort entries, and its keys where they differ), each in segments. */
+  indexes: { field: FieldDeclaration; lists: ListShape[][] }[];
 }
 
-/** After the lists: the CRC-32 of every byte before it (little-endian), and zeros to 8 bytes. */
+/** After the header: its length in bytes and the CRC-32 of every byte before the CRC. */
 const TRAILER_BYTES = 8;
+/** The parts of a list a segment holds: encoded in a few milliseconds, so a background write yields between them. */
+const SEGMENT_PARTS = 16;
 
 /** A cache that passed its checks against the data files: where it was written, its fields, and its indexes. */
 export interface IndexCache {
@@ -135,7 +163,7 @@ function padding(bytes: number): Buffer {
 /** The largest id kept in 4 bytes: below it, an id is a small integer to V8 too, so arrays of them stay compact. */
 const SMALL_ID = 2 ** 30;
 
-function encodeList(parts: readonly EntryList[]): { shape: ListShape; parts: Buffer[] } {
+function encodeSegment(parts: readonly EntryList[]): { shape: ListShape; parts: Buffer[] } {
   const all = new Float64Array(parts.reduce((sum, part) => sum + part.ids.length, 0));
   let entry = 0;
   for (const part of parts) for (const id of part.ids) all[entry++] = id;
@@ -172,6 +200,45 @@ function encodeList(parts: readonly EntryList[]): { shape: ListShape; parts: Buf
 }
 
 /**
+ * The bytes of the cache of `saved` at `point` over files that print
+ * `files`, a segment at a time (a few milliseconds of work each), the
+ * header and trailer last.
+ */
+function* cachePieces(point: JournalPoint, files: number, saved: readonly SavedIndex[]): Generator<Buffer[]> {
+  let crc = 0;
+  const indexes = [];
+  for (const { field, sorted, keys } of saved) {
+    const lists: ListShape[][] = [];
+    for (const list of keys === undefined ? [sorted] : [sorted, keys]) {
+      const segments: ListShape[] = [];
+      for (let at = 0; at < list.length; at += SEGMENT_PARTS) {
+        const { shape, parts } = encodeSegment(list.slice(at, at + SEGMENT_PARTS));
+        segments.push(shape);
+        for (const part of parts) crc = crc32(part, crc);
+        yield parts;
+      }
+      lists.push(segments);
+    }
+    indexes.push({ field, lists });
+  }
+  const header: Header = {
+    format: FORMAT,
+    keys: keysPrint(),
+    unicode: process.versions.unicode ?? '',
+    endian: endianness(),
+    point,
+    files,
+    indexes,
+  };
+  const line = Buffer.from(JSON.stringify(header));
+  const trailer = Buffer.alloc(TRAILER_BYTES);
+  trailer.writeUInt32LE(line.length);
+  const pad = padding(line.length);
+  trailer.writeUInt32LE(crc32(trailer.subarray(0, 4), crc32(pad, crc32(line, crc))), 4);
+  yield [line, pad, trailer];
+}
+
+/**
  * Writes the cache of `saved`, the indexes as they stand at `point` (every
  * write up to it durable, none after it applied), atomically. With no
  * index, removes it.
@@ -182,29 +249,44 @@ export function writeIndexCache(dir: string, point: JournalPoint, saved: readonl
     removeIndexCache(dir);
     return;
   }
-  const body: Buffer[] = [];
-  const indexes = saved.map(({ field, sorted, keys }) => ({
-    field,
-    lists: [sorted, ...(keys === undefined ? [] : [keys])].map((list) => {
-      const { shape, parts } = encodeList(list);
-      body.push(...parts);
-      return shape;
-    }),
-  }));
-  const header: Header = {
-    format: FORMAT,
-    keys: keysPrint(),
-    unicode: process.versions.unicode ?? '',
-    endian: endianness(),
-    point,
-    files,
-    indexes,
-  };
-  const line = Buffer.from(`${JSON.stringify(header)}\n`);
-  const parts = [line, padding(line.length), ...body];
-  const trailer = Buffer.alloc(TRAILER_BYTES);
-  trailer.writeUInt32LE(parts.reduce((crc, part) => crc32(part, crc), 0));
-  replaceFileSync(dir, join(dir, INDEX_CACHE_FILE), [...parts, trailer], 0o600);
+  replaceFileSync(dir, join(dir, INDEX_CACHE_FILE), [...cachePieces(point, files, saved)].flat(), 0o600);
+}
+
+/**
+ * The same, for a point compaction made (the start of a journal, over a
+ * snapshot whose records print `files`), while the server serves: a segment
+ * is encoded between one write and the next, and the file takes its name
+ * once it is whole and synced.
+ */
+export async function writeIndexCacheSoon(
+  dir: string,
+  point: JournalPoint,
+  files: number,
+  saved: readonly SavedIndex[],
+): Promise<void> {
+  const temp = join(dir, `${INDEX_CACHE_FILE}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
+  const fd = await recreateFile(temp, 0o600);
+  try {
+    try {
+      shareOwnerSync(fd, dir);
+      for (const buffers of cachePieces(point, files, saved)) await writeAll(fd, buffers);
+      await call<void>((cb) => fsync(fd, cb));
+    } finally {
+      await call<void>((cb) => close(fd, cb));
+    }
+    await call<void>((cb) => rename(temp, join(dir, INDEX_CACHE_FILE), cb));
+    await fsyncDir(dir);
+  } catch (error) {
+    await call<void>((cb) => unlink(temp, cb)).catch(() => {});
+    throw error;
+  }
+}
+
+/** Writes all of `buffers` at the file's position. */
+async function writeAll(fd: number, buffers: Buffer[]): Promise<void> {
+  for (const buffer of buffers)
+    for (let done = 0; done < buffer.length;)
+      done += await call<number>((cb) => write(fd, buffer, done, buffer.length - done, null, cb));
 }
 
 /** Removes the cache, if there is one. */
@@ -232,16 +314,17 @@ export function readIndexCache(dir: string): IndexCache | { refused: string } | 
     return { refused: `it cannot be read (${(error as Error).message})` };
   }
   const end = file.length - TRAILER_BYTES;
-  if (end < 0 || crc32(file.subarray(0, end)) !== file.readUInt32LE(end)) return { refused: 'it fails its checksum' };
-  const newline = file.indexOf(10);
-  const header = headerOf(file.toString('utf8', 0, Math.max(newline, 0)));
+  if (end < 0 || crc32(file.subarray(0, file.length - 4)) !== file.readUInt32LE(end + 4))
+    return { refused: 'it fails its checksum' };
+  const headerBytes = file.readUInt32LE(end);
+  const headerAt = end - headerBytes - padding(headerBytes).length;
+  const header = headerAt < 0 ? undefined : headerOf(file.toString('utf8', headerAt, headerAt + headerBytes));
   if (header === undefined) return { refused: 'another version of users-server wrote it' };
-  const start = newline + 1 + padding(newline + 1).length;
   return {
     point: header.point,
     files: header.files,
     fields: header.indexes.map((i) => i.field),
-    read: () => decodeIndexes(file.subarray(0, end), start, header),
+    read: () => decodeIndexes(file.subarray(0, headerAt), header),
   };
 }
 
@@ -297,7 +380,8 @@ function isCount(value: unknown): value is number {
 
 function isIndexShape(index: unknown): boolean {
   const { lists } = (index ?? {}) as { lists?: unknown };
-  return Array.isArray(lists) && lists.length >= 1 && lists.length <= 2 && lists.every(isListShape);
+  const isSegments = (list: unknown) => Array.isArray(list) && list.every(isListShape);
+  return Array.isArray(lists) && lists.length >= 1 && lists.length <= 2 && lists.every(isSegments);
 }
 
 function isListShape(list: unknown): boolean {
@@ -312,15 +396,16 @@ function isListShape(list: unknown): boolean {
   );
 }
 
-/** The indexes of the lists from `start` to the end of `file`; undefined when they do not add up to the header. */
-function decodeIndexes(file: Buffer, start: number, header: Header): SavedIndex[] | undefined {
-  const reader = listReader(file, start);
+/** The indexes of the lists that make `body`; undefined when they do not add up to the header. */
+function decodeIndexes(body: Buffer, header: Header): SavedIndex[] | undefined {
+  const reader = listReader(body, 0);
+  const list = (segments: ListShape[]) => segments.flatMap(reader.list);
   try {
     const indexes = header.indexes.map(({ field, lists }) => {
-      const [sorted, keys] = lists.map(reader.list);
+      const [sorted, keys] = lists.map(list);
       return { field, sorted: sorted!, keys };
     });
-    return reader.at() === file.length ? indexes : undefined;
+    return reader.at() === body.length ? indexes : undefined;
   } catch {
     // A list that runs past the end, or runs that do not cover its entries.
     return undefined;

@@ -49,6 +49,7 @@ import {
   writeAllSync,
 } from '../../ops/durable-files.js';
 import { FSYNC_BUCKETS, Histogram } from '../../ops/histogram.js';
+import type { SavedIndex } from '../memory/field-indexes.js';
 import type { Mutation, StoreState } from '../memory/state.js';
 import { StateStore, type CommitLog } from '../memory/state-store.js';
 import {
@@ -64,7 +65,15 @@ import {
   writeRecord,
 } from './codec.js';
 import { journalName, listDataFiles, recover, snapshotName, type Recovered } from './recovery.js';
-import { INDEX_CACHE_FILE, readIndexCache, removeIndexCache, writeIndexCache, type IndexCache } from './index-cache.js';
+import {
+  INDEX_CACHE_FILE,
+  readIndexCache,
+  removeIndexCache,
+  writeIndexCache,
+  writeIndexCacheSoon,
+  type IndexCache,
+} from './index-cache.js';
+import { withFile, withFrame } from './records-print.js';
 import { captureImage, writeSnapshot, type Image } from './snapshot.js';
 
 export interface JournalIo {
@@ -140,6 +149,8 @@ class Journal implements CommitLog {
   private failed: Promise<void> | undefined;
   /** A compaction under way (its snapshot being written). */
   private compacting: Promise<void> | undefined;
+  /** The index cache a compaction writes, once it is under way; never rejects. */
+  private cachingIndexes: Promise<void> | undefined;
   /** After a failed compaction, the journal size at which to try again. */
   private retryCompactionAt = 0;
   private closed = false;
@@ -258,6 +269,7 @@ class Journal implements CommitLog {
     this.closed = true;
     if (this.flushing) await new Promise<void>((resolve) => (this.idle = resolve));
     if (this.compacting) await this.compacting;
+    await this.cachingIndexes;
     if (this.failure === undefined) {
       // Leave no preallocated space behind.
       try {
@@ -399,7 +411,9 @@ class Journal implements CommitLog {
     this.allocated = HEADER_BYTES;
     const temp = join(this.dir, `${snapshotName(next)}.tmp`);
     const started = performance.now();
-    this.compacting = writeSnapshot(image, next, temp, join(this.dir, snapshotName(next)))
+    let records = 0;
+    const written = (record: Buffer) => (records = withFrame(records, record.readUInt32LE(0), record.readUInt32LE(4)));
+    this.compacting = writeSnapshot(image, next, temp, join(this.dir, snapshotName(next)), written)
       .then(async (snapshotBytes) => {
         await fsyncDir(this.dir);
         this.earlierBytes = 0;
@@ -408,12 +422,35 @@ class Journal implements CommitLog {
         this.options.log(
           `users-server: compacted ${before} journal bytes into a ${snapshotBytes}-byte snapshot of ${image.users.length} users in ${ms} ms`,
         );
+        if (image.indexes !== undefined && image.indexes.length > 0) this.cacheIndexes(next, records, image.indexes);
       })
       .catch((error: unknown) => {
         // The journals still hold everything (writeSnapshot removed its partial file).
         this.compactionFailed(error as Error);
       })
       .finally(() => (this.compacting = undefined));
+  }
+
+  /**
+   * Writes the index cache at the start of journal `generation`, over its
+   * snapshot, whose records print `records`: after the cache being written,
+   * if one is, without holding the event loop.
+   */
+  private cacheIndexes(generation: number, records: number, indexes: SavedIndex[]): void {
+    const files = withFile(withFile(0, snapshotName(generation), records), journalName(generation), 0);
+    const point = { generation, end: HEADER_BYTES };
+    this.cachingIndexes = (this.cachingIndexes ?? Promise.resolve())
+      .then(async () => {
+        const started = performance.now();
+        await writeIndexCacheSoon(this.dir, point, files, indexes);
+        const ms = Math.round(performance.now() - started);
+        this.options.log(
+          `users-server: kept the indexes of ${indexes.length} fields in ${INDEX_CACHE_FILE} in ${ms} ms`,
+        );
+      })
+      .catch((error: Error) =>
+        this.options.log(`users-server: the indexes were not kept at compaction: ${error.message}`),
+      );
   }
 
   private compactionFailed(error: Error): void {

@@ -18,6 +18,7 @@ import {
   encodeRedirect,
   FileKind,
 } from './codec.js';
+import type { SavedIndex } from '../memory/field-indexes.js';
 import type { StoreState } from '../memory/state.js';
 import { call, recreateFile, shareOwnerSync } from '../../ops/durable-files.js';
 import type { StoredUser } from '../../users/rules.js';
@@ -35,6 +36,8 @@ export interface Image {
   tokens: ApiTokenRecord[];
   /** The feed of changes: its numbers and the changes it keeps. */
   changes: { lastSeq: number; trimmedThrough: number; kept: Change[] };
+  /** The declared fields' entries at the same instant (copies: writes change the live ones), for the index cache. */
+  indexes: SavedIndex[] | undefined;
 }
 
 const CHUNK_CHARS = 1024 * 1024;
@@ -57,6 +60,7 @@ export function captureImage(state: StoreState, now: number): Image {
       trimmedThrough: state.changes.trimmedThrough,
       kept: state.changes.kept(),
     },
+    indexes: state.fields.saved(true),
   };
 }
 
@@ -84,11 +88,17 @@ function* imageChunks(image: Image): Generator<string> {
 }
 
 /**
- * Writes the image to `temp`, fsyncs it and renames it to `path`. The caller
- * fsyncs the directory. On failure the temp file is left for start-up to
- * remove.
+ * Writes the image to `temp`, fsyncs it and renames it to `path`, and
+ * shows `written` each record (frame included). The caller fsyncs the
+ * directory. On failure the temp file is removed.
  */
-export async function writeSnapshot(image: Image, generation: number, temp: string, path: string): Promise<number> {
+export async function writeSnapshot(
+  image: Image,
+  generation: number,
+  temp: string,
+  path: string,
+  written?: (record: Buffer) => void,
+): Promise<number> {
   const fd = await recreateFile(temp, 0o600);
   let size = 0;
   try {
@@ -100,6 +110,7 @@ export async function writeSnapshot(image: Image, generation: number, temp: stri
       for (const chunk of imageChunks(image)) {
         const record = encodeRecord(chunk);
         await writeAll(fd, record);
+        written?.(record);
         size += record.length;
       }
       await call<void>((cb) => fsync(fd, cb));

@@ -91,14 +91,17 @@ export class FieldIndexes {
 
   /**
    * Every index's entries, in order, for the disk: read before the next
-   * write changes them. Undefined until a declare says which fields there are.
+   * write changes them, or `copied` to be read later. Undefined until a
+   * declare says which fields there are.
    */
-  saved(): SavedIndex[] | undefined {
+  saved(copied = false): SavedIndex[] | undefined {
     if (!this.declaredOnce) return undefined;
+    const parts = (entries: SortedEntries) =>
+      copied ? entries.parts().map((p) => ({ keys: p.keys.slice(), ids: p.ids.slice() })) : entries.parts();
     return this.indexes.map((index) => ({
       field: index.field,
-      sorted: index.sorted.parts(),
-      keys: index.keys === index.sorted ? undefined : index.keys.parts(),
+      sorted: parts(index.sorted),
+      keys: index.keys === index.sorted ? undefined : parts(index.keys),
     }));
   }
 
