@@ -256,26 +256,38 @@ export function writeIndexCache(dir: string, point: JournalPoint, saved: readonl
  * The same, for a point compaction made (the start of a journal, over a
  * snapshot whose records print `files`), while the server serves: a segment
  * is encoded between one write and the next, and the file takes its name
- * once it is whole and synced.
+ * once it is whole and synced. Gives up (false, its temp file removed) as
+ * soon as `wanted` says the cache is no longer wanted.
  */
 export async function writeIndexCacheSoon(
   dir: string,
   point: JournalPoint,
   files: number,
   saved: readonly SavedIndex[],
-): Promise<void> {
+  wanted: () => boolean,
+): Promise<boolean> {
   const temp = join(dir, `${INDEX_CACHE_FILE}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
   const fd = await recreateFile(temp, 0o600);
+  let whole = true;
   try {
     try {
       shareOwnerSync(fd, dir);
-      for (const buffers of cachePieces(point, files, saved)) await writeAll(fd, buffers);
-      await call<void>((cb) => fsync(fd, cb));
+      for (const buffers of cachePieces(point, files, saved)) {
+        whole = wanted();
+        if (!whole) break;
+        await writeAll(fd, buffers);
+      }
+      if (whole) await call<void>((cb) => fsync(fd, cb));
     } finally {
       await call<void>((cb) => close(fd, cb));
     }
+    if (!whole || !wanted()) {
+      await call<void>((cb) => unlink(temp, cb));
+      return false;
+    }
     await call<void>((cb) => rename(temp, join(dir, INDEX_CACHE_FILE), cb));
     await fsyncDir(dir);
+    return true;
   } catch (error) {
     await call<void>((cb) => unlink(temp, cb)).catch(() => {});
     throw error;

@@ -434,15 +434,17 @@ class Journal implements CommitLog {
   /**
    * Writes the index cache at the start of journal `generation`, over its
    * snapshot, whose records print `records`: after the cache being written,
-   * if one is, without holding the event loop.
+   * if one is, without holding the event loop, and while it is still wanted.
    */
   private cacheIndexes(generation: number, records: number, indexes: SavedIndex[]): void {
     const files = withFile(withFile(0, snapshotName(generation), records), journalName(generation), 0);
     const point = { generation, end: HEADER_BYTES };
+    // Not once a later compaction has begun, the store closes (it keeps its own), or the disk is full.
+    const wanted = () => this.generation === generation && !this.closed && this.full === undefined;
     this.cachingIndexes = (this.cachingIndexes ?? Promise.resolve())
       .then(async () => {
         const started = performance.now();
-        await writeIndexCacheSoon(this.dir, point, files, indexes);
+        if (!wanted() || !(await writeIndexCacheSoon(this.dir, point, files, indexes, wanted))) return;
         const ms = Math.round(performance.now() - started);
         this.options.log(
           `users-server: kept the indexes of ${indexes.length} fields in ${INDEX_CACHE_FILE} in ${ms} ms`,
