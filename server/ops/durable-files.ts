@@ -1,7 +1,7 @@
 /**
  * The file system calls every durable write of users-server shares: a
  * callback call as a promise, directory syncs, the creation of new files,
- * and whole-file replacement.
+ * whole writes, temp names and whole-file replacement.
  */
 import { randomBytes } from 'node:crypto';
 import {
@@ -17,6 +17,7 @@ import {
   statSync,
   unlink,
   unlinkSync,
+  write,
   writeSync,
 } from 'node:fs';
 
@@ -107,6 +108,22 @@ export function writeAllSync(fd: number, data: Buffer | string): void {
 /** A file's bytes: a text, a buffer, or buffers written one after the other (so that none is copied into one). */
 type FileContent = Buffer | string | readonly Buffer[];
 
+/** A temp file's path for a write that replaces `path`: of this process and this call alone. */
+export function tempPathFor(path: string): string {
+  return `${path}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
+}
+
+/** Whether `name` is the name of a temp file (tempPathFor) for the file named `file` in the same directory. */
+export function isTempNameOf(name: string, file: string): boolean {
+  return name.startsWith(`${file}.`) && /^\.\d+\.[0-9a-f]{8}\.tmp$/.test(name.slice(file.length));
+}
+
+/** Writes all of `buf` at the file's position, asynchronously (writeAllSync's reason holds). */
+export async function writeAll(fd: number, buf: Buffer): Promise<void> {
+  for (let done = 0; done < buf.length;)
+    done += await call<number>((cb) => write(fd, buf, done, buf.length - done, null, cb));
+}
+
 /**
  * Replaces `path` with `content` atomically and durably: a reader sees the
  * old file or the new one, never a mix, and after a crash the directory
@@ -116,7 +133,7 @@ type FileContent = Buffer | string | readonly Buffer[];
  * data is synced before the rename, and the directory after it.
  */
 export function replaceFileSync(dir: string, path: string, content: FileContent, mode: number): void {
-  const temp = `${path}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
+  const temp = tempPathFor(path);
   writeNewFileSync(dir, temp, content, mode);
   try {
     renameSync(temp, path);

@@ -22,7 +22,7 @@ export function readJournalData(dir: string, now: number): StoreData {
     );
   }
   recovered.state.sweep(now);
-  const { changes, indexes: _indexes, ...image } = captureImage(recovered.state, now);
+  const { changes, ...image } = captureImage(recovered.state, now);
   return {
     ...image,
     users: image.users.map((u) => ({ id: u.id, alias: u.alias, json: u.json })),
@@ -41,12 +41,7 @@ export async function writeJournalData(dir: string, data: StoreData): Promise<vo
   const { lastChange, ...image } = data;
   const users = image.users.map((u) => ({ ...u, etag: undefined }));
   const changes = { lastSeq: lastChange, trimmedThrough: lastChange, kept: [] };
-  await writeSnapshot(
-    { ...image, users, changes, indexes: undefined },
-    1,
-    join(dir, `${snapshotName(1)}.tmp`),
-    join(dir, snapshotName(1)),
-  );
+  await writeSnapshot({ ...image, users, changes }, 1, join(dir, `${snapshotName(1)}.tmp`), join(dir, snapshotName(1)));
   closeSync(createJournalSync(dir, 1));
   fsyncDirSync(dir);
 }

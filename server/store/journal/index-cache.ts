@@ -16,7 +16,6 @@
  * to 8 bytes; then the header's length and the CRC-32 of every byte before
  * the CRC (both uint32, little-endian).
  */
-import { randomBytes } from 'node:crypto';
 import {
   close,
   closeSync,
@@ -30,7 +29,6 @@ import {
   rename,
   rmSync,
   unlink,
-  write,
 } from 'node:fs';
 import { endianness } from 'node:os';
 import { join } from 'node:path';
@@ -38,10 +36,13 @@ import { crc32 } from 'node:zlib';
 import {
   call,
   fsyncDir,
+  isTempNameOf,
   recreateFile,
   removeFileSync,
   replaceFileSync,
   shareOwnerSync,
+  tempPathFor,
+  writeAll,
 } from '../../ops/durable-files.js';
 import { checkDeclarations, type FieldDeclaration } from '../../users/declared-fields.js';
 import { userKeysOf } from '../../users/index-key.js';
@@ -266,7 +267,7 @@ export async function writeIndexCacheSoon(
   saved: readonly SavedIndex[],
   wanted: () => boolean,
 ): Promise<boolean> {
-  const temp = join(dir, `${INDEX_CACHE_FILE}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
+  const temp = tempPathFor(join(dir, INDEX_CACHE_FILE));
   const fd = await recreateFile(temp, 0o600);
   let whole = true;
   try {
@@ -275,7 +276,7 @@ export async function writeIndexCacheSoon(
       for (const buffers of cachePieces(point, files, saved)) {
         whole = wanted();
         if (!whole) break;
-        await writeAll(fd, buffers);
+        for (const buffer of buffers) await writeAll(fd, buffer);
       }
       if (whole) await call<void>((cb) => fsync(fd, cb));
     } finally {
@@ -294,21 +295,11 @@ export async function writeIndexCacheSoon(
   }
 }
 
-/** Writes all of `buffers` at the file's position. */
-async function writeAll(fd: number, buffers: Buffer[]): Promise<void> {
-  for (const buffer of buffers)
-    for (let done = 0; done < buffer.length;)
-      done += await call<number>((cb) => write(fd, buffer, done, buffer.length - done, null, cb));
-}
-
 /** Removes the cache, if there is one. */
 export function removeIndexCache(dir: string): void {
   const path = join(dir, INDEX_CACHE_FILE);
   if (existsSync(path)) removeFileSync(dir, path);
 }
-
-/** A cache's temp file (durable-files.ts replaceFileSync's name) that a stop killed while writing it left. */
-const LEFTOVER = /^index-cache\.\d+\.[0-9a-f]{8}\.tmp$/;
 
 /**
  * The cache of `dir` when every check holds against this version and the
@@ -317,7 +308,7 @@ const LEFTOVER = /^index-cache\.\d+\.[0-9a-f]{8}\.tmp$/;
  */
 export function readIndexCache(dir: string): IndexCache | { refused: string } | undefined {
   for (const name of readdirSync(dir))
-    if (LEFTOVER.test(name)) rmSync(join(dir, name), { force: true, recursive: true });
+    if (isTempNameOf(name, INDEX_CACHE_FILE)) rmSync(join(dir, name), { force: true, recursive: true });
   let file: Buffer;
   try {
     file = readPlainFile(join(dir, INDEX_CACHE_FILE));

@@ -360,7 +360,7 @@ class Journal implements CommitLog {
     if (image === undefined && !this.closed && this.compacting === undefined && this.compactionDue()) {
       // Everything applied so far belongs to this journal: it ends after
       // the batch being filled, and the image is the state at that end.
-      image = captureImage(this.state, this.now());
+      image = { ...captureImage(this.state, this.now()), indexes: this.state.fields.saved(true) };
       const filling = this.batches[0];
       if (filling !== undefined) {
         filling.image = image;

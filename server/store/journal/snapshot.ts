@@ -5,7 +5,7 @@
  * the writing happens afterwards in ~1 MiB records, one asynchronous write
  * each, so the event loop is never held for long.
  */
-import { close, fsync, rename, unlink, write } from 'node:fs';
+import { close, fsync, rename, unlink } from 'node:fs';
 import { dirname } from 'node:path';
 import {
   encodeChange,
@@ -20,7 +20,7 @@ import {
 } from './codec.js';
 import type { SavedIndex } from '../memory/field-indexes.js';
 import type { StoreState } from '../memory/state.js';
-import { call, recreateFile, shareOwnerSync } from '../../ops/durable-files.js';
+import { call, recreateFile, shareOwnerSync, writeAll } from '../../ops/durable-files.js';
 import type { StoredUser } from '../../users/rules.js';
 import type { IdempotencyRecord } from '../kept-answer.js';
 import type { ApiTokenRecord, Change } from '../store.js';
@@ -36,8 +36,8 @@ export interface Image {
   tokens: ApiTokenRecord[];
   /** The feed of changes: its numbers and the changes it keeps. */
   changes: { lastSeq: number; trimmedThrough: number; kept: Change[] };
-  /** The declared fields' entries at the same instant (copies: writes change the live ones), for the index cache. */
-  indexes: SavedIndex[] | undefined;
+  /** Set by compaction: the declared fields' entries at the same instant (copies: writes change the live ones). */
+  indexes?: SavedIndex[] | undefined;
 }
 
 const CHUNK_CHARS = 1024 * 1024;
@@ -60,7 +60,6 @@ export function captureImage(state: StoreState, now: number): Image {
       trimmedThrough: state.changes.trimmedThrough,
       kept: state.changes.kept(),
     },
-    indexes: state.fields.saved(true),
   };
 }
 
@@ -124,11 +123,4 @@ export async function writeSnapshot(
     throw error;
   }
   return size;
-}
-
-async function writeAll(fd: number, buf: Buffer): Promise<void> {
-  let done = 0;
-  while (done < buf.length) {
-    done += await call<number>((cb) => write(fd, buf, done, buf.length - done, null, cb));
-  }
 }

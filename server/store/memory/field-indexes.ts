@@ -5,7 +5,8 @@
  * sorts (users/index-key.ts). Derived from the users: StoreState.apply
  * keeps them in step with every write, and they are built whole when a
  * field is declared or the state is read back, or taken from the entries
- * a journal store kept on disk at its last stop (journal/index-cache.ts).
+ * a journal store kept on disk at its last stop or compaction
+ * (journal/index-cache.ts).
  */
 import {
   describeDuplicates,
