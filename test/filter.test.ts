@@ -235,6 +235,24 @@ for (const c of failures) {
   });
 }
 
+test('a filter given again is parsed once, kept while other filters come and go', () => {
+  const kept = parseFilter('a eq 1');
+  const others = (from: number) => {
+    for (let i = from; i < from + 900; i++) parseFilter(`b eq ${i}`);
+  };
+  others(0);
+  // Kept while fewer than the 1,000 filters of a generation come after it.
+  assert.equal(parseFilter('a eq 1'), kept);
+  others(900);
+  assert.equal(parseFilter('a eq 1'), kept);
+  others(1800);
+  others(2700);
+  others(3600);
+  const again = parseFilter('a eq 1');
+  assert.deepEqual(again, kept);
+  assert.deepEqual(parseFilter('b eq 5'), { ok: true, filter: { kind: 'compare', path: ['b'], op: 'eq', value: 5 } });
+});
+
 test("a failure's detail is one sentence in the form of API.md's example", () => {
   assert.deepEqual(parseFilter('name eq "x" and email'), {
     ok: false,

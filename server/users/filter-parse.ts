@@ -64,25 +64,31 @@ interface Token {
 
 /**
  * The parses of the filters given lately, by their text: a parse is pure and
- * its tree never changed, and a lookup by a unique field (`email eq "..."`)
- * spends a third of its work beyond a GET by id parsing. At most
- * CACHED_FILTERS of at most CACHED_LENGTH characters each, the oldest
- * given up first.
+ * its tree never changed. Two generations of at most CACHED_FILTERS each,
+ * of at most CACHED_LENGTH characters: a parse is kept in the young one, a
+ * parse found in the old one moves to the young, and a full young one
+ * becomes the old, so that a stream of filters each given once (lookups by
+ * a unique field) costs one insert each and no eviction walk.
  */
-const parsed = new Map<string, FilterParse>();
+let young = new Map<string, FilterParse>();
+let old = new Map<string, FilterParse>();
 const CACHED_FILTERS = 1000;
 const CACHED_LENGTH = 256;
 
 /** Parses a filter; never throws. */
 export function parseFilter(text: string): FilterParse {
-  const known = parsed.get(text);
-  if (known !== undefined) return known;
-  const parse = parseNew(text);
-  if (text.length <= CACHED_LENGTH) {
-    if (parsed.size >= CACHED_FILTERS) parsed.delete(parsed.keys().next().value!);
-    parsed.set(text, parse);
-  }
+  const known = young.get(text) ?? old.get(text);
+  const parse = known ?? parseNew(text);
+  if (text.length <= CACHED_LENGTH && !young.has(text)) keep(text, parse);
   return parse;
+}
+
+function keep(text: string, parse: FilterParse): void {
+  if (young.size >= CACHED_FILTERS) {
+    old = young;
+    young = new Map();
+  }
+  young.set(text, parse);
 }
 
 function parseNew(text: string): FilterParse {
@@ -159,7 +165,7 @@ class FilterParser {
 
   private isKeyword(keyword: string): boolean {
     const token = this.current();
-    return token.type === 'word' && this.textOf(token).toLowerCase() === keyword;
+    return token.type === 'word' && isWordOf(this.text, token, keyword);
   }
 
   private isPunct(punct: string): boolean {
@@ -181,17 +187,24 @@ class FilterParser {
 
   /** `or` binds loosest, then `and`; `not` and parentheses are terms. */
   private parseOr(): Filter {
-    return this.parseChain('or', () => this.parseChain('and', () => this.parseTerm()));
+    return this.parseChain('or');
   }
 
-  /** Operands joined by `keyword`, each read by `operand`. */
-  private parseChain(keyword: 'and' | 'or', operand: () => Filter): Filter {
-    const operands = [operand()];
+  /** Operands joined by `keyword`. */
+  private parseChain(keyword: 'and' | 'or'): Filter {
+    const first = this.operandOf(keyword);
+    if (!this.isKeyword(keyword)) return first;
+    const operands = [first];
     while (this.isKeyword(keyword)) {
       this.advance();
-      operands.push(operand());
+      operands.push(this.operandOf(keyword));
     }
     return combine(keyword, operands);
+  }
+
+  /** An operand of a chain: an `and` chain within an `or` chain, a term within an `and` chain. */
+  private operandOf(keyword: 'and' | 'or'): Filter {
+    return keyword === 'or' ? this.parseChain('and') : this.parseTerm();
   }
 
   private parseTerm(): Filter {
@@ -200,7 +213,7 @@ class FilterParser {
     if (token.type !== 'word') throw new FilterSyntaxError(token.start, 'expected a path, `not (` or `(`');
     this.advance();
     const word = this.textOf(token);
-    if (word.toLowerCase() === 'not' && this.isPunct('('))
+    if (isWordOf(this.text, token, 'not') && this.isPunct('('))
       return { kind: 'not', operand: this.parseNested(token, ')') };
     return this.parseCondition(token, word);
   }
@@ -295,12 +308,10 @@ function quote(text: string): string {
 
 // ------------------------------------------------------------ the lexer
 
-const WORD = /[A-Za-z_][A-Za-z0-9_-]*(?:\.[A-Za-z0-9_-]*)*/y;
 // What could be meant as a number: checked against JSON's grammar as a whole, so `01` or `1x` is one error.
 const NUMBER_CHUNK = /[-0-9][0-9A-Za-z_.+-]*/y;
 // RFC 8259 section 6: number = [ minus ] int [ frac ] [ exp ]
 const JSON_NUMBER = /^-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?$/;
-const NAME_START = /^[A-Za-z_]/;
 
 /** The token at or after `from` (past spaces); never throws: a bad string, number or path carries its fault. */
 function lexToken(text: string, from: number): Token {
@@ -311,21 +322,39 @@ function lexToken(text: string, from: number): Token {
   if (c === '(' || c === ')' || c === '[' || c === ']') return { type: 'punct', start: at, end: at + 1 };
   if (c === '"') return lexString(text, at);
   if (c === '-' || (c >= '0' && c <= '9')) return lexNumber(text, at);
-  if (NAME_START.test(c)) return lexWord(text, at);
+  if (isNameStart(text.charCodeAt(at))) return lexWord(text, at);
   return { type: 'other', start: at, end: at + String.fromCodePoint(text.codePointAt(at)!).length };
 }
 
+/** A path or keyword: a name, then names after dots; a name after a dot that starts badly is its fault. */
 function lexWord(text: string, start: number): Token {
-  WORD.lastIndex = start;
-  const word = WORD.exec(text)![0];
-  const end = start + word.length;
-  let at = start;
-  for (const name of word.split('.')) {
-    if (!NAME_START.test(name))
-      return { type: 'word', start, end, fault: { at, expected: `expected a name after \`.\`: ${NAME_RULE}` } };
-    at += name.length + 1;
+  let fault: Fault | undefined;
+  let end = start + 1;
+  for (; end < text.length; end++) {
+    const unit = text.charCodeAt(end);
+    if (unit === DOT) {
+      if (fault === undefined && !isNameStart(text.charCodeAt(end + 1)))
+        fault = { at: end + 1, expected: `expected a name after \`.\`: ${NAME_RULE}` };
+    } else if (!isNameStart(unit) && !(unit >= 0x30 && unit <= 0x39) && unit !== 0x2d) break;
   }
-  return { type: 'word', start, end };
+  return fault === undefined ? { type: 'word', start, end } : { type: 'word', start, end, fault };
+}
+
+const DOT = 0x2e;
+
+/** `[A-Za-z_]`: the first character of a name. */
+function isNameStart(unit: number): boolean {
+  const lower = unit | 0x20;
+  return (lower >= 0x61 && lower <= 0x7a) || unit === 0x5f;
+}
+
+/** Whether the word `token` is `keyword` (lowercase letters), in any case. */
+function isWordOf(text: string, token: Token, keyword: string): boolean {
+  if (token.end - token.start !== keyword.length) return false;
+  // A letter's two cases differ in 0x20 alone; no other character of a word gives a lowercase letter so.
+  for (let i = 0; i < keyword.length; i++)
+    if ((text.charCodeAt(token.start + i) | 0x20) !== keyword.charCodeAt(i)) return false;
+  return true;
 }
 
 function lexNumber(text: string, start: number): Token {
