@@ -18,8 +18,10 @@
  */
 import assert from 'node:assert/strict';
 import {
+  closeSync,
   fdatasync as realFdatasync,
   mkdirSync,
+  openSync,
   readdirSync,
   readFileSync,
   statSync,
@@ -31,10 +33,13 @@ import {
 import { join } from 'node:path';
 import { once } from 'node:events';
 import { test, type TestContext } from 'node:test';
+import { sweepOnce } from '../server/commands/serve.js';
+import { StoreFullError, StoreUnavailableError } from '../server/errors.js';
 import type { Config } from '../server/ops/config.js';
 import { lockOwnerPid } from '../server/ops/data-dir.js';
 import { HEADER_BYTES } from '../server/store/journal/codec.js';
 import type { JournalIo } from '../server/store/journal/journal.js';
+import { openStore } from '../server/store/open-store.js';
 import type { Store } from '../server/store/store.js';
 import {
   ADMIN_PASSWORD,
@@ -705,3 +710,53 @@ test(
     });
   },
 );
+
+test('a write after the journal closed is refused as unavailable before the state changes, and a file opened since (on its descriptor number) receives none of it', async (t) => {
+  const dir = tempDir(t);
+  const fatal: Error[] = [];
+  const options = { log: () => {}, onFatal: (error: Error) => fatal.push(error) };
+  const putTo = (s: Store, alias: string) =>
+    s.putUser({
+      ref: { kind: 'alias', alias },
+      body: { name: alias },
+      preconditions: { ifMatch: undefined, ifNoneMatch: undefined },
+      policy: { allowIdChange: false, requireIfMatch: false },
+      now: Date.now(),
+    });
+  const store = await openStore('journal', dir, options);
+  assert.equal((await putTo(store, 'early')).kind, 'created');
+  await store.close();
+  const other = join(dir, 'opened-after-close');
+  const fd = openSync(other, 'w+');
+  t.after(() => closeSync(fd));
+  await assert.rejects(async () => putTo(store, 'late'), StoreUnavailableError);
+  // Whatever a late write would have scheduled has run by now.
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.equal(readFileSync(other).length, 0, 'the late write went into a file opened after the close');
+  assert.deepEqual(fatal, []);
+  assert.equal(await store.findUser({ kind: 'alias', alias: 'late' }), undefined);
+  const again = await openStore('journal', dir, options);
+  t.after(() => again.close());
+  assert.ok(await again.findUser({ kind: 'alias', alias: 'early' }));
+  assert.equal(await again.findUser({ kind: 'alias', alias: 'late' }), undefined);
+});
+
+test('the periodic sweep of a store that refuses it at once (a full disk) or later throws nothing out of its timer', async () => {
+  const refusals = [
+    () => {
+      throw new StoreFullError('The disk is full.');
+    },
+    () => Promise.reject(new StoreFullError('The disk is full.')),
+  ];
+  let swept = 0;
+  for (const refuse of refusals)
+    sweepOnce({
+      sweep: () => {
+        swept++;
+        return refuse();
+      },
+    });
+  // An unhandled rejection would fail this test once the turn ends.
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.equal(swept, 2);
+});

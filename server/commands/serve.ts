@@ -538,7 +538,12 @@ function stopper(running: {
   releaseLock: () => void;
 }): () => Promise<void> {
   const { config, store, settings, declarations, schema, app, listening, announced, accessLog, releaseLock } = running;
-  const sweeper = setInterval(() => void Promise.resolve(store.sweep(Date.now())).catch(() => {}), SWEEP_INTERVAL_MS);
+  // A sweep the store refuses at once (a full disk) throws before it makes a promise: caught too; the next one retries.
+  const sweep = () =>
+    void Promise.resolve()
+      .then(() => store.sweep(Date.now()))
+      .catch(() => {});
+  const sweeper = setInterval(sweep, SWEEP_INTERVAL_MS);
   sweeper.unref();
   let stopped: Promise<void> | undefined;
   return () =>
@@ -745,4 +750,14 @@ export async function serve(argv: readonly string[], io: CommandIo): Promise<num
   await running.stop();
   signals.unwatch();
   return fatal ? SERVER_EXIT.failed : SERVER_EXIT.ok;
+}
+
+/**
+ * One periodic sweep. A sweep the store refuses (a full disk) is dropped,
+ * also one refused at once, before a promise is made: the next one retries.
+ */
+export function sweepOnce(store: Pick<Store, 'sweep'>): void {
+  void Promise.resolve()
+    .then(() => store.sweep(Date.now()))
+    .catch(() => {});
 }

@@ -38,7 +38,7 @@ import {
 } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { DataError, StoreFailedError, StoreFullError } from '../../errors.js';
+import { DataError, StoreFailedError, StoreFullError, StoreUnavailableError } from '../../errors.js';
 import {
   call,
   fsyncDir,
@@ -232,6 +232,8 @@ class Journal implements CommitLog {
   }
 
   append(mutations: readonly Mutation[]): Promise<void> {
+    // Closing: its last flush is under way or done, and the file may be shut; refuse before the state changes.
+    if (this.closed) throw new StoreUnavailableError('The server is stopping; retry shortly.');
     // Once failed, refuse before the state changes: nothing more can be made durable.
     if (this.failure !== undefined) throw this.failure;
     // A full disk: refuse before the state changes, and see whether space came back.
