@@ -725,7 +725,9 @@ test('a write after the journal closed is refused as unavailable before the stat
     });
   const store = await openStore('journal', dir, options);
   assert.equal((await putTo(store, 'early')).kind, 'created');
-  await store.close();
+  const closing = store.close();
+  await assert.rejects(async () => putTo(store, 'while-closing'), StoreUnavailableError);
+  await closing;
   const other = join(dir, 'opened-after-close');
   const fd = openSync(other, 'w+');
   t.after(() => closeSync(fd));
@@ -739,6 +741,7 @@ test('a write after the journal closed is refused as unavailable before the stat
   t.after(() => again.close());
   assert.ok(await again.findUser({ kind: 'alias', alias: 'early' }));
   assert.equal(await again.findUser({ kind: 'alias', alias: 'late' }), undefined);
+  assert.equal(await again.findUser({ kind: 'alias', alias: 'while-closing' }), undefined);
 });
 
 test('the periodic sweep of a store that refuses it at once (a full disk) or later throws nothing out of its timer', async () => {

@@ -538,12 +538,7 @@ function stopper(running: {
   releaseLock: () => void;
 }): () => Promise<void> {
   const { config, store, settings, declarations, schema, app, listening, announced, accessLog, releaseLock } = running;
-  // A sweep the store refuses at once (a full disk) throws before it makes a promise: caught too; the next one retries.
-  const sweep = () =>
-    void Promise.resolve()
-      .then(() => store.sweep(Date.now()))
-      .catch(() => {});
-  const sweeper = setInterval(sweep, SWEEP_INTERVAL_MS);
+  const sweeper = setInterval(() => sweepOnce(store), SWEEP_INTERVAL_MS);
   sweeper.unref();
   let stopped: Promise<void> | undefined;
   return () =>

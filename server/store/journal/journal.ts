@@ -232,10 +232,10 @@ class Journal implements CommitLog {
   }
 
   append(mutations: readonly Mutation[]): Promise<void> {
-    // Closing: its last flush is under way or done, and the file may be shut; refuse before the state changes.
-    if (this.closed) throw new StoreUnavailableError('The server is stopping; retry shortly.');
     // Once failed, refuse before the state changes: nothing more can be made durable.
     if (this.failure !== undefined) throw this.failure;
+    // Closing: its last flush is under way or done, and the file may be shut; refuse before the state changes.
+    if (this.closed) throw new StoreUnavailableError('The server is stopping; retry shortly.');
     // A full disk: refuse before the state changes, and see whether space came back.
     if (this.full !== undefined) {
       this.probeSpace();
