@@ -49,7 +49,7 @@ import { userKeysOf } from '../../users/index-key.js';
 import type { SavedIndex } from '../memory/field-indexes.js';
 import { CHUNK, type EntryList } from '../memory/sorted-entries.js';
 import { FRAME_BYTES, HEADER_BYTES } from './codec.js';
-import { withFile, withFrame } from './records-print.js';
+import { withFile, withRecordAt } from './records-print.js';
 import { journalName, listDataFiles, snapshotName, type JournalPoint } from './recovery.js';
 
 export const INDEX_CACHE_FILE = 'index-cache';
@@ -141,9 +141,8 @@ function recordsPrint(path: string, end: number | undefined): number | undefined
       const got = readSync(fd, chunk, 0, Math.min(PRINT_CHUNK, size - offset), offset);
       let at = 0;
       for (; at + FRAME_BYTES <= got; at += FRAME_BYTES + chunk.readUInt32LE(at)) {
-        const length = chunk.readUInt32LE(at);
-        if (length === 0) return undefined;
-        print = withFrame(print, length, chunk.readUInt32LE(at + 4));
+        if (chunk.readUInt32LE(at) === 0) return undefined;
+        print = withRecordAt(print, chunk, at);
       }
       // No whole frame where one should start: the records stop short of `size`.
       if (at === 0) return undefined;

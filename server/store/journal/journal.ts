@@ -73,7 +73,7 @@ import {
   writeIndexCacheSoon,
   type IndexCache,
 } from './index-cache.js';
-import { withFile, withFrame } from './records-print.js';
+import { withFile, withRecordAt } from './records-print.js';
 import { captureImage, writeSnapshot, type Image } from './snapshot.js';
 
 export interface JournalIo {
@@ -414,7 +414,7 @@ class Journal implements CommitLog {
     const temp = join(this.dir, `${snapshotName(next)}.tmp`);
     const started = performance.now();
     let records = 0;
-    const written = (record: Buffer) => (records = withFrame(records, record.readUInt32LE(0), record.readUInt32LE(4)));
+    const written = (record: Buffer) => (records = withRecordAt(records, record, 0));
     this.compacting = writeSnapshot(image, next, temp, join(this.dir, snapshotName(next)), written)
       .then(async (snapshotBytes) => {
         await fsyncDir(this.dir);

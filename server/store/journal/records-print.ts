@@ -7,9 +7,10 @@
  */
 import { crc32 } from 'node:zlib';
 
-/** The print of the records so far, `print`, with one more record's frame. */
-export function withFrame(print: number, length: number, checksum: number): number {
-  return (Math.imul(print ^ checksum, 0x01000193) ^ length) >>> 0;
+/** The print of the records so far, `print`, with the frame of the record at `at` of `buf` (codec.ts: length, CRC). */
+export function withRecordAt(print: number, buf: Buffer, at: number): number {
+  const length = buf.readUInt32LE(at);
+  return (Math.imul(print ^ buf.readUInt32LE(at + 4), 0x01000193) ^ length) >>> 0;
 }
 
 /** The print of the files so far, `print`, with one more file named `name`, whose records print `records`. */

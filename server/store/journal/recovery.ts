@@ -31,7 +31,7 @@ import {
   refuseNewerFormat,
 } from './codec.js';
 import { StoreState } from '../memory/state.js';
-import { withFile, withFrame } from './records-print.js';
+import { withFile, withRecordAt } from './records-print.js';
 
 const NAME = /^(journal|snapshot)-(\d{8})$/;
 const READ_CHUNK = 8 * 1024 * 1024;
@@ -362,7 +362,7 @@ export function recover(dir: string, options: { salvage?: boolean; since?: Journ
 function noteRecord(touched: Touched, state: StoreState, buf: Buffer, base: number, at: number, length: number): void {
   const before = base + at < touched.from;
   state.touched = before ? undefined : touched.ids;
-  if (before) touched.print = withFrame(touched.print, length - FRAME_BYTES, buf.readUInt32LE(at + 4));
+  if (before) touched.print = withRecordAt(touched.print, buf, at);
   if (base + at + length === touched.from) touched.boundary = true;
 }
 

@@ -151,14 +151,16 @@ export class FieldIndexes {
       users,
       this.inUse,
     );
+    // Each user written since is parsed once, for every index taken from the disk.
+    const since = saved.length === 0 ? new Map<number, unknown>() : parsedUsers(changed);
     const restored = missing.flatMap((field) => {
       const kept = savedOf(field);
-      return kept === undefined ? [] : [restoredIndex(kept, changed, this.inUse)];
+      return kept === undefined ? [] : [restoredIndex(kept, since, this.inUse)];
     });
     const refused = [
       ...fresh.map((index) => uniquenessRefusal(index)),
       // A kept index held no key twice when saved: only a user written since can share one.
-      ...restored.map((index) => uniquenessRefusal(index, changed)),
+      ...restored.map((index) => uniquenessRefusal(index, since)),
     ].find((r) => r !== undefined);
     if (refused !== undefined) return refused;
     const built = [...fresh, ...restored];
@@ -215,8 +217,17 @@ type Users = Iterable<[number, StoredUser]> & { readonly size?: number };
 /** Users written since indexes were saved: each one's version now, undefined once it is gone. */
 type Changed = ReadonlyMap<number, string | undefined>;
 
+/** The same users, each version parsed (undefined: gone). */
+type ChangedUsers = ReadonlyMap<number, unknown>;
+
+function parsedUsers(changed: Changed): ChangedUsers {
+  const users = new Map<number, unknown>();
+  for (const [id, json] of changed) users.set(id, json === undefined ? undefined : JSON.parse(json));
+  return users;
+}
+
 /** The index `saved` kept on disk, the users in `changed` (written since it was saved) entered again. */
-function restoredIndex(saved: SavedIndex, changed: Changed, inUse: (index: FieldIndex) => boolean): FieldIndex {
+function restoredIndex(saved: SavedIndex, changed: ChangedUsers, inUse: (index: FieldIndex) => boolean): FieldIndex {
   const entries = (parts: readonly EntryList[]) =>
     SortedEntries.ofParts(changed.size === 0 ? parts : parts.map((part) => without(part, changed)));
   const sorted = entries(saved.sorted);
@@ -229,12 +240,12 @@ function restoredIndex(saved: SavedIndex, changed: Changed, inUse: (index: Field
     },
     inUse,
   );
-  for (const [id, json] of changed) if (json !== undefined) enter(index, id, JSON.parse(json), true);
+  for (const [id, user] of changed) if (user !== undefined) enter(index, id, user, true);
   return index;
 }
 
 /** The entries of `list` whose ids are not in `ids`. */
-function without(list: EntryList, ids: Changed): EntryList {
+function without(list: EntryList, ids: ChangedUsers): EntryList {
   const kept: EntryList = { keys: [], ids: [] };
   for (let i = 0; i < list.ids.length; i++)
     if (!ids.has(list.ids[i]!)) {
@@ -345,7 +356,7 @@ function sortKeyAlone(sortKey: string, keys: readonly string[]): boolean {
  * Why a new unique field's index cannot stand: the values two users or more
  * hold, or undefined. With `changed`, only keys of those users are looked at.
  */
-function uniquenessRefusal(index: FieldIndex, changed?: Changed): string | undefined {
+function uniquenessRefusal(index: FieldIndex, changed?: ChangedUsers): string | undefined {
   if (!index.field.unique) return undefined;
   const shared = changed === undefined ? index.keys.sharedKeys(LAST_KEY) : sharedKeysOf(index, changed);
   if (shared.length === 0) return undefined;
@@ -356,11 +367,11 @@ function uniquenessRefusal(index: FieldIndex, changed?: Changed): string | undef
 }
 
 /** The keys of the users in `changed` that two users or more hold at the field of `index`, in key order. */
-function sharedKeysOf(index: FieldIndex, changed: Changed): { key: string; ids: number[] }[] {
+function sharedKeysOf(index: FieldIndex, changed: ChangedUsers): { key: string; ids: number[] }[] {
   const shared = new Map<string, number[]>();
-  for (const json of changed.values()) {
-    if (json === undefined) continue;
-    for (const key of userKeysOf(JSON.parse(json), index.names, index.field.caseInsensitive).keys) {
+  for (const user of changed.values()) {
+    if (user === undefined) continue;
+    for (const key of userKeysOf(user, index.names, index.field.caseInsensitive).keys) {
       const ids = index.keys.idsOf(key, 0, Infinity);
       if (ids.length > 1) shared.set(key, ids);
     }
