@@ -13,6 +13,7 @@ import {
   fsyncSync,
   open,
   openSync,
+  rename,
   renameSync,
   statSync,
   unlink,
@@ -20,6 +21,7 @@ import {
   write,
   writeSync,
 } from 'node:fs';
+import { dirname } from 'node:path';
 
 /**
  * How every file users-server writes is opened: created new, write-only.
@@ -119,9 +121,47 @@ export function isTempNameOf(name: string, file: string): boolean {
 }
 
 /** Writes all of `buf` at the file's position, asynchronously (writeAllSync's reason holds). */
-export async function writeAll(fd: number, buf: Buffer): Promise<void> {
+async function writeAll(fd: number, buf: Buffer): Promise<void> {
   for (let done = 0; done < buf.length;)
     done += await call<number>((cb) => write(fd, buf, done, buf.length - done, null, cb));
+}
+
+/**
+ * Writes a new file under `temp` and gives it the name `path` once it is
+ * whole and synced, asynchronously: for the files compaction writes while
+ * the server serves. `fill` writes the bytes through `write` and answers
+ * false to give up, as `wanted` can once the file is synced; then the temp
+ * file is removed, `path` is left as it was and the answer is false. A
+ * failure removes the temp file too, then throws. The caller syncs the directory.
+ */
+export async function replaceFileSoon(
+  temp: string,
+  path: string,
+  mode: number,
+  fill: (write: (data: Buffer) => Promise<void>) => Promise<boolean>,
+  wanted: () => boolean = () => true,
+): Promise<boolean> {
+  const fd = await recreateFile(temp, mode);
+  try {
+    let whole: boolean;
+    try {
+      shareOwnerSync(fd, dirname(temp));
+      whole = await fill((data) => writeAll(fd, data));
+      if (whole) await call<void>((cb) => fsync(fd, cb));
+    } finally {
+      await call<void>((cb) => close(fd, cb));
+    }
+    if (!whole || !wanted()) {
+      await call<void>((cb) => unlink(temp, cb));
+      return false;
+    }
+    await call<void>((cb) => rename(temp, path, cb));
+    return true;
+  } catch (error) {
+    // A partial file is left for no one (a full disk, say).
+    await call<void>((cb) => unlink(temp, cb)).catch(() => {});
+    throw error;
+  }
 }
 
 /**

@@ -16,33 +16,17 @@
  * to 8 bytes; then the header's length and the CRC-32 of every byte before
  * the CRC (both uint32, little-endian).
  */
-import {
-  close,
-  closeSync,
-  constants,
-  existsSync,
-  fstatSync,
-  fsync,
-  openSync,
-  readdirSync,
-  readSync,
-  rename,
-  rmSync,
-  unlink,
-} from 'node:fs';
+import { closeSync, constants, existsSync, fstatSync, openSync, readdirSync, readSync, rmSync } from 'node:fs';
 import { endianness } from 'node:os';
 import { join } from 'node:path';
 import { crc32 } from 'node:zlib';
 import {
-  call,
   fsyncDir,
   isTempNameOf,
-  recreateFile,
   removeFileSync,
+  replaceFileSoon,
   replaceFileSync,
-  shareOwnerSync,
   tempPathFor,
-  writeAll,
 } from '../../ops/durable-files.js';
 import { checkDeclarations, type FieldDeclaration } from '../../users/declared-fields.js';
 import { userKeysOf } from '../../users/index-key.js';
@@ -266,32 +250,17 @@ export async function writeIndexCacheSoon(
   saved: readonly SavedIndex[],
   wanted: () => boolean,
 ): Promise<boolean> {
-  const temp = tempPathFor(join(dir, INDEX_CACHE_FILE));
-  const fd = await recreateFile(temp, 0o600);
-  let whole = true;
-  try {
-    try {
-      shareOwnerSync(fd, dir);
-      for (const buffers of cachePieces(point, files, saved)) {
-        whole = wanted();
-        if (!whole) break;
-        for (const buffer of buffers) await writeAll(fd, buffer);
-      }
-      if (whole) await call<void>((cb) => fsync(fd, cb));
-    } finally {
-      await call<void>((cb) => close(fd, cb));
+  const path = join(dir, INDEX_CACHE_FILE);
+  const fill = async (write: (data: Buffer) => Promise<void>) => {
+    for (const buffers of cachePieces(point, files, saved)) {
+      if (!wanted()) return false;
+      for (const buffer of buffers) await write(buffer);
     }
-    if (!whole || !wanted()) {
-      await call<void>((cb) => unlink(temp, cb));
-      return false;
-    }
-    await call<void>((cb) => rename(temp, join(dir, INDEX_CACHE_FILE), cb));
-    await fsyncDir(dir);
     return true;
-  } catch (error) {
-    await call<void>((cb) => unlink(temp, cb)).catch(() => {});
-    throw error;
-  }
+  };
+  const written = await replaceFileSoon(tempPathFor(path), path, 0o600, fill, wanted);
+  if (written) await fsyncDir(dir);
+  return written;
 }
 
 /** Removes the cache, if there is one. */

@@ -5,8 +5,6 @@
  * the writing happens afterwards in ~1 MiB records, one asynchronous write
  * each, so the event loop is never held for long.
  */
-import { close, fsync, rename, unlink } from 'node:fs';
-import { dirname } from 'node:path';
 import {
   encodeChange,
   encodeChangeNumbers,
@@ -20,7 +18,7 @@ import {
 } from './codec.js';
 import type { SavedIndex } from '../memory/field-indexes.js';
 import type { StoreState } from '../memory/state.js';
-import { call, recreateFile, shareOwnerSync, writeAll } from '../../ops/durable-files.js';
+import { replaceFileSoon } from '../../ops/durable-files.js';
 import type { StoredUser } from '../../users/rules.js';
 import type { IdempotencyRecord } from '../kept-answer.js';
 import type { ApiTokenRecord, Change } from '../store.js';
@@ -98,29 +96,18 @@ export async function writeSnapshot(
   path: string,
   written?: (record: Buffer) => void,
 ): Promise<number> {
-  const fd = await recreateFile(temp, 0o600);
   let size = 0;
-  try {
-    try {
-      shareOwnerSync(fd, dirname(temp));
-      const header = encodeHeader(FileKind.Snapshot, generation);
-      await writeAll(fd, header);
-      size += header.length;
-      for (const chunk of imageChunks(image)) {
-        const record = encodeRecord(chunk);
-        await writeAll(fd, record);
-        written?.(record);
-        size += record.length;
-      }
-      await call<void>((cb) => fsync(fd, cb));
-    } finally {
-      await call<void>((cb) => close(fd, cb));
+  await replaceFileSoon(temp, path, 0o600, async (write) => {
+    const header = encodeHeader(FileKind.Snapshot, generation);
+    await write(header);
+    size += header.length;
+    for (const chunk of imageChunks(image)) {
+      const record = encodeRecord(chunk);
+      await write(record);
+      written?.(record);
+      size += record.length;
     }
-    await call<void>((cb) => rename(temp, path, cb));
-  } catch (error) {
-    // A partial snapshot is left for no one (a full disk, say).
-    await call<void>((cb) => unlink(temp, cb)).catch(() => {});
-    throw error;
-  }
+    return true;
+  });
   return size;
 }
