@@ -6,7 +6,7 @@
  * removed, never written through.
  */
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { replaceFileSoon } from '../server/ops/durable-files.js';
@@ -28,6 +28,7 @@ test('replaceFileSoon: what fill writes, in its pieces, takes the name; nothing 
   });
   assert.equal(done, true);
   assert.equal(readFileSync(path, 'utf8'), 'new content');
+  assert.equal(statSync(path).mode & 0o777, 0o600);
   assert.deepEqual(readdirSync(dir), ['f']);
 });
 
@@ -37,6 +38,7 @@ test('replaceFileSoon: a fill that gives up, or a write no longer wanted once sy
     await write(Buffer.from('part'));
     return false;
   });
+  assert.deepEqual(readdirSync(dir), ['f'], 'the temp file of the fill that gave up is removed');
   const unwanted = await replaceFileSoon(
     temp,
     path,

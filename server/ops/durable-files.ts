@@ -129,10 +129,12 @@ async function writeAll(fd: number, buf: Buffer): Promise<void> {
 /**
  * Writes a new file under `temp` and gives it the name `path` once it is
  * whole and synced, asynchronously: for the files compaction writes while
- * the server serves. `fill` writes the bytes through `write` and answers
- * false to give up, as `wanted` can once the file is synced; then the temp
- * file is removed, `path` is left as it was and the answer is false. A
- * failure removes the temp file too, then throws. The caller syncs the directory.
+ * the server serves. Whatever already holds `temp` is removed first (a link
+ * itself, never what it points to). `fill` writes the bytes through `write`
+ * and answers false to give up; `wanted`, asked once the file is synced and
+ * closed, can give up too. Then the temp file is removed, `path` is left as
+ * it was and the answer is false. A failure removes the temp file too, then
+ * throws. The caller syncs the directory.
  */
 export async function replaceFileSoon(
   temp: string,
