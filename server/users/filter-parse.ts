@@ -77,9 +77,10 @@ const CACHED_LENGTH = 256;
 
 /** Parses a filter; never throws. */
 export function parseFilter(text: string): FilterParse {
-  const known = young.get(text) ?? old.get(text);
-  const parse = known ?? parseNew(text);
-  if (text.length <= CACHED_LENGTH && !young.has(text)) keep(text, parse);
+  const recent = young.get(text);
+  if (recent !== undefined) return recent;
+  const parse = old.get(text) ?? parseNew(text);
+  if (text.length <= CACHED_LENGTH) keep(text, parse);
   return parse;
 }
 
