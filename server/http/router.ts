@@ -212,6 +212,8 @@ function splitTarget(url: string): { path: string; query: string } | undefined {
   let path = url.slice(start, pathEnd);
   if (start !== 0 && path.charCodeAt(0) !== 0x2f) path = '/' + path;
   const query = question === -1 ? '' : url.slice(question + 1, end);
-  path = path.replace(UNRESERVED_ESCAPE, (escape) => String.fromCharCode(parseInt(escape.slice(1), 16)));
+  // A path without an escape, as most are, is kept as it is: the replace would still run the expression over it.
+  if (path.includes('%'))
+    path = path.replace(UNRESERVED_ESCAPE, (escape) => String.fromCharCode(parseInt(escape.slice(1), 16)));
   return { path, query };
 }

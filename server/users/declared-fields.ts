@@ -69,10 +69,22 @@ export function withoutField(fields: readonly FieldDeclaration[], path: string):
   return fields.filter((f) => f.path !== path);
 }
 
-/** The paths declared case-insensitive: the set the filter and the sort fold (users/filter-match.ts, users/sort.ts). */
+/**
+ * The paths declared case-insensitive: the set the filter and the sort fold
+ * (users/filter-match.ts, users/sort.ts). A store keeps one array of its
+ * declarations until they change, and every find asks for its set, so the
+ * set is made once per array.
+ */
 export function foldedPaths(fields: readonly FieldDeclaration[]): ReadonlySet<string> {
-  return new Set(fields.filter((f) => f.caseInsensitive).map((f) => f.path));
+  let folded = foldedOf.get(fields);
+  if (folded === undefined) {
+    folded = new Set(fields.filter((f) => f.caseInsensitive).map((f) => f.path));
+    foldedOf.set(fields, folded);
+  }
+  return folded;
 }
+
+const foldedOf = new WeakMap<readonly FieldDeclaration[], ReadonlySet<string>>();
 
 /** The names of a declared path. */
 export function namesOf(field: FieldDeclaration): readonly string[] {
