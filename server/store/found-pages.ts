@@ -50,14 +50,14 @@ function keepFirst(best: Found[], found: Found, max: number, sort: readonly Sort
 
 /** A page of `found`; `more`: users follow the last of them. */
 export function pageOf(found: readonly Found[], more: boolean, total?: number): FoundPage {
+  const items: string[] = [];
   const aliases: [number, string][] = [];
-  for (const { user } of found) if (user.alias !== undefined) aliases.push([user.id, user.alias]);
-  return {
-    items: found.map((f) => f.user.json),
-    aliases,
-    next: more && found.length > 0 ? found.at(-1)!.entry : undefined,
-    ...(total !== undefined && { total }),
-  };
+  for (const { user } of found) {
+    items.push(user.json);
+    if (user.alias !== undefined) aliases.push([user.id, user.alias]);
+  }
+  const next = more && found.length > 0 ? found[found.length - 1]!.entry : undefined;
+  return total === undefined ? { items, aliases, next } : { items, aliases, next, total };
 }
 
 /**

@@ -96,7 +96,8 @@ export function indexPlanOf(
   folded: ReadonlySet<string>,
 ): IndexPlan | undefined {
   const usable = (path: readonly string[]) => {
-    const dotted = path.join('.');
+    // Most paths are one name: joining it would make a new string to compare.
+    const dotted = path.length === 1 ? path[0]! : path.join('.');
     return fields.find((f) => f.path === dotted && f.caseInsensitive === folded.has(dotted));
   };
   const condition = servedCondition(query.filter, usable);
