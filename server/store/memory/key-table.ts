@@ -9,7 +9,8 @@
  * Open addressing over slots of three elements: the key's hash (30 bits,
  * a small integer), the key, its number. The slot of a hash is its place in
  * the table scaled to the capacity, so the capacity need not be a power
- * of two and the table stays at 0.5 to 0.8 of it. A removal moves later
+ * of two; the table is sized to hold keys at 0.75 of it, and made again
+ * at that size once they pass 0.9 or fall under 0.3. A removal moves later
  * pairs of its run back into the gap, so no slot is ever marked removed.
  * The hash is seeded per table at random: keys chosen to share a slot
  * cannot be chosen ahead.
@@ -18,10 +19,10 @@
 /** A slot's key when the slot holds no pair. */
 const EMPTY = 0;
 const SLOT = 3;
-const MAX_LOAD = 0.8;
-const MIN_LOAD = 0.2;
+const MAX_LOAD = 0.9;
+const MIN_LOAD = 0.3;
 /** The load a table is sized to, at its start and each resize. */
-const LOAD = 0.6;
+const LOAD = 0.75;
 const MIN_CAPACITY = 16;
 
 export class KeyTable {
@@ -96,9 +97,8 @@ export class KeyTable {
   private resize(pairs: number): void {
     const old = this.slots;
     this.capacity = Math.max(MIN_CAPACITY, Math.ceil(pairs / LOAD));
-    this.slots = [];
-    // Pushed one by one, the array holds its elements packed: a read need not check for a hole.
-    for (let i = 0; i < this.capacity * SLOT; i++) this.slots.push(EMPTY);
+    // Made at its size and filled: an array grown by push keeps up to half again its room, and leaves smaller copies.
+    this.slots = new Array<number | string>(this.capacity * SLOT).fill(EMPTY);
     for (let i = 0; i < old.length; i += SLOT) {
       if (old[i + 1] === EMPTY) continue;
       let at = this.home(old[i] as number);
