@@ -15,6 +15,7 @@
  * are at each step, after the last one it took.
  */
 import { KeyTable } from './key-table.js';
+import { lowerBound } from './lower-bound.js';
 import type { SortedEntries } from './sorted-entries.js';
 
 /** The mark of a key whose holders this table does not know. */
@@ -38,7 +39,7 @@ export class KeyHolders {
     private readonly end: string,
     private readonly current: () => boolean,
   ) {
-    this.holder = new KeyTable(entryCount(entries()));
+    this.holder = new KeyTable(keysBelow(entries(), end));
     // No key is below '', the start.
     this.filled = new Promise((resolve) => this.fill('', 0, resolve));
   }
@@ -93,8 +94,15 @@ export class KeyHolders {
   }
 }
 
-function entryCount(entries: SortedEntries): number {
+/** The number of entries of `entries` whose keys are below `end`: the parts are in key order. */
+function keysBelow(entries: SortedEntries, end: string): number {
   let count = 0;
-  for (const part of entries.parts()) count += part.keys.length;
+  for (const { keys } of entries.parts()) {
+    if (keys[keys.length - 1]! < end) {
+      count += keys.length;
+      continue;
+    }
+    return count + lowerBound(keys, end);
+  }
   return count;
 }

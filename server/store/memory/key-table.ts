@@ -9,20 +9,24 @@
  * Open addressing over slots of three elements: the key's hash (30 bits,
  * a small integer), the key, its number. The slot of a hash is its place in
  * the table scaled to the capacity, so the capacity need not be a power
- * of two; the table is sized to hold keys at 0.75 of it, and made again
- * at that size once they pass 0.9 or fall under 0.3. A removal moves later
- * pairs of its run back into the gap, so no slot is ever marked removed.
- * The hash is seeded per table at random: keys chosen to share a slot
- * cannot be chosen ahead.
+ * of two. A table is made for the keys it expects at 0.75 of its
+ * capacity, and made again at 0.5 once they pass 0.8 or fall under 0.25:
+ * past 0.8 a key the table lacks is looked for over runs of tens of slots.
+ * A removal moves later pairs of its run back into the gap, so no slot is
+ * ever marked removed. The hash starts from a random seed per table: it
+ * is not a keyed hash, but keys found to share slots in one table do not
+ * in the next.
  */
 
 /** A slot's key when the slot holds no pair. */
 const EMPTY = 0;
 const SLOT = 3;
-const MAX_LOAD = 0.9;
-const MIN_LOAD = 0.3;
-/** The load a table is sized to, at its start and each resize. */
+const MAX_LOAD = 0.8;
+const MIN_LOAD = 0.25;
+/** The load a table is made at for the keys it is told to expect. */
 const LOAD = 0.75;
+/** The load a table is made again at once its keys pass MAX_LOAD or fall under MIN_LOAD: room for as many again. */
+const REMADE_LOAD = 0.5;
 const MIN_CAPACITY = 16;
 
 export class KeyTable {
@@ -35,7 +39,7 @@ export class KeyTable {
     expected = 0,
     private readonly hashOf: (key: string) => number = seededHash((Math.random() * 0x100000000) >>> 0),
   ) {
-    this.resize(expected);
+    this.resize(expected, LOAD);
   }
 
   get size(): number {
@@ -57,14 +61,14 @@ export class KeyTable {
     if (slots[at * SLOT + 1] !== EMPTY) return;
     slots[at * SLOT] = hash;
     slots[at * SLOT + 1] = key;
-    if (++this.count > this.capacity * MAX_LOAD) this.resize(this.count);
+    if (++this.count > this.capacity * MAX_LOAD) this.resize(this.count, REMADE_LOAD);
   }
 
   delete(key: string): void {
     const at = this.slotOf(key, this.hashOf(key));
     if (this.slots[at * SLOT + 1] === EMPTY) return;
     this.closeGap(at);
-    if (--this.count < this.capacity * MIN_LOAD && this.capacity > MIN_CAPACITY) this.resize(this.count);
+    if (--this.count < this.capacity * MIN_LOAD && this.capacity > MIN_CAPACITY) this.resize(this.count, REMADE_LOAD);
   }
 
   /** The slot that holds `key`, else the empty slot that ends its run. */
@@ -93,10 +97,10 @@ export class KeyTable {
     slots[gap * SLOT + 2] = EMPTY;
   }
 
-  /** A table of capacity for `pairs` at LOAD, holding the pairs it held. */
-  private resize(pairs: number): void {
+  /** A table of capacity for `pairs` at `load`, holding the pairs it held. */
+  private resize(pairs: number, load: number): void {
     const old = this.slots;
-    this.capacity = Math.max(MIN_CAPACITY, Math.ceil(pairs / LOAD));
+    this.capacity = Math.max(MIN_CAPACITY, Math.ceil(pairs / load));
     // Made at its size and filled: an array grown by push keeps up to half again its room, and leaves smaller copies.
     this.slots = new Array<number | string>(this.capacity * SLOT).fill(EMPTY);
     for (let i = 0; i < old.length; i += SLOT) {
