@@ -1,8 +1,8 @@
 /**
  * The table of a unique field's holders (server/store/memory/key-table.ts)
  * against a Map: after any sequence of sets and deletes, every key reads
- * as the Map has it. The hashes are the table's own, or few, or all near
- * the top, so that runs of slots meet, wrap around the table's end, and
+ * as the Map has it. The hashes are the table's own, or few, or at the
+ * top and the bottom of the range, so that runs of slots meet, wrap around the table's end, and
  * the table grows and shrinks under them.
  */
 import assert from 'node:assert/strict';

@@ -45,9 +45,9 @@ export class KeyHolders {
   }
 
   add(key: string, id: number): void {
-    const known = this.holder.get(key);
-    if (known === undefined) this.holder.set(key, id);
-    else if (known !== id) this.holder.set(key, SHARED);
+    // One look for the key, as most keys are new; a key held by another is marked shared after.
+    const known = this.holder.set(key, id);
+    if (known !== undefined && known !== id) this.holder.set(key, SHARED);
   }
 
   /** After `(key, id)` has left the entries. */

@@ -52,16 +52,18 @@ export class KeyTable {
     return this.slots[at * SLOT + 1] === EMPTY ? undefined : (this.slots[at * SLOT + 2] as number);
   }
 
-  /** Pairs `key` with `value`, in place of what it was paired with. */
-  set(key: string, value: number): void {
+  /** Pairs `key` with `value`, in place of what it was paired with: that number, if any. */
+  set(key: string, value: number): number | undefined {
     const hash = this.hashOf(key);
     const at = this.slotOf(key, hash);
     const { slots } = this;
+    const held = slots[at * SLOT + 1] === EMPTY ? undefined : (slots[at * SLOT + 2] as number);
     slots[at * SLOT + 2] = value;
-    if (slots[at * SLOT + 1] !== EMPTY) return;
+    if (held !== undefined) return held;
     slots[at * SLOT] = hash;
     slots[at * SLOT + 1] = key;
     if (++this.count > this.capacity * MAX_LOAD) this.resize(this.count, REMADE_LOAD);
+    return undefined;
   }
 
   delete(key: string): void {
@@ -78,7 +80,7 @@ export class KeyTable {
     for (;;) {
       const held = slots[at * SLOT + 1];
       if (held === EMPTY || (slots[at * SLOT] === hash && held === key)) return at;
-      at = at + 1 === this.capacity ? 0 : at + 1;
+      at = this.after(at);
     }
   }
 
@@ -92,9 +94,7 @@ export class KeyTable {
       for (let i = 0; i < SLOT; i++) slots[gap * SLOT + i] = slots[at * SLOT + i]!;
       gap = at;
     }
-    slots[gap * SLOT] = EMPTY;
-    slots[gap * SLOT + 1] = EMPTY;
-    slots[gap * SLOT + 2] = EMPTY;
+    for (let i = 0; i < SLOT; i++) slots[gap * SLOT + i] = EMPTY;
   }
 
   /** A table of capacity for `pairs` at `load`, holding the pairs it held. */
