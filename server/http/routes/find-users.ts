@@ -67,7 +67,12 @@ function sendFound(ctx: Context, page: FoundPage, { repeated, listing }: FindReq
   const next = nextOf(page.next, repeated, listing);
   const aliases = repeated.withAliases ? `,"aliases":${aliasMap(page)}` : '';
   const total = repeated.count ? `,"total":${page.total}` : '';
-  sendJson(ctx.res, 200, `{"items":[${page.items.join(',')}]${aliases},"next":${next}${total}}`);
+  sendJson(ctx.res, 200, `{"items":[${itemsText(page.items)}]${aliases},"next":${next}${total}}`);
+}
+
+/** The items' texts joined by commas; a lone item (a unique field's `eq`) as it is, where a join would copy it. */
+function itemsText(items: readonly string[]): string {
+  return items.length === 1 ? items[0]! : items.join(',');
 }
 
 /** The one value of a parameter, or undefined when it is absent; given twice: 400. */
