@@ -4,7 +4,9 @@
  *
  * - lookup: an indexed unique lookup (`filter=email eq "..."`) against GET
  *   /users/{id} of the same server, in requests a second (goal: at least
- *   0.85 of it), on the journal and on PostgreSQL;
+ *   0.85 of it), on the journal and on PostgreSQL: the median of the ratios
+ *   of six rounds, each a window of both, with their range, and the server's
+ *   CPU time a request of each;
  * - scan: a condition on an undeclared path answered in full (every page),
  *   in users examined a second (goal: 2 million): the median of three scans
  *   after the first, which is given apart (the compilers settle during it);
@@ -23,7 +25,7 @@
  * Indexes are declared with `users-server index add`.
  *
  * Run: npm run build && node --import tsx bench/find-bench.ts [--users 1000000] [--part lookup|scan|memory ...]
- * [--store journal|postgres ...] [--seconds 10]
+ * [--store journal|postgres ...] [--seconds 12] [--rounds 6]
  */
 import { execFileSync } from 'node:child_process';
 import { closeSync, cpSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs';
@@ -35,6 +37,7 @@ import { journalName } from '../server/store/journal/recovery.js';
 import { postgresSkipReason, testDatabase } from '../test/postgres.js';
 import { socketLoad } from '../test/socket-load.js';
 import {
+  cpuSeconds,
   fmt,
   LOAD_FLAGS,
   median,
@@ -54,11 +57,14 @@ const { values } = parseArgs({
     users: { type: 'string', default: '1000000' },
     part: { type: 'string', multiple: true },
     store: { type: 'string', multiple: true },
-    seconds: { type: 'string', default: '10' },
+    seconds: { type: 'string', default: '12' },
+    rounds: { type: 'string', default: '6' },
   },
 });
 const USERS = Number(values.users);
 const SECONDS = Number(values.seconds);
+/** Rounds of the lookup's comparison, each a window of GET by id and one of the lookup. */
+const ROUNDS = Number(values.rounds);
 const PARTS = values.part ?? ['lookup', 'scan', 'memory'];
 const STORES = values.store ?? ['journal', 'postgres'];
 const SERVER_BIN = join(ROOT, 'bin', 'users-server.js');
@@ -126,32 +132,58 @@ function byEmailRequests() {
   });
 }
 
-/** Requests a second of GET by id and of the indexed lookup, alternating, three times each. */
+/** A window of load: its rate, and the requests answered and the server's CPU seconds in it. */
+interface LoadWindow {
+  rps: number;
+  requests: number;
+  cpu: number;
+}
+
+/**
+ * Requests a second of GET by id and of the indexed lookup in ROUNDS
+ * rounds, each a window of both back to back (which comes first
+ * alternates): the ratio is the median of the rounds' ratios, the windows of
+ * a round sharing the machine's load of the moment, and their range is given.
+ * Beside it, the server process's CPU time a request over all windows
+ * (PostgreSQL's own is not in it), which other work on the machine moves less.
+ */
 async function lookup(target: Target): Promise<string[]> {
   declare(target, 'email', ['--unique', '--case-insensitive']);
   const server = await start(target);
   try {
-    const byId: number[] = [];
-    const byEmail: number[] = [];
-    for (let round = 0; round < 3; round++) {
-      const seconds = SECONDS / 3;
-      byId.push(
-        (await socketLoad({ url: server.url, connections: CONNECTIONS, seconds, requests: byIdRequests() })).rps,
-      );
-      const found = await socketLoad({
-        url: server.url,
-        connections: CONNECTIONS,
-        seconds,
-        requests: byEmailRequests(),
-      });
-      if (found.non2xx > 0) throw new Error(`the lookup answered ${found.non2xx} non-2xx`);
-      byEmail.push(found.rps);
+    const byId: LoadWindow[] = [];
+    const byEmail: LoadWindow[] = [];
+    const seconds = SECONDS / ROUNDS;
+    const load = async (requests: ReturnType<typeof requestPool>): Promise<LoadWindow> => {
+      const before = cpuSeconds(server.pid);
+      const answered = await socketLoad({ url: server.url, connections: CONNECTIONS, seconds, requests });
+      if (answered.non2xx > 0) throw new Error(`the load answered ${answered.non2xx} non-2xx`);
+      return { rps: answered.rps, requests: answered.requests, cpu: cpuSeconds(server.pid) - before };
+    };
+    for (let round = 0; round < ROUNDS; round++) {
+      if (round % 2 === 0) {
+        byId.push(await load(byIdRequests()));
+        byEmail.push(await load(byEmailRequests()));
+      } else {
+        byEmail.push(await load(byEmailRequests()));
+        byId.push(await load(byIdRequests()));
+      }
     }
-    const ratio = median(byEmail) / median(byId);
-    return [target.kind, fmt(median(byId), 0), fmt(median(byEmail), 0), `${ratio.toFixed(2)} (goal >= 0.85)`];
+    const ratios = byId.map((id, round) => byEmail[round]!.rps / id.rps);
+    const range = `${Math.min(...ratios).toFixed(2)} to ${Math.max(...ratios).toFixed(2)}`;
+    const ratio = `${median(ratios).toFixed(2)} (rounds ${range}; goal >= 0.85)`;
+    const rate = (windows: LoadWindow[]) => fmt(median(windows.map((w) => w.rps)), 0);
+    const cpu = `${fmt(microsEach(byId), 0)} / ${fmt(microsEach(byEmail), 0)} µs`;
+    return [target.kind, rate(byId), rate(byEmail), ratio, cpu];
   } finally {
     await server.stop();
   }
+}
+
+/** The server's CPU time a request over `windows`, in microseconds. */
+function microsEach(windows: readonly LoadWindow[]): number {
+  const sum = (of: (w: LoadWindow) => number) => windows.reduce((total, w) => total + of(w), 0);
+  return (sum((w) => w.cpu) / sum((w) => w.requests)) * 1e6;
 }
 
 /** How long `run` takes, in seconds. */
@@ -302,7 +334,12 @@ try {
       rmSync(copy, { recursive: true, force: true });
     }
     console.log(`\nIndexed unique lookup against GET by id, ${fmt(USERS, 0)} users, ${CONNECTIONS} connections:\n`);
-    console.log(table(['store', 'GET /users/{id} req/s', 'filter=email eq req/s', 'lookup / GET'], rows));
+    console.log(
+      table(
+        ['store', 'GET /users/{id} req/s', 'filter=email eq req/s', 'lookup / GET', 'server CPU a GET / a lookup'],
+        rows,
+      ),
+    );
   }
   if (PARTS.includes('scan')) {
     const rows = [];
