@@ -15,7 +15,6 @@
  * are at each step, after the last one it took.
  */
 import { KeyTable } from './key-table.js';
-import { lowerBound } from './lower-bound.js';
 import type { SortedEntries } from './sorted-entries.js';
 
 /** The mark of a key whose holders this table does not know. */
@@ -39,7 +38,7 @@ export class KeyHolders {
     private readonly end: string,
     private readonly current: () => boolean,
   ) {
-    this.holder = new KeyTable(keysBelow(entries(), end));
+    this.holder = new KeyTable(entries().countBelow(end));
     // No key is below '', the start.
     this.filled = new Promise((resolve) => this.fill('', 0, resolve));
   }
@@ -92,17 +91,4 @@ export class KeyHolders {
     // A timer that does not hold the process open: the table is derived, and a closing process needs none of it.
     setTimeout(() => (this.current() ? this.fill(lastKey, lastId, done) : done()), 0).unref();
   }
-}
-
-/** The number of entries of `entries` whose keys are below `end`: the parts are in key order. */
-function keysBelow(entries: SortedEntries, end: string): number {
-  let count = 0;
-  for (const { keys } of entries.parts()) {
-    if (keys[keys.length - 1]! < end) {
-      count += keys.length;
-      continue;
-    }
-    return count + lowerBound(keys, end);
-  }
-  return count;
 }

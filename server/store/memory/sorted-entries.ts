@@ -136,6 +136,14 @@ export class SortedEntries {
     return copy;
   }
 
+  /** How many entries have keys below `key`. */
+  countBelow(key: string): number {
+    const end = this.lowerBound(key, -Infinity, false);
+    let count = end.at;
+    for (let i = 0; i < end.chunk; i++) count += this.chunks[i]!.keys.length;
+    return count;
+  }
+
   /** Each key below `end` that two entries or more hold, with their ids, in key order. */
   sharedKeys(end: string): { key: string; ids: number[] }[] {
     const shared: { key: string; ids: number[] }[] = [];

@@ -4,7 +4,6 @@ import type { IdempotencyRecord } from '../kept-answer.js';
 import type { ApiTokenRecord } from '../store.js';
 import { ChangeLog } from './change-log.js';
 import { FieldIndexes } from './field-indexes.js';
-import { lowerBound } from './lower-bound.js';
 import { UserTable } from './user-table.js';
 
 /** One change to the state; the unit a journal writes (a commit is one or more). */
@@ -261,6 +260,18 @@ export class StoreState implements UserFacts {
 
 /** Per-user bytes in a snapshot besides the representation and alias: tag, id, tabs. */
 const USER_OVERHEAD = 16;
+
+/** Index of the first element >= id. */
+function lowerBound(sorted: readonly number[], id: number): number {
+  let low = 0;
+  let high = sorted.length;
+  while (low < high) {
+    const mid = (low + high) >>> 1;
+    if (sorted[mid]! < id) low = mid + 1;
+    else high = mid;
+  }
+  return low;
+}
 
 // Ids are issued in ascending order, so an insert is almost always an append;
 // only a user created late under an old reservation lands in the middle.
